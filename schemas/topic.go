@@ -1,0 +1,20 @@
+package schemas
+
+// Kafka topics. Collectors key every message by host so that one host's messages
+// stay in order on one partition.
+const (
+	TopicGPUSamples = "heliostat.gpu.samples"
+	TopicGPUEvents  = "heliostat.gpu.events"
+	TopicJobEvents  = "heliostat.job.events"
+	TopicActions    = "heliostat.actions"
+	TopicDeadletter = "heliostat.deadletter"
+)
+
+// Dead-letter message headers. A dead-lettered message keeps its original key and
+// value; these headers say where it came from and why it was rejected.
+const (
+	HeaderDeadletterReason    = "heliostat-reason"
+	HeaderDeadletterTopic     = "heliostat-source-topic"
+	HeaderDeadletterPartition = "heliostat-source-partition"
+	HeaderDeadletterOffset    = "heliostat-source-offset"
+)
