@@ -1,0 +1,336 @@
+// Package nvml samples NVIDIA GPUs through NVML (go-nvml) and watches their
+// XID and ECC events. It is the only package of heliostat that talks to the
+// driver: everything else sees schemas.Sample and schemas.GPUEvent.
+//
+// A Source is built once per process with Open (the host's driver) or New (an
+// injected nvml.Interface, for tests), sampled with Collect, watched with
+// WatchEvents and released with Close. A host without the NVIDIA driver makes
+// Open fail with an error for which errors.Is(err, ErrNoDriver) holds; callers
+// use that to fall back to another source or to report "no GPUs here".
+//
+// Metrics the device or driver does not support are absent from the sample,
+// never 0 and never an error; the first "not supported" answer is remembered so
+// later ticks do not ask again. Devices and MIG instances are enumerated once,
+// in New: after a MIG reconfiguration the caller builds a new Source.
+package nvml
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/heliostat-dev/heliostat/schemas"
+)
+
+// ErrNoDriver means NVML could not be loaded: libnvidia-ml.so.1 is missing or
+// the kernel driver is not loaded. Open and New return it wrapped.
+var ErrNoDriver = errors.New("nvml: no NVIDIA driver (libnvidia-ml.so.1 not found or driver not loaded)")
+
+// ErrDeviceLost means a GPU stopped answering (fallen off the bus, needs a
+// reset, or NVML was shut down). Collect returns it wrapped, with the GPU's UUID.
+var ErrDeviceLost = errors.New("nvml: gpu inaccessible")
+
+// Source samples the GPUs of this host through NVML. Collect and WatchEvents
+// may run concurrently; Close must come after both have returned.
+type Source struct {
+	lib    gonvml.Interface
+	logger *slog.Logger
+	now    func() time.Time
+
+	// devices are the whole GPUs, each followed by its MIG instances. The slice
+	// and the identities in it do not change after New.
+	devices []*device
+
+	// mu serialises Collect, which owns the per-device query state below.
+	mu     sync.Mutex
+	gpmReq gonvml.GpmMetricsGetType // reused: it is about 10 KiB
+	closed bool
+
+	errs [schemas.NumMetrics]atomic.Uint64
+}
+
+// device is one whole GPU or one MIG instance.
+type device struct {
+	gpu schemas.GPU
+	h   gonvml.Device
+	// parent is the whole GPU of a MIG instance, nil for a whole GPU.
+	parent gonvml.Device
+
+	skip     uint32 // bit q: query q answered "not supported" and is not asked again
+	failing  uint32 // bit q: query q failed last time; logged once until it succeeds
+	badValue uint32 // bit m: metric m was out of range last time; logged once
+	gpm      *gpmState
+}
+
+// gpmState holds the previous GPM sample of a device: GPM metrics are rates
+// between two samples.
+type gpmState struct {
+	prev, cur gonvml.GpmSample
+	havePrev  bool
+}
+
+// Open loads the host's NVML library and calls New with it. now stamps events
+// (nil means time.Now).
+func Open(logger *slog.Logger, now func() time.Time) (*Source, error) {
+	return New(gonvml.New(), logger, now)
+}
+
+// New initialises lib, enumerates its GPUs and MIG instances and reads their
+// identity. now stamps received events (nil means time.Now); logger nil
+// discards logs. When the driver is missing the error wraps ErrNoDriver; a
+// driver without GPUs gives a Source whose GPUs() is empty. On success the
+// caller must Close the Source.
+func New(lib gonvml.Interface, logger *slog.Logger, now func() time.Time) (*Source, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if now == nil {
+		now = time.Now
+	}
+	switch ret := lib.Init(); ret {
+	case gonvml.SUCCESS:
+	case gonvml.ERROR_LIBRARY_NOT_FOUND, gonvml.ERROR_DRIVER_NOT_LOADED:
+		return nil, fmt.Errorf("%w: %w", ErrNoDriver, ret)
+	default:
+		return nil, fmt.Errorf("nvml: init: %w", ret)
+	}
+	s := &Source{lib: lib, logger: logger, now: now}
+	if err := s.discover(); err != nil {
+		s.freeGPM()
+		lib.Shutdown()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Name returns "nvml".
+func (s *Source) Name() string { return "nvml" }
+
+// GPUs returns the identity of every GPU and MIG instance, in Collect order.
+func (s *Source) GPUs() []schemas.GPU {
+	gpus := make([]schemas.GPU, len(s.devices))
+	for i, d := range s.devices {
+		gpus[i] = d.gpu
+	}
+	return gpus
+}
+
+// MetricErrors returns how many times, over all devices since New, reading
+// metric m failed for a reason other than "not supported" or gave a value out
+// of m's range. Such a metric is absent from that tick's sample.
+func (s *Source) MetricErrors(m schemas.Metric) uint64 {
+	if m >= schemas.NumMetrics {
+		return 0
+	}
+	return s.errs[m].Load()
+}
+
+// Close frees the GPM samples and shuts NVML down. Calling it again does nothing.
+func (s *Source) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	s.freeGPM()
+	if ret := s.lib.Shutdown(); ret != gonvml.SUCCESS {
+		return fmt.Errorf("nvml: shutdown: %w", ret)
+	}
+	return nil
+}
+
+func (s *Source) freeGPM() {
+	for _, d := range s.devices {
+		if d.gpm == nil {
+			continue
+		}
+		for _, smp := range []gonvml.GpmSample{d.gpm.prev, d.gpm.cur} {
+			if smp != nil {
+				smp.Free()
+			}
+		}
+		d.gpm = nil
+	}
+}
+
+// discover enumerates the devices and their MIG instances.
+func (s *Source) discover() error {
+	driver, ret := s.lib.SystemGetDriverVersion()
+	if ret != gonvml.SUCCESS {
+		s.logger.Warn("nvml driver version unknown", "err", ret)
+		driver = ""
+	}
+	n, ret := s.lib.DeviceGetCount()
+	if ret != gonvml.SUCCESS {
+		return fmt.Errorf("nvml: count devices: %w", ret)
+	}
+	for i := range n {
+		h, ret := s.lib.DeviceGetHandleByIndex(i)
+		if ret != gonvml.SUCCESS {
+			return fmt.Errorf("nvml: get device %d: %w", i, ret)
+		}
+		d, err := s.wholeGPU(i, h, driver)
+		if err != nil {
+			return err
+		}
+		s.devices = append(s.devices, d)
+		migs, err := s.migInstances(d)
+		if err != nil {
+			return err
+		}
+		s.devices = append(s.devices, migs...)
+	}
+	return nil
+}
+
+// wholeGPU reads the identity of device i. Only the UUID is required; other
+// fields are left empty (minor -1) when NVML cannot tell.
+func (s *Source) wholeGPU(i int, h gonvml.Device, driver string) (*device, error) {
+	uuid, ret := h.GetUUID()
+	if ret != gonvml.SUCCESS {
+		return nil, fmt.Errorf("nvml: get uuid of device %d: %w", i, ret)
+	}
+	g := schemas.GPU{
+		Index:         uint32(i),
+		UUID:          uuid,
+		Minor:         -1,
+		DriverVersion: driver,
+		GIID:          -1,
+		CIID:          -1,
+	}
+	if p, ret := h.GetPciInfo(); ret == gonvml.SUCCESS {
+		g.PCIBusID = cString(p.BusId[:])
+	} else if !absent(ret) {
+		s.logger.Warn("nvml pci bus id unknown", "gpu_uuid", uuid, "err", ret)
+	}
+	if m, ret := h.GetMinorNumber(); ret == gonvml.SUCCESS && m >= 0 && m <= 1<<31-1 {
+		g.Minor = int32(m)
+	} else if ret != gonvml.SUCCESS && !absent(ret) {
+		s.logger.Warn("nvml minor number unknown", "gpu_uuid", uuid, "err", ret)
+	}
+	if name, ret := h.GetName(); ret == gonvml.SUCCESS {
+		g.Model = name
+	} else {
+		s.logger.Warn("nvml model unknown", "gpu_uuid", uuid, "err", ret)
+	}
+	d := &device{gpu: g, h: h}
+	switch sup, ret := h.GpmQueryDeviceSupport(); {
+	case ret == gonvml.SUCCESS && sup.IsSupportedDevice != 0:
+		d.gpm = s.allocGPM(uuid)
+	case ret == gonvml.SUCCESS || absent(ret):
+	default:
+		s.logger.Warn("nvml gpm support unknown", "gpu_uuid", uuid, "err", ret)
+	}
+	if d.gpm == nil {
+		d.skip |= gpmQueries
+	}
+	return d, nil
+}
+
+// migInstances returns the MIG instances of gpu, none when MIG is off or not
+// supported. NVML numbers MIG slots up to GetMaxMigDeviceCount; empty slots
+// answer ERROR_NOT_FOUND.
+func (s *Source) migInstances(gpu *device) ([]*device, error) {
+	uuid := gpu.gpu.UUID
+	mode, _, ret := gpu.h.GetMigMode()
+	switch {
+	case absent(ret):
+		return nil, nil
+	case ret != gonvml.SUCCESS:
+		s.logger.Warn("nvml mig mode unknown", "gpu_uuid", uuid, "err", ret)
+		return nil, nil
+	case mode != gonvml.DEVICE_MIG_ENABLE:
+		return nil, nil
+	}
+	n, ret := gpu.h.GetMaxMigDeviceCount()
+	if ret != gonvml.SUCCESS {
+		return nil, fmt.Errorf("nvml: gpu %s: count mig devices: %w", uuid, ret)
+	}
+	var migs []*device
+	for j := range n {
+		h, ret := gpu.h.GetMigDeviceHandleByIndex(j)
+		switch ret {
+		case gonvml.SUCCESS:
+		case gonvml.ERROR_NOT_FOUND, gonvml.ERROR_INVALID_ARGUMENT:
+			continue
+		default:
+			return nil, fmt.Errorf("nvml: gpu %s: get mig device %d: %w", uuid, j, ret)
+		}
+		migUUID, ret := h.GetUUID()
+		if ret != gonvml.SUCCESS {
+			return nil, fmt.Errorf("nvml: gpu %s: get uuid of mig device %d: %w", uuid, j, ret)
+		}
+		g := gpu.gpu
+		g.MIGUUID = migUUID
+		g.GIID, g.CIID = -1, -1
+		if id, ret := h.GetGpuInstanceId(); ret == gonvml.SUCCESS {
+			g.GIID = int32(id)
+		} else {
+			s.logger.Warn("nvml gpu instance id unknown", "gpu_uuid", uuid, "mig_uuid", migUUID, "err", ret)
+		}
+		if id, ret := h.GetComputeInstanceId(); ret == gonvml.SUCCESS {
+			g.CIID = int32(id)
+		} else {
+			s.logger.Warn("nvml compute instance id unknown", "gpu_uuid", uuid, "mig_uuid", migUUID, "err", ret)
+		}
+		if name, ret := h.GetName(); ret == gonvml.SUCCESS {
+			g.MIGProfile = migProfile(name)
+		}
+		d := &device{gpu: g, h: h, parent: gpu.h, skip: ^uint32(migQueries)}
+		if gpu.gpm != nil && g.GIID >= 0 {
+			d.gpm = s.allocGPM(migUUID)
+		}
+		if d.gpm == nil {
+			d.skip |= gpmQueries
+		}
+		migs = append(migs, d)
+	}
+	return migs, nil
+}
+
+// allocGPM allocates the two GPM samples of a device, nil if NVML cannot.
+func (s *Source) allocGPM(uuid string) *gpmState {
+	a, ret := s.lib.GpmSampleAlloc()
+	if ret != gonvml.SUCCESS {
+		s.logger.Warn("nvml gpm sample alloc failed", "gpu_uuid", uuid, "err", ret)
+		return nil
+	}
+	b, ret := s.lib.GpmSampleAlloc()
+	if ret != gonvml.SUCCESS {
+		a.Free()
+		s.logger.Warn("nvml gpm sample alloc failed", "gpu_uuid", uuid, "err", ret)
+		return nil
+	}
+	return &gpmState{prev: a, cur: b}
+}
+
+// cString returns the bytes of a NUL-terminated C char array as a string.
+// go-nvml declares such arrays as int8 or uint8 depending on its version.
+func cString[T ~int8 | ~uint8](a []T) string {
+	b := make([]byte, len(a))
+	for i, c := range a {
+		b[i] = byte(c)
+	}
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return string(b)
+}
+
+// migProfile returns the profile of a MIG device from its NVML name, e.g.
+// "1g.10gb" from "NVIDIA H100 80GB HBM3 MIG 1g.10gb". A name without " MIG "
+// is returned whole.
+func migProfile(name string) string {
+	if i := strings.LastIndex(name, "MIG "); i >= 0 {
+		return strings.TrimSpace(name[i+len("MIG "):])
+	}
+	return strings.TrimSpace(name)
+}

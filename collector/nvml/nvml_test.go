@@ -1,0 +1,998 @@
+package nvml
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"log/slog"
+	"math"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
+
+	"github.com/heliostat-dev/heliostat/schemas"
+)
+
+var tick = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// baseMetrics are the values the stubbed device i answers, in the sample's
+// units. Every stub below reads them from here.
+func baseMetrics(i int) map[schemas.Metric]uint64 {
+	u := uint64(i)
+	return map[schemas.Metric]uint64{
+		schemas.GPUUtil:               10 + u,
+		schemas.MemUtil:               20 + u,
+		schemas.FBTotal:               40 << 30,
+		schemas.FBReserved:            512 << 20,
+		schemas.FBUsed:                u << 30,
+		schemas.FBFree:                40<<30 - 512<<20 - u<<30,
+		schemas.PowerUsage:            100_000 + u,
+		schemas.PowerLimit:            400_000,
+		schemas.Energy:                5_000_000_000 + u,
+		schemas.GPUTemp:               40 + u,
+		schemas.MemTemp:               50 + u,
+		schemas.SMClock:               1410,
+		schemas.MemClock:              1215,
+		schemas.PState:                0,
+		schemas.ClockEventReasons:     1,
+		schemas.PCIeReplay:            7 + u,
+		schemas.ECCSBEVolatile:        3 + u,
+		schemas.ECCDBEVolatile:        0,
+		schemas.RemappedCorrectable:   1,
+		schemas.RemappedUncorrectable: 0,
+		schemas.Processes:             u % 3,
+	}
+}
+
+// newServer returns the 8-GPU mock with every query Collect asks stubbed:
+// the mock panics on a query nobody stubbed.
+func newServer(t *testing.T) *dgxa100.Server {
+	t.Helper()
+	srv := dgxa100.New()
+	for i := range srv.Devices {
+		stubDevice(srv.Devices[i].(*dgxa100.Device), i)
+	}
+	return srv
+}
+
+func stubDevice(d *dgxa100.Device, i int) {
+	w := baseMetrics(i)
+	u32 := func(m schemas.Metric) func() (uint32, gonvml.Return) {
+		return func() (uint32, gonvml.Return) { return uint32(w[m]), gonvml.SUCCESS }
+	}
+	d.GetPciInfoFunc = func() (gonvml.PciInfo, gonvml.Return) {
+		var p gonvml.PciInfo
+		copy(p.BusId[:], d.PciBusID)
+		return p, gonvml.SUCCESS
+	}
+	d.GpmQueryDeviceSupportFunc = func() (gonvml.GpmSupport, gonvml.Return) {
+		return gonvml.GpmSupport{IsSupportedDevice: 0}, gonvml.SUCCESS
+	}
+	d.GetUtilizationRatesFunc = func() (gonvml.Utilization, gonvml.Return) {
+		return gonvml.Utilization{Gpu: uint32(w[schemas.GPUUtil]), Memory: uint32(w[schemas.MemUtil])}, gonvml.SUCCESS
+	}
+	d.GetMemoryInfo_v2Func = func() (gonvml.Memory_v2, gonvml.Return) {
+		return gonvml.Memory_v2{Total: w[schemas.FBTotal], Reserved: w[schemas.FBReserved], Used: w[schemas.FBUsed], Free: w[schemas.FBFree]}, gonvml.SUCCESS
+	}
+	d.GetPowerUsageFunc = u32(schemas.PowerUsage)
+	d.GetEnforcedPowerLimitFunc = u32(schemas.PowerLimit)
+	d.GetTotalEnergyConsumptionFunc = func() (uint64, gonvml.Return) { return w[schemas.Energy], gonvml.SUCCESS }
+	d.GetTemperatureFunc = func(s gonvml.TemperatureSensors) (uint32, gonvml.Return) {
+		if s != gonvml.TEMPERATURE_GPU {
+			return 0, gonvml.ERROR_INVALID_ARGUMENT
+		}
+		return uint32(w[schemas.GPUTemp]), gonvml.SUCCESS
+	}
+	d.GetFieldValuesFunc = func(fv []gonvml.FieldValue) gonvml.Return {
+		for j := range fv {
+			f := &fv[j]
+			switch f.FieldId {
+			case gonvml.FI_DEV_MEMORY_TEMP:
+				f.ValueType = uint32(gonvml.VALUE_TYPE_UNSIGNED_INT)
+				binary.NativeEndian.PutUint32(f.Value[:], uint32(w[schemas.MemTemp]))
+			case gonvml.FI_DEV_PCIE_REPLAY_COUNTER:
+				f.ValueType = uint32(gonvml.VALUE_TYPE_UNSIGNED_LONG_LONG)
+				binary.NativeEndian.PutUint64(f.Value[:], w[schemas.PCIeReplay])
+			default:
+				f.NvmlReturn = uint32(gonvml.ERROR_NOT_SUPPORTED)
+			}
+		}
+		return gonvml.SUCCESS
+	}
+	d.GetClockInfoFunc = func(c gonvml.ClockType) (uint32, gonvml.Return) {
+		switch c {
+		case gonvml.CLOCK_SM:
+			return uint32(w[schemas.SMClock]), gonvml.SUCCESS
+		case gonvml.CLOCK_MEM:
+			return uint32(w[schemas.MemClock]), gonvml.SUCCESS
+		}
+		return 0, gonvml.ERROR_INVALID_ARGUMENT
+	}
+	d.GetPerformanceStateFunc = func() (gonvml.Pstates, gonvml.Return) {
+		return gonvml.Pstates(w[schemas.PState]), gonvml.SUCCESS
+	}
+	d.GetCurrentClocksEventReasonsFunc = func() (uint64, gonvml.Return) { return w[schemas.ClockEventReasons], gonvml.SUCCESS }
+	d.GetTotalEccErrorsFunc = func(t gonvml.MemoryErrorType, c gonvml.EccCounterType) (uint64, gonvml.Return) {
+		if c != gonvml.VOLATILE_ECC {
+			return 0, gonvml.ERROR_INVALID_ARGUMENT
+		}
+		if t == gonvml.MEMORY_ERROR_TYPE_CORRECTED {
+			return w[schemas.ECCSBEVolatile], gonvml.SUCCESS
+		}
+		return w[schemas.ECCDBEVolatile], gonvml.SUCCESS
+	}
+	d.GetRemappedRowsFunc = func() (int, int, bool, bool, gonvml.Return) {
+		return int(w[schemas.RemappedCorrectable]), int(w[schemas.RemappedUncorrectable]), false, false, gonvml.SUCCESS
+	}
+	d.GetComputeRunningProcessesFunc = func() ([]gonvml.ProcessInfo, gonvml.Return) {
+		return make([]gonvml.ProcessInfo, w[schemas.Processes]), gonvml.SUCCESS
+	}
+}
+
+func newSource(t *testing.T, lib gonvml.Interface) *Source {
+	t.Helper()
+	s, err := New(lib, slog.New(slog.NewTextHandler(t.Output(), nil)), func() time.Time { return tick })
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func collect(t *testing.T, s *Source, b *schemas.SampleBatch) {
+	t.Helper()
+	if err := s.Collect(t.Context(), tick, b); err != nil {
+		t.Fatalf("Collect() = %v", err)
+	}
+}
+
+// checkSample compares every metric of smp with want: a metric missing from
+// want must be absent.
+func checkSample(t *testing.T, who string, smp *schemas.Sample, want map[schemas.Metric]uint64) {
+	t.Helper()
+	for m := range schemas.NumMetrics {
+		v, ok := smp.Uint(m)
+		w, wok := want[m]
+		switch {
+		case ok != wok:
+			t.Errorf("%s: %s present = %v; want %v", who, m, ok, wok)
+		case ok && v != w:
+			t.Errorf("%s: %s = %d; want %d", who, m, v, w)
+		}
+	}
+}
+
+func TestNewIdentity(t *testing.T) {
+	srv := newServer(t)
+	s := newSource(t, srv)
+	var b schemas.SampleBatch
+	collect(t, s, &b)
+	if len(b.GPUs) != 8 || len(b.Samples) != 8 {
+		t.Fatalf("Collect() gave %d GPUs, %d samples; want 8, 8", len(b.GPUs), len(b.Samples))
+	}
+	for i, dev := range srv.Devices {
+		d := dev.(*dgxa100.Device)
+		want := schemas.GPU{
+			Index:         uint32(i),
+			UUID:          d.UUID,
+			PCIBusID:      d.PciBusID,
+			Minor:         int32(d.Minor),
+			Model:         d.Name,
+			DriverVersion: srv.DriverVersion,
+			GIID:          -1,
+			CIID:          -1,
+		}
+		if got := b.GPUs[b.Samples[i].GPU]; got != want {
+			t.Errorf("GPU of sample %d = %+v; want %+v", i, got, want)
+		}
+		if got := s.GPUs()[i]; got != want {
+			t.Errorf("GPUs()[%d] = %+v; want %+v", i, got, want)
+		}
+	}
+	if got := s.Name(); got != "nvml" {
+		t.Errorf("Name() = %q; want %q", got, "nvml")
+	}
+}
+
+func TestCollect(t *testing.T) {
+	notSupported := func() (uint32, gonvml.Return) { return 0, gonvml.ERROR_NOT_SUPPORTED }
+	tests := []struct {
+		name string
+		stub func(d *dgxa100.Device)
+		drop []schemas.Metric          // absent from baseMetrics
+		set  map[schemas.Metric]uint64 // replaced in baseMetrics
+		errs map[schemas.Metric]uint64 // MetricErrors after one tick of 8 GPUs
+	}{
+		{name: "all supported"},
+		{
+			name: "utilization not supported",
+			stub: func(d *dgxa100.Device) {
+				d.GetUtilizationRatesFunc = func() (gonvml.Utilization, gonvml.Return) {
+					return gonvml.Utilization{}, gonvml.ERROR_NOT_SUPPORTED
+				}
+			},
+			drop: []schemas.Metric{schemas.GPUUtil, schemas.MemUtil},
+		},
+		{
+			name: "memory info v2 missing falls back to v1",
+			stub: func(d *dgxa100.Device) {
+				d.GetMemoryInfo_v2Func = func() (gonvml.Memory_v2, gonvml.Return) {
+					return gonvml.Memory_v2{}, gonvml.ERROR_FUNCTION_NOT_FOUND
+				}
+			},
+			drop: []schemas.Metric{schemas.FBReserved},
+			// dgxa100's own GetMemoryInfo answer.
+			set: map[schemas.Metric]uint64{schemas.FBTotal: 42949672960, schemas.FBUsed: 0, schemas.FBFree: 0},
+		},
+		{
+			name: "power, limit and energy not supported",
+			stub: func(d *dgxa100.Device) {
+				d.GetPowerUsageFunc = notSupported
+				d.GetEnforcedPowerLimitFunc = notSupported
+				d.GetTotalEnergyConsumptionFunc = func() (uint64, gonvml.Return) { return 0, gonvml.ERROR_NOT_SUPPORTED }
+			},
+			drop: []schemas.Metric{schemas.PowerUsage, schemas.PowerLimit, schemas.Energy},
+		},
+		{
+			name: "ecc without permission, row remapping not found",
+			stub: func(d *dgxa100.Device) {
+				d.GetTotalEccErrorsFunc = func(gonvml.MemoryErrorType, gonvml.EccCounterType) (uint64, gonvml.Return) {
+					return 0, gonvml.ERROR_NO_PERMISSION
+				}
+				d.GetRemappedRowsFunc = func() (int, int, bool, bool, gonvml.Return) {
+					return 0, 0, false, false, gonvml.ERROR_NOT_FOUND
+				}
+			},
+			drop: []schemas.Metric{schemas.ECCSBEVolatile, schemas.ECCDBEVolatile, schemas.RemappedCorrectable, schemas.RemappedUncorrectable},
+		},
+		{
+			name: "field values not supported falls back to replay counter",
+			stub: func(d *dgxa100.Device) {
+				d.GetFieldValuesFunc = func([]gonvml.FieldValue) gonvml.Return { return gonvml.ERROR_NOT_SUPPORTED }
+				d.GetPcieReplayCounterFunc = func() (int, gonvml.Return) { return 99, gonvml.SUCCESS }
+			},
+			drop: []schemas.Metric{schemas.MemTemp},
+			set:  map[schemas.Metric]uint64{schemas.PCIeReplay: 99},
+		},
+		{
+			name: "memory temperature field not supported",
+			stub: func(d *dgxa100.Device) {
+				get := d.GetFieldValuesFunc
+				d.GetFieldValuesFunc = func(fv []gonvml.FieldValue) gonvml.Return {
+					ret := get(fv)
+					for j := range fv {
+						if fv[j].FieldId == gonvml.FI_DEV_MEMORY_TEMP {
+							fv[j].NvmlReturn = uint32(gonvml.ERROR_NOT_SUPPORTED)
+						}
+					}
+					return ret
+				}
+			},
+			drop: []schemas.Metric{schemas.MemTemp},
+		},
+		{
+			name: "clocks event reasons missing falls back to throttle reasons",
+			stub: func(d *dgxa100.Device) {
+				d.GetCurrentClocksEventReasonsFunc = func() (uint64, gonvml.Return) { return 0, gonvml.ERROR_FUNCTION_NOT_FOUND }
+				d.GetCurrentClocksThrottleReasonsFunc = func() (uint64, gonvml.Return) { return 0x4, gonvml.SUCCESS }
+			},
+			set: map[schemas.Metric]uint64{schemas.ClockEventReasons: 0x4},
+		},
+		{
+			name: "unknown pstate is absent, not an error",
+			stub: func(d *dgxa100.Device) {
+				d.GetPerformanceStateFunc = func() (gonvml.Pstates, gonvml.Return) { return gonvml.PSTATE_UNKNOWN, gonvml.SUCCESS }
+			},
+			drop: []schemas.Metric{schemas.PState},
+		},
+		{
+			name: "temperature beyond the metric's max is absent and counted",
+			stub: func(d *dgxa100.Device) {
+				d.GetTemperatureFunc = func(gonvml.TemperatureSensors) (uint32, gonvml.Return) { return 1 << 20, gonvml.SUCCESS }
+			},
+			drop: []schemas.Metric{schemas.GPUTemp},
+			errs: map[schemas.Metric]uint64{schemas.GPUTemp: 8},
+		},
+		{
+			name: "failing power query is absent and counted",
+			stub: func(d *dgxa100.Device) {
+				d.GetPowerUsageFunc = func() (uint32, gonvml.Return) { return 0, gonvml.ERROR_UNKNOWN }
+			},
+			drop: []schemas.Metric{schemas.PowerUsage},
+			errs: map[schemas.Metric]uint64{schemas.PowerUsage: 8},
+		},
+		{
+			name: "negative remapped rows are absent and counted",
+			stub: func(d *dgxa100.Device) {
+				d.GetRemappedRowsFunc = func() (int, int, bool, bool, gonvml.Return) { return -1, 2, false, false, gonvml.SUCCESS }
+			},
+			drop: []schemas.Metric{schemas.RemappedCorrectable},
+			set:  map[schemas.Metric]uint64{schemas.RemappedUncorrectable: 2},
+			errs: map[schemas.Metric]uint64{schemas.RemappedCorrectable: 8},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newServer(t)
+			if tt.stub != nil {
+				for _, d := range srv.Devices {
+					tt.stub(d.(*dgxa100.Device))
+				}
+			}
+			s := newSource(t, srv)
+			var b schemas.SampleBatch
+			collect(t, s, &b)
+			if len(b.Samples) != 8 {
+				t.Fatalf("Collect() gave %d samples; want 8", len(b.Samples))
+			}
+			for i := range b.Samples {
+				want := baseMetrics(i)
+				for _, m := range tt.drop {
+					delete(want, m)
+				}
+				for m, v := range tt.set {
+					want[m] = v
+				}
+				if ts := b.Samples[i].TSMillis; ts != tick.UnixMilli() {
+					t.Errorf("sample %d TSMillis = %d; want %d", i, ts, tick.UnixMilli())
+				}
+				checkSample(t, b.GPUs[b.Samples[i].GPU].UUID, &b.Samples[i], want)
+			}
+			for m := range schemas.NumMetrics {
+				if got := s.MetricErrors(m); got != tt.errs[m] {
+					t.Errorf("MetricErrors(%s) = %d; want %d", m, got, tt.errs[m])
+				}
+			}
+		})
+	}
+}
+
+// TestCollectRemembersUnsupported checks that a query answered "not
+// supported" is not asked again, while one that failed is retried.
+func TestCollectRemembersUnsupported(t *testing.T) {
+	const ticks = 3
+	tests := []struct {
+		name  string
+		stub  func(d *dgxa100.Device)
+		calls func(d *dgxa100.Device) int
+		want  int
+	}{
+		{
+			name:  "supported power is asked every tick",
+			calls: func(d *dgxa100.Device) int { return len(d.GetPowerUsageCalls()) },
+			want:  ticks,
+		},
+		{
+			name: "unsupported power is asked once",
+			stub: func(d *dgxa100.Device) {
+				d.GetPowerUsageFunc = func() (uint32, gonvml.Return) { return 0, gonvml.ERROR_NOT_SUPPORTED }
+			},
+			calls: func(d *dgxa100.Device) int { return len(d.GetPowerUsageCalls()) },
+			want:  1,
+		},
+		{
+			name: "failing power is retried every tick",
+			stub: func(d *dgxa100.Device) {
+				d.GetPowerUsageFunc = func() (uint32, gonvml.Return) { return 0, gonvml.ERROR_UNKNOWN }
+			},
+			calls: func(d *dgxa100.Device) int { return len(d.GetPowerUsageCalls()) },
+			want:  ticks,
+		},
+		{
+			name: "memory info v1 fallback is asked every tick, v2 once",
+			stub: func(d *dgxa100.Device) {
+				d.GetMemoryInfo_v2Func = func() (gonvml.Memory_v2, gonvml.Return) {
+					return gonvml.Memory_v2{}, gonvml.ERROR_NOT_SUPPORTED
+				}
+			},
+			calls: func(d *dgxa100.Device) int {
+				return 100*len(d.GetMemoryInfo_v2Calls()) + len(d.GetMemoryInfoCalls())
+			},
+			want: 100 + ticks,
+		},
+		{
+			name: "failing memory info v2 does not fall back",
+			stub: func(d *dgxa100.Device) {
+				d.GetMemoryInfo_v2Func = func() (gonvml.Memory_v2, gonvml.Return) {
+					return gonvml.Memory_v2{}, gonvml.ERROR_UNKNOWN
+				}
+			},
+			calls: func(d *dgxa100.Device) int {
+				return 100*len(d.GetMemoryInfo_v2Calls()) + len(d.GetMemoryInfoCalls())
+			},
+			want: 100 * ticks,
+		},
+		{
+			name: "field values, both unsupported, are asked once",
+			stub: func(d *dgxa100.Device) {
+				d.GetFieldValuesFunc = func([]gonvml.FieldValue) gonvml.Return { return gonvml.ERROR_NOT_SUPPORTED }
+				d.GetPcieReplayCounterFunc = func() (int, gonvml.Return) { return 0, gonvml.ERROR_NOT_SUPPORTED }
+			},
+			calls: func(d *dgxa100.Device) int {
+				return 100*len(d.GetFieldValuesCalls()) + len(d.GetPcieReplayCounterCalls())
+			},
+			want: 100 + 1,
+		},
+		{
+			name: "ecc, one counter type unsupported",
+			stub: func(d *dgxa100.Device) {
+				d.GetTotalEccErrorsFunc = func(t gonvml.MemoryErrorType, _ gonvml.EccCounterType) (uint64, gonvml.Return) {
+					if t == gonvml.MEMORY_ERROR_TYPE_UNCORRECTED {
+						return 0, gonvml.ERROR_NOT_SUPPORTED
+					}
+					return 1, gonvml.SUCCESS
+				}
+			},
+			calls: func(d *dgxa100.Device) int { return len(d.GetTotalEccErrorsCalls()) },
+			want:  ticks + 1,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newServer(t)
+			if tt.stub != nil {
+				for _, d := range srv.Devices {
+					tt.stub(d.(*dgxa100.Device))
+				}
+			}
+			s := newSource(t, srv)
+			var b schemas.SampleBatch
+			for range ticks {
+				collect(t, s, &b)
+			}
+			for i, d := range srv.Devices {
+				if got := tt.calls(d.(*dgxa100.Device)); got != tt.want {
+					t.Errorf("device %d: calls after %d ticks = %d; want %d", i, ticks, got, tt.want)
+				}
+			}
+		})
+	}
+}
+
+func TestCollectDeviceLost(t *testing.T) {
+	tests := []struct {
+		name string
+		ret  gonvml.Return
+	}{
+		{"gpu is lost", gonvml.ERROR_GPU_IS_LOST},
+		{"reset required", gonvml.ERROR_RESET_REQUIRED},
+		{"nvml uninitialized", gonvml.ERROR_UNINITIALIZED},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newServer(t)
+			lostDev := srv.Devices[5].(*dgxa100.Device)
+			lostDev.GetTemperatureFunc = func(gonvml.TemperatureSensors) (uint32, gonvml.Return) { return 0, tt.ret }
+			s := newSource(t, srv)
+			b := schemas.SampleBatch{GPUs: []schemas.GPU{{UUID: "GPU-earlier"}}, Samples: []schemas.Sample{{}}}
+			err := s.Collect(t.Context(), tick, &b)
+			if !errors.Is(err, ErrDeviceLost) || !errors.Is(err, tt.ret) {
+				t.Fatalf("Collect() = %v; want an error wrapping ErrDeviceLost and %v", err, tt.ret)
+			}
+			if !strings.Contains(err.Error(), lostDev.UUID) {
+				t.Errorf("Collect() = %q; want it to name %s", err, lostDev.UUID)
+			}
+			if len(b.GPUs) != 1 || len(b.Samples) != 1 {
+				t.Errorf("after failed Collect batch has %d GPUs, %d samples; want 1, 1", len(b.GPUs), len(b.Samples))
+			}
+		})
+	}
+}
+
+func TestCollectCanceled(t *testing.T) {
+	s := newSource(t, newServer(t))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	var b schemas.SampleBatch
+	if err := s.Collect(ctx, tick, &b); !errors.Is(err, context.Canceled) {
+		t.Errorf("Collect(canceled) = %v; want context.Canceled", err)
+	}
+	if len(b.Samples) != 0 {
+		t.Errorf("Collect(canceled) left %d samples; want 0", len(b.Samples))
+	}
+}
+
+// stubGPM makes device 0 GPM-capable; NVML's GPM metrics answer these
+// percentages, with the tensor metric unsupported. It returns the number of
+// GPM samples alive and a pointer to the metric count of the last request.
+func stubGPM(srv *dgxa100.Server, d *dgxa100.Device) (alive *atomic.Int64, lastN *atomic.Uint32) {
+	alive, lastN = new(atomic.Int64), new(atomic.Uint32)
+	srv.GpmSampleAllocFunc = func() (gonvml.GpmSample, gonvml.Return) {
+		alive.Add(1)
+		return &mock.GpmSample{FreeFunc: func() gonvml.Return { alive.Add(-1); return gonvml.SUCCESS }}, gonvml.SUCCESS
+	}
+	srv.GpmMetricsGetFunc = func(g *gonvml.GpmMetricsGetType) gonvml.Return {
+		lastN.Store(g.NumMetrics)
+		if g.Sample1 == nil || g.Sample2 == nil || g.Sample1 == g.Sample2 {
+			return gonvml.ERROR_INVALID_ARGUMENT
+		}
+		for i := range g.NumMetrics {
+			m := &g.Metrics[i]
+			switch gonvml.GpmMetricId(m.MetricId) {
+			case gonvml.GPM_METRIC_SM_UTIL:
+				m.Value = 50
+			case gonvml.GPM_METRIC_SM_OCCUPANCY:
+				m.Value = 25
+			case gonvml.GPM_METRIC_DRAM_BW_UTIL:
+				m.Value = 12.5
+			default:
+				m.NvmlReturn = uint32(gonvml.ERROR_NOT_SUPPORTED)
+			}
+		}
+		return gonvml.SUCCESS
+	}
+	d.GpmQueryDeviceSupportFunc = func() (gonvml.GpmSupport, gonvml.Return) {
+		return gonvml.GpmSupport{IsSupportedDevice: 1}, gonvml.SUCCESS
+	}
+	d.GpmSampleGetFunc = func(gonvml.GpmSample) gonvml.Return { return gonvml.SUCCESS }
+	return alive, lastN
+}
+
+func TestCollectGPM(t *testing.T) {
+	srv := newServer(t)
+	alive, lastN := stubGPM(srv, srv.Devices[0].(*dgxa100.Device))
+	s, err := New(srv, nil, nil)
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	want := []map[schemas.Metric]float32{
+		{}, // the first tick has no interval yet
+		{schemas.SMActive: 0.5, schemas.SMOccupancy: 0.25, schemas.DRAMActive: 0.125},
+		{schemas.SMActive: 0.5, schemas.SMOccupancy: 0.25, schemas.DRAMActive: 0.125},
+	}
+	wantN := []uint32{0, 4, 3} // the unsupported tensor metric is not asked again
+	for tk := range want {
+		var b schemas.SampleBatch
+		collect(t, s, &b)
+		for i := range b.Samples {
+			smp := &b.Samples[i]
+			for _, m := range []schemas.Metric{schemas.SMActive, schemas.SMOccupancy, schemas.TensorActive, schemas.DRAMActive} {
+				v, ok := smp.Float(m)
+				w, wok := want[tk][m]
+				if i != 0 {
+					wok = false // only device 0 has GPM
+				}
+				if ok != wok || ok && v != w {
+					t.Errorf("tick %d device %d: %s = %v, %v; want %v, %v", tk, i, m, v, ok, w, wok)
+				}
+			}
+		}
+		if got := lastN.Load(); got != wantN[tk] {
+			t.Errorf("tick %d: GpmMetricsGet asked %d metrics; want %d", tk, got, wantN[tk])
+		}
+	}
+	if got := alive.Load(); got != 2 {
+		t.Errorf("GPM samples alive = %d; want 2", got)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close() = %v", err)
+	}
+	if got := alive.Load(); got != 0 {
+		t.Errorf("GPM samples alive after Close = %d; want 0", got)
+	}
+}
+
+// migDevice is a MIG instance handle that answers only what NVML answers for
+// MIG instances; any whole-GPU query panics the test.
+func migDevice(uuid, name string, gi, ci int, usedMiB uint64) *mock.Device {
+	return &mock.Device{
+		GetUUIDFunc:              func() (string, gonvml.Return) { return uuid, gonvml.SUCCESS },
+		GetNameFunc:              func() (string, gonvml.Return) { return name, gonvml.SUCCESS },
+		GetGpuInstanceIdFunc:     func() (int, gonvml.Return) { return gi, gonvml.SUCCESS },
+		GetComputeInstanceIdFunc: func() (int, gonvml.Return) { return ci, gonvml.SUCCESS },
+		GetUtilizationRatesFunc: func() (gonvml.Utilization, gonvml.Return) {
+			return gonvml.Utilization{}, gonvml.ERROR_NOT_SUPPORTED
+		},
+		GetMemoryInfo_v2Func: func() (gonvml.Memory_v2, gonvml.Return) {
+			return gonvml.Memory_v2{Total: 20 << 30, Reserved: 0, Used: usedMiB << 20, Free: 20<<30 - usedMiB<<20}, gonvml.SUCCESS
+		},
+		GetComputeRunningProcessesFunc: func() ([]gonvml.ProcessInfo, gonvml.Return) {
+			return []gonvml.ProcessInfo{{Pid: 42}}, gonvml.SUCCESS
+		},
+	}
+}
+
+func TestCollectMIG(t *testing.T) {
+	srv := newServer(t)
+	parent := srv.Devices[2].(*dgxa100.Device)
+	_, _ = stubGPM(srv, parent)
+	var migGPMCalls atomic.Int32
+	parent.GpmMigSampleGetFunc = func(gi int, _ gonvml.GpmSample) gonvml.Return {
+		if gi != 1 && gi != 2 {
+			return gonvml.ERROR_INVALID_ARGUMENT
+		}
+		migGPMCalls.Add(1)
+		return gonvml.SUCCESS
+	}
+	parent.GetMigModeFunc = func() (int, int, gonvml.Return) {
+		return gonvml.DEVICE_MIG_ENABLE, gonvml.DEVICE_MIG_ENABLE, gonvml.SUCCESS
+	}
+	parent.GetUtilizationRatesFunc = func() (gonvml.Utilization, gonvml.Return) {
+		return gonvml.Utilization{}, gonvml.ERROR_NOT_SUPPORTED
+	}
+	migs := map[int]*mock.Device{
+		0: migDevice("MIG-aaaa", "Mock NVIDIA A100-SXM4-40GB MIG 3g.20gb", 1, 0, 100),
+		2: migDevice("MIG-bbbb", "Mock NVIDIA A100-SXM4-40GB MIG 1g.5gb", 2, 0, 200),
+	}
+	parent.GetMaxMigDeviceCountFunc = func() (int, gonvml.Return) { return 3, gonvml.SUCCESS }
+	parent.GetMigDeviceHandleByIndexFunc = func(j int) (gonvml.Device, gonvml.Return) {
+		if d, ok := migs[j]; ok {
+			return d, gonvml.SUCCESS
+		}
+		return nil, gonvml.ERROR_NOT_FOUND
+	}
+	s := newSource(t, srv)
+
+	tests := []struct {
+		gpu  schemas.GPU
+		want map[schemas.Metric]uint64
+	}{
+		{
+			gpu: schemas.GPU{Index: 2, UUID: parent.UUID, PCIBusID: parent.PciBusID, Minor: 2, Model: parent.Name,
+				DriverVersion: srv.DriverVersion, MIGUUID: "MIG-aaaa", GIID: 1, CIID: 0, MIGProfile: "3g.20gb"},
+			want: map[schemas.Metric]uint64{schemas.FBTotal: 20 << 30, schemas.FBReserved: 0, schemas.FBUsed: 100 << 20,
+				schemas.FBFree: 20<<30 - 100<<20, schemas.Processes: 1},
+		},
+		{
+			gpu: schemas.GPU{Index: 2, UUID: parent.UUID, PCIBusID: parent.PciBusID, Minor: 2, Model: parent.Name,
+				DriverVersion: srv.DriverVersion, MIGUUID: "MIG-bbbb", GIID: 2, CIID: 0, MIGProfile: "1g.5gb"},
+			want: map[schemas.Metric]uint64{schemas.FBTotal: 20 << 30, schemas.FBReserved: 0, schemas.FBUsed: 200 << 20,
+				schemas.FBFree: 20<<30 - 200<<20, schemas.Processes: 1},
+		},
+	}
+	var b schemas.SampleBatch
+	collect(t, s, &b)
+	if len(b.GPUs) != 10 || len(b.Samples) != 10 {
+		t.Fatalf("Collect() gave %d GPUs, %d samples; want 10, 10", len(b.GPUs), len(b.Samples))
+	}
+	// The whole GPU keeps its device-wide metrics; its utilization is not
+	// supported in MIG mode.
+	wantParent := baseMetrics(2)
+	delete(wantParent, schemas.GPUUtil)
+	delete(wantParent, schemas.MemUtil)
+	checkSample(t, parent.UUID, &b.Samples[2], wantParent)
+	for k, tt := range tests {
+		smp := &b.Samples[3+k]
+		if got := b.GPUs[smp.GPU]; got != tt.gpu {
+			t.Errorf("MIG GPU %d = %+v; want %+v", k, got, tt.gpu)
+		}
+		checkSample(t, tt.gpu.MIGUUID, smp, tt.want)
+	}
+	if got := b.GPUs[b.Samples[5].GPU].Index; got != 3 {
+		t.Errorf("sample after the MIG instances is GPU %d; want 3", got)
+	}
+
+	// The second tick adds GPM ratios to the parent and both instances.
+	b.Reset()
+	collect(t, s, &b)
+	for _, i := range []int{2, 3, 4} {
+		if v, ok := b.Samples[i].Float(schemas.SMActive); !ok || v != 0.5 {
+			t.Errorf("tick 2 sample %d: sm_active = %v, %v; want 0.5, true", i, v, ok)
+		}
+	}
+	if got := migGPMCalls.Load(); got != 4 {
+		t.Errorf("GpmMigSampleGet calls = %d; want 4", got)
+	}
+}
+
+func TestNewErrors(t *testing.T) {
+	tests := []struct {
+		name         string
+		stub         func(srv *dgxa100.Server)
+		wantNoDriver bool
+		wantShutdown int
+	}{
+		{
+			name: "library not found",
+			stub: func(srv *dgxa100.Server) {
+				srv.InitFunc = func() gonvml.Return { return gonvml.ERROR_LIBRARY_NOT_FOUND }
+			},
+			wantNoDriver: true,
+		},
+		{
+			name: "driver not loaded",
+			stub: func(srv *dgxa100.Server) {
+				srv.InitFunc = func() gonvml.Return { return gonvml.ERROR_DRIVER_NOT_LOADED }
+			},
+			wantNoDriver: true,
+		},
+		{
+			name: "init fails otherwise",
+			stub: func(srv *dgxa100.Server) { srv.InitFunc = func() gonvml.Return { return gonvml.ERROR_NO_PERMISSION } },
+		},
+		{
+			name: "device count fails",
+			stub: func(srv *dgxa100.Server) {
+				srv.DeviceGetCountFunc = func() (int, gonvml.Return) { return 0, gonvml.ERROR_UNKNOWN }
+			},
+			wantShutdown: 1,
+		},
+		{
+			name: "uuid fails",
+			stub: func(srv *dgxa100.Server) {
+				srv.Devices[4].(*dgxa100.Device).GetUUIDFunc = func() (string, gonvml.Return) { return "", gonvml.ERROR_GPU_IS_LOST }
+			},
+			wantShutdown: 1,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newServer(t)
+			tt.stub(srv)
+			s, err := New(srv, nil, nil)
+			if err == nil {
+				s.Close()
+				t.Fatalf("New() = nil; want an error")
+			}
+			if got := errors.Is(err, ErrNoDriver); got != tt.wantNoDriver {
+				t.Errorf("errors.Is(New() = %q, ErrNoDriver) = %v; want %v", err, got, tt.wantNoDriver)
+			}
+			if !strings.HasPrefix(err.Error(), "nvml: ") {
+				t.Errorf("New() = %q; want the prefix %q", err, "nvml: ")
+			}
+			if got := len(srv.ShutdownCalls()); got != tt.wantShutdown {
+				t.Errorf("Shutdown calls = %d; want %d", got, tt.wantShutdown)
+			}
+		})
+	}
+}
+
+// waitResult is one scripted answer of EventSet.Wait.
+type waitResult struct {
+	dev       int
+	eventType uint64
+	data      uint64
+	ret       gonvml.Return
+}
+
+func TestWatchEvents(t *testing.T) {
+	const all = uint64(gonvml.EventTypeAll)
+	tests := []struct {
+		name      string
+		createRet gonvml.Return         // of EventSetCreate
+		supported map[int]uint64        // other devices answer NOT_SUPPORTED
+		register  map[int]gonvml.Return // of RegisterEvents; SUCCESS if not listed
+		script    []waitResult          // then timeouts until ctx ends
+		want      []schemas.GPUEvent
+		wantMasks map[int]uint64 // registered successfully
+		wantErr   gonvml.Return
+		wantFree  int
+	}{
+		{
+			name:      "xid and ecc events",
+			supported: map[int]uint64{0: all, 1: gonvml.EventTypeXidCriticalError, 3: gonvml.EventTypePState},
+			script: []waitResult{
+				{dev: 0, eventType: gonvml.EventTypeXidCriticalError, data: 79},
+				{ret: gonvml.ERROR_TIMEOUT},
+				{dev: 1, eventType: gonvml.EventTypeXidCriticalError, data: 48},
+				{dev: 0, eventType: gonvml.EventTypeSingleBitEccError, data: 1},
+				{dev: 0, eventType: gonvml.EventTypeDoubleBitEccError, data: 2},
+				{dev: 0, eventType: gonvml.EventTypePState, data: 3}, // not asked for: ignored
+			},
+			want: []schemas.GPUEvent{
+				{GPUUUID: "dev0", Type: schemas.EventXID, XID: 79},
+				{GPUUUID: "dev1", Type: schemas.EventXID, XID: 48},
+				{GPUUUID: "dev0", Type: schemas.EventECCSingleBit, XID: 1},
+				{GPUUUID: "dev0", Type: schemas.EventECCDoubleBit, XID: 2},
+			},
+			wantMasks: map[int]uint64{
+				0: gonvml.EventTypeXidCriticalError | gonvml.EventTypeSingleBitEccError | gonvml.EventTypeDoubleBitEccError,
+				1: gonvml.EventTypeXidCriticalError,
+			},
+			wantFree: 1,
+		},
+		{
+			name:      "wait fails",
+			supported: map[int]uint64{0: all},
+			script:    []waitResult{{dev: 0, eventType: gonvml.EventTypeXidCriticalError, data: 13}, {ret: gonvml.ERROR_GPU_IS_LOST}},
+			want:      []schemas.GPUEvent{{GPUUUID: "dev0", Type: schemas.EventXID, XID: 13}},
+			wantMasks: map[int]uint64{0: watchedEvents},
+			wantErr:   gonvml.ERROR_GPU_IS_LOST,
+			wantFree:  1,
+		},
+		{
+			name:      "no gpu supports events",
+			supported: map[int]uint64{5: gonvml.EventTypeClock},
+			wantFree:  1,
+		},
+		{
+			name:      "event sets not supported",
+			createRet: gonvml.ERROR_NOT_SUPPORTED,
+			supported: map[int]uint64{0: all},
+		},
+		{
+			name:      "a gpu that cannot register is left out",
+			supported: map[int]uint64{0: all, 1: all},
+			register:  map[int]gonvml.Return{0: gonvml.ERROR_UNKNOWN},
+			script:    []waitResult{{dev: 1, eventType: gonvml.EventTypeXidCriticalError, data: 31}},
+			want:      []schemas.GPUEvent{{GPUUUID: "dev1", Type: schemas.EventXID, XID: 31}},
+			wantMasks: map[int]uint64{1: watchedEvents},
+			wantFree:  1,
+		},
+	}
+	for _, tt := range tests {
+		synctest.Test(t, func(t *testing.T) {
+			srv := newServer(t)
+			masks := map[int]uint64{}
+			for i, dev := range srv.Devices {
+				d := dev.(*dgxa100.Device)
+				d.UUID = "dev" + string(rune('0'+i))
+				d.GetSupportedEventTypesFunc = func() (uint64, gonvml.Return) {
+					if m, ok := tt.supported[i]; ok {
+						return m, gonvml.SUCCESS
+					}
+					return 0, gonvml.ERROR_NOT_SUPPORTED
+				}
+				d.RegisterEventsFunc = func(m uint64, _ gonvml.EventSet) gonvml.Return {
+					if ret, ok := tt.register[i]; ok {
+						return ret
+					}
+					masks[i] = m
+					return gonvml.SUCCESS
+				}
+			}
+			script := tt.script
+			set := &mock.EventSet{
+				FreeFunc: func() gonvml.Return { return gonvml.SUCCESS },
+				WaitFunc: func(ms uint32) (gonvml.EventData, gonvml.Return) {
+					if len(script) == 0 {
+						time.Sleep(time.Duration(ms) * time.Millisecond)
+						return gonvml.EventData{}, gonvml.ERROR_TIMEOUT
+					}
+					r := script[0]
+					script = script[1:]
+					if r.ret != gonvml.SUCCESS {
+						return gonvml.EventData{}, r.ret
+					}
+					return gonvml.EventData{Device: srv.Devices[r.dev], EventType: r.eventType, EventData: r.data}, gonvml.SUCCESS
+				},
+			}
+			srv.EventSetCreateFunc = func() (gonvml.EventSet, gonvml.Return) {
+				if tt.createRet != gonvml.SUCCESS {
+					return nil, tt.createRet
+				}
+				return set, gonvml.SUCCESS
+			}
+
+			start := time.Now()
+			s, err := New(srv, nil, func() time.Time { return time.Now() })
+			if err != nil {
+				t.Fatalf("New() = %v", err)
+			}
+			defer s.Close()
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+			defer cancel()
+			var got []schemas.GPUEvent
+			err = s.WatchEvents(ctx, func(e schemas.GPUEvent) { got = append(got, e) })
+
+			if tt.wantErr != gonvml.SUCCESS {
+				if !errors.Is(err, tt.wantErr) {
+					t.Errorf("%s: WatchEvents() = %v; want %v", tt.name, err, tt.wantErr)
+				}
+			} else if err != nil {
+				t.Errorf("%s: WatchEvents() = %v; want nil", tt.name, err)
+			}
+			for i := range got {
+				// Scripted events arrive at once, in the bubble's start time.
+				if got[i].TSMillis != start.UnixMilli() {
+					t.Errorf("%s: event %d TSMillis = %d; want %d", tt.name, i, got[i].TSMillis, start.UnixMilli())
+				}
+				got[i].TSMillis = 0
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("%s: events = %+v; want %+v", tt.name, got, tt.want)
+			}
+			if len(tt.wantMasks) == 0 {
+				tt.wantMasks = map[int]uint64{}
+			}
+			if !reflect.DeepEqual(masks, tt.wantMasks) {
+				t.Errorf("%s: registered masks = %v; want %v", tt.name, masks, tt.wantMasks)
+			}
+			if n := len(set.FreeCalls()); n != tt.wantFree {
+				t.Errorf("%s: EventSet.Free calls = %d; want %d", tt.name, n, tt.wantFree)
+			}
+		})
+	}
+}
+
+// TestWireRoundTrip checks that what Collect produces survives the wire
+// format: identities, present bits, integer values and GPM ratios.
+func TestWireRoundTrip(t *testing.T) {
+	srv := newServer(t)
+	stubGPM(srv, srv.Devices[0].(*dgxa100.Device))
+	d7 := srv.Devices[7].(*dgxa100.Device)
+	d7.GetPowerUsageFunc = func() (uint32, gonvml.Return) { return 0, gonvml.ERROR_NOT_SUPPORTED }
+	s := newSource(t, srv)
+	b := schemas.SampleBatch{Cluster: "c1", Host: "node-01"}
+	collect(t, s, &b)
+	if err := s.Collect(t.Context(), tick.Add(time.Second), &b); err != nil {
+		t.Fatalf("Collect() = %v", err)
+	}
+	if len(b.GPUs) != 8 || len(b.Samples) != 16 {
+		t.Fatalf("two ticks gave %d GPUs, %d samples; want 8, 16", len(b.GPUs), len(b.Samples))
+	}
+	msg, err := schemas.AppendSampleBatch(nil, &b)
+	if err != nil {
+		t.Fatalf("AppendSampleBatch() = %v", err)
+	}
+	var got schemas.SampleBatch
+	if err := schemas.DecodeSampleBatch(msg, &got); err != nil {
+		t.Fatalf("DecodeSampleBatch() = %v", err)
+	}
+	if !reflect.DeepEqual(got, b) {
+		t.Errorf("DecodeSampleBatch(AppendSampleBatch(b)) = %+v; want %+v", got, b)
+	}
+	if v, ok := got.Samples[8].Float(schemas.SMActive); !ok || v != 0.5 {
+		t.Errorf("decoded tick 2 device 0 sm_active = %v, %v; want 0.5, true", v, ok)
+	}
+	if got.Samples[15].Has(schemas.PowerUsage) {
+		t.Errorf("decoded device 7 power_mw is present; want absent")
+	}
+}
+
+func TestCString(t *testing.T) {
+	tests := []struct {
+		in   []uint8
+		want string
+	}{
+		{[]uint8("00000000:07:00.0\x00\x00garbage"), "00000000:07:00.0"},
+		{[]uint8("no terminator"), "no terminator"},
+		{[]uint8{0, 'x'}, ""},
+		{nil, ""},
+	}
+	for _, tt := range tests {
+		if got := cString(tt.in); got != tt.want {
+			t.Errorf("cString(%q) = %q; want %q", tt.in, got, tt.want)
+		}
+	}
+	if got := cString([]int8{'a', 'b', 0, 'c'}); got != "ab" {
+		t.Errorf("cString(int8 ab\\0c) = %q; want %q", got, "ab")
+	}
+}
+
+func TestMIGProfile(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"NVIDIA A100-SXM4-40GB MIG 1g.5gb", "1g.5gb"},
+		{"NVIDIA H100 80GB HBM3 MIG 1g.10gb+me", "1g.10gb+me"},
+		{"NVIDIA H100 80GB HBM3 MIG 7g.80gb ", "7g.80gb"},
+		{"1g.5gb", "1g.5gb"},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		if got := migProfile(tt.in); got != tt.want {
+			t.Errorf("migProfile(%q) = %q; want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestSetRatio(t *testing.T) {
+	tests := []struct {
+		pct    float64
+		want   float32
+		wantOK bool
+	}{
+		{0, 0, true},
+		{37.5, 0.375, true},
+		{100, 1, true},
+		{100.05, 1, true}, // rounding noise
+		{101, 0, false},
+		{-1, 0, false},
+		{math.NaN(), 0, false},
+	}
+	for _, tt := range tests {
+		s := &Source{logger: slog.New(slog.DiscardHandler)}
+		var smp schemas.Sample
+		s.setRatio(&device{}, &smp, schemas.SMActive, tt.pct)
+		got, ok := smp.Float(schemas.SMActive)
+		if ok != tt.wantOK || ok && got != tt.want {
+			t.Errorf("setRatio(%v) = %v, %v; want %v, %v", tt.pct, got, ok, tt.want, tt.wantOK)
+		}
+	}
+}

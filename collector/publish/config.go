@@ -1,0 +1,112 @@
+package publish
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+)
+
+// Defaults for the zero values of Config fields.
+const (
+	DefaultBroker        = "127.0.0.1:9092"
+	DefaultWriteTimeout  = 10 * time.Second
+	DefaultSpoolDir      = "data/spool"
+	DefaultSpoolMaxBytes = 1 << 30
+)
+
+// Config configures a Publisher. The zero value of each field means its
+// default.
+type Config struct {
+	// Brokers are the bootstrap brokers, host:port each.
+	// Default: ["127.0.0.1:9092"].
+	Brokers []string
+	// WriteTimeout bounds one write to the brokers, a direct publish or one
+	// replay batch. A publish that times out is spooled.
+	// Default: 10s.
+	WriteTimeout time.Duration
+	// SpoolDir is the directory of the on-disk spool that holds messages
+	// while the brokers are unreachable. One process at a time may use it.
+	// Default: "data/spool", relative to the working directory.
+	SpoolDir string
+	// SpoolMaxBytes bounds the spool; once it is full, new messages are
+	// dropped (and counted) until the brokers take the backlog.
+	// Default: 1 GiB.
+	SpoolMaxBytes int64
+}
+
+// RegisterFlags registers the publisher's flags on fs, with the defaults
+// filled in.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	c.Brokers = []string{DefaultBroker}
+	fs.Var((*brokerList)(&c.Brokers), "kafka.brokers", "comma-separated Kafka bootstrap brokers, host:port")
+	fs.DurationVar(&c.WriteTimeout, "kafka.write-timeout", DefaultWriteTimeout,
+		"timeout of one write to Kafka; messages that time out are spooled")
+	fs.StringVar(&c.SpoolDir, "spool.dir", DefaultSpoolDir,
+		"directory of the on-disk spool for messages Kafka has not taken yet")
+	fs.Int64Var(&c.SpoolMaxBytes, "spool.max-bytes", DefaultSpoolMaxBytes,
+		"size bound of the spool in bytes; beyond it new messages are dropped")
+}
+
+// Validate reports the first invalid field, named by its flag.
+func (c Config) Validate() error {
+	for _, b := range c.Brokers {
+		host, port, err := net.SplitHostPort(b)
+		if err != nil {
+			return fmt.Errorf("publish: --kafka.brokers: %q: %w", b, err)
+		}
+		if host == "" || port == "" {
+			return fmt.Errorf("publish: --kafka.brokers: %q: want host:port", b)
+		}
+	}
+	if c.WriteTimeout < 0 {
+		return fmt.Errorf("publish: --kafka.write-timeout: %v is negative", c.WriteTimeout)
+	}
+	if c.SpoolMaxBytes < 0 {
+		return fmt.Errorf("publish: --spool.max-bytes: %d is negative", c.SpoolMaxBytes)
+	}
+	return nil
+}
+
+// withDefaults returns c with zero fields set to their defaults.
+func (c Config) withDefaults() Config {
+	if len(c.Brokers) == 0 {
+		c.Brokers = []string{DefaultBroker}
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = DefaultWriteTimeout
+	}
+	if c.SpoolDir == "" {
+		c.SpoolDir = DefaultSpoolDir
+	}
+	if c.SpoolMaxBytes == 0 {
+		c.SpoolMaxBytes = DefaultSpoolMaxBytes
+	}
+	return c
+}
+
+// brokerList is a flag.Value for a comma-separated list of brokers.
+type brokerList []string
+
+func (l *brokerList) String() string {
+	if l == nil {
+		return ""
+	}
+	return strings.Join(*l, ",")
+}
+
+func (l *brokerList) Set(s string) error {
+	var out []string
+	for b := range strings.SplitSeq(s, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			out = append(out, b)
+		}
+	}
+	if len(out) == 0 {
+		return errors.New("no brokers given")
+	}
+	*l = out
+	return nil
+}

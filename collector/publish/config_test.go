@@ -1,0 +1,67 @@
+package publish
+
+import (
+	"flag"
+	"io"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestRegisterFlags(t *testing.T) {
+	tests := []struct {
+		args []string
+		want Config
+	}{{
+		args: nil,
+		want: Config{Brokers: []string{"127.0.0.1:9092"}, WriteTimeout: 10 * time.Second, SpoolDir: "data/spool", SpoolMaxBytes: 1 << 30},
+	}, {
+		args: []string{"--kafka.brokers=k1:9092, k2:9093", "--kafka.write-timeout=3s", "--spool.dir=/var/spool/h", "--spool.max-bytes=1048576"},
+		want: Config{Brokers: []string{"k1:9092", "k2:9093"}, WriteTimeout: 3 * time.Second, SpoolDir: "/var/spool/h", SpoolMaxBytes: 1 << 20},
+	}}
+	for _, tt := range tests {
+		var c Config
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		c.RegisterFlags(fs)
+		if err := fs.Parse(tt.args); err != nil {
+			t.Fatalf("Parse(%q) = %v", tt.args, err)
+		}
+		if !slices.Equal(c.Brokers, tt.want.Brokers) || c.WriteTimeout != tt.want.WriteTimeout ||
+			c.SpoolDir != tt.want.SpoolDir || c.SpoolMaxBytes != tt.want.SpoolMaxBytes {
+			t.Errorf("Parse(%q) = %+v; want %+v", tt.args, c, tt.want)
+		}
+		if err := c.Validate(); err != nil {
+			t.Errorf("Validate(%+v) = %v; want nil", c, err)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     Config
+		wantErr bool
+	}{
+		{"zero value means defaults", Config{}, false},
+		{"ipv6 broker", Config{Brokers: []string{"[::1]:9092"}}, false},
+		{"broker without port", Config{Brokers: []string{"kafka"}}, true},
+		{"broker without host", Config{Brokers: []string{":9092"}}, true},
+		{"negative timeout", Config{WriteTimeout: -time.Second}, true},
+		{"negative spool size", Config{SpoolMaxBytes: -1}, true},
+	}
+	for _, tt := range tests {
+		if err := tt.cfg.Validate(); (err != nil) != tt.wantErr {
+			t.Errorf("%s: Validate(%+v) = %v; want error %v", tt.name, tt.cfg, err, tt.wantErr)
+		}
+	}
+}
+
+func TestBrokersFlagEmpty(t *testing.T) {
+	var c Config
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c.RegisterFlags(fs)
+	if err := fs.Parse([]string{"--kafka.brokers= , "}); err == nil {
+		t.Errorf("Parse(--kafka.brokers= , ) = nil; want error")
+	}
+}

@@ -1,0 +1,58 @@
+package publish
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/heliostat-dev/heliostat/collector/spool"
+)
+
+// Values of the outcome label of heliostat_publisher_messages_total.
+const (
+	outcomeSent     = "sent"     // written straight to the brokers
+	outcomeSpooled  = "spooled"  // appended to the spool
+	outcomeReplayed = "replayed" // written to the brokers from the spool
+	outcomeDropped  = "dropped"  // lost: spool full or rejected by the brokers
+)
+
+type metrics struct {
+	messages      *prometheus.CounterVec
+	writeErrors   prometheus.Counter
+	spoolBytes    prometheus.GaugeFunc
+	spoolMessages prometheus.GaugeFunc
+}
+
+func newMetrics(sp *spool.Spool) *metrics {
+	return &metrics{
+		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "heliostat_publisher_messages_total",
+			Help: "Messages handled by the Kafka publisher, by topic and outcome (sent, spooled, replayed, dropped).",
+		}, []string{"topic", "outcome"}),
+		writeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "heliostat_publisher_write_errors_total",
+			Help: "Failed writes to the Kafka brokers, direct or replay.",
+		}),
+		spoolBytes: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "heliostat_publisher_spool_bytes",
+			Help: "Size of the messages waiting in the on-disk spool.",
+		}, func() float64 { return float64(sp.Bytes()) }),
+		spoolMessages: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "heliostat_publisher_spool_messages",
+			Help: "Number of messages waiting in the on-disk spool.",
+		}, func() float64 { return float64(sp.Len()) }),
+	}
+}
+
+// register registers all metrics on reg, or none of them.
+func (m *metrics) register(reg prometheus.Registerer) error {
+	var done []prometheus.Collector
+	for _, c := range []prometheus.Collector{m.messages, m.writeErrors, m.spoolBytes, m.spoolMessages} {
+		if err := reg.Register(c); err != nil {
+			for _, d := range done {
+				reg.Unregister(d)
+			}
+			return err
+		}
+		done = append(done, c)
+	}
+	return nil
+}

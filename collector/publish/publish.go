@@ -1,0 +1,490 @@
+// Package publish delivers the collector's messages to Kafka, with an
+// on-disk spool in front of the brokers so that a broker outage costs
+// neither data nor collector time.
+//
+// Publish writes a message straight to the brokers while the spool is empty.
+// If that write fails, or while the spool holds anything, the message is
+// appended to the spool instead, so that nothing overtakes a spooled
+// message; Run replays the spool, oldest first, once the brokers answer
+// again. Messages with the same topic and key reach the same partition in
+// the order Publish was called.
+//
+// # Delivery guarantees
+//
+// Delivery is at least once. A message Publish accepted (returned nil for)
+// is either acknowledged by all in-sync replicas or in the spool, synced to
+// disk. Duplicates come from three places, each rare: a direct write that
+// timed out after the broker had stored it is spooled and sent again; a
+// crash between the broker acknowledging a replay batch (at most 500
+// messages) and the spool recording it replays that batch on the next start;
+// and, after a partial failure of a replay batch, only the failed messages
+// are retried, which cannot reorder messages of one key unless kafka-go's
+// writer split that key's messages into two produce requests of which only
+// the first failed. The consumers do not deduplicate.
+//
+// Messages are lost only when the spool is full (Publish then returns an
+// error wrapping spool.ErrFull and the drop is counted) or when the brokers
+// reject a message for good (too large, invalid topic; when a whole produce
+// request is refused its messages are resent one by one so only the culprit
+// is dropped); both are counted as outcome "dropped".
+package publish
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/heliostat-dev/heliostat/collector/spool"
+)
+
+// ErrClosed is returned by Publish and Flush after Close.
+var ErrClosed = errors.New("publish: closed")
+
+const (
+	// replayBatchMessages and replayBatchBytes bound one replay write. The
+	// byte bound keeps each partition's share of a batch inside one kafka-go
+	// produce request (writerBatchBytes), so a batch succeeds or fails per
+	// partition as a whole.
+	replayBatchMessages = 500
+	replayBatchBytes    = 512 << 10
+	writerBatchBytes    = 1 << 20
+	// writerBatchTimeout is how long kafka-go waits for a partition's batch
+	// to fill before sending it. Writes are synchronous, so this is added
+	// latency, not a throughput knob; it stays small.
+	writerBatchTimeout = 5 * time.Millisecond
+	writerMaxAttempts  = 3
+
+	backoffMin      = time.Second
+	backoffMax      = 30 * time.Second
+	dropLogInterval = 10 * time.Second
+)
+
+// Publisher publishes messages to Kafka and spools them while Kafka is
+// unreachable. It satisfies collector.Publisher. Its methods are safe for
+// concurrent use.
+type Publisher struct {
+	cfg       Config
+	logger    *slog.Logger
+	spool     *spool.Spool
+	transport *kafka.Transport
+	w         *kafka.Writer
+	m         *metrics
+	now       func() time.Time
+	// backoff bounds between failed replays; tests shorten them.
+	backoffMin, backoffMax time.Duration
+
+	wake chan struct{} // a message was spooled
+	done chan struct{} // closed by Close
+
+	// mu serialises Publish, so that a message cannot overtake one whose
+	// direct write is failing over to the spool.
+	mu     sync.Mutex
+	closed bool
+
+	// replayMu serialises replays (Run and Flush) and guards pending.
+	replayMu sync.Mutex
+	pending  *replayBatch
+
+	// stateMu guards the fields used for logging state changes.
+	stateMu     sync.Mutex
+	spooling    bool
+	replayed    int
+	drops       int
+	lastDropLog time.Time
+}
+
+// replayBatch is a batch taken from the spool. records is what to commit
+// once msgs, the messages not yet acknowledged, is empty.
+type replayBatch struct {
+	records int
+	msgs    []kafka.Message
+}
+
+// New opens the spool in cfg.SpoolDir and returns a Publisher for the
+// brokers in cfg. Metrics are registered on reg if it is not nil. Call Run
+// to replay spooled messages and Close when done.
+func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Publisher, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	sp, err := spool.Open(cfg.SpoolDir, cfg.SpoolMaxBytes, logger)
+	if err != nil {
+		return nil, fmt.Errorf("publish: open spool: %w", err)
+	}
+	transport := &kafka.Transport{ClientID: "heliostat-collector"}
+	p := &Publisher{
+		cfg:       cfg,
+		logger:    logger,
+		spool:     sp,
+		transport: transport,
+		w: &kafka.Writer{
+			Addr:                   kafka.TCP(cfg.Brokers...),
+			Balancer:               &kafka.Hash{},
+			RequiredAcks:           kafka.RequireAll,
+			AllowAutoTopicCreation: true,
+			WriteTimeout:           cfg.WriteTimeout,
+			ReadTimeout:            cfg.WriteTimeout,
+			MaxAttempts:            writerMaxAttempts,
+			BatchSize:              replayBatchMessages,
+			BatchBytes:             writerBatchBytes,
+			BatchTimeout:           writerBatchTimeout,
+			Transport:              transport,
+		},
+		m:          newMetrics(sp),
+		now:        time.Now,
+		backoffMin: backoffMin,
+		backoffMax: backoffMax,
+		wake:       make(chan struct{}, 1),
+		done:       make(chan struct{}),
+	}
+	if reg != nil {
+		if err := p.m.register(reg); err != nil {
+			_ = sp.Close()
+			return nil, fmt.Errorf("publish: register metrics: %w", err)
+		}
+	}
+	return p, nil
+}
+
+// Publish delivers one message, keyed as given. It returns nil once the
+// brokers acknowledged the message or it is safely in the spool. It returns
+// an error if the message is dropped: the spool is full (the error wraps
+// spool.ErrFull), the brokers rejected the message for good, or the
+// Publisher is closed.
+func (p *Publisher) Publish(ctx context.Context, topic string, key, value []byte) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrClosed
+	}
+	if p.spool.Len() == 0 {
+		err := p.writeDirect(ctx, topic, key, value)
+		if err == nil {
+			p.m.messages.WithLabelValues(topic, outcomeSent).Inc()
+			return nil
+		}
+		p.m.writeErrors.Inc()
+		if permanent(err) {
+			p.m.messages.WithLabelValues(topic, outcomeDropped).Inc()
+			return fmt.Errorf("publish: write to %s: %w", topic, err)
+		}
+		p.enterSpooling(err)
+	}
+	if err := p.spool.Append(topic, key, value); err != nil {
+		p.m.messages.WithLabelValues(topic, outcomeDropped).Inc()
+		if errors.Is(err, spool.ErrFull) {
+			p.logDrop(topic)
+		}
+		return fmt.Errorf("publish: spool message for %s: %w", topic, err)
+	}
+	p.m.messages.WithLabelValues(topic, outcomeSpooled).Inc()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (p *Publisher) writeDirect(ctx context.Context, topic string, key, value []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.WriteTimeout)
+	defer cancel()
+	// kafka-go keeps writing a batch after WriteMessages returned early on
+	// a timeout, and the caller may reuse its buffers once Publish
+	// returned: hand the writer copies.
+	return p.w.WriteMessages(ctx, kafka.Message{Topic: topic, Key: bytes.Clone(key), Value: bytes.Clone(value)})
+}
+
+// Run replays spooled messages, oldest first, until ctx is done or the
+// Publisher is closed; a failed replay is retried with exponential backoff
+// (1s to 30s). It returns nil on shutdown and an error only if the spool
+// fails.
+func (p *Publisher) Run(ctx context.Context) error {
+	delay := p.backoffMin
+	for {
+		if p.spool.Len() == 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-p.done:
+				return nil
+			case <-p.wake:
+			}
+			continue
+		}
+		retry, err := p.replayOnce(ctx)
+		switch {
+		case err == nil:
+			delay = p.backoffMin
+			continue
+		case !retry:
+			if errors.Is(err, spool.ErrClosed) {
+				return nil // closed under us
+			}
+			return err
+		}
+		p.logger.Debug("replay failed, backing off", "err", err, "backoff", delay)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-p.done:
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		delay = min(2*delay, p.backoffMax)
+	}
+}
+
+// Flush replays spooled messages until the spool is empty. It returns the
+// first failure, with the spool left as it was for Run or the next start.
+func (p *Publisher) Flush(ctx context.Context) error {
+	for p.spool.Len() > 0 {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("publish: flush: %d messages still spooled: %w", p.spool.Len(), err)
+		}
+		if _, err := p.replayOnce(ctx); err != nil {
+			if errors.Is(err, spool.ErrClosed) {
+				return ErrClosed
+			}
+			return fmt.Errorf("publish: flush: %d messages still spooled: %w", p.spool.Len(), err)
+		}
+	}
+	return nil
+}
+
+// replayOnce tries to deliver the oldest spooled batch. retry is true for a
+// broker failure, which later attempts may overcome, and false for a spool
+// failure.
+func (p *Publisher) replayOnce(ctx context.Context) (retry bool, err error) {
+	p.replayMu.Lock()
+	defer p.replayMu.Unlock()
+	if p.pending == nil {
+		recs, err := p.spool.PeekN(replayBatchMessages, replayBatchBytes)
+		if err != nil {
+			return false, fmt.Errorf("publish: read spool: %w", err)
+		}
+		if len(recs) == 0 {
+			return false, nil
+		}
+		msgs := make([]kafka.Message, len(recs))
+		for i, r := range recs {
+			msgs[i] = kafka.Message{Topic: r.Topic, Key: r.Key, Value: r.Value}
+		}
+		p.pending = &replayBatch{records: len(recs), msgs: msgs}
+	}
+	b := p.pending
+	if err := p.writeReplay(ctx, b); err != nil {
+		p.m.writeErrors.Inc()
+		p.enterSpooling(err)
+		// kafka-go caches a failed cluster discovery for up to its
+		// metadata TTL (6s); drop it so the next attempt dials afresh
+		// and a broker that came back is seen at once.
+		p.transport.CloseIdleConnections()
+		return true, fmt.Errorf("publish: replay %d spooled messages: %w", len(b.msgs), err)
+	}
+	if err := p.spool.Commit(b.records); err != nil {
+		return false, fmt.Errorf("publish: commit replayed messages: %w", err)
+	}
+	p.pending = nil
+
+	p.stateMu.Lock()
+	defer p.stateMu.Unlock()
+	p.replayed += b.records
+	if p.spool.Len() == 0 {
+		if p.spooling {
+			p.logger.Info("broker reachable again, replayed spooled messages", "messages", p.replayed)
+		} else {
+			p.logger.Info("replayed spooled messages", "messages", p.replayed)
+		}
+		p.spooling, p.replayed = false, 0
+	}
+	return false, nil
+}
+
+// writeReplay writes b.msgs and leaves in it the messages still to send. A
+// message the brokers reject for good is dropped and counted.
+func (p *Publisher) writeReplay(ctx context.Context, b *replayBatch) error {
+	// A shutdown must not abandon a batch the broker may be storing right
+	// now: that would replay it on the next start. The write timeout
+	// bounds the wait instead.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.WriteTimeout)
+	defer cancel()
+	for len(b.msgs) > 0 {
+		err := p.w.WriteMessages(ctx, b.msgs...)
+		if err == nil {
+			for _, m := range b.msgs {
+				p.m.messages.WithLabelValues(m.Topic, outcomeReplayed).Inc()
+			}
+			b.msgs = nil
+			return nil
+		}
+		var tooLarge kafka.MessageTooLargeError
+		if errors.As(err, &tooLarge) {
+			// Checked before anything is sent; drop it and go on.
+			p.dropRejected(tooLarge.Message, err)
+			b.msgs = tooLarge.Remaining
+			continue
+		}
+		var werrs kafka.WriteErrors
+		if !errors.As(err, &werrs) || len(werrs) != len(b.msgs) {
+			return err
+		}
+		var left, suspects []kafka.Message
+		var first, rejected error
+		for i, e := range werrs {
+			m := b.msgs[i]
+			switch {
+			case e == nil:
+				p.m.messages.WithLabelValues(m.Topic, outcomeReplayed).Inc()
+			case permanent(e):
+				suspects = append(suspects, m)
+				rejected = e
+			default:
+				left = append(left, m)
+				if first == nil {
+					first = e
+				}
+			}
+		}
+		switch {
+		case len(suspects) == 1:
+			p.dropRejected(suspects[0], rejected)
+		case len(suspects) > 1:
+			// The brokers judge a partition's produce request as a
+			// whole, so one oversized message fails its neighbours
+			// too. Send the suspects one by one, in order, to drop
+			// only the culprits. A partition's messages are all
+			// suspects or all in left, so order per key holds.
+			rest, err := p.isolate(ctx, suspects)
+			left = append(left, rest...)
+			if first == nil {
+				first = err
+			}
+		}
+		b.msgs = left
+		if first != nil {
+			return fmt.Errorf("%d of %d messages failed: %w", len(left), len(werrs), first)
+		}
+	}
+	return nil
+}
+
+// isolate writes msgs one at a time, dropping those the brokers reject for
+// good. On any other failure it returns the messages not yet written.
+func (p *Publisher) isolate(ctx context.Context, msgs []kafka.Message) ([]kafka.Message, error) {
+	for i, m := range msgs {
+		err := p.w.WriteMessages(ctx, m)
+		switch {
+		case err == nil:
+			p.m.messages.WithLabelValues(m.Topic, outcomeReplayed).Inc()
+		case permanent(err):
+			p.dropRejected(m, err)
+		default:
+			return msgs[i:], err
+		}
+	}
+	return nil, nil
+}
+
+func (p *Publisher) dropRejected(m kafka.Message, err error) {
+	p.m.messages.WithLabelValues(m.Topic, outcomeDropped).Inc()
+	// Rare enough (a bug or a broker config change) to log each one.
+	p.logger.Warn("broker rejected spooled message, dropping it",
+		"topic", m.Topic, "key", string(m.Key), "bytes", len(m.Value), "err", err)
+}
+
+// permanent reports whether err means the brokers will never take the
+// message, so retrying it would block the spool forever.
+func permanent(err error) bool {
+	var werrs kafka.WriteErrors
+	if errors.As(err, &werrs) {
+		// WriteErrors does not unwrap; it is permanent if every
+		// failure in it is.
+		found := false
+		for _, e := range werrs {
+			if e == nil {
+				continue
+			}
+			if !permanent(e) {
+				return false
+			}
+			found = true
+		}
+		return found
+	}
+	var tooLarge kafka.MessageTooLargeError
+	if errors.As(err, &tooLarge) {
+		return true
+	}
+	var kerr kafka.Error
+	if errors.As(err, &kerr) {
+		switch kerr {
+		case kafka.MessageSizeTooLarge, kafka.RecordListTooLarge, kafka.InvalidTopic, kafka.InvalidRecord:
+			return true
+		}
+	}
+	return false
+}
+
+func (p *Publisher) enterSpooling(err error) {
+	p.stateMu.Lock()
+	defer p.stateMu.Unlock()
+	if p.spooling {
+		return
+	}
+	p.spooling = true
+	p.logger.Warn("broker unreachable, spooling", "err", err, "spool_messages", p.spool.Len())
+}
+
+// logDrop logs spool-full drops at most once per dropLogInterval, with the
+// number dropped since the last log.
+func (p *Publisher) logDrop(topic string) {
+	p.stateMu.Lock()
+	defer p.stateMu.Unlock()
+	p.drops++
+	now := p.now()
+	if !p.lastDropLog.IsZero() && now.Sub(p.lastDropLog) < dropLogInterval {
+		return
+	}
+	p.logger.Warn("spool full, dropping messages", "topic", topic, "dropped", p.drops,
+		"spool_bytes", p.spool.Bytes(), "spool_max_bytes", p.cfg.SpoolMaxBytes)
+	p.drops, p.lastDropLog = 0, now
+}
+
+// Close stops Run, closes the Kafka writer and the spool. Messages still
+// spooled stay on disk and are replayed by the next Publisher on the same
+// directory. Close waits for writes in progress to finish or time out. It
+// is idempotent.
+func (p *Publisher) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	close(p.done)
+	p.mu.Unlock()
+
+	p.replayMu.Lock()
+	defer p.replayMu.Unlock()
+	werr := p.w.Close()
+	p.transport.CloseIdleConnections()
+	serr := p.spool.Close()
+	if err := errors.Join(werr, serr); err != nil {
+		return fmt.Errorf("publish: close: %w", err)
+	}
+	return nil
+}

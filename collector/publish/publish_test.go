@@ -1,0 +1,474 @@
+package publish
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/heliostat-dev/heliostat/collector/spool"
+)
+
+const partitions = 4
+
+// startCluster starts an in-process Kafka-protocol broker with topic seeded.
+func startCluster(t *testing.T, topic string, opts ...kfake.Opt) *kfake.Cluster {
+	t.Helper()
+	opts = append([]kfake.Opt{kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(), kfake.SeedTopics(partitions, topic)}, opts...)
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		t.Fatalf("start kfake broker: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// closedAddr returns an address nothing listens on, and its port.
+func closedAddr(t *testing.T) (string, int) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().(*net.TCPAddr)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr.String(), addr.Port
+}
+
+// logBuffer collects log output; tests search it.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+	t   *testing.T
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) count(msg string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Count(b.buf.String(), "msg=\""+msg+"\"")
+}
+
+type testPublisher struct {
+	*Publisher
+	reg  *prometheus.Registry
+	logs *logBuffer
+}
+
+func newPublisher(t *testing.T, cfg Config) *testPublisher {
+	t.Helper()
+	logs := &logBuffer{t: t}
+	reg := prometheus.NewRegistry()
+	p, err := New(cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), reg)
+	if err != nil {
+		t.Fatalf("New(%+v) = %v", cfg, err)
+	}
+	p.backoffMin, p.backoffMax = 10*time.Millisecond, 100*time.Millisecond
+	t.Cleanup(func() { _ = p.Close() })
+	return &testPublisher{Publisher: p, reg: reg, logs: logs}
+}
+
+// run starts p.Run and returns a function that stops it and checks its
+// result.
+func (p *testPublisher) run(t *testing.T) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- p.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-errc:
+				if err != nil {
+					t.Errorf("Run() = %v; want nil", err)
+				}
+			case <-time.After(15 * time.Second):
+				t.Errorf("Run did not return after cancel")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func (p *testPublisher) count(topic, outcome string) int {
+	return int(testutil.ToFloat64(p.m.messages.WithLabelValues(topic, outcome)))
+}
+
+// publishRange publishes messages from..to-1 to topic, keyed host-0..2.
+func publishRange(t *testing.T, p *testPublisher, topic string, from, to int) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		if err := p.Publish(context.Background(), topic, key(i), []byte(strconv.Itoa(i))); err != nil {
+			t.Fatalf("Publish(%s, message %d) = %v", topic, i, err)
+		}
+	}
+}
+
+func key(i int) []byte { return fmt.Appendf(nil, "host-%d", i%3) }
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// readAll reads every message of topic with kafka-go's Reader and returns
+// the values per key in partition order.
+func readAll(t *testing.T, addr, topic string) map[string][]int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	client := &kafka.Client{Addr: kafka.TCP(addr)}
+	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
+	for p := range partitions {
+		req.Topics[topic] = append(req.Topics[topic], kafka.LastOffsetOf(p))
+	}
+	res, err := client.ListOffsets(ctx, req)
+	if err != nil {
+		t.Fatalf("list offsets of %s: %v", topic, err)
+	}
+	got := map[string][]int{}
+	for _, po := range res.Topics[topic] {
+		if po.Error != nil {
+			t.Fatalf("list offsets of %s/%d: %v", topic, po.Partition, po.Error)
+		}
+		if po.LastOffset == 0 {
+			continue
+		}
+		r := kafka.NewReader(kafka.ReaderConfig{
+			Brokers:   []string{addr},
+			Topic:     topic,
+			Partition: po.Partition,
+			MaxWait:   50 * time.Millisecond,
+		})
+		for range po.LastOffset {
+			m, err := r.ReadMessage(ctx)
+			if err != nil {
+				t.Fatalf("read %s/%d: %v", topic, po.Partition, err)
+			}
+			v, err := strconv.Atoi(string(m.Value))
+			if err != nil {
+				t.Fatalf("message %s/%d@%d value %q: %v", topic, po.Partition, m.Offset, m.Value, err)
+			}
+			got[string(m.Key)] = append(got[string(m.Key)], v)
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return got
+}
+
+// checkDelivered checks that exactly the messages in ranges arrived, each
+// once, in order per key.
+func checkDelivered(t *testing.T, addr, topic string, n int) {
+	t.Helper()
+	want := map[string][]int{}
+	for i := range n {
+		want[string(key(i))] = append(want[string(key(i))], i)
+	}
+	got := readAll(t, addr, topic)
+	for k, w := range want {
+		if !slices.Equal(got[k], w) {
+			t.Errorf("messages of key %s on %s = %v; want %v", k, topic, got[k], w)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("keys on %s = %d; want %d", topic, len(got), len(want))
+	}
+}
+
+func TestPublishDirect(t *testing.T) {
+	const topic = "direct"
+	c := startCluster(t, topic)
+	addr := c.ListenAddrs()[0]
+	p := newPublisher(t, Config{Brokers: []string{addr}, SpoolDir: t.TempDir()})
+
+	publishRange(t, p, topic, 0, 30)
+
+	if got := p.count(topic, outcomeSent); got != 30 {
+		t.Errorf("sent = %d; want 30", got)
+	}
+	if got := p.count(topic, outcomeSpooled); got != 0 {
+		t.Errorf("spooled = %d; want 0", got)
+	}
+	checkDelivered(t, addr, topic, 30)
+}
+
+func TestBrokerDownAtStart(t *testing.T) {
+	const topic = "down-at-start"
+	addr, port := closedAddr(t)
+	p := newPublisher(t, Config{Brokers: []string{addr}, SpoolDir: t.TempDir(), WriteTimeout: 2 * time.Second})
+	p.run(t)
+
+	publishRange(t, p, topic, 0, 40)
+	if got := p.count(topic, outcomeSpooled); got != 40 {
+		t.Fatalf("spooled = %d; want 40", got)
+	}
+	if got := p.logs.count("broker unreachable, spooling"); got != 1 {
+		t.Errorf("%d logs of entering spooling; want 1", got)
+	}
+
+	startCluster(t, topic, kfake.Ports(port))
+	waitFor(t, "spool to drain", func() bool { return p.spool.Len() == 0 })
+	// Once drained, publishing goes straight to the broker again.
+	publishRange(t, p, topic, 40, 45)
+
+	checkDelivered(t, addr, topic, 45)
+	if got := p.count(topic, outcomeReplayed); got != 40 {
+		t.Errorf("replayed = %d; want 40", got)
+	}
+	if got := p.count(topic, outcomeSent); got != 5 {
+		t.Errorf("sent = %d; want 5", got)
+	}
+	if got := p.logs.count("broker reachable again, replayed spooled messages"); got != 1 {
+		t.Errorf("%d logs of recovery; want 1", got)
+	}
+	if got := testutil.ToFloat64(p.m.spoolMessages); got != 0 {
+		t.Errorf("spool messages gauge = %v; want 0", got)
+	}
+}
+
+// TestBrokerRestart stops the broker while messages flow and restarts it on
+// the same port with its data.
+func TestBrokerRestart(t *testing.T) {
+	const topic = "restart"
+	dataDir := t.TempDir()
+	_, port := closedAddr(t)
+	c := startCluster(t, topic, kfake.Ports(port), kfake.DataDir(dataDir))
+	addr := c.ListenAddrs()[0]
+	p := newPublisher(t, Config{Brokers: []string{addr}, SpoolDir: t.TempDir(), WriteTimeout: 2 * time.Second})
+	p.run(t)
+
+	publishRange(t, p, topic, 0, 10)
+	c.Close()
+	publishRange(t, p, topic, 10, 30)
+	if got := p.count(topic, outcomeSpooled); got != 20 {
+		t.Fatalf("spooled while the broker was down = %d; want 20", got)
+	}
+
+	startCluster(t, topic, kfake.Ports(port), kfake.DataDir(dataDir))
+	waitFor(t, "spool to drain", func() bool { return p.spool.Len() == 0 })
+	publishRange(t, p, topic, 30, 35)
+	checkDelivered(t, addr, topic, 35)
+}
+
+func TestRestartReplaysSpool(t *testing.T) {
+	const topic = "publisher-restart"
+	spoolDir := t.TempDir()
+	down, _ := closedAddr(t)
+	p1 := newPublisher(t, Config{Brokers: []string{down}, SpoolDir: spoolDir})
+	publishRange(t, p1, topic, 0, 25)
+	if err := p1.Close(); err != nil {
+		t.Fatalf("Close() = %v", err)
+	}
+	if err := p1.Publish(context.Background(), topic, nil, nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("Publish after Close = %v; want ErrClosed", err)
+	}
+
+	c := startCluster(t, topic)
+	addr := c.ListenAddrs()[0]
+	p2 := newPublisher(t, Config{Brokers: []string{addr}, SpoolDir: spoolDir})
+	if got := testutil.ToFloat64(p2.m.spoolMessages); got != 25 {
+		t.Fatalf("spool messages gauge after restart = %v; want 25", got)
+	}
+	// Until the spool drains, new messages queue behind the old ones.
+	publishRange(t, p2, topic, 25, 30)
+	p2.run(t)
+	waitFor(t, "spool to drain", func() bool { return p2.spool.Len() == 0 })
+	checkDelivered(t, addr, topic, 30)
+	if got := p2.count(topic, outcomeReplayed); got != 30 {
+		t.Errorf("replayed = %d; want 30", got)
+	}
+}
+
+func TestFlush(t *testing.T) {
+	const topic = "flush"
+	spoolDir := t.TempDir()
+	down, _ := closedAddr(t)
+	p1 := newPublisher(t, Config{Brokers: []string{down}, SpoolDir: spoolDir, WriteTimeout: time.Second})
+	publishRange(t, p1, topic, 0, 10)
+	if err := p1.Flush(context.Background()); err == nil {
+		t.Errorf("Flush with the broker down = nil; want error")
+	}
+	if err := p1.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	c := startCluster(t, topic)
+	addr := c.ListenAddrs()[0]
+	p2 := newPublisher(t, Config{Brokers: []string{addr}, SpoolDir: spoolDir})
+	if err := p2.Flush(context.Background()); err != nil {
+		t.Fatalf("Flush() = %v", err)
+	}
+	checkDelivered(t, addr, topic, 10)
+}
+
+func TestSpoolFull(t *testing.T) {
+	const topic = "full"
+	down, _ := closedAddr(t)
+	p := newPublisher(t, Config{Brokers: []string{down}, SpoolDir: t.TempDir(), SpoolMaxBytes: 500})
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	p.now = func() time.Time { return now }
+
+	value := bytes.Repeat([]byte("x"), 100)
+	publish := func() error { return p.Publish(context.Background(), topic, []byte("host-0"), value) }
+	accepted := 0
+	for publish() == nil {
+		accepted++
+		if accepted > 10 {
+			t.Fatal("spool of 500 bytes took more than 10 messages of 100 bytes")
+		}
+	}
+	if accepted != 4 {
+		t.Errorf("accepted %d messages of ~120 bytes into a 500-byte spool; want 4", accepted)
+	}
+	for range 4 {
+		if err := publish(); !errors.Is(err, spool.ErrFull) {
+			t.Fatalf("Publish into a full spool = %v; want an error wrapping spool.ErrFull", err)
+		}
+	}
+	if got := p.count(topic, outcomeDropped); got != 5 {
+		t.Errorf("dropped = %d; want 5", got)
+	}
+	if got := p.logs.count("spool full, dropping messages"); got != 1 {
+		t.Errorf("%d drop logs within 10s; want 1", got)
+	}
+	now = now.Add(dropLogInterval)
+	_ = publish()
+	if got := p.logs.count("spool full, dropping messages"); got != 2 {
+		t.Errorf("%d drop logs after 10s; want 2", got)
+	}
+	if !strings.Contains(p.logs.buf.String(), "dropped=5") {
+		t.Errorf("second drop log does not report the 5 drops since the first")
+	}
+	if got := testutil.ToFloat64(p.m.spoolMessages); got != 4 {
+		t.Errorf("spool messages gauge = %v; want 4", got)
+	}
+}
+
+func TestMetricsLint(t *testing.T) {
+	down, _ := closedAddr(t)
+	p := newPublisher(t, Config{Brokers: []string{down}, SpoolDir: t.TempDir()})
+	publishRange(t, p, "lint", 0, 1)
+	problems, err := testutil.GatherAndLint(p.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pr := range problems {
+		t.Errorf("metric %s: %s", pr.Metric, pr.Text)
+	}
+	n, err := testutil.GatherAndCount(p.reg)
+	if err != nil || n != 4 {
+		t.Errorf("GatherAndCount() = %d, %v; want 4 series", n, err)
+	}
+}
+
+func TestPermanent(t *testing.T) {
+	tests := []struct {
+		err  error
+		want bool
+	}{
+		{kafka.MessageSizeTooLarge, true},
+		{fmt.Errorf("wrapped: %w", kafka.InvalidTopic), true},
+		{kafka.MessageTooLargeError{}, true},
+		{kafka.NotLeaderForPartition, false},
+		{kafka.LeaderNotAvailable, false},
+		{context.DeadlineExceeded, false},
+		{errors.New("dial tcp: connection refused"), false},
+		{kafka.WriteErrors{nil, kafka.MessageSizeTooLarge}, true},
+		{fmt.Errorf("wrapped: %w", kafka.WriteErrors{kafka.MessageSizeTooLarge}), true},
+		{kafka.WriteErrors{kafka.MessageSizeTooLarge, kafka.NotLeaderForPartition}, false},
+		{kafka.WriteErrors{nil}, false},
+	}
+	for _, tt := range tests {
+		if got := permanent(tt.err); got != tt.want {
+			t.Errorf("permanent(%v) = %v; want %v", tt.err, got, tt.want)
+		}
+	}
+}
+
+func TestNewRegistersOnce(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	p, err := New(Config{SpoolDir: t.TempDir()}, nil, reg)
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	defer p.Close()
+	// A second publisher on the same registry is refused, and leaves no
+	// spool lock behind.
+	dir := t.TempDir()
+	if p2, err := New(Config{SpoolDir: dir}, nil, reg); err == nil {
+		_ = p2.Close()
+		t.Fatalf("second New() on the same registry = nil error; want a registration error")
+	}
+	p3, err := New(Config{SpoolDir: dir}, nil, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatalf("New() after a failed New on the same spool = %v", err)
+	}
+	_ = p3.Close()
+}
+
+// TestRejected checks that a message the broker refuses for good is dropped,
+// directly and from the spool, without blocking the messages behind it.
+func TestRejected(t *testing.T) {
+	const topic = "rejected"
+	big := bytes.Repeat([]byte("x"), 4000)
+	addr, port := closedAddr(t)
+	p := newPublisher(t, Config{Brokers: []string{addr}, SpoolDir: t.TempDir(), WriteTimeout: 2 * time.Second})
+
+	// Spooled while the broker is down: 0, the big one, 1, 2.
+	publishRange(t, p, topic, 0, 1)
+	if err := p.Publish(context.Background(), topic, key(0), big); err != nil {
+		t.Fatalf("Publish(big, broker down) = %v; want nil (spooled)", err)
+	}
+	publishRange(t, p, topic, 1, 3)
+
+	startCluster(t, topic, kfake.Ports(port), kfake.BrokerConfigs(map[string]string{"message.max.bytes": "2000"}))
+	p.run(t)
+	waitFor(t, "spool to drain", func() bool { return p.spool.Len() == 0 })
+	if got := p.count(topic, outcomeDropped); got != 1 {
+		t.Errorf("dropped = %d; want 1", got)
+	}
+
+	// Directly: the error is returned, nothing is spooled.
+	if err := p.Publish(context.Background(), topic, key(0), big); err == nil || !permanent(err) {
+		t.Errorf("Publish(big) = %v; want a permanent error", err)
+	}
+	if got := p.count(topic, outcomeDropped); got != 2 {
+		t.Errorf("dropped = %d; want 2", got)
+	}
+	publishRange(t, p, topic, 3, 6)
+	if got := p.count(topic, outcomeSent); got != 3 {
+		t.Errorf("sent = %d; want 3", got)
+	}
+	checkDelivered(t, addr, topic, 6)
+}

@@ -1,0 +1,489 @@
+package spool
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(string(bytes.TrimRight(p, "\n")))
+	return len(p), nil
+}
+
+func open(t *testing.T, dir string, maxBytes int64, opts ...Option) *Spool {
+	t.Helper()
+	s, err := Open(dir, maxBytes, testLogger(t), opts...)
+	if err != nil {
+		t.Fatalf("Open(%q) = %v", dir, err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func rec(i int) Record {
+	return Record{Topic: "heliostat.gpu.samples", Key: fmt.Appendf(nil, "host-%d", i%3), Value: fmt.Appendf(nil, "value-%d", i)}
+}
+
+func appendRange(t *testing.T, s *Spool, from, to int) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		r := rec(i)
+		if err := s.Append(r.Topic, r.Key, r.Value); err != nil {
+			t.Fatalf("Append(record %d) = %v", i, err)
+		}
+	}
+}
+
+// consume reads and commits up to n records, batch at a time.
+func consume(t *testing.T, s *Spool, n, batch int) []Record {
+	t.Helper()
+	var out []Record
+	for len(out) < n {
+		recs, err := s.PeekN(min(batch, n-len(out)), 1<<20)
+		if err != nil {
+			t.Fatalf("PeekN = %v", err)
+		}
+		if len(recs) == 0 {
+			break
+		}
+		if err := s.Commit(len(recs)); err != nil {
+			t.Fatalf("Commit(%d) = %v", len(recs), err)
+		}
+		out = append(out, recs...)
+	}
+	return out
+}
+
+func values(recs []Record) []string {
+	var out []string
+	for _, r := range recs {
+		out = append(out, string(r.Value))
+	}
+	return out
+}
+
+func wantValues(from, to int) []string {
+	var out []string
+	for i := from; i < to; i++ {
+		out = append(out, string(rec(i).Value))
+	}
+	return out
+}
+
+func segmentFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, "*"+segmentSuffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(m)
+	return m
+}
+
+func TestOrderAcrossReopen(t *testing.T) {
+	tests := []struct {
+		name         string
+		segmentBytes int64
+		appended     int
+		consumed     int // before the reopen
+		batch        int
+	}{
+		{"one segment nothing consumed", DefaultSegmentBytes, 10, 0, 4},
+		{"one segment half consumed", DefaultSegmentBytes, 10, 5, 4},
+		{"many segments", 100, 50, 0, 7},
+		{"many segments some consumed", 100, 50, 23, 7},
+		{"segment boundary consumed", 100, 50, 2, 1},
+		{"all consumed", 100, 20, 20, 3},
+		{"empty", DefaultSegmentBytes, 0, 0, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := open(t, dir, 1<<20, WithSegmentBytes(tt.segmentBytes))
+			appendRange(t, s, 0, tt.appended)
+			got := consume(t, s, tt.consumed, tt.batch)
+			if !slices.Equal(values(got), wantValues(0, tt.consumed)) {
+				t.Fatalf("before reopen: consumed %q; want %q", values(got), wantValues(0, tt.consumed))
+			}
+			if err := s.Close(); err != nil {
+				t.Fatalf("Close() = %v", err)
+			}
+
+			s = open(t, dir, 1<<20, WithSegmentBytes(tt.segmentBytes))
+			if got, want := s.Len(), tt.appended-tt.consumed; got != want {
+				t.Errorf("Len() after reopen = %d; want %d", got, want)
+			}
+			// Appends after the reopen queue behind the old records.
+			appendRange(t, s, tt.appended, tt.appended+3)
+			got = consume(t, s, 1000, tt.batch)
+			if want := wantValues(tt.consumed, tt.appended+3); !slices.Equal(values(got), want) {
+				t.Errorf("after reopen: consumed %q; want %q", values(got), want)
+			}
+			if s.Len() != 0 || s.Bytes() != 0 {
+				t.Errorf("Len(), Bytes() after draining = %d, %d; want 0, 0", s.Len(), s.Bytes())
+			}
+		})
+	}
+}
+
+func TestRecordRoundTrip(t *testing.T) {
+	tests := []Record{
+		{Topic: "t", Key: nil, Value: []byte("nil key")},
+		{Topic: "t", Key: []byte{}, Value: []byte("empty key")},
+		{Topic: "", Key: []byte("k"), Value: nil},
+		{Topic: "heliostat.gpu.events", Key: bytes.Repeat([]byte{0xff}, 300), Value: bytes.Repeat([]byte{0}, 70000)},
+	}
+	s := open(t, t.TempDir(), 1<<20)
+	for _, r := range tests {
+		if err := s.Append(r.Topic, r.Key, r.Value); err != nil {
+			t.Fatalf("Append(%q) = %v", r.Topic, err)
+		}
+	}
+	got := consume(t, s, len(tests), 10)
+	if len(got) != len(tests) {
+		t.Fatalf("consumed %d records; want %d", len(got), len(tests))
+	}
+	for i, want := range tests {
+		g := got[i]
+		if g.Topic != want.Topic || !bytes.Equal(g.Key, want.Key) || (g.Key == nil) != (want.Key == nil) || !bytes.Equal(g.Value, want.Value) {
+			t.Errorf("record %d = {%q %q(nil=%v) %d bytes}; want {%q %q(nil=%v) %d bytes}",
+				i, g.Topic, g.Key, g.Key == nil, len(g.Value), want.Topic, want.Key, want.Key == nil, len(want.Value))
+		}
+	}
+}
+
+func TestAppendFull(t *testing.T) {
+	size := encodedLen(rec(0).Topic, rec(0).Key, rec(0).Value)
+	tests := []struct {
+		name     string
+		maxBytes int64
+		fits     int
+	}{
+		{"exactly three", 3 * size, 3},
+		{"three and a bit", 3*size + size - 1, 3},
+		{"smaller than one record", size - 1, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := open(t, t.TempDir(), tt.maxBytes, WithSegmentBytes(2*size))
+			appendRange(t, s, 0, tt.fits)
+			r := rec(tt.fits)
+			err := s.Append(r.Topic, r.Key, r.Value)
+			if !errors.Is(err, ErrFull) {
+				t.Fatalf("Append(record %d) = %v; want ErrFull", tt.fits, err)
+			}
+			if got := s.Len(); got != tt.fits {
+				t.Errorf("Len() after ErrFull = %d; want %d", got, tt.fits)
+			}
+			if tt.fits == 0 {
+				return
+			}
+			// Consuming one record makes room for one more.
+			consume(t, s, 1, 1)
+			if err := s.Append(r.Topic, r.Key, r.Value); err != nil {
+				t.Fatalf("Append after consuming = %v; want nil", err)
+			}
+			if err := s.Append(r.Topic, r.Key, r.Value); !errors.Is(err, ErrFull) {
+				t.Fatalf("second Append after consuming = %v; want ErrFull", err)
+			}
+		})
+	}
+}
+
+// TestRecovery damages the files of a closed spool and checks what Open
+// makes of them.
+func TestRecovery(t *testing.T) {
+	size := encodedLen(rec(0).Topic, rec(0).Key, rec(0).Value)
+	flip := func(path string, off int64) func(t *testing.T, dir string) {
+		return func(t *testing.T, dir string) {
+			b := readFile(t, path)
+			b[off] ^= 0x55
+			writeFile(t, path, b)
+		}
+	}
+	tests := []struct {
+		name         string
+		segmentBytes int64
+		damage       func(t *testing.T, dir string)
+		want         []string
+		skipped      int64
+	}{{
+		name:   "torn tail",
+		damage: func(t *testing.T, dir string) { chop(t, segmentFiles(t, dir)[0], 5) },
+		want:   wantValues(0, 9),
+	}, {
+		name:   "torn header",
+		damage: func(t *testing.T, dir string) { chop(t, segmentFiles(t, dir)[0], size-3) },
+		want:   wantValues(0, 9),
+	}, {
+		name: "zeros after the tail",
+		damage: func(t *testing.T, dir string) {
+			p := segmentFiles(t, dir)[0]
+			writeFile(t, p, append(readFile(t, p), make([]byte, 100)...))
+		},
+		want: wantValues(0, 10),
+	}, {
+		name: "last record garbled",
+		damage: func(t *testing.T, dir string) {
+			flip(segmentFiles(t, dir)[0], 9*size+frameHeaderLen+3)(t, dir)
+		},
+		want: wantValues(0, 9),
+	}, {
+		name: "corrupt record in the middle",
+		damage: func(t *testing.T, dir string) {
+			flip(segmentFiles(t, dir)[0], 4*size+frameHeaderLen+3)(t, dir)
+		},
+		want:    slices.Delete(wantValues(0, 10), 4, 5),
+		skipped: 1,
+	}, {
+		name: "two corrupt records",
+		damage: func(t *testing.T, dir string) {
+			flip(segmentFiles(t, dir)[0], 0*size+frameHeaderLen)(t, dir)
+			flip(segmentFiles(t, dir)[0], 8*size+4)(t, dir) // the CRC itself
+		},
+		want:    slices.Delete(slices.Delete(wantValues(0, 10), 8, 9), 0, 1),
+		skipped: 2,
+	}, {
+		name:         "corrupt length in an older segment",
+		segmentBytes: 4 * size,
+		damage: func(t *testing.T, dir string) {
+			p := segmentFiles(t, dir)[0]
+			b := readFile(t, p)
+			copy(b[size:], []byte{0xff, 0xff, 0xff, 0xff})
+			writeFile(t, p, b)
+		},
+		want: slices.Delete(wantValues(0, 10), 1, 4),
+	}, {
+		name:   "damaged cursor",
+		damage: func(t *testing.T, dir string) { flip(filepath.Join(dir, cursorName), 2)(t, dir) },
+		want:   wantValues(0, 10),
+	}, {
+		name:   "missing cursor",
+		damage: func(t *testing.T, dir string) { mustRemove(t, filepath.Join(dir, cursorName)) },
+		want:   wantValues(0, 10),
+	}, {
+		name: "whole segment is garbage",
+		damage: func(t *testing.T, dir string) {
+			writeFile(t, segmentFiles(t, dir)[0], bytes.Repeat([]byte{0xab}, 1000))
+		},
+		want: nil,
+	}, {
+		name:   "stray files",
+		damage: func(t *testing.T, dir string) { writeFile(t, filepath.Join(dir, "x.seg"), []byte("junk")) },
+		want:   wantValues(0, 10),
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			segBytes := cmp.Or(tt.segmentBytes, DefaultSegmentBytes)
+			s := open(t, dir, 1<<20, WithSegmentBytes(segBytes))
+			appendRange(t, s, 0, 10)
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			tt.damage(t, dir)
+
+			s = open(t, dir, 1<<20, WithSegmentBytes(segBytes))
+			if got := s.Len(); got != len(tt.want) {
+				t.Errorf("Len() after recovery = %d; want %d", got, len(tt.want))
+			}
+			if got := s.Skipped(); got != tt.skipped {
+				t.Errorf("Skipped() = %d; want %d", got, tt.skipped)
+			}
+			// The spool keeps working: new records land after the
+			// survivors and nothing is lost at the seam.
+			appendRange(t, s, 10, 12)
+			got := consume(t, s, 1000, 3)
+			if want := append(slices.Clone(tt.want), wantValues(10, 12)...); !slices.Equal(values(got), want) {
+				t.Errorf("consumed %q; want %q", values(got), want)
+			}
+			if s.Len() != 0 || s.Bytes() != 0 {
+				t.Errorf("Len(), Bytes() after draining = %d, %d; want 0, 0", s.Len(), s.Bytes())
+			}
+		})
+	}
+}
+
+// TestCorruptionAfterOpen damages a record the open spool already counted.
+func TestCorruptionAfterOpen(t *testing.T) {
+	dir := t.TempDir()
+	size := encodedLen(rec(0).Topic, rec(0).Key, rec(0).Value)
+	s := open(t, dir, 1<<20)
+	appendRange(t, s, 0, 5)
+	p := segmentFiles(t, dir)[0]
+	b := readFile(t, p)
+	b[2*size+frameHeaderLen+1] ^= 1
+	writeFile(t, p, b)
+
+	got := consume(t, s, 1000, 2)
+	if want := slices.Delete(wantValues(0, 5), 2, 3); !slices.Equal(values(got), want) {
+		t.Errorf("consumed %q; want %q", values(got), want)
+	}
+	if s.Len() != 0 || s.Skipped() != 1 {
+		t.Errorf("Len(), Skipped() = %d, %d; want 0, 1", s.Len(), s.Skipped())
+	}
+}
+
+func TestReclaim(t *testing.T) {
+	size := encodedLen(rec(0).Topic, rec(0).Key, rec(0).Value)
+	tests := []struct {
+		name     string
+		appended int
+		consumed int
+		segments int // segment files left
+	}{
+		{"nothing consumed", 10, 0, 5},
+		{"first segment consumed", 10, 2, 4},
+		{"half of a segment consumed", 10, 3, 4},
+		{"all but one consumed", 10, 9, 1},
+		{"all consumed", 10, 10, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := open(t, dir, 1<<20, WithSegmentBytes(2*size))
+			appendRange(t, s, 0, tt.appended)
+			consume(t, s, tt.consumed, 1)
+			files := segmentFiles(t, dir)
+			if len(files) != tt.segments {
+				t.Errorf("segment files = %q; want %d", files, tt.segments)
+			}
+			if want := int64(tt.appended-tt.consumed) * size; s.Bytes() != want {
+				t.Errorf("Bytes() = %d; want %d", s.Bytes(), want)
+			}
+			if tt.consumed == tt.appended {
+				if fi, err := os.Stat(files[0]); err != nil || fi.Size() != 0 {
+					t.Errorf("drained spool's segment %s: size %d, err %v; want empty", files[0], fi.Size(), err)
+				}
+			}
+		})
+	}
+}
+
+func TestPeekNBounds(t *testing.T) {
+	size := encodedLen(rec(0).Topic, rec(0).Key, rec(0).Value)
+	tests := []struct {
+		n        int
+		maxBytes int64
+		want     int
+	}{
+		{n: 3, maxBytes: 1 << 20, want: 3},
+		{n: 100, maxBytes: 1 << 20, want: 10},
+		{n: 100, maxBytes: 2*size + 1, want: 2},
+		{n: 100, maxBytes: 1, want: 1}, // always at least one
+		{n: 0, maxBytes: 1 << 20, want: 0},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("n=%d,max=%d", tt.n, tt.maxBytes), func(t *testing.T) {
+			s := open(t, t.TempDir(), 1<<20, WithSegmentBytes(3*size))
+			appendRange(t, s, 0, 10)
+			recs, err := s.PeekN(tt.n, tt.maxBytes)
+			if err != nil || len(recs) != tt.want {
+				t.Fatalf("PeekN(%d, %d) = %d records, %v; want %d", tt.n, tt.maxBytes, len(recs), err, tt.want)
+			}
+			if err := s.Commit(tt.want + 1); err == nil {
+				t.Errorf("Commit(%d) after peeking %d = nil; want error", tt.want+1, tt.want)
+			}
+			// Peeking does not consume.
+			if again, _ := s.PeekN(tt.n, tt.maxBytes); !slices.Equal(values(again), values(recs)) {
+				t.Errorf("second PeekN = %q; want %q", values(again), values(recs))
+			}
+			if s.Len() != 10 {
+				t.Errorf("Len() after PeekN = %d; want 10", s.Len())
+			}
+		})
+	}
+}
+
+func TestLocked(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, 1<<20)
+	if s2, err := Open(dir, 1<<20, testLogger(t)); err == nil {
+		_ = s2.Close()
+		t.Fatalf("second Open(%q) = nil error; want locked", dir)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := open(t, dir, 1<<20)
+	if err := s2.Append("t", nil, nil); err != nil {
+		t.Fatalf("Append after reopen = %v", err)
+	}
+}
+
+func TestClosed(t *testing.T) {
+	s := open(t, t.TempDir(), 1<<20)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close() = %v; want nil", err)
+	}
+	if err := s.Append("t", nil, nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("Append after Close = %v; want ErrClosed", err)
+	}
+	if _, err := s.PeekN(1, 1); !errors.Is(err, ErrClosed) {
+		t.Errorf("PeekN after Close = %v; want ErrClosed", err)
+	}
+}
+
+func TestOpenInvalid(t *testing.T) {
+	if _, err := Open(t.TempDir(), 0, nil); err == nil {
+		t.Error("Open(maxBytes 0) = nil error; want error")
+	}
+	s := open(t, t.TempDir(), 1<<20)
+	if err := s.Append(string(make([]byte, 70000)), nil, nil); err == nil {
+		t.Error("Append(70000-byte topic) = nil; want error")
+	}
+	if err := s.Append("t", nil, make([]byte, MaxRecordBytes)); err == nil || errors.Is(err, ErrFull) {
+		t.Errorf("Append(%d-byte value) = %v; want a size error", MaxRecordBytes, err)
+	}
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func writeFile(t *testing.T, path string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, b, 0o640); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func chop(t *testing.T, path string, n int64) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, fi.Size()-n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustRemove(t *testing.T, path string) {
+	t.Helper()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,207 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/heliostat-dev/heliostat/schemas"
+)
+
+// A block holds the rows of one table partition (one part key) to be written in
+// one INSERT. ClickHouse writes such an INSERT as a single part, together with
+// its ingest_ledger rows, so it lands entirely or not at all.
+type block interface {
+	table() string
+	partKey() uint32
+	rows() int
+	// witness names one Kafka message that contributed rows; the ledger holds
+	// it exactly when the block's INSERT landed.
+	witness() (partition int32, offset int64)
+	insert(ctx context.Context, conn driver.Conn, db string) error
+	reset()
+}
+
+// dayKey returns toYYYYMMDD of a Unix-seconds UTC time without allocating.
+func dayKey(sec int64) uint32 {
+	days := sec / 86400
+	if sec < 0 && sec%86400 != 0 {
+		days--
+	}
+	y, m, d := civil(days)
+	return uint32(y*10000 + m*100 + d)
+}
+
+// monthKey returns toYYYYMM of a Unix-seconds UTC time.
+func monthKey(sec int64) uint32 { return dayKey(sec) / 100 }
+
+// civil converts days since 1970-01-01 to a proleptic Gregorian date
+// (Howard Hinnant's days_from_civil inverse).
+func civil(z int64) (y, m, d int64) {
+	z += 719468
+	era := z / 146097
+	if z < 0 && z%146097 != 0 {
+		era--
+	}
+	doe := z - era*146097
+	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365
+	y = yoe + era*400
+	doy := doe - (365*yoe + yoe/4 - yoe/100)
+	mp := (5*doy + 2) / 153
+	d = doy - (153*mp+2)/5 + 1
+	if mp < 10 {
+		m = mp + 3
+	} else {
+		m = mp - 9
+	}
+	if m <= 2 {
+		y++
+	}
+	return y, m, d
+}
+
+// floorDiv splits Unix milliseconds into seconds and the millisecond part.
+func floorDiv(ms int64) (sec int64, rem uint16) {
+	sec = ms / 1000
+	r := ms % 1000
+	if r < 0 {
+		sec--
+		r += 1000
+	}
+	return sec, uint16(r)
+}
+
+// sampleBlock is the columns of gpu_samples for one day.
+type sampleBlock struct {
+	key        uint32
+	wPart      int32
+	wOff       int64
+	ts         []int64
+	millis     []uint16
+	cluster    []string
+	host       []string
+	gpuIndex   []uint16
+	gpuUUID    []string
+	migUUID    []string
+	metrics    [schemas.NumMetrics]metricColumn
+	kPartition []uint32
+	kOffset    []uint64
+}
+
+func newSampleBlock(key uint32) *sampleBlock {
+	b := &sampleBlock{key: key}
+	for m := range b.metrics {
+		b.metrics[m] = newMetricColumn(schemas.Metric(m))
+	}
+	return b
+}
+
+// sampleInsert is the INSERT with its explicit column list (18.16 needs one).
+var sampleInsert = func() string {
+	cols := []string{"ts", "ts_millis", "cluster", "host", "gpu_index", "gpu_uuid", "mig_uuid"}
+	for m := schemas.Metric(0); m < schemas.NumMetrics; m++ {
+		cols = append(cols, m.String())
+	}
+	cols = append(cols, "kafka_partition", "kafka_offset")
+	return "INSERT INTO %s.gpu_samples (" + strings.Join(cols, ", ") + ")"
+}()
+
+func (b *sampleBlock) table() string                 { return "gpu_samples" }
+func (b *sampleBlock) partKey() uint32               { return b.key }
+func (b *sampleBlock) rows() int                     { return len(b.ts) }
+func (b *sampleBlock) witness() (int32, int64)       { return b.wPart, b.wOff }
+func (b *sampleBlock) setWitness(p int32, off int64) { b.wPart, b.wOff = p, off }
+func (b *sampleBlock) appendSample(batch *schemas.SampleBatch, s *schemas.Sample, sec int64, ms uint16, p int32, off int64) {
+	g := &batch.GPUs[s.GPU]
+	b.ts = append(b.ts, sec)
+	b.millis = append(b.millis, ms)
+	b.cluster = append(b.cluster, batch.Cluster)
+	b.host = append(b.host, batch.Host)
+	b.gpuIndex = append(b.gpuIndex, uint16(g.Index))
+	b.gpuUUID = append(b.gpuUUID, g.UUID)
+	b.migUUID = append(b.migUUID, g.MIGUUID)
+	for m := range b.metrics {
+		b.metrics[m].add(s.Values[m], s.Present&(1<<m) != 0)
+	}
+	b.kPartition = append(b.kPartition, uint32(p))
+	b.kOffset = append(b.kOffset, uint64(off))
+}
+
+func (b *sampleBlock) insert(ctx context.Context, conn driver.Conn, db string) error {
+	batch, err := conn.PrepareBatch(ctx, fmt.Sprintf(sampleInsert, db))
+	if err != nil {
+		return fmt.Errorf("prepare gpu_samples insert: %w", err)
+	}
+	defer batch.Abort()
+	cols := []any{b.ts, b.millis, b.cluster, b.host, b.gpuIndex, b.gpuUUID, b.migUUID}
+	for m := range b.metrics {
+		cols = append(cols, b.metrics[m].column())
+	}
+	cols = append(cols, b.kPartition, b.kOffset)
+	for i, c := range cols {
+		if err := batch.Column(i).Append(c); err != nil {
+			return fmt.Errorf("append gpu_samples column %d: %w", i, err)
+		}
+	}
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("send gpu_samples block of %d rows: %w", len(b.ts), err)
+	}
+	return nil
+}
+
+func (b *sampleBlock) reset() {
+	b.ts, b.millis = b.ts[:0], b.millis[:0]
+	b.cluster, b.host = b.cluster[:0], b.host[:0]
+	b.gpuIndex, b.gpuUUID, b.migUUID = b.gpuIndex[:0], b.gpuUUID[:0], b.migUUID[:0]
+	for _, c := range b.metrics {
+		c.reset()
+	}
+	b.kPartition, b.kOffset = b.kPartition[:0], b.kOffset[:0]
+}
+
+// eventBlock is the columns of gpu_events for one month.
+type eventBlock struct {
+	key        uint32
+	wPart      int32
+	wOff       int64
+	ts         []int64
+	millis     []uint16
+	cluster    []string
+	host       []string
+	gpuUUID    []string
+	eventType  []string
+	xid        []uint64
+	kPartition []uint32
+	kOffset    []uint64
+}
+
+func (b *eventBlock) table() string                 { return "gpu_events" }
+func (b *eventBlock) partKey() uint32               { return b.key }
+func (b *eventBlock) rows() int                     { return len(b.ts) }
+func (b *eventBlock) witness() (int32, int64)       { return b.wPart, b.wOff }
+func (b *eventBlock) setWitness(p int32, off int64) { b.wPart, b.wOff = p, off }
+
+func (b *eventBlock) insert(ctx context.Context, conn driver.Conn, db string) error {
+	batch, err := conn.PrepareBatch(ctx, "INSERT INTO "+db+".gpu_events (ts_received, ts_millis, cluster, host, gpu_uuid, event_type, xid, kafka_partition, kafka_offset)")
+	if err != nil {
+		return fmt.Errorf("prepare gpu_events insert: %w", err)
+	}
+	defer batch.Abort()
+	for i, c := range []any{b.ts, b.millis, b.cluster, b.host, b.gpuUUID, b.eventType, b.xid, b.kPartition, b.kOffset} {
+		if err := batch.Column(i).Append(c); err != nil {
+			return fmt.Errorf("append gpu_events column %d: %w", i, err)
+		}
+	}
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("send gpu_events block of %d rows: %w", len(b.ts), err)
+	}
+	return nil
+}
+
+func (b *eventBlock) reset() {
+	b.ts, b.millis, b.cluster, b.host = b.ts[:0], b.millis[:0], b.cluster[:0], b.host[:0]
+	b.gpuUUID, b.eventType, b.xid = b.gpuUUID[:0], b.eventType[:0], b.xid[:0]
+	b.kPartition, b.kOffset = b.kPartition[:0], b.kOffset[:0]
+}

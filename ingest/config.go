@@ -1,0 +1,101 @@
+// Package ingest consumes heliostat's Kafka topics and writes them into
+// ClickHouse with native batch inserts, exactly once in effect: every row carries
+// its Kafka partition and offset, every INSERT holds one table partition (so it
+// lands whole or not at all), a materialized view records each landed message in
+// ingest_ledger, and on every partition assignment ingest skips what the ledger
+// already holds. Offsets are committed to Kafka only after ClickHouse accepted
+// the rows; the commit is a shortcut, the ledger is the truth.
+package ingest
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/heliostat-dev/heliostat/internal/chconn"
+)
+
+// Config configures an Ingester.
+type Config struct {
+	// Brokers are the Kafka bootstrap addresses. Default 127.0.0.1:9092.
+	Brokers []string
+	// Group is the Kafka consumer group; replicas sharing it split the
+	// partitions. Default "heliostat-ingest".
+	Group string
+	// ClickHouse says where the tables are.
+	ClickHouse chconn.Config
+	// BatchRows flushes a batch once it holds this many rows. Default 200,000;
+	// at most 1,000,000 so that a block stays one ClickHouse insert block.
+	BatchRows int
+	// BatchInterval flushes a non-empty batch at least this often. Default 1s.
+	BatchInterval time.Duration
+	// RetryMax caps the backoff between retries of a failed insert. Default 30s.
+	RetryMax time.Duration
+	// Retention drops raw-sample partitions (days) older than this; 0 keeps
+	// everything. Default 30 days.
+	Retention time.Duration
+	// RollupRetention drops rollup partitions (months) older than this; 0 keeps
+	// everything. Default 400 days.
+	RollupRetention time.Duration
+}
+
+// RegisterFlags adds the ingest flags to fs.
+func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
+	brokers := getenv("HELIOSTAT_KAFKA_BROKERS")
+	if brokers == "" {
+		brokers = "127.0.0.1:9092"
+	}
+	fs.Func("kafka.brokers", "comma-separated Kafka bootstrap addresses ($HELIOSTAT_KAFKA_BROKERS, default "+brokers+")", func(s string) error {
+		c.Brokers = splitList(s)
+		return nil
+	})
+	c.Brokers = splitList(brokers)
+	fs.StringVar(&c.Group, "ingest.group", "heliostat-ingest", "Kafka consumer group shared by ingest replicas")
+	fs.IntVar(&c.BatchRows, "ingest.batch-rows", 200_000, "flush a batch at this many rows (max 1000000)")
+	fs.DurationVar(&c.BatchInterval, "ingest.batch-interval", time.Second, "flush a non-empty batch at least this often")
+	fs.DurationVar(&c.RetryMax, "ingest.retry-max", 30*time.Second, "longest backoff between retries of a failed insert")
+	fs.DurationVar(&c.Retention, "retention", 30*24*time.Hour, "drop raw sample partitions older than this (0 keeps all)")
+	fs.DurationVar(&c.RollupRetention, "retention.rollup", 400*24*time.Hour, "drop 1-minute rollup partitions older than this (0 keeps all)")
+	c.ClickHouse.RegisterFlags(fs, getenv)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Validate checks c and fills defaults for zero values.
+func (c *Config) Validate() error {
+	if len(c.Brokers) == 0 {
+		return errors.New("ingest: --kafka.brokers is empty")
+	}
+	if c.Group == "" {
+		c.Group = "heliostat-ingest"
+	}
+	if c.BatchRows == 0 {
+		c.BatchRows = 200_000
+	}
+	if c.BatchRows < 1 || c.BatchRows > 1_000_000 {
+		return fmt.Errorf("ingest: --ingest.batch-rows %d is outside 1..1000000", c.BatchRows)
+	}
+	if c.BatchInterval == 0 {
+		c.BatchInterval = time.Second
+	}
+	if c.BatchInterval < 10*time.Millisecond {
+		return fmt.Errorf("ingest: --ingest.batch-interval %s is below 10ms", c.BatchInterval)
+	}
+	if c.RetryMax == 0 {
+		c.RetryMax = 30 * time.Second
+	}
+	if c.Retention < 0 || c.RollupRetention < 0 {
+		return errors.New("ingest: retention must not be negative")
+	}
+	return c.ClickHouse.Validate()
+}

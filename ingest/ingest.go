@@ -1,0 +1,468 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/heliostat-dev/heliostat/schemas"
+)
+
+// Ingester consumes the GPU topics into ClickHouse. Several Ingesters (in one
+// process or many) with the same Config.Group split the partitions.
+type Ingester struct {
+	cfg      Config
+	conn     driver.Conn
+	logger   *slog.Logger
+	m        *metrics
+	handlers []handler
+	byTopic  map[string]handler
+	dead     *kafka.Writer
+	warn     *throttle
+}
+
+// New returns an Ingester writing through conn, which must reach the database
+// in cfg.ClickHouse.Database with the schema applied.
+func New(cfg Config, conn driver.Conn, logger *slog.Logger, reg prometheus.Registerer) (*Ingester, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	in := &Ingester{
+		cfg:      cfg,
+		conn:     conn,
+		logger:   logger,
+		m:        newMetrics(reg),
+		handlers: []handler{newSampleHandler(), newEventHandler()},
+		byTopic:  map[string]handler{},
+		warn:     &throttle{every: 10 * time.Second},
+		dead: &kafka.Writer{
+			Addr:                   kafka.TCP(cfg.Brokers...),
+			Topic:                  schemas.TopicDeadletter,
+			RequiredAcks:           kafka.RequireAll,
+			AllowAutoTopicCreation: true,
+			BatchTimeout:           10 * time.Millisecond,
+			WriteTimeout:           10 * time.Second,
+		},
+	}
+	for _, h := range in.handlers {
+		in.byTopic[h.topic()] = h
+		in.m.rows.WithLabelValues(h.table())
+	}
+	in.m.clickhouseUp.Set(1)
+	return in, nil
+}
+
+// Topics returns the topics the Ingester consumes.
+func (in *Ingester) Topics() []string {
+	var t []string
+	for _, h := range in.handlers {
+		t = append(t, h.topic())
+	}
+	return t
+}
+
+// Run consumes until ctx is done, then flushes the open batch, commits and
+// returns nil. It returns an error only when it cannot start.
+func (in *Ingester) Run(ctx context.Context) error {
+	defer in.dead.Close()
+	group, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
+		ID:                     in.cfg.Group,
+		Brokers:                in.cfg.Brokers,
+		Topics:                 in.Topics(),
+		StartOffset:            kafka.FirstOffset,
+		HeartbeatInterval:      time.Second,
+		SessionTimeout:         10 * time.Second,
+		RebalanceTimeout:       10 * time.Second,
+		JoinGroupBackoff:       time.Second,
+		WatchPartitionChanges:  true,
+		PartitionWatchInterval: 5 * time.Second,
+		Timeout:                5 * time.Second,
+	})
+	if err != nil {
+		return fmt.Errorf("ingest: create consumer group %s: %w", in.cfg.Group, err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		in.retentionLoop(ctx)
+	}()
+	defer wg.Wait()
+	stop := context.AfterFunc(ctx, func() { group.Close() })
+	defer stop()
+	defer group.Close()
+	backoff := newBackoff(500*time.Millisecond, in.cfg.RetryMax)
+	for {
+		gen, err := group.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, kafka.ErrGroupClosed) {
+				return nil
+			}
+			in.m.errors.WithLabelValues("group").Inc()
+			in.warn.log(in.logger, "group", "joining consumer group failed, retrying", "group", in.cfg.Group, "err", err)
+			if !backoff.wait(ctx) {
+				return nil
+			}
+			continue
+		}
+		backoff.reset()
+		in.startGeneration(gen)
+	}
+}
+
+type assignment struct {
+	h         handler
+	partition int32
+	offset    int64
+}
+
+// item is one Kafka message on its way from a partition reader to the batch.
+type item struct {
+	h         handler
+	partition int32
+	offset    int64
+	data      any      // decoded message; nil when dead
+	skip      []uint32 // part keys the ledger already holds for this offset
+	dead      *kafka.Message
+	reason    error
+}
+
+func (in *Ingester) startGeneration(gen *kafka.Generation) {
+	var as []assignment
+	for topic, parts := range gen.Assignments {
+		h, ok := in.byTopic[topic]
+		if !ok {
+			continue
+		}
+		for _, p := range parts {
+			as = append(as, assignment{h: h, partition: int32(p.ID), offset: p.Offset})
+		}
+	}
+	in.m.assigned.Set(float64(len(as)))
+	in.logger.Info("partitions assigned", "generation", gen.ID, "partitions", len(as))
+	gen.Start(func(ctx context.Context) {
+		done, ok := in.recover(ctx, as)
+		if !ok {
+			return
+		}
+		items := make(chan item, 256)
+		var wg sync.WaitGroup
+		for i, a := range as {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				in.read(ctx, a, done[i], items)
+			}()
+		}
+		in.sink(ctx, gen, items)
+		wg.Wait()
+	})
+}
+
+// recover loads, for each assigned partition, what the ledger holds at or after
+// the committed offset, retrying until ClickHouse answers or ctx ends.
+func (in *Ingester) recover(ctx context.Context, as []assignment) ([]map[int64][]uint32, bool) {
+	done := make([]map[int64][]uint32, len(as))
+	backoff := newBackoff(200*time.Millisecond, in.cfg.RetryMax)
+	for i, a := range as {
+		for {
+			d, err := in.loadLedger(ctx, a)
+			if err == nil {
+				done[i] = d
+				if len(d) > 0 {
+					in.logger.Info("resuming past rows already in clickhouse", "topic", a.h.topic(), "partition", a.partition,
+						"committed_offset", a.offset, "messages_in_ledger", len(d))
+				}
+				break
+			}
+			in.m.errors.WithLabelValues("ledger").Inc()
+			in.m.clickhouseUp.Set(0)
+			in.warn.log(in.logger, "ledger", "reading ingest ledger failed, retrying", "topic", a.h.topic(), "partition", a.partition, "err", err)
+			if !backoff.wait(ctx) {
+				return nil, false
+			}
+		}
+	}
+	return done, true
+}
+
+func (in *Ingester) loadLedger(ctx context.Context, a assignment) (map[int64][]uint32, error) {
+	from := max(a.offset, 0)
+	rows, err := in.conn.Query(ctx, "SELECT kafka_offset, part_key FROM "+in.cfg.ClickHouse.Database+
+		".ingest_ledger WHERE tbl = ? AND kafka_partition = ? AND kafka_offset >= ? GROUP BY kafka_offset, part_key",
+		a.h.table(), uint32(a.partition), uint64(from))
+	if err != nil {
+		return nil, fmt.Errorf("query ingest ledger: %w", err)
+	}
+	defer rows.Close()
+	done := map[int64][]uint32{}
+	for rows.Next() {
+		var off uint64
+		var key uint32
+		if err := rows.Scan(&off, &key); err != nil {
+			return nil, fmt.Errorf("scan ingest ledger: %w", err)
+		}
+		done[int64(off)] = append(done[int64(off)], key)
+	}
+	return done, rows.Err()
+}
+
+// read fetches one partition from offset a.offset, decodes each message and
+// hands it to the batch.
+func (in *Ingester) read(ctx context.Context, a assignment, done map[int64][]uint32, out chan<- item) {
+	r := kafka.NewReader(kafka.ReaderConfig{
+		Brokers:        in.cfg.Brokers,
+		Topic:          a.h.topic(),
+		Partition:      int(a.partition),
+		MinBytes:       1,
+		MaxBytes:       16 << 20,
+		MaxWait:        250 * time.Millisecond,
+		QueueCapacity:  1024,
+		ReadBackoffMin: 100 * time.Millisecond,
+		ReadBackoffMax: 2 * time.Second,
+	})
+	defer r.Close()
+	if err := r.SetOffset(a.offset); err != nil {
+		in.logger.Error("cannot seek partition", "topic", a.h.topic(), "partition", a.partition, "offset", a.offset, "err", err)
+		return
+	}
+	lag := in.m.lag.WithLabelValues(a.h.topic(), strconv.Itoa(int(a.partition)))
+	for {
+		m, err := r.FetchMessage(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			in.m.errors.WithLabelValues("fetch").Inc()
+			in.warn.log(in.logger, "fetch", "fetching from kafka failed, retrying", "topic", a.h.topic(), "partition", a.partition, "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+			continue
+		}
+		lag.Set(float64(max(m.HighWaterMark-m.Offset-1, 0)))
+		it := item{h: a.h, partition: a.partition, offset: m.Offset, skip: done[m.Offset]}
+		if d, err := a.h.decode(m.Value); err != nil {
+			it.dead, it.reason = &m, err
+		} else {
+			it.data = d
+		}
+		select {
+		case out <- it:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// batch is what has been read since the last flush.
+type batch struct {
+	rows  int
+	msgs  int
+	dead  []kafka.Message
+	next  map[string]map[int]int64 // offsets to commit
+	first time.Time
+}
+
+func (b *batch) add(topic string, partition int32, offset int64) {
+	p := b.next[topic]
+	if p == nil {
+		p = map[int]int64{}
+		b.next[topic] = p
+	}
+	p[int(partition)] = offset + 1
+	b.msgs++
+}
+
+func (b *batch) reset() {
+	b.rows, b.msgs = 0, 0
+	b.dead = b.dead[:0]
+	clear(b.next)
+}
+
+// sink batches items by rows and by time and flushes them.
+func (in *Ingester) sink(ctx context.Context, gen *kafka.Generation, items <-chan item) {
+	b := &batch{next: map[string]map[int]int64{}}
+	tick := time.NewTicker(in.cfg.BatchInterval / 4)
+	defer tick.Stop()
+	for {
+		select {
+		case it := <-items:
+			if b.msgs == 0 {
+				b.first = time.Now()
+			}
+			in.addItem(b, it)
+			if b.rows >= in.cfg.BatchRows {
+				if !in.flush(ctx, gen, b) {
+					return
+				}
+			}
+		case <-tick.C:
+			if b.msgs > 0 && time.Since(b.first) >= in.cfg.BatchInterval {
+				if !in.flush(ctx, gen, b) {
+					return
+				}
+			}
+		case <-ctx.Done():
+			// Stop fetching, flush the open batch, commit, close. The commit may
+			// fail now that the generation is over; the ledger covers that.
+			if b.msgs > 0 {
+				fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+				in.flush(fctx, gen, b)
+				cancel()
+			}
+			return
+		}
+	}
+}
+
+func (in *Ingester) addItem(b *batch, it item) {
+	topic := it.h.topic()
+	b.add(topic, it.partition, it.offset)
+	if it.dead != nil {
+		in.deadletter(b, it)
+		return
+	}
+	n := it.h.add(it.data, it.partition, it.offset, it.skip)
+	b.rows += n
+	if n == 0 && len(it.skip) > 0 {
+		in.m.messages.WithLabelValues(topic, "duplicate").Inc()
+	} else {
+		in.m.messages.WithLabelValues(topic, "inserted").Inc()
+	}
+}
+
+func (in *Ingester) deadletter(b *batch, it item) {
+	kind := "decode"
+	var de *schemas.DecodeError
+	if errors.As(it.reason, &de) {
+		kind = "decode_" + de.Kind
+	}
+	in.m.errors.WithLabelValues(kind).Inc()
+	in.m.messages.WithLabelValues(it.h.topic(), "deadletter").Inc()
+	in.warn.log(in.logger, "deadletter", "undecodable message sent to dead-letter topic", "topic", it.h.topic(),
+		"partition", it.partition, "offset", it.offset, "err", it.reason)
+	m := it.dead
+	b.dead = append(b.dead, kafka.Message{
+		Key:   m.Key,
+		Value: m.Value,
+		Headers: []kafka.Header{
+			{Key: schemas.HeaderDeadletterReason, Value: []byte(it.reason.Error())},
+			{Key: schemas.HeaderDeadletterTopic, Value: []byte(m.Topic)},
+			{Key: schemas.HeaderDeadletterPartition, Value: []byte(strconv.Itoa(m.Partition))},
+			{Key: schemas.HeaderDeadletterOffset, Value: []byte(strconv.FormatInt(m.Offset, 10))},
+		},
+	})
+}
+
+// flush writes dead letters, then every block, then commits the offsets. It
+// returns false when ctx ended before everything was written; nothing is
+// committed then, and the next owner of the partitions resumes from the ledger.
+func (in *Ingester) flush(ctx context.Context, gen *kafka.Generation, b *batch) bool {
+	defer func() {
+		for _, h := range in.handlers {
+			h.reset()
+		}
+		b.reset()
+	}()
+	if len(b.dead) > 0 {
+		backoff := newBackoff(100*time.Millisecond, in.cfg.RetryMax)
+		for {
+			err := in.dead.WriteMessages(ctx, b.dead...)
+			if err == nil {
+				break
+			}
+			in.m.errors.WithLabelValues("deadletter").Inc()
+			in.warn.log(in.logger, "deadletter-write", "writing dead letters failed, retrying", "messages", len(b.dead), "err", err)
+			if !backoff.wait(ctx) {
+				return false
+			}
+		}
+	}
+	in.m.flushRows.Observe(float64(b.rows))
+	for _, h := range in.handlers {
+		for _, blk := range h.blocks() {
+			if blk.rows() == 0 {
+				continue
+			}
+			start := time.Now()
+			if err := in.insert(ctx, blk); err != nil {
+				return false
+			}
+			in.m.batchSeconds.WithLabelValues(blk.table()).Observe(time.Since(start).Seconds())
+			in.m.rows.WithLabelValues(blk.table()).Add(float64(blk.rows()))
+		}
+		if err := h.flushExtra(ctx, in.conn, in.cfg.ClickHouse.Database); err != nil {
+			in.m.errors.WithLabelValues("inventory").Inc()
+			in.warn.log(in.logger, "inventory", "updating gpu inventory failed", "err", err)
+		}
+	}
+	if err := gen.CommitOffsets(b.next); err != nil {
+		in.m.errors.WithLabelValues("commit").Inc()
+		in.warn.log(in.logger, "commit", "committing offsets failed; rows are in clickhouse and the ledger covers them", "err", err)
+	}
+	return true
+}
+
+// insert writes one block, retrying with backoff until it lands or ctx ends.
+// After a failed attempt the INSERT may have landed all the same (the
+// connection died after the server committed), so before sending again it asks
+// the ledger; it never sends a block twice without the ledger saying it is
+// absent.
+func (in *Ingester) insert(ctx context.Context, blk block) error {
+	backoff := newBackoff(100*time.Millisecond, in.cfg.RetryMax)
+	uncertain := false
+	for {
+		var err error
+		if uncertain {
+			var landed bool
+			if landed, err = in.inLedger(ctx, blk); err == nil {
+				if landed {
+					in.m.clickhouseUp.Set(1)
+					return nil
+				}
+				uncertain = false
+			}
+		}
+		if !uncertain {
+			// The send is not cut short by ctx: a half-sent INSERT would leave
+			// its outcome unknown just as another replica takes over.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+			err = blk.insert(sctx, in.conn, in.cfg.ClickHouse.Database)
+			cancel()
+			if err == nil {
+				in.m.clickhouseUp.Set(1)
+				return nil
+			}
+			uncertain = true
+		}
+		in.m.clickhouseUp.Set(0)
+		in.m.errors.WithLabelValues("insert").Inc()
+		in.warn.log(in.logger, "insert", "clickhouse insert failed, retrying", "table", blk.table(), "rows", blk.rows(), "err", err)
+		if !backoff.wait(ctx) {
+			return ctx.Err()
+		}
+	}
+}
+
+func (in *Ingester) inLedger(ctx context.Context, blk block) (bool, error) {
+	p, off := blk.witness()
+	var n uint64
+	err := in.conn.QueryRow(ctx, "SELECT count() FROM "+in.cfg.ClickHouse.Database+
+		".ingest_ledger WHERE tbl = ? AND kafka_partition = ? AND kafka_offset = ? AND part_key = ?",
+		blk.table(), uint32(p), uint64(off), blk.partKey()).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("query ingest ledger: %w", err)
+	}
+	return n > 0, nil
+}

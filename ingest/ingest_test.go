@@ -1,0 +1,240 @@
+package ingest_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/heliostat-dev/heliostat/collector/synthetic"
+	"github.com/heliostat-dev/heliostat/ingest"
+	"github.com/heliostat-dev/heliostat/internal/chconn"
+	"github.com/heliostat-dev/heliostat/schemas"
+	"github.com/heliostat-dev/heliostat/schemas/schematest"
+)
+
+func TestMain(m *testing.M) { os.Exit(schematest.Main(m)) }
+
+// produceSamples writes msgs messages of ticks×gpus samples each, hosts
+// round-robin, starting at start and stepping tick by tick.
+func produceSamples(t testing.TB, broker string, msgs, hosts, gpus, ticks int, start time.Time) int {
+	t.Helper()
+	w := &kafka.Writer{Addr: kafka.TCP(broker), Topic: schemas.TopicGPUSamples, Balancer: &kafka.Hash{},
+		RequiredAcks: kafka.RequireAll, BatchSize: 200, BatchTimeout: 5 * time.Millisecond}
+	defer w.Close()
+	srcs := make([]*synthetic.Source, hosts)
+	for h := range srcs {
+		srcs[h] = synthetic.New(fmt.Sprintf("node%03d", h), gpus, 1)
+	}
+	var out []kafka.Message
+	rows := 0
+	now := start
+	for i := range msgs {
+		h := i % hosts
+		b := schemas.SampleBatch{Cluster: "test", Host: fmt.Sprintf("node%03d", h)}
+		for range ticks {
+			if err := srcs[h].Collect(context.Background(), now, &b); err != nil {
+				t.Fatal(err)
+			}
+			now = now.Add(100 * time.Millisecond)
+		}
+		v, err := schemas.AppendSampleBatch(nil, &b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows += len(b.Samples)
+		out = append(out, kafka.Message{Key: []byte(b.Host), Value: v})
+		if len(out) == 500 || i == msgs-1 {
+			if err := w.WriteMessages(context.Background(), out...); err != nil {
+				t.Fatalf("produce: %v", err)
+			}
+			out = out[:0]
+		}
+	}
+	return rows
+}
+
+func startIngest(t *testing.T, ctx context.Context, broker string, ch chconn.Config, reg prometheus.Registerer) chan error {
+	t.Helper()
+	conn, err := ch.Open(ctx, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := ingest.Config{Brokers: []string{broker}, Group: "g-" + ch.Database, ClickHouse: ch, BatchRows: 50_000, BatchInterval: 200 * time.Millisecond}
+	in, err := ingest.New(cfg, conn, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- in.Run(ctx); conn.Close() }()
+	return done
+}
+
+// waitCount polls until from holds want rows or the deadline passes.
+func waitCount(t *testing.T, conn driver.Conn, from string, want uint64, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var n uint64
+	for time.Now().Before(deadline) {
+		n = schematest.Count(t, conn, from)
+		if n >= want {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n != want {
+		t.Fatalf("count(%s) = %d; want %d", from, n, want)
+	}
+}
+
+func assertNoDuplicates(t *testing.T, conn driver.Conn, db string) {
+	t.Helper()
+	var total, uniq uint64
+	if err := conn.QueryRow(context.Background(), "SELECT count(), uniqExact(host, gpu_uuid, ts, ts_millis) FROM "+db+".gpu_samples").Scan(&total, &uniq); err != nil {
+		t.Fatal(err)
+	}
+	if total != uniq {
+		t.Fatalf("gpu_samples holds %d rows but %d distinct samples: duplicates", total, uniq)
+	}
+}
+
+func TestEndToEndExactCount(t *testing.T) {
+	ch, conn := schematest.Database(t)
+	_, broker := schematest.Broker(t)
+	if err := ingest.EnsureTopics(context.Background(), []string{broker}, 4, schemas.TopicGPUSamples, schemas.TopicGPUEvents, schemas.TopicDeadletter); err != nil {
+		t.Fatal(err)
+	}
+	// Ticks straddle midnight so that one message's rows land in two daily
+	// partitions.
+	start := time.Date(2026, 3, 1, 23, 59, 0, 0, time.UTC)
+	want := produceSamples(t, broker, 300, 6, 8, 10, start)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	reg := prometheus.NewRegistry()
+	done := startIngest(t, ctx, broker, ch, reg)
+	waitCount(t, conn, ch.Database+".gpu_samples", uint64(want), 60*time.Second)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	assertNoDuplicates(t, conn, ch.Database)
+	var parts uint64
+	if err := conn.QueryRow(context.Background(), "SELECT uniqExact(toYYYYMMDD(ts)) FROM "+ch.Database+".gpu_samples").Scan(&parts); err != nil {
+		t.Fatal(err)
+	}
+	if parts != 2 {
+		t.Errorf("rows span %d days; want 2 (the test straddles midnight)", parts)
+	}
+	if got := testutil.ToFloat64(prometheusCounter(t, reg, "heliostat_ingest_rows_total")); got != float64(want) {
+		t.Errorf("heliostat_ingest_rows_total = %v; want %d", got, want)
+	}
+	// The rollup and the inventory follow the raw table.
+	if n := schematest.Count(t, conn, "(SELECT host, gpu_uuid FROM "+ch.Database+".gpu_inventory FINAL)"); n != 48 {
+		t.Errorf("gpu_inventory has %d GPUs; want 48", n)
+	}
+	var rolled uint64
+	if err := conn.QueryRow(context.Background(), "SELECT sum(n) FROM (SELECT countMerge(samples) AS n FROM "+ch.Database+".gpu_samples_1m GROUP BY minute, host, gpu_uuid)").Scan(&rolled); err != nil {
+		t.Fatal(err)
+	}
+	if rolled != uint64(want) {
+		t.Errorf("gpu_samples_1m counts %d samples; want %d", rolled, want)
+	}
+
+	// A second run of the same group finds nothing new and inserts nothing.
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	done2 := startIngest(t, ctx2, broker, ch, prometheus.NewRegistry())
+	time.Sleep(2 * time.Second)
+	cancel2()
+	<-done2
+	if n := schematest.Count(t, conn, ch.Database+".gpu_samples"); n != uint64(want) {
+		t.Fatalf("after a restart count = %d; want %d", n, want)
+	}
+}
+
+func prometheusCounter(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
+	t.Helper()
+	return collectorFunc(func(ch chan<- prometheus.Metric) {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sum float64
+		for _, mf := range mfs {
+			if mf.GetName() != name {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(name, "sum", nil, nil), prometheus.CounterValue, sum)
+	})
+}
+
+type collectorFunc func(chan<- prometheus.Metric)
+
+func (f collectorFunc) Describe(chan<- *prometheus.Desc) {}
+func (f collectorFunc) Collect(ch chan<- prometheus.Metric) { f(ch) }
+
+func TestDeadletterDoesNotBlockPartition(t *testing.T) {
+	ch, conn := schematest.Database(t)
+	_, broker := schematest.Broker(t)
+	if err := ingest.EnsureTopics(context.Background(), []string{broker}, 1, schemas.TopicGPUSamples, schemas.TopicGPUEvents, schemas.TopicDeadletter); err != nil {
+		t.Fatal(err)
+	}
+	w := &kafka.Writer{Addr: kafka.TCP(broker), Topic: schemas.TopicGPUSamples, RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond}
+	defer w.Close()
+	bad := []kafka.Message{{Key: []byte("h"), Value: []byte("not a heliostat message")}, {Key: []byte("h"), Value: []byte{'H', 'S', 'G', 9}}}
+	if err := w.WriteMessages(context.Background(), bad...); err != nil {
+		t.Fatal(err)
+	}
+	want := produceSamples(t, broker, 20, 2, 8, 3, time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	reg := prometheus.NewRegistry()
+	done := startIngest(t, ctx, broker, ch, reg)
+	waitCount(t, conn, ch.Database+".gpu_samples", uint64(want), 60*time.Second)
+
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{broker}, Topic: schemas.TopicDeadletter, Partition: 0, MaxWait: 100 * time.Millisecond})
+	defer r.Close()
+	for i, b := range bad {
+		rctx, rcancel := context.WithTimeout(ctx, 20*time.Second)
+		m, err := r.ReadMessage(rctx)
+		rcancel()
+		if err != nil {
+			t.Fatalf("read dead letter %d: %v", i, err)
+		}
+		if string(m.Value) != string(b.Value) {
+			t.Errorf("dead letter %d value = %q; want %q", i, m.Value, b.Value)
+		}
+		h := map[string]string{}
+		for _, x := range m.Headers {
+			h[x.Key] = string(x.Value)
+		}
+		if h[schemas.HeaderDeadletterOffset] != fmt.Sprint(i) || h[schemas.HeaderDeadletterReason] == "" || h[schemas.HeaderDeadletterTopic] != schemas.TopicGPUSamples {
+			t.Errorf("dead letter %d headers = %v; want source offset %d, a reason and the source topic", i, h, i)
+		}
+	}
+	cancel()
+	<-done
+	mfs, _ := reg.Gather()
+	kinds := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() == "heliostat_ingest_errors_total" {
+			for _, m := range mf.GetMetric() {
+				kinds[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	if kinds["decode_bad_magic"] != 1 || kinds["decode_unsupported_version"] != 1 {
+		t.Errorf("decode errors by kind = %v; want one bad_magic and one unsupported_version", kinds)
+	}
+}

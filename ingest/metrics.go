@@ -1,0 +1,53 @@
+package ingest
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	rows          *prometheus.CounterVec   // table
+	messages      *prometheus.CounterVec   // topic, outcome
+	errors        *prometheus.CounterVec   // kind
+	batchSeconds  *prometheus.HistogramVec // table
+	lag           *prometheus.GaugeVec     // topic, partition
+	flushRows     prometheus.Histogram
+	assigned      prometheus.Gauge
+	clickhouseUp  prometheus.Gauge
+	retentionDrop *prometheus.CounterVec // table
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		rows: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "heliostat_ingest_rows_total", Help: "Rows inserted into ClickHouse, by table.",
+		}, []string{"table"}),
+		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "heliostat_ingest_messages_total",
+			Help: "Kafka messages handled, by topic and outcome (inserted, duplicate: already in ClickHouse, deadletter).",
+		}, []string{"topic", "outcome"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "heliostat_ingest_errors_total",
+			Help: "Errors by kind: decode_<reason>, insert, commit, deadletter, fetch, ledger, retention, inventory.",
+		}, []string{"kind"}),
+		batchSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "heliostat_ingest_batch_duration_seconds", Help: "Time to insert one block into ClickHouse, retries included.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
+		}, []string{"table"}),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "heliostat_ingest_consumer_lag_messages", Help: "Messages between the last one read and the partition's high watermark.",
+		}, []string{"topic", "partition"}),
+		flushRows: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "heliostat_ingest_flush_rows", Help: "Rows per flush.",
+			Buckets: prometheus.ExponentialBuckets(10, 4, 9),
+		}),
+		assigned: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "heliostat_ingest_assigned_partitions", Help: "Partitions this replica owns in the current generation.",
+		}),
+		clickhouseUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "heliostat_ingest_clickhouse_up", Help: "1 when the last ClickHouse operation succeeded, 0 while inserts fail.",
+		}),
+		retentionDrop: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "heliostat_ingest_retention_dropped_partitions_total", Help: "Partitions dropped by retention, by table.",
+		}, []string{"table"}),
+	}
+	reg.MustRegister(m.rows, m.messages, m.errors, m.batchSeconds, m.lag, m.flushRows, m.assigned, m.clickhouseUp, m.retentionDrop)
+	return m
+}

@@ -1,0 +1,52 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// EnsureTopics creates the topics that do not exist yet, with the given
+// partitions (replication factor 1 when the cluster has one broker, else 3).
+// Existing topics are left as they are.
+func EnsureTopics(ctx context.Context, brokers []string, partitions int, topics ...string) error {
+	if len(brokers) == 0 {
+		return errors.New("ingest: no brokers")
+	}
+	d := &kafka.Dialer{Timeout: 5 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", brokers[0])
+	if err != nil {
+		return fmt.Errorf("ingest: connect to %s: %w", brokers[0], err)
+	}
+	defer conn.Close()
+	ctrl, err := conn.Controller()
+	if err != nil {
+		return fmt.Errorf("ingest: find controller: %w", err)
+	}
+	bs, err := conn.Brokers()
+	if err != nil {
+		return fmt.Errorf("ingest: list brokers: %w", err)
+	}
+	repl := 1
+	if len(bs) >= 3 {
+		repl = 3
+	}
+	cc, err := d.DialContext(ctx, "tcp", net.JoinHostPort(ctrl.Host, strconv.Itoa(ctrl.Port)))
+	if err != nil {
+		return fmt.Errorf("ingest: connect to controller: %w", err)
+	}
+	defer cc.Close()
+	var cfgs []kafka.TopicConfig
+	for _, t := range topics {
+		cfgs = append(cfgs, kafka.TopicConfig{Topic: t, NumPartitions: partitions, ReplicationFactor: repl})
+	}
+	if err := cc.CreateTopics(cfgs...); err != nil && !errors.Is(err, kafka.TopicAlreadyExists) {
+		return fmt.Errorf("ingest: create topics: %w", err)
+	}
+	return nil
+}

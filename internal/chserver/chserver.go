@@ -1,0 +1,260 @@
+// Package chserver runs a local ClickHouse server as a child process on its own
+// data directory and ports. The embedded dev stack (`heliostat up`), the bench and
+// the integration tests use it; production points at an existing ClickHouse.
+package chserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+)
+
+// ErrNotInstalled is returned when no clickhouse-server binary can be found or
+// installed.
+var ErrNotInstalled = errors.New("chserver: clickhouse-server is not installed")
+
+// Config says where and how to run the server.
+type Config struct {
+	// Dir holds the data, logs and temporary files. Required; created if missing.
+	Dir string
+	// Binary is the server executable. Default: clickhouse-server from PATH or
+	// /usr/bin.
+	Binary string
+	// ConfigFile is the packaged server config that the command-line overrides
+	// adjust. Default: /etc/clickhouse-server/config.xml.
+	ConfigFile string
+	// TCPPort is the native-protocol port; 0 picks a free one. HTTPPort and
+	// InterserverPort are always picked free when 0.
+	TCPPort, HTTPPort, InterserverPort int
+	// StartTimeout bounds the wait for the server to answer a ping. Default 60s.
+	StartTimeout time.Duration
+	// Install lets Start install Debian's clickhouse-server package with apt-get
+	// when the binary is missing and the process runs as root.
+	Install bool
+}
+
+// Server is a running child clickhouse-server.
+type Server struct {
+	cfg    Config
+	cmd    *exec.Cmd
+	done   chan struct{}
+	err    error
+	logger *slog.Logger
+}
+
+// FindBinary returns the clickhouse-server path, installing Debian's package when
+// install is set and the process is root. The error says what to install.
+func FindBinary(install bool, logger *slog.Logger) (string, error) {
+	if p, err := lookBinary(); err == nil {
+		return p, nil
+	}
+	if install && os.Geteuid() == 0 {
+		if _, err := exec.LookPath("apt-get"); err == nil {
+			logger.Info("installing clickhouse-server with apt-get")
+			env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+			for _, args := range [][]string{{"update", "-qq"}, {"install", "-y", "-qq", "clickhouse-server", "clickhouse-client"}} {
+				cmd := exec.Command("apt-get", args...)
+				cmd.Env = env
+				if out, err := cmd.CombinedOutput(); err != nil {
+					return "", fmt.Errorf("chserver: apt-get %s: %w: %s", args[0], err, tail(out, 400))
+				}
+			}
+			if p, err := lookBinary(); err == nil {
+				return p, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("%w: install it with `sudo apt-get install clickhouse-server clickhouse-client` (Debian/Ubuntu) or from clickhouse.com, or point --clickhouse.addr at an existing server", ErrNotInstalled)
+}
+
+func lookBinary() (string, error) {
+	if p, err := exec.LookPath("clickhouse-server"); err == nil {
+		return p, nil
+	}
+	for _, p := range []string{"/usr/bin/clickhouse-server", "/usr/sbin/clickhouse-server"} {
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", ErrNotInstalled
+}
+
+func tail(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("chserver: find free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Start launches the server and waits until it answers a ping.
+func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("chserver: Config.Dir is required")
+	}
+	if cfg.Binary == "" {
+		b, err := FindBinary(cfg.Install, logger)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Binary = b
+	}
+	if cfg.ConfigFile == "" {
+		cfg.ConfigFile = "/etc/clickhouse-server/config.xml"
+	}
+	if _, err := os.Stat(cfg.ConfigFile); err != nil {
+		return nil, fmt.Errorf("chserver: server config: %w (reinstall clickhouse-server, or set the config file)", err)
+	}
+	if cfg.StartTimeout == 0 {
+		cfg.StartTimeout = 60 * time.Second
+	}
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("chserver: data dir: %w", err)
+	}
+	cfg.Dir = dir
+	for _, sub := range []string{"data", "tmp", "user_files", "format_schemas", "log"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			return nil, fmt.Errorf("chserver: create %s: %w", sub, err)
+		}
+	}
+	for _, p := range []*int{&cfg.TCPPort, &cfg.HTTPPort, &cfg.InterserverPort} {
+		if *p == 0 {
+			if *p, err = FreePort(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	s := &Server{cfg: cfg, done: make(chan struct{}), logger: logger}
+	if err := s.start(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) start(ctx context.Context) error {
+	c := s.cfg
+	args := []string{
+		"--config-file=" + c.ConfigFile, "--",
+		"--path=" + c.Dir + "/data/",
+		"--tmp_path=" + c.Dir + "/tmp/",
+		"--user_files_path=" + c.Dir + "/user_files/",
+		"--format_schema_path=" + c.Dir + "/format_schemas/",
+		"--tcp_port=" + strconv.Itoa(c.TCPPort),
+		"--http_port=" + strconv.Itoa(c.HTTPPort),
+		"--interserver_http_port=" + strconv.Itoa(c.InterserverPort),
+		"--listen_host=127.0.0.1",
+		"--logger.log=" + c.Dir + "/log/clickhouse-server.log",
+		"--logger.errorlog=" + c.Dir + "/log/clickhouse-server.err.log",
+		"--logger.level=warning",
+	}
+	cmd := exec.Command(c.Binary, args...)
+	cmd.Dir = c.Dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	stderr, err := os.Create(filepath.Join(c.Dir, "log", "stderr.log"))
+	if err != nil {
+		return fmt.Errorf("chserver: stderr log: %w", err)
+	}
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	if err := cmd.Start(); err != nil {
+		stderr.Close()
+		return fmt.Errorf("chserver: start %s: %w", c.Binary, err)
+	}
+	s.cmd = cmd
+	s.done = make(chan struct{})
+	go func() {
+		s.err = cmd.Wait()
+		stderr.Close()
+		close(s.done)
+	}()
+	deadline := time.Now().Add(c.StartTimeout)
+	for {
+		if err := s.ping(ctx); err == nil {
+			s.logger.Debug("clickhouse server ready", "addr", s.Addr(), "dir", c.Dir)
+			return nil
+		} else if time.Now().After(deadline) {
+			s.kill()
+			return fmt.Errorf("chserver: server at %s not ready after %s: %w (see %s/log)", s.Addr(), c.StartTimeout, err, c.Dir)
+		}
+		select {
+		case <-s.done:
+			out, _ := os.ReadFile(filepath.Join(c.Dir, "log", "clickhouse-server.err.log"))
+			return fmt.Errorf("chserver: server exited during start-up: %v: %s", s.err, tail(out, 800))
+		case <-ctx.Done():
+			s.kill()
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (s *Server) ping(ctx context.Context) error {
+	conn, err := clickhouse.Open(&clickhouse.Options{
+		Addr:        []string{s.Addr()},
+		DialTimeout: time.Second,
+	})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return conn.Ping(pctx)
+}
+
+// Addr returns the native-protocol address, host:port.
+func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.cfg.TCPPort) }
+
+// Dir returns the server's data directory.
+func (s *Server) Dir() string { return s.cfg.Dir }
+
+// Stop asks the server to shut down (SIGTERM) and waits up to 30s before killing it.
+func (s *Server) Stop() error {
+	select {
+	case <-s.done:
+		return nil
+	default:
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+		return nil
+	case <-time.After(30 * time.Second):
+		s.kill()
+		return errors.New("chserver: server did not stop within 30s; killed")
+	}
+}
+
+func (s *Server) kill() {
+	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	<-s.done
+}
+
+// Restart starts the server again on the same directory and ports after Stop.
+func (s *Server) Restart(ctx context.Context) error {
+	select {
+	case <-s.done:
+	default:
+		return errors.New("chserver: restart of a running server")
+	}
+	return s.start(ctx)
+}

@@ -1,0 +1,121 @@
+// Package schematest starts the real servers that integration tests need — a
+// local ClickHouse child process and an in-process Kafka-protocol broker (kfake)
+// — and gives each test its own database with the schema applied.
+package schematest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/heliostat-dev/heliostat/internal/chconn"
+	"github.com/heliostat-dev/heliostat/internal/chserver"
+	"github.com/heliostat-dev/heliostat/schemas/migrate"
+)
+
+var (
+	once    sync.Once
+	server  *chserver.Server
+	dir     string
+	startEr error
+)
+
+// Main runs a test binary's tests and stops the shared ClickHouse afterwards.
+// Use it from TestMain: os.Exit(schematest.Main(m)).
+func Main(m *testing.M) int {
+	code := m.Run()
+	if server != nil {
+		_ = server.Stop()
+	}
+	if dir != "" {
+		os.RemoveAll(dir)
+	}
+	return code
+}
+
+// ClickHouse returns the package's shared ClickHouse server, starting it on
+// first use (installing Debian's package when missing and running as root). It
+// fails the test with the reason when the server cannot start.
+func ClickHouse(t testing.TB) *chserver.Server {
+	t.Helper()
+	once.Do(func() {
+		dir, startEr = os.MkdirTemp("", "heliostat-ch-*")
+		if startEr != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		server, startEr = chserver.Start(ctx, chserver.Config{Dir: dir, Install: true}, slog.New(slog.DiscardHandler))
+	})
+	if startEr != nil {
+		t.Fatalf("start ClickHouse for tests: %v", startEr)
+	}
+	return server
+}
+
+// Database creates a fresh database on the shared server, applies the
+// migrations, and drops it when the test ends. It returns the connection
+// settings and an open connection.
+func Database(t testing.TB) (chconn.Config, driver.Conn) {
+	t.Helper()
+	s := ClickHouse(t)
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	name := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, strings.ToLower(t.Name()))
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	cfg := chconn.Config{Addr: s.Addr(), Database: fmt.Sprintf("t_%s_%s", name, hex.EncodeToString(b[:]))}
+	ctx := context.Background()
+	conn, err := cfg.Open(ctx, func(string) string { return "" })
+	if err != nil {
+		t.Fatalf("connect to test ClickHouse: %v", err)
+	}
+	if _, err := migrate.Apply(ctx, conn, cfg.Database, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatalf("apply migrations: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+cfg.Database)
+		conn.Close()
+	})
+	return cfg, conn
+}
+
+// Broker starts an in-process Kafka-protocol broker for the test and returns
+// its address. opts are added to the defaults (one broker, topic
+// auto-creation).
+func Broker(t testing.TB, opts ...kfake.Opt) (*kfake.Cluster, string) {
+	t.Helper()
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.AllowAutoTopicCreation()}, opts...)...)
+	if err != nil {
+		t.Fatalf("start kfake broker: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c, c.ListenAddrs()[0]
+}
+
+// Count returns SELECT count() of a query's FROM clause, e.g.
+// Count(t, conn, "db.gpu_samples").
+func Count(t testing.TB, conn driver.Conn, from string) uint64 {
+	t.Helper()
+	var n uint64
+	if err := conn.QueryRow(context.Background(), "SELECT count() FROM "+from).Scan(&n); err != nil {
+		t.Fatalf("count %s: %v", from, err)
+	}
+	return n
+}
