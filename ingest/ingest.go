@@ -27,6 +27,9 @@ type Ingester struct {
 	byTopic  map[string]handler
 	dead     *kafka.Writer
 	warn     *throttle
+	// onAssigned, when set, is called once a generation's partitions are
+	// recovered and reading starts (the bench times from there).
+	onAssigned func()
 }
 
 // New returns an Ingester writing through conn, which must reach the database
@@ -152,6 +155,9 @@ func (in *Ingester) startGeneration(gen *kafka.Generation) {
 		done, ok := in.recover(ctx, as)
 		if !ok {
 			return
+		}
+		if in.onAssigned != nil {
+			in.onAssigned()
 		}
 		items := make(chan item, 256)
 		var wg sync.WaitGroup
@@ -402,7 +408,10 @@ func (in *Ingester) flush(ctx context.Context, gen *kafka.Generation, b *batch) 
 			in.m.batchSeconds.WithLabelValues(blk.table()).Observe(time.Since(start).Seconds())
 			in.m.rows.WithLabelValues(blk.table()).Add(float64(blk.rows()))
 		}
-		if err := h.flushExtra(ctx, in.conn, in.cfg.ClickHouse.Database); err != nil {
+		xctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		err := h.flushExtra(xctx, in.conn, in.cfg.ClickHouse.Database)
+		cancel()
+		if err != nil {
 			in.m.errors.WithLabelValues("inventory").Inc()
 			in.warn.log(in.logger, "inventory", "updating gpu inventory failed", "err", err)
 		}

@@ -180,7 +180,7 @@ func prometheusCounter(t *testing.T, reg *prometheus.Registry, name string) prom
 
 type collectorFunc func(chan<- prometheus.Metric)
 
-func (f collectorFunc) Describe(chan<- *prometheus.Desc) {}
+func (f collectorFunc) Describe(chan<- *prometheus.Desc)    {}
 func (f collectorFunc) Collect(ch chan<- prometheus.Metric) { f(ch) }
 
 func TestDeadletterDoesNotBlockPartition(t *testing.T) {

@@ -57,8 +57,17 @@ type EventBatch struct {
 // host (strings), event count (uvarint), then per event: timestamp varint (Unix
 // ms), GPU uuid string, type uvarint, XID uvarint.
 
-// AppendEventBatch appends the encoding of b to dst.
+// AppendEventBatch appends the encoding of b to dst. On error it returns dst as
+// it was.
 func AppendEventBatch(dst []byte, b *EventBatch) ([]byte, error) {
+	out, err := appendEventBatch(dst, b)
+	if err != nil {
+		return dst, err
+	}
+	return out, nil
+}
+
+func appendEventBatch(dst []byte, b *EventBatch) ([]byte, error) {
 	if err := checkString("cluster", b.Cluster); err != nil {
 		return dst, err
 	}

@@ -8,7 +8,7 @@ import (
 // GPU is the identity of one GPU or MIG instance on a host. It travels once per
 // message, not once per sample.
 type GPU struct {
-	Index         uint32 // NVML device index on the host
+	Index         uint32 // NVML device index on the host, at most 65535
 	UUID          string // GPU-…
 	PCIBusID      string
 	Minor         int32 // /dev/nvidiaN; -1 when unknown

@@ -34,8 +34,17 @@ var metricField = func() (f [NumMetrics]string) {
 	return f
 }()
 
-// AppendSampleBatch appends the encoding of b to dst.
+// AppendSampleBatch appends the encoding of b to dst. On error it returns dst
+// as it was.
 func AppendSampleBatch(dst []byte, b *SampleBatch) ([]byte, error) {
+	out, err := appendSampleBatch(dst, b)
+	if err != nil {
+		return dst, err
+	}
+	return out, nil
+}
+
+func appendSampleBatch(dst []byte, b *SampleBatch) ([]byte, error) {
 	if err := checkString("cluster", b.Cluster); err != nil {
 		return dst, err
 	}
@@ -61,6 +70,9 @@ func AppendSampleBatch(dst []byte, b *SampleBatch) ([]byte, error) {
 			if err := checkString(s.what, s.v); err != nil {
 				return dst, err
 			}
+		}
+		if g.Index > maxU16 {
+			return dst, fmt.Errorf("schemas: encode sample batch: gpus[%d].index %d exceeds %d", i, g.Index, maxU16)
 		}
 		dst = binary.AppendUvarint(dst, uint64(g.Index))
 		dst = appendString(dst, g.UUID)
@@ -90,6 +102,9 @@ func AppendSampleBatch(dst []byte, b *SampleBatch) ([]byte, error) {
 		for p := s.Present; p != 0; p &= p - 1 {
 			m := Metric(bits.TrailingZeros32(p))
 			if metricInfo[m].Float {
+				if s.Values[m]>>32 != 0 {
+					return dst, fmt.Errorf("schemas: encode sample batch: samples[%d].%s holds %#x, not float32 bits (use SetFloat)", i, m, s.Values[m])
+				}
 				dst = binary.LittleEndian.AppendUint32(dst, uint32(s.Values[m]))
 				continue
 			}
@@ -121,12 +136,17 @@ func DecodeSampleBatch(msg []byte, b *SampleBatch) error {
 	if err != nil {
 		return err
 	}
+	// A GPU takes at least ten bytes; a count beyond that must not drive the
+	// allocation.
+	if left := uint64(len(msg) - r.off); n > left/10 {
+		return r.fail("gpu count", -1, ErrKindTruncated, fmt.Sprintf("%d GPUs cannot fit in %d bytes", n, left))
+	}
 	if cap(b.GPUs) < int(n) {
 		b.GPUs = make([]GPU, 0, n)
 	}
 	for i := 0; i < int(n); i++ {
 		var g GPU
-		idx, err := r.bounded("gpus[%d].index", i, maxU32)
+		idx, err := r.bounded("gpus[%d].index", i, maxU16)
 		if err != nil {
 			return err
 		}

@@ -1,9 +1,9 @@
 -- One-minute rollup of GPU samples, maintained by ClickHouse on every insert,
--- (maxIfMerge of a metric a GPU never reported is 0: check avgIfMerge for nan.)
 -- for dashboards over long ranges. Read it with the -Merge combinators, e.g.
 -- avgIfMerge(gpu_util_avg), and GROUP BY the key: parts merge lazily.
 -- avgIf/maxIf over assumeNotNull keeps NULLs (unsupported metrics) out of the
--- aggregates on every ClickHouse version since 18.16.
+-- aggregates on every ClickHouse version since 18.16. (maxIfMerge of a metric
+-- a GPU never reported is 0: avgIfMerge is nan then, check that.)
 CREATE TABLE IF NOT EXISTS {database}.gpu_samples_1m (
     minute DateTime('UTC'),
     cluster String,

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/heliostat-dev/heliostat/ingest"
+	"github.com/heliostat-dev/heliostat/internal/chconn"
+	"github.com/heliostat-dev/heliostat/internal/chserver"
+)
+
+func runBench(ctx context.Context, args []string, e *env) error {
+	if len(args) == 0 || args[0] != "ingest" {
+		return fmt.Errorf("bench: want `bench ingest [--rows N] [--json]`")
+	}
+	fs := newFlagSet("bench ingest", e)
+	rows := fs.Int("rows", 2_000_000, "GPU samples to push through")
+	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
+	batchRows := fs.Int("ingest.batch-rows", 200_000, "ingest batch size (also used for the direct inserts)")
+	ticks := fs.Int("ticks-per-message", 10, "ticks per Kafka message (8 GPUs a tick)")
+	chAddr := fs.String("clickhouse.addr", "", "use this ClickHouse (host:port) instead of starting a local one")
+	var lf logFlags
+	lf.register(fs)
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	lf.level = "warn"
+	logger, err := lf.logger(e.stderr)
+	if err != nil {
+		return err
+	}
+	ch := chconn.Config{Addr: *chAddr, Database: "heliostat"}
+	if *chAddr == "" {
+		dir, err := os.MkdirTemp("", "heliostat-bench-*")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		fmt.Fprintln(e.stderr, "starting a local ClickHouse in", dir)
+		srv, err := chserver.Start(ctx, chserver.Config{Dir: dir, Install: true}, logger)
+		if err != nil {
+			return err
+		}
+		defer srv.Stop()
+		ch.Addr = srv.Addr()
+	}
+	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation())
+	if err != nil {
+		return fmt.Errorf("bench: start broker: %w", err)
+	}
+	defer broker.Close()
+	res, err := ingest.Bench(ctx, ingest.BenchConfig{
+		Brokers: broker.ListenAddrs(), ClickHouse: ch, Rows: *rows, BatchRows: *batchRows, TicksPerMessage: *ticks, Progress: e.stderr,
+	}, logger)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(e.stdout)
+		return enc.Encode(res)
+	}
+	fmt.Fprintf(e.stdout, "ingest: %d rows in %.2fs = %.0f rows/s end to end (broker → ingest → ClickHouse %s, %d cores)\n",
+		res.Rows, res.IngestSeconds, res.RowsPerS, res.ClickHouse, res.Cores)
+	fmt.Fprintf(e.stdout, "direct native batch insert of the same rows: %.0f rows/s; ratio %.2f\n", res.RawRowsPerS, res.Ratio)
+	fmt.Fprintf(e.stdout, "(%d messages of %d rows, batches of %d rows; group join took %.2fs, not counted)\n",
+		res.Messages, res.RowsPerMessage, res.BatchRows, res.StartupSeconds)
+	return nil
+}

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/heliostat-dev/heliostat/collector"
+	"github.com/heliostat-dev/heliostat/collector/nvml"
+	"github.com/heliostat-dev/heliostat/collector/publish"
+	"github.com/heliostat-dev/heliostat/collector/synthetic"
+	"github.com/heliostat-dev/heliostat/internal/web"
+)
+
+func runCollector(ctx context.Context, args []string, e *env) error {
+	fs := newFlagSet("collector", e)
+	var cc collector.Config
+	cc.RegisterFlags(fs, e.getenv)
+	var pc publish.Config
+	pc.RegisterFlags(fs)
+	var lf logFlags
+	lf.register(fs)
+	source := fs.String("source", "auto", "GPU source: nvml, synthetic, or auto (nvml when a driver is present, else synthetic)")
+	gpus := fs.Int("synthetic.gpus", 8, "GPUs the synthetic source reports")
+	listen := fs.String("web.listen-address", ":9400", "address of /metrics and the /-/healthy, /-/ready probes")
+	if b := e.getenv("HELIOSTAT_KAFKA_BROKERS"); b != "" {
+		_ = fs.Set("kafka.brokers", b)
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := cc.Validate(); err != nil {
+		return err
+	}
+	if err := pc.Validate(); err != nil {
+		return err
+	}
+	logger, err := lf.logger(e.stderr)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv, err := web.Listen(*listen, reg, logger)
+	if err != nil {
+		return err
+	}
+	src, closeSrc, err := openSource(*source, cc.Host, *gpus, logger)
+	if err != nil {
+		return err
+	}
+	defer closeSrc()
+	pub, err := publish.New(pc, logger, reg)
+	if err != nil {
+		return err
+	}
+	logger.Info("collector running", "source", src.Name(), "host", cc.Host, "interval", cc.Interval,
+		"brokers", pc.Brokers, "spool", pc.SpoolDir, "metrics", "http://"+srv.Addr()+"/metrics")
+	srv.SetReady(true)
+	return runCollectorParts(ctx, cc, src, pub, srv, logger, reg)
+}
+
+// runCollectorParts runs the collector and its publisher until ctx ends, then
+// stops them in order: the collector publishes what it holds, the publisher
+// delivers or spools it, and only then does the publisher stop.
+func runCollectorParts(ctx context.Context, cc collector.Config, src collector.Source, pub *publish.Publisher, srv *web.Server, logger *slog.Logger, reg prometheus.Registerer) error {
+	c, err := collector.New(cc, src, pub, logger, reg, time.Now)
+	if err != nil {
+		return err
+	}
+	pubCtx, stopPub := context.WithCancel(context.WithoutCancel(ctx))
+	pubDone := make(chan error, 1)
+	go func() { pubDone <- pub.Run(pubCtx) }()
+	g, gctx := errgroup.WithContext(ctx)
+	if srv != nil {
+		g.Go(func() error { return srv.Run(gctx) })
+	}
+	g.Go(func() error { return c.Run(gctx) })
+	err = g.Wait()
+	stopPub()
+	if perr := <-pubDone; perr != nil && err == nil {
+		err = perr
+	}
+	if cerr := pub.Close(); cerr != nil && err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// openSource returns the GPU source and a function that releases it.
+func openSource(kind, host string, gpus int, logger *slog.Logger) (collector.Source, func(), error) {
+	switch kind {
+	case "nvml", "auto":
+		s, err := nvml.Open(logger, time.Now)
+		if err == nil {
+			return s, func() { _ = s.Close() }, nil
+		}
+		if kind == "nvml" || !errors.Is(err, nvml.ErrNoDriver) {
+			return nil, nil, err
+		}
+		logger.Info("no NVIDIA driver on this host; using synthetic GPUs", "gpus", gpus)
+		fallthrough
+	case "synthetic":
+		if host == "" {
+			host, _ = os.Hostname()
+		}
+		return synthetic.New(host, gpus, uint64(time.Now().UnixNano())), func() {}, nil
+	}
+	return nil, nil, fmt.Errorf("collector: --source %q: want nvml, synthetic or auto", kind)
+}

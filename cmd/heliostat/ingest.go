@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/heliostat-dev/heliostat/ingest"
+	"github.com/heliostat-dev/heliostat/internal/web"
+	"github.com/heliostat-dev/heliostat/schemas"
+)
+
+func runIngest(ctx context.Context, args []string, e *env) error {
+	fs := newFlagSet("ingest", e)
+	var cfg ingest.Config
+	cfg.RegisterFlags(fs, e.getenv)
+	var lf logFlags
+	lf.register(fs)
+	listen := fs.String("web.listen-address", ":9401", "address of /metrics and the /-/healthy, /-/ready probes")
+	partitions := fs.Int("kafka.partitions", 12, "partitions of the topics ingest creates when they are missing")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	logger, err := lf.logger(e.stderr)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv, err := web.Listen(*listen, reg, logger)
+	if err != nil {
+		return err
+	}
+	if err := applySchema(ctx, cfg.ClickHouse, e, logger); err != nil {
+		return fmt.Errorf("apply schema at start-up: %w", err)
+	}
+	conn, err := cfg.ClickHouse.Open(ctx, e.getenv)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	in, err := ingest.New(cfg, conn, logger, reg)
+	if err != nil {
+		return err
+	}
+	if err := ingest.EnsureTopics(ctx, cfg.Brokers, *partitions, append(in.Topics(), schemas.TopicDeadletter)...); err != nil {
+		logger.Warn("could not create topics; expecting them to exist", "err", err)
+	}
+	logger.Info("ingest running", "brokers", cfg.Brokers, "group", cfg.Group, "clickhouse", cfg.ClickHouse.Addr,
+		"database", cfg.ClickHouse.Database, "metrics", "http://"+srv.Addr()+"/metrics")
+	srv.SetReady(true)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return srv.Run(gctx) })
+	g.Go(func() error { return in.Run(gctx) })
+	return g.Wait()
+}

@@ -1,0 +1,112 @@
+// Command heliostat is the single binary of heliostat: every component is a
+// subcommand. Run `heliostat help` for the list.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(2)
+		}
+		fmt.Fprintln(os.Stderr, "heliostat:", err)
+		os.Exit(1)
+	}
+}
+
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, env *env) error
+}
+
+// env is what every subcommand gets from main.
+type env struct {
+	getenv func(string) string
+	stdout io.Writer
+	stderr io.Writer
+}
+
+func commands() []command {
+	return []command{
+		{"up", "run the whole pipeline on the embedded default (broker, local ClickHouse, collector, ingest)", runUp},
+		{"collector", "sample GPUs (NVML, or synthetic without a GPU) and publish to Kafka", runCollector},
+		{"ingest", "consume Kafka into ClickHouse, exactly once", runIngest},
+		{"schema", "ClickHouse schema: `schema apply`, `schema show`", runSchema},
+		{"bench", "benchmarks: `bench ingest [--rows N] [--json]`", runBench},
+		{"version", "print the version", func(_ context.Context, _ []string, e *env) error {
+			fmt.Fprintln(e.stdout, "heliostat", version)
+			return nil
+		}},
+	}
+}
+
+var version = "dev"
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	e := &env{getenv: getenv, stdout: stdout, stderr: stderr}
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(stdout)
+		return nil
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(ctx, args[1:], e)
+		}
+	}
+	usage(stderr)
+	return fmt.Errorf("unknown command %q", args[0])
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: heliostat <command> [flags]\n\ncommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\n`heliostat <command> -h` lists a command's flags.")
+}
+
+// logFlags are the logging flags every long-running subcommand takes.
+type logFlags struct {
+	level  string
+	format string
+}
+
+func (l *logFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&l.level, "log.level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&l.format, "log.format", "text", "log format: text or json")
+}
+
+func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(l.level)); err != nil {
+		return nil, fmt.Errorf("--log.level %q: %w", l.level, err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch strings.ToLower(l.format) {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log.format %q: want text or json", l.format)
+}
+
+func newFlagSet(name string, e *env) *flag.FlagSet {
+	fs := flag.NewFlagSet("heliostat "+name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	return fs
+}

@@ -1,0 +1,71 @@
+// Package web serves a component's /metrics and the /-/healthy and /-/ready
+// probes.
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Server is the HTTP endpoint of one process.
+type Server struct {
+	srv   *http.Server
+	ln    net.Listener
+	ready atomic.Bool
+	mux   *http.ServeMux
+}
+
+// Listen binds addr (":0" picks a free port) and prepares the handlers for g.
+func Listen(addr string, g prometheus.Gatherer, logger *slog.Logger) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("web: listen on %s: %w", addr, err)
+	}
+	s := &Server{ln: ln, mux: http.NewServeMux()}
+	s.mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}))
+	s.mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	s.mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) {
+		if !s.ready.Load() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	s.srv = &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second}
+	return s, nil
+}
+
+// Handle adds a handler, e.g. for an API.
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+// Addr returns the bound address.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// SetReady flips /-/ready.
+func (s *Server) SetReady(ok bool) { s.ready.Store(ok) }
+
+// Run serves until ctx is done, then shuts down within 5s.
+func (s *Server) Run(ctx context.Context) error {
+	errc := make(chan error, 1)
+	go func() { errc <- s.srv.Serve(s.ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("web: serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := s.srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("web: shutdown: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,105 @@
+package schemas_test
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/heliostat-dev/heliostat/schemas"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current encoder")
+
+// goldenCase is a message whose encoding is pinned in testdata/<name>.golden.
+// Exactly one of samples and events is set.
+type goldenCase struct {
+	name    string
+	samples *schemas.SampleBatch
+	events  *schemas.EventBatch
+}
+
+func goldenCases() []goldenCase {
+	return []goldenCase{
+		{name: "h100_8gpu_3ticks", samples: h100Batch(3)},
+		{name: "absent_metrics", samples: absentBatch()},
+		{name: "mig", samples: migBatch()},
+		{name: "empty", samples: &schemas.SampleBatch{}},
+		{name: "negative_timestamps", samples: negativeTSBatch()},
+		{name: "events_each_type", events: eventsBatch()},
+		{name: "events_empty", events: &schemas.EventBatch{Cluster: "eos", Host: "dgx-h100-017"}},
+	}
+}
+
+func (c goldenCase) encode(t testing.TB) []byte {
+	if c.samples != nil {
+		return encodeSamples(t, c.samples)
+	}
+	return encodeEvents(t, c.events)
+}
+
+// TestGolden pins the wire format: a change to these bytes breaks every
+// consumer that has not been upgraded, so it must be deliberate (go test
+// -update) and reviewed as a diff of testdata/.
+func TestGolden(t *testing.T) {
+	for _, c := range goldenCases() {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join("testdata", c.name+".golden")
+			got := c.encode(t)
+			if *update {
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("read golden file (run go test -update to create it): %v", err)
+			}
+			if !bytes.Equal(got, want) {
+				i := firstDiff(got, want)
+				t.Errorf("encoding of %s differs from %s at byte %d of %d (got %d bytes):\ngot  % x\nwant % x",
+					c.name, path, i, len(want), len(got), window(got, i), window(want, i))
+			}
+
+			// Decode the golden bytes, not the fresh encoding: old messages must
+			// still read the same.
+			if c.samples != nil {
+				var b schemas.SampleBatch
+				if err := schemas.DecodeSampleBatch(want, &b); err != nil {
+					t.Fatalf("DecodeSampleBatch(%s): %v", path, err)
+				}
+				if got, want := normSamples(&b), normSamples(c.samples); !reflect.DeepEqual(got, want) {
+					t.Errorf("DecodeSampleBatch(%s) = %+v; want %+v", path, got, want)
+				}
+				return
+			}
+			var b schemas.EventBatch
+			if err := schemas.DecodeEventBatch(want, &b); err != nil {
+				t.Fatalf("DecodeEventBatch(%s): %v", path, err)
+			}
+			if got, want := normEvents(&b), normEvents(c.events); !reflect.DeepEqual(got, want) {
+				t.Errorf("DecodeEventBatch(%s) = %+v; want %+v", path, got, want)
+			}
+		})
+	}
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// window returns up to 16 bytes of b around offset i.
+func window(b []byte, i int) []byte {
+	lo, hi := max(i-8, 0), min(i+8, len(b))
+	if lo > hi {
+		return nil
+	}
+	return b[lo:hi]
+}

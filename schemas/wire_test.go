@@ -1,0 +1,63 @@
+package schemas_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/heliostat-dev/heliostat/schemas"
+)
+
+func TestDecodeErrorError(t *testing.T) {
+	err := &schemas.DecodeError{Message: "sample batch", Field: "samples[12].gpu", Offset: 345, Kind: schemas.ErrKindRange, Detail: "GPU 9 of a batch with 8 GPUs"}
+	const want = "schemas: decode sample batch: samples[12].gpu at byte 345: out_of_range: GPU 9 of a batch with 8 GPUs"
+	if got := err.Error(); got != want {
+		t.Errorf("DecodeError.Error() = %q; want %q", got, want)
+	}
+}
+
+// decodeErrorCase is one malformed message and the DecodeError it must cause.
+type decodeErrorCase struct {
+	name  string
+	msg   []byte
+	field string // DecodeError.Field
+	kind  string // DecodeError.Kind
+	off   int    // DecodeError.Offset
+}
+
+// checkDecodeError checks that err, returned by decoder fn for tt.msg
+// (a message of kind what), is the DecodeError that tt describes.
+func checkDecodeError(t *testing.T, fn, what string, tt decodeErrorCase, err error) {
+	t.Helper()
+	var de *schemas.DecodeError
+	if !errors.As(err, &de) {
+		t.Fatalf("%s(%q) error = %v (%T); want a *schemas.DecodeError", fn, short(tt.msg), err, err)
+	}
+	if de.Kind != tt.kind {
+		t.Errorf("%s(%q) kind = %v; want %v (%v)", fn, short(tt.msg), de.Kind, tt.kind, err)
+	}
+	if de.Field != tt.field {
+		t.Errorf("%s(%q) field = %q; want %q (%v)", fn, short(tt.msg), de.Field, tt.field, err)
+	}
+	if de.Offset != tt.off {
+		t.Errorf("%s(%q) offset = %d; want %d (%v)", fn, short(tt.msg), de.Offset, tt.off, err)
+	}
+	if de.Message != what {
+		t.Errorf("%s(%q) message = %q; want %q", fn, short(tt.msg), de.Message, what)
+	}
+	text := err.Error()
+	for _, part := range []string{"schemas: decode " + what + ": ", tt.field, fmt.Sprintf("at byte %d", tt.off), tt.kind} {
+		if !strings.Contains(text, part) {
+			t.Errorf("%s(%q) error %q does not contain %q", fn, short(tt.msg), text, part)
+		}
+	}
+}
+
+// short cuts long messages for failure output.
+func short(msg []byte) []byte {
+	if len(msg) > 80 {
+		return msg[:80]
+	}
+	return msg
+}
