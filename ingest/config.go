@@ -31,6 +31,10 @@ type Config struct {
 	BatchRows int
 	// BatchInterval flushes a non-empty batch at least this often. Default 1s.
 	BatchInterval time.Duration
+	// SessionTimeout is the consumer-group session timeout: how long the group
+	// waits for a replica that stopped heartbeating before giving its
+	// partitions to another. Default 10s.
+	SessionTimeout time.Duration
 	// RetryMax caps the backoff between retries of a failed insert. Default 30s.
 	RetryMax time.Duration
 	// Retention drops raw-sample partitions (days) older than this; 0 keeps
@@ -55,6 +59,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&c.Group, "ingest.group", "heliostat-ingest", "Kafka consumer group shared by ingest replicas")
 	fs.IntVar(&c.BatchRows, "ingest.batch-rows", 200_000, "flush a batch at this many rows (max 1000000)")
 	fs.DurationVar(&c.BatchInterval, "ingest.batch-interval", time.Second, "flush a non-empty batch at least this often")
+	fs.DurationVar(&c.SessionTimeout, "kafka.session-timeout", 10*time.Second, "consumer-group session timeout (how fast a dead replica's partitions move)")
 	fs.DurationVar(&c.RetryMax, "ingest.retry-max", 30*time.Second, "longest backoff between retries of a failed insert")
 	fs.DurationVar(&c.Retention, "retention", 30*24*time.Hour, "drop raw sample partitions older than this (0 keeps all)")
 	fs.DurationVar(&c.RollupRetention, "retention.rollup", 400*24*time.Hour, "drop 1-minute rollup partitions older than this (0 keeps all)")
@@ -90,6 +95,12 @@ func (c *Config) Validate() error {
 	}
 	if c.BatchInterval < 10*time.Millisecond {
 		return fmt.Errorf("ingest: --ingest.batch-interval %s is below 10ms", c.BatchInterval)
+	}
+	if c.SessionTimeout == 0 {
+		c.SessionTimeout = 10 * time.Second
+	}
+	if c.SessionTimeout < 100*time.Millisecond {
+		return fmt.Errorf("ingest: --kafka.session-timeout %s is below 100ms", c.SessionTimeout)
 	}
 	if c.RetryMax == 0 {
 		c.RetryMax = 30 * time.Second

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/heliostat-dev/heliostat/collector/synthetic"
 	"github.com/heliostat-dev/heliostat/ingest"
@@ -67,7 +68,7 @@ func startIngest(t *testing.T, ctx context.Context, broker string, ch chconn.Con
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := ingest.Config{Brokers: []string{broker}, Group: "g-" + ch.Database, ClickHouse: ch, BatchRows: 50_000, BatchInterval: 200 * time.Millisecond}
+	cfg := ingest.Config{Brokers: []string{broker}, Group: "g-" + ch.Database, ClickHouse: ch, BatchRows: 50_000, BatchInterval: 200 * time.Millisecond, SessionTimeout: time.Second}
 	in, err := ingest.New(cfg, conn, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), reg)
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +108,7 @@ func assertNoDuplicates(t *testing.T, conn driver.Conn, db string) {
 
 func TestEndToEndExactCount(t *testing.T) {
 	ch, conn := schematest.Database(t)
-	_, broker := schematest.Broker(t)
+	_, broker := schematest.Broker(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
 	if err := ingest.EnsureTopics(context.Background(), []string{broker}, 4, schemas.TopicGPUSamples, schemas.TopicGPUEvents, schemas.TopicDeadletter); err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +186,7 @@ func (f collectorFunc) Collect(ch chan<- prometheus.Metric) { f(ch) }
 
 func TestDeadletterDoesNotBlockPartition(t *testing.T) {
 	ch, conn := schematest.Database(t)
-	_, broker := schematest.Broker(t)
+	_, broker := schematest.Broker(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
 	if err := ingest.EnsureTopics(context.Background(), []string{broker}, 1, schemas.TopicGPUSamples, schemas.TopicGPUEvents, schemas.TopicDeadletter); err != nil {
 		t.Fatal(err)
 	}

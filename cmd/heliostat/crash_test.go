@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/heliostat-dev/heliostat/collector/synthetic"
+	"github.com/heliostat-dev/heliostat/schemas"
+	"github.com/heliostat-dev/heliostat/schemas/schematest"
+)
+
+// childEnv makes the test binary run `heliostat` with the JSON-encoded
+// arguments instead of the tests, so that the crash test can SIGKILL a real,
+// separate ingest process.
+const childEnv = "HELIOSTAT_TEST_CHILD_ARGS"
+
+func TestMain(m *testing.M) {
+	if args := os.Getenv(childEnv); args != "" {
+		var argv []string
+		if err := json.Unmarshal([]byte(args), &argv); err != nil {
+			fmt.Fprintln(os.Stderr, "bad", childEnv, err)
+			os.Exit(2)
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err := run(ctx, argv, os.Getenv, os.Stdout, os.Stderr)
+		stop()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "heliostat:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(schematest.Main(m))
+}
+
+func startChild(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	b, _ := json.Marshal(args)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+string(b))
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start ingest process: %v", err)
+	}
+	return cmd
+}
+
+func countRows(t *testing.T, conn driver.Conn, db string) (total, distinct uint64) {
+	t.Helper()
+	if err := conn.QueryRow(context.Background(), "SELECT count(), uniqExact(host, gpu_uuid, ts, ts_millis) FROM "+db+".gpu_samples").Scan(&total, &distinct); err != nil {
+		t.Fatalf("count rows: %v", err)
+	}
+	return total, distinct
+}
+
+// TestIngestSurvivesSIGKILL streams 1,000,000 samples while an ingest process
+// is SIGKILLed again and again, at random moments, then lets a last one finish:
+// ClickHouse must hold every sample exactly once.
+func TestIngestSurvivesSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash test streams a million samples; skipped with -short")
+	}
+	ch, conn := schematest.Database(t)
+	_, broker := schematest.Broker(t, kfake.GroupMinSessionTimeout(100*time.Millisecond),
+		kfake.SeedTopics(4, schemas.TopicGPUSamples, schemas.TopicGPUEvents, schemas.TopicDeadletter))
+
+	const (
+		hosts  = 125
+		gpus   = 8
+		ticks  = 10
+		msgs   = 12_500 // × 80 samples = 1,000,000
+		chunks = 50
+	)
+	want := uint64(msgs * gpus * ticks)
+
+	// The producer streams the samples over a few seconds while kills go on.
+	produced := make(chan error, 1)
+	go func() {
+		w := &kafka.Writer{Addr: kafka.TCP(broker), Topic: schemas.TopicGPUSamples, Balancer: &kafka.Hash{},
+			RequiredAcks: kafka.RequireAll, BatchSize: 250, BatchTimeout: 2 * time.Millisecond}
+		defer w.Close()
+		srcs := make([]*synthetic.Source, hosts)
+		for h := range srcs {
+			srcs[h] = synthetic.New(fmt.Sprintf("node%03d", h), gpus, uint64(h))
+		}
+		// Ten minutes before today's midnight: the stream crosses into a new day
+		// partition, and stays within the default retention.
+		start := time.Now().UTC().Truncate(24 * time.Hour).Add(-10 * time.Minute)
+		for c := range chunks {
+			var batch []kafka.Message
+			for i := c * msgs / chunks; i < (c+1)*msgs/chunks; i++ {
+				h := i % hosts
+				b := schemas.SampleBatch{Cluster: "crash", Host: fmt.Sprintf("node%03d", h)}
+				for k := range ticks {
+					at := start.Add(time.Duration((i/hosts)*ticks+k) * time.Second)
+					_ = srcs[h].Collect(context.Background(), at, &b)
+				}
+				v, err := schemas.AppendSampleBatch(nil, &b)
+				if err != nil {
+					produced <- err
+					return
+				}
+				batch = append(batch, kafka.Message{Key: []byte(b.Host), Value: v})
+			}
+			if err := w.WriteMessages(context.Background(), batch...); err != nil {
+				produced <- err
+				return
+			}
+			time.Sleep(40 * time.Millisecond)
+		}
+		produced <- nil
+	}()
+
+	args := []string{"ingest", "--kafka.brokers", broker, "--clickhouse.addr", ch.Addr, "--clickhouse.database", ch.Database,
+		"--ingest.group", "crash", "--ingest.batch-rows", "40000", "--ingest.batch-interval", "100ms",
+		"--kafka.session-timeout", "1s", "--web.listen-address", "127.0.0.1:0", "--log.level", "warn"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	kills, midway := 0, 0
+	for kills < 12 {
+		child := startChild(t, args...)
+		time.Sleep(time.Duration(300+rng.IntN(1500)) * time.Millisecond)
+		if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatalf("kill: %v", err)
+		}
+		_ = child.Wait()
+		kills++
+		n, _ := countRows(t, conn, ch.Database)
+		t.Logf("kill %d: %d of %d rows in ClickHouse", kills, n, want)
+		if n > 0 && n < want {
+			midway++
+		}
+		if n >= want {
+			break
+		}
+	}
+	if err := <-produced; err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	if midway < 3 {
+		t.Errorf("only %d kills hit a run in progress; the test did not exercise crashes", midway)
+	}
+
+	last := startChild(t, args...)
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		n, _ := countRows(t, conn, ch.Database)
+		if n >= want || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // a duplicate would show up now
+	_ = last.Process.Signal(syscall.SIGTERM)
+	if err := last.Wait(); err != nil {
+		t.Errorf("last ingest process did not stop cleanly on SIGTERM: %v", err)
+	}
+	total, distinct := countRows(t, conn, ch.Database)
+	if total != want || distinct != want {
+		t.Fatalf("after %d SIGKILLs ClickHouse holds %d rows, %d distinct; want %d and %d", kills, total, distinct, want, want)
+	}
+	t.Logf("%d SIGKILLs (%d mid-run): %d rows, exactly once", kills, midway, total)
+}
