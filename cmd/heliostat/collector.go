@@ -62,7 +62,7 @@ func runCollector(ctx context.Context, args []string, e *env) error {
 		return err
 	}
 	logger.Info("collector running", "source", src.Name(), "host", cc.Host, "interval", cc.Interval,
-		"brokers", pc.Brokers, "spool", pc.SpoolDir, "metrics", "http://"+srv.Addr()+"/metrics")
+		"brokers", pc.Brokers, "spool", pc.SpoolDir, "metrics", "http://"+httpAddr(srv.Addr())+"/metrics")
 	srv.SetReady(true)
 	return runCollectorParts(ctx, cc, src, pub, srv, logger, reg)
 }

@@ -53,7 +53,7 @@ func runIngest(ctx context.Context, args []string, e *env) error {
 		logger.Warn("could not create topics; expecting them to exist", "err", err)
 	}
 	logger.Info("ingest running", "brokers", cfg.Brokers, "group", cfg.Group, "clickhouse", cfg.ClickHouse.Addr,
-		"database", cfg.ClickHouse.Database, "metrics", "http://"+srv.Addr()+"/metrics")
+		"database", cfg.ClickHouse.Database, "metrics", "http://"+httpAddr(srv.Addr())+"/metrics")
 	srv.SetReady(true)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Run(gctx) })

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -78,7 +80,8 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
-	cc := collector.Config{Cluster: "local", Interval: *interval}
+	host, _ := os.Hostname()
+	cc := collector.Config{Cluster: "local", Host: host, Interval: *interval}
 	if err := cc.Validate(); err != nil {
 		return err
 	}
@@ -100,7 +103,7 @@ func runUp(ctx context.Context, args []string, e *env) error {
   metrics         http://%s/metrics
   collector       %s source, %s interval, host %s
 `, dir, broker, schemas.TopicGPUSamples, schemas.TopicGPUEvents, ch.Addr, ch.Database, *chPort, ch.Database,
-		srv.Addr(), src.Name(), cc.Interval, cc.Host)
+		httpAddr(srv.Addr()), src.Name(), cc.Interval, cc.Host)
 
 	// Ingest runs under its own context so that it stops only after the
 	// collector has published its last samples.
@@ -117,4 +120,16 @@ func runUp(ctx context.Context, args []string, e *env) error {
 		err = ierr
 	}
 	return err
+}
+
+// httpAddr turns a listener address into one a browser can open.
+func httpAddr(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return net.JoinHostPort(host, port)
 }

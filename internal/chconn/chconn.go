@@ -110,4 +110,3 @@ func (c *Config) Open(ctx context.Context, getenv func(string) string) (driver.C
 	}
 	return conn, nil
 }
-

@@ -1,0 +1,62 @@
+# heliostat — `make help` lists the targets. Every target works on a fresh
+# Debian machine with Go: what the tests need (ClickHouse) is installed here
+# when missing and we are root, and the servers are started by the tests.
+
+GO       ?= go
+BIN      ?= bin/heliostat
+ROWS     ?= 2000000
+PKGS     := ./...
+export GOFLAGS ?= -buildvcs=false
+
+.PHONY: help build run test test-short deps bench bench-go lint fmt vet fuzz generate clean
+
+help: ## list the targets
+	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+build: ## build bin/heliostat
+	$(GO) build -o $(BIN) ./cmd/heliostat
+
+run: build deps ## run the whole pipeline on the embedded default (Ctrl-C stops it)
+	./$(BIN) up
+
+deps: ## install clickhouse-server when missing (Debian, as root); otherwise say what to install
+	@if command -v clickhouse-server >/dev/null 2>&1 || [ -x /usr/bin/clickhouse-server ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing clickhouse-server and clickhouse-client (Debian)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clickhouse-server clickhouse-client >/dev/null; \
+	else \
+		echo "clickhouse-server is missing: run 'sudo apt-get install clickhouse-server clickhouse-client'" >&2; exit 1; \
+	fi
+
+test: deps vet ## everything CI checks: vet, unit and integration tests against real ClickHouse and Kafka-protocol servers
+	$(GO) test -count=1 -timeout 20m $(PKGS)
+
+test-short: deps ## the tests without the million-sample crash test
+	$(GO) test -count=1 -short $(PKGS)
+
+bench: build deps ## end-to-end ingest benchmark (ROWS=2000000) and the Go micro-benchmarks
+	./$(BIN) bench ingest --rows $(ROWS) --json
+	$(GO) test -run '^$$' -bench . -benchmem ./schemas/ ./ingest/
+
+bench-go: ## Go micro-benchmarks only
+	$(GO) test -run '^$$' -bench . -benchmem ./schemas/ ./ingest/
+
+fuzz: ## run each fuzz target for 30s
+	$(GO) test ./schemas/ -run '^$$' -fuzz FuzzDecodeSampleBatch -fuzztime 30s
+	$(GO) test ./schemas/ -run '^$$' -fuzz FuzzDecodeEventBatch -fuzztime 30s
+	$(GO) test ./collector/spool/ -run '^$$' -fuzz FuzzDecodeRecord -fuzztime 30s
+
+vet: ## go vet
+	$(GO) vet $(PKGS)
+
+lint: vet ## gofmt check and vet
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+fmt: ## gofmt the tree
+	gofmt -w .
+
+generate: ## regenerate golden test vectors (review the diff)
+	$(GO) test ./schemas/ -run TestGolden -update
+
+clean: ## remove build output (not the data directory of `make run`)
+	rm -rf bin
