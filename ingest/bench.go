@@ -36,6 +36,9 @@ type BenchConfig struct {
 	// BatchRows is ingest's batch size, also used for the direct inserts.
 	// Default: ingest's default.
 	BatchRows int
+	// ServerPID is the ClickHouse server's process id when it runs on this
+	// machine; its CPU time is then reported. 0 when unknown.
+	ServerPID int
 	// Progress receives human-readable progress lines; nil discards them.
 	Progress io.Writer
 }
@@ -53,8 +56,15 @@ type BenchResult struct {
 	StartupSeconds float64 `json:"startup_s"`
 	RawSeconds     float64 `json:"raw_s"`
 	ProduceRowsPS  float64 `json:"produce_rows_per_s"`
-	Cores          int     `json:"cores"`
-	ClickHouse     string  `json:"clickhouse_version"`
+	// CPU seconds spent during the timed phases, by this process (broker,
+	// consumer, encoder: everything in heliostat) and by the ClickHouse
+	// server (0 when it is not local).
+	IngestCPUHeliostat  float64 `json:"ingest_cpu_s_heliostat"`
+	IngestCPUClickHouse float64 `json:"ingest_cpu_s_clickhouse"`
+	RawCPUHeliostat     float64 `json:"raw_cpu_s_heliostat"`
+	RawCPUClickHouse    float64 `json:"raw_cpu_s_clickhouse"`
+	Cores               int     `json:"cores"`
+	ClickHouse          string  `json:"clickhouse_version"`
 }
 
 // Bench produces cfg.Rows synthetic samples to the broker, ingests them into a
@@ -118,7 +128,10 @@ func Bench(ctx context.Context, cfg BenchConfig, logger *slog.Logger) (BenchResu
 	res.ProduceRowsPS = float64(cfg.Rows) / time.Since(start).Seconds()
 
 	fmt.Fprintf(progress, "ingesting broker → ClickHouse (batches of %d rows)…\n", cfg.BatchRows)
+	clock := cpuClock{pid: cfg.ServerPID}
+	self0, srv0 := clock.self(), clock.other()
 	ingestS, startupS, err := benchIngest(ctx, cfg, e2eCfg, logger)
+	res.IngestCPUHeliostat, res.IngestCPUClickHouse = (clock.self() - self0).Seconds(), (clock.other() - srv0).Seconds()
 	if err != nil {
 		return res, err
 	}
@@ -133,7 +146,9 @@ func Bench(ctx context.Context, cfg BenchConfig, logger *slog.Logger) (BenchResu
 	}
 
 	fmt.Fprintln(progress, "inserting the same rows straight into ClickHouse…")
+	self0, srv0 = clock.self(), clock.other()
 	rawS, err := benchRaw(ctx, conn, rawCfg.Database, msgs, cfg.BatchRows)
+	res.RawCPUHeliostat, res.RawCPUClickHouse = (clock.self() - self0).Seconds(), (clock.other() - srv0).Seconds()
 	if err != nil {
 		return res, err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"runtime/pprof"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
@@ -23,6 +24,8 @@ func runBench(ctx context.Context, args []string, e *env) error {
 	batchRows := fs.Int("ingest.batch-rows", 200_000, "ingest batch size (also used for the direct inserts)")
 	ticks := fs.Int("ticks-per-message", 10, "ticks per Kafka message (8 GPUs a tick)")
 	chAddr := fs.String("clickhouse.addr", "", "use this ClickHouse (host:port) instead of starting a local one")
+	compression := fs.String("clickhouse.compression", "lz4", "block compression on the wire: lz4 or none")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of heliostat's side of the run to this file")
 	var lf logFlags
 	lf.register(fs)
 	if err := fs.Parse(args[1:]); err != nil {
@@ -33,7 +36,8 @@ func runBench(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
-	ch := chconn.Config{Addr: *chAddr, Database: "heliostat"}
+	ch := chconn.Config{Addr: *chAddr, Database: "heliostat", Compression: *compression}
+	serverPID := 0
 	if *chAddr == "" {
 		dir, err := os.MkdirTemp("", "heliostat-bench-*")
 		if err != nil {
@@ -47,6 +51,18 @@ func runBench(ctx context.Context, args []string, e *env) error {
 		}
 		defer srv.Stop()
 		ch.Addr = srv.Addr()
+		serverPID = srv.PID()
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation())
 	if err != nil {
@@ -54,7 +70,7 @@ func runBench(ctx context.Context, args []string, e *env) error {
 	}
 	defer broker.Close()
 	res, err := ingest.Bench(ctx, ingest.BenchConfig{
-		Brokers: broker.ListenAddrs(), ClickHouse: ch, Rows: *rows, BatchRows: *batchRows, TicksPerMessage: *ticks, Progress: e.stderr,
+		Brokers: broker.ListenAddrs(), ClickHouse: ch, Rows: *rows, BatchRows: *batchRows, TicksPerMessage: *ticks, Progress: e.stderr, ServerPID: serverPID,
 	}, logger)
 	if err != nil {
 		return err
@@ -66,6 +82,8 @@ func runBench(ctx context.Context, args []string, e *env) error {
 	fmt.Fprintf(e.stdout, "ingest: %d rows in %.2fs = %.0f rows/s end to end (broker → ingest → ClickHouse %s, %d cores)\n",
 		res.Rows, res.IngestSeconds, res.RowsPerS, res.ClickHouse, res.Cores)
 	fmt.Fprintf(e.stdout, "direct native batch insert of the same rows: %.0f rows/s; ratio %.2f\n", res.RawRowsPerS, res.Ratio)
+	fmt.Fprintf(e.stdout, "CPU during ingest: heliostat %.1fs, clickhouse-server %.1fs; during the direct insert: %.1fs and %.1fs\n",
+		res.IngestCPUHeliostat, res.IngestCPUClickHouse, res.RawCPUHeliostat, res.RawCPUClickHouse)
 	fmt.Fprintf(e.stdout, "(%d messages of %d rows, batches of %d rows; group join took %.2fs, not counted)\n",
 		res.Messages, res.RowsPerMessage, res.BatchRows, res.StartupSeconds)
 	return nil

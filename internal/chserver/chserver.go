@@ -224,6 +224,9 @@ func (s *Server) ping(ctx context.Context) error {
 // Addr returns the native-protocol address, host:port.
 func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.cfg.TCPPort) }
 
+// PID returns the server's process id.
+func (s *Server) PID() int { return s.cmd.Process.Pid }
+
 // Dir returns the server's data directory.
 func (s *Server) Dir() string { return s.cfg.Dir }
 
