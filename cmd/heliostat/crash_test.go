@@ -125,12 +125,12 @@ func TestIngestSurvivesSIGKILL(t *testing.T) {
 
 	args := []string{"ingest", "--kafka.brokers", broker, "--clickhouse.addr", ch.Addr, "--clickhouse.database", ch.Database,
 		"--ingest.group", "crash", "--ingest.batch-rows", "40000", "--ingest.batch-interval", "100ms",
-		"--kafka.session-timeout", "1s", "--web.listen-address", "127.0.0.1:0", "--log.level", "warn"}
+		"--kafka.session-timeout", "3s", "--web.listen-address", "127.0.0.1:0", "--log.level", childLogLevel()}
 	rng := rand.New(rand.NewPCG(1, 2))
 	kills, midway := 0, 0
-	for kills < 12 {
+	for kills < 10 {
 		child := startChild(t, args...)
-		time.Sleep(time.Duration(300+rng.IntN(1500)) * time.Millisecond)
+		time.Sleep(time.Duration(1000+rng.IntN(3000)) * time.Millisecond)
 		if err := child.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatalf("kill: %v", err)
 		}
@@ -171,4 +171,13 @@ func TestIngestSurvivesSIGKILL(t *testing.T) {
 		t.Fatalf("after %d SIGKILLs ClickHouse holds %d rows, %d distinct; want %d and %d", kills, total, distinct, want, want)
 	}
 	t.Logf("%d SIGKILLs (%d mid-run): %d rows, exactly once", kills, midway, total)
+}
+
+// childLogLevel is the ingest processes' log level: warn, or
+// $HELIOSTAT_TEST_CHILD_LOG to see what they do.
+func childLogLevel() string {
+	if l := os.Getenv("HELIOSTAT_TEST_CHILD_LOG"); l != "" {
+		return l
+	}
+	return "warn"
 }
