@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -263,7 +264,7 @@ func benchIngest(ctx context.Context, cfg BenchConfig, ch chconn.Config, logger 
 }
 
 func benchRaw(ctx context.Context, conn driver.Conn, db string, msgs []kafka.Message, batchRows int) (float64, error) {
-	h := newSampleHandler()
+	h := newSampleHandler(&sync.Pool{New: func() any { return new(schemas.SampleBatch) }})
 	var timed time.Duration
 	flush := func() error {
 		for _, blk := range h.blocks() {

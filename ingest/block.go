@@ -130,23 +130,29 @@ func (b *sampleBlock) appendSample(batch *schemas.SampleBatch, s *schemas.Sample
 }
 
 func (b *sampleBlock) insert(ctx context.Context, conn driver.Conn, db string) error {
-	batch, err := conn.PrepareBatch(ctx, fmt.Sprintf(sampleInsert, db))
-	if err != nil {
-		return fmt.Errorf("prepare gpu_samples insert: %w", err)
-	}
-	defer batch.Abort()
 	cols := []any{b.ts, b.millis, b.cluster, b.host, b.gpuIndex, b.gpuUUID, b.migUUID}
 	for m := range b.metrics {
 		cols = append(cols, b.metrics[m].column())
 	}
 	cols = append(cols, b.kPartition, b.kOffset)
+	return insertColumns(ctx, conn, fmt.Sprintf(sampleInsert, db), "gpu_samples", len(b.ts), cols)
+}
+
+// insertColumns sends one INSERT whose columns are given whole, in the order of
+// the query's column list.
+func insertColumns(ctx context.Context, conn driver.Conn, query, table string, rows int, cols []any) error {
+	batch, err := conn.PrepareBatch(ctx, query)
+	if err != nil {
+		return fmt.Errorf("prepare %s insert: %w", table, err)
+	}
+	defer batch.Abort()
 	for i, c := range cols {
 		if err := batch.Column(i).Append(c); err != nil {
-			return fmt.Errorf("append gpu_samples column %d: %w", i, err)
+			return fmt.Errorf("append %s column %d: %w", table, i, err)
 		}
 	}
 	if err := batch.Send(); err != nil {
-		return fmt.Errorf("send gpu_samples block of %d rows: %w", len(b.ts), err)
+		return fmt.Errorf("send %s block of %d rows: %w", table, rows, err)
 	}
 	return nil
 }
@@ -184,20 +190,9 @@ func (b *eventBlock) witness() (int32, int64)       { return b.wPart, b.wOff }
 func (b *eventBlock) setWitness(p int32, off int64) { b.wPart, b.wOff = p, off }
 
 func (b *eventBlock) insert(ctx context.Context, conn driver.Conn, db string) error {
-	batch, err := conn.PrepareBatch(ctx, "INSERT INTO "+db+".gpu_events (ts_received, ts_millis, cluster, host, gpu_uuid, event_type, xid, kafka_partition, kafka_offset)")
-	if err != nil {
-		return fmt.Errorf("prepare gpu_events insert: %w", err)
-	}
-	defer batch.Abort()
-	for i, c := range []any{b.ts, b.millis, b.cluster, b.host, b.gpuUUID, b.eventType, b.xid, b.kPartition, b.kOffset} {
-		if err := batch.Column(i).Append(c); err != nil {
-			return fmt.Errorf("append gpu_events column %d: %w", i, err)
-		}
-	}
-	if err := batch.Send(); err != nil {
-		return fmt.Errorf("send gpu_events block of %d rows: %w", len(b.ts), err)
-	}
-	return nil
+	return insertColumns(ctx, conn,
+		"INSERT INTO "+db+".gpu_events (ts_received, ts_millis, cluster, host, gpu_uuid, event_type, xid, kafka_partition, kafka_offset)",
+		"gpu_events", len(b.ts), []any{b.ts, b.millis, b.cluster, b.host, b.gpuUUID, b.eventType, b.xid, b.kPartition, b.kOffset})
 }
 
 func (b *eventBlock) reset() {

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,7 +26,7 @@ func BenchmarkSampleHandlerAdd(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h := newSampleHandler()
+	h := newSampleHandler(&sync.Pool{New: func() any { return new(schemas.SampleBatch) }})
 	b.ReportAllocs()
 	b.ResetTimer()
 	rows := 0

@@ -33,7 +33,7 @@ type handler interface {
 
 // sampleHandler handles TopicGPUSamples → gpu_samples (+ gpu_inventory).
 type sampleHandler struct {
-	pool   sync.Pool
+	pool   *sync.Pool
 	byKey  map[uint32]*sampleBlock
 	spare  []*sampleBlock
 	active []block
@@ -47,9 +47,9 @@ type invRow struct {
 	lastSeen int64
 }
 
-func newSampleHandler() *sampleHandler {
+func newSampleHandler(pool *sync.Pool) *sampleHandler {
 	return &sampleHandler{
-		pool:  sync.Pool{New: func() any { return new(schemas.SampleBatch) }},
+		pool:  pool,
 		byKey: map[uint32]*sampleBlock{},
 		inv:   map[invKey]invRow{},
 	}

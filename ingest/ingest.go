@@ -27,6 +27,9 @@ type Ingester struct {
 	byTopic  map[string]handler
 	dead     *kafka.Writer
 	warn     *throttle
+	// samplePool recycles decoded sample batches between the readers, which
+	// decode, and the batches, which release them.
+	samplePool *sync.Pool
 	// onAssigned, when set, is called once a generation's partitions are
 	// recovered and reading starts (the bench times from there).
 	onAssigned func()
@@ -39,13 +42,12 @@ func New(cfg Config, conn driver.Conn, logger *slog.Logger, reg prometheus.Regis
 		return nil, err
 	}
 	in := &Ingester{
-		cfg:      cfg,
-		conn:     conn,
-		logger:   logger,
-		m:        newMetrics(reg),
-		handlers: []handler{newSampleHandler(), newEventHandler()},
-		byTopic:  map[string]handler{},
-		warn:     &throttle{every: 10 * time.Second},
+		cfg:     cfg,
+		conn:    conn,
+		logger:  logger,
+		m:       newMetrics(reg),
+		byTopic: map[string]handler{},
+		warn:    &throttle{every: 10 * time.Second},
 		dead: &kafka.Writer{
 			Addr:                   kafka.TCP(cfg.Brokers...),
 			Topic:                  schemas.TopicDeadletter,
@@ -55,6 +57,8 @@ func New(cfg Config, conn driver.Conn, logger *slog.Logger, reg prometheus.Regis
 			WriteTimeout:           10 * time.Second,
 		},
 	}
+	in.samplePool = &sync.Pool{New: func() any { return new(schemas.SampleBatch) }}
+	in.handlers = in.newHandlers()
 	for _, h := range in.handlers {
 		in.byTopic[h.topic()] = h
 		in.m.rows.WithLabelValues(h.table())
@@ -119,6 +123,12 @@ func (in *Ingester) Run(ctx context.Context) error {
 		backoff.reset()
 		in.startGeneration(gen)
 	}
+}
+
+// newHandlers returns one handler per consumed topic. The readers decode with
+// in.handlers; each batch files rows with its own.
+func (in *Ingester) newHandlers() []handler {
+	return []handler{newSampleHandler(in.samplePool), newEventHandler()}
 }
 
 type assignment struct {
@@ -271,13 +281,24 @@ func (in *Ingester) read(ctx context.Context, a assignment, done map[int64][]uin
 	}
 }
 
-// batch is what has been read since the last flush.
+// batch is what has been read since the last flush. It owns its handlers, so
+// that one batch can fill while the previous one is being written.
 type batch struct {
-	rows  int
-	msgs  int
-	dead  []kafka.Message
-	next  map[string]map[int]int64 // offsets to commit
-	first time.Time
+	handlers []handler
+	byTopic  map[string]handler
+	rows     int
+	msgs     int
+	dead     []kafka.Message
+	next     map[string]map[int]int64 // offsets to commit
+	first    time.Time
+}
+
+func (in *Ingester) newBatch() *batch {
+	b := &batch{handlers: in.newHandlers(), byTopic: map[string]handler{}, next: map[string]map[int]int64{}}
+	for _, h := range b.handlers {
+		b.byTopic[h.topic()] = h
+	}
+	return b
 }
 
 func (b *batch) add(topic string, partition int32, offset int64) {
@@ -291,41 +312,94 @@ func (b *batch) add(topic string, partition int32, offset int64) {
 }
 
 func (b *batch) reset() {
+	for _, h := range b.handlers {
+		h.reset()
+	}
 	b.rows, b.msgs = 0, 0
 	b.dead = b.dead[:0]
 	clear(b.next)
 }
 
-// sink batches items by rows and by time and flushes them.
+// flushJob is a full batch on its way to the flusher.
+type flushJob struct {
+	ctx context.Context
+	b   *batch
+}
+
+// sink batches items by rows and by time. Full batches go to one flusher
+// goroutine, which writes and commits them in order while the next batch
+// fills: decoding overlaps ClickHouse's work on the previous INSERT. At most
+// two batches exist, so memory stays bounded and a slow ClickHouse holds the
+// readers back.
 func (in *Ingester) sink(ctx context.Context, gen *kafka.Generation, items <-chan item) {
-	b := &batch{next: map[string]map[int]int64{}}
+	free := make(chan *batch, 2)
+	free <- in.newBatch()
+	free <- in.newBatch()
+	jobs := make(chan flushJob)
+	failed := make(chan struct{})
+	flusherDone := make(chan struct{})
+	go func() {
+		defer close(flusherDone)
+		for j := range jobs {
+			ok := in.flush(j.ctx, gen, j.b)
+			j.b.reset()
+			free <- j.b
+			if !ok {
+				close(failed)
+				for range jobs {
+				}
+				return
+			}
+		}
+	}()
+	defer func() {
+		close(jobs)
+		<-flusherDone
+	}()
+	cur := <-free
+	// handOff gives cur to the flusher and takes a free batch; false when a
+	// flush failed (the generation is over).
+	handOff := func(fctx context.Context) bool {
+		select {
+		case jobs <- flushJob{ctx: fctx, b: cur}:
+		case <-failed:
+			return false
+		}
+		select {
+		case cur = <-free:
+			return true
+		case <-failed:
+			return false
+		}
+	}
 	tick := time.NewTicker(in.cfg.BatchInterval / 4)
 	defer tick.Stop()
 	for {
 		select {
 		case it := <-items:
-			if b.msgs == 0 {
-				b.first = time.Now()
+			if cur.msgs == 0 {
+				cur.first = time.Now()
 			}
-			in.addItem(b, it)
-			if b.rows >= in.cfg.BatchRows {
-				if !in.flush(ctx, gen, b) {
-					return
-				}
+			in.addItem(cur, it)
+			if cur.rows >= in.cfg.BatchRows && !handOff(ctx) {
+				return
 			}
 		case <-tick.C:
-			if b.msgs > 0 && time.Since(b.first) >= in.cfg.BatchInterval {
-				if !in.flush(ctx, gen, b) {
-					return
-				}
+			if cur.msgs > 0 && time.Since(cur.first) >= in.cfg.BatchInterval && !handOff(ctx) {
+				return
 			}
+		case <-failed:
+			return
 		case <-ctx.Done():
 			// Stop fetching, flush the open batch, commit, close. The commit may
 			// fail now that the generation is over; the ledger covers that.
-			if b.msgs > 0 {
+			if cur.msgs > 0 {
 				fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
-				in.flush(fctx, gen, b)
-				cancel()
+				defer cancel()
+				select {
+				case jobs <- flushJob{ctx: fctx, b: cur}:
+				case <-failed:
+				}
 			}
 			return
 		}
@@ -339,7 +413,7 @@ func (in *Ingester) addItem(b *batch, it item) {
 		in.deadletter(b, it)
 		return
 	}
-	n := it.h.add(it.data, it.partition, it.offset, it.skip)
+	n := b.byTopic[topic].add(it.data, it.partition, it.offset, it.skip)
 	b.rows += n
 	if n == 0 && len(it.skip) > 0 {
 		in.m.messages.WithLabelValues(topic, "duplicate").Inc()
@@ -375,12 +449,6 @@ func (in *Ingester) deadletter(b *batch, it item) {
 // returns false when ctx ended before everything was written; nothing is
 // committed then, and the next owner of the partitions resumes from the ledger.
 func (in *Ingester) flush(ctx context.Context, gen *kafka.Generation, b *batch) bool {
-	defer func() {
-		for _, h := range in.handlers {
-			h.reset()
-		}
-		b.reset()
-	}()
 	if len(b.dead) > 0 {
 		backoff := newBackoff(100*time.Millisecond, in.cfg.RetryMax)
 		for {
@@ -396,7 +464,7 @@ func (in *Ingester) flush(ctx context.Context, gen *kafka.Generation, b *batch) 
 		}
 	}
 	in.m.flushRows.Observe(float64(b.rows))
-	for _, h := range in.handlers {
+	for _, h := range b.handlers {
 		for _, blk := range h.blocks() {
 			if blk.rows() == 0 {
 				continue

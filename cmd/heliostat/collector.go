@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/heliostat-dev/heliostat/collector"
@@ -46,9 +45,7 @@ func runCollector(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	srv, err := web.Listen(*listen, reg, logger)
+	reg, srv, err := serveMetrics(*listen, logger)
 	if err != nil {
 		return err
 	}

@@ -153,13 +153,19 @@ func TestIngestSurvivesSIGKILL(t *testing.T) {
 	}
 
 	last := startChild(t, args...)
-	deadline := time.Now().Add(3 * time.Minute)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		n, _ := countRows(t, conn, ch.Database)
 		if n >= want || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+	if n, _ := countRows(t, conn, ch.Database); n < want {
+		// Stuck: let the process print its goroutines before the test fails.
+		_ = last.Process.Signal(syscall.SIGQUIT)
+		_ = last.Wait()
+		t.Fatalf("last ingest process stalled at %d of %d rows (goroutine dump above)", n, want)
 	}
 	time.Sleep(time.Second) // a duplicate would show up now
 	_ = last.Process.Signal(syscall.SIGTERM)

@@ -13,6 +13,11 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/heliostat-dev/heliostat/internal/web"
 )
 
 func main() {
@@ -109,4 +114,16 @@ func newFlagSet(name string, e *env) *flag.FlagSet {
 	fs := flag.NewFlagSet("heliostat "+name, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	return fs
+}
+
+// serveMetrics builds a process's registry (Go and process collectors
+// included) and binds its /metrics and probe endpoint.
+func serveMetrics(listen string, logger *slog.Logger) (*prometheus.Registry, *web.Server, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv, err := web.Listen(listen, reg, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	return reg, srv, nil
 }

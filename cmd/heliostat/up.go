@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/heliostat-dev/heliostat/collector"
@@ -17,7 +15,6 @@ import (
 	"github.com/heliostat-dev/heliostat/ingest"
 	"github.com/heliostat-dev/heliostat/internal/chconn"
 	"github.com/heliostat-dev/heliostat/internal/devstack"
-	"github.com/heliostat-dev/heliostat/internal/web"
 	"github.com/heliostat-dev/heliostat/schemas"
 	"github.com/heliostat-dev/heliostat/schemas/migrate"
 )
@@ -70,9 +67,7 @@ func runUp(ctx context.Context, args []string, e *env) error {
 		return err
 	}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	srv, err := web.Listen(*listen, reg, logger)
+	reg, srv, err := serveMetrics(*listen, logger)
 	if err != nil {
 		return err
 	}
