@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/heliostat-dev/heliostat/ingest/trace"
+	"github.com/heliostat-dev/heliostat/predictor/demand"
+	"github.com/heliostat-dev/heliostat/predictor/duration"
+)
+
+func runPredictor(ctx context.Context, args []string, e *env) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "backtest":
+			return runBacktest(ctx, args[1:], e)
+		case "backtest-demand":
+			return runBacktestDemand(ctx, args[1:], e)
+		}
+	}
+	return fmt.Errorf("predictor: want `predictor backtest --trace FILE` or `predictor backtest-demand --series FILE` (the live predictor comes with the job tables)")
+}
+
+// backtestOutput is the JSON of `predictor backtest`: the figures of DESIGN.md
+// at the top level (heliostat's, or the --baseline's), the rest beside them.
+type backtestOutput struct {
+	Trace    string `json:"trace"`
+	Format   string `json:"format"`
+	Jobs     int    `json:"jobs"`
+	Rejected int    `json:"rejected"`
+	Model    string `json:"model"`
+	duration.Result
+}
+
+func runBacktest(_ context.Context, args []string, e *env) error {
+	fs := newFlagSet("predictor backtest", e)
+	path := fs.String("trace", "", "trace file (.swf, .swf.gz, Helios .csv)")
+	format := fs.String("format", "", "swf or helios (default: from the file name)")
+	trainFrac := fs.Float64("train-frac", 0.7, "chronological share of jobs used for training")
+	baseline := fs.String("baseline", "", "report a baseline at the top level instead of heliostat's model: reqtime, last1 or last2")
+	refit := fs.Int("refit-every", 5000, "refit after this many more test jobs have ended (negative: never)")
+	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *path == "" {
+		return fmt.Errorf("predictor backtest: --trace is required")
+	}
+	tr, err := trace.Open(*path, *format)
+	if err != nil {
+		return err
+	}
+	jobs := durationJobs(tr)
+	res, err := duration.Backtest(jobs, duration.BacktestConfig{TrainFrac: *trainFrac, RefitEvery: *refit})
+	if err != nil {
+		return err
+	}
+	out := backtestOutput{Trace: *path, Format: tr.Format, Jobs: len(tr.Jobs), Rejected: tr.Rejected, Model: "heliostat", Result: res}
+	if *baseline != "" {
+		m, ok := res.Baselines[*baseline]
+		if !ok {
+			return fmt.Errorf("predictor backtest: --baseline %q: want reqtime, last1 or last2", *baseline)
+		}
+		out.Model, out.Metrics = *baseline, m
+	}
+	if *asJSON {
+		return json.NewEncoder(e.stdout).Encode(out)
+	}
+	fmt.Fprintf(e.stdout, "%s: %d jobs (%d rejected), %d train / %d test, model %s\n", *path, out.Jobs, out.Rejected, res.NTrain, res.NTest, out.Model)
+	fmt.Fprintf(e.stdout, "  %-10s within 2x %.3f  R² (log) %6.3f  MAE %8.0f s\n", out.Model, out.Within2x, out.R2Log, out.MAES)
+	for _, name := range []string{"reqtime", "last1", "last2"} {
+		m := res.Baselines[name]
+		fmt.Fprintf(e.stdout, "  %-10s within 2x %.3f  R² (log) %6.3f  MAE %8.0f s\n", name, m.Within2x, m.R2Log, m.MAES)
+	}
+	fmt.Fprintf(e.stdout, "  cold starts: %d jobs, within 2x %.3f\n", res.Cold.N, res.Cold.Within2x)
+	return nil
+}
+
+// durationJobs maps a trace's jobs to what the predictor knows at submit time.
+// A job without a known start ends, for history purposes, at submit + run:
+// the earliest it could have ended (trace slices such as Venus' carry no
+// queueing times).
+func durationJobs(tr *trace.Trace) []duration.Job {
+	out := make([]duration.Job, 0, len(tr.Jobs))
+	for i := range tr.Jobs {
+		t := &tr.Jobs[i]
+		if t.Run <= 0 {
+			continue
+		}
+		j := duration.Job{User: t.User, Executable: t.Executable, Queue: t.Queue, Submit: t.Submit, ReqTime: t.ReqTime, Run: t.Run}
+		switch {
+		case t.GPUs > 0:
+			j.Procs = t.GPUs
+		case t.ReqProcs > 0:
+			j.Procs = t.ReqProcs
+		default:
+			j.Procs = t.Procs
+		}
+		switch {
+		case !t.End.IsZero():
+			j.End = t.End
+		case !t.Start.IsZero():
+			j.End = t.Start.Add(t.Run)
+		case t.Wait >= 0:
+			j.End = t.Submit.Add(t.Wait + t.Run)
+		default:
+			j.End = t.Submit.Add(t.Run)
+		}
+		out = append(out, j)
+	}
+	return out
+}
+
+func runBacktestDemand(_ context.Context, args []string, e *env) error {
+	fs := newFlagSet("predictor backtest-demand", e)
+	path := fs.String("series", "", "node-demand series CSV (time, active, total), e.g. philly_node_sequence.csv")
+	var cfg demand.Config
+	cfg.RegisterFlags(fs)
+	// --test-from is the evaluation interface's name for --demand.test-from.
+	fs.Var(fs.Lookup("demand.test-from").Value, "test-from", "first decision time of the backtest (alias of --demand.test-from)")
+	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *path == "" {
+		return fmt.Errorf("predictor backtest-demand: --series is required")
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	f, err := os.Open(*path)
+	if err != nil {
+		return fmt.Errorf("predictor backtest-demand: %w", err)
+	}
+	defer f.Close()
+	series, err := demand.ReadSeries(f)
+	if err != nil {
+		return err
+	}
+	res, err := cfg.Backtest(series)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(e.stdout).Encode(res)
+	}
+	fmt.Fprintf(e.stdout, "%s: %d forecasts %s ahead in %s steps, %s .. %s\n", *path, res.N, res.Horizon, res.Step,
+		res.TestFrom.Format("2006-01-02 15:04"), res.TestUntil.Format("2006-01-02 15:04"))
+	fmt.Fprintf(e.stdout, "  %-10s RMSE %6.2f nodes  sMAPE %.4f\n", "heliostat", res.RMSENodes, res.SMAPE)
+	for _, name := range []string{"last", "day_ago"} {
+		m := res.Baselines[name]
+		fmt.Fprintf(e.stdout, "  %-10s RMSE %6.2f nodes  sMAPE %.4f\n", name, m.RMSENodes, m.SMAPE)
+	}
+	return nil
+}

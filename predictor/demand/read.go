@@ -1,0 +1,158 @@
+package demand
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Column names ReadSeries looks for in the header, in any order; other
+// columns are ignored.
+const (
+	ColumnTime   = "time"   // required: "2006-01-02 15:04:05" (or with a T), no zone
+	ColumnActive = "active" // required: nodes with at least one busy GPU
+	ColumnTotal  = "total"  // optional: nodes in the cluster
+)
+
+// timeLayout is the time format of the Philly node sequence. Times carry no
+// zone (the cluster's local clock) and are read as UTC so that hour-of-day
+// and day-of-week are the file's own.
+const timeLayout = "2006-01-02 15:04:05"
+
+// ErrMissingColumn is returned when the header lacks a required column.
+var ErrMissingColumn = errors.New("demand: missing required column")
+
+// ReadSeries reads a node-demand CSV (HeliosArtifact's
+// philly_node_sequence.csv: time,active,total) into a Series of `active`
+// values. Columns are found by their header names. The step is the smallest
+// gap between consecutive times; every gap must be a whole number of steps,
+// and the steps no row covers are missing (NaN). Times must increase
+// strictly. Errors name the line.
+func ReadSeries(r io.Reader) (Series, error) {
+	cr := csv.NewReader(r)
+	cr.ReuseRecord = true
+	cr.TrimLeadingSpace = true
+	header, err := cr.Read()
+	if err == io.EOF {
+		return Series{}, fmt.Errorf("%w: empty input, want a header with %q and %q", ErrMissingColumn, ColumnTime, ColumnActive)
+	}
+	if err != nil {
+		return Series{}, fmt.Errorf("demand: read header: %w", err)
+	}
+	iTime, iActive, iTotal := -1, -1, -1
+	for i, h := range header {
+		if i == 0 {
+			h = strings.TrimPrefix(h, "\ufeff")
+		}
+		switch strings.ToLower(strings.TrimSpace(h)) {
+		case ColumnTime:
+			iTime = i
+		case ColumnActive:
+			iActive = i
+		case ColumnTotal:
+			iTotal = i
+		}
+	}
+	if iTime < 0 {
+		return Series{}, fmt.Errorf("%w %q (line 1)", ErrMissingColumn, ColumnTime)
+	}
+	if iActive < 0 {
+		return Series{}, fmt.Errorf("%w %q (line 1)", ErrMissingColumn, ColumnActive)
+	}
+
+	var (
+		times    []time.Time
+		lines    []int
+		values   []float64
+		capacity float64
+	)
+	for {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return Series{}, fmt.Errorf("demand: read series: %w", err)
+		}
+		line, _ := cr.FieldPos(0)
+		t, err := parseTime(rec[iTime])
+		if err != nil {
+			return Series{}, fmt.Errorf("demand: line %d: %s: %w", line, ColumnTime, err)
+		}
+		if n := len(times); n > 0 && !t.After(times[n-1]) {
+			return Series{}, fmt.Errorf("demand: line %d: %s %s is not after line %d's %s",
+				line, ColumnTime, t.Format(timeLayout), lines[n-1], times[n-1].Format(timeLayout))
+		}
+		v, err := parseCount(rec[iActive])
+		if err != nil {
+			return Series{}, fmt.Errorf("demand: line %d: %s: %w", line, ColumnActive, err)
+		}
+		if iTotal >= 0 {
+			tot, err := parseCount(rec[iTotal])
+			if err != nil {
+				return Series{}, fmt.Errorf("demand: line %d: %s: %w", line, ColumnTotal, err)
+			}
+			capacity = max(capacity, tot)
+		}
+		times = append(times, t)
+		lines = append(lines, line)
+		values = append(values, v)
+	}
+	if len(times) < 2 {
+		return Series{}, fmt.Errorf("demand: read series: %d rows, need at least 2 to know the step", len(times))
+	}
+
+	step := time.Duration(math.MaxInt64)
+	for i := 1; i < len(times); i++ {
+		step = min(step, times[i].Sub(times[i-1]))
+	}
+	span := times[len(times)-1].Sub(times[0])
+	if span == math.MaxInt64 || span/step >= MaxSeriesLen {
+		return Series{}, fmt.Errorf("demand: line %d: series spans %v at a %v step, more than %d steps",
+			lines[len(lines)-1], span, step, MaxSeriesLen)
+	}
+	s := Series{Start: times[0], Step: step, Capacity: capacity}
+	s.Values = make([]float64, int(span/step)+1)
+	for i := range s.Values {
+		s.Values[i] = math.NaN()
+	}
+	for i, t := range times {
+		d := t.Sub(times[0])
+		if d%step != 0 {
+			return Series{}, fmt.Errorf("demand: line %d: %s %s is off the %v step grid that starts at %s",
+				lines[i], ColumnTime, t.Format(timeLayout), step, times[0].Format(timeLayout))
+		}
+		s.Values[d/step] = values[i]
+	}
+	return s, nil
+}
+
+// parseTime reads a zone-less time as UTC.
+func parseTime(f string) (time.Time, error) {
+	f = strings.TrimSpace(f)
+	t, err := time.Parse(timeLayout, f)
+	if err != nil {
+		var err2 error
+		if t, err2 = time.Parse("2006-01-02T15:04:05", f); err2 != nil {
+			return time.Time{}, fmt.Errorf("%q is not a time like %q", f, timeLayout)
+		}
+	}
+	return t, nil
+}
+
+// parseCount reads a non-negative, finite number of nodes.
+func parseCount(f string) (float64, error) {
+	v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a number", f)
+	}
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+		return 0, fmt.Errorf("%q is not a non-negative finite number", f)
+	}
+	return v, nil
+}

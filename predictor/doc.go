@@ -1,0 +1,3 @@
+// Package predictor holds heliostat's predictors: job durations (package
+// duration) and node demand (package demand).
+package predictor

@@ -1,0 +1,269 @@
+package duration
+
+import (
+	"math"
+	"sort"
+	"strconv"
+	"time"
+)
+
+// History is what has been learned from ended jobs. It is the only source of
+// features, so a feature can never use a job that had not ended at the time it
+// is computed: callers Add a job only once its End is before the time they
+// compute features for (Backtest enforces this with an end-time queue).
+type History struct {
+	users  map[string]*userHist
+	exes   map[string]*runs // by user+"\x00"+executable
+	exacts map[string]*runs // by user + request shape (time limit, procs)
+	queues map[string]*ewma // by queue
+	global ewma
+	n      int
+}
+
+// NewHistory returns an empty History.
+func NewHistory() *History {
+	return &History{users: map[string]*userHist{}, exes: map[string]*runs{}, exacts: map[string]*runs{}, queues: map[string]*ewma{}}
+}
+
+const keep = 10 // recent runs kept per key
+
+// runs is a small ring of the most recent log run times.
+type runs struct {
+	log  [keep]float64
+	n    int // total added
+	last float64
+}
+
+func (r *runs) add(v float64) {
+	r.log[r.n%keep] = v
+	r.n++
+	r.last = v
+}
+
+func (r *runs) recent(k int) []float64 {
+	k = min(k, r.n, keep)
+	out := make([]float64, 0, k)
+	for i := 1; i <= k; i++ {
+		out = append(out, r.log[(r.n-i)%keep])
+	}
+	return out
+}
+
+type ewma struct {
+	v float64
+	n int
+}
+
+func (e *ewma) add(x, alpha float64) {
+	if e.n == 0 {
+		e.v = x
+	} else {
+		e.v = alpha*x + (1-alpha)*e.v
+	}
+	e.n++
+}
+
+type userHist struct {
+	runs       runs
+	ewma       ewma
+	ratio      ewma // log(run/req) for jobs with a known request
+	killed     float64
+	lastSubmit time.Time
+	lastEnd    time.Time
+}
+
+// Len returns how many ended jobs History holds.
+func (h *History) Len() int { return h.n }
+
+func exactKey(j *Job) string {
+	return j.User + "\x00" + j.ReqTime.String() + "\x00" + strconv.Itoa(j.Procs)
+}
+
+// Add records an ended job.
+func (h *History) Add(j *Job) {
+	if j.Run <= 0 {
+		return
+	}
+	lr := math.Log(j.Run.Seconds())
+	u := h.users[j.User]
+	if u == nil {
+		u = &userHist{}
+		h.users[j.User] = u
+	}
+	u.runs.add(lr)
+	u.ewma.add(lr, 0.3)
+	if j.ReqTime > 0 {
+		u.ratio.add(lr-math.Log(j.ReqTime.Seconds()), 0.3)
+		hit := 0.0
+		if j.Run >= j.ReqTime*95/100 {
+			hit = 1
+		}
+		u.killed = 0.7*u.killed + 0.3*hit
+	}
+	if j.End.After(u.lastEnd) {
+		u.lastEnd = j.End
+	}
+	if j.Executable != "" {
+		k := j.User + "\x00" + j.Executable
+		r := h.exes[k]
+		if r == nil {
+			r = &runs{}
+			h.exes[k] = r
+		}
+		r.add(lr)
+	}
+	if j.ReqTime > 0 || j.Procs > 0 {
+		k := exactKey(j)
+		r := h.exacts[k]
+		if r == nil {
+			r = &runs{}
+			h.exacts[k] = r
+		}
+		r.add(lr)
+	}
+	q := h.queues[j.Queue]
+	if q == nil {
+		q = &ewma{}
+		h.queues[j.Queue] = q
+	}
+	q.add(lr, 0.05)
+	h.global.add(lr, 0.01)
+	h.n++
+}
+
+// Submitted notes that the user submitted j (for the time-since-last-submit
+// feature); it reveals nothing about j's outcome.
+func (h *History) Submitted(j *Job) {
+	u := h.users[j.User]
+	if u == nil {
+		u = &userHist{}
+		h.users[j.User] = u
+	}
+	u.lastSubmit = j.Submit
+}
+
+// Segment says how much history a job's features rest on.
+type Segment int
+
+// Segments, from most to least history.
+const (
+	SegExact Segment = iota // the user ran a job of the same request shape before
+	SegUser2                // two or more of the user's jobs have ended
+	SegUser1                // one has
+	SegCold                 // none
+	numSegments
+)
+
+// Features is the input of Model.Predict.
+type Features struct {
+	Segment Segment
+	X       []float64
+	// Fallback is the history-rule estimate (log seconds), used when a segment
+	// has no fitted model.
+	Fallback float64
+}
+
+// featureNames lists, per segment, the features in the order of X.
+var featureNames = [numSegments][]string{
+	SegExact: {"last1", "last2", "ewma", "median10", "spread10", "req", "has_req", "user_ratio_req", "killed",
+		"exe_last", "has_exe", "exact_last", "has_exact", "procs", "queue", "global", "since_submit", "hour_sin", "hour_cos", "weekend"},
+	SegUser2: {"last1", "last2", "ewma", "median10", "spread10", "req", "has_req", "user_ratio_req", "killed",
+		"exe_last", "has_exe", "exact_last", "has_exact", "procs", "queue", "global", "since_submit", "hour_sin", "hour_cos", "weekend"},
+	SegUser1: {"last1", "req", "has_req", "user_ratio_req", "exe_last", "has_exe", "exact_last", "has_exact", "procs", "queue", "global", "hour_sin", "hour_cos", "weekend"},
+	SegCold:  {"req", "has_req", "procs", "queue", "global", "hour_sin", "hour_cos", "weekend"},
+}
+
+// Features computes j's features from what History holds now. Only j's
+// submit-time fields are read.
+func (h *History) Features(j *Job) Features {
+	global := h.global.v
+	if h.global.n == 0 {
+		global = math.Log(3600)
+	}
+	queue := global
+	if q := h.queues[j.Queue]; q != nil && q.n > 0 {
+		queue = q.v
+	}
+	req, hasReq := 0.0, 0.0
+	if j.ReqTime > 0 {
+		req, hasReq = math.Log(j.ReqTime.Seconds()), 1
+	}
+	procs := 0.0
+	if j.Procs > 0 {
+		procs = math.Log(float64(j.Procs))
+	}
+	hour := float64(j.Submit.Hour()) + float64(j.Submit.Minute())/60
+	hs, hc := math.Sin(2*math.Pi*hour/24), math.Cos(2*math.Pi*hour/24)
+	weekend := 0.0
+	if wd := j.Submit.Weekday(); wd == time.Saturday || wd == time.Sunday {
+		weekend = 1
+	}
+	u := h.users[j.User]
+	nUser := 0
+	if u != nil {
+		nUser = u.runs.n
+	}
+	// A request-less estimate falls back to the queue's typical run time.
+	reqOr := func(v float64) float64 {
+		if hasReq == 1 {
+			return v
+		}
+		return queue
+	}
+	if nUser == 0 {
+		return Features{Segment: SegCold, X: []float64{reqOr(req), hasReq, procs, queue, global, hs, hc, weekend}, Fallback: reqOr(req)}
+	}
+	last1 := u.runs.last
+	ratio := last1
+	if hasReq == 1 && u.ratio.n > 0 {
+		ratio = req + u.ratio.v
+	}
+	exeLast, hasExe := last1, 0.0
+	if j.Executable != "" {
+		if r := h.exes[j.User+"\x00"+j.Executable]; r != nil && r.n > 0 {
+			exeLast, hasExe = r.last, 1
+		}
+	}
+	exactLast, hasExact := last1, 0.0
+	if r := h.exacts[exactKey(j)]; r != nil && r.n > 0 {
+		exactLast, hasExact = r.last, 1
+	}
+	if nUser == 1 {
+		return Features{Segment: SegUser1, X: []float64{last1, reqOr(req), hasReq, ratio, exeLast, hasExe, exactLast, hasExact, procs, queue, global, hs, hc, weekend}, Fallback: last1}
+	}
+	rec := u.runs.recent(keep)
+	last2 := (rec[0] + rec[1]) / 2
+	med, spread := medianSpread(rec)
+	since := 0.0
+	if !u.lastSubmit.IsZero() && j.Submit.After(u.lastSubmit) {
+		since = math.Log1p(j.Submit.Sub(u.lastSubmit).Seconds())
+	}
+	seg := SegUser2
+	if hasExact == 1 {
+		seg = SegExact
+	}
+	return Features{
+		Segment: seg,
+		X: []float64{last1, last2, u.ewma.v, med, spread, reqOr(req), hasReq, ratio, u.killed,
+			exeLast, hasExe, exactLast, hasExact, procs, queue, global, since, hs, hc, weekend},
+		Fallback: last2,
+	}
+}
+
+func medianSpread(v []float64) (median, spread float64) {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	median = s[len(s)/2]
+	if len(s)%2 == 0 {
+		median = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	var mean float64
+	for _, x := range s {
+		mean += x
+	}
+	mean /= float64(len(s))
+	for _, x := range s {
+		spread += (x - mean) * (x - mean)
+	}
+	return median, math.Sqrt(spread / float64(len(s)))
+}

@@ -1,0 +1,114 @@
+package duration
+
+import (
+	"math"
+	"sort"
+)
+
+// Metrics are the accuracy figures of DESIGN.md's `predictor backtest`.
+type Metrics struct {
+	N        int     `json:"n"`
+	Within2x float64 `json:"within_2x"` // share with max(p/y, y/p) < 2
+	R2Log    float64 `json:"r2_log"`    // R² of log predictions against log run times
+	MAES     float64 `json:"mae_s"`     // mean absolute error, seconds
+	// HeliosBuckets are the shares within 10%, 50%, 100% and 1000% relative
+	// error (|p−y|/y), as the Helios paper reports its estimator.
+	HeliosBuckets [4]float64 `json:"helios_buckets"`
+	// SpearmanGPUTime is the rank correlation of predicted and true service
+	// time (run time × processors or GPUs): how well the prediction orders a
+	// queue of pending jobs for shortest-predicted-service-first.
+	SpearmanGPUTime float64 `json:"spearman_gpu_time_pending"`
+}
+
+type scored struct {
+	pred, true float64 // seconds
+	width      float64 // processors or GPUs, >= 1
+}
+
+func score(s []scored) Metrics {
+	m := Metrics{N: len(s)}
+	if len(s) == 0 {
+		return m
+	}
+	var meanLog float64
+	for _, x := range s {
+		meanLog += math.Log(x.true)
+	}
+	meanLog /= float64(len(s))
+	var ssRes, ssTot float64
+	for _, x := range s {
+		p, y := math.Max(x.pred, 1), x.true
+		if math.Max(p/y, y/p) < 2 {
+			m.Within2x++
+		}
+		d := math.Log(y) - math.Log(p)
+		ssRes += d * d
+		ssTot += (math.Log(y) - meanLog) * (math.Log(y) - meanLog)
+		m.MAES += math.Abs(p - y)
+		rel := math.Abs(p-y) / y
+		for i, b := range []float64{0.1, 0.5, 1, 10} {
+			if rel <= b {
+				m.HeliosBuckets[i]++
+			}
+		}
+	}
+	n := float64(len(s))
+	m.Within2x /= n
+	m.MAES /= n
+	for i := range m.HeliosBuckets {
+		m.HeliosBuckets[i] /= n
+	}
+	if ssTot > 0 {
+		m.R2Log = 1 - ssRes/ssTot
+	}
+	pw := make([]float64, len(s))
+	tw := make([]float64, len(s))
+	for i, x := range s {
+		pw[i], tw[i] = x.pred*x.width, x.true*x.width
+	}
+	m.SpearmanGPUTime = spearman(pw, tw)
+	return m
+}
+
+// spearman is the Pearson correlation of average ranks.
+func spearman(a, b []float64) float64 {
+	ra, rb := ranks(a), ranks(b)
+	var ma, mb float64
+	for i := range ra {
+		ma += ra[i]
+		mb += rb[i]
+	}
+	ma /= float64(len(ra))
+	mb /= float64(len(rb))
+	var num, da, db float64
+	for i := range ra {
+		num += (ra[i] - ma) * (rb[i] - mb)
+		da += (ra[i] - ma) * (ra[i] - ma)
+		db += (rb[i] - mb) * (rb[i] - mb)
+	}
+	if da == 0 || db == 0 {
+		return 0
+	}
+	return num / math.Sqrt(da*db)
+}
+
+func ranks(v []float64) []float64 {
+	idx := make([]int, len(v))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(i, j int) bool { return v[idx[i]] < v[idx[j]] })
+	r := make([]float64, len(v))
+	for i := 0; i < len(idx); {
+		j := i
+		for j+1 < len(idx) && v[idx[j+1]] == v[idx[i]] {
+			j++
+		}
+		avg := float64(i+j)/2 + 1
+		for k := i; k <= j; k++ {
+			r[idx[k]] = avg
+		}
+		i = j + 1
+	}
+	return r
+}
