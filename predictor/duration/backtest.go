@@ -21,6 +21,9 @@ type BacktestConfig struct {
 	// Width returns a job's service-time multiplier (processors or GPUs) for
 	// the Spearman figure; nil means Procs (at least 1).
 	Width func(*Job) float64
+
+	// onFeatures, when set (tests), sees every job's features as computed.
+	onFeatures func(j *Job, f Features)
 }
 
 // Result is the outcome of a backtest.
@@ -131,6 +134,9 @@ func Backtest(jobs []Job, cfg BacktestConfig) (Result, error) {
 			res.Refits++
 		}
 		f := h.Features(j)
+		if cfg.onFeatures != nil {
+			cfg.onFeatures(j, f)
+		}
 		h.Submitted(j)
 		heap.Push(q, j)
 		if i < nTrain {

@@ -143,20 +143,30 @@ func solveWeighted(s Segment, rows []Row, w []float64) (*segModel, error) {
 		mx[i] /= n
 	}
 	my /= n
-	g := mat.NewSymDense(p, nil)
+	// Upper triangle of the weighted, centred XᵀX, accumulated in a flat
+	// array: gonum's element accessors cost more than the arithmetic here.
+	acc := make([]float64, p*p)
 	b := make([]float64, p)
 	d := make([]float64, p)
 	for k, row := range rows {
 		for i, v := range row.F.X {
 			d[i] = v - mx[i]
 		}
-		dy := row.Y - my
 		wk := w[k]
+		dy := (row.Y - my) * wk
 		for i := 0; i < p; i++ {
-			b[i] += wk * d[i] * dy
+			b[i] += d[i] * dy
+			wi := wk * d[i]
+			ai := acc[i*p : i*p+p]
 			for j := i; j < p; j++ {
-				g.SetSym(i, j, g.At(i, j)+wk*d[i]*d[j])
+				ai[j] += wi * d[j]
 			}
+		}
+	}
+	g := mat.NewSymDense(p, nil)
+	for i := 0; i < p; i++ {
+		for j := i; j < p; j++ {
+			g.SetSym(i, j, acc[i*p+j])
 		}
 	}
 	const ridge = 1e-6

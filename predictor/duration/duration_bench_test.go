@@ -1,0 +1,46 @@
+package duration
+
+import (
+	"testing"
+	"time"
+)
+
+func benchRows(n int) ([]Row, *History, []Job) {
+	jobs := synthJobs(n, 5)
+	h := NewHistory()
+	rows := make([]Row, 0, n)
+	for i := range jobs {
+		rows = append(rows, Row{F: h.Features(&jobs[i]), Y: 6})
+		h.Add(&jobs[i])
+	}
+	return rows, h, jobs
+}
+
+// BenchmarkFit200k is training on 200,000 jobs (goal: under 2 s).
+func BenchmarkFit200k(b *testing.B) {
+	rows, _, _ := benchRows(200_000)
+	b.ResetTimer()
+	for range b.N {
+		if _, err := Fit(rows, time.Now()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPredict is one prediction: features from History plus the model
+// (goal: under 20 µs).
+func BenchmarkPredict(b *testing.B) {
+	rows, h, jobs := benchRows(20_000)
+	m, err := Fit(rows, time.Now())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		j := &jobs[i%len(jobs)]
+		if _, err := m.Predict(h.Features(j), j.ReqTime); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,164 @@
+package duration
+
+import (
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// synthJobs makes n jobs of a few users whose run times depend on the user and
+// the request, submitted over time, each ending after a random wait.
+func synthJobs(n int, seed uint64) []Job {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	t0 := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+	jobs := make([]Job, n)
+	at := t0
+	for i := range jobs {
+		at = at.Add(time.Duration(rng.IntN(600)) * time.Second)
+		u := rng.IntN(20)
+		req := time.Duration(600*(1+u%5)) * time.Second
+		run := time.Duration(float64(req) * (0.2 + 0.6*rng.Float64()))
+		wait := time.Duration(rng.IntN(3600)) * time.Second
+		jobs[i] = Job{User: string(rune('a' + u)), Executable: string(rune('A' + u%3)), Queue: "q", Submit: at,
+			ReqTime: req, Procs: 1 + u%4, Run: run, End: at.Add(wait + run)}
+	}
+	return jobs
+}
+
+// TestFeaturesUseOnlyEndedJobs proves the protocol: changing the outcome of
+// every job that had not ended strictly before a job's submit time leaves that
+// job's features unchanged.
+func TestFeaturesUseOnlyEndedJobs(t *testing.T) {
+	jobs := synthJobs(3000, 7)
+	features := func(jobs []Job) map[time.Time]Features {
+		out := map[time.Time]Features{}
+		_, err := Backtest(jobs, BacktestConfig{onFeatures: func(j *Job, f Features) {
+			out[j.Submit] = Features{Segment: f.Segment, X: append([]float64(nil), f.X...), Fallback: f.Fallback}
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	want := features(jobs)
+	checked := 0
+	for _, k := range []int{100, 1500, 2500, 2999} {
+		target := jobs[k]
+		corrupt := append([]Job(nil), jobs...)
+		changed := 0
+		for i := range corrupt {
+			// Jobs that had not ended before the target's submit: a
+			// different outcome, the same end (so the replay order is
+			// unchanged).
+			if !corrupt[i].End.Before(target.Submit) {
+				corrupt[i].Run = corrupt[i].Run*7 + time.Second
+				if i != k { // the target's own executable is its submit-time input
+					corrupt[i].Executable += "x"
+				}
+				changed++
+			}
+		}
+		got := features(corrupt)
+		if !reflect.DeepEqual(got[target.Submit], want[target.Submit]) {
+			t.Errorf("job %d: features changed when %d jobs that had not ended by its submit changed:\n got %v\nwant %v",
+				k, changed, got[target.Submit], want[target.Submit])
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Fatal("nothing checked")
+	}
+}
+
+// TestFeaturesSeeEndedJobs is the other half: a job that ended before the
+// submit does change the features.
+func TestFeaturesSeeEndedJobs(t *testing.T) {
+	jobs := synthJobs(3000, 7)
+	target := jobs[2500]
+	var before, after Features
+	cfg := func(dst *Features) BacktestConfig {
+		return BacktestConfig{onFeatures: func(j *Job, f Features) {
+			if j.Submit.Equal(target.Submit) {
+				*dst = Features{Segment: f.Segment, X: append([]float64(nil), f.X...)}
+			}
+		}}
+	}
+	if _, err := Backtest(jobs, cfg(&before)); err != nil {
+		t.Fatal(err)
+	}
+	corrupt := append([]Job(nil), jobs...)
+	for i := range corrupt {
+		if corrupt[i].End.Before(target.Submit) && corrupt[i].User == target.User {
+			corrupt[i].Run *= 3
+		}
+	}
+	if _, err := Backtest(corrupt, cfg(&after)); err != nil {
+		t.Fatal(err)
+	}
+	if reflect.DeepEqual(before, after) {
+		t.Error("features ignore the user's ended jobs")
+	}
+}
+
+func TestModelChecksInput(t *testing.T) {
+	var m *Model
+	if _, err := m.Predict(Features{}, 0); err != ErrNotTrained {
+		t.Errorf("Predict on a nil model = %v; want ErrNotTrained", err)
+	}
+	h := NewHistory()
+	jobs := synthJobs(500, 3)
+	var rows []Row
+	for i := range jobs {
+		rows = append(rows, Row{F: h.Features(&jobs[i]), Y: 5})
+		h.Add(&jobs[i])
+	}
+	m, err := Fit(rows, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []Features{
+		{Segment: SegCold, X: []float64{1}},
+		{Segment: numSegments, X: nil},
+		{Segment: SegCold, X: []float64{1, 1, 1, 1, 1, 1, 1, nan()}},
+	} {
+		if _, err := m.Predict(f, 0); err == nil {
+			t.Errorf("Predict(%v) accepted bad input", f)
+		}
+	}
+	if _, err := Fit([]Row{{F: Features{Segment: SegCold, X: []float64{1}}}}, time.Now()); err == nil {
+		t.Error("Fit accepted a row with the wrong feature count")
+	}
+}
+
+func nan() float64 { var z float64; return z / z }
+
+func TestBacktestLearns(t *testing.T) {
+	res, err := Backtest(synthJobs(20000, 11), BacktestConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Run times are 20–80% of a per-user limit: the model must beat the
+	// limit itself, and put most jobs within 2x.
+	if res.Within2x < 0.8 || res.Within2x <= res.Baselines["reqtime"].Within2x {
+		t.Errorf("within_2x = %.3f (reqtime baseline %.3f); want >= 0.8 and above the baseline", res.Within2x, res.Baselines["reqtime"].Within2x)
+	}
+	if res.NTrain+res.NTest != 20000 {
+		t.Errorf("n_train + n_test = %d; want 20000", res.NTrain+res.NTest)
+	}
+}
+
+func TestSpearman(t *testing.T) {
+	for _, tc := range []struct {
+		a, b []float64
+		want float64
+	}{
+		{[]float64{1, 2, 3}, []float64{10, 20, 30}, 1},
+		{[]float64{1, 2, 3}, []float64{3, 2, 1}, -1},
+		{[]float64{1, 1, 1}, []float64{1, 2, 3}, 0},
+	} {
+		if got := spearman(tc.a, tc.b); got < tc.want-1e-9 || got > tc.want+1e-9 {
+			t.Errorf("spearman(%v, %v) = %v; want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
