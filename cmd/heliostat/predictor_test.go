@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"testing"
+)
+
+// sharedData returns the path of a file in ../shared/data, failing under CI
+// and skipping elsewhere when it is missing (shared/data/README.md).
+func sharedData(t *testing.T, rel string) string {
+	t.Helper()
+	p := "../../../shared/data/" + rel
+	if _, err := os.Stat(p); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("trace %s is missing: %v", rel, err)
+		}
+		t.Skipf("trace %s is missing; skipped", rel)
+	}
+	return p
+}
+
+// TestBacktestAccuracyFloors runs the evaluation command on both SWF traces and
+// fails when accuracy drops below the figures reached, and when the published
+// baselines no longer come out as ANCHORS.md reports them (the protocol would
+// have changed).
+func TestBacktestAccuracyFloors(t *testing.T) {
+	if testing.Short() {
+		t.Skip("backtests on full traces; skipped with -short")
+	}
+	type floor struct{ within2x, r2 float64 }
+	for _, tc := range []struct {
+		file      string
+		heliostat floor
+		last2     floor // ANCHORS.md: mean of the user's last two jobs
+		reqtime   floor // ANCHORS.md: user-requested time limit
+	}{
+		{"swf/CTC-SP2-1996-3.1-cln.swf.gz", floor{0.555, 0.51}, floor{0.557, 0.292}, floor{0.371, 0.035}},
+		{"swf/HPC2N-2002-2.2-cln.swf.gz", floor{0.515, 0.25}, floor{0.465, 0.015}, floor{0.431, -0.345}},
+	} {
+		path := sharedData(t, tc.file)
+		var out bytes.Buffer
+		if err := run(context.Background(), []string{"predictor", "backtest", "--trace", path, "--json"}, os.Getenv, &out, os.Stderr); err != nil {
+			t.Fatalf("predictor backtest %s: %v", tc.file, err)
+		}
+		var res struct {
+			Within2x  float64 `json:"within_2x"`
+			R2Log     float64 `json:"r2_log"`
+			NTrain    int     `json:"n_train"`
+			NTest     int     `json:"n_test"`
+			Baselines map[string]struct {
+				Within2x float64 `json:"within_2x"`
+				R2Log    float64 `json:"r2_log"`
+			} `json:"baselines"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+			t.Fatalf("decode %s: %v", out.String(), err)
+		}
+		t.Logf("%s: within_2x %.4f r2_log %.4f (n_train %d, n_test %d)", tc.file, res.Within2x, res.R2Log, res.NTrain, res.NTest)
+		if res.Within2x < tc.heliostat.within2x || res.R2Log < tc.heliostat.r2 {
+			t.Errorf("%s: heliostat within_2x %.4f, r2_log %.4f; the figures reached are %.3f and %.3f",
+				tc.file, res.Within2x, res.R2Log, tc.heliostat.within2x, tc.heliostat.r2)
+		}
+		for name, want := range map[string]floor{"last2": tc.last2, "reqtime": tc.reqtime} {
+			got := res.Baselines[name]
+			if d := got.Within2x - want.within2x; d > 0.005 || d < -0.005 {
+				t.Errorf("%s: baseline %s within_2x %.4f; ANCHORS.md says %.3f", tc.file, name, got.Within2x, want.within2x)
+			}
+			if d := got.R2Log - want.r2; d > 0.03 || d < -0.03 {
+				t.Errorf("%s: baseline %s r2_log %.4f; ANCHORS.md says %.3f", tc.file, name, got.R2Log, want.r2)
+			}
+		}
+	}
+}
+
+func TestBacktestDemandCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("backtest on the Philly series; skipped with -short")
+	}
+	path := sharedData(t, "philly/philly_node_sequence.csv")
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"predictor", "backtest-demand", "--series", path, "--horizon", "1h", "--json"}, os.Getenv, &out, os.Stderr); err != nil {
+		t.Fatalf("predictor backtest-demand: %v", err)
+	}
+	var res struct {
+		RMSENodes float64 `json:"rmse_nodes"`
+		SMAPE     float64 `json:"smape"`
+		N         int     `json:"n"`
+		Baselines map[string]struct {
+			RMSENodes float64 `json:"rmse_nodes"`
+		} `json:"baselines"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("decode %s: %v", out.String(), err)
+	}
+	t.Logf("rmse_nodes %.2f smape %.4f over %d forecasts; last %.2f, day_ago %.2f", res.RMSENodes, res.SMAPE, res.N,
+		res.Baselines["last"].RMSENodes, res.Baselines["day_ago"].RMSENodes)
+	if res.N == 0 || res.RMSENodes <= 0 || res.SMAPE <= 0 {
+		t.Fatalf("backtest-demand printed %s; want scored forecasts", out.String())
+	}
+	if res.RMSENodes >= res.Baselines["day_ago"].RMSENodes {
+		t.Errorf("rmse_nodes %.2f does not beat the day-ago baseline %.2f", res.RMSENodes, res.Baselines["day_ago"].RMSENodes)
+	}
+}
