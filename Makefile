@@ -36,15 +36,17 @@ test-short: deps ## the tests without the million-sample crash test
 
 bench: build deps ## end-to-end ingest benchmark (ROWS=2000000) and the Go micro-benchmarks
 	./$(BIN) bench ingest --rows $(ROWS) --json
-	$(GO) test -run '^$$' -bench . -benchmem ./schemas/ ./ingest/
+	$(GO) test -run '^$$' -bench . -benchmem ./schemas/ ./ingest/ ./ingest/trace/ ./predictor/...
 
 bench-go: ## Go micro-benchmarks only
-	$(GO) test -run '^$$' -bench . -benchmem ./schemas/ ./ingest/
+	$(GO) test -run '^$$' -bench . -benchmem ./schemas/ ./ingest/ ./ingest/trace/ ./predictor/...
 
 fuzz: ## run each fuzz target for 30s
 	$(GO) test ./schemas/ -run '^$$' -fuzz FuzzDecodeSampleBatch -fuzztime 30s
 	$(GO) test ./schemas/ -run '^$$' -fuzz FuzzDecodeEventBatch -fuzztime 30s
 	$(GO) test ./collector/spool/ -run '^$$' -fuzz FuzzDecodeRecord -fuzztime 30s
+	$(GO) test ./ingest/trace/ -run '^$$' -fuzz FuzzReadSWF -fuzztime 30s
+	$(GO) test ./ingest/trace/ -run '^$$' -fuzz FuzzReadHelios -fuzztime 30s
 
 vet: ## go vet
 	$(GO) vet $(PKGS)

@@ -6,8 +6,29 @@
 package trace
 
 import (
+	"errors"
 	"strconv"
+	"strings"
 	"time"
+)
+
+// MaxErrors is how many rejected rows a Trace keeps in Errors; all of them are
+// counted in Rejected and Reasons.
+const MaxErrors = 100
+
+// Errors a reader returns for a file it cannot read as a whole (bad rows are
+// not errors: they are counted in Trace.Rejected). Check them with errors.Is.
+var (
+	// ErrBadHeader: an SWF header value the reader uses (UnixStartTime,
+	// MaxProcs, MaxNodes) is not a number in range, so every time or the
+	// machine size would be wrong.
+	ErrBadHeader = errors.New("trace: bad header")
+	// ErrMissingColumn: a Helios file lacks job_id or submit_time (or has no
+	// header at all).
+	ErrMissingColumn = errors.New("trace: missing required column")
+	// ErrUnknownFormat: Open was given a format it does not know, or none and
+	// a file name it cannot guess from.
+	ErrUnknownFormat = errors.New("trace: unknown format")
 )
 
 // Job is one job of a trace.
@@ -41,6 +62,9 @@ type Trace struct {
 	// MaxProcs is the machine size from the SWF header (MaxProcs, else
 	// MaxNodes); 0 when the trace does not say.
 	MaxProcs int
+	// TimeZone is the SWF TimeZoneString header (e.g. "Europe/Stockholm"),
+	// kept as text; "" when absent. Times in Jobs are UTC regardless.
+	TimeZone string
 	// Rejected counts rows that could not be read; Reasons counts them by
 	// reason, and Errors keeps the first 100 with their line numbers.
 	Rejected int
@@ -57,4 +81,69 @@ type LineError struct {
 
 func (e *LineError) Error() string {
 	return "trace: line " + strconv.Itoa(e.Line) + ": " + e.Reason + ": " + e.Detail
+}
+
+func newTrace(format string) *Trace {
+	return &Trace{Format: format, Reasons: make(map[string]int)}
+}
+
+// reject counts a bad row and keeps the first MaxErrors of them. detail is
+// only called for the kept ones, so a file of bad rows costs no formatting.
+func (t *Trace) reject(line int, reason string, detail func() string) {
+	t.Rejected++
+	t.Reasons[reason]++
+	if len(t.Errors) < MaxErrors {
+		t.Errors = append(t.Errors, &LineError{Line: line, Reason: reason, Detail: detail()})
+	}
+}
+
+// interner hands out one shared string per distinct user, VC, state…, so a
+// trace of 200,000 jobs holds a few hundred strings, not a million.
+type interner map[string]string
+
+func (in interner) str(s string) string {
+	if v, ok := in[s]; ok {
+		return v
+	}
+	s = strings.Clone(s) // do not pin the caller's (larger) backing string
+	in[s] = s
+	return s
+}
+
+// jobChunk is how many jobs a reader collects before starting a new chunk.
+const jobChunk = 8192
+
+// jobList collects jobs in chunks and hands them back as one slice of exactly
+// the right length: appending HPC2N's 202,871 jobs of ~230 bytes to one slice
+// copied them about four times over as it grew, and loading it took 0.52 s
+// instead of 0.37 s. The first chunk grows as a slice does, so a small trace
+// costs no more than its jobs.
+type jobList struct {
+	full [][]Job
+	cur  []Job
+	n    int
+}
+
+func (l *jobList) add(j *Job) {
+	if len(l.cur) == jobChunk {
+		l.full = append(l.full, l.cur)
+		l.cur = make([]Job, 0, jobChunk)
+	}
+	l.cur = append(l.cur, *j)
+	l.n++
+}
+
+// jobs returns all jobs in order; nil when there are none.
+func (l *jobList) jobs() []Job {
+	if l.n == 0 {
+		return nil
+	}
+	if len(l.full) == 0 {
+		return l.cur
+	}
+	out := make([]Job, 0, l.n)
+	for _, c := range l.full {
+		out = append(out, c...)
+	}
+	return append(out, l.cur...)
 }
