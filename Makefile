@@ -47,6 +47,7 @@ fuzz: ## run each fuzz target for 30s
 	$(GO) test ./collector/spool/ -run '^$$' -fuzz FuzzDecodeRecord -fuzztime 30s
 	$(GO) test ./ingest/trace/ -run '^$$' -fuzz FuzzReadSWF -fuzztime 30s
 	$(GO) test ./ingest/trace/ -run '^$$' -fuzz FuzzReadHelios -fuzztime 30s
+	$(GO) test ./predictor/demand/ -run '^$$' -fuzz FuzzReadSeries -fuzztime 30s
 
 vet: ## go vet
 	$(GO) vet $(PKGS)
