@@ -1,6 +1,7 @@
 package demand
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"time"
@@ -32,13 +33,23 @@ type Result struct {
 	//     horizons over 24 h, the latest whole number of days before it).
 	Baselines map[string]Metrics `json:"baselines"`
 
-	Step      time.Duration `json:"step_ns"`
-	Horizon   time.Duration `json:"horizon_ns"`
+	Step      time.Duration `json:"-"` // in JSON: step_s, seconds
+	Horizon   time.Duration `json:"-"` // in JSON: horizon_s, seconds
 	TestFrom  time.Time     `json:"test_from"`
 	TestUntil time.Time     `json:"test_until"`
 	Refits    int           `json:"refits"`     // models trained, the first included
 	TrainRows int           `json:"train_rows"` // rows of the last model trained
 	Features  []string      `json:"features"`   // features of the last model trained
+}
+
+// MarshalJSON writes r with Step and Horizon in seconds (step_s, horizon_s).
+func (r Result) MarshalJSON() ([]byte, error) {
+	type plain Result // without the method
+	return json.Marshal(struct {
+		plain
+		StepS    float64 `json:"step_s"`
+		HorizonS float64 `json:"horizon_s"`
+	}{plain(r), r.Step.Seconds(), r.Horizon.Seconds()})
 }
 
 // Backtest trains on everything before testFrom and walks every step from

@@ -3,6 +3,7 @@ package demand
 import (
 	"flag"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -12,7 +13,6 @@ const (
 	DefaultStep       = 10 * time.Minute
 	DefaultHorizon    = time.Hour
 	DefaultRefitEvery = 24 * time.Hour
-	DefaultHalfLife   = 0 // TODO set after the experiments
 	DefaultRidge      = 1e-3
 )
 
@@ -45,9 +45,9 @@ type Config struct {
 	// TestFrom + n·RefitEvery, on everything that ended before that time;
 	// negative: never. Default: 24h.
 	RefitEvery time.Duration
-	// HalfLife down-weights older training rows: a row's weight halves for
-	// every HalfLife between its target and the end of the training data;
-	// negative: equal weights. Default: equal weights.
+	// HalfLife, when positive, down-weights older training rows: a row's
+	// weight halves for every HalfLife between the end of its target step
+	// and the end of the training data. Default: 0, equal weights.
 	HalfLife time.Duration
 	// Ridge adds Ridge·var(x) to each feature's variance (ridge regression,
 	// scale-free); negative: none. Default: 1e-3.
@@ -74,9 +74,6 @@ func (c Config) withDefaults() Config {
 	if c.RefitEvery == 0 {
 		c.RefitEvery = DefaultRefitEvery
 	}
-	if c.HalfLife == 0 {
-		c.HalfLife = DefaultHalfLife
-	}
 	if c.Ridge == 0 {
 		c.Ridge = DefaultRidge
 	}
@@ -94,7 +91,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var((*timeFlag)(&c.TestFrom), "demand.test-from", "first decision time of the backtest (YYYY-MM-DD[ HH:MM:SS], the series' clock)")
 	fs.Var((*timeFlag)(&c.TestUntil), "demand.test-until", "the backtest takes decisions before this time")
 	fs.DurationVar(&c.RefitEvery, "demand.refit-every", c.RefitEvery, "retrain the backtest's model this often; negative: never")
-	fs.DurationVar(&c.HalfLife, "demand.half-life", c.HalfLife, "halve a training row's weight per this age; negative: equal weights")
+	fs.DurationVar(&c.HalfLife, "demand.half-life", c.HalfLife, "halve a training row's weight per this age; 0: equal weights")
 	fs.Float64Var(&c.Ridge, "demand.ridge", c.Ridge, "ridge penalty relative to each feature's variance; negative: none")
 }
 
@@ -109,6 +106,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("demand: --horizon: %v is negative", c.Horizon)
 	case d.Horizon%d.Step != 0:
 		return fmt.Errorf("demand: --horizon: %v is not a whole number of %v steps", d.Horizon, d.Step)
+	case math.IsNaN(d.Ridge) || math.IsInf(d.Ridge, 0):
+		return fmt.Errorf("demand: --demand.ridge: %v is not finite", c.Ridge)
+	case d.HalfLife < 0:
+		return fmt.Errorf("demand: --demand.half-life: %v is negative", c.HalfLife)
 	case d.RefitEvery > 0 && d.RefitEvery%d.Step != 0:
 		return fmt.Errorf("demand: --demand.refit-every: %v is not a whole number of %v steps", d.RefitEvery, d.Step)
 	case !d.TestUntil.After(d.TestFrom):

@@ -160,13 +160,8 @@ func (f featureSpec) compute(dst, y []float64, k int, target time.Time) []float6
 		}
 		dst = append(dst, sum/float64(w), hi, lo)
 	}
-	if noCalendar {
-		return append(dst, 0, 0, 0, 0, 0, 0)
-	}
 	return appendCalendar(dst, target)
 }
-
-var noCalendar bool
 
 // appendCalendar appends the calendar terms of t, read on its own clock.
 func appendCalendar(dst []float64, t time.Time) []float64 {

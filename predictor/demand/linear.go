@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/sajari/regression"
 	"gonum.org/v1/gonum/mat"
@@ -43,6 +44,60 @@ func (l linear) predict(x []float64) (float64, error) {
 		y += l.coef[j+1] * v
 	}
 	return y, nil
+}
+
+// Huber regression: the change in demand is heavy-tailed (jobs arrive and
+// leave in blocks of nodes), and squared loss lets a few unforeseeable jumps
+// set the coefficients. Rows whose residual exceeds huberDelta robust
+// standard deviations (1.4826·MAD) are down-weighted in proportion, by
+// iteratively reweighted least squares; 1.345 is the usual constant (95%
+// efficiency on Gaussian noise). On the validation window before the CES
+// test window (2017-11-17..30) it cut the 1-hour RMSE from 1.009 to 0.992 of
+// the "last" baseline's.
+const (
+	huberDelta = 1.345
+	huberIters = 3
+)
+
+// fitHuber fits like fitLinear, then refits huberIters times with Huber
+// weights (times w) from the previous fit's residuals.
+func fitHuber(x []float64, p int, y, w []float64, ridge float64) (linear, error) {
+	l, err := fitLinear(x, p, y, w, ridge)
+	if err != nil {
+		return l, err
+	}
+	n := len(y)
+	res := make([]float64, n)
+	sorted := make([]float64, n)
+	hw := make([]float64, n)
+	for range huberIters {
+		for i := range n {
+			v, err := l.predict(x[i*p : i*p+p])
+			if err != nil {
+				return linear{}, err
+			}
+			res[i] = math.Abs(y[i] - v)
+		}
+		copy(sorted, res)
+		slices.Sort(sorted)
+		cut := huberDelta * 1.4826 * sorted[n/2]
+		if !(cut > 0) {
+			break // most rows are fitted exactly: nothing to down-weight
+		}
+		for i, r := range res {
+			hw[i] = 1
+			if r > cut {
+				hw[i] = cut / r
+			}
+			if w != nil {
+				hw[i] *= w[i]
+			}
+		}
+		if l, err = fitLinear(x, p, y, hw, ridge); err != nil {
+			return linear{}, err
+		}
+	}
+	return l, nil
 }
 
 // fitLinear fits y ≈ coef·[1, x] by weighted ridge least squares, with
@@ -137,6 +192,9 @@ func fitLinear(x []float64, p int, y, w []float64, ridge float64) (linear, error
 			s.SetSym(a, b, v)
 		}
 	}
+	if err := checkConditioning(s, dk-1); err != nil {
+		return linear{}, err
+	}
 	var eig mat.EigenSym
 	if !eig.Factorize(s, true) {
 		return linear{}, errors.New("demand: fit: eigendecomposition of the covariance failed")
@@ -174,4 +232,28 @@ func fitLinear(x []float64, p int, y, w []float64, ridge float64) (linear, error
 		}
 	}
 	return out, nil
+}
+
+// checkConditioning fails when the first p variables of cov are (nearly)
+// collinear: sajari/regression's QR has no pivoting and would answer with
+// huge coefficients that cancel, not with an error.
+func checkConditioning(cov *mat.SymDense, p int) error {
+	if p == 0 {
+		return nil
+	}
+	corr := mat.NewSymDense(p, nil)
+	for a := range p {
+		for b := a; b < p; b++ {
+			corr.SetSym(a, b, cov.At(a, b)/math.Sqrt(cov.At(a, a)*cov.At(b, b)))
+		}
+	}
+	var eig mat.EigenSym
+	if !eig.Factorize(corr, false) {
+		return errors.New("demand: fit: eigendecomposition of the feature correlations failed")
+	}
+	vals := eig.Values(nil) // ascending
+	if rcond := vals[0] / vals[p-1]; !(rcond > 1e-10) {
+		return fmt.Errorf("demand: fit: features are collinear (reciprocal condition %.1e); use a ridge", rcond)
+	}
+	return nil
 }

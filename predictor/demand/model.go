@@ -17,6 +17,16 @@ import (
 //     h = 1h, the step [t+50m, t+1h)). Backtests score this one.
 //   - Max: the largest demand of the steps that end in (t, t+h], which is
 //     what a power plan made at t must cover until t+h.
+//
+// Both are linear in the same features (FeatureNames): the level (the latest
+// step's demand); the lags of 2, 3 and 6 steps, 1 h, 1 day and 1 week, as
+// differences from the level; the level minus the demand one day and one
+// week before the target step; mean, max and min over the last 1 h, 6 h and
+// 24 h; sin and cos of the target step's time of day (two harmonics) and of
+// week. Each target is learned as its change from the level, by Huber
+// regression with a small ridge (each least-squares pass solved by
+// sajari/regression), so that a few unforeseeable jumps do not set the
+// coefficients.
 type Model struct {
 	step     time.Duration
 	horizon  time.Duration
@@ -25,9 +35,7 @@ type Model struct {
 	peak     linear // Max − level
 	until    time.Time
 	rows     int
-	capacity float64
-	ridge    float64
-	halfLife time.Duration
+	capacity float64 // of the training series, for histories that lack it
 }
 
 // Forecast is one forecast of a Model.
@@ -122,11 +130,11 @@ func (c Config) fit(hist Series) (*Model, error) {
 			ErrNotEnoughData, lastTarget.Format(timeLayout), len(raw)-first, c.Step, b+H)
 	}
 	ridge := max(c.Ridge, 0)
-	mp, err := fitLinear(x, p, point, w, ridge)
+	mp, err := fitHuber(x, p, point, w, ridge)
 	if err != nil {
 		return nil, fmt.Errorf("demand: fit point target: %w", err)
 	}
-	mm, err := fitLinear(x, p, peak, w, ridge)
+	mm, err := fitHuber(x, p, peak, w, ridge)
 	if err != nil {
 		return nil, fmt.Errorf("demand: fit max target: %w", err)
 	}
@@ -134,7 +142,6 @@ func (c Config) fit(hist Series) (*Model, error) {
 		step: c.Step, horizon: c.Horizon, spec: spec,
 		point: mp, peak: mm,
 		until: lastTarget, rows: len(point), capacity: hist.Capacity,
-		ridge: c.Ridge, halfLife: c.HalfLife,
 	}, nil
 }
 
@@ -225,7 +232,9 @@ func (m *Model) features(history Series, at time.Time) ([]float64, float64, erro
 // `at` (history is resampled to the model's step with Max if finer; `at`
 // must be on its step grid); whatever history holds after `at` is ignored.
 // It needs Lookback of history before `at`, with at least one known value.
-// Forecasts are clamped to [0, Capacity] when the history knows Capacity.
+// Forecasts are clamped to [0, Capacity] (the history's, else the training
+// series'), when known. A history already at the model's step saves the
+// resampling on every call.
 func (m *Model) Predict(history Series, at time.Time) (Forecast, error) {
 	if m == nil || len(m.point.coef) == 0 {
 		return Forecast{}, ErrNotTrained
@@ -242,10 +251,14 @@ func (m *Model) Predict(history Series, at time.Time) (Forecast, error) {
 	if err != nil {
 		return Forecast{}, fmt.Errorf("demand: predict at %s: %w", at.Format(timeLayout), err)
 	}
+	capacity := history.Capacity
+	if capacity <= 0 {
+		capacity = m.capacity
+	}
 	clamp := func(v float64) float64 {
 		v = max(v, 0)
-		if history.Capacity > 0 {
-			v = min(v, history.Capacity)
+		if capacity > 0 {
+			v = min(v, capacity)
 		}
 		return v
 	}

@@ -112,7 +112,7 @@ func ReadSeries(r io.Reader) (Series, error) {
 		step = min(step, times[i].Sub(times[i-1]))
 	}
 	span := times[len(times)-1].Sub(times[0])
-	if span == math.MaxInt64 || span/step >= MaxSeriesLen {
+	if span > math.MaxInt64-step || span/step >= MaxSeriesLen {
 		return Series{}, fmt.Errorf("demand: line %d: series spans %v at a %v step, more than %d steps",
 			lines[len(lines)-1], span, step, MaxSeriesLen)
 	}

@@ -118,18 +118,22 @@ func (s Series) Resample(step time.Duration, agg Agg) (Series, error) {
 	if len(s.Values) == 0 {
 		return out, nil
 	}
-	n := int((s.End().Sub(out.Start) + step - 1) / step)
+	// Input step i falls in output step (a+i)/ratio, where a is the number
+	// of whole input steps from out.Start to s.Start: integer arithmetic
+	// that cannot overflow, however long the steps.
+	ratio := int64(step / s.Step)
+	a := int64(s.Start.Sub(out.Start) / s.Step)
+	n := int((a+int64(len(s.Values))-1)/ratio + 1)
 	vals := make([]float64, n)
 	count := make([]int32, n)
 	for i := range vals {
 		vals[i] = math.NaN()
 	}
-	offset := s.Start.Sub(out.Start) // < step
 	for i, v := range s.Values {
 		if math.IsNaN(v) {
 			continue
 		}
-		b := int((offset + time.Duration(i)*s.Step) / step)
+		b := int((a + int64(i)) / ratio)
 		if count[b] == 0 {
 			vals[b] = v
 			count[b] = 1
