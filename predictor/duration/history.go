@@ -68,6 +68,8 @@ type userHist struct {
 	ewma       ewma
 	ratio      ewma // log(run/req) for jobs with a known request
 	killed     float64
+	short      float64 // EWMA of "ran under a minute" (a failed start)
+	inFlight   int     // submitted, not yet ended
 	lastSubmit time.Time
 	lastEnd    time.Time
 }
@@ -92,6 +94,14 @@ func (h *History) Add(j *Job) {
 	}
 	u.runs.add(lr)
 	u.ewma.add(lr, 0.3)
+	short := 0.0
+	if j.Run < time.Minute {
+		short = 1
+	}
+	u.short = 0.7*u.short + 0.3*short
+	if u.inFlight > 0 {
+		u.inFlight--
+	}
 	if j.ReqTime > 0 {
 		u.ratio.add(lr-math.Log(j.ReqTime.Seconds()), 0.3)
 		hit := 0.0
@@ -140,6 +150,7 @@ func (h *History) Submitted(j *Job) {
 		h.users[j.User] = u
 	}
 	u.lastSubmit = j.Submit
+	u.inFlight++
 }
 
 // Segment says how much history a job's features rest on.
@@ -165,13 +176,15 @@ type Features struct {
 
 // featureNames lists, per segment, the features in the order of X.
 var featureNames = [numSegments][]string{
-	SegExact: {"last1", "last2", "ewma", "median10", "spread10", "req", "has_req", "user_ratio_req", "killed",
-		"exe_last", "has_exe", "exact_last", "has_exact", "procs", "queue", "global", "since_submit", "hour_sin", "hour_cos", "weekend"},
-	SegUser2: {"last1", "last2", "ewma", "median10", "spread10", "req", "has_req", "user_ratio_req", "killed",
-		"exe_last", "has_exe", "exact_last", "has_exact", "procs", "queue", "global", "since_submit", "hour_sin", "hour_cos", "weekend"},
+	SegExact: user2Features,
+	SegUser2: user2Features,
 	SegUser1: {"last1", "req", "has_req", "user_ratio_req", "exe_last", "has_exe", "exact_last", "has_exact", "procs", "queue", "global", "hour_sin", "hour_cos", "weekend"},
 	SegCold:  {"req", "has_req", "procs", "queue", "global", "hour_sin", "hour_cos", "weekend"},
 }
+
+var user2Features = []string{"last1", "last2", "ewma", "median10", "spread10", "min10", "max10", "short", "in_flight",
+	"req", "has_req", "user_ratio_req", "killed", "exe_last", "has_exe", "exact_last", "exact_median", "has_exact",
+	"procs", "queue", "global", "since_submit", "hour_sin", "hour_cos", "weekend"}
 
 // Features computes j's features from what History holds now. Only j's
 // submit-time fields are read.
@@ -224,9 +237,10 @@ func (h *History) Features(j *Job) Features {
 			exeLast, hasExe = r.last, 1
 		}
 	}
-	exactLast, hasExact := last1, 0.0
+	exactLast, exactMed, hasExact := last1, last1, 0.0
 	if r := h.exacts[exactKey(j)]; r != nil && r.n > 0 {
 		exactLast, hasExact = r.last, 1
+		exactMed, _ = medianSpread(r.recent(5))
 	}
 	if nUser == 1 {
 		return Features{Segment: SegUser1, X: []float64{last1, reqOr(req), hasReq, ratio, exeLast, hasExe, exactLast, hasExact, procs, queue, global, hs, hc, weekend}, Fallback: last1}
@@ -234,6 +248,10 @@ func (h *History) Features(j *Job) Features {
 	rec := u.runs.recent(keep)
 	last2 := (rec[0] + rec[1]) / 2
 	med, spread := medianSpread(rec)
+	lo, hi := rec[0], rec[0]
+	for _, v := range rec {
+		lo, hi = math.Min(lo, v), math.Max(hi, v)
+	}
 	since := 0.0
 	if !u.lastSubmit.IsZero() && j.Submit.After(u.lastSubmit) {
 		since = math.Log1p(j.Submit.Sub(u.lastSubmit).Seconds())
@@ -244,8 +262,9 @@ func (h *History) Features(j *Job) Features {
 	}
 	return Features{
 		Segment: seg,
-		X: []float64{last1, last2, u.ewma.v, med, spread, reqOr(req), hasReq, ratio, u.killed,
-			exeLast, hasExe, exactLast, hasExact, procs, queue, global, since, hs, hc, weekend},
+		X: []float64{last1, last2, u.ewma.v, med, spread, lo, hi, u.short, math.Log1p(float64(u.inFlight)),
+			reqOr(req), hasReq, ratio, u.killed, exeLast, hasExe, exactLast, exactMed, hasExact,
+			procs, queue, global, since, hs, hc, weekend},
 		Fallback: last2,
 	}
 }

@@ -32,9 +32,13 @@ type segModel struct {
 	lo, hi float64
 }
 
-// minSegmentRows is the fewest rows a segment needs for its own fit; below it
-// the segment uses its history rule.
-const minSegmentRows = 50
+// A segment needs at least minSegmentRows rows, and rowsPerFeature rows per
+// feature, for its own fit; below that it answers with its history rule
+// rather than overfit (a small trace like the Venus slice).
+const (
+	minSegmentRows = 50
+	rowsPerFeature = 20
+)
 
 // ErrNotTrained is returned by Predict on a zero Model.
 var ErrNotTrained = errors.New("duration: model is not trained")
@@ -53,7 +57,7 @@ func Fit(rows []Row, now time.Time) (*Model, error) {
 		bySeg[r.F.Segment] = append(bySeg[r.F.Segment], r)
 	}
 	for s := range bySeg {
-		if len(bySeg[s]) < minSegmentRows {
+		if len(bySeg[s]) < max(minSegmentRows, rowsPerFeature*len(featureNames[s])) {
 			continue
 		}
 		sm, err := fitSegment(Segment(s), bySeg[s])
