@@ -184,7 +184,8 @@ var featureNames = [numSegments][]string{
 
 var user2Features = []string{"last1", "last2", "ewma", "median10", "spread10", "min10", "max10", "short", "in_flight",
 	"req", "has_req", "user_ratio_req", "killed", "exe_last", "has_exe", "exact_last", "exact_median", "has_exact",
-	"procs", "queue", "global", "since_submit", "hour_sin", "hour_cos", "weekend"}
+	"procs", "queue", "global", "since_submit", "hour_sin", "hour_cos", "weekend",
+	"last1_sq", "req_sq", "last1_x_req", "ewma_x_short", "spread_x_last1"}
 
 // Features computes j's features from what History holds now. Only j's
 // submit-time fields are read.
@@ -264,7 +265,8 @@ func (h *History) Features(j *Job) Features {
 		Segment: seg,
 		X: []float64{last1, last2, u.ewma.v, med, spread, lo, hi, u.short, math.Log1p(float64(u.inFlight)),
 			reqOr(req), hasReq, ratio, u.killed, exeLast, hasExe, exactLast, exactMed, hasExact,
-			procs, queue, global, since, hs, hc, weekend},
+			procs, queue, global, since, hs, hc, weekend,
+			last1 * last1 / 10, reqOr(req) * reqOr(req) / 10, last1 * reqOr(req) / 10, u.ewma.v * u.short, spread * last1},
 		Fallback: last2,
 	}
 }
