@@ -49,7 +49,7 @@ func checkFuzzed(t *testing.T, tr *trace.Trace) {
 }
 
 func FuzzReadSWF(f *testing.F) {
-	seeds(f, "*.swf")
+	seeds(f, "*.swf.in")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tr, err := trace.ReadSWF(bytes.NewReader(data))
 		if err != nil {

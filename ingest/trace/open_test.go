@@ -10,24 +10,24 @@ import (
 )
 
 func TestOpen(t *testing.T) {
-	plainSWF := readSWFFile(t, "testdata/header.swf")
+	plainSWF := readSWFFile(t, swfFixture(t, "header.swf"))
 	plainCSV := readHeliosFile(t, "testdata/venus_like.csv", nil)
 	for _, tc := range []struct {
 		path, format string
 		want         *trace.Trace // nil: want an error
 		err          error        // with want nil: the error it wraps
 	}{
-		{"testdata/header.swf", "", plainSWF, nil},
-		{"testdata/header.swf.gz", "", plainSWF, nil},
-		{"testdata/header.swf.gz", "swf", plainSWF, nil},
-		{"testdata/gzipped-anyway.swf", "", plainSWF, nil}, // gzip found by its magic number
+		{swfFixture(t, "header.swf"), "", plainSWF, nil},
+		{swfFixture(t, "header.swf.gz"), "", plainSWF, nil},
+		{swfFixture(t, "header.swf.gz"), "swf", plainSWF, nil},
+		{swfFixture(t, "gzipped-anyway.swf"), "", plainSWF, nil}, // gzip found by its magic number
 		{"testdata/venus_like.csv", "", plainCSV, nil},
 		{"testdata/venus_like.csv.gz", "", plainCSV, nil},
 		{"testdata/venus_like.csv.gz", "helios", plainCSV, nil},
-		{"testdata/empty.swf", "", &trace.Trace{Format: "swf", Reasons: map[string]int{}}, nil},
+		{swfFixture(t, "empty.swf"), "", &trace.Trace{Format: "swf", Reasons: map[string]int{}}, nil},
 		{"testdata/empty.csv", "", nil, trace.ErrMissingColumn},
-		{"testdata/header.swf", "helios", nil, trace.ErrMissingColumn}, // the wrong reader
-		{"testdata/header.swf", "slurm", nil, trace.ErrUnknownFormat},
+		{swfFixture(t, "header.swf"), "helios", nil, trace.ErrMissingColumn}, // the wrong reader
+		{swfFixture(t, "header.swf"), "slurm", nil, trace.ErrUnknownFormat},
 		{"testdata/trace.json", "", nil, trace.ErrUnknownFormat},
 		{"testdata/no-such-file.swf", "", nil, fs.ErrNotExist},
 		{"testdata/full.csv", "swf", &trace.Trace{Format: "swf", Rejected: 5, Reasons: map[string]int{"bad_field_count": 5}}, nil},
