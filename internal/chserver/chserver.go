@@ -227,9 +227,6 @@ func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.cfg.TCPPor
 // PID returns the server's process id.
 func (s *Server) PID() int { return s.cmd.Process.Pid }
 
-// Dir returns the server's data directory.
-func (s *Server) Dir() string { return s.cfg.Dir }
-
 // Stop asks the server to shut down (SIGTERM) and waits up to 30s before killing it.
 func (s *Server) Stop() error {
 	select {

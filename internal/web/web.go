@@ -44,9 +44,6 @@ func Listen(addr string, g prometheus.Gatherer, logger *slog.Logger) (*Server, e
 	return s, nil
 }
 
-// Handle adds a handler, e.g. for an API.
-func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
-
 // Addr returns the bound address.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
