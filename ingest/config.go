@@ -19,7 +19,8 @@ import (
 
 // Config configures an Ingester.
 type Config struct {
-	// Brokers are the Kafka bootstrap addresses. Default 127.0.0.1:9092.
+	// Brokers are the Kafka bootstrap addresses; required (the flag defaults
+	// to $HELIOSTAT_KAFKA_BROKERS, else 127.0.0.1:9092).
 	Brokers []string
 	// Group is the Kafka consumer group; replicas sharing it split the
 	// partitions. Default "heliostat-ingest".
@@ -38,10 +39,10 @@ type Config struct {
 	// RetryMax caps the backoff between retries of a failed insert. Default 30s.
 	RetryMax time.Duration
 	// Retention drops raw-sample partitions (days) older than this; 0 keeps
-	// everything. Default 30 days.
+	// everything (the --retention flag defaults to 30 days).
 	Retention time.Duration
 	// RollupRetention drops rollup partitions (months) older than this; 0 keeps
-	// everything. Default 400 days.
+	// everything (the --retention.rollup flag defaults to 400 days).
 	RollupRetention time.Duration
 }
 
