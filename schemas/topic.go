@@ -6,8 +6,10 @@ const (
 	TopicGPUSamples = "heliostat.gpu.samples"
 	TopicGPUEvents  = "heliostat.gpu.events"
 	TopicJobEvents  = "heliostat.job.events"
-	TopicActions    = "heliostat.actions"
-	TopicDeadletter = "heliostat.deadletter"
+	// TopicAllocations carries GPU↔job allocation intervals (AllocBatch).
+	TopicAllocations = "heliostat.job.allocations"
+	TopicActions     = "heliostat.actions"
+	TopicDeadletter  = "heliostat.deadletter"
 )
 
 // Dead-letter message headers. A dead-lettered message keeps its original key and

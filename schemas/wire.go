@@ -16,6 +16,8 @@ const (
 
 	kindSampleBatch = 'G'
 	kindEventBatch  = 'E'
+	kindJobEvents   = 'J'
+	kindAllocBatch  = 'A'
 
 	headerLen = 4
 )
@@ -26,6 +28,7 @@ const (
 	MaxGPUsPerMessage    = 4096
 	MaxSamplesPerMessage = 1 << 20
 	MaxEventsPerMessage  = 1 << 16
+	MaxNodesPerJob       = 1 << 16
 	MaxStringLen         = 1024
 )
 
