@@ -1,0 +1,73 @@
+package nvml
+
+import (
+	"errors"
+	"fmt"
+
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/heliostat-dev/heliostat/collector"
+)
+
+// GPUProcesses lists the compute processes of every GPU, in the order of
+// GPUs(). A GPU with MIG instances is listed per instance and not as a whole:
+// in MIG mode the whole GPU's list is an aggregate of its instances' (and
+// needs privileges), so listing both would name each process twice. A device
+// that does not support the query ("not supported", "no permission") is
+// listed with no processes.
+//
+// A device that fails (lost, or any other error) is left out, and the error,
+// naming it, is joined into the returned one; the other devices are still
+// listed. A closed Source returns no list and an error.
+func (s *Source) GPUProcesses() ([]collector.GPUProcesses, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errors.New("nvml: list processes: source is closed")
+	}
+	out := make([]collector.GPUProcesses, 0, len(s.devices))
+	var errs []error
+	for i, d := range s.devices {
+		if d.parent == nil && i+1 < len(s.devices) && s.devices[i+1].parent != nil {
+			continue // a MIG-enabled GPU: its instances follow
+		}
+		procs, ret := d.h.GetComputeRunningProcesses()
+		switch {
+		case ret == gonvml.SUCCESS:
+		case absent(ret) || d.parent != nil && ret == gonvml.ERROR_INVALID_ARGUMENT:
+			procs = nil
+		case lost(ret):
+			errs = append(errs, fmt.Errorf("nvml: gpu %s: list processes: %w: %w", d.name(), ErrDeviceLost, ret))
+			continue
+		default:
+			errs = append(errs, fmt.Errorf("nvml: gpu %s: list processes: %w", d.name(), ret))
+			continue
+		}
+		out = append(out, collector.GPUProcesses{
+			Index:   int(d.gpu.Index),
+			UUID:    d.gpu.UUID,
+			MIGUUID: d.gpu.MIGUUID,
+			PIDs:    uniquePIDs(procs),
+		})
+	}
+	return out, errors.Join(errs...)
+}
+
+// uniquePIDs returns the PIDs of procs, each once, in order. NVML can list a
+// process twice (once per context it holds on the device).
+func uniquePIDs(procs []gonvml.ProcessInfo) []uint32 {
+	if len(procs) == 0 {
+		return nil
+	}
+	pids := make([]uint32, 0, len(procs))
+outer:
+	for _, p := range procs {
+		for _, q := range pids {
+			if q == p.Pid {
+				continue outer
+			}
+		}
+		pids = append(pids, p.Pid)
+	}
+	return pids
+}
