@@ -119,7 +119,7 @@ func Bench(ctx context.Context, cfg BenchConfig, logger *slog.Logger) (BenchResu
 	}
 	res.Messages = len(msgs)
 	fmt.Fprintf(progress, "producing %d samples in %d messages of %d…\n", cfg.Rows, len(msgs), res.RowsPerMessage)
-	if err := EnsureTopics(ctx, cfg.Brokers, 4, schemas.TopicGPUSamples, schemas.TopicGPUEvents, schemas.TopicDeadletter); err != nil {
+	if err := EnsureTopics(ctx, cfg.Brokers, 4, schemas.DataTopics()...); err != nil {
 		return res, err
 	}
 	start := time.Now()

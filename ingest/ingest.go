@@ -128,7 +128,7 @@ func (in *Ingester) Run(ctx context.Context) error {
 // newHandlers returns one handler per consumed topic. The readers decode with
 // in.handlers; each batch files rows with its own.
 func (in *Ingester) newHandlers() []handler {
-	return []handler{newSampleHandler(in.samplePool), newEventHandler()}
+	return []handler{newSampleHandler(in.samplePool), newEventHandler(), newJobEventHandler(), newAllocHandler()}
 }
 
 type assignment struct {

@@ -109,7 +109,7 @@ func assertNoDuplicates(t *testing.T, conn driver.Conn, db string) {
 func TestEndToEndExactCount(t *testing.T) {
 	ch, conn := schematest.Database(t)
 	_, broker := schematest.Broker(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err := ingest.EnsureTopics(context.Background(), []string{broker}, 4, schemas.TopicGPUSamples, schemas.TopicGPUEvents, schemas.TopicDeadletter); err != nil {
+	if err := ingest.EnsureTopics(context.Background(), []string{broker}, 4, schemas.DataTopics()...); err != nil {
 		t.Fatal(err)
 	}
 	// Ticks straddle midnight so that one message's rows land in two daily
@@ -187,7 +187,7 @@ func (f collectorFunc) Collect(ch chan<- prometheus.Metric) { f(ch) }
 func TestDeadletterDoesNotBlockPartition(t *testing.T) {
 	ch, conn := schematest.Database(t)
 	_, broker := schematest.Broker(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err := ingest.EnsureTopics(context.Background(), []string{broker}, 1, schemas.TopicGPUSamples, schemas.TopicGPUEvents, schemas.TopicDeadletter); err != nil {
+	if err := ingest.EnsureTopics(context.Background(), []string{broker}, 1, schemas.DataTopics()...); err != nil {
 		t.Fatal(err)
 	}
 	w := &kafka.Writer{Addr: kafka.TCP(broker), Topic: schemas.TopicGPUSamples, RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond}

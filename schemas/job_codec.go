@@ -78,6 +78,10 @@ func appendJobEventBatch(dst []byte, b *JobEventBatch) ([]byte, error) {
 	return dst, nil
 }
 
+// CheckJobEvent reports what makes e unencodable (unknown type or state, empty
+// job id, an over-long or invalid string), or nil.
+func CheckJobEvent(e *JobEvent) error { return e.check() }
+
 func (e *JobEvent) check() error {
 	if e.Type == 0 || e.Type >= numJobEventTypes {
 		return fmt.Errorf("type %d is unknown", e.Type)

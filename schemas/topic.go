@@ -20,3 +20,9 @@ const (
 	HeaderDeadletterPartition = "heliostat-source-partition"
 	HeaderDeadletterOffset    = "heliostat-source-offset"
 )
+
+// DataTopics returns the topics ingest consumes, plus the dead-letter topic:
+// what a deployment must create.
+func DataTopics() []string {
+	return []string{TopicGPUSamples, TopicGPUEvents, TopicJobEvents, TopicAllocations, TopicDeadletter}
+}

@@ -63,7 +63,7 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	if _, err := migrate.Apply(ctx, conn, ch.Database, logger); err != nil {
 		return err
 	}
-	if err := ingest.EnsureTopics(ctx, []string{broker}, 4, schemas.TopicGPUSamples, schemas.TopicGPUEvents, schemas.TopicDeadletter); err != nil {
+	if err := ingest.EnsureTopics(ctx, []string{broker}, 4, schemas.DataTopics()...); err != nil {
 		return err
 	}
 
