@@ -14,11 +14,13 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current encoder")
 
 // goldenCase is a message whose encoding is pinned in testdata/<name>.golden.
-// Exactly one of samples and events is set.
+// Exactly one of samples, events, jobs and allocs is set.
 type goldenCase struct {
 	name    string
 	samples *schemas.SampleBatch
 	events  *schemas.EventBatch
+	jobs    *schemas.JobEventBatch
+	allocs  *schemas.AllocBatch
 }
 
 func goldenCases() []goldenCase {
@@ -30,14 +32,30 @@ func goldenCases() []goldenCase {
 		{name: "negative_timestamps", samples: negativeTSBatch()},
 		{name: "events_each_type", events: eventsBatch()},
 		{name: "events_empty", events: &schemas.EventBatch{Cluster: "eos", Host: "dgx-h100-017"}},
+		{name: "job_lifecycle", jobs: jobBatch()},
+		{name: "allocs_open_closed", allocs: allocBatch()},
 	}
 }
 
 func (c goldenCase) encode(t testing.TB) []byte {
-	if c.samples != nil {
+	var (
+		b   []byte
+		err error
+	)
+	switch {
+	case c.samples != nil:
 		return encodeSamples(t, c.samples)
+	case c.events != nil:
+		return encodeEvents(t, c.events)
+	case c.jobs != nil:
+		b, err = schemas.AppendJobEventBatch(nil, c.jobs)
+	default:
+		b, err = schemas.AppendAllocBatch(nil, c.allocs)
 	}
-	return encodeEvents(t, c.events)
+	if err != nil {
+		t.Fatalf("encode %s: %v", c.name, err)
+	}
+	return b
 }
 
 // TestGolden pins the wire format: a change to these bytes breaks every
@@ -72,6 +90,26 @@ func TestGolden(t *testing.T) {
 				}
 				if got, want := normSamples(&b), normSamples(c.samples); !reflect.DeepEqual(got, want) {
 					t.Errorf("DecodeSampleBatch(%s) = %+v; want %+v", path, got, want)
+				}
+				return
+			}
+			switch {
+			case c.jobs != nil:
+				var b schemas.JobEventBatch
+				if err := schemas.DecodeJobEventBatch(want, &b); err != nil {
+					t.Fatalf("DecodeJobEventBatch(%s): %v", path, err)
+				}
+				if !reflect.DeepEqual(&b, c.jobs) {
+					t.Errorf("DecodeJobEventBatch(%s) = %+v; want %+v", path, b, *c.jobs)
+				}
+				return
+			case c.allocs != nil:
+				var b schemas.AllocBatch
+				if err := schemas.DecodeAllocBatch(want, &b); err != nil {
+					t.Fatalf("DecodeAllocBatch(%s): %v", path, err)
+				}
+				if !reflect.DeepEqual(&b, c.allocs) {
+					t.Errorf("DecodeAllocBatch(%s) = %+v; want %+v", path, b, *c.allocs)
 				}
 				return
 			}
