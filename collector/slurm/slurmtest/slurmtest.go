@@ -1,0 +1,613 @@
+// Package slurmtest starts a real one-machine Slurm 22.05 cluster for tests:
+// munged, one slurmctld and four slurmd (gpu1..gpu4, eight fake GPUs each), on
+// a private directory and free ports, configured from shared/slurm in the
+// repository's parent directory. Tests submit real jobs with sbatch and read
+// them back with squeue, scontrol and the job-completion log.
+//
+// Starting slurmctld takes seconds, so a test package normally shares one
+// cluster: call Shared from its tests and wrap m.Run with Main in TestMain.
+package slurmtest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Nodes are the node names of every cluster this package starts.
+var Nodes = []string{"gpu1", "gpu2", "gpu3", "gpu4"}
+
+// GPUsPerNode is the number of fake GPUs each node has (gres.conf).
+const GPUsPerNode = 8
+
+// errSkip marks a start failure that is a missing prerequisite (not root, no
+// packages) rather than a broken cluster; outside CI the test is skipped.
+var errSkip = errors.New("slurmtest: prerequisite missing")
+
+// Cluster is a running test cluster. Its methods are safe for concurrent use.
+type Cluster struct {
+	dir   string
+	conf  string
+	procs []*proc
+	stop  sync.Once
+}
+
+// proc is a daemon the cluster started; done closes when it has exited.
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Dir is the cluster's private directory (state/, spool/, log/, pid files).
+func (c *Cluster) Dir() string { return c.dir }
+
+// Conf is the path of the cluster's slurm.conf.
+func (c *Cluster) Conf() string { return c.conf }
+
+// Env returns the environment for Slurm commands run against the cluster: the
+// process environment with SLURM_CONF pointing at it.
+func (c *Cluster) Env() []string {
+	env := make([]string, 0, len(os.Environ())+1)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SLURM_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, "SLURM_CONF="+c.conf)
+}
+
+// JobCompLog is the path of the job-completion log (jobcomp/filetxt).
+func (c *Cluster) JobCompLog() string { return filepath.Join(c.dir, "log", "jobcomp.log") }
+
+// SlurmctldLog is the path of slurmctld's log.
+func (c *Cluster) SlurmctldLog() string { return filepath.Join(c.dir, "log", "slurmctld.log") }
+
+// SuspendLog and ResumeLog are the files where suspend.sh and resume.sh append
+// one line with their arguments per call (node power-down and power-up).
+func (c *Cluster) SuspendLog() string { return filepath.Join(c.dir, "suspend.log") }
+
+// ResumeLog: see SuspendLog.
+func (c *Cluster) ResumeLog() string { return filepath.Join(c.dir, "resume.log") }
+
+// Run runs a Slurm command (sbatch, scontrol, squeue, scancel, sinfo…) against
+// the cluster in its directory and returns its standard output. A failure
+// carries the command's standard error.
+func (c *Cluster) Run(ctx context.Context, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = c.Env()
+	cmd.Dir = c.dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("slurmtest: %s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+// Submit runs sbatch --parsable with args and returns the job id (for an
+// array, the array's job id).
+func (c *Cluster) Submit(ctx context.Context, args ...string) (string, error) {
+	out, err := c.Run(ctx, "sbatch", append([]string{"--parsable"}, args...)...)
+	if err != nil {
+		return "", err
+	}
+	id, _, _ := strings.Cut(strings.TrimSpace(out), ";") // "ID;cluster" on federated setups
+	if _, err := strconv.ParseUint(id, 10, 64); err != nil {
+		return "", fmt.Errorf("slurmtest: sbatch printed %q, want a job id", out)
+	}
+	return id, nil
+}
+
+// State returns a job's state as squeue prints it (%T, e.g. "RUNNING",
+// "COMPLETED"), or "" when slurmctld no longer knows the job. id may be
+// "J" or an array task "J_T".
+func (c *Cluster) State(ctx context.Context, id string) (string, error) {
+	out, err := c.Run(ctx, "squeue", "-h", "--states=all", "-j", id, "-o", "%T")
+	if err != nil {
+		if strings.Contains(err.Error(), "Invalid job id") {
+			return "", nil
+		}
+		return "", err
+	}
+	return strings.TrimSpace(firstLine(out)), nil
+}
+
+// finalStates are the states squeue shows for a job that has ended.
+var finalStates = map[string]bool{
+	"COMPLETED": true, "FAILED": true, "CANCELLED": true, "TIMEOUT": true, "NODE_FAIL": true,
+	"PREEMPTED": true, "OUT_OF_MEMORY": true, "BOOT_FAIL": true, "DEADLINE": true,
+	"SPECIAL_EXIT": true, "REVOKED": true,
+}
+
+// WaitJob waits until every listed job (ids as for State) has ended, polling
+// squeue, and returns their final states in order. It fails when ctx ends
+// first, naming the jobs still running.
+func (c *Cluster) WaitJob(ctx context.Context, ids ...string) ([]string, error) {
+	return c.WaitState(ctx, func(s string) bool { return finalStates[s] }, ids...)
+}
+
+// WaitState waits until ok holds for the squeue state of every listed job and
+// returns the states.
+func (c *Cluster) WaitState(ctx context.Context, ok func(state string) bool, ids ...string) ([]string, error) {
+	states := make([]string, len(ids))
+	for {
+		done := true
+		for i, id := range ids {
+			if ok(states[i]) && states[i] != "" {
+				continue
+			}
+			s, err := c.State(ctx, id)
+			if err != nil {
+				return states, err
+			}
+			states[i] = s
+			if !ok(s) {
+				done = false
+			}
+		}
+		if done {
+			return states, nil
+		}
+		select {
+		case <-ctx.Done():
+			return states, fmt.Errorf("slurmtest: wait for jobs %v (now %v): %w", ids, states, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// LogTail returns the last n lines of slurmctld's log, for failure messages.
+func (c *Cluster) LogTail(n int) string { return tailFile(c.SlurmctldLog(), n) }
+
+// Stop cancels the cluster's jobs and stops slurmd and slurmctld by their pid
+// files, waiting for them to exit. It is idempotent; Start and Shared arrange
+// for it to run.
+func (c *Cluster) Stop() {
+	c.stop.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if out, err := c.Run(ctx, "squeue", "-h", "-o", "%A"); err == nil && strings.TrimSpace(out) != "" {
+			_, _ = c.Run(ctx, "scancel", strings.Fields(out)...)
+		}
+		cancel()
+		pidFiles := []string{}
+		for _, n := range Nodes {
+			pidFiles = append(pidFiles, filepath.Join(c.dir, "slurmd."+n+".pid"))
+		}
+		pidFiles = append(pidFiles, filepath.Join(c.dir, "slurmctld.pid"))
+		for _, f := range pidFiles {
+			if pid := readPID(f); pid > 0 {
+				_ = syscall.Kill(pid, syscall.SIGTERM)
+			}
+		}
+		// The daemons run in the foreground as our children: reap them, and
+		// kill those that do not stop in time.
+		for _, p := range c.procs {
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-p.done:
+			case <-time.After(10 * time.Second):
+				_ = p.cmd.Process.Kill()
+				<-p.done
+			}
+		}
+	})
+}
+
+var (
+	sharedOnce sync.Once
+	shared     *Cluster
+	sharedErr  error
+)
+
+// Main runs a test binary's tests and stops the shared cluster afterwards. Use
+// it from TestMain: os.Exit(slurmtest.Main(m)).
+func Main(m *testing.M) int {
+	code := m.Run()
+	if shared != nil {
+		shared.Stop()
+		if code == 0 {
+			_ = os.RemoveAll(shared.dir)
+		} else {
+			fmt.Fprintf(os.Stderr, "slurmtest: cluster directory kept for inspection: %s\n", shared.dir)
+		}
+	}
+	return code
+}
+
+// Shared returns the package's shared cluster, starting it on first use. When
+// it cannot start, the test fails (under CI=true, or when Slurm is installed
+// but broken) or is skipped (not root, packages not installable) with the
+// reason. Use Main in TestMain so that the cluster is stopped.
+func Shared(t testing.TB) *Cluster {
+	t.Helper()
+	sharedOnce.Do(func() {
+		shared, sharedErr = start()
+	})
+	if sharedErr != nil {
+		fail(t, sharedErr)
+	}
+	return shared
+}
+
+// Start starts a private cluster for one test and stops it when the test ends.
+func Start(t testing.TB) *Cluster {
+	t.Helper()
+	c, err := start()
+	if err != nil {
+		fail(t, err)
+	}
+	t.Cleanup(func() {
+		c.Stop()
+		if t.Failed() {
+			t.Logf("slurmctld log tail:\n%s", c.LogTail(30))
+			t.Logf("cluster directory kept: %s", c.dir)
+			return
+		}
+		_ = os.RemoveAll(c.dir)
+	})
+	return c
+}
+
+func fail(t testing.TB, err error) {
+	t.Helper()
+	if errors.Is(err, errSkip) && os.Getenv("CI") != "true" {
+		t.Skipf("no test Slurm cluster: %v", err)
+	}
+	t.Fatalf("start test Slurm cluster: %v", err)
+}
+
+// start brings a cluster up, stopping whatever it started when a later step
+// fails.
+func start() (c *Cluster, err error) {
+	shared, err := sharedDir()
+	if err != nil {
+		return nil, err
+	}
+	if err := ensurePackages(); err != nil {
+		return nil, err
+	}
+	if err := ensureMunge(); err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "heliostat-slurm-*")
+	if err != nil {
+		return nil, fmt.Errorf("slurmtest: %w", err)
+	}
+	c = &Cluster{dir: dir, conf: filepath.Join(dir, "slurm.conf")}
+	defer func() {
+		if err != nil {
+			c.Stop()
+			err = fmt.Errorf("%w\nslurmctld log tail (%s):\n%s", err, dir, c.LogTail(20))
+		}
+	}()
+	if err := c.writeConfig(shared); err != nil {
+		return c, err
+	}
+	if err := c.spawn("slurmctld", "-D", "-f", c.conf); err != nil {
+		return c, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// slurmd registers with slurmctld: wait until it answers.
+	if err := c.waitFor(ctx, "slurmctld to answer", func() (bool, error) {
+		_, err := c.Run(ctx, "scontrol", "ping")
+		return err == nil, nil
+	}); err != nil {
+		return c, err
+	}
+	for _, n := range Nodes {
+		if err := c.spawn("slurmd", "-D", "-f", c.conf, "-N", n); err != nil {
+			return c, err
+		}
+	}
+	return c, c.waitFor(ctx, "all nodes idle", func() (bool, error) {
+		out, err := c.Run(ctx, "sinfo", "-h", "-N", "-o", "%N %t")
+		if err != nil {
+			return false, nil
+		}
+		idle := 0
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			f := strings.Fields(line)
+			if len(f) != 2 {
+				continue
+			}
+			if strings.HasPrefix(f[1], "inval") {
+				// README: INVAL only clears with a fresh state directory; it
+				// means the gres.conf does not match slurm.conf.
+				return false, fmt.Errorf("slurmtest: node %s is INVAL (gres.conf and slurm.conf disagree): sinfo: %s", f[0], strings.TrimSpace(out))
+			}
+			if f[1] == "idle" {
+				idle++
+			}
+		}
+		return idle == len(Nodes), nil
+	})
+}
+
+// waitFor polls cond until it is true, returns an error, or ctx ends.
+func (c *Cluster) waitFor(ctx context.Context, what string, cond func() (bool, error)) error {
+	for {
+		ok, err := cond()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		for _, p := range c.procs {
+			select {
+			case <-p.done:
+				return fmt.Errorf("slurmtest: %s exited (%v) while waiting for %s", strings.Join(p.cmd.Args, " "), p.cmd.ProcessState, what)
+			default:
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("slurmtest: wait for %s: %w", what, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// spawn starts a daemon in the foreground as a child that dies with the test
+// process, its output going to the cluster's log directory.
+func (c *Cluster) spawn(name string, args ...string) error {
+	out, err := os.OpenFile(filepath.Join(c.dir, "log", name+"."+strconv.Itoa(len(c.procs))+".out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("slurmtest: %w", err)
+	}
+	defer out.Close()
+	cmd := exec.Command(name, args...)
+	cmd.Env = c.Env()
+	cmd.Dir = c.dir
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("slurmtest: start %s: %w", name, err)
+	}
+	p := &proc{cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	c.procs = append(c.procs, p)
+	return nil
+}
+
+// writeConfig fills the private directory: slurm.conf from slurm.conf.in with
+// the directory and free ports, gres.conf, and the power-saving scripts.
+func (c *Cluster) writeConfig(shared string) error {
+	for _, d := range []string{"state", "spool", "log"} {
+		if err := os.MkdirAll(filepath.Join(c.dir, d), 0o755); err != nil {
+			return fmt.Errorf("slurmtest: %w", err)
+		}
+	}
+	tmpl, err := os.ReadFile(filepath.Join(shared, "slurm.conf.in"))
+	if err != nil {
+		return fmt.Errorf("slurmtest: %w", err)
+	}
+	gres, err := os.ReadFile(filepath.Join(shared, "gres.conf"))
+	if err != nil {
+		return fmt.Errorf("slurmtest: %w", err)
+	}
+	ctld, nodes, err := freePorts(len(Nodes))
+	if err != nil {
+		return err
+	}
+	repl := []string{"@DIR@", c.dir, "@CTLD_PORT@", strconv.Itoa(ctld)}
+	for i := range Nodes {
+		repl = append(repl, fmt.Sprintf("@PORT%d@", i), strconv.Itoa(nodes+i))
+	}
+	conf := strings.NewReplacer(repl...).Replace(string(tmpl))
+	if strings.Contains(conf, "@") {
+		return fmt.Errorf("slurmtest: %s has a placeholder this harness does not fill: %q", filepath.Join(shared, "slurm.conf.in"), conf[strings.Index(conf, "@"):min(len(conf), strings.Index(conf, "@")+20)])
+	}
+	files := map[string]struct {
+		data string
+		mode os.FileMode
+	}{
+		"slurm.conf": {conf, 0o644},
+		"gres.conf":  {string(gres), 0o644},
+		"suspend.sh": {"#!/bin/sh\necho \"$@\" >> " + c.SuspendLog() + "\n", 0o755},
+		"resume.sh":  {"#!/bin/sh\necho \"$@\" >> " + c.ResumeLog() + "\n", 0o755},
+	}
+	for name, f := range files {
+		if err := os.WriteFile(filepath.Join(c.dir, name), []byte(f.data), f.mode); err != nil {
+			return fmt.Errorf("slurmtest: %w", err)
+		}
+	}
+	return nil
+}
+
+// freePorts returns a free port for slurmctld and the first of n consecutive
+// free ports for the slurmd (slurm.conf gives them as one range).
+func freePorts(n int) (ctld, first int, err error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, 0, fmt.Errorf("slurmtest: find a free port: %w", err)
+	}
+	ctld = l.Addr().(*net.TCPAddr).Port
+	defer l.Close()
+	for try := 0; try < 50; try++ {
+		ls := []net.Listener{}
+		base := 0
+		ok := true
+		for i := 0; i < n; i++ {
+			addr := "127.0.0.1:0"
+			if i > 0 {
+				addr = "127.0.0.1:" + strconv.Itoa(base+i)
+			}
+			li, err := net.Listen("tcp", addr)
+			if err != nil {
+				ok = false
+				break
+			}
+			if i == 0 {
+				base = li.Addr().(*net.TCPAddr).Port
+				if base+n > 65535 {
+					ok = false
+					li.Close()
+					break
+				}
+			}
+			ls = append(ls, li)
+		}
+		for _, li := range ls {
+			li.Close()
+		}
+		if ok {
+			return ctld, base, nil
+		}
+	}
+	return 0, 0, fmt.Errorf("slurmtest: no %d consecutive free ports found", n)
+}
+
+// sharedDir finds shared/slurm beside the repository: it walks up from the
+// working directory to go.mod and looks in ../shared/slurm.
+func sharedDir() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("slurmtest: %w", err)
+	}
+	for d := wd; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			p := filepath.Join(filepath.Dir(d), "shared", "slurm")
+			if _, err := os.Stat(filepath.Join(p, "slurm.conf.in")); err != nil {
+				return "", fmt.Errorf("%w: the Slurm test configuration is missing (want %s/slurm.conf.in and gres.conf beside the module): %v", errSkip, p, err)
+			}
+			return p, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("%w: no go.mod above %s to find shared/slurm from", errSkip, wd)
+		}
+	}
+}
+
+// ensurePackages installs Debian's Slurm and munge packages when a daemon or
+// client is missing and we are root.
+func ensurePackages() error {
+	missing := false
+	for _, b := range []string{"slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "sinfo", "munged", "munge"} {
+		if _, err := exec.LookPath(b); err != nil {
+			missing = true
+		}
+	}
+	if !missing {
+		return nil
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("%w: Slurm is not installed and we are not root to install it: apt-get install -y slurmctld slurmd slurm-client munge", errSkip)
+	}
+	if _, err := exec.LookPath("apt-get"); err != nil {
+		return fmt.Errorf("%w: Slurm is not installed and there is no apt-get", errSkip)
+	}
+	install := func() ([]byte, error) {
+		cmd := exec.Command("apt-get", "install", "-y", "-qq", "slurmctld", "slurmd", "slurm-client", "munge")
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		return cmd.CombinedOutput()
+	}
+	if _, err := install(); err != nil {
+		upd := exec.Command("apt-get", "update", "-qq")
+		upd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		if out, err := upd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%w: apt-get update: %v: %s", errSkip, err, lastBytes(out, 400))
+		}
+		if out, err := install(); err != nil {
+			return fmt.Errorf("%w: apt-get install slurm: %v: %s", errSkip, err, lastBytes(out, 400))
+		}
+	}
+	return nil
+}
+
+// ensureMunge creates the munge key when absent and starts munged when a
+// credential cannot be made, as shared/slurm/README.md describes.
+func ensureMunge() error {
+	if mungeWorks() {
+		return nil
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("%w: munged is not running and we are not root to start it", errSkip)
+	}
+	if _, err := os.Stat("/etc/munge/munge.key"); err != nil {
+		if out, err := exec.Command("mungekey", "-c").CombinedOutput(); err != nil {
+			return fmt.Errorf("slurmtest: mungekey -c: %w: %s", err, out)
+		}
+	}
+	if err := os.MkdirAll("/run/munge", 0o755); err != nil {
+		return fmt.Errorf("slurmtest: %w", err)
+	}
+	if out, err := exec.Command("chown", "munge:munge", "/run/munge").CombinedOutput(); err != nil {
+		return fmt.Errorf("slurmtest: chown /run/munge: %w: %s", err, out)
+	}
+	if out, err := exec.Command("su", "-s", "/bin/sh", "munge", "-c", "munged").CombinedOutput(); err != nil {
+		return fmt.Errorf("slurmtest: start munged: %w: %s", err, out)
+	}
+	for i := 0; i < 50; i++ {
+		if mungeWorks() {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return errors.New("slurmtest: munged started but `munge -n | unmunge` still fails")
+}
+
+func mungeWorks() bool {
+	cred, err := exec.Command("munge", "-n").Output()
+	if err != nil {
+		return false
+	}
+	cmd := exec.Command("unmunge")
+	cmd.Stdin = bytes.NewReader(cred)
+	return cmd.Run() == nil
+}
+
+func readPID(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0
+	}
+	return pid
+}
+
+func tailFile(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Sprintf("(no log: %v)", err)
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+func lastBytes(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
