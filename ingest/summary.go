@@ -1,0 +1,394 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Jobstats-style thresholds that operators already use (FIELDS.md).
+const (
+	// LowUtilPercent: a job whose mean GPU utilization is below it is flagged
+	// "low_util".
+	LowUtilPercent = 15
+	// PoorLimitFraction: a job that ran for less than this share of its time
+	// limit is flagged "poor_time_limit".
+	PoorLimitFraction = 0.10
+)
+
+// Summary flags.
+const (
+	FlagLowUtil       = "low_util"        // mean utilization below LowUtilPercent
+	FlagIdleAllocated = "idle_allocated"  // some GPU at 0% for the whole job
+	FlagPoorLimit     = "poor_time_limit" // ran under PoorLimitFraction of its limit
+	FlagNoSamples     = "no_samples"      // GPUs allocated, but no sample of them found
+)
+
+// SummaryConfig configures a Summarizer.
+type SummaryConfig struct {
+	// Database holds the tables.
+	Database string
+	// Interval between passes; 0 disables the summarizer (the flag defaults
+	// to 15s).
+	Interval time.Duration
+	// Delay is how long after a job's END event reached ClickHouse the
+	// summarizer waits for the job's last GPU samples (the flag defaults to
+	// 1m; it should exceed the collectors' publish interval plus ingest lag).
+	Delay time.Duration
+	// Batch caps the jobs summarized per query; default 5000.
+	Batch int
+}
+
+// RegisterFlags adds the summarizer flags to fs.
+func (c *SummaryConfig) RegisterFlags(fs *flag.FlagSet) {
+	fs.DurationVar(&c.Interval, "summary.interval", 15*time.Second, "how often to summarize ended jobs (0 disables)")
+	fs.DurationVar(&c.Delay, "summary.delay", time.Minute, "wait this long after a job's end reached ClickHouse for its last GPU samples")
+	fs.IntVar(&c.Batch, "summary.batch", 5000, "jobs summarized per query")
+}
+
+// Validate reports a configuration error.
+func (c SummaryConfig) Validate() error {
+	var errs []error
+	if c.Interval < 0 || c.Delay < 0 {
+		errs = append(errs, errors.New("--summary.interval and --summary.delay must not be negative"))
+	}
+	if c.Batch < 0 {
+		errs = append(errs, errors.New("--summary.batch must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// Summarizer writes job_summary rows for ended jobs: GPU hours, per-GPU mean
+// and max utilization from the samples that fall inside the job's run on its
+// allocated GPUs, energy, and the jobstats flags. It keeps no state: each pass
+// picks the ended jobs that have no summary yet, so it resumes after a restart
+// and several replicas only duplicate work (job_summary keeps one row per job).
+type Summarizer struct {
+	cfg    SummaryConfig
+	conn   driver.Conn
+	logger *slog.Logger
+	now    func() time.Time
+	jobs   prometheus.Counter
+	errs   prometheus.Counter
+}
+
+// NewSummarizer returns a Summarizer writing through conn.
+func NewSummarizer(cfg SummaryConfig, conn driver.Conn, logger *slog.Logger, reg prometheus.Registerer, now func() time.Time) (*Summarizer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Batch == 0 {
+		cfg.Batch = 5000
+	}
+	s := &Summarizer{cfg: cfg, conn: conn, logger: logger, now: now,
+		jobs: prometheus.NewCounter(prometheus.CounterOpts{Name: "heliostat_ingest_job_summaries_total", Help: "Job summaries written."}),
+		errs: prometheus.NewCounter(prometheus.CounterOpts{Name: "heliostat_ingest_job_summary_errors_total", Help: "Summarizer passes that failed."}),
+	}
+	reg.MustRegister(s.jobs, s.errs)
+	return s, nil
+}
+
+// Run summarizes every Interval until ctx is done. A failed pass is logged
+// and retried at the next tick.
+func (s *Summarizer) Run(ctx context.Context) error {
+	if s.cfg.Interval == 0 {
+		return nil
+	}
+	t := time.NewTicker(s.cfg.Interval)
+	defer t.Stop()
+	for {
+		for {
+			n, err := s.Once(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				s.errs.Inc()
+				s.logger.Warn("job summary pass failed", "err", err)
+				break
+			}
+			if n < s.cfg.Batch {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+type summaryJob struct {
+	cluster, jobID, user, account, partition, state string
+	gpus                                            *uint32
+	submit, start, end                              time.Time
+	limit                                           *uint32
+}
+
+type gpuStats struct {
+	host                 string
+	index                int32
+	samples, zero        uint64
+	utilMean, utilMax    *float64
+	smMean               *float64
+	fbMax                *uint64
+	powerMeanMW          *float64
+	energyMin, energyMax *uint64
+	firstSec, lastSec    int64
+}
+
+// Once summarizes up to Batch ended jobs and returns how many it wrote.
+func (s *Summarizer) Once(ctx context.Context) (int, error) {
+	db := s.cfg.Database
+	cutoff := s.now().Add(-s.cfg.Delay).Unix()
+	rows, err := s.conn.Query(ctx, fmt.Sprintf(`SELECT cluster, job_id, user, account, partition_name, state, gpus, submit_time, start_time, end_time, time_limit_s
+FROM %[1]s.jobs FINAL
+WHERE last_event = 'END' AND start_time IS NOT NULL AND end_time IS NOT NULL AND toUInt32(inserted_at) <= %[2]d
+  AND (cluster, job_id) NOT IN (SELECT cluster, job_id FROM %[1]s.job_summary)
+LIMIT %[3]d`, db, cutoff, s.cfg.Batch))
+	if err != nil {
+		return 0, fmt.Errorf("select ended jobs: %w", err)
+	}
+	var jobs []summaryJob
+	for rows.Next() {
+		var j summaryJob
+		var start, end *time.Time
+		if err := rows.Scan(&j.cluster, &j.jobID, &j.user, &j.account, &j.partition, &j.state, &j.gpus, &j.submit, &start, &end, &j.limit); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("scan ended job: %w", err)
+		}
+		j.start, j.end = *start, *end
+		jobs = append(jobs, j)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("select ended jobs: %w", err)
+	}
+	if len(jobs) == 0 {
+		return 0, nil
+	}
+	allocs, err := s.allocations(ctx, jobs)
+	if err != nil {
+		return 0, err
+	}
+	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+db+".job_summary (cluster, job_id, user, account, partition_name, state, gpus, "+
+		"submit_time, start_time, end_time, elapsed_s, time_limit_s, gpu_hours, gpu_hosts, gpu_indexes, gpu_util_mean, gpu_util_max, samples, "+
+		"util_mean, util_max, sm_active_mean, util_source, fb_used_max_bytes, power_mean_w, energy_j, zero_util_gpu_hours, flags, computed_at, version)")
+	if err != nil {
+		return 0, fmt.Errorf("prepare job_summary insert: %w", err)
+	}
+	defer batch.Abort()
+	now := s.now()
+	for _, j := range jobs {
+		key := j.cluster + "\x00" + j.jobID
+		var stats []gpuStats
+		if gpus := allocs[key]; len(gpus) > 0 {
+			if stats, err = s.sampleStats(ctx, j, gpus); err != nil {
+				return 0, err
+			}
+		}
+		r := summarize(j, len(allocs[key]), stats)
+		if err := batch.Append(j.cluster, j.jobID, j.user, j.account, j.partition, j.state, r.gpus,
+			j.submit, j.start, j.end, r.elapsed, j.limit, r.gpuHours, r.hosts, r.indexes, r.utilMean, r.utilMax, r.samples,
+			r.mean, r.max, r.smMean, r.utilSource, r.fbMax, r.powerW, r.energyJ, r.zeroHours, r.flags, now, uint64(now.UnixMilli())); err != nil {
+			return 0, fmt.Errorf("append job_summary row for job %s: %w", j.jobID, err)
+		}
+	}
+	if err := batch.Send(); err != nil {
+		return 0, fmt.Errorf("send %d job summaries: %w", len(jobs), err)
+	}
+	s.jobs.Add(float64(len(jobs)))
+	return len(jobs), nil
+}
+
+type gpuKey struct {
+	host  string
+	index int32
+}
+
+// allocations returns the GPUs allocated to each job (by cluster NUL job id),
+// one entry per host and GPU index whatever the number of sources that saw it.
+func (s *Summarizer) allocations(ctx context.Context, jobs []summaryJob) (map[string][]gpuKey, error) {
+	var ids []string
+	for _, j := range jobs {
+		ids = append(ids, quote(j.jobID))
+	}
+	rows, err := s.conn.Query(ctx, fmt.Sprintf("SELECT DISTINCT cluster, job_id, host, gpu_index FROM %s.gpu_allocations WHERE gpu_index >= 0 AND job_id IN (%s)",
+		s.cfg.Database, strings.Join(ids, ",")))
+	if err != nil {
+		return nil, fmt.Errorf("select allocations: %w", err)
+	}
+	defer rows.Close()
+	out := map[string][]gpuKey{}
+	for rows.Next() {
+		var cluster, id string
+		var k gpuKey
+		if err := rows.Scan(&cluster, &id, &k.host, &k.index); err != nil {
+			return nil, fmt.Errorf("scan allocation: %w", err)
+		}
+		out[cluster+"\x00"+id] = append(out[cluster+"\x00"+id], k)
+	}
+	return out, rows.Err()
+}
+
+// sampleStats aggregates the samples of the job's GPUs during its run.
+func (s *Summarizer) sampleStats(ctx context.Context, j summaryJob, gpus []gpuKey) ([]gpuStats, error) {
+	var pairs []string
+	for _, g := range gpus {
+		pairs = append(pairs, fmt.Sprintf("(%s, %d)", quote(g.host), g.index))
+	}
+	q := fmt.Sprintf(`SELECT host, toInt32(gpu_index), count(), countIf(gpu_util = 0), avg(gpu_util), toFloat64(max(gpu_util)), avg(sm_active),
+  max(fb_used_bytes), avg(power_mw), min(energy_mj), max(energy_mj), toInt64(min(ts)), toInt64(max(ts))
+FROM %s.gpu_samples
+WHERE cluster = %s AND ts >= %d AND ts <= %d AND (host, toInt32(gpu_index)) IN (%s)
+GROUP BY host, gpu_index`, s.cfg.Database, quote(j.cluster), j.start.Unix(), j.end.Unix(), strings.Join(pairs, ","))
+	rows, err := s.conn.Query(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("aggregate samples of job %s: %w", j.jobID, err)
+	}
+	defer rows.Close()
+	var out []gpuStats
+	for rows.Next() {
+		var g gpuStats
+		if err := rows.Scan(&g.host, &g.index, &g.samples, &g.zero, &g.utilMean, &g.utilMax, &g.smMean,
+			&g.fbMax, &g.powerMeanMW, &g.energyMin, &g.energyMax, &g.firstSec, &g.lastSec); err != nil {
+			return nil, fmt.Errorf("scan sample aggregate of job %s: %w", j.jobID, err)
+		}
+		out = append(out, g)
+	}
+	return out, rows.Err()
+}
+
+// quote returns s as a ClickHouse string literal.
+func quote(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+}
+
+type summaryRow struct {
+	gpus               uint32
+	elapsed            uint32
+	gpuHours           float64
+	hosts              []string
+	indexes            []int32
+	utilMean, utilMax  []float32
+	samples            uint64
+	mean, max, smMean  *float32
+	utilSource         string
+	fbMax              *uint64
+	powerW             *float32
+	energyJ, zeroHours *float64
+	flags              []string
+}
+
+// summarize computes a job's summary from its record, the number of GPUs
+// allocated to it and the per-GPU sample aggregates.
+func summarize(j summaryJob, allocated int, stats []gpuStats) summaryRow {
+	r := summaryRow{hosts: []string{}, indexes: []int32{}, utilMean: []float32{}, utilMax: []float32{}, flags: []string{}}
+	if j.end.After(j.start) {
+		r.elapsed = uint32(min(j.end.Sub(j.start)/time.Second, math.MaxUint32))
+	}
+	switch {
+	case j.gpus != nil:
+		r.gpus = *j.gpus
+	default:
+		r.gpus = uint32(allocated)
+	}
+	hours := float64(r.elapsed) / 3600
+	r.gpuHours = float64(r.gpus) * hours
+	if j.limit != nil && *j.limit > 0 && float64(r.elapsed) < PoorLimitFraction*float64(*j.limit) {
+		r.flags = append(r.flags, FlagPoorLimit)
+	}
+	if allocated > 0 && len(stats) == 0 {
+		r.flags = append(r.flags, FlagNoSamples)
+	}
+	var (
+		sumUtil, sumSM, sumPower float64
+		nUtil, nSM, nPower       int
+		maxUtil                  float64
+		energy, zeroHours        float64
+		haveEnergy, idle         bool
+		fbMax                    uint64
+		haveFB                   bool
+	)
+	for _, g := range stats {
+		r.samples += g.samples
+		r.hosts = append(r.hosts, g.host)
+		r.indexes = append(r.indexes, g.index)
+		if g.utilMean != nil && g.utilMax != nil {
+			r.utilMean = append(r.utilMean, float32(*g.utilMean))
+			r.utilMax = append(r.utilMax, float32(*g.utilMax))
+			sumUtil += *g.utilMean
+			nUtil++
+			maxUtil = max(maxUtil, *g.utilMax)
+			if *g.utilMax == 0 {
+				idle = true
+			}
+			zeroHours += float64(g.zero) / float64(g.samples) * hours
+		} else {
+			r.utilMean = append(r.utilMean, float32(math.NaN()))
+			r.utilMax = append(r.utilMax, float32(math.NaN()))
+		}
+		if g.smMean != nil {
+			sumSM += *g.smMean
+			nSM++
+		}
+		if g.powerMeanMW != nil {
+			sumPower += *g.powerMeanMW
+			nPower++
+		}
+		if g.fbMax != nil {
+			fbMax, haveFB = max(fbMax, *g.fbMax), true
+		}
+		// The energy counter is monotonic until a driver reload; a counter
+		// that went backwards is left out rather than guessed.
+		if g.energyMin != nil && g.energyMax != nil && *g.energyMax >= *g.energyMin {
+			energy += float64(*g.energyMax-*g.energyMin) / 1000
+			haveEnergy = true
+		} else if g.powerMeanMW != nil {
+			energy += *g.powerMeanMW / 1000 * float64(g.lastSec-g.firstSec)
+			haveEnergy = true
+		}
+	}
+	if nUtil > 0 {
+		m, x := float32(sumUtil/float64(nUtil)), float32(maxUtil)
+		r.mean, r.max = &m, &x
+		r.zeroHours = &zeroHours
+		r.utilSource = "gpu_util"
+	}
+	efficiency := math.NaN()
+	if r.mean != nil {
+		efficiency = float64(*r.mean)
+	}
+	if nSM > 0 && nSM == len(stats) {
+		sm := float32(sumSM / float64(nSM))
+		r.smMean = &sm
+		r.utilSource = "sm_active"
+		efficiency = float64(sm) * 100
+	}
+	if !math.IsNaN(efficiency) && efficiency < LowUtilPercent {
+		r.flags = append(r.flags, FlagLowUtil)
+	}
+	if idle {
+		r.flags = append(r.flags, FlagIdleAllocated)
+	}
+	if haveFB {
+		r.fbMax = &fbMax
+	}
+	if nPower > 0 {
+		w := float32(sumPower / float64(nPower) / 1000)
+		r.powerW = &w
+	}
+	if haveEnergy {
+		r.energyJ = &energy
+	}
+	return r
+}

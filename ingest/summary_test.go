@@ -1,0 +1,166 @@
+package ingest_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/heliostat-dev/heliostat/ingest"
+	"github.com/heliostat-dev/heliostat/schemas"
+	"github.com/heliostat-dev/heliostat/schemas/schematest"
+)
+
+// TestSummarizer runs a job on two GPUs of gpu1 — GPU 0 busy at 50%, GPU 1
+// idle throughout — with samples before, during and after the job, and checks
+// the summary built from what ingest wrote.
+func TestSummarizer(t *testing.T) {
+	ch, conn := schematest.Database(t)
+	_, broker := schematest.Broker(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	if err := ingest.EnsureTopics(context.Background(), []string{broker}, 1, schemas.DataTopics()...); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
+	evs := testJob("50", t0) // starts t0+1m, ends t0+1h, 16 GPUs requested
+	evs = evs[:0:0]
+	for _, e := range testJob("50", t0) {
+		e.GPUs, e.TimeLimitS = 2, 100*3600 // ran 59 minutes of a 100 h limit
+		evs = append(evs, e)
+	}
+	start, end := t0.Add(time.Minute), t0.Add(time.Hour)
+	allocs := []schemas.Alloc{
+		{Host: "gpu1", GPUIndex: 0, JobID: "50", StartMillis: start.UnixMilli(), EndMillis: end.UnixMilli(), Source: schemas.AllocScontrol},
+		{Host: "gpu1", GPUIndex: 1, JobID: "50", StartMillis: start.UnixMilli(), EndMillis: end.UnixMilli(), Source: schemas.AllocScontrol},
+		// The same GPU seen by node attribution too: counted once.
+		{Host: "gpu1", GPUIndex: 0, GPUUUID: "GPU-0", JobID: "50", StartMillis: start.UnixMilli(), EndMillis: end.UnixMilli(), Source: schemas.AllocCgroup},
+	}
+	produceJobs(t, broker, "c1", map[string][]schemas.JobEvent{"50": evs}, allocs)
+
+	// One sample per GPU per minute from t0 to t0+2h; GPU 0 is busy only
+	// while the job runs, at 50% and 200 W, its energy counter rising 12 kJ a
+	// minute.
+	b := schemas.SampleBatch{Cluster: "c1", Host: "gpu1"}
+	for i := range 2 {
+		b.AddGPU(schemas.GPU{Index: uint32(i), UUID: "GPU-" + string(rune('0'+i)), Minor: int32(i), GIID: -1, CIID: -1})
+	}
+	var energy uint64
+	for m := 0; m <= 120; m++ {
+		ts := t0.Add(time.Duration(m) * time.Minute)
+		busy := !ts.Before(start) && !ts.After(end)
+		for g := range 2 {
+			s := schemas.Sample{TSMillis: ts.UnixMilli(), GPU: uint32(g)}
+			util, power := uint64(0), uint64(60_000)
+			if g == 0 && busy {
+				util, power = 50, 200_000
+			}
+			s.Set(schemas.GPUUtil, util)
+			s.Set(schemas.PowerUsage, power)
+			s.Set(schemas.FBUsed, 1<<30)
+			if g == 0 {
+				s.Set(schemas.Energy, energy)
+				if busy {
+					energy += 12_000_000
+				} else {
+					energy += 3_600_000
+				}
+			}
+			b.Samples = append(b.Samples, s)
+		}
+	}
+	v, err := schemas.AppendSampleBatch(nil, &b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &kafka.Writer{Addr: kafka.TCP(broker), Topic: schemas.TopicGPUSamples, RequiredAcks: kafka.RequireAll}
+	if err := w.WriteMessages(context.Background(), kafka.Message{Key: []byte("gpu1"), Value: v}); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := startIngest(t, ctx, broker, ch, prometheus.NewRegistry())
+	waitCount(t, conn, ch.Database+".gpu_samples", uint64(len(b.Samples)), 60*time.Second)
+	waitCount(t, conn, ch.Database+".gpu_allocations", 3, 30*time.Second)
+	waitCount(t, conn, ch.Database+".job_events", 3, 30*time.Second)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	sum, err := ingest.NewSummarizer(ingest.SummaryConfig{Database: ch.Database, Delay: time.Hour}, conn, logger, prometheus.NewRegistry(), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := sum.Once(context.Background()); err != nil || n != 0 {
+		t.Fatalf("Once within the delay = %d, %v; want 0 (the job's samples may still be on their way)", n, err)
+	}
+	sum, err = ingest.NewSummarizer(ingest.SummaryConfig{Database: ch.Database}, conn, logger, prometheus.NewRegistry(), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := sum.Once(context.Background()); err != nil || n != 1 {
+		t.Fatalf("Once = %d, %v; want 1 job summarized", n, err)
+	}
+	if n, err := sum.Once(context.Background()); err != nil || n != 0 {
+		t.Fatalf("second Once = %d, %v; want 0 (already summarized)", n, err)
+	}
+	var (
+		gpus               uint32
+		elapsed            uint32
+		gpuHours           float64
+		idx                []int32
+		means, maxes       []float32
+		samples            uint64
+		mean               *float32
+		energyJ, zeroHours *float64
+		power              *float32
+		flags              []string
+		source             string
+	)
+	err = conn.QueryRow(context.Background(), "SELECT gpus, elapsed_s, gpu_hours, gpu_indexes, gpu_util_mean, gpu_util_max, samples, util_mean, energy_j, zero_util_gpu_hours, power_mean_w, flags, util_source FROM "+
+		ch.Database+".job_summary FINAL WHERE job_id = '50'").Scan(&gpus, &elapsed, &gpuHours, &idx, &means, &maxes, &samples, &mean, &energyJ, &zeroHours, &power, &flags, &source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gpus != 2 || elapsed != 59*60 || gpuHours < 1.96 || gpuHours > 1.97 {
+		t.Errorf("gpus %d elapsed %d gpu_hours %.3f; want 2, 3540, 1.967", gpus, elapsed, gpuHours)
+	}
+	// 60 samples per GPU fall inside [start, end] (minutes 1..60).
+	if samples != 120 {
+		t.Errorf("samples = %d; want 120 (only those inside the job's run)", samples)
+	}
+	for i, g := range idx {
+		want := float32(50)
+		if g == 1 {
+			want = 0
+		}
+		if means[i] != want || maxes[i] != want {
+			t.Errorf("GPU %d util mean/max = %v/%v; want %v", g, means[i], maxes[i], want)
+		}
+	}
+	if mean == nil || *mean != 25 || source != "gpu_util" {
+		t.Errorf("util_mean = %v (%s); want 25 from gpu_util", mean, source)
+	}
+	// GPU 0's counter rose 59 × 12 kJ between its first and last sample in the
+	// job; GPU 1 has no counter, so its energy is mean power × sample span.
+	if wantJ := 59*12_000.0 + 60*59*60.0; energyJ == nil || *energyJ != wantJ {
+		t.Errorf("energy_j = %v; want %v", energyJ, wantJ)
+	}
+	if zeroHours == nil || *zeroHours < 0.98 || *zeroHours > 0.99 {
+		t.Errorf("zero_util_gpu_hours = %v; want 59/60 (GPU 1 idle the whole run)", zeroHours)
+	}
+	if power == nil || *power != 130 {
+		t.Errorf("power_mean_w = %v; want 130", power)
+	}
+	slices.Sort(flags)
+	if want := []string{ingest.FlagIdleAllocated, ingest.FlagPoorLimit}; !slices.Equal(flags, want) {
+		t.Errorf("flags = %v; want %v", flags, want)
+	}
+}
