@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -14,6 +15,8 @@ func runIngest(ctx context.Context, args []string, e *env) error {
 	fs := newFlagSet("ingest", e)
 	var cfg ingest.Config
 	cfg.RegisterFlags(fs, e.getenv)
+	var sc ingest.SummaryConfig
+	sc.RegisterFlags(fs)
 	var lf logFlags
 	lf.register(fs)
 	listen := fs.String("web.listen-address", ":9401", "address of /metrics and the /-/healthy, /-/ready probes")
@@ -22,6 +25,9 @@ func runIngest(ctx context.Context, args []string, e *env) error {
 		return err
 	}
 	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if err := sc.Validate(); err != nil {
 		return err
 	}
 	logger, err := lf.logger(e.stderr)
@@ -44,6 +50,11 @@ func runIngest(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
+	sc.Database = cfg.ClickHouse.Database
+	sum, err := ingest.NewSummarizer(sc, conn, logger, reg, time.Now)
+	if err != nil {
+		return err
+	}
 	if err := ingest.EnsureTopics(ctx, cfg.Brokers, *partitions, append(in.Topics(), schemas.TopicDeadletter)...); err != nil {
 		logger.Warn("could not create topics; expecting them to exist", "err", err)
 	}
@@ -53,5 +64,6 @@ func runIngest(ctx context.Context, args []string, e *env) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Run(gctx) })
 	g.Go(func() error { return in.Run(gctx) })
+	g.Go(func() error { return sum.Run(gctx) })
 	return g.Wait()
 }
