@@ -19,13 +19,16 @@ build: ## build bin/heliostat
 run: build deps ## run the whole pipeline on the embedded default (Ctrl-C stops it)
 	./$(BIN) up
 
-deps: ## install clickhouse-server when missing (Debian, as root); otherwise say what to install
-	@if command -v clickhouse-server >/dev/null 2>&1 || [ -x /usr/bin/clickhouse-server ]; then :; \
+deps: ## install clickhouse-server and Slurm (slurmctld, slurmd, munge) when missing (Debian, as root); otherwise say what to install
+	@missing=""; \
+	command -v clickhouse-server >/dev/null 2>&1 || [ -x /usr/bin/clickhouse-server ] || missing="$$missing clickhouse-server clickhouse-client"; \
+	command -v slurmctld >/dev/null 2>&1 || [ -x /usr/sbin/slurmctld ] || missing="$$missing slurmctld slurmd slurm-client munge"; \
+	if [ -z "$$missing" ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		echo "installing clickhouse-server and clickhouse-client (Debian)"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clickhouse-server clickhouse-client >/dev/null; \
+		echo "installing$$missing (Debian)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	else \
-		echo "clickhouse-server is missing: run 'sudo apt-get install clickhouse-server clickhouse-client'" >&2; exit 1; \
+		echo "missing:$$missing — run 'sudo apt-get install$$missing'" >&2; exit 1; \
 	fi
 
 test: deps vet ## everything CI checks: vet, unit and integration tests against real ClickHouse and Kafka-protocol servers
@@ -44,6 +47,8 @@ bench-go: ## Go micro-benchmarks only
 fuzz: ## run each fuzz target for 30s
 	$(GO) test ./schemas/ -run '^$$' -fuzz FuzzDecodeSampleBatch -fuzztime 30s
 	$(GO) test ./schemas/ -run '^$$' -fuzz FuzzDecodeEventBatch -fuzztime 30s
+	$(GO) test ./schemas/ -run '^$$' -fuzz FuzzDecodeJobEventBatch -fuzztime 30s
+	$(GO) test ./schemas/ -run '^$$' -fuzz FuzzDecodeAllocBatch -fuzztime 30s
 	$(GO) test ./collector/spool/ -run '^$$' -fuzz FuzzDecodeRecord -fuzztime 30s
 	$(GO) test ./ingest/trace/ -run '^$$' -fuzz FuzzReadSWF -fuzztime 30s
 	$(GO) test ./ingest/trace/ -run '^$$' -fuzz FuzzReadHelios -fuzztime 30s
