@@ -50,6 +50,7 @@ func commands() []command {
 		{"up", "run the whole pipeline on the embedded default (broker, local ClickHouse, collector, ingest)", runUp},
 		{"collector", "sample GPUs (NVML, or synthetic without a GPU) and publish to Kafka", runCollector},
 		{"ingest", "consume Kafka into ClickHouse, exactly once", runIngest},
+		{"import", "`import [--format swf|helios] FILE [--to kafka|clickhouse] [--dry-run] [--json]`: a job trace as job events", runImport},
 		{"predictor", "`predictor backtest --trace FILE` (job durations), `predictor backtest-demand --series FILE` (node demand)", runPredictor},
 		{"schema", "ClickHouse schema: `schema apply`, `schema show`", runSchema},
 		{"bench", "benchmarks: `bench ingest [--rows N] [--json]`", runBench},

@@ -1,0 +1,447 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/heliostat-dev/heliostat/ingest"
+	"github.com/heliostat-dev/heliostat/ingest/trace"
+	"github.com/heliostat-dev/heliostat/internal/chconn"
+	"github.com/heliostat-dev/heliostat/schemas"
+	"github.com/heliostat-dev/heliostat/schemas/migrate"
+)
+
+// shownRejects is how many rejected rows import prints on stderr (and keeps in
+// the JSON "errors"); all of them are counted.
+const shownRejects = 5
+
+// importFlags are the settings of `heliostat import`.
+type importFlags struct {
+	format      string
+	cluster     string
+	to          string
+	dryRun      bool
+	asJSON      bool
+	brokers     []string
+	partitions  int
+	kafkaBatch  int
+	chBatch     int
+	progress    time.Duration
+	clickhouse  chconn.Config
+	log         logFlags
+	kafkaWriteT time.Duration
+}
+
+func (f *importFlags) register(fs *flag.FlagSet, getenv func(string) string) {
+	fs.StringVar(&f.format, "format", "", "trace format: swf or helios (default: from the file name: .swf, .swf.gz, .csv, .csv.gz)")
+	fs.StringVar(&f.cluster, "cluster", "", "cluster name the jobs are filed under; it keeps job ids of different files apart (default: the file name without .swf/.csv/.gz)")
+	fs.StringVar(&f.to, "to", "kafka", "where the job events go: kafka (topic "+schemas.TopicJobEvents+") or clickhouse (straight into job_events, for sites without Kafka)")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "read and convert the file, send nothing")
+	fs.BoolVar(&f.asJSON, "json", false, "print the summary as one JSON object on stdout")
+	brokers := getenv("HELIOSTAT_KAFKA_BROKERS")
+	if brokers == "" {
+		brokers = "127.0.0.1:9092"
+	}
+	f.brokers = splitComma(brokers)
+	fs.Func("kafka.brokers", "comma-separated Kafka bootstrap addresses ($HELIOSTAT_KAFKA_BROKERS, default "+brokers+")", func(s string) error {
+		f.brokers = splitComma(s)
+		return nil
+	})
+	fs.IntVar(&f.partitions, "kafka.partitions", 12, "partitions of the job-events topic when import has to create it")
+	fs.IntVar(&f.kafkaBatch, "kafka.batch-messages", 1000, "messages (jobs) per Kafka write")
+	fs.DurationVar(&f.kafkaWriteT, "kafka.write-timeout", 30*time.Second, "timeout of one Kafka write")
+	fs.IntVar(&f.chBatch, "clickhouse.batch-events", 50_000, "job events per ClickHouse insert")
+	fs.DurationVar(&f.progress, "progress-interval", 5*time.Second, "log progress on stderr this often during a long import (0: never)")
+	f.clickhouse.RegisterFlags(fs, getenv)
+	f.log.register(fs)
+}
+
+func (f *importFlags) validate() error {
+	switch {
+	case f.to != "kafka" && f.to != "clickhouse":
+		return fmt.Errorf("import: --to %q: want kafka or clickhouse", f.to)
+	case f.format != "" && f.format != "swf" && f.format != "helios":
+		return fmt.Errorf("import: --format %q: want swf or helios", f.format)
+	case f.kafkaBatch < 1:
+		return fmt.Errorf("import: --kafka.batch-messages %d: want at least 1", f.kafkaBatch)
+	case f.chBatch < 1:
+		return fmt.Errorf("import: --clickhouse.batch-events %d: want at least 1", f.chBatch)
+	case f.progress < 0:
+		return fmt.Errorf("import: --progress-interval %v is negative", f.progress)
+	case f.kafkaWriteT <= 0:
+		return fmt.Errorf("import: --kafka.write-timeout %v: want a positive duration", f.kafkaWriteT)
+	case !f.dryRun && f.to == "kafka" && len(f.brokers) == 0:
+		return errors.New("import: --kafka.brokers is empty")
+	}
+	if !f.dryRun && f.to == "clickhouse" {
+		return f.clickhouse.Validate()
+	}
+	return nil
+}
+
+func splitComma(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// clusterFromPath names a cluster after its trace file:
+// "…/HPC2N-2002-2.2-cln.swf.gz" → "HPC2N-2002-2.2-cln".
+func clusterFromPath(path string) string {
+	name := filepath.Base(path)
+	for _, ext := range []string{".gz", ".swf", ".csv"} {
+		if len(name) > len(ext) && strings.EqualFold(name[len(name)-len(ext):], ext) {
+			name = name[:len(name)-len(ext)]
+		}
+	}
+	return name
+}
+
+// importOutput is the summary of an import; --json prints it as one object,
+// jobs, rejected and reasons first.
+type importOutput struct {
+	Jobs     int               `json:"jobs"`
+	Rejected int               `json:"rejected"`
+	Reasons  map[string]int    `json:"reasons"`
+	File     string            `json:"file"`
+	Format   string            `json:"format"`
+	Cluster  string            `json:"cluster"`
+	To       string            `json:"to"` // "" for a dry run
+	Errors   []importLineError `json:"errors"`
+	Convert  trace.EventStats  `json:"conversion"`
+	SentJobs int               `json:"sent_jobs"`
+	SentEvts int               `json:"sent_events"`
+	ReadS    float64           `json:"read_s"`
+	SendS    float64           `json:"send_s"`
+	JobsPerS float64           `json:"jobs_per_s"`
+}
+
+type importLineError struct {
+	Line   int    `json:"line"`
+	Reason string `json:"reason"`
+	Detail string `json:"detail"`
+}
+
+func runImport(ctx context.Context, args []string, e *env) error {
+	fs := newFlagSet("import", e)
+	var f importFlags
+	f.register(fs, e.getenv)
+	// Flags may come after the file too: `import FILE --dry-run --json`.
+	var files []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		files = append(files, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(files) != 1 {
+		return fmt.Errorf("import: want one trace file, got %d: heliostat import [--format swf|helios] FILE [--to kafka|clickhouse] [--dry-run] [--json]", len(files))
+	}
+	if err := f.validate(); err != nil {
+		return err
+	}
+	logger, err := f.log.logger(e.stderr)
+	if err != nil {
+		return err
+	}
+	imp := &importer{flags: f, path: files[0], logger: logger, stderr: e.stderr, now: time.Now}
+	if imp.flags.cluster == "" {
+		imp.flags.cluster = clusterFromPath(imp.path)
+	}
+	out, err := imp.run(ctx, e.getenv)
+	if err != nil {
+		return err
+	}
+	if f.asJSON {
+		return json.NewEncoder(e.stdout).Encode(out)
+	}
+	printImportSummary(e.stdout, out)
+	return nil
+}
+
+func printImportSummary(w io.Writer, out *importOutput) {
+	fmt.Fprintf(w, "%s (%s): %d jobs, %d rejected", out.File, out.Format, out.Jobs, out.Rejected)
+	if out.Rejected > 0 {
+		fmt.Fprintf(w, " %v", out.Reasons)
+	}
+	fmt.Fprintf(w, "; cluster %q\n", out.Cluster)
+	c := &out.Convert
+	fmt.Fprintf(w, "  %d events; %d jobs without a start time, %d without a final state %v, %d ended at an unknown time, %d duplicate ids renamed\n",
+		c.Events, c.NoStart, c.NoEnd, c.UnmappedStates, c.EndTimeUnknown, c.DuplicateIDs)
+	if out.To == "" {
+		fmt.Fprintln(w, "  dry run: nothing sent")
+		return
+	}
+	fmt.Fprintf(w, "  sent %d jobs (%d events) to %s in %.1fs (%.0f jobs/s)\n", out.SentJobs, out.SentEvts, out.To, out.SendS, out.JobsPerS)
+}
+
+// importer runs one import of one file.
+type importer struct {
+	flags  importFlags
+	path   string
+	logger *slog.Logger
+	stderr io.Writer
+	now    func() time.Time
+}
+
+// sink takes the events of one job at a time and writes them in batches.
+type sink interface {
+	add(ctx context.Context, events []schemas.JobEvent) error
+	flush(ctx context.Context) error
+	// written is how many jobs added so far have all their events written.
+	written() int
+	close() error
+}
+
+func (imp *importer) run(ctx context.Context, getenv func(string) string) (*importOutput, error) {
+	t0 := imp.now()
+	tr, err := trace.Open(imp.path, imp.flags.format)
+	if err != nil {
+		return nil, fmt.Errorf("import: %w", err)
+	}
+	out := &importOutput{
+		Jobs: len(tr.Jobs), Rejected: tr.Rejected, Reasons: tr.Reasons,
+		File: imp.path, Format: tr.Format, Cluster: imp.flags.cluster,
+		Errors: []importLineError{},
+		ReadS:  imp.now().Sub(t0).Seconds(),
+	}
+	for i, le := range tr.Errors {
+		if i == shownRejects {
+			break
+		}
+		out.Errors = append(out.Errors, importLineError{Line: le.Line, Reason: le.Reason, Detail: le.Detail})
+		fmt.Fprintf(imp.stderr, "%s:%d: rejected: %s: %s\n", imp.path, le.Line, le.Reason, le.Detail)
+	}
+	if tr.Rejected > shownRejects {
+		fmt.Fprintf(imp.stderr, "%s: %d rejected rows in all, by reason %v\n", imp.path, tr.Rejected, tr.Reasons)
+	}
+
+	var s sink
+	if !imp.flags.dryRun {
+		out.To = imp.flags.to
+		switch imp.flags.to {
+		case "kafka":
+			s, err = imp.kafkaSink(ctx)
+		case "clickhouse":
+			s, err = imp.clickHouseSink(ctx, getenv)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	t1 := imp.now()
+	lastReport := t1
+	conv := trace.NewConverter()
+	var events []schemas.JobEvent
+	for i := range tr.Jobs {
+		j := &tr.Jobs[i]
+		events = conv.Append(events[:0], j)
+		if s == nil {
+			continue
+		}
+		if err := s.add(ctx, events); err != nil {
+			s.close()
+			return nil, imp.sendError(j, s.written(), out, err)
+		}
+		out.SentJobs = conv.Stats.Jobs
+		out.SentEvts = conv.Stats.Events
+		if p := imp.flags.progress; p > 0 {
+			if now := imp.now(); now.Sub(lastReport) >= p {
+				lastReport = now
+				w := s.written()
+				imp.logger.Info("import progress", "file", imp.path, "jobs_written", w, "jobs", len(tr.Jobs),
+					"jobs_per_s", int(float64(w)/now.Sub(t1).Seconds()))
+			}
+		}
+	}
+	out.Convert = conv.Stats
+	if s != nil {
+		if err := s.flush(ctx); err != nil {
+			s.close()
+			return nil, imp.sendError(nil, s.written(), out, err)
+		}
+		if err := s.close(); err != nil {
+			return nil, fmt.Errorf("import %s: %w", imp.path, err)
+		}
+		out.SendS = imp.now().Sub(t1).Seconds()
+		if out.SendS > 0 {
+			out.JobsPerS = float64(out.SentJobs) / out.SendS
+		}
+		imp.logger.Info("import done", "file", imp.path, "cluster", imp.flags.cluster, "to", imp.flags.to,
+			"jobs", out.SentJobs, "events", out.SentEvts, "seconds", out.SendS)
+	}
+	return out, nil
+}
+
+// sendError says how far an import got before err: how many jobs were
+// written, and that importing the file again is safe (re-sent events are
+// byte-identical and collapse downstream).
+func (imp *importer) sendError(at *trace.Job, written int, out *importOutput, err error) error {
+	where := "at the final flush"
+	if at != nil {
+		where = fmt.Sprintf("at the job on line %d", at.Line)
+	}
+	return fmt.Errorf("import %s to %s: stopped %s, %d of %d jobs written; importing the file again is safe: %w",
+		imp.path, imp.flags.to, where, written, out.Jobs, err)
+}
+
+// kafkaSink publishes one message per job to TopicJobEvents, keyed with
+// schemas.JobKey, in writes of --kafka.batch-messages messages.
+type kafkaSink struct {
+	w       *kafka.Writer
+	cluster string
+	max     int
+	buf     []byte // encoded messages of the open batch, back to back
+	ends    []int  // end of each message in buf
+	keys    [][]byte
+	msgs    []kafka.Message
+	done    int // jobs written
+}
+
+func (imp *importer) kafkaSink(ctx context.Context) (*kafkaSink, error) {
+	if err := ingest.EnsureTopics(ctx, imp.flags.brokers, imp.flags.partitions, schemas.TopicJobEvents); err != nil {
+		// The writer may still create it (auto-creation) or it may exist on a
+		// cluster that refuses topic creation to this client.
+		imp.logger.Warn("could not create topic; expecting it to exist", "topic", schemas.TopicJobEvents, "err", err)
+	}
+	return &kafkaSink{
+		w: &kafka.Writer{
+			Addr:                   kafka.TCP(imp.flags.brokers...),
+			Topic:                  schemas.TopicJobEvents,
+			Balancer:               &kafka.Hash{}, // the collector's JobPublisher partitions job keys the same way
+			RequiredAcks:           kafka.RequireAll,
+			AllowAutoTopicCreation: true,
+			BatchSize:              imp.flags.kafkaBatch,
+			BatchBytes:             16 << 20,
+			// WriteMessages is synchronous and hands over a whole chunk: a
+			// partition's share is all there is, so waiting for more only
+			// adds the timeout to every write.
+			BatchTimeout: time.Millisecond,
+			WriteTimeout: imp.flags.kafkaWriteT,
+		},
+		cluster: imp.flags.cluster,
+		max:     imp.flags.kafkaBatch,
+	}, nil
+}
+
+func (k *kafkaSink) add(ctx context.Context, events []schemas.JobEvent) error {
+	var err error
+	k.buf, err = schemas.AppendJobEventBatch(k.buf, &schemas.JobEventBatch{Cluster: k.cluster, Source: schemas.SourceTrace, Events: events})
+	if err != nil {
+		return fmt.Errorf("encode job %s: %w", events[0].JobID, err)
+	}
+	k.ends = append(k.ends, len(k.buf))
+	k.keys = append(k.keys, schemas.JobKey(k.cluster, events[0].JobID))
+	if len(k.ends) >= k.max {
+		return k.flush(ctx)
+	}
+	return nil
+}
+
+func (k *kafkaSink) flush(ctx context.Context) error {
+	if len(k.ends) == 0 {
+		return nil
+	}
+	k.msgs = k.msgs[:0]
+	start := 0
+	for i, end := range k.ends {
+		k.msgs = append(k.msgs, kafka.Message{Key: k.keys[i], Value: k.buf[start:end]})
+		start = end
+	}
+	if err := k.w.WriteMessages(ctx, k.msgs...); err != nil {
+		var we kafka.WriteErrors
+		if errors.As(err, &we) {
+			for _, e := range we {
+				if e != nil {
+					return fmt.Errorf("write to kafka topic %s: %d of %d messages failed, first: %w", schemas.TopicJobEvents, we.Count(), len(we), e)
+				}
+			}
+		}
+		return fmt.Errorf("write to kafka topic %s: %w", schemas.TopicJobEvents, err)
+	}
+	// WriteMessages has returned, so the writer holds no reference to buf.
+	k.done += len(k.ends)
+	k.buf, k.ends, k.keys = k.buf[:0], k.ends[:0], k.keys[:0]
+	return nil
+}
+
+func (k *kafkaSink) written() int { return k.done }
+
+func (k *kafkaSink) close() error {
+	if err := k.w.Close(); err != nil {
+		return fmt.Errorf("close kafka writer: %w", err)
+	}
+	return nil
+}
+
+// clickHouseSink inserts job events straight into job_events (and through its
+// view into jobs), --clickhouse.batch-events at a time.
+type clickHouseSink struct {
+	conn    driver.Conn
+	db      string
+	cluster string
+	max     int
+	events  []schemas.JobEvent
+	jobs    int // jobs whose events are in events
+	done    int // jobs written
+}
+
+func (imp *importer) clickHouseSink(ctx context.Context, getenv func(string) string) (*clickHouseSink, error) {
+	ch := imp.flags.clickhouse
+	conn, err := ch.Open(ctx, getenv)
+	if err != nil {
+		return nil, fmt.Errorf("import: %w", err)
+	}
+	// With no ingest running there may be no schema yet; applying it is
+	// idempotent.
+	if _, err := migrate.Apply(ctx, conn, ch.Database, imp.logger); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("import: apply schema: %w", err)
+	}
+	return &clickHouseSink{conn: conn, db: ch.Database, cluster: imp.flags.cluster, max: imp.flags.chBatch}, nil
+}
+
+func (c *clickHouseSink) add(ctx context.Context, events []schemas.JobEvent) error {
+	c.events = append(c.events, events...)
+	c.jobs++
+	if len(c.events) >= c.max {
+		return c.flush(ctx)
+	}
+	return nil
+}
+
+func (c *clickHouseSink) flush(ctx context.Context) error {
+	if len(c.events) == 0 {
+		return nil
+	}
+	if err := ingest.InsertJobEvents(ctx, c.conn, c.db, c.cluster, schemas.SourceTrace, c.events); err != nil {
+		return err
+	}
+	c.done += c.jobs
+	c.events, c.jobs = c.events[:0], 0
+	return nil
+}
+
+func (c *clickHouseSink) written() int { return c.done }
+
+func (c *clickHouseSink) close() error { return c.conn.Close() }
