@@ -185,8 +185,11 @@ func printImportSummary(w io.Writer, out *importOutput) {
 	}
 	fmt.Fprintf(w, "; cluster %q\n", out.Cluster)
 	c := &out.Convert
-	fmt.Fprintf(w, "  %d events; %d jobs without a start time, %d without a final state %v, %d ended at an unknown time, %d duplicate ids renamed\n",
-		c.Events, c.NoStart, c.NoEnd, c.UnmappedStates, c.EndTimeUnknown, c.DuplicateIDs)
+	fmt.Fprintf(w, "  %d events; %d jobs without a start time, %d without a final state", c.Events, c.NoStart, c.NoEnd)
+	if len(c.UnmappedStates) > 0 {
+		fmt.Fprintf(w, " (trace states %v; \"\" is none given)", c.UnmappedStates)
+	}
+	fmt.Fprintf(w, ", %d ended at an unknown time, %d duplicate ids renamed\n", c.EndTimeUnknown, c.DuplicateIDs)
 	if out.To == "" {
 		fmt.Fprintln(w, "  dry run: nothing sent")
 		return

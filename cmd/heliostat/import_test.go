@@ -398,3 +398,25 @@ func TestImportKafkaDown(t *testing.T) {
 		t.Errorf("import to a dead broker printed %q on stdout; want nothing", stdout.String())
 	}
 }
+
+// TestImportClickHouseHPC2N imports the whole HPC2N trace straight into
+// ClickHouse: every job is in jobs once, and the 878 jobs of status -1 (no
+// outcome) are the only ones without a final state.
+func TestImportClickHouseHPC2N(t *testing.T) {
+	if testing.Short() {
+		t.Skip("202,871 jobs into ClickHouse; skipped with -short")
+	}
+	path := sharedData(t, "swf/HPC2N-2002-2.2-cln.swf.gz")
+	ch, conn := schematest.Database(t)
+	res, _ := runImportJSON(t, path, "--to", "clickhouse", "--clickhouse.addr", ch.Addr, "--clickhouse.database", ch.Database)
+	t.Logf("HPC2N to clickhouse: %.0f jobs/s", res.JobsPerS)
+	if n := schematest.Count(t, conn, ch.Database+".jobs FINAL"); n != 202_871 {
+		t.Errorf("count() FROM jobs FINAL = %d; want 202871", n)
+	}
+	if n := schematest.Count(t, conn, ch.Database+".job_events FINAL"); n != uint64(res.Conversion.Events) {
+		t.Errorf("count() FROM job_events FINAL = %d; want %d", n, res.Conversion.Events)
+	}
+	if n := schematest.Count(t, conn, ch.Database+".jobs FINAL WHERE state = 'RUNNING'"); n != 878 {
+		t.Errorf("jobs left RUNNING = %d; want the 878 of status -1", n)
+	}
+}
