@@ -1,0 +1,780 @@
+// Package sim is a discrete-event simulated GPU cluster: the stand-in for
+// Slurm and real GPUs on machines that have neither, and the default source
+// of `heliostat up`.
+//
+// Nodes with GPUs, grouped into virtual clusters (VCs), run jobs from a
+// Workload — a given list (a replayed trace) or a Generator that follows
+// the Helios study's published figures. A scheduler starts pending jobs in
+// the order of a Policy (FIFO by default, no backfill), higher priority
+// first; a job of at most one node's GPUs runs on one node (best fit), a
+// larger one on whole nodes. Actions change the cluster while it runs:
+// SetPriority, PowerDown (refused on a busy node) and PowerUp (usable after a
+// wake-up delay).
+//
+// Everything happens on a virtual clock that runs Speedup times faster than
+// real time, or as fast as possible. The simulator publishes what a real
+// cluster's collectors would: job events (SUBMIT, START, END, UPDATE) and
+// GPU allocation intervals through a collector.JobPublisher, and every
+// SampleInterval one GPU sample per GPU of every powered node, on
+// schemas.TopicGPUSamples keyed by host. Samples agree with allocations: a
+// GPU shows load exactly while a running job holds it.
+package sim
+
+import (
+	"container/heap"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"math"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/heliostat-dev/heliostat/collector"
+	"github.com/heliostat-dev/heliostat/schemas"
+)
+
+// Errors of the actions and of Run. Check them with errors.Is.
+var (
+	// ErrUnknownNode: no node has that name.
+	ErrUnknownNode = errors.New("sim: unknown node")
+	// ErrUnknownJob: no pending or running job has that id (it may have
+	// ended).
+	ErrUnknownJob = errors.New("sim: no pending or running job with that id")
+	// ErrNodeBusy: the node runs a job, so it cannot be powered down.
+	ErrNodeBusy = errors.New("sim: node runs a job")
+	// ErrRunning: Run or Advance is already running.
+	ErrRunning = errors.New("sim: already running")
+)
+
+// NodeState is a node's power state.
+type NodeState uint8
+
+// Node power states.
+const (
+	NodeUp     NodeState = iota + 1 // powered, takes jobs, sends telemetry
+	NodeWaking                      // powered up, usable after the wake-up delay
+	NodeDown                        // powered down: no jobs, no telemetry
+)
+
+func (s NodeState) String() string {
+	switch s {
+	case NodeUp:
+		return "up"
+	case NodeWaking:
+		return "waking"
+	case NodeDown:
+		return "down"
+	}
+	return "node_state(" + strconv.Itoa(int(s)) + ")"
+}
+
+const (
+	// flushPeriod is how often, in real time, Run publishes what the
+	// simulation produced when the clock runs at a finite speed-up.
+	flushPeriod = time.Second
+	// maxSamplesPerMessage bounds one node's sample message (about 100
+	// bytes a sample encoded, well under the 900 KiB the collector keeps
+	// to); maxEventsBuffered bounds the job events held between flushes.
+	maxSamplesPerMessage = 2048
+	maxEventsBuffered    = 4096
+	// rejectLogInterval throttles the log of rejected jobs (real time).
+	rejectLogInterval = time.Minute
+	// gpuType is the simulated GPU model's short name, on job events.
+	gpuType = "h100"
+)
+
+// Sim is a simulated GPU cluster. Its actions and Stats are safe for
+// concurrent use with Run.
+type Sim struct {
+	cfg    Config
+	pol    Policy
+	logger *slog.Logger
+	now    func() time.Time
+	m      *metrics
+	vcs    []VC
+
+	// runMu is held by Run and Advance, which own the publishing side:
+	// jp, spare, buf.
+	runMu  sync.Mutex
+	jp     collector.JobPublisher
+	pub    collector.Publisher
+	spare  *outbox
+	buf    []byte
+	pubLog throttle
+
+	mu sync.Mutex
+	// The fields below are guarded by mu.
+	t0, t    int64 // simulated start and now, Unix seconds
+	idBase   int64
+	nodes    []*node
+	byName   map[string]*node
+	vcNodes  map[string][]*node // "" is every node
+	jobs     map[string]*job    // pending and running
+	pending  []*job
+	events   eventHeap
+	work     Workload
+	next     JobSpec
+	nextAt   int64
+	hasNext  bool
+	nextTick int64
+	seq      int64
+	dirty    bool // the schedule may have changed
+	out      *outbox
+	view     []PendingJob
+	blocked  map[string]bool
+
+	live                bool // Run maps real to simulated time
+	realStart           time.Time
+	realBase            int64
+	wake                chan struct{}
+	submitted, finished int64
+	rejected, gpusBusy  int64
+	running             int
+	rejectLog           throttle
+}
+
+type node struct {
+	name   string
+	idx    int
+	vc     string
+	state  NodeState
+	wakeAt int64
+	gpus   []*job // the job holding each GPU, nil when free
+	free   int    // GPUs a new job may take; 0 while a multi-node job reserves the node
+	excl   *job   // the multi-node job reserving the whole node
+	ids    []schemas.GPU
+	energy []uint64  // mJ since the node powered up
+	idleW  []float64 // idle power of each GPU, W
+}
+
+type job struct {
+	spec     JobSpec
+	id       string
+	seq      int64
+	state    schemas.JobState
+	final    schemas.JobState
+	priority int64
+	submit   int64
+	start    int64
+	end      int64
+	runS     int64
+	nodes    []*node
+	gpus     [][]int // per node, the GPU indexes held
+	util     float64 // mean GPU utilization while running, 0.4–1
+	mem      float64 // share of framebuffer used while running
+	uid      int64
+	cmdHash  string
+}
+
+// New returns a simulated cluster for cfg (validated, zero fields
+// defaulted) that runs work and publishes through pub. work nil means the
+// synthetic Generator seeded with cfg.Seed; pol nil means FIFO. Metrics are
+// registered on reg unless it is nil. now is the real clock (nil:
+// time.Now); it also gives the default start.
+func New(cfg Config, work Workload, pol Policy, pub collector.Publisher, logger *slog.Logger, reg prometheus.Registerer, now func() time.Time) (*Sim, error) {
+	if pub == nil {
+		return nil, errors.New("sim: no publisher")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if now == nil {
+		now = time.Now
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if pol == nil {
+		pol = FIFO{}
+	}
+	if cfg.Start.IsZero() {
+		cfg.Start = now()
+	}
+	cfg.Start = cfg.Start.Truncate(time.Second)
+	vcs := cfg.vcList()
+	if work == nil {
+		if cfg.Speedup == 0 && cfg.Duration == 0 {
+			return nil, errors.New("sim: the synthetic workload never ends: set --sim.duration with --sim.speedup 0")
+		}
+		g, err := NewGenerator(GeneratorConfig{Seed: cfg.Seed, Start: cfg.Start, VCs: vcs, GPUsPerNode: cfg.GPUsPerNode, JobsPerHour: cfg.JobsPerHour})
+		if err != nil {
+			return nil, err
+		}
+		work = g
+	}
+	m := newMetrics()
+	if reg != nil {
+		if err := m.register(reg); err != nil {
+			return nil, err
+		}
+	}
+	s := &Sim{
+		cfg:     cfg,
+		pol:     pol,
+		logger:  logger,
+		now:     now,
+		m:       m,
+		vcs:     vcs,
+		pub:     pub,
+		jp:      collector.JobPublisher{Pub: pub, Cluster: cfg.Cluster, Source: schemas.SourceSim},
+		spare:   &outbox{},
+		out:     &outbox{},
+		t0:      cfg.Start.Unix(),
+		byName:  map[string]*node{},
+		vcNodes: map[string][]*node{},
+		jobs:    map[string]*job{},
+		work:    work,
+		blocked: map[string]bool{},
+		wake:    make(chan struct{}, 1),
+	}
+	s.t = s.t0
+	s.nextTick = s.t0
+	// Numeric ids, as Slurm's, unique across runs that start at least a
+	// second apart unless one submits a thousand jobs or more.
+	s.idBase = s.t0 * 1000
+	idx := 0
+	for _, vc := range vcs {
+		for range vc.Nodes {
+			n := s.newNode(idx, vc.Name)
+			s.nodes = append(s.nodes, n)
+			s.byName[n.name] = n
+			s.vcNodes[vc.Name] = append(s.vcNodes[vc.Name], n)
+			s.vcNodes[""] = append(s.vcNodes[""], n)
+			idx++
+		}
+	}
+	s.out.init(len(s.nodes))
+	s.spare.init(len(s.nodes))
+	s.peek()
+	s.updateGauges()
+	return s, nil
+}
+
+// fbTotal is the simulated GPUs' framebuffer, 80 GiB as an H100 SXM.
+const fbTotal = 80 << 30
+
+func (s *Sim) newNode(idx int, vc string) *node {
+	n := &node{
+		name:   fmt.Sprintf("sim-node-%03d", idx+1),
+		idx:    idx,
+		vc:     vc,
+		state:  NodeUp,
+		gpus:   make([]*job, s.cfg.GPUsPerNode),
+		free:   s.cfg.GPUsPerNode,
+		energy: make([]uint64, s.cfg.GPUsPerNode),
+	}
+	for i := range s.cfg.GPUsPerNode {
+		h := fnv.New64a()
+		fmt.Fprintf(h, "%s/%s/%d", s.cfg.Cluster, n.name, i)
+		id := h.Sum64()
+		n.ids = append(n.ids, schemas.GPU{
+			Index:         uint32(i),
+			UUID:          fmt.Sprintf("GPU-%08x-%04x-%04x-%04x-%012x", uint32(id>>32), uint16(id>>16), uint16(id), i, id&0xffffffffffff),
+			PCIBusID:      fmt.Sprintf("00000000:%02X:00.0", 0x18+i*0x10),
+			Minor:         int32(i),
+			Model:         "NVIDIA H100 80GB HBM3 (simulated)",
+			DriverVersion: "550.54.15",
+			GIID:          -1,
+			CIID:          -1,
+		})
+		// Idle power differs from board to board: 60–90 W.
+		n.idleW = append(n.idleW, 60+30*unit(mix(s.cfg.Seed, uint64(idx), uint64(i), 0x1d1e)))
+	}
+	return n
+}
+
+// Now returns the simulated time the simulation has reached.
+func (s *Sim) Now() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Unix(s.t, 0).In(s.cfg.Start.Location())
+}
+
+// Config returns the configuration in use, defaults and start filled in.
+func (s *Sim) Config() Config { return s.cfg }
+
+// peek fetches the next job of the workload.
+func (s *Sim) peek() {
+	s.next, s.hasNext = s.work.Next()
+	if !s.hasNext {
+		return
+	}
+	at := s.t0 + int64(math.Ceil(s.next.Submit.Seconds()))
+	if s.next.Submit < 0 {
+		at = s.t0
+	}
+	s.nextAt = max(at, s.t)
+}
+
+// nextTime returns the time of the next thing to happen.
+func (s *Sim) nextTime() int64 {
+	t := s.nextTick
+	if len(s.events) > 0 {
+		t = min(t, s.events[0].t)
+	}
+	if s.hasNext {
+		t = min(t, s.nextAt)
+	}
+	return t
+}
+
+// drained reports whether nothing but sample ticks is left to happen.
+func (s *Sim) drained() bool { return !s.hasNext && len(s.events) == 0 }
+
+// advance runs the simulation up to and including target, or, with
+// untilIdle, until it is drained. It returns false when it stopped early
+// because the outbox is full and must be flushed first.
+func (s *Sim) advance(target int64, untilIdle bool) bool {
+	for {
+		if untilIdle && s.drained() {
+			return true
+		}
+		t := s.nextTime()
+		if t > target {
+			s.t = max(s.t, target)
+			s.m.simTime.Set(float64(s.t))
+			return true
+		}
+		s.t = t
+		// Same-time order: ends and wake-ups free capacity, arrivals
+		// queue, the scheduler starts what fits, then the nodes report.
+		// A job of zero run time ends when it starts, before the tick.
+		for {
+			for len(s.events) > 0 && s.events[0].t == t {
+				e := heap.Pop(&s.events).(event)
+				switch e.kind {
+				case evEnd:
+					s.endJob(e.job, e.job.final)
+				case evWake:
+					if e.node.state == NodeWaking && e.node.wakeAt == t {
+						e.node.state = NodeUp
+						s.dirty = true
+					}
+				}
+			}
+			for s.hasNext && s.nextAt == t {
+				s.arrive(s.next)
+				s.peek()
+			}
+			if s.dirty {
+				s.schedule()
+			}
+			if len(s.events) == 0 || s.events[0].t != t {
+				break
+			}
+		}
+		if s.nextTick == t {
+			s.tick()
+			s.nextTick += int64(s.cfg.SampleInterval / time.Second)
+		}
+		s.updateGauges()
+		s.m.simTime.Set(float64(s.t))
+		if s.out.full() {
+			return false
+		}
+	}
+}
+
+// arrive submits spec, or rejects it if it can never run.
+func (s *Sim) arrive(spec JobSpec) {
+	s.seq++
+	id := spec.ID
+	if id == "" {
+		id = strconv.FormatInt(s.idBase+s.seq, 10)
+	}
+	if reason := s.rejects(id, &spec); reason != "" {
+		s.rejected++
+		s.m.rejected.Inc()
+		if n, ok := s.rejectLog.note(s.now(), 1); ok {
+			s.logger.Warn("job rejected", "job_id", id, "reason", reason, "rejected_jobs", n)
+		}
+		return
+	}
+	run := int64(math.Ceil(spec.Duration.Seconds()))
+	final := spec.State
+	if final == 0 {
+		final = schemas.StateCompleted
+	}
+	if limit := int64(math.Ceil(spec.TimeLimit.Seconds())); limit > 0 && run > limit {
+		run, final = limit, schemas.StateTimeout
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s\x00%s", spec.User, spec.Name)
+	cmd := h.Sum64()
+	h.Reset()
+	h.Write([]byte(spec.User))
+	j := &job{
+		spec:     spec,
+		id:       id,
+		seq:      s.seq,
+		state:    schemas.StatePending,
+		final:    final,
+		priority: spec.Priority,
+		submit:   s.t,
+		runS:     run,
+		util:     0.4 + 0.6*unit(mix(s.cfg.Seed, uint64(s.seq), 0x0a11)),
+		mem:      0.2 + 0.75*unit(mix(s.cfg.Seed, uint64(s.seq), 0x3e3)),
+		uid:      10000 + int64(h.Sum64()%50000),
+		cmdHash:  strconv.FormatUint(cmd, 16),
+	}
+	s.jobs[id] = j
+	s.pending = append(s.pending, j)
+	s.submitted++
+	s.m.submitted.Inc()
+	s.emit(j, schemas.JobSubmit)
+	s.dirty = true
+}
+
+// rejects says why spec can never run, or "".
+func (s *Sim) rejects(id string, spec *JobSpec) string {
+	switch {
+	case spec.GPUs < 1:
+		return "no GPUs"
+	case spec.Duration < 0:
+		return "negative duration"
+	case spec.State != 0 && !spec.State.Final():
+		return "state " + spec.State.String() + " is not final"
+	case s.jobs[id] != nil:
+		return "duplicate job id"
+	}
+	nodes, ok := s.vcNodes[spec.VC]
+	if !ok {
+		return "unknown virtual cluster " + strconv.Quote(spec.VC)
+	}
+	if spec.GPUs > len(nodes)*s.cfg.GPUsPerNode {
+		return fmt.Sprintf("%d GPUs exceed the %d of its virtual cluster", spec.GPUs, len(nodes)*s.cfg.GPUsPerNode)
+	}
+	for _, str := range []string{id, spec.Name, spec.User, spec.VC} {
+		if len(str) > schemas.MaxStringLen {
+			return "a string field is too long"
+		}
+	}
+	return ""
+}
+
+// schedule starts the pending jobs that fit, in priority and policy order,
+// without backfill: within a virtual cluster, a job that does not fit holds
+// back the ones after it.
+func (s *Sim) schedule() {
+	s.dirty = false
+	if len(s.pending) == 0 {
+		return
+	}
+	s.view = s.view[:0]
+	for _, j := range s.pending {
+		s.view = append(s.view, PendingJob{
+			ID: j.id, Name: j.spec.Name, User: j.spec.User, VC: j.spec.VC, GPUs: j.spec.GPUs,
+			Submit: time.Unix(j.submit, 0), TimeLimit: j.spec.TimeLimit, Priority: j.priority, Seq: j.seq,
+		})
+	}
+	s.pol.Order(s.view)
+	slices.SortStableFunc(s.view, func(a, b PendingJob) int {
+		switch {
+		case a.Priority > b.Priority:
+			return -1
+		case a.Priority < b.Priority:
+			return 1
+		}
+		return 0
+	})
+	clear(s.blocked)
+	started := false
+	for i := range s.view {
+		j := s.jobs[s.view[i].ID]
+		if j == nil || j.state != schemas.StatePending || s.blocked[j.spec.VC] {
+			continue
+		}
+		if !s.place(j) {
+			s.blocked[j.spec.VC] = true
+			continue
+		}
+		s.startJob(j)
+		started = true
+	}
+	if started {
+		s.pending = slices.DeleteFunc(s.pending, func(j *job) bool { return j.state != schemas.StatePending })
+	}
+}
+
+// place finds GPUs for j and takes them: one node, best fit, for a job of
+// at most one node's GPUs; otherwise enough whole idle nodes, lowest names
+// first. It reports whether j was placed.
+func (s *Sim) place(j *job) bool {
+	gpn := s.cfg.GPUsPerNode
+	g := j.spec.GPUs
+	cands := s.vcNodes[j.spec.VC]
+	if g <= gpn {
+		var best *node
+		for _, n := range cands {
+			if n.state == NodeUp && n.free >= g && (best == nil || n.free < best.free) {
+				best = n
+			}
+		}
+		if best == nil {
+			return false
+		}
+		idx := make([]int, 0, g)
+		for i, h := range best.gpus {
+			if h == nil && len(idx) < g {
+				idx = append(idx, i)
+				best.gpus[i] = j
+			}
+		}
+		best.free -= g
+		j.nodes, j.gpus = []*node{best}, [][]int{idx}
+		return true
+	}
+	need := (g + gpn - 1) / gpn
+	var picked []*node
+	for _, n := range cands {
+		if n.state == NodeUp && n.free == gpn {
+			if picked = append(picked, n); len(picked) == need {
+				break
+			}
+		}
+	}
+	if len(picked) < need {
+		return false
+	}
+	rem := g
+	for _, n := range picked {
+		k := min(gpn, rem)
+		rem -= k
+		idx := make([]int, k)
+		for i := range k {
+			idx[i] = i
+			n.gpus[i] = j
+		}
+		n.free, n.excl = 0, j
+		j.nodes = append(j.nodes, n)
+		j.gpus = append(j.gpus, idx)
+	}
+	return true
+}
+
+func (s *Sim) startJob(j *job) {
+	j.state = schemas.StateRunning
+	j.start = s.t
+	s.running++
+	s.gpusBusy += int64(j.spec.GPUs)
+	s.m.started.Inc()
+	s.emit(j, schemas.JobStart)
+	s.emitAllocs(j)
+	heap.Push(&s.events, event{t: s.t + j.runS, kind: evEnd, seq: j.seq, job: j})
+}
+
+// endJob ends j, running or pending, in state st.
+func (s *Sim) endJob(j *job, st schemas.JobState) {
+	wasRunning := j.state == schemas.StateRunning
+	j.state = st
+	j.end = s.t
+	delete(s.jobs, j.id)
+	if wasRunning {
+		for k, n := range j.nodes {
+			for _, i := range j.gpus[k] {
+				n.gpus[i] = nil
+			}
+			if n.excl == j {
+				n.excl, n.free = nil, s.cfg.GPUsPerNode
+			} else {
+				n.free += len(j.gpus[k])
+			}
+		}
+		s.running--
+		s.gpusBusy -= int64(j.spec.GPUs)
+		s.dirty = true
+	}
+	s.finished++
+	s.m.finished.WithLabelValues(st.String()).Inc()
+	s.emit(j, schemas.JobEnd)
+	if wasRunning {
+		s.emitAllocs(j)
+	}
+}
+
+// stop ends what is left when Run returns: the simulated cluster goes away,
+// so running jobs end as NODE_FAIL and pending ones as CANCELLED, and their
+// allocations close.
+func (s *Sim) stop() {
+	left := make([]*job, 0, len(s.jobs))
+	for _, j := range s.jobs {
+		left = append(left, j)
+	}
+	slices.SortFunc(left, func(a, b *job) int { return int(a.seq - b.seq) })
+	for _, j := range left {
+		if j.state == schemas.StateRunning {
+			s.endJob(j, schemas.StateNodeFail)
+		} else {
+			s.endJob(j, schemas.StateCancelled)
+		}
+	}
+	s.pending = s.pending[:0]
+	s.events = s.events[:0]
+	s.updateGauges()
+}
+
+// emit queues an event of type typ for j at the current time.
+func (s *Sim) emit(j *job, typ schemas.JobEventType) {
+	e := schemas.JobEvent{
+		Type:           typ,
+		EventMillis:    s.t * 1000,
+		JobID:          j.id,
+		ArrayTaskID:    schemas.Unknown,
+		Name:           j.spec.Name,
+		User:           j.spec.User,
+		UID:            j.uid,
+		Account:        j.spec.VC,
+		Partition:      j.spec.VC,
+		State:          j.state,
+		ExitCode:       schemas.Unknown,
+		Priority:       j.priority,
+		SubmitMillis:   j.submit * 1000,
+		EligibleMillis: j.submit * 1000,
+		TimeLimitS:     schemas.Unknown,
+		NodeCount:      int64((j.spec.GPUs + s.cfg.GPUsPerNode - 1) / s.cfg.GPUsPerNode),
+		CPUs:           schemas.Unknown,
+		GPUs:           int64(j.spec.GPUs),
+		GPUType:        gpuType,
+		MemReqBytes:    schemas.Unknown,
+		CommandHash:    j.cmdHash,
+	}
+	if j.spec.TimeLimit > 0 {
+		e.TimeLimitS = int64(math.Ceil(j.spec.TimeLimit.Seconds()))
+	}
+	if j.start != 0 || j.state == schemas.StateRunning {
+		e.StartMillis = j.start * 1000
+		e.NodeCount = int64(len(j.nodes))
+		for _, n := range j.nodes {
+			e.Nodes = append(e.Nodes, n.name)
+		}
+	}
+	if j.state.Final() {
+		e.EndMillis = j.end * 1000
+		switch j.state {
+		case schemas.StateFailed:
+			e.ExitCode = 1
+		case schemas.StateOutOfMemory:
+			e.ExitCode = 137
+		default:
+			e.ExitCode = 0
+		}
+	}
+	s.out.jobs = append(s.out.jobs, e)
+}
+
+// emitAllocs queues j's allocation intervals: open while j runs, closed
+// once it ended.
+func (s *Sim) emitAllocs(j *job) {
+	var end int64
+	if j.state.Final() {
+		end = j.end * 1000
+	}
+	for k, n := range j.nodes {
+		for _, i := range j.gpus[k] {
+			s.out.addAlloc(schemas.Alloc{
+				Host: n.name, GPUIndex: int64(i), GPUUUID: n.ids[i].UUID, JobID: j.id, User: j.spec.User,
+				StartMillis: j.start * 1000, EndMillis: end, Source: schemas.AllocSim,
+			})
+		}
+	}
+}
+
+func (s *Sim) updateGauges() {
+	s.m.pending.Set(float64(len(s.pending)))
+	s.m.running.Set(float64(s.running))
+	s.m.gpusBusy.Set(float64(s.gpusBusy))
+	var up, waking, down int
+	for _, n := range s.nodes {
+		switch n.state {
+		case NodeUp:
+			up++
+		case NodeWaking:
+			waking++
+		case NodeDown:
+			down++
+		}
+	}
+	s.m.nodes.WithLabelValues(NodeUp.String()).Set(float64(up))
+	s.m.nodes.WithLabelValues(NodeWaking.String()).Set(float64(waking))
+	s.m.nodes.WithLabelValues(NodeDown.String()).Set(float64(down))
+}
+
+// evKind orders events of one time: ends, then wake-ups.
+type evKind uint8
+
+const (
+	evEnd evKind = iota
+	evWake
+)
+
+type event struct {
+	t    int64
+	kind evKind
+	seq  int64
+	job  *job
+	node *node
+}
+
+type eventHeap []event
+
+func (h eventHeap) Len() int { return len(h) }
+func (h eventHeap) Less(i, j int) bool {
+	a, b := &h[i], &h[j]
+	if a.t != b.t {
+		return a.t < b.t
+	}
+	if a.kind != b.kind {
+		return a.kind < b.kind
+	}
+	return a.seq < b.seq
+}
+func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
+func (h *eventHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+// throttle limits a recurring log line to one per interval.
+type throttle struct {
+	last time.Time
+	n    int
+}
+
+// note records n occurrences at now and reports whether to log, and how many
+// occurrences the log line stands for.
+func (t *throttle) note(now time.Time, n int) (int, bool) {
+	t.n += n
+	if !t.last.IsZero() && now.Sub(t.last) < rejectLogInterval {
+		return 0, false
+	}
+	n, t.n, t.last = t.n, 0, now
+	return n, true
+}
+
+// mix hashes its arguments into 64 well-mixed bits (splitmix64 rounds), so
+// that telemetry noise depends only on what it describes, not on the order
+// in which things happen.
+func mix(vs ...uint64) uint64 {
+	var h uint64 = 0x243f6a8885a308d3
+	for _, v := range vs {
+		h ^= v + 0x9e3779b97f4a7c15 + h<<6 + h>>2
+		h ^= h >> 30
+		h *= 0xbf58476d1ce4e5b9
+		h ^= h >> 27
+		h *= 0x94d049bb133111eb
+		h ^= h >> 31
+	}
+	return h
+}
+
+// unit maps 64 random bits to [0, 1).
+func unit(h uint64) float64 { return float64(h>>11) / (1 << 53) }
