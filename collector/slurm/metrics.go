@@ -1,0 +1,85 @@
+package slurm
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/heliostat-dev/heliostat/schemas"
+)
+
+// Values of the input label of heliostat_slurm_parse_errors_total.
+const (
+	inputSqueue  = "squeue"  // a job record of squeue --json
+	inputJobComp = "jobcomp" // a line of the job-completion log
+)
+
+// metrics are the source's self-metrics.
+type metrics struct {
+	polls        prometheus.Counter
+	pollErrors   prometheus.Counter
+	pollDuration prometheus.Histogram
+	events       *prometheus.CounterVec
+	parseErrors  *prometheus.CounterVec
+	cmdErrors    *prometheus.CounterVec
+	lost         prometheus.Counter
+	noGPUIndex   prometheus.Counter
+	tracked      prometheus.Gauge
+	jobCompBytes prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		polls: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "heliostat_slurm_polls_total",
+			Help: "Polls of Slurm (squeue --json and the job-completion log), failed ones included.",
+		}),
+		pollErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "heliostat_slurm_poll_errors_total",
+			Help: "Polls that failed (squeue not answering, its output unusable, a publish failing); the next poll retries.",
+		}),
+		pollDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "heliostat_slurm_poll_duration_seconds",
+			Help:    "Time one poll took, publishing included.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 12),
+		}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "heliostat_slurm_events_total",
+			Help: "Job events published, by type (SUBMIT, START, END, UPDATE).",
+		}, []string{"type"}),
+		parseErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "heliostat_slurm_parse_errors_total",
+			Help: "Job records or log lines that could not be parsed and were skipped, by input (squeue, jobcomp).",
+		}, []string{"input"}),
+		cmdErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "heliostat_slurm_command_errors_total",
+			Help: "Slurm commands that failed, by command; a failed scontrol leaves a job's command hash empty.",
+		}, []string{"command"}),
+		lost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "heliostat_slurm_jobs_lost_total",
+			Help: "Jobs that vanished from squeue without an end in squeue or the job-completion log; no END was emitted for them.",
+		}),
+		noGPUIndex: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "heliostat_slurm_allocations_unknown_total",
+			Help: "Started jobs with GPUs whose GPU indices Slurm did not show (started and ended between polls); no allocation intervals were published for them.",
+		}),
+		tracked: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "heliostat_slurm_tracked_jobs",
+			Help: "Jobs in the source's state: not ended yet, or ended recently.",
+		}),
+		jobCompBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "heliostat_slurm_jobcomp_offset_bytes",
+			Help: "Bytes of the job-completion log handled so far.",
+		}),
+	}
+	for _, t := range []schemas.JobEventType{schemas.JobSubmit, schemas.JobUpdate, schemas.JobStart, schemas.JobEnd} {
+		m.events.WithLabelValues(t.String())
+	}
+	for _, in := range []string{inputSqueue, inputJobComp} {
+		m.parseErrors.WithLabelValues(in)
+	}
+	for _, c := range []prometheus.Collector{m.polls, m.pollErrors, m.pollDuration, m.events, m.parseErrors, m.cmdErrors, m.lost, m.noGPUIndex, m.tracked, m.jobCompBytes} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}

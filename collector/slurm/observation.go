@@ -1,0 +1,204 @@
+package slurm
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+
+	"github.com/heliostat-dev/heliostat/schemas"
+)
+
+// observation is what one source of truth (a squeue record, a jobcomp line)
+// says about one job now.
+type observation struct {
+	ev      schemas.JobEvent // the record; Type and EventMillis unset
+	kind    stateKind
+	started bool               // the job has held nodes (StartMillis and Nodes are set)
+	gpuIdx  map[string][]int64 // node → GPU indices it holds; nil when Slurm did not say
+	slurmID string             // Slurm's own numeric job id, for scontrol; "" from jobcomp
+	batch   bool               // a batch job whose script scontrol can print
+}
+
+// observeSqueue turns one squeue record into observations: one, or one per
+// pending task of a pending array.
+func observeSqueue(j *squeueJob) ([]*observation, error) {
+	if !j.JobID.Set || j.JobID.V <= 0 {
+		return nil, fmt.Errorf("job_id %d is not a job id", j.JobID.V)
+	}
+	id := strconv.FormatInt(j.JobID.V, 10)
+	state, kind, err := normalizeState(string(j.JobState))
+	if err != nil {
+		return nil, fmt.Errorf("job %s: job_state: %w", id, err)
+	}
+	if j.SubmitTime.V <= 0 {
+		return nil, fmt.Errorf("job %s: submit_time %d is not a time", id, j.SubmitTime.V)
+	}
+	ev := schemas.JobEvent{
+		JobID:       id,
+		ArrayTaskID: schemas.Unknown,
+		Name:        j.Name,
+		User:        j.UserName,
+		UID:         j.UserID.or(schemas.Unknown),
+		Group:       j.GroupName,
+		Account:     j.Account,
+		Partition:   j.Partition,
+		QOS:         j.QOS,
+		State:       state,
+		ExitCode:    schemas.Unknown,
+		Priority:    j.Priority.or(schemas.Unknown),
+
+		SubmitMillis: j.SubmitTime.V * 1000,
+		TimeLimitS:   schemas.Unknown,
+		NodeCount:    j.NodeCount.or(schemas.Unknown),
+		CPUs:         j.CPUs.or(schemas.Unknown),
+		MemReqBytes:  schemas.Unknown,
+		WorkDir:      j.WorkDir,
+	}
+	if j.EligibleTime.V > 0 {
+		ev.EligibleMillis = j.EligibleTime.V * 1000
+	}
+	if j.TimeLimit.Set && j.TimeLimit.V >= 0 {
+		ev.TimeLimitS = j.TimeLimit.V * 60
+	}
+	if j.Command != "" {
+		sum := sha256.Sum256([]byte(j.Command))
+		ev.CommandHash = hex.EncodeToString(sum[:])
+	}
+	o := &observation{kind: kind, slurmID: id, batch: j.BatchFlag && j.Command == ""}
+
+	// A job holds nodes once it runs; Slurm also gives a job cancelled while
+	// pending a start time (the cancel time) but no nodes.
+	if kind != kindPending && j.Nodes != "" && j.StartTime.V > 0 {
+		o.started = true
+		ev.StartMillis = j.StartTime.V * 1000
+		if ev.Nodes, err = ExpandHostlist(j.Nodes); err != nil {
+			return nil, fmt.Errorf("job %s: nodes: %w", id, err)
+		}
+	}
+	if kind == kindFinal {
+		// While a job runs, end_time is its projected end; only now is it real.
+		ev.EndMillis = j.EndTime.V * 1000
+		if ev.EndMillis < ev.StartMillis {
+			return nil, fmt.Errorf("job %s: end_time %d before start_time %d", id, j.EndTime.V, j.StartTime.V)
+		}
+		ev.ExitCode = exitCode(j.ExitCode.V)
+	}
+	if err := observeResources(j, &ev, o); err != nil {
+		return nil, fmt.Errorf("job %s: %w", id, err)
+	}
+
+	if j.ArrayJobID.V <= 0 {
+		o.ev = ev
+		return []*observation{o}, nil
+	}
+	ev.ArrayJobID = strconv.FormatInt(j.ArrayJobID.V, 10)
+	if j.ArrayTaskID.Set {
+		ev.ArrayTaskID = j.ArrayTaskID.V
+		ev.JobID = ev.ArrayJobID + "_" + strconv.FormatInt(j.ArrayTaskID.V, 10)
+		o.ev = ev
+		return []*observation{o}, nil
+	}
+	// A pending array: one record for the tasks that have not started.
+	if kind != kindPending && kind != kindFinal {
+		return nil, fmt.Errorf("job %s: array_task_id is null in state %s", id, j.JobState)
+	}
+	tasks, err := expandArrayTasks(j.ArrayTaskString)
+	if err != nil {
+		return nil, fmt.Errorf("job %s: array_task_string: %w", id, err)
+	}
+	out := make([]*observation, 0, len(tasks))
+	for _, t := range tasks {
+		to := *o
+		to.ev = ev
+		to.ev.ArrayTaskID = t
+		to.ev.JobID = ev.ArrayJobID + "_" + strconv.FormatInt(t, 10)
+		out = append(out, &to)
+	}
+	return out, nil
+}
+
+// observeResources fills GPUs, GPU type, memory and, for a running job, the
+// GPU indices per node.
+func observeResources(j *squeueJob, ev *schemas.JobEvent, o *observation) error {
+	// GPUs asked for: per job, per node or per task, whichever is given.
+	// The request is the same whether the job waits or runs, so an event
+	// re-emitted later carries the same count.
+	ev.GPUs = 0
+	for _, r := range []struct {
+		field string
+		s     string
+		mult  int64
+	}{
+		{"tres_per_job", j.TRESPerJob, 1},
+		{"tres_per_node", j.TRESPerNode, j.NodeCount.or(1)},
+		{"tres_per_task", j.TRESPerTask, j.Tasks.or(1)},
+	} {
+		g, ok, err := parseTRESPer(r.s)
+		if err != nil {
+			return fmt.Errorf("%s: %w", r.field, err)
+		}
+		if ok {
+			ev.GPUs, ev.GPUType = g.Count*r.mult, g.Type
+			break
+		}
+	}
+	if ev.GPUs == 0 {
+		for _, s := range []string{j.TRESAllocStr, j.TRESReqStr} {
+			if v, ok := tresValue(s, "gres/gpu"); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil || n < 0 {
+					return fmt.Errorf("tres gres/gpu=%q is not a count", v)
+				}
+				ev.GPUs = n
+				break
+			}
+		}
+	}
+	if m, ok := tresValue(j.TRESReqStr, "mem"); ok {
+		n, err := parseMem(m)
+		if err != nil {
+			return fmt.Errorf("tres_req_str: %w", err)
+		}
+		ev.MemReqBytes = n
+	} else if j.MemoryPerNode.Set && j.NodeCount.Set {
+		ev.MemReqBytes = j.MemoryPerNode.V * j.NodeCount.V << 20
+	} else if j.MemoryPerCPU.Set && j.CPUs.Set {
+		ev.MemReqBytes = j.MemoryPerCPU.V * j.CPUs.V << 20
+	}
+
+	// gres_detail has one entry per allocated node, in node order, while the
+	// job runs; Slurm empties it once the job ends.
+	if o.kind != kindRunning || len(j.GresDetail) == 0 {
+		return nil
+	}
+	if len(j.GresDetail) != len(ev.Nodes) {
+		return fmt.Errorf("gres_detail has %d entries for %d nodes", len(j.GresDetail), len(ev.Nodes))
+	}
+	idx := make(map[string][]int64, len(ev.Nodes))
+	var total int64
+	for i, d := range j.GresDetail {
+		g, ok, err := parseGresDetail(d)
+		if err != nil {
+			return fmt.Errorf("gres_detail: %w", err)
+		}
+		if !ok {
+			continue
+		}
+		if g.Indices == nil {
+			return nil // counts without indices: nothing to attribute
+		}
+		idx[ev.Nodes[i]] = g.Indices
+		total += g.Count
+		if ev.GPUType == "" {
+			ev.GPUType = g.Type
+		}
+	}
+	if ev.GPUs == 0 {
+		ev.GPUs = total
+	}
+	if len(idx) > 0 {
+		o.gpuIdx = idx
+	}
+	return nil
+}

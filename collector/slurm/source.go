@@ -1,0 +1,460 @@
+// Package slurm follows a Slurm cluster's jobs and publishes each change once
+// as a job event, with the GPUs each job holds as allocation intervals.
+//
+// It polls `squeue --json` (all states; Slurm 22.05's OpenAPI v0.0.38) and
+// reads the job-completion log of jobcomp/filetxt from a remembered offset, for
+// jobs that start and end between two polls or end while the source is down.
+// Event times are Slurm's own submit, start and end times, so an event sent
+// again after a crash is the same message and collapses downstream. What was
+// emitted is kept in a small state file, written after the publishes succeed.
+package slurm
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/heliostat-dev/heliostat/collector"
+	"github.com/heliostat-dev/heliostat/schemas"
+)
+
+// maxJobCompRead bounds how much of the job-completion log one poll reads; the
+// rest waits for the next poll.
+const maxJobCompRead = 16 << 20
+
+// Source follows one Slurm cluster. It is not safe for concurrent use: Run
+// (or Poll) from one goroutine.
+type Source struct {
+	cfg    Config
+	pub    collector.JobPublisher
+	logger *slog.Logger
+	m      *metrics
+	now    func() time.Time
+	st     *state
+	dirty  bool
+	logAt  map[string]time.Time // throttle of per-record warnings, by input
+	// scripts caches script hashes within one poll, by Slurm job id.
+	scripts map[string]string
+}
+
+// New returns a Source that publishes through pub, with the state loaded from
+// cfg.StateFile. Its metrics are registered on reg.
+func New(cfg Config, pub collector.Publisher, logger *slog.Logger, reg prometheus.Registerer, now func() time.Time) (*Source, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	st, err := loadState(cfg.StateFile)
+	if err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("slurm: register metrics: %w", err)
+	}
+	m.tracked.Set(float64(len(st.Jobs)))
+	return &Source{
+		cfg:    cfg,
+		pub:    collector.JobPublisher{Pub: pub, Cluster: cfg.Cluster, Source: schemas.SourceSlurm},
+		logger: logger,
+		m:      m,
+		now:    now,
+		st:     st,
+		logAt:  map[string]time.Time{},
+	}, nil
+}
+
+// Run polls at the configured interval until ctx ends, starting at once. A
+// failed poll is logged and counted, and the next poll tries again. It
+// returns nil when ctx ends.
+func (s *Source) Run(ctx context.Context) error {
+	s.logger.Info("slurm source started", "cluster", s.cfg.Cluster, "interval", s.cfg.PollInterval,
+		"squeue", s.cfg.Squeue, "jobcomp_log", s.cfg.JobCompLog, "state_file", s.cfg.StateFile, "jobs", len(s.st.Jobs))
+	t := time.NewTicker(s.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		if err := s.Poll(ctx); err != nil && ctx.Err() == nil {
+			s.logger.Warn("slurm poll failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Poll reads squeue and the new part of the job-completion log once,
+// publishes the events and allocation changes they show, and saves the state.
+func (s *Source) Poll(ctx context.Context) (err error) {
+	start := time.Now()
+	s.m.polls.Inc()
+	defer func() {
+		s.m.pollDuration.Observe(time.Since(start).Seconds())
+		if err != nil {
+			s.m.pollErrors.Inc()
+		}
+		// What was published is in the state even when the poll failed
+		// later: save it so that it is not published again.
+		if s.dirty {
+			if serr := s.st.save(s.cfg.StateFile); serr != nil {
+				err = errors.Join(err, serr)
+			} else {
+				s.dirty = false
+			}
+		}
+		s.m.tracked.Set(float64(len(s.st.Jobs)))
+	}()
+	s.scripts = map[string]string{}
+
+	out, err := s.command(ctx, s.cfg.Squeue, "--json", "--all", "--states=all")
+	if err != nil {
+		return err
+	}
+	resp, err := decodeSqueue(out)
+	if err != nil {
+		s.m.parseErrors.WithLabelValues(inputSqueue).Inc()
+		return fmt.Errorf("slurm: %w", err)
+	}
+	// A publish cut short by shutdown would be spooled and sent again; let
+	// the publisher's own timeout bound it instead.
+	pctx := context.WithoutCancel(ctx)
+	seen := make(map[string]bool, len(resp.Jobs))
+	complete := true // every record understood: absent jobs really are absent
+	for i := range resp.Jobs {
+		obs, err := observeSqueue(&resp.Jobs[i])
+		if err != nil {
+			complete = false
+			s.parseError(inputSqueue, err, "index", i)
+			continue
+		}
+		for _, o := range obs {
+			seen[o.ev.JobID] = true
+			if err := s.handle(ctx, pctx, o); err != nil {
+				return err
+			}
+		}
+	}
+	if s.cfg.JobCompLog != "" {
+		if err := s.readJobComp(ctx, pctx); err != nil {
+			return err
+		}
+	}
+	s.forget(seen, complete)
+	return nil
+}
+
+// forget drops jobs from the state: ended ones squeue no longer lists after
+// the retention, and unended ones that vanished without a trace (counted as
+// lost; the job-completion log, read to its end, did not have them either).
+func (s *Source) forget(seen map[string]bool, complete bool) {
+	cutoff := s.now().Add(-s.cfg.Retention).UnixMilli()
+	for id, r := range s.st.Jobs {
+		switch {
+		case seen[id]:
+			if r.Missing != 0 {
+				r.Missing, s.dirty = 0, true
+			}
+		case r.Ended:
+			if r.Last.EndMillis < cutoff {
+				delete(s.st.Jobs, id)
+				s.dirty = true
+			}
+		case complete:
+			r.Missing++
+			s.dirty = true
+			if r.Missing >= 2 {
+				s.m.lost.Inc()
+				s.logger.Warn("slurm job vanished without an end; no END emitted", "job_id", id,
+					"state", r.Last.State.String(), "jobcomp_log", s.cfg.JobCompLog)
+				delete(s.st.Jobs, id)
+			}
+		}
+	}
+}
+
+// handle publishes what o shows that was not published yet: SUBMIT, START,
+// END, or an UPDATE of priority or time limit, and the allocation intervals
+// that open at START and close at END.
+func (s *Source) handle(ctx, pctx context.Context, o *observation) error {
+	r := s.st.Jobs[o.ev.JobID]
+	if r != nil && r.Ended {
+		if r.Last.SubmitMillis == o.ev.SubmitMillis || o.slurmID == "" {
+			return nil
+		}
+		r = nil // Slurm reused the id (job ids wrap, or the cluster was rebuilt)
+	}
+	if r == nil {
+		r = &jobRecord{}
+		if o.batch && s.cfg.HashScripts {
+			o.ev.CommandHash = s.scriptHash(ctx, o.slurmID)
+		}
+	} else {
+		mergeKnown(&o.ev, &r.Last)
+	}
+
+	sanitize(&o.ev)
+	var evs []schemas.JobEvent
+	var allocs []schemas.Alloc
+	if !r.Submitted {
+		e := o.ev
+		e.Type, e.EventMillis = schemas.JobSubmit, e.SubmitMillis
+		e.State, e.StartMillis, e.EndMillis, e.Nodes, e.ExitCode = schemas.StatePending, 0, 0, nil, schemas.Unknown
+		evs = append(evs, e)
+	}
+	opened := r.Allocs
+	if o.started && !r.Started {
+		e := o.ev
+		e.Type, e.EventMillis = schemas.JobStart, e.StartMillis
+		e.State, e.EndMillis, e.ExitCode = schemas.StateRunning, 0, schemas.Unknown
+		evs = append(evs, e)
+		opened = openAllocs(o)
+		allocs = append(allocs, opened...)
+		if opened == nil && o.ev.GPUs > 0 {
+			s.m.noGPUIndex.Inc()
+		}
+	}
+	if o.kind == kindFinal {
+		e := o.ev
+		e.Type, e.EventMillis = schemas.JobEnd, e.EndMillis
+		evs = append(evs, e)
+		for _, a := range opened {
+			a.EndMillis = e.EndMillis
+			allocs = append(allocs, a)
+		}
+		opened = nil
+	}
+	if len(evs) == 0 && (o.ev.Priority != r.Last.Priority || o.ev.TimeLimitS != r.Last.TimeLimitS) {
+		// Slurm does not say when a priority or limit changed: the event
+		// time is when it was seen.
+		e := o.ev
+		e.Type, e.EventMillis = schemas.JobUpdate, s.now().UnixMilli()
+		evs = append(evs, e)
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	if err := s.pub.PublishJob(pctx, evs); err != nil {
+		return fmt.Errorf("slurm: %w", err)
+	}
+	key := string(schemas.JobKey(s.cfg.Cluster, o.ev.JobID))
+	for len(allocs) > 0 {
+		n := min(len(allocs), schemas.MaxEventsPerMessage)
+		if err := s.pub.PublishAllocs(pctx, key, allocs[:n]); err != nil {
+			return fmt.Errorf("slurm: %w", err)
+		}
+		allocs = allocs[n:]
+	}
+	for _, e := range evs {
+		s.m.events.WithLabelValues(e.Type.String()).Inc()
+	}
+	r.Submitted, r.Started, r.Ended = true, r.Started || o.started, o.kind == kindFinal
+	r.Last, r.Allocs, r.Missing = evs[len(evs)-1], opened, 0
+	s.st.Jobs[o.ev.JobID] = r
+	s.dirty = true
+	return nil
+}
+
+// sanitize makes the strings Slurm gave encodable: valid UTF-8, at most
+// schemas.MaxStringLen bytes (longer names and paths are cut).
+func sanitize(ev *schemas.JobEvent) {
+	for _, p := range []*string{&ev.JobID, &ev.ArrayJobID, &ev.Name, &ev.User, &ev.Group, &ev.Account,
+		&ev.Partition, &ev.QOS, &ev.GPUType, &ev.CommandHash, &ev.WorkDir} {
+		*p = cleanString(*p)
+	}
+	for i := range ev.Nodes {
+		ev.Nodes[i] = cleanString(ev.Nodes[i])
+	}
+}
+
+func cleanString(s string) string {
+	if len(s) <= schemas.MaxStringLen && utf8.ValidString(s) {
+		return s
+	}
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) > schemas.MaxStringLen {
+		s = s[:schemas.MaxStringLen]
+		for !utf8.ValidString(s) { // a rune cut in two at the end
+			s = s[:len(s)-1]
+		}
+	}
+	return s
+}
+
+// mergeKnown fills what the job-completion log does not say (priority, GPUs,
+// command hash) from the last event emitted for the job.
+func mergeKnown(ev, last *schemas.JobEvent) {
+	if ev.Priority == schemas.Unknown {
+		ev.Priority = last.Priority
+	}
+	if ev.GPUs == schemas.Unknown {
+		ev.GPUs, ev.GPUType = last.GPUs, last.GPUType
+	}
+	if ev.CommandHash == "" {
+		ev.CommandHash = last.CommandHash
+	}
+	if ev.EligibleMillis == 0 {
+		ev.EligibleMillis = last.EligibleMillis
+	}
+	if ev.MemReqBytes == schemas.Unknown {
+		ev.MemReqBytes = last.MemReqBytes
+	}
+}
+
+// openAllocs returns the open allocation intervals of a started job, one per
+// GPU, in node and index order; nil when Slurm did not show the indices.
+func openAllocs(o *observation) []schemas.Alloc {
+	var out []schemas.Alloc
+	for _, node := range o.ev.Nodes {
+		for _, idx := range o.gpuIdx[node] {
+			out = append(out, schemas.Alloc{
+				Host: node, GPUIndex: idx, JobID: o.ev.JobID, User: o.ev.User,
+				StartMillis: o.ev.StartMillis, Source: schemas.AllocScontrol,
+			})
+		}
+	}
+	return out
+}
+
+// readJobComp handles the lines appended to the job-completion log since the
+// remembered offset. On the first run it starts at the log's end: jobs that
+// ended before the source ever ran are the trace importer's.
+func (s *Source) readJobComp(ctx, pctx context.Context) error {
+	f, err := os.Open(s.cfg.JobCompLog)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // slurmctld creates it at the first job's end
+	}
+	if err != nil {
+		return fmt.Errorf("slurm: open job-completion log: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("slurm: job-completion log: %w", err)
+	}
+	jc := &s.st.JobComp
+	ino := inode(fi)
+	switch {
+	case !jc.Known:
+		jc.Known, jc.Inode, jc.Offset = true, ino, fi.Size()
+		s.dirty = true
+		s.m.jobCompBytes.Set(float64(jc.Offset))
+		return nil
+	case ino != jc.Inode || fi.Size() < jc.Offset:
+		s.logger.Info("job-completion log was rotated or truncated; reading it from the start",
+			"path", s.cfg.JobCompLog, "offset", jc.Offset, "size", fi.Size())
+		jc.Inode, jc.Offset = ino, 0
+		s.dirty = true
+	}
+	if fi.Size() == jc.Offset {
+		return nil
+	}
+	if _, err := f.Seek(jc.Offset, io.SeekStart); err != nil {
+		return fmt.Errorf("slurm: job-completion log: %w", err)
+	}
+	br := bufio.NewReader(io.LimitReader(f, maxJobCompRead))
+	for {
+		line, err := br.ReadString('\n')
+		if err == io.EOF {
+			// A line without its newline is still being written (or the
+			// read limit cut it): take it next time.
+			if len(line) == maxJobCompRead {
+				return fmt.Errorf("slurm: job-completion log: line at offset %d longer than %d bytes", jc.Offset, maxJobCompRead)
+			}
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("slurm: read job-completion log: %w", err)
+		}
+		if strings.TrimSpace(line) != "" {
+			o, perr := parseJobCompLine(line, s.cfg.JobCompLocation)
+			if perr != nil {
+				s.parseError(inputJobComp, perr, "offset", jc.Offset, "path", s.cfg.JobCompLog)
+			} else if err := s.handle(ctx, pctx, o); err != nil {
+				return err
+			}
+		}
+		jc.Offset += int64(len(line))
+		s.dirty = true
+		s.m.jobCompBytes.Set(float64(jc.Offset))
+	}
+	return nil
+}
+
+// scriptHash returns the sha256 of a batch job's script as scontrol prints
+// it, or "" when scontrol fails (counted and logged at debug level).
+func (s *Source) scriptHash(ctx context.Context, slurmID string) string {
+	if h, ok := s.scripts[slurmID]; ok {
+		return h
+	}
+	out, err := s.command(ctx, s.cfg.Scontrol, "write", "batch_script", slurmID, "-")
+	h := ""
+	if err != nil {
+		s.m.cmdErrors.WithLabelValues("scontrol").Inc()
+		s.logger.Debug("cannot read batch script", "job_id", slurmID, "err", err)
+	} else {
+		sum := sha256.Sum256(out)
+		h = hex.EncodeToString(sum[:])
+	}
+	s.scripts[slurmID] = h
+	return h
+}
+
+// command runs a Slurm command and returns its standard output.
+func (s *Source) command(ctx context.Context, name string, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.CommandTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	if s.cfg.SlurmConf != "" {
+		cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool {
+			return strings.HasPrefix(kv, "SLURM_CONF=")
+		}), "SLURM_CONF="+s.cfg.SlurmConf)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		if name != s.cfg.Scontrol {
+			s.m.cmdErrors.WithLabelValues("squeue").Inc()
+		}
+		return nil, fmt.Errorf("slurm: %s %s: %w: %s", name, strings.Join(args, " "), err, lastLine(stderr.String()))
+	}
+	return stdout.Bytes(), nil
+}
+
+// parseError counts a record that could not be parsed and logs it, at most
+// once per ten seconds per input.
+func (s *Source) parseError(input string, err error, attrs ...any) {
+	s.m.parseErrors.WithLabelValues(input).Inc()
+	now := time.Now()
+	if now.Sub(s.logAt[input]) < 10*time.Second {
+		return
+	}
+	s.logAt[input] = now
+	s.logger.Warn("skipped a record that could not be parsed (further ones counted in heliostat_slurm_parse_errors_total)",
+		append([]any{"input", input, "err", err}, attrs...)...)
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
+}

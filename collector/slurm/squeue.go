@@ -1,0 +1,263 @@
+package slurm
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/heliostat-dev/heliostat/schemas"
+)
+
+// squeueResponse is the part of `squeue --json` (Slurm 22.05: OpenAPI
+// v0.0.38) that the source reads.
+type squeueResponse struct {
+	Meta struct {
+		Plugin struct {
+			Type string `json:"type"`
+		} `json:"plugin"`
+	} `json:"meta"`
+	Errors []json.RawMessage `json:"errors"`
+	Jobs   []squeueJob       `json:"jobs"`
+}
+
+// squeueJob is one job record of `squeue --json`. Times are Unix seconds, 0
+// when unset; time_limit is in minutes and null when unlimited; exit_code is a
+// wait(2) status. A pending array is one record whose array_task_string lists
+// the tasks still pending ("0-2", "1,3-5%2"); each task that starts gets its
+// own record with its own job_id.
+type squeueJob struct {
+	JobID           optInt   `json:"job_id"`
+	ArrayJobID      optInt   `json:"array_job_id"`
+	ArrayTaskID     optInt   `json:"array_task_id"`
+	ArrayTaskString string   `json:"array_task_string"`
+	Name            string   `json:"name"`
+	UserName        string   `json:"user_name"`
+	UserID          optInt   `json:"user_id"`
+	GroupName       string   `json:"group_name"`
+	Account         string   `json:"account"`
+	Partition       string   `json:"partition"`
+	QOS             string   `json:"qos"`
+	JobState        jobState `json:"job_state"`
+	ExitCode        optInt   `json:"exit_code"`
+	Priority        optInt   `json:"priority"`
+	SubmitTime      optInt   `json:"submit_time"`
+	EligibleTime    optInt   `json:"eligible_time"`
+	StartTime       optInt   `json:"start_time"`
+	EndTime         optInt   `json:"end_time"`
+	TimeLimit       optInt   `json:"time_limit"`
+	NodeCount       optInt   `json:"node_count"`
+	Nodes           string   `json:"nodes"`
+	CPUs            optInt   `json:"cpus"`
+	Tasks           optInt   `json:"tasks"`
+	GresDetail      []string `json:"gres_detail"`
+	TRESPerJob      string   `json:"tres_per_job"`
+	TRESPerNode     string   `json:"tres_per_node"`
+	TRESPerTask     string   `json:"tres_per_task"`
+	TRESReqStr      string   `json:"tres_req_str"`
+	TRESAllocStr    string   `json:"tres_alloc_str"`
+	MemoryPerNode   optInt   `json:"memory_per_node"`
+	MemoryPerCPU    optInt   `json:"memory_per_cpu"`
+	Command         string   `json:"command"`
+	BatchFlag       bool     `json:"batch_flag"`
+	WorkDir         string   `json:"current_working_directory"`
+}
+
+// optInt is an integer that Slurm may write as a number, null (unset,
+// unlimited) or, in later OpenAPI versions, {"set":…,"infinite":…,"number":…}.
+type optInt struct {
+	V   int64
+	Set bool
+}
+
+func (o *optInt) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	switch {
+	case bytes.Equal(b, []byte("null")):
+		*o = optInt{}
+		return nil
+	case len(b) > 0 && b[0] == '{':
+		var v struct {
+			Set      *bool   `json:"set"`
+			Infinite bool    `json:"infinite"`
+			Number   *optInt `json:"number"`
+		}
+		if err := json.Unmarshal(b, &v); err != nil {
+			return err
+		}
+		if v.Number == nil {
+			return &json.UnmarshalTypeError{Value: "object without \"number\"", Type: reflect.TypeFor[int64]()}
+		}
+		*o = optInt{}
+		if (v.Set == nil || *v.Set) && !v.Infinite {
+			*o = *v.Number
+		}
+		return nil
+	}
+	// Slurm prints unsigned 64-bit fields; NO_VAL64 and INFINITE64 do not
+	// fit int64 and mean unset.
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		if u, uerr := strconv.ParseUint(string(b), 10, 64); uerr == nil && u > 1<<62 {
+			*o = optInt{} // NO_VAL64 and friends mean unset
+			return nil
+		}
+		// A type error gets the field's name added by encoding/json.
+		return &json.UnmarshalTypeError{Value: "value " + string(b), Type: reflect.TypeFor[int64]()}
+	}
+	*o = optInt{V: n, Set: true}
+	return nil
+}
+
+// or returns the value, or def when unset.
+func (o optInt) or(def int64) int64 {
+	if !o.Set {
+		return def
+	}
+	return o.V
+}
+
+// jobState is Slurm's job state: a string in 22.05, a list of a base state and
+// flags in later versions (the first element is the base state).
+type jobState string
+
+func (s *jobState) UnmarshalJSON(b []byte) error {
+	var str string
+	if err := json.Unmarshal(b, &str); err == nil {
+		*s = jobState(str)
+		return nil
+	}
+	var list []string
+	if err := json.Unmarshal(b, &list); err != nil || len(list) == 0 {
+		return &json.UnmarshalTypeError{Value: "value " + string(b), Type: reflect.TypeFor[string]()}
+	}
+	*s = jobState(list[0])
+	return nil
+}
+
+// decodeSqueue decodes the output of `squeue --json`. An error means the whole
+// document is unusable; errors Slurm itself reports in "errors" are one too.
+func decodeSqueue(b []byte) (*squeueResponse, error) {
+	var r squeueResponse
+	if err := json.Unmarshal(b, &r); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return nil, fmt.Errorf("decode squeue --json at offset %d: %w", se.Offset, err)
+		}
+		return nil, fmt.Errorf("decode squeue --json: %w", err)
+	}
+	if len(r.Errors) > 0 {
+		return nil, fmt.Errorf("squeue --json reports errors: %s", joinRaw(r.Errors, 200))
+	}
+	if r.Jobs == nil && !bytes.Contains(b, []byte(`"jobs"`)) {
+		return nil, errors.New("decode squeue --json: no \"jobs\" list")
+	}
+	return &r, nil
+}
+
+func joinRaw(rs []json.RawMessage, max int) string {
+	var sb strings.Builder
+	for i, r := range rs {
+		if i > 0 {
+			sb.WriteString("; ")
+		}
+		sb.Write(r)
+		if sb.Len() > max {
+			return sb.String()[:max] + "…"
+		}
+	}
+	return sb.String()
+}
+
+// stateKind says where a Slurm state leaves a job.
+type stateKind uint8
+
+const (
+	kindPending stateKind = iota + 1 // not started (or requeued and waiting again)
+	kindRunning                      // holds its nodes
+	kindFinal                        // ended
+)
+
+// normalizeState maps a Slurm state name, long ("CANCELLED", also
+// "CANCELLED by 0" as sacct prints it) or short ("CA"), to a JobState and
+// where it leaves the job.
+func normalizeState(s string) (schemas.JobState, stateKind, error) {
+	base, _, _ := strings.Cut(strings.TrimSpace(s), " ")
+	base = strings.TrimSuffix(base, "+") // sacct marks a state with more to it with '+'
+	switch base {
+	case "PENDING", "PD", "REQUEUED", "RQ", "REQUEUE_FED", "RF", "REQUEUE_HOLD", "RH", "RESV_DEL_HOLD", "RD":
+		return schemas.StatePending, kindPending, nil
+	case "RUNNING", "R", "SUSPENDED", "S", "STOPPED", "ST", "COMPLETING", "CG", "CONFIGURING", "CF",
+		"RESIZING", "RS", "SIGNALING", "SI", "STAGE_OUT", "SO":
+		return schemas.StateRunning, kindRunning, nil
+	case "COMPLETED", "CD":
+		return schemas.StateCompleted, kindFinal, nil
+	case "FAILED", "F", "SPECIAL_EXIT", "SE":
+		return schemas.StateFailed, kindFinal, nil
+	case "CANCELLED", "CA", "REVOKED", "RV":
+		return schemas.StateCancelled, kindFinal, nil
+	case "TIMEOUT", "TO", "DEADLINE", "DL":
+		return schemas.StateTimeout, kindFinal, nil
+	case "NODE_FAIL", "NF", "BOOT_FAIL", "BF":
+		return schemas.StateNodeFail, kindFinal, nil
+	case "PREEMPTED", "PR":
+		return schemas.StatePreempted, kindFinal, nil
+	case "OUT_OF_MEMORY", "OOM":
+		return schemas.StateOutOfMemory, kindFinal, nil
+	}
+	return 0, 0, fmt.Errorf("unknown job state %q", s)
+}
+
+// exitCode turns a wait(2) status into one number: the exit status, or 128
+// plus the signal for a job killed by a signal, as a shell reports it.
+func exitCode(status int64) int64 {
+	if sig := status & 0x7f; sig != 0 {
+		return 128 + sig
+	}
+	return (status >> 8) & 0xff
+}
+
+// expandArrayTasks expands a pending array's array_task_string, "0-2",
+// "1,3-7:2" or "0-99%4" (at most 4 at once), into task ids.
+func expandArrayTasks(s string) ([]int64, error) {
+	s, _, _ = strings.Cut(s, "%")
+	if s == "" {
+		return nil, errors.New("empty array task list")
+	}
+	var out []int64
+	for _, item := range strings.Split(s, ",") {
+		rng, stepStr, hasStep := strings.Cut(item, ":")
+		step := int64(1)
+		if hasStep {
+			n, err := strconv.ParseInt(stepStr, 10, 64)
+			if err != nil || n <= 0 {
+				return nil, fmt.Errorf("array task list %q: bad step %q", s, stepStr)
+			}
+			step = n
+		}
+		lo, hi, isRange := strings.Cut(rng, "-")
+		if !isRange {
+			hi = lo
+		}
+		a, err1 := strconv.ParseInt(lo, 10, 64)
+		b, err2 := strconv.ParseInt(hi, 10, 64)
+		if err1 != nil || err2 != nil || a < 0 || b < a {
+			return nil, fmt.Errorf("array task list %q: bad range %q", s, rng)
+		}
+		if (b-a)/step+int64(len(out)) >= maxArrayTasks {
+			return nil, fmt.Errorf("array task list %q: more than %d tasks", s, maxArrayTasks)
+		}
+		for n := a; n <= b; n += step {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// maxArrayTasks bounds the expansion of one pending array into tasks (Slurm's
+// MaxArraySize defaults to 1001). Tasks of a larger array are reported when
+// each gets its own record.
+const maxArrayTasks = 1 << 17

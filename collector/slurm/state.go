@@ -1,0 +1,95 @@
+package slurm
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/heliostat-dev/heliostat/schemas"
+)
+
+// stateVersion is the version of the state file's layout.
+const stateVersion = 1
+
+// state is what the source has emitted, kept across restarts so that nothing
+// is emitted twice.
+type state struct {
+	Version int `json:"version"`
+	JobComp struct {
+		Known  bool   `json:"known"` // Offset and Inode have been set once
+		Inode  uint64 `json:"inode"`
+		Offset int64  `json:"offset"` // bytes of the log fully handled
+	} `json:"jobcomp"`
+	Jobs map[string]*jobRecord `json:"jobs"`
+}
+
+// jobRecord is one job's emitted history.
+type jobRecord struct {
+	Submitted bool             `json:"submitted"`
+	Started   bool             `json:"started"`
+	Ended     bool             `json:"ended"`
+	Last      schemas.JobEvent `json:"last"`             // the last event emitted
+	Allocs    []schemas.Alloc  `json:"allocs,omitempty"` // open allocation intervals
+	Missing   int              `json:"missing,omitempty"`
+}
+
+// loadState reads the state file; a missing file is an empty state.
+func loadState(path string) (*state, error) {
+	st := &state{Version: stateVersion, Jobs: map[string]*jobRecord{}}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return st, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("slurm: read state file: %w", err)
+	}
+	if err := json.Unmarshal(b, st); err != nil {
+		return nil, fmt.Errorf("slurm: state file %s: %w (delete it to start afresh; events may then repeat)", path, err)
+	}
+	if st.Version != stateVersion {
+		return nil, fmt.Errorf("slurm: state file %s: version %d, want %d", path, st.Version, stateVersion)
+	}
+	if st.Jobs == nil {
+		st.Jobs = map[string]*jobRecord{}
+	}
+	return st, nil
+}
+
+// save writes the state atomically: a synced temporary file renamed over the
+// old one, then the directory synced.
+func (st *state) save(path string) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("slurm: encode state: %w", err)
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("slurm: save state: %w", err)
+	}
+	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("slurm: save state: %w", err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("slurm: save state: %w", err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync() // the rename is durable once the directory is
+		d.Close()
+	}
+	return nil
+}
