@@ -12,10 +12,12 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/heliostat-dev/heliostat/collector"
+	"github.com/heliostat-dev/heliostat/collector/attrib"
 	"github.com/heliostat-dev/heliostat/collector/nvml"
 	"github.com/heliostat-dev/heliostat/collector/publish"
 	"github.com/heliostat-dev/heliostat/collector/synthetic"
 	"github.com/heliostat-dev/heliostat/internal/web"
+	"github.com/heliostat-dev/heliostat/schemas"
 )
 
 func runCollector(ctx context.Context, args []string, e *env) error {
@@ -26,6 +28,8 @@ func runCollector(ctx context.Context, args []string, e *env) error {
 	pc.RegisterFlags(fs)
 	var lf logFlags
 	lf.register(fs)
+	var ac attrib.Config
+	ac.RegisterFlags(fs, e.getenv)
 	source := fs.String("source", "auto", "GPU source: nvml, synthetic, or auto (nvml when a driver is present, else synthetic)")
 	gpus := fs.Int("synthetic.gpus", 8, "GPUs the synthetic source reports")
 	listen := fs.String("web.listen-address", ":9400", "address of /metrics and the /-/healthy, /-/ready probes")
@@ -39,6 +43,9 @@ func runCollector(ctx context.Context, args []string, e *env) error {
 		return err
 	}
 	if err := pc.Validate(); err != nil {
+		return err
+	}
+	if err := ac.Validate(); err != nil {
 		return err
 	}
 	logger, err := lf.logger(e.stderr)
@@ -60,14 +67,28 @@ func runCollector(ctx context.Context, args []string, e *env) error {
 	}
 	logger.Info("collector running", "source", src.Name(), "host", cc.Host, "interval", cc.Interval,
 		"brokers", pc.Brokers, "spool", pc.SpoolDir, "metrics", "http://"+httpAddr(srv.Addr())+"/metrics")
+	// Attribution needs the driver's process lists: it runs with the nvml
+	// source only (--source nvml, or auto on a host with a driver).
+	var extra []func(context.Context) error
+	if ns, ok := src.(*nvml.Source); ok && ac.Enabled {
+		ac.Host = cc.Host
+		jp := &collector.JobPublisher{Pub: pub, Cluster: cc.Cluster, Source: schemas.SourceSlurm}
+		a, err := attrib.New(ac, ns, jp, logger, reg, time.Now)
+		if err != nil {
+			return err
+		}
+		extra = append(extra, a.Run)
+	}
 	srv.SetReady(true)
-	return runCollectorParts(ctx, cc, src, pub, srv, logger, reg)
+	return runCollectorParts(ctx, cc, src, pub, srv, logger, reg, extra...)
 }
 
 // runCollectorParts runs the collector and its publisher until ctx ends, then
 // stops them in order: the collector publishes what it holds, the publisher
-// delivers or spools it, and only then does the publisher stop.
-func runCollectorParts(ctx context.Context, cc collector.Config, src collector.Source, pub *publish.Publisher, srv *web.Server, logger *slog.Logger, reg prometheus.Registerer) error {
+// delivers or spools it, and only then does the publisher stop. extra are
+// further parts publishing through pub (the GPU attributor), run and stopped
+// alongside the collector.
+func runCollectorParts(ctx context.Context, cc collector.Config, src collector.Source, pub *publish.Publisher, srv *web.Server, logger *slog.Logger, reg prometheus.Registerer, extra ...func(context.Context) error) error {
 	c, err := collector.New(cc, src, pub, logger, reg, time.Now)
 	if err != nil {
 		return err
@@ -80,6 +101,9 @@ func runCollectorParts(ctx context.Context, cc collector.Config, src collector.S
 		g.Go(func() error { return srv.Run(gctx) })
 	}
 	g.Go(func() error { return c.Run(gctx) })
+	for _, run := range extra {
+		g.Go(func() error { return run(gctx) })
+	}
 	err = g.Wait()
 	stopPub()
 	if perr := <-pubDone; perr != nil && err == nil {
