@@ -3,6 +3,7 @@ package attrib
 import (
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -157,5 +158,29 @@ func TestResolveWithoutLookup(t *testing.T) {
 	p, err := r.Resolve(2001)
 	if err != nil || p.JobID != "77" || p.User != "" {
 		t.Errorf("Resolve(2001) = %+v, %v; want job 77, no user", p, err)
+	}
+}
+
+// TestResolveRealProc reads this test's own process from the host's /proc:
+// real /proc files report size 0 and must still be read whole.
+func TestResolveRealProc(t *testing.T) {
+	if _, err := os.Stat("/proc/self/cgroup"); err != nil {
+		t.Skipf("no /proc here: %v", err)
+	}
+	pid := uint32(os.Getpid())
+	r := NewResolver("/proc", LookupSystemUser)
+	p, err := r.Resolve(pid)
+	if err != nil {
+		t.Fatalf("Resolve(self) = %v", err)
+	}
+	if p.PID != pid {
+		t.Errorf("Resolve(self).PID = %d; want %d", p.PID, pid)
+	}
+	if (p.JobID == "") != (p.Source == 0) {
+		t.Errorf("Resolve(self) = %+v: job and source disagree", p)
+	}
+	// No PID reaches 2^32-1 (pid_max is at most 2^22).
+	if _, err := r.Resolve(1<<32 - 1); !errors.Is(err, ErrVanished) {
+		t.Errorf("Resolve(2^32-1) error = %v; want ErrVanished", err)
 	}
 }

@@ -182,3 +182,37 @@ func TestGPUProcessesClosed(t *testing.T) {
 		t.Errorf("GPUProcesses() after Close = %v, %v; want nil and an error", got, err)
 	}
 }
+
+// TestHardwareGPUProcesses lists the processes of the host's real GPUs. It is
+// skipped only where libnvidia-ml.so.1 cannot be loaded.
+func TestHardwareGPUProcesses(t *testing.T) {
+	s, err := New(gonvml.New(), nil, nil)
+	if errors.Is(err, gonvml.ERROR_LIBRARY_NOT_FOUND) {
+		t.Skip("no NVIDIA driver (libnvidia-ml.so.1 not found); hardware test skipped")
+	}
+	if err != nil {
+		t.Fatalf("New(real NVML) = %v", err)
+	}
+	defer s.Close()
+	got, err := s.GPUProcesses()
+	if err != nil {
+		t.Fatalf("GPUProcesses() = %v", err)
+	}
+	if len(got) == 0 {
+		t.Fatal("GPUProcesses() listed no GPU")
+	}
+	uuids := make(map[string]bool)
+	for _, g := range s.GPUs() {
+		uuids[g.UUID+"/"+g.MIGUUID] = true
+	}
+	for _, g := range got {
+		if !uuids[g.UUID+"/"+g.MIGUUID] {
+			t.Errorf("GPUProcesses() lists %+v, not among GPUs()", g)
+		}
+		for _, pid := range g.PIDs {
+			if pid == 0 {
+				t.Errorf("GPUProcesses() lists pid 0 on %s", g.UUID)
+			}
+		}
+	}
+}
