@@ -48,6 +48,10 @@ const (
 	StateNodeFail
 	StatePreempted
 	StateOutOfMemory
+	// StateUnknown: the job ended but its source does not say how (SWF
+	// status -1 with a known run time). Final, so that the job does not stay
+	// RUNNING for ever; never a guess of COMPLETED or FAILED.
+	StateUnknown
 
 	numJobStates = iota + 1
 )
@@ -62,6 +66,7 @@ var jobStateNames = [numJobStates]string{
 	StateNodeFail:    "NODE_FAIL",
 	StatePreempted:   "PREEMPTED",
 	StateOutOfMemory: "OUT_OF_MEMORY",
+	StateUnknown:     "UNKNOWN",
 }
 
 func (s JobState) String() string {

@@ -227,8 +227,8 @@ func TestImportKafka(t *testing.T) {
 	path := fixture(t, "import_small.swf.in", "small-site.swf")
 	for range 2 {
 		res, _ := runImportJSON(t, path, "--to", "kafka", "--kafka.brokers", broker, "--kafka.partitions", "3")
-		if res.Jobs != 5 || res.SentJobs != 5 || res.SentEvents != 13 || res.To != "kafka" || res.Cluster != "small-site" {
-			t.Fatalf("import --to kafka: %+v; want 5 jobs, 13 events sent to kafka, cluster small-site", res)
+		if res.Jobs != 5 || res.SentJobs != 5 || res.SentEvents != 14 || res.To != "kafka" || res.Cluster != "small-site" {
+			t.Fatalf("import --to kafka: %+v; want 5 jobs, 14 events sent to kafka, cluster small-site", res)
 		}
 	}
 	msgs := readJobMessages(t, broker)
@@ -265,7 +265,7 @@ func TestImportKafka(t *testing.T) {
 		"1=SUBMIT:PENDING,START:RUNNING,END:COMPLETED",
 		"2=SUBMIT:PENDING,START:RUNNING,END:FAILED",
 		"3=SUBMIT:PENDING,END:CANCELLED",
-		"4=SUBMIT:PENDING,START:RUNNING", // status -1: no outcome, no END
+		"4=SUBMIT:PENDING,START:RUNNING,END:UNKNOWN", // status -1: ended, outcome not recorded
 		"5=SUBMIT:PENDING,START:RUNNING,END:COMPLETED",
 	}
 	if !reflect.DeepEqual(types, want) {
@@ -338,15 +338,15 @@ func TestImportClickHouse(t *testing.T) {
 	for range 2 {
 		res, _ := runImportJSON(t, path, "--to", "clickhouse", "--clickhouse.addr", ch.Addr, "--clickhouse.database", ch.Database,
 			"--clickhouse.batch-events", "4")
-		if res.SentJobs != 5 || res.SentEvents != 13 || res.To != "clickhouse" {
-			t.Fatalf("import --to clickhouse: %+v; want 5 jobs, 13 events sent to clickhouse", res)
+		if res.SentJobs != 5 || res.SentEvents != 14 || res.To != "clickhouse" {
+			t.Fatalf("import --to clickhouse: %+v; want 5 jobs, 14 events sent to clickhouse", res)
 		}
 	}
 	if n := schematest.Count(t, conn, ch.Database+".jobs FINAL"); n != 5 {
 		t.Errorf("count() FROM jobs FINAL = %d after two imports; want 5", n)
 	}
-	if n := schematest.Count(t, conn, ch.Database+".job_events FINAL"); n != 13 {
-		t.Errorf("count() FROM job_events FINAL = %d after two imports; want 13", n)
+	if n := schematest.Count(t, conn, ch.Database+".job_events FINAL"); n != 14 {
+		t.Errorf("count() FROM job_events FINAL = %d after two imports; want 14", n)
 	}
 	rows, err := conn.Query(context.Background(), "SELECT job_id, state, last_event, toUnixTimestamp(submit_time), "+
 		"ifNull(toUnixTimestamp(end_time), 0), ifNull(cpus, 0) FROM "+ch.Database+".jobs FINAL WHERE cluster = 'small-site' ORDER BY job_id")
@@ -370,8 +370,8 @@ func TestImportClickHouse(t *testing.T) {
 	want := []string{
 		fmt.Sprintf("1 COMPLETED END %d %d 8", s, s+3605),
 		fmt.Sprintf("2 FAILED END %d %d 4", s+60, s+160),
-		fmt.Sprintf("3 CANCELLED END %d 0 16", s+120), // never started: end time unknown, requested processors
-		fmt.Sprintf("4 RUNNING START %d 0 2", s+180),  // status -1: outcome unknown, so no END
+		fmt.Sprintf("3 CANCELLED END %d 0 16", s+120),      // never started: end time unknown, requested processors
+		fmt.Sprintf("4 UNKNOWN END %d %d 2", s+180, s+690), // status -1: ended (wait 10 s, ran 500 s), outcome not recorded
 		fmt.Sprintf("5 COMPLETED END %d %d 1", s+240, s+290),
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -400,8 +400,8 @@ func TestImportKafkaDown(t *testing.T) {
 }
 
 // TestImportClickHouseHPC2N imports the whole HPC2N trace straight into
-// ClickHouse: every job is in jobs once, and the 878 jobs of status -1 (no
-// outcome) are the only ones without a final state.
+// ClickHouse: every job is in jobs once and ended; the 878 jobs of status -1
+// (no outcome recorded) ended UNKNOWN.
 func TestImportClickHouseHPC2N(t *testing.T) {
 	if testing.Short() {
 		t.Skip("202,871 jobs into ClickHouse; skipped with -short")
@@ -416,7 +416,10 @@ func TestImportClickHouseHPC2N(t *testing.T) {
 	if n := schematest.Count(t, conn, ch.Database+".job_events FINAL"); n != uint64(res.Conversion.Events) {
 		t.Errorf("count() FROM job_events FINAL = %d; want %d", n, res.Conversion.Events)
 	}
-	if n := schematest.Count(t, conn, ch.Database+".jobs FINAL WHERE state = 'RUNNING'"); n != 878 {
-		t.Errorf("jobs left RUNNING = %d; want the 878 of status -1", n)
+	if n := schematest.Count(t, conn, ch.Database+".jobs FINAL WHERE state = 'UNKNOWN'"); n != 878 {
+		t.Errorf("jobs that ended UNKNOWN = %d; want the 878 of status -1", n)
+	}
+	if n := schematest.Count(t, conn, ch.Database+".jobs FINAL WHERE last_event != 'END'"); n != 0 {
+		t.Errorf("jobs without an end = %d; want 0 (every HPC2N job ended)", n)
 	}
 }

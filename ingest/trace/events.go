@@ -38,6 +38,7 @@ func EventState(s string) (st schemas.JobState, ok bool) {
 var allStates = [...]schemas.JobState{
 	schemas.StatePending, schemas.StateRunning, schemas.StateCompleted, schemas.StateFailed, schemas.StateCancelled,
 	schemas.StateTimeout, schemas.StateNodeFail, schemas.StatePreempted, schemas.StateOutOfMemory,
+	schemas.StateUnknown,
 }
 
 // EventStats counts what a Converter produced and what the traces could not
@@ -47,10 +48,12 @@ type EventStats struct {
 	Events int `json:"events"`
 	// NoStart counts jobs without a START event: the trace gives no start time.
 	NoStart int `json:"no_start"`
-	// NoEnd counts jobs without an END event: the trace gives no final state
-	// (SWF status -1 or 2, an empty or unknown Helios state) or a state that
-	// is not final (PENDING, RUNNING).
+	// NoEnd counts jobs without an END event: the trace gives neither a final
+	// state nor an end time, or a state that is not final (PENDING, RUNNING).
 	NoEnd int `json:"no_end"`
+	// EndStateUnknown counts END events in state UNKNOWN: the trace gives the
+	// end time but not the outcome (SWF status -1).
+	EndStateUnknown int `json:"end_state_unknown"`
 	// EndTimeUnknown counts END events that carry no end time: the trace gives
 	// the outcome but not when (the Venus slice: submit time and duration).
 	EndTimeUnknown int `json:"end_time_unknown"`
@@ -87,10 +90,11 @@ func NewConverter() *Converter {
 //     does give (start, else submit), with EndMillis 0 (unknown), so the event
 //     time is a lower bound of when the job ended.
 //
-// A job whose final state the trace does not give gets no END event, even when
-// its end time is known (HPC2N's status -1 jobs): schemas has no "ended,
-// outcome unknown" state, and inventing COMPLETED or FAILED would falsify the
-// completion rates. Its end time is then not carried; Stats.NoEnd counts them.
+// A job whose final state the trace does not give but whose end time it does
+// (HPC2N's status -1 jobs) ends in schemas.StateUnknown: inventing COMPLETED
+// or FAILED would falsify the completion rates, and no END at all would leave
+// it RUNNING for ever. Stats.EndStateUnknown counts them. A job with neither
+// gets no END event; Stats.NoEnd counts those.
 //
 // Every event carries the whole record, as schemas.JobEvent asks, with what
 // the trace lacks left unknown: Name is the SWF executable number or the
@@ -156,6 +160,10 @@ func (c *Converter) Append(dst []schemas.JobEvent, j *Job) []schemas.JobEvent {
 	st, ok := EventState(j.State)
 	if !ok {
 		c.Stats.UnmappedStates[j.State]++
+	}
+	if !ok && !j.End.IsZero() {
+		st, ok = schemas.StateUnknown, true
+		c.Stats.EndStateUnknown++
 	}
 	if !ok || !st.Final() {
 		c.Stats.NoEnd++

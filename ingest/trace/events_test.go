@@ -106,10 +106,11 @@ func TestConverterAppend(t *testing.T) {
 			{schemas.JobStart, ms(time.Minute), schemas.StateRunning, ms(time.Minute), 0},
 			{schemas.JobEnd, ms(time.Minute), schemas.StateCancelled, ms(time.Minute), 0},
 		}, trace.EventStats{Jobs: 1, Events: 3, EndTimeUnknown: 1}},
-		{"swf status -1: ran, outcome unknown, no END", swfJob("", 5*time.Second, time.Hour), swfBase, []ev{
+		{"swf status -1: ran, outcome unknown, END UNKNOWN", swfJob("", 5*time.Second, time.Hour), swfBase, []ev{
 			{schemas.JobSubmit, ms(0), schemas.StatePending, 0, 0},
 			{schemas.JobStart, ms(5 * time.Second), schemas.StateRunning, ms(5 * time.Second), 0},
-		}, trace.EventStats{Jobs: 1, Events: 2, NoEnd: 1, UnmappedStates: map[string]int{"": 1}}},
+			{schemas.JobEnd, ms(5*time.Second + time.Hour), schemas.StateUnknown, ms(5 * time.Second), ms(5*time.Second + time.Hour)},
+		}, trace.EventStats{Jobs: 1, Events: 3, EndStateUnknown: 1, UnmappedStates: map[string]int{"": 1}}},
 		{"swf nothing but submit", swfJob("", -1, -1), swfBase, []ev{
 			{schemas.JobSubmit, ms(0), schemas.StatePending, 0, 0},
 		}, trace.EventStats{Jobs: 1, Events: 1, NoStart: 1, NoEnd: 1, UnmappedStates: map[string]int{"": 1}}},
@@ -212,9 +213,9 @@ func TestConverterRealTraces(t *testing.T) {
 		stats trace.EventStats
 	}{
 		// HPC2N: 878 jobs of status -1 ran (wait and run known) with no
-		// outcome; job 149728 completed with an unknown wait time, so neither
-		// its start nor its end is known.
-		{"swf/HPC2N-2002-2.2-cln.swf.gz", trace.EventStats{Jobs: 202_871, Events: 3*202_871 - 878 - 1, NoEnd: 878,
+		// outcome, so they end UNKNOWN; job 149728 completed with an unknown
+		// wait time, so neither its start nor its end is known.
+		{"swf/HPC2N-2002-2.2-cln.swf.gz", trace.EventStats{Jobs: 202_871, Events: 3*202_871 - 1, EndStateUnknown: 878,
 			NoStart: 1, EndTimeUnknown: 1, UnmappedStates: map[string]int{"": 878}}},
 		{"swf/CTC-SP2-1996-3.1-cln.swf.gz", trace.EventStats{Jobs: 77_222, Events: 3 * 77_222, UnmappedStates: map[string]int{}}},
 		// Venus: submit and duration only, every state known.
