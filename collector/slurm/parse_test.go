@@ -38,7 +38,7 @@ func TestParseJobCompLine(t *testing.T) {
 		{"signal", strings.Replace(head+times+tail, "ExitCode=3:0 ", "ExitCode=0:9 ", 1),
 			func(e *schemas.JobEvent) { e.ExitCode = 137 }, ""},
 		{"unlimited, cancelled while pending", strings.NewReplacer("TimeLimit=5", "TimeLimit=UNLIMITED", "JobState=FAILED", "JobState=CANCELLED",
-			"NodeList=gpu[1-2]", "NodeList=(null)", "ExitCode=3:0 ", "ExitCode=0:0 ").Replace(head+times+tail),
+			"NodeList=gpu[1-2]", "NodeList=(null)", "ExitCode=3:0 ", "ExitCode=0:0 ").Replace(head + times + tail),
 			func(e *schemas.JobEvent) {
 				e.TimeLimitS, e.State, e.Nodes, e.StartMillis, e.ExitCode = schemas.Unknown, schemas.StateCancelled, nil, 0, 0
 			}, ""},

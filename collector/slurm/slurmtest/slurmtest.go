@@ -285,6 +285,11 @@ func start() (c *Cluster, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("slurmtest: %w", err)
 	}
+	// Jobs submitted with --uid run as that user: slurmstepd must reach
+	// their scripts in the spool directory below.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("slurmtest: %w", err)
+	}
 	c = &Cluster{dir: dir, conf: filepath.Join(dir, "slurm.conf")}
 	defer func() {
 		if err != nil {
