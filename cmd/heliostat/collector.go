@@ -30,7 +30,8 @@ func runCollector(ctx context.Context, args []string, e *env) error {
 	lf.register(fs)
 	var ac attrib.Config
 	ac.RegisterFlags(fs, e.getenv)
-	source := fs.String("source", "auto", "GPU source: nvml, synthetic, or auto (nvml when a driver is present, else synthetic)")
+	sc := registerSlurmFlags(fs, e.getenv)
+	source := fs.String("source", "auto", "GPU source: nvml, synthetic, or auto (nvml when a driver is present, else synthetic); or slurm: job events from Slurm (--slurm.*) instead of GPU samples")
 	gpus := fs.Int("synthetic.gpus", 8, "GPUs the synthetic source reports")
 	listen := fs.String("web.listen-address", ":9400", "address of /metrics and the /-/healthy, /-/ready probes")
 	if b := e.getenv("HELIOSTAT_KAFKA_BROKERS"); b != "" {
@@ -51,6 +52,9 @@ func runCollector(ctx context.Context, args []string, e *env) error {
 	logger, err := lf.logger(e.stderr)
 	if err != nil {
 		return err
+	}
+	if *source == "slurm" {
+		return runSlurmSource(ctx, *sc, cc.Cluster, pc, *listen, logger)
 	}
 	reg, srv, err := serveMetrics(*listen, logger)
 	if err != nil {
