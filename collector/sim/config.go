@@ -67,6 +67,11 @@ type Config struct {
 	// workload is done.
 	// Default: 0.
 	Duration time.Duration
+	// Backfill lets a pending job start ahead of the job holding its
+	// virtual cluster's queue if, at its time limit, it ends before that
+	// job could start (EASY backfill, on time limits as Slurm does).
+	// Default: false, strict order.
+	Backfill bool
 	// WakeDelay is the simulated time a powered-up node takes to become
 	// usable; whole seconds.
 	// Default: 5m.
@@ -100,6 +105,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 		return nil
 	})
 	fs.DurationVar(&c.Duration, "sim.duration", 0, "simulated time to run; 0 runs until stopped (at speedup 0: until the workload is done)")
+	fs.BoolVar(&c.Backfill, "sim.backfill", false, "let a job start ahead of the job holding its queue if it ends, at its time limit, before that job could start")
 	fs.DurationVar(&c.WakeDelay, "sim.wake-delay", DefaultWakeDelay, "simulated time a powered-up node takes to become usable")
 }
 

@@ -126,7 +126,7 @@ type Sim struct {
 	dirty    bool // the schedule may have changed
 	out      *outbox
 	view     []PendingJob
-	blocked  map[string]bool
+	blocked  map[string]int64 // VCs whose queue is held, and when the job holding it could start
 
 	live                bool // Run maps real to simulated time
 	realStart           time.Time
@@ -230,7 +230,7 @@ func New(cfg Config, work Workload, pol Policy, pub collector.Publisher, logger 
 		vcNodes: map[string][]*node{},
 		jobs:    map[string]*job{},
 		work:    work,
-		blocked: map[string]bool{},
+		blocked: map[string]int64{},
 		wake:    make(chan struct{}, 1),
 	}
 	s.t = s.t0
@@ -487,11 +487,20 @@ func (s *Sim) schedule() {
 	started := false
 	for i := range s.view {
 		j := s.jobs[s.view[i].ID]
-		if j == nil || j.state != schemas.StatePending || s.blocked[j.spec.VC] {
+		if j == nil || j.state != schemas.StatePending {
+			continue
+		}
+		shadow, blocked := s.blocked[j.spec.VC]
+		if blocked && (!s.cfg.Backfill || s.t+j.limitS() > shadow) {
 			continue
 		}
 		if !s.place(j) {
-			s.blocked[j.spec.VC] = true
+			if !blocked {
+				// The first job of its VC that does not fit: the
+				// ones after it wait for it, or with backfill may
+				// start if they end before it could start.
+				s.blocked[j.spec.VC] = s.shadow(j)
+			}
 			continue
 		}
 		s.startJob(j)
@@ -500,6 +509,80 @@ func (s *Sim) schedule() {
 	if started {
 		s.pending = slices.DeleteFunc(s.pending, func(j *job) bool { return j.state != schemas.StatePending })
 	}
+}
+
+// limitS returns the run time the scheduler must assume for j: its time
+// limit, or the longest run time when it has none.
+func (j *job) limitS() int64 {
+	if l := int64(math.Ceil(j.spec.TimeLimit.Seconds())); l > 0 {
+		return l
+	}
+	return int64(maxRunS)
+}
+
+// shadow returns the earliest time j could start if the running jobs end at
+// their limits (EASY backfill's shadow time), or math.MaxInt64 when the
+// powered nodes can never hold it.
+func (s *Sim) shadow(j *job) int64 {
+	gpn := s.cfg.GPUsPerNode
+	type release struct {
+		at   int64
+		gpus int
+	}
+	var times []int64
+	for _, n := range s.vcNodes[j.spec.VC] {
+		var from int64
+		switch n.state {
+		case NodeUp:
+			from = s.t
+		case NodeWaking:
+			from = n.wakeAt
+		default:
+			continue
+		}
+		var rel []release
+		seen := map[*job]bool{}
+		for _, h := range n.gpus {
+			if h != nil && !seen[h] {
+				seen[h] = true
+				k := 0
+				for _, x := range n.gpus {
+					if x == h {
+						k++
+					}
+				}
+				if n.excl == h {
+					k = gpn
+				}
+				rel = append(rel, release{h.start + h.limitS(), k})
+			}
+		}
+		slices.SortFunc(rel, func(a, b release) int { return int(a.at - b.at) })
+		free, at := n.free, from
+		if n.excl != nil {
+			free = 0
+		}
+		want := min(j.spec.GPUs, gpn) // a larger job needs whole nodes
+		for _, r := range rel {
+			if free >= want {
+				break
+			}
+			free += r.gpus
+			at = max(at, r.at)
+		}
+		if free >= want {
+			times = append(times, at)
+		}
+	}
+	need := 1
+	if j.spec.GPUs > gpn {
+		need = (j.spec.GPUs + gpn - 1) / gpn
+	}
+	if len(times) < need {
+		return math.MaxInt64
+	}
+	slices.Sort(times)
+	return times[need-1]
 }
 
 // place finds GPUs for j and takes them: one node, best fit, for a job of
@@ -602,6 +685,12 @@ func (s *Sim) endJob(j *job, st schemas.JobState) {
 // so running jobs end as NODE_FAIL and pending ones as CANCELLED, and their
 // allocations close.
 func (s *Sim) stop() {
+	if s.nextTick-int64(s.cfg.SampleInterval/time.Second) == s.t && s.running > 0 {
+		// The nodes reported their jobs running at this very time: the
+		// jobs end a second later, so that those samples fall inside
+		// their allocations.
+		s.t++
+	}
 	left := make([]*job, 0, len(s.jobs))
 	for _, j := range s.jobs {
 		left = append(left, j)

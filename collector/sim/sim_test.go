@@ -69,6 +69,24 @@ func TestScheduling(t *testing.T) {
 			"c": {150, 160, schemas.StateCompleted, []string{n1}},
 		},
 	}, {
+		name: "backfill lets short jobs ahead without delaying the held job",
+		cfg:  Config{Nodes: 1, Backfill: true},
+		jobs: []JobSpec{
+			{ID: "a", VC: "vc1", GPUs: 4, Duration: sec(90), TimeLimit: sec(100)},
+			{ID: "b", VC: "vc1", GPUs: 8, Submit: sec(1), Duration: sec(10), TimeLimit: sec(10)},
+			{ID: "c", VC: "vc1", GPUs: 2, Submit: sec(2), Duration: sec(50), TimeLimit: sec(60)},
+			{ID: "d", VC: "vc1", GPUs: 2, Submit: sec(3), Duration: sec(50), TimeLimit: sec(200)},
+			{ID: "e", VC: "vc1", GPUs: 8, Submit: sec(4), Duration: sec(50)},
+		},
+		until: 400,
+		want: map[string]want{
+			"a": {0, 90, schemas.StateCompleted, []string{n1}},
+			"c": {2, 52, schemas.StateCompleted, []string{n1}},
+			"b": {90, 100, schemas.StateCompleted, []string{n1}},
+			"d": {100, 150, schemas.StateCompleted, []string{n1}},
+			"e": {150, 200, schemas.StateCompleted, []string{n1}},
+		},
+	}, {
 		name: "best fit on one node",
 		cfg:  Config{Nodes: 2},
 		jobs: []JobSpec{job("a", "", 6, 0, 100), job("b", "", 4, 0, 100), job("c", "", 2, 0, 100),
@@ -94,9 +112,9 @@ func TestScheduling(t *testing.T) {
 			"d": {100, 110, schemas.StateCompleted, []string{n1, n2, n3}},
 		},
 	}, {
-		name: "virtual clusters queue apart",
-		cfg:  Config{Nodes: 2, VCs: "vc1:1,vc2:1"},
-		jobs: []JobSpec{job("a", "vc1", 8, 0, 100), job("b", "vc1", 1, 1, 10), job("c", "vc2", 1, 2, 10)},
+		name:  "virtual clusters queue apart",
+		cfg:   Config{Nodes: 2, VCs: "vc1:1,vc2:1"},
+		jobs:  []JobSpec{job("a", "vc1", 8, 0, 100), job("b", "vc1", 1, 1, 10), job("c", "vc2", 1, 2, 10)},
 		until: 200,
 		want: map[string]want{
 			"a": {0, 100, schemas.StateCompleted, []string{n1}},
@@ -165,8 +183,8 @@ func TestScheduling(t *testing.T) {
 			{at: 30, do: func(s *Sim) error { return s.PowerDown(n1) }},
 			{at: 100, do: func(s *Sim) error { return s.PowerUp(n1) }},
 		},
-		until: 300,
-		want:  map[string]want{"a": {160, 170, schemas.StateCompleted, []string{n1}}},
+		until:  300,
+		want:   map[string]want{"a": {160, 170, schemas.StateCompleted, []string{n1}}},
 		silent: []silence{{n1, 0, 160}},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
