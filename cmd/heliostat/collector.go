@@ -31,7 +31,8 @@ func runCollector(ctx context.Context, args []string, e *env) error {
 	var ac attrib.Config
 	ac.RegisterFlags(fs, e.getenv)
 	sc := registerSlurmFlags(fs, e.getenv)
-	source := fs.String("source", "auto", "GPU source: nvml, synthetic, or auto (nvml when a driver is present, else synthetic); or slurm: job events from Slurm (--slurm.*) instead of GPU samples")
+	simf := registerSimFlags(fs, e.getenv)
+	source := fs.String("source", "auto", "GPU source: nvml, synthetic, or auto (nvml when a driver is present, else synthetic); or slurm: job events from Slurm (--slurm.*) instead of GPU samples; or sim: a simulated cluster's samples and job events (--sim.*)")
 	gpus := fs.Int("synthetic.gpus", 8, "GPUs the synthetic source reports")
 	listen := fs.String("web.listen-address", ":9400", "address of /metrics and the /-/healthy, /-/ready probes")
 	if b := e.getenv("HELIOSTAT_KAFKA_BROKERS"); b != "" {
@@ -55,6 +56,9 @@ func runCollector(ctx context.Context, args []string, e *env) error {
 	}
 	if *source == "slurm" {
 		return runSlurmSource(ctx, *sc, cc.Cluster, pc, *listen, logger)
+	}
+	if *source == "sim" {
+		return runSimSource(ctx, simf, cc.Cluster, pc, *listen, logger)
 	}
 	reg, srv, err := serveMetrics(*listen, logger)
 	if err != nil {

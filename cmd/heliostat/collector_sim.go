@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"log/slog"
+	"slices"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/heliostat-dev/heliostat/collector/publish"
+	"github.com/heliostat-dev/heliostat/collector/sim"
+	"github.com/heliostat-dev/heliostat/ingest/trace"
+	"github.com/heliostat-dev/heliostat/schemas"
+)
+
+// simFlags are the flags of `collector --source sim`: the simulator's
+// --sim.* flags and the trace to replay.
+type simFlags struct {
+	cfg    sim.Config
+	trace  string
+	format string
+	fs     *flag.FlagSet
+}
+
+// registerSimFlags registers the --sim.* flags on fs.
+func registerSimFlags(fs *flag.FlagSet, getenv func(string) string) *simFlags {
+	f := &simFlags{fs: fs}
+	f.cfg.RegisterFlags(fs, getenv)
+	fs.StringVar(&f.trace, "sim.trace", "", "replay this trace (Helios CSV or SWF; GPU jobs only, their VCs must be in --sim.vcs) instead of the synthetic workload")
+	fs.StringVar(&f.format, "sim.trace-format", "", "format of --sim.trace: helios or swf; empty guesses it from the name")
+	return f
+}
+
+// runSimSource runs `collector --source sim`: the simulated cluster and its
+// publisher, until ctx ends (or the simulation does). The cluster is named
+// by --sim.cluster when given, else by --collector.cluster. It stops in
+// order: the simulator ends what runs and publishes it, then the publisher
+// delivers or spools what it holds, then closes.
+func runSimSource(ctx context.Context, f *simFlags, cluster string, pc publish.Config, listen string, logger *slog.Logger) error {
+	explicit := false
+	f.fs.Visit(func(fl *flag.Flag) { explicit = explicit || fl.Name == "sim.cluster" })
+	if !explicit {
+		f.cfg.Cluster = cluster
+	}
+	if err := f.cfg.Validate(); err != nil {
+		return err
+	}
+	var work sim.Workload
+	if f.trace != "" {
+		tr, err := trace.Open(f.trace, f.format)
+		if err != nil {
+			return err
+		}
+		jobs, skipped := traceJobSpecs(tr)
+		logger.Info("replaying trace", "trace", f.trace, "jobs", len(jobs), "skipped", skipped, "rejected_rows", tr.Rejected)
+		vcs, err := sim.ParseVCs(f.cfg.VCs)
+		if err != nil {
+			return err
+		}
+		if missing := missingVCs(jobs, vcs); len(missing) > 0 {
+			logger.Warn("the trace's jobs in these virtual clusters will be rejected; add them to --sim.vcs", "vcs", missing)
+		}
+		work = sim.Jobs(jobs)
+	}
+	reg, srv, err := serveMetrics(listen, logger)
+	if err != nil {
+		return err
+	}
+	pub, err := publish.New(pc, logger, reg)
+	if err != nil {
+		return err
+	}
+	s, err := sim.New(f.cfg, work, nil, pub, logger, reg, time.Now)
+	if err != nil {
+		_ = pub.Close()
+		return err
+	}
+	logger.Info("collector running", "source", "sim", "cluster", s.Config().Cluster, "brokers", pc.Brokers,
+		"spool", pc.SpoolDir, "metrics", "http://"+httpAddr(srv.Addr())+"/metrics")
+	pubCtx, stopPub := context.WithCancel(context.WithoutCancel(ctx))
+	pubDone := make(chan error, 1)
+	go func() { pubDone <- pub.Run(pubCtx) }()
+	srv.SetReady(true)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return srv.Run(gctx) })
+	g.Go(func() error {
+		err := s.Run(gctx)
+		if err == nil && ctx.Err() == nil {
+			// The simulation ended (--sim.duration, or a replay that is
+			// done): stop the metrics server too.
+			return errSimDone
+		}
+		return err
+	})
+	err = g.Wait()
+	if errors.Is(err, errSimDone) {
+		err = nil
+	}
+	stopPub()
+	if perr := <-pubDone; perr != nil && err == nil {
+		err = perr
+	}
+	if cerr := pub.Close(); cerr != nil && err == nil {
+		err = cerr
+	}
+	return err
+}
+
+var errSimDone = errors.New("simulation done")
+
+// traceJobSpecs converts a trace's GPU jobs into the simulator's job specs,
+// submit times relative to the trace's first job. Jobs without GPUs or
+// without a run time are skipped and counted; a state the trace does not
+// give, or that is not final, counts as COMPLETED.
+func traceJobSpecs(tr *trace.Trace) (jobs []sim.JobSpec, skipped int) {
+	var first time.Time
+	for i := range tr.Jobs {
+		if j := &tr.Jobs[i]; first.IsZero() || j.Submit.Before(first) {
+			first = j.Submit
+		}
+	}
+	for i := range tr.Jobs {
+		j := &tr.Jobs[i]
+		run := j.Run
+		if run < 0 && !j.Start.IsZero() && !j.End.IsZero() {
+			run = j.End.Sub(j.Start)
+		}
+		if j.GPUs < 1 || run < 0 {
+			skipped++
+			continue
+		}
+		st, ok := trace.EventState(j.State)
+		if !ok || !st.Final() {
+			st = schemas.StateCompleted
+		}
+		spec := sim.JobSpec{
+			ID:       j.ID,
+			Name:     j.Executable,
+			User:     j.User,
+			VC:       j.Queue,
+			GPUs:     j.GPUs,
+			Submit:   j.Submit.Sub(first),
+			Duration: run,
+			State:    st,
+		}
+		if j.ReqTime > 0 {
+			spec.TimeLimit = j.ReqTime
+		}
+		jobs = append(jobs, spec)
+	}
+	return jobs, skipped
+}
+
+// missingVCs returns the virtual clusters of jobs that vcs lacks (nil vcs
+// is the single VC "vc1").
+func missingVCs(jobs []sim.JobSpec, vcs []sim.VC) []string {
+	have := map[string]bool{"": true}
+	if vcs == nil {
+		have["vc1"] = true
+	}
+	for _, vc := range vcs {
+		have[vc.Name] = true
+	}
+	var missing []string
+	for _, j := range jobs {
+		if !have[j.VC] && !slices.Contains(missing, j.VC) {
+			missing = append(missing, j.VC)
+		}
+	}
+	return missing
+}
