@@ -16,9 +16,16 @@ import (
 
 	"github.com/heliostat-dev/heliostat/collector/slurm/slurmtest"
 	"github.com/heliostat-dev/heliostat/schemas"
+	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
 
-func TestMain(m *testing.M) { os.Exit(slurmtest.Main(m)) }
+func TestMain(m *testing.M) {
+	// schematest.Main runs the tests and stops ClickHouse (end-to-end test);
+	// then the Slurm cluster is stopped.
+	code := schematest.Main(m)
+	slurmtest.StopShared(code)
+	os.Exit(code)
+}
 
 const testCluster = "slurmtest"
 

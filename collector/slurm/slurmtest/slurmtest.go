@@ -215,15 +215,23 @@ var (
 // it from TestMain: os.Exit(slurmtest.Main(m)).
 func Main(m *testing.M) int {
 	code := m.Run()
-	if shared != nil {
-		shared.Stop()
-		if code == 0 {
-			_ = os.RemoveAll(shared.dir)
-		} else {
-			fmt.Fprintf(os.Stderr, "slurmtest: cluster directory kept for inspection: %s\n", shared.dir)
-		}
-	}
+	StopShared(code)
 	return code
+}
+
+// StopShared stops the shared cluster, if one was started, and removes its
+// directory unless the tests failed (code != 0). Call it after m.Run when
+// TestMain cannot use Main, e.g. because it wraps m.Run with schematest.Main.
+func StopShared(code int) {
+	if shared == nil {
+		return
+	}
+	shared.Stop()
+	if code == 0 {
+		_ = os.RemoveAll(shared.dir)
+	} else {
+		fmt.Fprintf(os.Stderr, "slurmtest: cluster directory kept for inspection: %s\n", shared.dir)
+	}
 }
 
 // Shared returns the package's shared cluster, starting it on first use. When
