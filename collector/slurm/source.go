@@ -334,9 +334,14 @@ func openAllocs(o *observation) []schemas.Alloc {
 // remembered offset. On the first run it starts at the log's end: jobs that
 // ended before the source ever ran are the trace importer's.
 func (s *Source) readJobComp(ctx, pctx context.Context) error {
+	jc := &s.st.JobComp
 	f, err := os.Open(s.cfg.JobCompLog)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil // slurmctld creates it at the first job's end
+		// slurmctld creates it at the first job's end: all of it will be new.
+		if !jc.Known {
+			jc.Known, s.dirty = true, true
+		}
+		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("slurm: open job-completion log: %w", err)
@@ -346,7 +351,6 @@ func (s *Source) readJobComp(ctx, pctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("slurm: job-completion log: %w", err)
 	}
-	jc := &s.st.JobComp
 	ino := inode(fi)
 	switch {
 	case !jc.Known:
@@ -354,6 +358,8 @@ func (s *Source) readJobComp(ctx, pctx context.Context) error {
 		s.dirty = true
 		s.m.jobCompBytes.Set(float64(jc.Offset))
 		return nil
+	case jc.Inode == 0 && jc.Offset == 0:
+		jc.Inode, s.dirty = ino, true // the log did not exist when first looked for
 	case ino != jc.Inode || fi.Size() < jc.Offset:
 		s.logger.Info("job-completion log was rotated or truncated; reading it from the start",
 			"path", s.cfg.JobCompLog, "offset", jc.Offset, "size", fi.Size())
@@ -430,7 +436,10 @@ func (s *Source) command(ctx context.Context, name string, args ...string) ([]by
 		if name != s.cfg.Scontrol {
 			s.m.cmdErrors.WithLabelValues("squeue").Inc()
 		}
-		return nil, fmt.Errorf("slurm: %s %s: %w: %s", name, strings.Join(args, " "), err, lastLine(stderr.String()))
+		if msg := lastLine(stderr.String()); msg != "" {
+			err = fmt.Errorf("%w: %s", err, msg)
+		}
+		return nil, fmt.Errorf("slurm: %s %s: %w", name, strings.Join(args, " "), err)
 	}
 	return stdout.Bytes(), nil
 }

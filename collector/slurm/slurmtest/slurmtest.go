@@ -325,7 +325,13 @@ func start() (c *Cluster, err error) {
 			return c, err
 		}
 	}
-	return c, c.waitFor(ctx, "all nodes idle", func() (bool, error) {
+	return c, c.waitIdle(ctx)
+}
+
+// waitIdle waits until sinfo shows every node idle, failing at once on an
+// INVAL node.
+func (c *Cluster) waitIdle(ctx context.Context) error {
+	return c.waitFor(ctx, "all nodes idle", func() (bool, error) {
 		out, err := c.Run(ctx, "sinfo", "-h", "-N", "-o", "%N %t")
 		if err != nil {
 			return false, nil
@@ -347,6 +353,45 @@ func start() (c *Cluster, err error) {
 		}
 		return idle == len(Nodes), nil
 	})
+}
+
+// RestartController stops slurmctld and starts it again, with an empty state
+// directory when clean is set: slurmctld then forgets every job (the
+// job-completion log stays), as after a cold start. It waits until the nodes
+// are idle again. Do not call it on the Shared cluster.
+func (c *Cluster) RestartController(ctx context.Context, clean bool) error {
+	p := c.procs[0]
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		return fmt.Errorf("slurmtest: stop slurmctld: %w", ctx.Err())
+	}
+	if clean {
+		state := filepath.Join(c.dir, "state")
+		if err := os.RemoveAll(state); err != nil {
+			return fmt.Errorf("slurmtest: %w", err)
+		}
+		if err := os.MkdirAll(state, 0o755); err != nil {
+			return fmt.Errorf("slurmtest: %w", err)
+		}
+	}
+	last := len(c.procs)
+	if err := c.spawn("slurmctld", "-D", "-f", c.conf); err != nil {
+		return err
+	}
+	// Keep slurmctld first: Stop signals the processes in order.
+	c.procs[0], c.procs = c.procs[last], c.procs[:last]
+	if err := c.waitFor(ctx, "slurmctld to answer", func() (bool, error) {
+		_, err := c.Run(ctx, "scontrol", "ping")
+		return err == nil, nil
+	}); err != nil {
+		return fmt.Errorf("%w\n%s", err, c.LogTail(20))
+	}
+	if err := c.waitIdle(ctx); err != nil {
+		return fmt.Errorf("%w\n%s", err, c.LogTail(20))
+	}
+	return nil
 }
 
 // waitFor polls cond until it is true, returns an error, or ctx ends.
