@@ -448,7 +448,7 @@ func (s *Source) command(ctx context.Context, name string, args ...string) ([]by
 // once per ten seconds per input.
 func (s *Source) parseError(input string, err error, attrs ...any) {
 	s.m.parseErrors.WithLabelValues(input).Inc()
-	now := time.Now()
+	now := s.now()
 	if now.Sub(s.logAt[input]) < 10*time.Second {
 		return
 	}
