@@ -23,6 +23,9 @@ const (
 	DefaultSeed           = 1
 	DefaultSampleInterval = 10 * time.Second
 	DefaultWakeDelay      = 5 * time.Minute
+	// maxNodes bounds the cluster: node names have three digits and more
+	// (sim-node-001 … sim-node-9999).
+	maxNodes = 9999
 )
 
 // Config configures a Sim. Zero fields mean their defaults, except Speedup
@@ -115,8 +118,8 @@ func (c Config) Validate() error {
 	if len(c.Cluster) > schemas.MaxStringLen || !utf8.ValidString(c.Cluster) {
 		return fmt.Errorf("sim: --sim.cluster: %.64q is longer than %d bytes or not UTF-8", c.Cluster, schemas.MaxStringLen)
 	}
-	if c.Nodes < 0 || c.Nodes > 9999 {
-		return fmt.Errorf("sim: --sim.nodes: %d is not between 1 and 9999", c.Nodes)
+	if c.Nodes < 0 || c.Nodes > maxNodes {
+		return fmt.Errorf("sim: --sim.nodes: %d is not between 1 and %d", c.Nodes, maxNodes)
 	}
 	if c.GPUsPerNode < 0 || c.GPUsPerNode > 64 {
 		return fmt.Errorf("sim: --sim.gpus-per-node: %d is not between 1 and 64", c.GPUsPerNode)
@@ -205,8 +208,8 @@ func ParseVCs(s string) ([]VC, error) {
 		}
 		seen[name] = true
 		nodes, err := strconv.Atoi(strings.TrimSpace(n))
-		if err != nil || nodes < 1 {
-			return nil, fmt.Errorf("item %d %q: nodes is not a positive integer", i+1, part)
+		if err != nil || nodes < 1 || nodes > maxNodes {
+			return nil, fmt.Errorf("item %d %q: nodes is not an integer from 1 to %d", i+1, part, maxNodes)
 		}
 		vcs = append(vcs, VC{Name: name, Nodes: nodes})
 	}

@@ -108,3 +108,24 @@ func TestPolicy(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseVCs checks that any --sim.vcs value is parsed or refused, never
+// accepted with an empty name or a non-positive size.
+func FuzzParseVCs(f *testing.F) {
+	for _, s := range []string{"vc1:4,vc2:4", "", "a:1", "a:0", ":3", "a:1,a:2", "a:-1", " a : 2 ,b:3"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		vcs, err := ParseVCs(s)
+		if err != nil {
+			return
+		}
+		seen := map[string]bool{}
+		for _, vc := range vcs {
+			if vc.Name == "" || vc.Nodes < 1 || seen[vc.Name] {
+				t.Fatalf("ParseVCs(%q) = %+v", s, vcs)
+			}
+			seen[vc.Name] = true
+		}
+	})
+}

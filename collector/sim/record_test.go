@@ -94,6 +94,15 @@ func (r *recorder) decode(t *testing.T, cluster string) published {
 	return p
 }
 
+// allocKey identifies an allocation interval: the record that closes it
+// replaces the one that opened it.
+type allocKey struct {
+	host  string
+	gpu   int64
+	job   string
+	start int64
+}
+
 // interval is an allocation as ClickHouse would keep it: the latest record of
 // each key.
 type interval struct {
@@ -124,6 +133,25 @@ func (p published) intervals() []interval {
 // the jobs' START and END events.
 func checkConsistent(t *testing.T, p published) {
 	t.Helper()
+	opened, closed := map[string]int64{}, map[string]int64{}
+	for _, a := range p.allocs {
+		if a.EndMillis == 0 {
+			opened[a.JobID]++
+		} else {
+			closed[a.JobID]++
+		}
+		if a.Source != schemas.AllocSim {
+			t.Errorf("allocation of job %s: source %v", a.JobID, a.Source)
+		}
+	}
+	for id, e := range p.last {
+		if e.StartMillis == 0 {
+			continue
+		}
+		if opened[id] != e.GPUs || (e.Type == schemas.JobEnd && closed[id] != e.GPUs) {
+			t.Errorf("job %s of %d GPUs: %d allocations opened, %d closed", id, e.GPUs, opened[id], closed[id])
+		}
+	}
 	byGPU := map[string][]interval{}
 	for _, iv := range p.intervals() {
 		if iv.uuid == "" || iv.host == "" || iv.gpu < 0 {

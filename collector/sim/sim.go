@@ -757,8 +757,10 @@ func (s *Sim) emit(j *job, typ schemas.JobEventType) {
 	s.out.jobs = append(s.out.jobs, e)
 }
 
-// emitAllocs queues j's allocation intervals: open while j runs, closed
-// once it ended.
+// emitAllocs queues j's allocation records: open (EndMillis 0) when j
+// starts, closed when it ends; downstream the closed record replaces the
+// open one. A job that starts and ends between two flushes has both in one
+// message, open first.
 func (s *Sim) emitAllocs(j *job) {
 	var end int64
 	if j.state.Final() {
@@ -766,7 +768,7 @@ func (s *Sim) emitAllocs(j *job) {
 	}
 	for k, n := range j.nodes {
 		for _, i := range j.gpus[k] {
-			s.out.addAlloc(schemas.Alloc{
+			s.out.allocs = append(s.out.allocs, schemas.Alloc{
 				Host: n.name, GPUIndex: int64(i), GPUUUID: n.ids[i].UUID, JobID: j.id, User: j.spec.User,
 				StartMillis: j.start * 1000, EndMillis: end, Source: schemas.AllocSim,
 			})

@@ -16,38 +16,14 @@ const (
 
 // outbox holds what the simulation produced since the last flush.
 type outbox struct {
-	jobs     []schemas.JobEvent
-	allocs   []schemas.Alloc
-	allocIdx map[allocKey]int
-	samples  []schemas.SampleBatch // per node, in node order
-	most     int                   // most samples of one node
-}
-
-// allocKey identifies an allocation interval: the record that closes it
-// replaces the one that opened it.
-type allocKey struct {
-	host  string
-	gpu   int64
-	job   string
-	start int64
+	jobs    []schemas.JobEvent
+	allocs  []schemas.Alloc
+	samples []schemas.SampleBatch // per node, in node order
+	most    int                   // most samples of one node
 }
 
 func (o *outbox) init(nodes int) {
 	o.samples = make([]schemas.SampleBatch, nodes)
-	o.allocIdx = make(map[allocKey]int)
-}
-
-// addAlloc queues a, replacing a queued record of the same interval (an
-// interval that opened and closed between two flushes is published closed
-// only).
-func (o *outbox) addAlloc(a schemas.Alloc) {
-	k := allocKey{a.Host, a.GPUIndex, a.JobID, a.StartMillis}
-	if i, ok := o.allocIdx[k]; ok {
-		o.allocs[i] = a
-		return
-	}
-	o.allocIdx[k] = len(o.allocs)
-	o.allocs = append(o.allocs, a)
 }
 
 // full reports whether the outbox should be flushed before the simulation
@@ -59,7 +35,6 @@ func (o *outbox) full() bool {
 func (o *outbox) reset() {
 	o.jobs = o.jobs[:0]
 	o.allocs = o.allocs[:0]
-	clear(o.allocIdx)
 	for i := range o.samples {
 		o.samples[i].Reset()
 	}
