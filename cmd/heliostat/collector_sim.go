@@ -13,6 +13,7 @@ import (
 	"github.com/heliostat-dev/heliostat/collector/publish"
 	"github.com/heliostat-dev/heliostat/collector/sim"
 	"github.com/heliostat-dev/heliostat/ingest/trace"
+	"github.com/heliostat-dev/heliostat/internal/web"
 	"github.com/heliostat-dev/heliostat/schemas"
 )
 
@@ -36,9 +37,7 @@ func registerSimFlags(fs *flag.FlagSet, getenv func(string) string) *simFlags {
 
 // runSimSource runs `collector --source sim`: the simulated cluster and its
 // publisher, until ctx ends (or the simulation does). The cluster is named
-// by --sim.cluster when given, else by --collector.cluster. It stops in
-// order: the simulator ends what runs and publishes it, then the publisher
-// delivers or spools what it holds, then closes.
+// by --sim.cluster when given, else by --collector.cluster.
 func runSimSource(ctx context.Context, f *simFlags, cluster string, pc publish.Config, listen string, logger *slog.Logger) error {
 	explicit := false
 	f.fs.Visit(func(fl *flag.Flag) { explicit = explicit || fl.Name == "sim.cluster" })
@@ -48,22 +47,9 @@ func runSimSource(ctx context.Context, f *simFlags, cluster string, pc publish.C
 	if err := f.cfg.Validate(); err != nil {
 		return err
 	}
-	var work sim.Workload
-	if f.trace != "" {
-		tr, err := trace.Open(f.trace, f.format)
-		if err != nil {
-			return err
-		}
-		jobs, skipped := traceJobSpecs(tr)
-		logger.Info("replaying trace", "trace", f.trace, "jobs", len(jobs), "skipped", skipped, "rejected_rows", tr.Rejected)
-		vcs, err := sim.ParseVCs(f.cfg.VCs)
-		if err != nil {
-			return err
-		}
-		if missing := missingVCs(jobs, vcs); len(missing) > 0 {
-			logger.Warn("the trace's jobs in these virtual clusters will be rejected; add them to --sim.vcs", "vcs", missing)
-		}
-		work = sim.Jobs(jobs)
+	work, err := f.workload(logger)
+	if err != nil {
+		return err
 	}
 	reg, srv, err := serveMetrics(listen, logger)
 	if err != nil {
@@ -80,12 +66,43 @@ func runSimSource(ctx context.Context, f *simFlags, cluster string, pc publish.C
 	}
 	logger.Info("collector running", "source", "sim", "cluster", s.Config().Cluster, "brokers", pc.Brokers,
 		"spool", pc.SpoolDir, "metrics", "http://"+httpAddr(srv.Addr())+"/metrics")
+	srv.SetReady(true)
+	return runSimParts(ctx, s, pub, srv)
+}
+
+// workload returns the trace to replay, or nil for the synthetic workload.
+func (f *simFlags) workload(logger *slog.Logger) (sim.Workload, error) {
+	if f.trace == "" {
+		return nil, nil
+	}
+	tr, err := trace.Open(f.trace, f.format)
+	if err != nil {
+		return nil, err
+	}
+	jobs, skipped := traceJobSpecs(tr)
+	logger.Info("replaying trace", "trace", f.trace, "jobs", len(jobs), "skipped", skipped, "rejected_rows", tr.Rejected)
+	vcs, err := sim.ParseVCs(f.cfg.VCs)
+	if err != nil {
+		return nil, err
+	}
+	if missing := missingVCs(jobs, vcs); len(missing) > 0 {
+		logger.Warn("the trace's jobs in these virtual clusters will be rejected; add them to --sim.vcs", "vcs", missing)
+	}
+	return sim.Jobs(jobs), nil
+}
+
+// runSimParts runs the simulator, its publisher and (when srv is not nil)
+// the metrics server until ctx ends or the simulation does, then stops in
+// order: the simulator ends what runs and publishes it, then the publisher
+// delivers or spools what it holds, then closes.
+func runSimParts(ctx context.Context, s *sim.Sim, pub *publish.Publisher, srv *web.Server) error {
 	pubCtx, stopPub := context.WithCancel(context.WithoutCancel(ctx))
 	pubDone := make(chan error, 1)
 	go func() { pubDone <- pub.Run(pubCtx) }()
-	srv.SetReady(true)
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return srv.Run(gctx) })
+	if srv != nil {
+		g.Go(func() error { return srv.Run(gctx) })
+	}
 	g.Go(func() error {
 		err := s.Run(gctx)
 		if err == nil && ctx.Err() == nil {
@@ -95,7 +112,7 @@ func runSimSource(ctx context.Context, f *simFlags, cluster string, pc publish.C
 		}
 		return err
 	})
-	err = g.Wait()
+	err := g.Wait()
 	if errors.Is(err, errSimDone) {
 		err = nil
 	}

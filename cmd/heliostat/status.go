@@ -44,7 +44,10 @@ FROM `+db+`.jobs FINAL`).Scan(&s.submitted, &s.pending, &s.running, &s.finished,
 }
 
 // reportStatus prints the status line every interval until ctx is done.
-func reportStatus(ctx context.Context, conn driver.Conn, db string, every time.Duration, w io.Writer, logger *slog.Logger) error {
+//
+// extra, when not nil, adds the source's own view (the simulated clock) to
+// the line.
+func reportStatus(ctx context.Context, conn driver.Conn, db string, every time.Duration, w io.Writer, extra func() string, logger *slog.Logger) error {
 	if every <= 0 {
 		return nil
 	}
@@ -64,6 +67,10 @@ func reportStatus(ctx context.Context, conn driver.Conn, db string, every time.D
 			logger.Warn("status query failed", "err", err)
 			continue
 		}
-		fmt.Fprintf(w, "%s  %s\n", time.Now().Format("15:04:05"), s)
+		line := time.Now().Format("15:04:05") + "  " + s.String()
+		if extra != nil {
+			line += " · " + extra()
+		}
+		fmt.Fprintln(w, line)
 	}
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -11,7 +13,9 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/heliostat-dev/heliostat/collector"
+	"github.com/heliostat-dev/heliostat/collector/nvml"
 	"github.com/heliostat-dev/heliostat/collector/publish"
+	"github.com/heliostat-dev/heliostat/collector/sim"
 	"github.com/heliostat-dev/heliostat/ingest"
 	"github.com/heliostat-dev/heliostat/internal/chconn"
 	"github.com/heliostat-dev/heliostat/internal/devstack"
@@ -25,19 +29,79 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	kafkaPort := fs.Int("kafka.port", 9092, "port of the embedded Kafka-protocol broker on 127.0.0.1")
 	chPort := fs.Int("clickhouse.port", 19000, "native port of the local ClickHouse server on 127.0.0.1")
 	listen := fs.String("web.listen-address", ":9400", "address of /metrics and the /-/healthy, /-/ready probes")
-	source := fs.String("source", "auto", "GPU source: nvml, synthetic, or auto (nvml when a driver is present, else synthetic)")
+	source := fs.String("source", "auto", "what runs the cluster: sim (a simulated GPU cluster with jobs), nvml (this host's GPUs), synthetic (fake GPUs, no jobs), or auto (nvml when a driver is present, else sim)")
 	gpus := fs.Int("synthetic.gpus", 8, "GPUs the synthetic source reports")
-	interval := fs.Duration("collector.interval", 5*time.Second, "sampling interval (>= 100ms)")
+	interval := fs.Duration("collector.interval", 5*time.Second, "sampling interval of the nvml and synthetic sources (>= 100ms)")
 	retention := fs.Duration("retention", 30*24*time.Hour, "drop raw sample partitions older than this (0 keeps all)")
+	statusEvery := fs.Duration("status-interval", 30*time.Second, "print the jobs and samples status line this often (0 disables)")
+	simf := registerSimFlags(fs, e.getenv)
+	var sumc ingest.SummaryConfig
+	sumc.RegisterFlags(fs)
 	var lf logFlags
 	lf.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if err := sumc.Validate(); err != nil {
+		return err
+	}
+	switch *source {
+	case "auto", "sim", "nvml", "synthetic":
+	default:
+		return fmt.Errorf("--source %q: want auto, sim, nvml or synthetic", *source)
+	}
 	logger, err := lf.logger(e.stderr)
 	if err != nil {
 		return err
 	}
+	// The default simulated cluster clogs behind whole-node jobs without
+	// backfill (Helios' run times are long-tailed), so up turns it on unless
+	// told otherwise; the cluster is "local" unless named.
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["sim.backfill"] {
+		simf.cfg.Backfill = true
+	}
+	if !set["sim.cluster"] {
+		simf.cfg.Cluster = "local"
+	}
+	if err := simf.cfg.Validate(); err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	cc := collector.Config{Cluster: "local", Host: host, Interval: *interval}
+	if err := cc.Validate(); err != nil {
+		return err
+	}
+
+	// Pick the source before starting servers, so that a bad choice fails
+	// fast.
+	var (
+		src      collector.Source
+		closeSrc = func() {}
+	)
+	if *source != "sim" {
+		kind := *source
+		if kind == "auto" {
+			kind = "nvml"
+		}
+		s, closeFn, err := openSource(kind, cc.Host, *gpus, logger)
+		switch {
+		case err == nil:
+			src, closeSrc = s, closeFn
+		case *source == "auto" && errors.Is(err, nvml.ErrNoDriver):
+			logger.Info("no NVIDIA driver on this host; running the simulated cluster")
+			*source = "sim"
+		default:
+			return err
+		}
+	}
+	defer closeSrc()
+	work, err := simf.workload(logger)
+	if err != nil {
+		return err
+	}
+
 	dir, err := filepath.Abs(*dataDir)
 	if err != nil {
 		return err
@@ -75,39 +139,57 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
-	host, _ := os.Hostname()
-	cc := collector.Config{Cluster: "local", Host: host, Interval: *interval}
-	if err := cc.Validate(); err != nil {
-		return err
-	}
-	src, closeSrc, err := openSource(*source, cc.Host, *gpus, logger)
+	sumc.Database = ch.Database
+	summarizer, err := ingest.NewSummarizer(sumc, conn, logger, reg, time.Now)
 	if err != nil {
 		return err
 	}
-	defer closeSrc()
 	pub, err := publish.New(publish.Config{Brokers: []string{broker}, SpoolDir: filepath.Join(dir, "spool")}, logger, reg)
 	if err != nil {
 		return err
 	}
+	var (
+		s        *sim.Sim
+		describe string
+	)
+	if *source == "sim" {
+		if s, err = sim.New(simf.cfg, work, nil, pub, logger, reg, time.Now); err != nil {
+			_ = pub.Close()
+			return err
+		}
+		c := s.Config()
+		describe = fmt.Sprintf("simulated cluster %q: %d nodes × %d GPUs, %g× real time, FIFO with backfill=%v", c.Cluster, c.Nodes, c.GPUsPerNode, c.Speedup, c.Backfill)
+	} else {
+		describe = fmt.Sprintf("%s source, %s interval, host %s", src.Name(), cc.Interval, cc.Host)
+	}
 
 	fmt.Fprintf(e.stdout, `heliostat is up (Ctrl-C stops it; running it again resumes on the same data)
   data directory  %s
-  kafka broker    %s   (topics %s, %s)
+  kafka broker    %s   (topics %s, %s, %s, %s)
   clickhouse      %s   (native protocol; database %s)
-                  clickhouse-client --port %d --query "SELECT count() FROM %s.gpu_samples"
+                  clickhouse-client --port %d --query "SELECT state, count() FROM %s.jobs FINAL GROUP BY state"
   metrics         http://%s/metrics
-  collector       %s source, %s interval, host %s
-`, dir, broker, schemas.TopicGPUSamples, schemas.TopicGPUEvents, ch.Addr, ch.Database, *chPort, ch.Database,
-		httpAddr(srv.Addr()), src.Name(), cc.Interval, cc.Host)
+  collector       %s
+`, dir, broker, schemas.TopicGPUSamples, schemas.TopicGPUEvents, schemas.TopicJobEvents, schemas.TopicAllocations,
+		ch.Addr, ch.Database, *chPort, ch.Database, httpAddr(srv.Addr()), describe)
 
-	// Ingest runs under its own context so that it stops only after the
-	// collector has published its last samples.
+	// Ingest, the summarizer and the status line run under their own context
+	// so that they stop only after the collector has published its last
+	// messages.
 	ingestCtx, stopIngest := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopIngest()
 	var ig errgroup.Group
 	ig.Go(func() error { return in.Run(ingestCtx) })
+	ig.Go(func() error { return summarizer.Run(ingestCtx) })
+	ig.Go(func() error {
+		return reportStatus(ingestCtx, conn, ch.Database, *statusEvery, e.stdout, simClock(s), logger)
+	})
 	srv.SetReady(true)
-	err = runCollectorParts(ctx, cc, src, pub, srv, logger, reg)
+	if s != nil {
+		err = runSimParts(ctx, s, pub, srv)
+	} else {
+		err = runCollectorParts(ctx, cc, src, pub, srv, logger, reg)
+	}
 	// What ingest has not read yet stays in the broker's log on disk and is
 	// ingested on the next start.
 	stopIngest()
@@ -115,6 +197,17 @@ func runUp(ctx context.Context, args []string, e *env) error {
 		err = ierr
 	}
 	return err
+}
+
+// simClock returns the simulated time for the status line, or nil.
+func simClock(s *sim.Sim) func() string {
+	if s == nil {
+		return nil
+	}
+	return func() string {
+		st := s.Stats()
+		return fmt.Sprintf("sim %s (%d pending, %d running, %d/%d GPUs busy)", st.Now.UTC().Format("2006-01-02 15:04"), st.Pending, st.Running, st.GPUsBusy, st.GPUs)
+	}
 }
 
 // httpAddr turns a listener address into one a browser can open.
