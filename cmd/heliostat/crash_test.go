@@ -74,7 +74,7 @@ func TestIngestSurvivesSIGKILL(t *testing.T) {
 	}
 	ch, conn := schematest.Database(t)
 	_, broker := schematest.Broker(t, kfake.GroupMinSessionTimeout(100*time.Millisecond),
-		kfake.SeedTopics(4, schemas.TopicGPUSamples, schemas.TopicGPUEvents, schemas.TopicDeadletter))
+		kfake.SeedTopics(4, schemas.DataTopics()...))
 
 	const (
 		hosts  = 125
