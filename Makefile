@@ -44,15 +44,13 @@ bench: build deps ## end-to-end ingest benchmark (ROWS=2000000) and the Go micro
 bench-go: ## Go micro-benchmarks only
 	$(GO) test -run '^$$' -bench . -benchmem ./schemas/ ./ingest/ ./ingest/trace/ ./predictor/...
 
-fuzz: ## run each fuzz target for 30s
-	$(GO) test ./schemas/ -run '^$$' -fuzz FuzzDecodeSampleBatch -fuzztime 30s
-	$(GO) test ./schemas/ -run '^$$' -fuzz FuzzDecodeEventBatch -fuzztime 30s
-	$(GO) test ./schemas/ -run '^$$' -fuzz FuzzDecodeJobEventBatch -fuzztime 30s
-	$(GO) test ./schemas/ -run '^$$' -fuzz FuzzDecodeAllocBatch -fuzztime 30s
-	$(GO) test ./collector/spool/ -run '^$$' -fuzz FuzzDecodeRecord -fuzztime 30s
-	$(GO) test ./ingest/trace/ -run '^$$' -fuzz FuzzReadSWF -fuzztime 30s
-	$(GO) test ./ingest/trace/ -run '^$$' -fuzz FuzzReadHelios -fuzztime 30s
-	$(GO) test ./predictor/demand/ -run '^$$' -fuzz FuzzReadSeries -fuzztime 30s
+fuzz: ## run every fuzz target for FUZZTIME (30s) each
+	@for f in $$(grep -rl --include='*_test.go' '^func Fuzz' .); do \
+		pkg=$$(dirname $$f); \
+		for t in $$(grep -o '^func Fuzz[A-Za-z0-9_]*' $$f | cut -d' ' -f2); do \
+			echo "$$pkg $$t"; $(GO) test $$pkg -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; \
+		done; \
+	done
 
 vet: ## go vet
 	$(GO) vet $(PKGS)
