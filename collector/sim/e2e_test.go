@@ -57,8 +57,14 @@ func TestEndToEnd(t *testing.T) {
 	pubDone := make(chan error, 1)
 	go func() { pubDone <- pub.Run(pubCtx) }()
 
-	// Recent enough that no retention would touch it, in whole hours.
-	start := time.Now().UTC().Truncate(time.Hour).Add(-24 * time.Hour)
+	// Recent enough that no retention would touch it, and always the same
+	// weekday and hour, so that the diurnal submission pattern (and with the
+	// seed, the whole workload) does not depend on when the test runs.
+	start := time.Now().UTC().Truncate(24 * time.Hour).Add(-24 * time.Hour)
+	for start.Weekday() != time.Wednesday {
+		start = start.Add(-24 * time.Hour)
+	}
+	start = start.Add(9 * time.Hour)
 	tp := &tee{pub: pub}
 	cfg := Config{Cluster: "e2e", Seed: 5, VCs: "vc1:4,vc2:4", JobsPerHour: 20, Duration: 6 * time.Hour, Start: start, Backfill: true}
 	s, err := New(cfg, nil, nil, tp, logger, nil, nil)
