@@ -8,10 +8,10 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 	"unicode/utf8"
 
+	"github.com/heliostat-dev/heliostat/internal/atomicfile"
 	"github.com/heliostat-dev/heliostat/schemas"
 )
 
@@ -178,34 +178,8 @@ func SaveState(path string, st State) error {
 	if err != nil {
 		return err
 	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := atomicfile.Write(path, data); err != nil {
 		return fmt.Errorf("attrib: save state: %w", err)
-	}
-	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("attrib: save state: %w", err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("attrib: save state %s: %w", path, err)
-	}
-	// The rename is durable once the directory is synced; a failure here
-	// leaves a complete file of either version, so it is not reported.
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
 	}
 	return nil
 }

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
+	"github.com/heliostat-dev/heliostat/internal/atomicfile"
 	"github.com/heliostat-dev/heliostat/schemas"
 )
 
@@ -64,32 +64,8 @@ func (st *state) save(path string) error {
 	if err != nil {
 		return fmt.Errorf("slurm: encode state: %w", err)
 	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := atomicfile.Write(path, b); err != nil {
 		return fmt.Errorf("slurm: save state: %w", err)
-	}
-	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("slurm: save state: %w", err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("slurm: save state: %w", err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync() // the rename is durable once the directory is
-		d.Close()
 	}
 	return nil
 }
