@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/heliostat-dev/heliostat/internal/logthrottle"
 	"github.com/heliostat-dev/heliostat/schemas"
 )
 
@@ -193,7 +194,7 @@ type Collector struct {
 	evBatch schemas.EventBatch // events not yet published
 	evBuf   []byte
 
-	collectLog, sampleLog, eventLog throttle
+	logs logthrottle.Throttle // keys: collect, samples, events
 }
 
 // New returns a Collector of src's samples (and events, if src is an
@@ -240,6 +241,7 @@ func New(cfg Config, src Source, pub Publisher, logger *slog.Logger, reg prometh
 		perMsg:      cfg.ticksPerMessage(),
 		srcName:     name,
 		sampleBytes: initialSampleBytes,
+		logs:        logthrottle.Throttle{Every: logInterval},
 	}
 	if es, ok := src.(EventSource); ok {
 		c.events = es
@@ -349,14 +351,14 @@ func (c *Collector) watchEnded(ctx context.Context, err error) error {
 // logSuppressed logs the failures that throttling held back, so that a
 // failure that stopped recurring is still in the log.
 func (c *Collector) logSuppressed() {
-	if c.collectLog.n > 0 {
-		c.logger.Warn("collect failed", "failed_ticks", c.collectLog.n)
+	if n := c.logs.Held("collect"); n > 0 {
+		c.logger.Warn("collect failed", "failed_ticks", n)
 	}
-	if c.sampleLog.n > 0 {
-		c.logger.Warn("publish samples failed, dropping them", "topic", schemas.TopicGPUSamples, "messages", c.sampleLog.n)
+	if n := c.logs.Held("samples"); n > 0 {
+		c.logger.Warn("publish samples failed, dropping them", "topic", schemas.TopicGPUSamples, "messages", n)
 	}
-	if c.eventLog.n > 0 {
-		c.logger.Error("publish events failed, events lost", "topic", schemas.TopicGPUEvents, "events", c.eventLog.n)
+	if n := c.logs.Held("events"); n > 0 {
+		c.logger.Error("publish events failed, events lost", "topic", schemas.TopicGPUEvents, "events", n)
 	}
 }
 
@@ -391,7 +393,7 @@ func (c *Collector) tick(ctx, pctx context.Context) {
 		c.batch.GPUs = c.batch.GPUs[:gpus]
 		c.m.success.Set(0)
 		c.m.errors.Inc()
-		if n, ok := c.collectLog.note(c.now(), 1); ok {
+		if n, ok := c.logs.Note("collect", c.now(), 1); ok {
 			c.logger.Warn("collect failed", "err", err, "failed_ticks", n)
 		}
 	} else {
@@ -467,7 +469,7 @@ func (c *Collector) publishSamples(ctx context.Context) {
 		return
 	}
 	c.m.samplesFailed.Inc()
-	if msgs, ok := c.sampleLog.note(c.now(), 1); ok {
+	if msgs, ok := c.logs.Note("samples", c.now(), 1); ok {
 		c.logger.Warn("publish samples failed, dropping them", "topic", schemas.TopicGPUSamples,
 			"err", err, "messages", msgs, "samples", n)
 	}
@@ -522,26 +524,9 @@ func (c *Collector) sendEvents(ctx context.Context) error {
 	}
 	c.m.eventsFailed.Inc()
 	n := len(c.evBatch.Events)
-	if lost, ok := c.eventLog.note(c.now(), n); ok {
+	if lost, ok := c.logs.Note("events", c.now(), n); ok {
 		c.logger.Error("publish events failed, events lost", "topic", schemas.TopicGPUEvents,
 			"err", err, "events", lost, "gpu_uuid", c.evBatch.Events[0].GPUUUID)
 	}
 	return err
-}
-
-// throttle limits a recurring log line to one per logInterval.
-type throttle struct {
-	last time.Time
-	n    int // occurrences not yet logged
-}
-
-// note records n occurrences at now. It reports whether to log, and if so
-// how many occurrences the log line stands for.
-func (t *throttle) note(now time.Time, n int) (int, bool) {
-	t.n += n
-	if !t.last.IsZero() && now.Sub(t.last) < logInterval {
-		return 0, false
-	}
-	n, t.n, t.last = t.n, 0, now
-	return n, true
 }

@@ -649,29 +649,6 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-func TestThrottle(t *testing.T) {
-	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	var th throttle
-	for i, step := range []struct {
-		at     time.Duration
-		n      int
-		wantN  int
-		wantOK bool
-	}{
-		{0, 1, 1, true},
-		{time.Second, 1, 0, false},
-		{30 * time.Second, 2, 0, false},
-		{time.Minute, 1, 4, true},
-		{time.Minute + time.Second, 1, 0, false},
-		{5 * time.Minute, 1, 2, true},
-	} {
-		n, ok := th.note(t0.Add(step.at), step.n)
-		if n != step.wantN || ok != step.wantOK {
-			t.Errorf("step %d: note(+%v, %d) = %d, %v; want %d, %v", i, step.at, step.n, n, ok, step.wantN, step.wantOK)
-		}
-	}
-}
-
 // TestKafka runs the collector with the synthetic source and the real
 // publisher against an in-process Kafka-protocol broker, and checks that
 // every sample collected arrived.

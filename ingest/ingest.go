@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/heliostat-dev/heliostat/internal/logthrottle"
 	"github.com/heliostat-dev/heliostat/schemas"
 )
 
@@ -26,7 +27,7 @@ type Ingester struct {
 	handlers []handler
 	byTopic  map[string]handler
 	dead     *kafka.Writer
-	warn     *throttle
+	warn     logthrottle.Throttle // warnings by kind
 	// samplePool recycles decoded sample batches between the readers, which
 	// decode, and the batches, which release them.
 	samplePool *sync.Pool
@@ -47,7 +48,7 @@ func New(cfg Config, conn driver.Conn, logger *slog.Logger, reg prometheus.Regis
 		logger:  logger,
 		m:       newMetrics(reg),
 		byTopic: map[string]handler{},
-		warn:    &throttle{every: 10 * time.Second},
+		warn:    logthrottle.Throttle{Every: 10 * time.Second},
 		dead: &kafka.Writer{
 			Addr:                   kafka.TCP(cfg.Brokers...),
 			Topic:                  schemas.TopicDeadletter,
@@ -114,7 +115,7 @@ func (in *Ingester) Run(ctx context.Context) error {
 				return nil
 			}
 			in.m.errors.WithLabelValues("group").Inc()
-			in.warn.log(in.logger, "group", "joining consumer group failed, retrying", "group", in.cfg.Group, "err", err)
+			in.warnf("group", "joining consumer group failed, retrying", "group", in.cfg.Group, "err", err)
 			if !backoff.wait(ctx) {
 				return nil
 			}
@@ -201,7 +202,7 @@ func (in *Ingester) recover(ctx context.Context, as []assignment) ([]map[int64][
 			}
 			in.m.errors.WithLabelValues("ledger").Inc()
 			in.m.clickhouseUp.Set(0)
-			in.warn.log(in.logger, "ledger", "reading ingest ledger failed, retrying", "topic", a.h.topic(), "partition", a.partition, "err", err)
+			in.warnf("ledger", "reading ingest ledger failed, retrying", "topic", a.h.topic(), "partition", a.partition, "err", err)
 			if !backoff.wait(ctx) {
 				return nil, false
 			}
@@ -258,7 +259,7 @@ func (in *Ingester) read(ctx context.Context, a assignment, done map[int64][]uin
 				return
 			}
 			in.m.errors.WithLabelValues("fetch").Inc()
-			in.warn.log(in.logger, "fetch", "fetching from kafka failed, retrying", "topic", a.h.topic(), "partition", a.partition, "err", err)
+			in.warnf("fetch", "fetching from kafka failed, retrying", "topic", a.h.topic(), "partition", a.partition, "err", err)
 			select {
 			case <-ctx.Done():
 				return
@@ -430,7 +431,7 @@ func (in *Ingester) deadletter(b *batch, it item) {
 	}
 	in.m.errors.WithLabelValues(kind).Inc()
 	in.m.messages.WithLabelValues(it.h.topic(), "deadletter").Inc()
-	in.warn.log(in.logger, "deadletter", "undecodable message sent to dead-letter topic", "topic", it.h.topic(),
+	in.warnf("deadletter", "undecodable message sent to dead-letter topic", "topic", it.h.topic(),
 		"partition", it.partition, "offset", it.offset, "err", it.reason)
 	m := it.dead
 	b.dead = append(b.dead, kafka.Message{
@@ -457,7 +458,7 @@ func (in *Ingester) flush(ctx context.Context, gen *kafka.Generation, b *batch) 
 				break
 			}
 			in.m.errors.WithLabelValues("deadletter").Inc()
-			in.warn.log(in.logger, "deadletter-write", "writing dead letters failed, retrying", "messages", len(b.dead), "err", err)
+			in.warnf("deadletter-write", "writing dead letters failed, retrying", "messages", len(b.dead), "err", err)
 			if !backoff.wait(ctx) {
 				return false
 			}
@@ -481,12 +482,12 @@ func (in *Ingester) flush(ctx context.Context, gen *kafka.Generation, b *batch) 
 		cancel()
 		if err != nil {
 			in.m.errors.WithLabelValues("inventory").Inc()
-			in.warn.log(in.logger, "inventory", "updating gpu inventory failed", "err", err)
+			in.warnf("inventory", "updating gpu inventory failed", "err", err)
 		}
 	}
 	if err := gen.CommitOffsets(b.next); err != nil {
 		in.m.errors.WithLabelValues("commit").Inc()
-		in.warn.log(in.logger, "commit", "committing offsets failed; rows are in clickhouse and the ledger covers them", "err", err)
+		in.warnf("commit", "committing offsets failed; rows are in clickhouse and the ledger covers them", "err", err)
 	}
 	return true
 }
@@ -525,7 +526,7 @@ func (in *Ingester) insert(ctx context.Context, blk block) error {
 		}
 		in.m.clickhouseUp.Set(0)
 		in.m.errors.WithLabelValues("insert").Inc()
-		in.warn.log(in.logger, "insert", "clickhouse insert failed, retrying", "table", blk.table(), "rows", blk.rows(), "err", err)
+		in.warnf("insert", "clickhouse insert failed, retrying", "table", blk.table(), "rows", blk.rows(), "err", err)
 		if !backoff.wait(ctx) {
 			return ctx.Err()
 		}
@@ -542,4 +543,18 @@ func (in *Ingester) inLedger(ctx context.Context, blk block) (bool, error) {
 		return false, fmt.Errorf("query ingest ledger: %w", err)
 	}
 	return n > 0, nil
+}
+
+// warnf logs a warning of kind at most once per 10 s, with the number of
+// occurrences it swallowed since the last line. Per-message paths count in
+// metrics; the log only says that something is going on.
+func (in *Ingester) warnf(kind, msg string, args ...any) {
+	n, ok := in.warn.Note(kind, time.Now(), 1)
+	if !ok {
+		return
+	}
+	if n > 1 {
+		args = append(args, "suppressed", n-1)
+	}
+	in.logger.Warn(msg, args...)
 }

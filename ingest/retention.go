@@ -26,7 +26,7 @@ func (in *Ingester) retentionLoop(ctx context.Context) {
 					return
 				}
 				in.m.errors.WithLabelValues("retention").Inc()
-				in.warn.log(in.logger, "retention", "applying retention failed", "table", r.Table, "err", err)
+				in.warnf("retention", "applying retention failed", "table", r.Table, "err", err)
 			}
 			if len(dropped) > 0 {
 				in.m.retentionDrop.WithLabelValues(r.Table).Add(float64(len(dropped)))

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/heliostat-dev/heliostat/collector"
+	"github.com/heliostat-dev/heliostat/internal/logthrottle"
 	"github.com/heliostat-dev/heliostat/schemas"
 )
 
@@ -161,13 +162,7 @@ type Attributor struct {
 	resolver *Resolver
 	tracker  *Tracker
 	pending  []schemas.Alloc
-	logs     map[string]*throttle
-}
-
-// throttle counts failures of one stage between two logs.
-type throttle struct {
-	last time.Time
-	n    int
+	logs     logthrottle.Throttle // keyed by stage
 }
 
 // New returns an Attributor, having loaded the state file. A state file that
@@ -205,7 +200,7 @@ func New(cfg Config, lister ProcessLister, pub Publisher, logger *slog.Logger, r
 		m:        m,
 		resolver: NewResolver(cfg.ProcRoot, cfg.LookupUser),
 		tracker:  NewTracker(cfg.Host, cfg.Grace),
-		logs:     make(map[string]*throttle, len(stages)),
+		logs:     logthrottle.Throttle{Every: logInterval},
 	}
 	st, err := LoadState(cfg.StateFile)
 	if err != nil {
@@ -363,26 +358,18 @@ func (a *Attributor) publish(ctx context.Context) bool {
 // per stage; the log says how many failures it stands for.
 func (a *Attributor) fail(stage string, err error, attrs ...any) {
 	a.m.errors.WithLabelValues(stage).Inc()
-	t := a.logs[stage]
-	if t == nil {
-		t = &throttle{}
-		a.logs[stage] = t
-	}
-	t.n++
-	now := a.now()
-	if !t.last.IsZero() && now.Sub(t.last) < logInterval {
+	n, ok := a.logs.Note(stage, a.now(), 1)
+	if !ok {
 		return
 	}
-	a.logger.Warn("attribution failed", append([]any{"stage", stage, "failures", t.n, "err", err}, attrs...)...)
-	t.last, t.n = now, 0
+	a.logger.Warn("attribution failed", append([]any{"stage", stage, "failures", n, "err", err}, attrs...)...)
 }
 
 // logSuppressed logs the failures that throttling held back.
 func (a *Attributor) logSuppressed() {
 	for _, s := range stages {
-		if t := a.logs[s]; t != nil && t.n > 0 {
-			a.logger.Warn("attribution failed", "stage", s, "failures", t.n)
-			t.n = 0
+		if n := a.logs.Held(s); n > 0 {
+			a.logger.Warn("attribution failed", "stage", s, "failures", n)
 		}
 	}
 }

@@ -42,6 +42,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/heliostat-dev/heliostat/collector/spool"
+	"github.com/heliostat-dev/heliostat/internal/logthrottle"
 )
 
 // ErrClosed is returned by Publish and Flush after Close.
@@ -93,11 +94,11 @@ type Publisher struct {
 	pending  *replayBatch
 
 	// stateMu guards the fields used for logging state changes.
-	stateMu     sync.Mutex
-	spooling    bool
-	replayed    int
-	drops       int
-	lastDropLog time.Time
+	stateMu  sync.Mutex
+	spooling bool
+	replayed int
+	// drops throttles the spool-full log line.
+	drops logthrottle.Throttle
 }
 
 // replayBatch is a batch taken from the spool. records is what to commit
@@ -128,6 +129,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Publisher
 		logger:    logger,
 		spool:     sp,
 		transport: transport,
+		drops:     logthrottle.Throttle{Every: dropLogInterval},
 		w: &kafka.Writer{
 			Addr:                   kafka.TCP(cfg.Brokers...),
 			Balancer:               &kafka.Hash{},
@@ -452,16 +454,12 @@ func (p *Publisher) enterSpooling(err error) {
 // logDrop logs spool-full drops at most once per dropLogInterval, with the
 // number dropped since the last log.
 func (p *Publisher) logDrop(topic string) {
-	p.stateMu.Lock()
-	defer p.stateMu.Unlock()
-	p.drops++
-	now := p.now()
-	if !p.lastDropLog.IsZero() && now.Sub(p.lastDropLog) < dropLogInterval {
+	n, ok := p.drops.Note("spool full", p.now(), 1)
+	if !ok {
 		return
 	}
-	p.logger.Warn("spool full, dropping messages", "topic", topic, "dropped", p.drops,
+	p.logger.Warn("spool full, dropping messages", "topic", topic, "dropped", n,
 		"spool_bytes", p.spool.Bytes(), "spool_max_bytes", p.cfg.SpoolMaxBytes)
-	p.drops, p.lastDropLog = 0, now
 }
 
 // Close stops Run, closes the Kafka writer and the spool. Messages still

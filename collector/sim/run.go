@@ -176,7 +176,7 @@ func (s *Sim) count(topic string, err error) {
 		return
 	}
 	s.m.messages.WithLabelValues(topic, outcomeFailed).Inc()
-	if n, ok := s.pubLog.note(s.now(), 1); ok {
+	if n, ok := s.logs.Note("publish", s.now(), 1); ok {
 		s.logger.Warn("publish failed, message dropped", "topic", topic, "err", err, "messages", n)
 	}
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/heliostat-dev/heliostat/collector"
+	"github.com/heliostat-dev/heliostat/internal/logthrottle"
 	"github.com/heliostat-dev/heliostat/schemas"
 )
 
@@ -82,8 +83,9 @@ const (
 	// to); maxEventsBuffered bounds the job events held between flushes.
 	maxSamplesPerMessage = 2048
 	maxEventsBuffered    = 4096
-	// rejectLogInterval throttles the log of rejected jobs (real time).
-	rejectLogInterval = time.Minute
+	// logInterval throttles recurring log lines: rejected jobs, failed
+	// publishes (real time).
+	logInterval = time.Minute
 	// gpuType is the simulated GPU model's short name, on job events.
 	gpuType = "h100"
 )
@@ -100,12 +102,12 @@ type Sim struct {
 
 	// runMu is held by Run and Advance, which own the publishing side:
 	// jp, spare, buf.
-	runMu  sync.Mutex
-	jp     collector.JobPublisher
-	pub    collector.Publisher
-	spare  *outbox
-	buf    []byte
-	pubLog throttle
+	runMu sync.Mutex
+	jp    collector.JobPublisher
+	pub   collector.Publisher
+	spare *outbox
+	buf   []byte
+	logs  logthrottle.Throttle // keys: publish, reject
 
 	mu sync.Mutex
 	// The fields below are guarded by mu.
@@ -135,7 +137,6 @@ type Sim struct {
 	submitted, finished int64
 	rejected, gpusBusy  int64
 	running             int
-	rejectLog           throttle
 }
 
 type node struct {
@@ -217,6 +218,7 @@ func New(cfg Config, work Workload, pol Policy, pub collector.Publisher, logger 
 	s := &Sim{
 		cfg:     cfg,
 		pol:     pol,
+		logs:    logthrottle.Throttle{Every: logInterval},
 		logger:  logger,
 		now:     now,
 		m:       m,
@@ -391,7 +393,7 @@ func (s *Sim) arrive(spec JobSpec) {
 	if reason := s.rejects(id, &spec); reason != "" {
 		s.rejected++
 		s.m.rejected.Inc()
-		if n, ok := s.rejectLog.note(s.now(), 1); ok {
+		if n, ok := s.logs.Note("reject", s.now(), 1); ok {
 			s.logger.Warn("job rejected", "job_id", id, "reason", reason, "rejected_jobs", n)
 		}
 		return
@@ -832,23 +834,6 @@ func (h *eventHeap) Pop() any {
 	e := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return e
-}
-
-// throttle limits a recurring log line to one per interval.
-type throttle struct {
-	last time.Time
-	n    int
-}
-
-// note records n occurrences at now and reports whether to log, and how many
-// occurrences the log line stands for.
-func (t *throttle) note(now time.Time, n int) (int, bool) {
-	t.n += n
-	if !t.last.IsZero() && now.Sub(t.last) < rejectLogInterval {
-		return 0, false
-	}
-	n, t.n, t.last = t.n, 0, now
-	return n, true
 }
 
 // mix hashes its arguments into 64 well-mixed bits (splitmix64 rounds), so

@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/heliostat-dev/heliostat/collector"
+	"github.com/heliostat-dev/heliostat/internal/logthrottle"
 	"github.com/heliostat-dev/heliostat/schemas"
 )
 
@@ -46,7 +47,7 @@ type Source struct {
 	now    func() time.Time
 	st     *state
 	dirty  bool
-	logAt  map[string]time.Time // throttle of per-record warnings, by input
+	logs   logthrottle.Throttle // per-record warnings, keyed by input
 	// scripts caches script hashes within one poll, by Slurm job id.
 	scripts map[string]string
 }
@@ -74,7 +75,7 @@ func New(cfg Config, pub collector.Publisher, logger *slog.Logger, reg prometheu
 		m:      m,
 		now:    now,
 		st:     st,
-		logAt:  map[string]time.Time{},
+		logs:   logthrottle.Throttle{Every: 10 * time.Second},
 	}, nil
 }
 
@@ -448,13 +449,12 @@ func (s *Source) command(ctx context.Context, name string, args ...string) ([]by
 // once per ten seconds per input.
 func (s *Source) parseError(input string, err error, attrs ...any) {
 	s.m.parseErrors.WithLabelValues(input).Inc()
-	now := s.now()
-	if now.Sub(s.logAt[input]) < 10*time.Second {
+	n, ok := s.logs.Note(input, s.now(), 1)
+	if !ok {
 		return
 	}
-	s.logAt[input] = now
-	s.logger.Warn("skipped a record that could not be parsed (further ones counted in heliostat_slurm_parse_errors_total)",
-		append([]any{"input", input, "err", err}, attrs...)...)
+	s.logger.Warn("skipped a record that could not be parsed (all are counted in heliostat_slurm_parse_errors_total)",
+		append([]any{"input", input, "records", n, "err", err}, attrs...)...)
 }
 
 func lastLine(s string) string {
