@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -199,4 +200,39 @@ func (b *eventBlock) reset() {
 	b.ts, b.millis, b.cluster, b.host = b.ts[:0], b.millis[:0], b.cluster[:0], b.host[:0]
 	b.gpuUUID, b.eventType, b.xid = b.gpuUUID[:0], b.eventType[:0], b.xid[:0]
 	b.kPartition, b.kOffset = b.kPartition[:0], b.kOffset[:0]
+}
+
+// partBlocks files a batch's rows into one block per part key, creating each
+// block on first use. Handlers whose blocks are not pooled embed it for their
+// blocks and reset methods.
+type partBlocks[B block] struct {
+	byKey  map[uint32]B
+	active []block
+	newB   func(key uint32) B
+}
+
+func newPartBlocks[B block](newB func(key uint32) B) partBlocks[B] {
+	return partBlocks[B]{byKey: map[uint32]B{}, newB: newB}
+}
+
+// get returns the block for key.
+func (p *partBlocks[B]) get(key uint32) B {
+	b, ok := p.byKey[key]
+	if !ok {
+		b = p.newB(key)
+		p.byKey[key] = b
+		p.active = append(p.active, b)
+	}
+	return b
+}
+
+// blocks returns the blocks in order of part key.
+func (p *partBlocks[B]) blocks() []block {
+	sort.Slice(p.active, func(i, j int) bool { return p.active[i].partKey() < p.active[j].partKey() })
+	return p.active
+}
+
+func (p *partBlocks[B]) reset() {
+	clear(p.byKey)
+	p.active = p.active[:0]
 }

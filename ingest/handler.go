@@ -157,11 +157,12 @@ func (h *sampleHandler) reset() {
 
 // eventHandler handles TopicGPUEvents → gpu_events.
 type eventHandler struct {
-	byKey  map[uint32]*eventBlock
-	active []block
+	partBlocks[*eventBlock]
 }
 
-func newEventHandler() *eventHandler { return &eventHandler{byKey: map[uint32]*eventBlock{}} }
+func newEventHandler() *eventHandler {
+	return &eventHandler{newPartBlocks(func(key uint32) *eventBlock { return &eventBlock{key: key} })}
+}
 
 func (h *eventHandler) topic() string { return schemas.TopicGPUEvents }
 func (h *eventHandler) table() string { return "gpu_events" }
@@ -183,12 +184,7 @@ func (h *eventHandler) add(d any, partition int32, offset int64, skip []uint32) 
 		if slices.Contains(skip, key) {
 			continue
 		}
-		b, ok := h.byKey[key]
-		if !ok {
-			b = &eventBlock{key: key}
-			h.byKey[key] = b
-			h.active = append(h.active, b)
-		}
+		b := h.get(key)
 		b.setWitness(partition, offset)
 		b.ts = append(b.ts, sec)
 		b.millis = append(b.millis, ms)
@@ -204,11 +200,4 @@ func (h *eventHandler) add(d any, partition int32, offset int64, skip []uint32) 
 	return added
 }
 
-func (h *eventHandler) blocks() []block { return h.active }
-
 func (h *eventHandler) flushExtra(context.Context, driver.Conn, string) error { return nil }
-
-func (h *eventHandler) reset() {
-	clear(h.byKey)
-	h.active = h.active[:0]
-}

@@ -21,13 +21,14 @@ const directPartition = math.MaxUint32
 // jobEventHandler handles TopicJobEvents → job_events (and, through a
 // materialized view, jobs).
 type jobEventHandler struct {
-	byKey  map[uint32]*jobEventBlock
-	active []block
+	partBlocks[*jobEventBlock]
 }
 
 func newJobEventHandler() *jobEventHandler {
-	return &jobEventHandler{byKey: map[uint32]*jobEventBlock{}}
+	return &jobEventHandler{newPartBlocks(newJobEventBlock)}
 }
+
+func newJobEventBlock(key uint32) *jobEventBlock { return &jobEventBlock{key: key} }
 
 func (h *jobEventHandler) topic() string { return schemas.TopicJobEvents }
 func (h *jobEventHandler) table() string { return "job_events" }
@@ -50,12 +51,7 @@ func (h *jobEventHandler) add(d any, partition int32, offset int64, skip []uint3
 		if slices.Contains(skip, key) {
 			continue
 		}
-		b, ok := h.byKey[key]
-		if !ok {
-			b = &jobEventBlock{key: key}
-			h.byKey[key] = b
-			h.active = append(h.active, b)
-		}
+		b := h.get(key)
 		b.setWitness(partition, offset)
 		b.add(batch.Cluster, batch.Source, e, uint32(partition), uint64(offset))
 		added++
@@ -63,14 +59,7 @@ func (h *jobEventHandler) add(d any, partition int32, offset int64, skip []uint3
 	return added
 }
 
-func (h *jobEventHandler) blocks() []block { return h.active }
-
 func (h *jobEventHandler) flushExtra(context.Context, driver.Conn, string) error { return nil }
-
-func (h *jobEventHandler) reset() {
-	clear(h.byKey)
-	h.active = h.active[:0]
-}
 
 // jobEventBlock is the rows of job_events for one month. Job events are few
 // (thousands per second at most), so rows are kept as structs and turned into
@@ -195,8 +184,7 @@ func knownTime(ms int64) *time.Time {
 // collapse identical rows. The rows are recorded in the ledger under a
 // partition number no Kafka topic has, so they never make a consumer skip.
 func InsertJobEvents(ctx context.Context, conn driver.Conn, database, cluster string, source schemas.JobSource, events []schemas.JobEvent) error {
-	byKey := map[uint32]*jobEventBlock{}
-	var keys []uint32
+	blocks := newPartBlocks(newJobEventBlock)
 	for i := range events {
 		e := &events[i]
 		if err := schemas.CheckJobEvent(e); err != nil {
@@ -204,17 +192,10 @@ func InsertJobEvents(ctx context.Context, conn driver.Conn, database, cluster st
 		}
 		sec, _ := floorDiv(e.EventMillis)
 		key := monthKey(sec)
-		b, ok := byKey[key]
-		if !ok {
-			b = &jobEventBlock{key: key}
-			byKey[key] = b
-			keys = append(keys, key)
-		}
-		b.add(cluster, source, e, directPartition, 0)
+		blocks.get(key).add(cluster, source, e, directPartition, 0)
 	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		if err := byKey[k].insert(ctx, conn, database); err != nil {
+	for _, b := range blocks.blocks() {
+		if err := b.insert(ctx, conn, database); err != nil {
 			return fmt.Errorf("insert job events: %w", err)
 		}
 	}
@@ -223,11 +204,12 @@ func InsertJobEvents(ctx context.Context, conn driver.Conn, database, cluster st
 
 // allocHandler handles TopicAllocations → gpu_allocations.
 type allocHandler struct {
-	byKey  map[uint32]*allocBlock
-	active []block
+	partBlocks[*allocBlock]
 }
 
-func newAllocHandler() *allocHandler { return &allocHandler{byKey: map[uint32]*allocBlock{}} }
+func newAllocHandler() *allocHandler {
+	return &allocHandler{newPartBlocks(func(key uint32) *allocBlock { return &allocBlock{key: key} })}
+}
 
 func (h *allocHandler) topic() string { return schemas.TopicAllocations }
 func (h *allocHandler) table() string { return "gpu_allocations" }
@@ -250,12 +232,7 @@ func (h *allocHandler) add(d any, partition int32, offset int64, skip []uint32) 
 		if slices.Contains(skip, key) {
 			continue
 		}
-		b, ok := h.byKey[key]
-		if !ok {
-			b = &allocBlock{key: key}
-			h.byKey[key] = b
-			h.active = append(h.active, b)
-		}
+		b := h.get(key)
 		b.setWitness(partition, offset)
 		b.cluster = append(b.cluster, batch.Cluster)
 		b.host = append(b.host, a.Host)
@@ -283,14 +260,7 @@ func (h *allocHandler) add(d any, partition int32, offset int64, skip []uint32) 
 	return added
 }
 
-func (h *allocHandler) blocks() []block { return h.active }
-
 func (h *allocHandler) flushExtra(context.Context, driver.Conn, string) error { return nil }
-
-func (h *allocHandler) reset() {
-	clear(h.byKey)
-	h.active = h.active[:0]
-}
 
 // allocBlock is the columns of gpu_allocations for one month of start time.
 type allocBlock struct {
