@@ -475,7 +475,11 @@ func (s *Sim) schedule() {
 			Submit: time.Unix(j.submit, 0), TimeLimit: j.spec.TimeLimit, Priority: j.priority, Seq: j.seq,
 		})
 	}
-	s.pol.Order(s.view)
+	if tp, ok := s.pol.(TimedPolicy); ok {
+		tp.OrderAt(time.Unix(s.t, 0), s.view)
+	} else {
+		s.pol.Order(s.view)
+	}
 	slices.SortStableFunc(s.view, func(a, b PendingJob) int {
 		switch {
 		case a.Priority > b.Priority:
