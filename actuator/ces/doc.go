@@ -1,0 +1,25 @@
+// Package ces plans Cluster Energy Saving: from the nodes' state, the current
+// node demand and a demand forecast with its uncertainty, which nodes to power
+// down and which to power up.
+//
+// (Config).Plan is a pure function: the same Input always gives the same Plan,
+// and it reads no clock. What it must remember between calls (how long the
+// target has stayed below the powered count, the transitions of the last
+// hour) travels in State, returned as Plan.Next and handed back with the next
+// Input. The scheduler adapters, the advisory API and the replay (Replay, the
+// `heliostat sim ces` command) all run this same function.
+//
+// The rules, each tested:
+//   - a node that is busy (runs a job or has one allocated) or incoming (about
+//     to receive one) is never powered down;
+//   - the powered count never drops below Config.MinPowered;
+//   - a shortfall (target above the nodes powered or waking) powers nodes up
+//     at once, limited only by the nodes that are off: neither hysteresis nor
+//     the transition cap delays it;
+//   - power-downs wait until the target has stayed below the powered count for
+//     Config.DownDelay, go no lower than the highest target seen meanwhile,
+//     and only when that frees more than Config.DownMargin nodes (asymmetric
+//     hysteresis: up at once, down slowly);
+//   - power-downs stop when the transitions of the last hour (up and down)
+//     reach Config.MaxTransitionsPerHour.
+package ces

@@ -1,0 +1,387 @@
+package ces
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Node is one node as the planner sees it.
+type Node struct {
+	// Name is the scheduler's name of the node; unique within an Input.
+	Name string `json:"name"`
+	// Powered: the node is on, or waking up.
+	Powered bool `json:"powered"`
+	// Busy: the node runs a job or has one allocated.
+	Busy bool `json:"busy"`
+	// Incoming: the node is about to receive a job (a pending job is
+	// already placed or reserved on it).
+	Incoming bool `json:"incoming"`
+	// LastTransition is when the node was last powered up or down; zero
+	// when unknown. Nodes off (or on) longest are chosen first.
+	LastTransition time.Time `json:"last_transition,omitzero"`
+	// WakingUntil is when a node powered up becomes ready; zero or past:
+	// ready (if powered).
+	WakingUntil time.Time `json:"waking_until,omitzero"`
+}
+
+// held reports whether the node must stay (or be) powered whatever the
+// forecast says.
+func (n Node) held() bool { return n.Busy || n.Incoming }
+
+// waking reports whether the node is powered but not yet ready at now.
+func (n Node) waking(now time.Time) bool { return n.Powered && now.Before(n.WakingUntil) }
+
+// Forecast is the demand forecast a plan is made from, in nodes.
+type Forecast struct {
+	// Issued is when the forecast was made; it read only demand known by
+	// then.
+	Issued time.Time `json:"issued"`
+	// Horizon is the window (Issued, Issued+Horizon] that Max and Upper
+	// cover. A zero Horizon means there is no forecast: the plan then
+	// powers nothing down.
+	Horizon time.Duration `json:"-"`
+	// Point is the expected demand at the end of the window.
+	Point float64 `json:"point"`
+	// Max is the expected largest demand within the window.
+	Max float64 `json:"max"`
+	// Upper is the Quantile-quantile of the largest demand within the
+	// window: the figure the plan keeps powered.
+	Upper float64 `json:"upper"`
+	// Quantile is the quantile Upper stands for (calibrated from past
+	// forecast errors); 0 when Upper is a bound of unknown coverage.
+	Quantile float64 `json:"quantile"`
+}
+
+// MarshalJSON writes f with its horizon in seconds (horizon_s).
+func (f Forecast) MarshalJSON() ([]byte, error) {
+	type plain Forecast // without the methods
+	return json.Marshal(struct {
+		plain
+		HorizonS float64 `json:"horizon_s"`
+	}{plain(f), f.Horizon.Seconds()})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (f *Forecast) UnmarshalJSON(b []byte) error {
+	type plain Forecast
+	var v struct {
+		plain
+		HorizonS float64 `json:"horizon_s"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	if !finite(v.HorizonS) || math.Abs(v.HorizonS) > 1e9 {
+		return fmt.Errorf("ces: forecast horizon_s %v is out of range", v.HorizonS)
+	}
+	*f = Forecast(v.plain)
+	f.Horizon = time.Duration(v.HorizonS * float64(time.Second))
+	return nil
+}
+
+// usable reports whether f can justify a power-down at now: it exists, was
+// issued by now, and its window has not passed.
+func (f Forecast) usable(now time.Time) bool {
+	return f.Horizon > 0 && !f.Issued.After(now) && now.Sub(f.Issued) < f.Horizon
+}
+
+// Input is what a plan is made from.
+type Input struct {
+	// Now is the decision time.
+	Now time.Time
+	// Nodes are every node the plan may touch.
+	Nodes []Node
+	// Demand is the number of nodes needed now (e.g. busy nodes plus the
+	// nodes the pending queue's head needs).
+	Demand float64
+	// Forecast is the latest demand forecast.
+	Forecast Forecast
+	// State is the previous plan's Next; the zero State at the start.
+	State State
+}
+
+// State is what Plan remembers between calls. Callers hand each Plan's Next
+// to the next call and need not look inside.
+type State struct {
+	// LowSince is when the target went (and stayed) below the powered
+	// count; zero when it is not below.
+	LowSince time.Time `json:"low_since,omitzero"`
+	// LowPeak is the highest target seen since LowSince.
+	LowPeak int `json:"low_peak"`
+	// Transitions are the times of the power transitions of the last hour,
+	// one per node transition, oldest first.
+	Transitions []time.Time `json:"transitions,omitempty"`
+}
+
+// Action is one node to power up or down.
+type Action struct {
+	Node string `json:"node"`
+	// Reason says why, with the forecast figures behind it.
+	Reason string `json:"reason"`
+	// ReadyAt is when a node powered up is expected to take jobs (Now +
+	// WakeLatency); zero for a power-down.
+	ReadyAt time.Time `json:"ready_at,omitzero"`
+}
+
+// Plan is the outcome of (Config).Plan.
+type Plan struct {
+	At time.Time `json:"at"`
+	// Target is the number of nodes the policy wants powered now.
+	Target int `json:"target"`
+	// Powered, Ready and Held count the nodes before the plan: powered
+	// (ready or waking), ready, and busy or incoming.
+	Powered int `json:"powered"`
+	Ready   int `json:"ready"`
+	Held    int `json:"held"`
+	// PoweredAfter is the number of nodes powered once the plan is
+	// applied.
+	PoweredAfter int      `json:"powered_after"`
+	Demand       float64  `json:"demand"`
+	Forecast     Forecast `json:"forecast"`
+	// PowerDown and PowerUp are the actions, in the order to apply them.
+	PowerDown []Action `json:"power_down"`
+	PowerUp   []Action `json:"power_up"`
+	// Reason explains the plan as a whole, including why nodes above the
+	// target stay powered (hysteresis, transition cap, busy nodes).
+	Reason string `json:"reason"`
+	// Next is the State to hand to the next call.
+	Next State `json:"next"`
+}
+
+// ErrInput is wrapped by the errors Plan returns for an Input it cannot
+// plan from.
+var ErrInput = errors.New("ces: bad plan input")
+
+// Plan makes the power plan for in. It reads nothing but c and in. Errors
+// (wrapping ErrInput) name what is wrong with in; c must be valid.
+func (c Config) Plan(in Input) (Plan, error) {
+	if err := c.Validate(); err != nil {
+		return Plan{}, err
+	}
+	if err := c.check(in); err != nil {
+		return Plan{}, err
+	}
+	now := in.Now
+	p := Plan{At: now, Demand: in.Demand, Forecast: in.Forecast}
+	for _, n := range in.Nodes {
+		if n.Powered {
+			p.Powered++
+			if !n.waking(now) {
+				p.Ready++
+			}
+		}
+		if n.held() {
+			p.Held++
+		}
+	}
+
+	// The target: the forecast's upper bound plus the buffer, never below
+	// current demand, the held nodes or the minimum, never above the nodes.
+	f := in.Forecast
+	haveForecast := f.usable(now)
+	why := c.figures(in, haveForecast)
+	target := ceil(in.Demand)
+	if haveForecast {
+		target = max(target, ceil(f.Upper)+c.Buffer)
+	} else {
+		target = max(target, ceil(in.Demand)+c.Buffer)
+	}
+	target = min(max(target, p.Held, c.MinPowered), len(in.Nodes))
+	p.Target = target
+
+	// Prune the transition history to the last hour.
+	hourAgo := now.Add(-time.Hour)
+	recent := slices.DeleteFunc(slices.Clone(in.State.Transitions), func(t time.Time) bool {
+		return !t.After(hourAgo) || t.After(now)
+	})
+
+	// Power up: held nodes that are off first (a job is bound for them),
+	// then enough others, off longest first, to reach the target. Neither
+	// hysteresis nor the cap applies.
+	var off []Node
+	for _, n := range in.Nodes {
+		if !n.Powered {
+			off = append(off, n)
+		}
+	}
+	slices.SortFunc(off, func(a, b Node) int {
+		if a.held() != b.held() {
+			if a.held() {
+				return -1
+			}
+			return 1
+		}
+		return compareAge(a, b)
+	})
+	readyAt := now.Add(c.WakeLatency)
+	shortfall := max(target-p.Powered, 0)
+	for _, n := range off {
+		switch {
+		case n.held():
+			p.PowerUp = append(p.PowerUp, Action{Node: n.Name, ReadyAt: readyAt,
+				Reason: fmt.Sprintf("power up: %s is off but %s; %s", n.Name, heldWhat(n), why)})
+		case len(p.PowerUp) < shortfall:
+			p.PowerUp = append(p.PowerUp, Action{Node: n.Name, ReadyAt: readyAt,
+				Reason: fmt.Sprintf("power up: target %d > %d powered; %s", target, p.Powered, why)})
+		}
+	}
+	poweredAfterUp := p.Powered + len(p.PowerUp)
+	for range p.PowerUp {
+		recent = append(recent, now)
+	}
+
+	// Power down, slowly.
+	var notes []string
+	switch {
+	case target >= poweredAfterUp:
+		// Not below: the hysteresis clock stops.
+		p.Next.LowSince, p.Next.LowPeak = time.Time{}, 0
+		if len(p.PowerUp) < shortfall {
+			notes = append(notes, fmt.Sprintf("short of %d nodes: none left to power up", shortfall-len(p.PowerUp)))
+		}
+	case !haveForecast:
+		notes = append(notes, "no current forecast: nothing powered down")
+	default:
+		low, peak := in.State.LowSince, in.State.LowPeak
+		if low.IsZero() || low.After(now) {
+			low, peak = now, target
+		}
+		peak = max(peak, target)
+		p.Next.LowSince, p.Next.LowPeak = low, peak
+		floor := max(peak, c.MinPowered)
+		want := poweredAfterUp - floor
+		switch {
+		case now.Sub(low) < c.DownDelay:
+			notes = append(notes, fmt.Sprintf("target below powered since %s (%v < %v down delay): nothing powered down yet",
+				low.Format(time.DateTime), now.Sub(low), c.DownDelay))
+		case want <= c.DownMargin:
+			notes = append(notes, fmt.Sprintf("highest target since %s is %d: %d surplus nodes ≤ %d margin",
+				low.Format(time.DateTime), peak, want, c.DownMargin))
+		default:
+			if c.MaxTransitionsPerHour > 0 {
+				budget := max(c.MaxTransitionsPerHour-len(recent), 0)
+				if budget < want {
+					notes = append(notes, fmt.Sprintf("transition cap: %d in the last hour of %d allowed, %d of %d surplus nodes powered down",
+						len(recent), c.MaxTransitionsPerHour, budget, want))
+					want = budget
+				}
+			}
+			var cand []Node
+			for _, n := range in.Nodes {
+				if n.Powered && !n.held() && !n.waking(now) {
+					cand = append(cand, n)
+				}
+			}
+			slices.SortFunc(cand, compareAge)
+			if len(cand) < want {
+				notes = append(notes, fmt.Sprintf("%d surplus nodes but only %d idle and ready", want, len(cand)))
+				want = len(cand)
+			}
+			for _, n := range cand[:want] {
+				p.PowerDown = append(p.PowerDown, Action{Node: n.Name,
+					Reason: fmt.Sprintf("power down: idle; target below powered since %s (≥ %v down delay), highest target since %d < %d powered; %s",
+						low.Format(time.DateTime), c.DownDelay, peak, poweredAfterUp, why)})
+				recent = append(recent, now)
+			}
+			if after := poweredAfterUp - len(p.PowerDown); target < after {
+				p.Next.LowSince, p.Next.LowPeak = now, target // a new low period starts
+			} else {
+				p.Next.LowSince, p.Next.LowPeak = time.Time{}, 0
+			}
+		}
+	}
+	p.PoweredAfter = poweredAfterUp - len(p.PowerDown)
+	if len(recent) > 0 {
+		p.Next.Transitions = recent
+	}
+	p.Reason = fmt.Sprintf("target %d (%s); %d powered (%d ready), %d busy or incoming; %d up, %d down",
+		target, why, p.Powered, p.Ready, p.Held, len(p.PowerUp), len(p.PowerDown))
+	if len(notes) > 0 {
+		p.Reason += "; " + strings.Join(notes, "; ")
+	}
+	return p, nil
+}
+
+// check validates an Input.
+func (c Config) check(in Input) error {
+	if in.Now.IsZero() {
+		return fmt.Errorf("%w: now is zero", ErrInput)
+	}
+	if !finite(in.Demand) || in.Demand < 0 {
+		return fmt.Errorf("%w: demand %v is not a non-negative number", ErrInput, in.Demand)
+	}
+	f := in.Forecast
+	if f.Horizon < 0 {
+		return fmt.Errorf("%w: forecast horizon %v is negative", ErrInput, f.Horizon)
+	}
+	if f.Horizon > 0 {
+		for _, v := range []struct {
+			name string
+			v    float64
+		}{{"point", f.Point}, {"max", f.Max}, {"upper", f.Upper}} {
+			if !finite(v.v) || v.v < 0 {
+				return fmt.Errorf("%w: forecast %s %v is not a non-negative number", ErrInput, v.name, v.v)
+			}
+		}
+		if f.Quantile != 0 && math.Abs(f.Quantile-c.Quantile) > 1e-9 {
+			return fmt.Errorf("%w: forecast upper bound is the %v quantile; the policy wants %v", ErrInput, f.Quantile, c.Quantile)
+		}
+		if f.Horizon < c.WakeLatency {
+			return fmt.Errorf("%w: forecast horizon %v is shorter than the %v wake-up latency", ErrInput, f.Horizon, c.WakeLatency)
+		}
+	}
+	seen := make(map[string]int, len(in.Nodes))
+	for i, n := range in.Nodes {
+		if n.Name == "" {
+			return fmt.Errorf("%w: node %d has no name", ErrInput, i)
+		}
+		if j, ok := seen[n.Name]; ok {
+			return fmt.Errorf("%w: node %q is both node %d and node %d", ErrInput, n.Name, j, i)
+		}
+		seen[n.Name] = i
+	}
+	return nil
+}
+
+// figures describes the numbers a target came from, for reasons.
+func (c Config) figures(in Input, haveForecast bool) string {
+	f := in.Forecast
+	if !haveForecast {
+		return fmt.Sprintf("demand %.0f, buffer %d, no current forecast", in.Demand, c.Buffer)
+	}
+	q := "upper"
+	if f.Quantile > 0 {
+		q = fmt.Sprintf("p%s upper", strings.TrimPrefix(fmt.Sprintf("%g", 100*f.Quantile), "0"))
+	}
+	return fmt.Sprintf("demand %.0f; forecast at %s over %v: point %.1f, max %.1f, %s %.1f; buffer %d",
+		in.Demand, f.Issued.Format(time.DateTime), f.Horizon, f.Point, f.Max, q, f.Upper, c.Buffer)
+}
+
+// heldWhat says why a held node is held.
+func heldWhat(n Node) string {
+	if n.Busy {
+		return "has a job"
+	}
+	return "a job is bound for it"
+}
+
+// compareAge orders nodes by their last transition, oldest (or unknown)
+// first, then by name.
+func compareAge(a, b Node) int {
+	if c := a.LastTransition.Compare(b.LastTransition); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
+}
+
+// ceil rounds a node count up, forgiving float noise just above a whole
+// number.
+// Values beyond any cluster are clamped so the conversion cannot overflow.
+func ceil(v float64) int { return int(math.Ceil(min(v, 1<<30) - 1e-9)) }
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
