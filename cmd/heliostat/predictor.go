@@ -18,9 +18,11 @@ func runPredictor(ctx context.Context, args []string, e *env) error {
 			return runBacktest(ctx, args[1:], e)
 		case "backtest-demand":
 			return runBacktestDemand(ctx, args[1:], e)
+		case "run":
+			return runPredictorRun(ctx, args[1:], e)
 		}
 	}
-	return fmt.Errorf("predictor: want `predictor backtest --trace FILE` or `predictor backtest-demand --series FILE` (the live predictor comes with the job tables)")
+	return fmt.Errorf("predictor: want `predictor backtest --trace FILE` or `predictor backtest-demand --series FILE` or `predictor run` (the live predictor)")
 }
 
 // backtestOutput is the JSON of `predictor backtest`: the figures of DESIGN.md

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/heliostat-dev/heliostat/internal/chconn"
+	"github.com/heliostat-dev/heliostat/predictor/live"
+)
+
+// runPredictorRun is `heliostat predictor run`: the live predictor against
+// ClickHouse, serving /metrics and the probes.
+func runPredictorRun(ctx context.Context, args []string, e *env) error {
+	fs := newFlagSet("predictor run", e)
+	var ch chconn.Config
+	ch.RegisterFlags(fs, e.getenv)
+	var cfg live.Config
+	cfg.RegisterFlags(fs)
+	var lf logFlags
+	lf.register(fs)
+	listen := fs.String("web.listen-address", ":9402", "address of /metrics and the /-/healthy, /-/ready probes")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("predictor run: unexpected argument %q", fs.Arg(0))
+	}
+	if err := ch.Validate(); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	logger, err := lf.logger(e.stderr)
+	if err != nil {
+		return err
+	}
+	reg, srv, err := serveMetrics(*listen, logger)
+	if err != nil {
+		return err
+	}
+	if err := applySchema(ctx, ch, e, logger); err != nil {
+		return fmt.Errorf("apply schema at start-up: %w", err)
+	}
+	conn, err := ch.Open(ctx, e.getenv)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	cfg.Database = ch.Database
+	r, err := live.New(cfg, conn, logger, reg, time.Now)
+	if err != nil {
+		return err
+	}
+	logger.Info("predictor running", "clickhouse", ch.Addr, "database", ch.Database, "interval", cfg.Interval,
+		"retrain_interval", cfg.RetrainInterval, "history", cfg.History, "metrics", "http://"+httpAddr(srv.Addr())+"/metrics")
+	srv.SetReady(true)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return srv.Run(gctx) })
+	g.Go(func() error { return r.Run(gctx) })
+	return g.Wait()
+}

@@ -1,0 +1,84 @@
+package live
+
+import (
+	"errors"
+	"flag"
+	"time"
+)
+
+// Config configures a Runner.
+type Config struct {
+	// Database holds heliostat's tables (set from the ClickHouse settings, not
+	// a flag of its own).
+	Database string
+	// Interval between prediction passes. Default 15s.
+	Interval time.Duration
+	// RetrainInterval is how often the model is refitted from the jobs
+	// table. Default 10m.
+	RetrainInterval time.Duration
+	// History is the window of jobs, by submit time, that the predictor
+	// learns from and predicts: the last History before the newest job
+	// event in ClickHouse (the data's own clock, so that a simulated cluster
+	// running ahead of the wall clock or an imported trace works the same
+	// way). Default 720h (30 days).
+	History time.Duration
+	// Holdout is the share of the training rows, the latest by submit time,
+	// that a second fit leaves out to report held-out accuracy. Default 0.2;
+	// 0 < Holdout < 1.
+	Holdout float64
+	// Batch caps the rows of one insert. Default 10000.
+	Batch int
+	// AccuracyWindow is how many of the latest outcomes the rolling accuracy
+	// gauges cover. Default 1000.
+	AccuracyWindow int
+}
+
+// RegisterFlags adds the --predictor.* flags to fs.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.DurationVar(&c.Interval, "predictor.interval", 15*time.Second, "how often to predict new jobs and record the errors of ended ones")
+	fs.DurationVar(&c.RetrainInterval, "predictor.retrain-interval", 10*time.Minute, "how often to refit the duration model from the jobs table")
+	fs.DurationVar(&c.History, "predictor.history", 30*24*time.Hour, "window of jobs (by submit time, back from the newest job event) to learn from and predict")
+	fs.Float64Var(&c.Holdout, "predictor.holdout", 0.2, "share of the latest training rows held out to report the model's accuracy")
+	fs.IntVar(&c.Batch, "predictor.batch", 10000, "rows per insert")
+	fs.IntVar(&c.AccuracyWindow, "predictor.accuracy-window", 1000, "outcomes covered by the rolling accuracy gauges")
+}
+
+// Validate reports a configuration error. Zero values mean the defaults.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Interval < 0 || c.RetrainInterval < 0 || c.History < 0 {
+		errs = append(errs, errors.New("live: --predictor.interval, --predictor.retrain-interval and --predictor.history must not be negative"))
+	}
+	if c.Interval > 0 && c.RetrainInterval > 0 && c.RetrainInterval < c.Interval {
+		errs = append(errs, errors.New("live: --predictor.retrain-interval must not be shorter than --predictor.interval"))
+	}
+	if c.Holdout < 0 || c.Holdout >= 1 {
+		errs = append(errs, errors.New("live: --predictor.holdout must be in [0, 1)"))
+	}
+	if c.Batch < 0 || c.AccuracyWindow < 0 {
+		errs = append(errs, errors.New("live: --predictor.batch and --predictor.accuracy-window must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) withDefaults() Config {
+	if c.Interval == 0 {
+		c.Interval = 15 * time.Second
+	}
+	if c.RetrainInterval == 0 {
+		c.RetrainInterval = 10 * time.Minute
+	}
+	if c.History == 0 {
+		c.History = 30 * 24 * time.Hour
+	}
+	if c.Holdout == 0 {
+		c.Holdout = 0.2
+	}
+	if c.Batch == 0 {
+		c.Batch = 10000
+	}
+	if c.AccuracyWindow == 0 {
+		c.AccuracyWindow = 1000
+	}
+	return c
+}

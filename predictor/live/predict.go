@@ -1,0 +1,79 @@
+package live
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/heliostat-dev/heliostat/predictor/duration"
+)
+
+// ErrNoModel is returned by Predict before the first model is trained.
+var ErrNoModel = errors.New("live: no duration model trained yet")
+
+// Spec describes a job for an ad-hoc prediction (the advisory API's
+// POST /v1/predict): what is known of it at submit time.
+type Spec struct {
+	User      string
+	Name      string // job name or command hash; "" when unknown
+	Partition string // partition or virtual cluster; "" when unknown
+	GPUs      int    // GPUs requested; 0 when none or unknown
+	// TimeLimit is the requested limit; 0 when unlimited or unknown. It caps
+	// the prediction.
+	TimeLimit time.Duration
+	// Submit is the submit time; zero means the newest job event the latest
+	// pass saw (the data's clock).
+	Submit time.Time
+}
+
+// Estimate is an ad-hoc prediction.
+type Estimate struct {
+	ModelVersion uint64        `json:"model_version"`
+	Point        time.Duration `json:"-"`
+	Low          time.Duration `json:"-"`
+	High         time.Duration `json:"-"`
+	PredictedS   float64       `json:"predicted_s"`
+	LowerS       float64       `json:"lower_s"`
+	UpperS       float64       `json:"upper_s"`
+	// GPUServiceS is PredictedS × max(GPUs, 1): the key of
+	// shortest-predicted-service-first ordering.
+	GPUServiceS float64 `json:"gpu_service_s"`
+	Segment     string  `json:"segment"` // how much of the user's history the features rest on
+	Fitted      bool    `json:"fitted"`  // false: the history rule answered, the segment had too little data
+}
+
+// Predict estimates the run time of a job described by s with the current
+// model and the History of the latest pass (every job that had ended by
+// then). Safe for concurrent use, also while a pass runs.
+func (r *Runner) Predict(s Spec) (Estimate, error) {
+	t := r.model.Load()
+	hs := r.hist.Load()
+	if t == nil || hs == nil {
+		return Estimate{}, ErrNoModel
+	}
+	return estimate(t, hs, s)
+}
+
+func estimate(t *Trained, hs *historySnap, s Spec) (Estimate, error) {
+	if s.GPUs < 0 {
+		return Estimate{}, fmt.Errorf("live: predict: gpus %d is negative", s.GPUs)
+	}
+	if s.TimeLimit < 0 {
+		return Estimate{}, fmt.Errorf("live: predict: time limit %v is negative", s.TimeLimit)
+	}
+	j := duration.Job{User: s.User, Executable: s.Name, Queue: s.Partition, Submit: s.Submit, ReqTime: s.TimeLimit, Procs: s.GPUs}
+	if j.Submit.IsZero() {
+		j.Submit = hs.asOf
+	}
+	hs.mu.Lock()
+	f := hs.h.Features(&j)
+	hs.mu.Unlock()
+	p, err := t.Model.Predict(f, s.TimeLimit)
+	if err != nil {
+		return Estimate{}, fmt.Errorf("live: predict: %w", err)
+	}
+	return Estimate{ModelVersion: t.Info.Version, Point: p.Point, Low: p.Low, High: p.High,
+		PredictedS: p.Point.Seconds(), LowerS: p.Low.Seconds(), UpperS: p.High.Seconds(),
+		GPUServiceS: p.Point.Seconds() * math.Max(float64(s.GPUs), 1), Segment: segmentName(f.Segment), Fitted: p.Fitted}, nil
+}

@@ -1,0 +1,660 @@
+package live
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/heliostat-dev/heliostat/predictor/duration"
+)
+
+// Trained is a fitted duration model and what is recorded about it in
+// prediction_models. It is immutable: a retrain publishes a new one.
+type Trained struct {
+	Model *duration.Model
+	Info  ModelInfo
+}
+
+// ModelInfo is a model's row of prediction_models.
+type ModelInfo struct {
+	Version   uint64    `json:"model_version"`
+	TrainedAt time.Time `json:"trained_at"`
+	// DataFrom and DataTo are the earliest and latest submit times of the
+	// training rows.
+	DataFrom     time.Time `json:"data_from"`
+	DataTo       time.Time `json:"data_to"`
+	Jobs         int       `json:"n_jobs"`  // jobs in the window, ended or not
+	Train        int       `json:"n_train"` // training rows: ended jobs that ran
+	TrainSeconds float64   `json:"train_s"`
+	InSample     Accuracy  `json:"in_sample"`
+	Holdout      Accuracy  `json:"holdout"`
+	Config       string    `json:"config"` // JSON: window, holdout share, rows per segment
+}
+
+// Accuracy summarizes predictions against run times, with the offline
+// backtest's definitions.
+type Accuracy struct {
+	N                int     `json:"n"`
+	Within2x         float64 `json:"within_2x"`
+	R2Log            float64 `json:"r2_log"`
+	MAES             float64 `json:"mae_s"`
+	IntervalCoverage float64 `json:"interval_coverage"`
+}
+
+// Pass reports what one pass did.
+type Pass struct {
+	Trained     bool // a new model was published
+	Jobs        int  // jobs in the window
+	Predictions int  // prediction rows written
+	Outcomes    int  // outcome rows written
+}
+
+// predRow is what the runner keeps of a written prediction to score it later.
+type predRow struct {
+	version             uint64
+	point, lower, upper float64 // seconds
+	predictedAt         time.Time
+	afterEnd            bool
+}
+
+// historySnap is the History as of the latest pass, for ad-hoc predictions.
+type historySnap struct {
+	mu   sync.Mutex // History makes no promise about concurrent readers
+	h    *duration.History
+	asOf time.Time // the data's clock at the pass
+}
+
+// Runner is the live predictor: each pass it reads the window of jobs from
+// ClickHouse, retrains when the model is older than RetrainInterval, writes a
+// prediction for every job it has not predicted yet and the error of every
+// predicted job that has ended. Its state in memory is a cache of those
+// tables: a new Runner reloads it and neither duplicates a prediction nor an
+// outcome.
+type Runner struct {
+	cfg    Config
+	conn   driver.Conn
+	logger *slog.Logger
+	now    func() time.Time
+	m      *metrics
+
+	model atomic.Pointer[Trained]
+	hist  atomic.Pointer[historySnap]
+
+	mu          sync.Mutex // one pass at a time; guards the fields below
+	loaded      bool
+	store       map[key]*rec
+	cursor      int64 // newest inserted_at seen, Unix seconds
+	predicted   map[key]predRow
+	recorded    map[key]bool
+	nextVersion uint64
+	lastTrain   time.Time
+	roll        *rolling
+}
+
+// refreshOverlap is how far before the newest inserted_at seen an
+// incremental refresh reads again: a row becomes visible only when its insert
+// commits, possibly after rows stamped later.
+const refreshOverlap = 2 * time.Minute
+
+// New returns a Runner that reads and writes the tables of cfg.Database
+// through conn. It does not touch ClickHouse until the first pass.
+func New(cfg Config, conn driver.Conn, logger *slog.Logger, reg prometheus.Registerer, now func() time.Time) (*Runner, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Database == "" {
+		return nil, errors.New("live: Config.Database is empty")
+	}
+	cfg = cfg.withDefaults()
+	r := &Runner{cfg: cfg, conn: conn, logger: logger, now: now, roll: newRolling(cfg.AccuracyWindow),
+		store: map[key]*rec{}, predicted: map[key]predRow{}, recorded: map[key]bool{}}
+	r.m = newMetrics(reg, func() float64 {
+		if t := r.model.Load(); t != nil {
+			return since(now, t.Info.TrainedAt)
+		}
+		return 0
+	})
+	r.m.setRolling(r.roll)
+	return r, nil
+}
+
+// Model returns the model serving predictions, or nil before the first one
+// is trained. Safe for concurrent use.
+func (r *Runner) Model() *Trained { return r.model.Load() }
+
+// Run makes a pass every Interval until ctx is done. A failed pass is logged,
+// counted by stage and retried at the next tick.
+func (r *Runner) Run(ctx context.Context) error {
+	t := time.NewTicker(r.cfg.Interval)
+	defer t.Stop()
+	for {
+		if _, err := r.Once(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			r.logger.Warn("predictor pass failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Once makes one pass: refresh the window of jobs, retrain if due, predict
+// the jobs not predicted yet, record the outcomes of the predicted jobs that
+// have ended.
+func (r *Runner) Once(ctx context.Context) (Pass, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	begin := time.Now()
+	defer func() { r.m.passDuration.Observe(time.Since(begin).Seconds()) }()
+	var pass Pass
+
+	dataNow, err := r.dataClock(ctx)
+	if err != nil {
+		r.m.errors.WithLabelValues(stageLoad).Inc()
+		return pass, err
+	}
+	from := dataNow.Add(-r.cfg.History)
+	if from.Before(time.Unix(0, 0)) {
+		from = time.Unix(0, 0)
+	}
+	retrain := r.model.Load() == nil || r.now().Sub(r.lastTrain) >= r.cfg.RetrainInterval
+	if err := r.refresh(ctx, from, retrain || !r.loaded); err != nil {
+		r.m.errors.WithLabelValues(stageLoad).Inc()
+		return pass, err
+	}
+	if !r.loaded {
+		if err := r.loadState(ctx, from); err != nil {
+			r.m.errors.WithLabelValues(stageLoad).Inc()
+			return pass, err
+		}
+		r.loaded = true
+	}
+	pass.Jobs = len(r.store)
+	r.m.jobs.Set(float64(len(r.store)))
+
+	all := make([]*rec, 0, len(r.store))
+	want := map[*rec]bool{}
+	for _, rc := range r.store {
+		all = append(all, rc)
+		if _, done := r.predicted[rc.key]; rc.predictable && !done {
+			want[rc] = true
+		}
+	}
+	var (
+		rows     []duration.Row
+		rowRecs  []*rec
+		features = make(map[*rec]duration.Features, len(want))
+	)
+	trainable := func(rc *rec) bool { return retrain && rc.ended && rc.run() > 0 }
+	h := replay(all, func(rc *rec) bool { return want[rc] || trainable(rc) }, func(rc *rec, f duration.Features) {
+		if trainable(rc) {
+			rows = append(rows, duration.Row{F: f, Y: math.Log(rc.run().Seconds())})
+			rowRecs = append(rowRecs, rc)
+		}
+		if want[rc] {
+			features[rc] = f
+		}
+	})
+	r.hist.Store(&historySnap{h: h, asOf: dataNow})
+
+	var errs []error
+	if retrain {
+		switch {
+		case len(rows) > 0:
+			if err := r.train(ctx, rows, rowRecs, len(all)); err != nil {
+				r.m.errors.WithLabelValues(stageTrain).Inc()
+				errs = append(errs, err)
+			} else {
+				pass.Trained = true
+				r.lastTrain = r.now()
+			}
+		case r.model.Load() != nil:
+			// Nothing left in the window to learn from: keep the model.
+			r.lastTrain = r.now()
+		}
+	}
+	n, err := r.predict(ctx, features)
+	pass.Predictions = n
+	if err != nil {
+		r.m.errors.WithLabelValues(stagePredict).Inc()
+		errs = append(errs, err)
+	}
+	n, err = r.recordOutcomes(ctx)
+	pass.Outcomes = n
+	if err != nil {
+		r.m.errors.WithLabelValues(stageOutcome).Inc()
+		errs = append(errs, err)
+	}
+	for k := range r.predicted {
+		if r.store[k] == nil {
+			delete(r.predicted, k)
+		}
+	}
+	for k := range r.recorded {
+		if r.store[k] == nil {
+			delete(r.recorded, k)
+		}
+	}
+	return pass, errors.Join(errs...)
+}
+
+// dataClock returns the time of the newest job event: the window is measured
+// back from it, so that a simulated cluster or an imported trace works like a
+// live one.
+func (r *Runner) dataClock(ctx context.Context) (time.Time, error) {
+	var sec int64
+	if err := r.conn.QueryRow(ctx, fmt.Sprintf("SELECT toInt64(toUInt32(max(updated_at))) FROM %s.jobs", r.cfg.Database)).Scan(&sec); err != nil {
+		return time.Time{}, fmt.Errorf("live: newest job event: %w", err)
+	}
+	return time.Unix(sec, 0).UTC(), nil
+}
+
+// refresh brings the window up to date: all of it when full, else the jobs
+// whose latest event arrived since the last refresh.
+func (r *Runner) refresh(ctx context.Context, from time.Time, full bool) error {
+	var since int64
+	if !full {
+		since = max(1, r.cursor-int64(refreshOverlap/time.Second))
+	}
+	recs, newest, err := loadJobs(ctx, r.conn, r.cfg.Database, from, since)
+	if err != nil {
+		return fmt.Errorf("live: %w", err)
+	}
+	r.cursor = max(r.cursor, newest)
+	if full {
+		store := make(map[key]*rec, len(recs))
+		for _, rc := range recs {
+			switch old := r.store[rc.key]; {
+			case !r.loaded:
+				rc.predictable = !rc.ended
+			case old != nil:
+				rc.predictable = old.predictable
+			default:
+				rc.predictable = true
+			}
+			store[rc.key] = rc
+		}
+		r.store = store
+		return nil
+	}
+	for _, rc := range recs {
+		old := r.store[rc.key]
+		if old != nil && old.version > rc.version {
+			continue
+		}
+		rc.predictable = old == nil || old.predictable
+		r.store[rc.key] = rc
+	}
+	for k, rc := range r.store {
+		if rc.job.Submit.Before(from) {
+			delete(r.store, k)
+		}
+	}
+	return nil
+}
+
+// loadState reads back what earlier runners wrote: the predictions and
+// outcomes of the window's jobs, the latest outcomes for the rolling gauges,
+// and the highest model version.
+func (r *Runner) loadState(ctx context.Context, from time.Time) error {
+	db := r.cfg.Database
+	rows, err := r.conn.Query(ctx, fmt.Sprintf(`SELECT cluster, job_id, model_version, predicted_s, lower_s, upper_s, after_end, predicted_at
+FROM %s.predictions FINAL WHERE submit_time >= %d`, db, from.Unix()))
+	if err != nil {
+		return fmt.Errorf("live: select predictions: %w", err)
+	}
+	for rows.Next() {
+		var (
+			k     key
+			p     predRow
+			after uint8
+		)
+		if err := rows.Scan(&k.cluster, &k.jobID, &p.version, &p.point, &p.lower, &p.upper, &after, &p.predictedAt); err != nil {
+			rows.Close()
+			return fmt.Errorf("live: scan prediction: %w", err)
+		}
+		p.afterEnd = after == 1
+		r.predicted[k] = p
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("live: select predictions: %w", err)
+	}
+	rows, err = r.conn.Query(ctx, fmt.Sprintf("SELECT DISTINCT cluster, job_id FROM %s.prediction_outcomes WHERE submit_time >= %d", db, from.Unix()))
+	if err != nil {
+		return fmt.Errorf("live: select outcomes: %w", err)
+	}
+	for rows.Next() {
+		var k key
+		if err := rows.Scan(&k.cluster, &k.jobID); err != nil {
+			rows.Close()
+			return fmt.Errorf("live: scan outcome: %w", err)
+		}
+		r.recorded[k] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("live: select outcomes: %w", err)
+	}
+	rows, err = r.conn.Query(ctx, fmt.Sprintf(`SELECT abs_log_error, within_2x, within_interval FROM %s.prediction_outcomes FINAL
+WHERE ran = 1 AND after_end = 0 ORDER BY end_time DESC, cluster DESC, job_id DESC LIMIT %d`, db, r.cfg.AccuracyWindow))
+	if err != nil {
+		return fmt.Errorf("live: select latest outcomes: %w", err)
+	}
+	var latest []outcomeScore
+	for rows.Next() {
+		var (
+			s              outcomeScore
+			within, inside uint8
+		)
+		if err := rows.Scan(&s.absLog, &within, &inside); err != nil {
+			rows.Close()
+			return fmt.Errorf("live: scan outcome: %w", err)
+		}
+		s.within2x, s.inside = within == 1, inside == 1
+		latest = append(latest, s)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("live: select latest outcomes: %w", err)
+	}
+	for i := len(latest) - 1; i >= 0; i-- {
+		r.roll.add(latest[i])
+	}
+	r.m.setRolling(r.roll)
+	var top uint64
+	if err := r.conn.QueryRow(ctx, fmt.Sprintf("SELECT max(model_version) FROM %s.prediction_models", db)).Scan(&top); err != nil {
+		return fmt.Errorf("live: select model version: %w", err)
+	}
+	r.nextVersion = top + 1
+	return nil
+}
+
+// train fits a model on rows (in submit order; recs[i] is rows[i]'s job),
+// records it in prediction_models and publishes it.
+func (r *Runner) train(ctx context.Context, rows []duration.Row, recs []*rec, jobs int) error {
+	begin := time.Now()
+	trainedAt := r.now().UTC().Truncate(time.Second)
+	var hold Accuracy
+	if k := int(float64(len(rows)) * (1 - r.cfg.Holdout)); k >= 1 && k < len(rows) {
+		m, err := duration.Fit(rows[:k], trainedAt)
+		if err != nil {
+			return fmt.Errorf("live: fit held-out model on %d rows: %w", k, err)
+		}
+		if hold, err = score(m, rows[k:], recs[k:]); err != nil {
+			return err
+		}
+	}
+	m, err := duration.Fit(rows, trainedAt)
+	if err != nil {
+		return fmt.Errorf("live: fit model on %d rows: %w", len(rows), err)
+	}
+	in, err := score(m, rows, recs)
+	if err != nil {
+		return err
+	}
+	took := time.Since(begin).Seconds()
+	var segs [4]int
+	for _, row := range rows {
+		if s := int(row.F.Segment); s >= 0 && s < len(segs) {
+			segs[s]++
+		}
+	}
+	cfg, _ := json.Marshal(map[string]any{
+		"model":     "duration (per-segment robust least squares on log run time)",
+		"history_s": r.cfg.History.Seconds(), "holdout": r.cfg.Holdout,
+		"segment_rows": map[string]int{segmentName(duration.SegExact): segs[duration.SegExact], segmentName(duration.SegUser2): segs[duration.SegUser2],
+			segmentName(duration.SegUser1): segs[duration.SegUser1], segmentName(duration.SegCold): segs[duration.SegCold]},
+	})
+	info := ModelInfo{Version: r.nextVersion, TrainedAt: trainedAt, DataFrom: recs[0].job.Submit, DataTo: recs[len(recs)-1].job.Submit,
+		Jobs: jobs, Train: len(rows), TrainSeconds: took, InSample: in, Holdout: hold, Config: string(cfg)}
+	b, err := r.conn.PrepareBatch(ctx, "INSERT INTO "+r.cfg.Database+".prediction_models (model_version, trained_at, data_from, data_to, n_jobs, n_train, train_s, "+
+		"in_sample_within_2x, in_sample_r2_log, in_sample_mae_s, holdout_n, holdout_within_2x, holdout_r2_log, holdout_mae_s, holdout_interval_coverage, config)")
+	if err != nil {
+		return fmt.Errorf("live: prepare prediction_models insert: %w", err)
+	}
+	defer b.Abort()
+	if err := b.Append(info.Version, info.TrainedAt, info.DataFrom, info.DataTo, uint32(info.Jobs), uint32(info.Train), info.TrainSeconds,
+		in.Within2x, in.R2Log, in.MAES, uint32(hold.N), hold.Within2x, hold.R2Log, hold.MAES, hold.IntervalCoverage, info.Config); err != nil {
+		return fmt.Errorf("live: append model %d: %w", info.Version, err)
+	}
+	if err := b.Send(); err != nil {
+		return fmt.Errorf("live: insert model %d: %w", info.Version, err)
+	}
+	// The row is in: from here on predictions may name this version.
+	r.nextVersion++
+	r.model.Store(&Trained{Model: m, Info: info})
+	r.m.trainDuration.Observe(took)
+	r.m.modelVersion.Set(float64(info.Version))
+	r.m.trainRows.Set(float64(info.Train))
+	r.logger.Info("duration model trained", "model_version", info.Version, "rows", info.Train, "jobs", jobs,
+		"train_s", took, "holdout_within_2x", hold.Within2x, "holdout_r2_log", hold.R2Log)
+	return nil
+}
+
+// score predicts rows with m and compares with their run times.
+func score(m *duration.Model, rows []duration.Row, recs []*rec) (Accuracy, error) {
+	a := Accuracy{N: len(rows)}
+	if len(rows) == 0 {
+		return a, nil
+	}
+	var meanLog, ssRes, ssTot float64
+	for _, row := range rows {
+		meanLog += row.Y
+	}
+	meanLog /= float64(len(rows))
+	for i, row := range rows {
+		p, err := m.Predict(row.F, recs[i].job.ReqTime)
+		if err != nil {
+			return a, fmt.Errorf("live: score job %s: %w", recs[i].jobID, err)
+		}
+		y := math.Exp(row.Y)
+		o := outcomeOf(predRow{point: p.Point.Seconds(), lower: p.Low.Seconds(), upper: p.High.Seconds()}, y)
+		if o.within2x {
+			a.Within2x++
+		}
+		if o.inside {
+			a.IntervalCoverage++
+		}
+		a.MAES += o.absError
+		ssRes += o.logRatio * o.logRatio
+		ssTot += (row.Y - meanLog) * (row.Y - meanLog)
+	}
+	n := float64(len(rows))
+	a.Within2x /= n
+	a.IntervalCoverage /= n
+	a.MAES /= n
+	if ssTot > 0 {
+		a.R2Log = 1 - ssRes/ssTot
+	}
+	return a, nil
+}
+
+// outcome is a prediction's error once its job has ended.
+type outcome struct {
+	ran              bool
+	actual, absError float64
+	logRatio, absLog float64
+	within2x, inside bool
+}
+
+// outcomeOf scores a prediction against the actual run time in seconds (0:
+// the job never ran), with the offline backtest's definitions: the point is
+// taken as at least one second.
+func outcomeOf(p predRow, actual float64) outcome {
+	if actual <= 0 || math.IsNaN(actual) {
+		return outcome{}
+	}
+	pt := math.Max(p.point, 1)
+	o := outcome{ran: true, actual: actual, absError: math.Abs(pt - actual), logRatio: math.Log(pt / actual)}
+	o.absLog = math.Abs(o.logRatio)
+	o.within2x = math.Max(pt/actual, actual/pt) < 2
+	o.inside = p.lower <= actual && actual <= p.upper
+	return o
+}
+
+// segmentName names a duration segment in the predictions table.
+func segmentName(s duration.Segment) string {
+	switch s {
+	case duration.SegExact:
+		return "exact"
+	case duration.SegUser2:
+		return "user2"
+	case duration.SegUser1:
+		return "user1"
+	case duration.SegCold:
+		return "cold"
+	}
+	return fmt.Sprintf("segment%d", int(s))
+}
+
+// firstWins turns a prediction time into the predictions table's version,
+// which is higher for an earlier prediction: of two predictions of one job,
+// ReplacingMergeTree keeps the first.
+func firstWins(t time.Time) uint64 { return uint64(math.MaxInt64 - t.UnixMilli()) }
+
+// predict writes a prediction for each job of features with the current
+// model, in batches, and returns how many it wrote.
+func (r *Runner) predict(ctx context.Context, features map[*rec]duration.Features) (int, error) {
+	t := r.model.Load()
+	if t == nil || len(features) == 0 {
+		return 0, nil
+	}
+	jobs := make([]*rec, 0, len(features))
+	for rc := range features {
+		jobs = append(jobs, rc)
+	}
+	sort.Slice(jobs, func(a, b int) bool {
+		if !jobs[a].job.Submit.Equal(jobs[b].job.Submit) {
+			return jobs[a].job.Submit.Before(jobs[b].job.Submit)
+		}
+		return jobs[a].cluster < jobs[b].cluster || jobs[a].cluster == jobs[b].cluster && jobs[a].jobID < jobs[b].jobID
+	})
+	written := 0
+	var errs []error
+	for start := 0; start < len(jobs); start += r.cfg.Batch {
+		chunk := jobs[start:min(start+r.cfg.Batch, len(jobs))]
+		at := r.now().UTC().Truncate(time.Second)
+		b, err := r.conn.PrepareBatch(ctx, "INSERT INTO "+r.cfg.Database+".predictions (cluster, job_id, user, partition_name, gpus, time_limit_s, "+
+			"submit_time, model_version, segment, fitted, predicted_s, lower_s, upper_s, gpu_service_s, after_end, predicted_at, version)")
+		if err != nil {
+			return written, fmt.Errorf("live: prepare predictions insert: %w", err)
+		}
+		made := map[key]predRow{}
+		for _, rc := range chunk {
+			f := features[rc]
+			p, err := t.Model.Predict(f, rc.job.ReqTime)
+			if err != nil {
+				// A model that cannot take a job's features is a bug; the
+				// job is retried at the next pass and counted each time.
+				errs = append(errs, fmt.Errorf("live: predict job %s/%s: %w", rc.cluster, rc.jobID, err))
+				continue
+			}
+			pr := predRow{version: t.Info.Version, point: p.Point.Seconds(), lower: p.Low.Seconds(), upper: p.High.Seconds(), predictedAt: at, afterEnd: rc.ended}
+			var fitted, after uint8
+			if p.Fitted {
+				fitted = 1
+			}
+			if pr.afterEnd {
+				after = 1
+			}
+			if err := b.Append(rc.cluster, rc.jobID, rc.user, rc.partition, rc.gpus, rc.limit, rc.job.Submit, pr.version, segmentName(f.Segment), fitted,
+				pr.point, pr.lower, pr.upper, pr.point*math.Max(float64(rc.gpus), 1), after, at, firstWins(at)); err != nil {
+				b.Abort()
+				return written, fmt.Errorf("live: append prediction of job %s/%s: %w", rc.cluster, rc.jobID, err)
+			}
+			made[rc.key] = pr
+		}
+		if len(made) == 0 {
+			b.Abort()
+			continue
+		}
+		if err := b.Send(); err != nil {
+			return written, fmt.Errorf("live: insert %d predictions: %w", len(made), err)
+		}
+		for k, p := range made {
+			r.predicted[k] = p
+		}
+		written += len(made)
+		r.m.predictions.Add(float64(len(made)))
+	}
+	return written, errors.Join(errs...)
+}
+
+// recordOutcomes writes the error of every predicted job that has ended and
+// has no outcome yet.
+func (r *Runner) recordOutcomes(ctx context.Context) (int, error) {
+	var done []*rec
+	for k := range r.predicted {
+		if rc := r.store[k]; rc != nil && rc.ended && !r.recorded[k] {
+			done = append(done, rc)
+		}
+	}
+	if len(done) == 0 {
+		return 0, nil
+	}
+	sort.Slice(done, func(a, b int) bool {
+		if !done[a].job.End.Equal(done[b].job.End) {
+			return done[a].job.End.Before(done[b].job.End)
+		}
+		return done[a].cluster < done[b].cluster || done[a].cluster == done[b].cluster && done[a].jobID < done[b].jobID
+	})
+	written := 0
+	for start := 0; start < len(done); start += r.cfg.Batch {
+		chunk := done[start:min(start+r.cfg.Batch, len(done))]
+		at := r.now().UTC().Truncate(time.Second)
+		b, err := r.conn.PrepareBatch(ctx, "INSERT INTO "+r.cfg.Database+".prediction_outcomes (cluster, job_id, user, gpus, state, submit_time, start_time, end_time, "+
+			"model_version, predicted_at, after_end, ran, predicted_s, lower_s, upper_s, actual_s, abs_error_s, log_ratio, abs_log_error, within_2x, within_interval, recorded_at, version)")
+		if err != nil {
+			return written, fmt.Errorf("live: prepare prediction_outcomes insert: %w", err)
+		}
+		var scores []outcomeScore
+		for _, rc := range chunk {
+			p := r.predicted[rc.key]
+			o := outcomeOf(p, rc.run().Seconds())
+			if err := b.Append(rc.cluster, rc.jobID, rc.user, rc.gpus, rc.state, rc.job.Submit, rc.start, rc.job.End,
+				p.version, p.predictedAt, b2u(p.afterEnd), b2u(o.ran), p.point, p.lower, p.upper, o.actual, o.absError, o.logRatio, o.absLog,
+				b2u(o.within2x), b2u(o.inside), at, uint64(at.UnixMilli())); err != nil {
+				b.Abort()
+				return written, fmt.Errorf("live: append outcome of job %s/%s: %w", rc.cluster, rc.jobID, err)
+			}
+			if o.ran && !p.afterEnd {
+				scores = append(scores, outcomeScore{absLog: o.absLog, within2x: o.within2x, inside: o.inside})
+			}
+		}
+		if err := b.Send(); err != nil {
+			return written, fmt.Errorf("live: insert %d outcomes: %w", len(chunk), err)
+		}
+		for _, rc := range chunk {
+			r.recorded[rc.key] = true
+		}
+		for _, s := range scores {
+			r.roll.add(s)
+		}
+		written += len(chunk)
+		r.m.outcomes.Add(float64(len(chunk)))
+	}
+	r.m.setRolling(r.roll)
+	return written, nil
+}
+
+func b2u(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}

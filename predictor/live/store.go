@@ -1,0 +1,155 @@
+package live
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/heliostat-dev/heliostat/predictor/duration"
+)
+
+// key identifies a job.
+type key struct{ cluster, jobID string }
+
+// rec is one job of the window as the jobs table has it now.
+type rec struct {
+	key
+	user, partition, state string
+	gpus                   uint32 // 0 when unknown
+	limit                  *uint32
+	start                  *time.Time
+	ended                  bool // the latest event is END and carries an end time
+	version                uint64
+	job                    duration.Job // submit-time fields, and Run/End once ended
+	// predictable is false for a job that had already ended when the runner
+	// first loaded the window: the backlog is history, not work.
+	predictable bool
+}
+
+// run is the job's run time; 0 unless it ended after a known start.
+func (r *rec) run() time.Duration { return r.job.Run }
+
+// loadJobs reads the jobs of the window (submit_time >= from) from jobs FINAL;
+// with since > 0 only those whose latest event reached ClickHouse at or after
+// since (Unix seconds). It returns the rows and the newest inserted_at seen.
+func loadJobs(ctx context.Context, conn driver.Conn, db string, from time.Time, since int64) ([]*rec, int64, error) {
+	q := fmt.Sprintf(`SELECT cluster, job_id, user, job_name, command_hash, partition_name, state, last_event, gpus, cpus,
+  time_limit_s, submit_time, start_time, end_time, version, toInt64(toUInt32(inserted_at))
+FROM %s.jobs FINAL
+WHERE submit_time >= %d`, db, from.Unix())
+	if since > 0 {
+		q += fmt.Sprintf(" AND inserted_at >= %d", since)
+	}
+	rows, err := conn.Query(ctx, q)
+	if err != nil {
+		return nil, 0, fmt.Errorf("select jobs: %w", err)
+	}
+	defer rows.Close()
+	var (
+		out    []*rec
+		newest int64
+	)
+	for rows.Next() {
+		r := &rec{}
+		var (
+			name, hash, lastEvent string
+			gpus, cpus            *uint32
+			end                   *time.Time
+			inserted              int64
+		)
+		if err := rows.Scan(&r.cluster, &r.jobID, &r.user, &name, &hash, &r.partition, &r.state, &lastEvent, &gpus, &cpus,
+			&r.limit, &r.job.Submit, &r.start, &end, &r.version, &inserted); err != nil {
+			return nil, 0, fmt.Errorf("scan job: %w", err)
+		}
+		newest = max(newest, inserted)
+		r.job.User, r.job.Queue = r.user, r.partition
+		// The command hash names a recurring job better than its name; the
+		// name is the fallback (Helios matches on it).
+		r.job.Executable = hash
+		if hash == "" {
+			r.job.Executable = name
+		}
+		if gpus != nil {
+			r.gpus = *gpus
+		}
+		switch {
+		case r.gpus > 0:
+			r.job.Procs = int(r.gpus)
+		case cpus != nil && *cpus > 0:
+			r.job.Procs = int(*cpus)
+		}
+		if r.limit != nil && *r.limit > 0 {
+			r.job.ReqTime = time.Duration(*r.limit) * time.Second
+		}
+		if lastEvent == "END" && end != nil {
+			r.ended = true
+			r.job.End = *end
+			if r.start != nil && end.After(*r.start) {
+				r.job.Run = end.Sub(*r.start)
+			}
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("select jobs: %w", err)
+	}
+	return out, newest, nil
+}
+
+// endHeap orders jobs by end time.
+type endHeap []*rec
+
+func (q endHeap) Len() int           { return len(q) }
+func (q endHeap) Less(i, j int) bool { return q[i].job.End.Before(q[j].job.End) }
+func (q endHeap) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
+func (q *endHeap) Push(x any)        { *q = append(*q, x.(*rec)) }
+func (q *endHeap) Pop() any {
+	old := *q
+	x := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return x
+}
+
+// replay walks the jobs in submit order the way the offline backtest does:
+// before a job's features are computed, every job that ended strictly before
+// its submit time has joined the History, and no other job has. visit gets
+// the features of each job for which want returns true. Every job counts as
+// submitted (for the user's in-flight and time-since-submit features) at its
+// submit time, whatever its fate, so that no feature depends on how another
+// job ends later. The History returned holds every ended job: the state for a
+// job submitted now.
+func replay(recs []*rec, want func(*rec) bool, visit func(*rec, duration.Features)) *duration.History {
+	sorted := append([]*rec(nil), recs...)
+	sort.Slice(sorted, func(a, b int) bool {
+		x, y := sorted[a], sorted[b]
+		if !x.job.Submit.Equal(y.job.Submit) {
+			return x.job.Submit.Before(y.job.Submit)
+		}
+		if x.cluster != y.cluster {
+			return x.cluster < y.cluster
+		}
+		return x.jobID < y.jobID
+	})
+	h := duration.NewHistory()
+	q := &endHeap{}
+	for _, r := range sorted {
+		for q.Len() > 0 && (*q)[0].job.End.Before(r.job.Submit) {
+			h.Add(&heap.Pop(q).(*rec).job)
+		}
+		if want(r) {
+			visit(r, h.Features(&r.job))
+		}
+		h.Submitted(&r.job)
+		if r.ended && r.run() > 0 {
+			heap.Push(q, r)
+		}
+	}
+	for q.Len() > 0 {
+		h.Add(&heap.Pop(q).(*rec).job)
+	}
+	return h
+}
