@@ -60,23 +60,11 @@ func (r *Report) figDurationCDF() figure {
 	caption := "No GPU job with a known run time in the window."
 	if r.Headline.GPUJobs > 0 && !math.IsNaN(r.Headline.DurationMedianS) {
 		caption = fmt.Sprintf("Half of the GPU jobs ran %s or less (median %s).", fmtDur(r.Headline.DurationMedianS), strconv.FormatFloat(r.Headline.DurationMedianS, 'f', -1, 64)+" s")
-		if len(r.DurationCDF) > 0 {
-			if q := quantileOf(r.DurationCDF[0].Points, 0.9); !math.IsNaN(q) {
-				caption += fmt.Sprintf(" 90%% finished within %s.", fmtDur(q))
-			}
+		if !math.IsNaN(r.RunP90S) && r.RunP90S > 0 {
+			caption += fmt.Sprintf(" 90%% finished within %s.", fmtDur(r.RunP90S))
 		}
 	}
 	return figure{ID: FigDurationCDF, Title: c.Title, Caption: caption, SVG: c.SVG()}
-}
-
-// quantileOf reads the smallest x whose cumulative fraction reaches q.
-func quantileOf(pts []Point, q float64) float64 {
-	for _, p := range pts {
-		if p.Y >= q-1e-12 {
-			return p.X
-		}
-	}
-	return nan
 }
 
 func (r *Report) figStateShare() figure {

@@ -29,6 +29,9 @@ type Report struct {
 	// DurationCDF is the run-time distribution of GPU jobs, one series per
 	// group ("all GPU jobs", then each VC).
 	DurationCDF []CDF
+	// RunP90S is the 90th percentile of the run time of GPU jobs; NaN
+	// unknown.
+	RunP90S float64
 	// States are job and GPU-time counts by final state, in States order
 	// (unknown only when present).
 	States []StateCount
@@ -41,6 +44,8 @@ type Report struct {
 	// HourWeekday is the mean utilization by day of week (Monday first) and
 	// hour of day; NaN where the window has no such hour.
 	HourWeekday [7][24]float64
+	// timeZone is the zone of the hour and weekday slots ("" for UTC).
+	timeZone string
 
 	// Months are single- versus multi-GPU jobs by month of submission.
 	Months []Month

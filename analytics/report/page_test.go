@@ -23,6 +23,7 @@ const hostile = `<script>alert("x")</script>'"&<svg onload=alert(1)>`
 func sample() *Report {
 	r := &Report{
 		Title:     "Characterization of <cluster> & co",
+		RunP90S:   104000,
 		Source:    "trace sample.csv",
 		Clusters:  []string{"venus", hostile},
 		From:      time.Date(2020, 9, 1, 0, 0, 0, 0, time.UTC),
