@@ -1,0 +1,177 @@
+package live
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/heliostat-dev/heliostat/predictor/duration"
+)
+
+func TestConfigValidate(t *testing.T) {
+	var def Config
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	def.RegisterFlags(fs)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if def.Interval != 15*time.Second || def.RetrainInterval != 10*time.Minute || def.History != 30*24*time.Hour || def.Holdout != 0.2 {
+		t.Errorf("flag defaults = %+v", def)
+	}
+	for _, tc := range []struct {
+		name string
+		mod  func(*Config)
+		ok   bool
+	}{
+		{"defaults", func(*Config) {}, true},
+		{"zero means default", func(c *Config) { *c = Config{} }, true},
+		{"negative interval", func(c *Config) { c.Interval = -time.Second }, false},
+		{"negative history", func(c *Config) { c.History = -time.Hour }, false},
+		{"retrain faster than passes", func(c *Config) { c.RetrainInterval = time.Second }, false},
+		{"holdout 1", func(c *Config) { c.Holdout = 1 }, false},
+		{"negative holdout", func(c *Config) { c.Holdout = -0.1 }, false},
+		{"negative batch", func(c *Config) { c.Batch = -1 }, false},
+		{"negative accuracy window", func(c *Config) { c.AccuracyWindow = -1 }, false},
+	} {
+		c := def
+		tc.mod(&c)
+		if err := c.Validate(); (err == nil) != tc.ok {
+			t.Errorf("%s: Validate() = %v; want ok %v", tc.name, err, tc.ok)
+		}
+	}
+	if _, err := New(def, nil, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), time.Now); err == nil {
+		t.Error("New without a database: no error")
+	}
+}
+
+func TestMetricsLint(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	if _, err := New(Config{Database: "heliostat"}, nil, slog.New(slog.DiscardHandler), reg, time.Now); err != nil {
+		t.Fatal(err)
+	}
+	lint(t, reg)
+}
+
+func TestOutcomeOf(t *testing.T) {
+	for _, tc := range []struct {
+		p      predRow
+		actual float64
+		want   outcome
+	}{
+		{predRow{point: 100, lower: 50, upper: 200}, 100, outcome{ran: true, actual: 100, within2x: true, inside: true}},
+		{predRow{point: 100, lower: 50, upper: 150}, 199, outcome{ran: true, actual: 199, absError: 99, logRatio: math.Log(100.0 / 199), absLog: math.Log(1.99), within2x: true}},
+		{predRow{point: 100, lower: 50, upper: 200}, 200, outcome{ran: true, actual: 200, absError: 100, logRatio: math.Log(0.5), absLog: math.Log(2), inside: true}},
+		{predRow{point: 400, lower: 300, upper: 500}, 100, outcome{ran: true, actual: 100, absError: 300, logRatio: math.Log(4), absLog: math.Log(4)}},
+		// A point under a second counts as a second, as in the backtest.
+		{predRow{point: 0.2, lower: 0.1, upper: 0.5}, 1, outcome{ran: true, actual: 1, within2x: true}},
+		{predRow{point: 100}, 0, outcome{}},
+		{predRow{point: 100}, math.NaN(), outcome{}},
+	} {
+		got := outcomeOf(tc.p, tc.actual)
+		if got.ran != tc.want.ran || got.within2x != tc.want.within2x || got.inside != tc.want.inside ||
+			math.Abs(got.absError-tc.want.absError) > 1e-9 || math.Abs(got.logRatio-tc.want.logRatio) > 1e-9 || math.Abs(got.absLog-tc.want.absLog) > 1e-9 {
+			t.Errorf("outcomeOf(%+v, %v) = %+v; want %+v", tc.p, tc.actual, got, tc.want)
+		}
+	}
+}
+
+func TestRolling(t *testing.T) {
+	r := newRolling(3)
+	if w, _, _ := r.stats(); !math.IsNaN(w) {
+		t.Errorf("empty stats within2x = %v; want NaN", w)
+	}
+	for _, s := range []outcomeScore{{absLog: 9}, {absLog: 1, within2x: true}, {absLog: 2, inside: true}, {absLog: 3, within2x: true, inside: true}} {
+		r.add(s)
+	}
+	w, a, c := r.stats()
+	if r.len() != 3 || w != 2.0/3 || a != 2 || c != 2.0/3 {
+		t.Errorf("stats of the last 3 = %v, %v, %v over %d; want 2/3, 2, 2/3 over 3 (the first dropped)", w, a, c, r.len())
+	}
+}
+
+// trainedOn fits a model and builds the History from a synthetic workload,
+// without ClickHouse, for the ad-hoc prediction tests.
+func trainedOn(t testing.TB, n int) (*Trained, *historySnap) {
+	t.Helper()
+	base := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	var recs []*rec
+	for i := range n {
+		u := fmt.Sprint("u", i%4)
+		start := base.Add(time.Duration(i) * 10 * time.Minute)
+		run := time.Duration(60*(1+i%4)*(1+i%3)) * time.Second
+		r := &rec{key: key{"c1", fmt.Sprint(i)}, user: u, ended: true, start: &start}
+		r.job = duration.Job{User: u, Queue: "q", Submit: start, ReqTime: 4 * time.Hour, Procs: 1 + i%4, Run: run, End: start.Add(run)}
+		recs = append(recs, r)
+	}
+	var rows []duration.Row
+	h := replay(recs, func(*rec) bool { return true }, func(r *rec, f duration.Features) {
+		rows = append(rows, duration.Row{F: f, Y: math.Log(r.job.Run.Seconds())})
+	})
+	m, err := duration.Fit(rows, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Trained{Model: m, Info: ModelInfo{Version: 7}}, &historySnap{h: h, asOf: base.Add(time.Duration(n) * 10 * time.Minute)}
+}
+
+func TestEstimate(t *testing.T) {
+	tr, hs := trainedOn(t, 200)
+	for _, tc := range []struct {
+		spec Spec
+		ok   bool
+	}{
+		{Spec{User: "u1", GPUs: 2, TimeLimit: time.Hour}, true},
+		{Spec{User: "nobody"}, true},
+		{Spec{User: "u2", Submit: time.Date(2030, 1, 1, 3, 0, 0, 0, time.UTC)}, true},
+		{Spec{User: "u1", GPUs: -1}, false},
+		{Spec{User: "u1", TimeLimit: -time.Second}, false},
+	} {
+		e, err := estimate(tr, hs, tc.spec)
+		if (err == nil) != tc.ok {
+			t.Errorf("estimate(%+v) error %v; want ok %v", tc.spec, err, tc.ok)
+			continue
+		}
+		if !tc.ok {
+			continue
+		}
+		if e.ModelVersion != 7 || !(e.LowerS <= e.PredictedS && e.PredictedS <= e.UpperS) || e.GPUServiceS != e.PredictedS*math.Max(float64(tc.spec.GPUs), 1) {
+			t.Errorf("estimate(%+v) = %+v", tc.spec, e)
+		}
+		if tc.spec.TimeLimit > 0 && e.UpperS > tc.spec.TimeLimit.Seconds() {
+			t.Errorf("estimate(%+v) = %+v; want capped at the limit", tc.spec, e)
+		}
+	}
+}
+
+// FuzzEstimate feeds the ad-hoc prediction (the advisory API's input)
+// arbitrary specs: it must answer or return an error, never panic, and an
+// answer is finite, non-negative and within the limit.
+func FuzzEstimate(f *testing.F) {
+	tr, hs := trainedOn(f, 120)
+	f.Add("u1", "exe", "q", 2, int64(3600), int64(1767225600))
+	f.Add("", "", "", 0, int64(0), int64(0))
+	f.Add("u\x00", "\xff", "q", -3, int64(-1), int64(-1<<40))
+	f.Fuzz(func(t *testing.T, user, name, part string, gpus int, limitS, submit int64) {
+		s := Spec{User: user, Name: name, Partition: part, GPUs: gpus, TimeLimit: time.Duration(limitS) * time.Second}
+		if submit != 0 {
+			s.Submit = time.Unix(submit, 0)
+		}
+		e, err := estimate(tr, hs, s)
+		if err != nil {
+			return
+		}
+		for _, v := range []float64{e.PredictedS, e.LowerS, e.UpperS, e.GPUServiceS} {
+			if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+				t.Fatalf("estimate(%+v) = %+v: not finite and non-negative", s, e)
+			}
+		}
+		if s.TimeLimit > 0 && e.PredictedS > s.TimeLimit.Seconds() {
+			t.Fatalf("estimate(%+v) = %+v: above the limit", s, e)
+		}
+	})
+}
