@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -76,6 +77,9 @@ func (c *Cluster) SlurmctldLog() string { return filepath.Join(c.dir, "log", "sl
 
 // SuspendLog and ResumeLog are the files where suspend.sh and resume.sh append
 // one line with their arguments per call (node power-down and power-up).
+// Besides recording, suspend.sh stops the nodes' slurmd and resume.sh starts
+// it again, as a real power switch would; a cluster with a node powered down
+// has one of its daemons gone, so do not call RestartController on it.
 func (c *Cluster) SuspendLog() string { return filepath.Join(c.dir, "suspend.log") }
 
 // ResumeLog: see SuspendLog.
@@ -241,7 +245,7 @@ func StopShared(code int) {
 func Shared(t testing.TB) *Cluster {
 	t.Helper()
 	sharedOnce.Do(func() {
-		shared, sharedErr = start()
+		shared, sharedErr = start(Options{})
 	})
 	if sharedErr != nil {
 		fail(t, sharedErr)
@@ -249,10 +253,25 @@ func Shared(t testing.TB) *Cluster {
 	return shared
 }
 
+// Options change a private cluster's slurm.conf.
+type Options struct {
+	// Conf sets slurm.conf parameters: each key replaces the template's
+	// line of that name, or is appended when the template has none, e.g.
+	// {"SuspendTimeout": "5"}.
+	Conf map[string]string
+}
+
 // Start starts a private cluster for one test and stops it when the test ends.
 func Start(t testing.TB) *Cluster {
 	t.Helper()
-	c, err := start()
+	return StartWith(t, Options{})
+}
+
+// StartWith starts a private cluster with opts for one test and stops it
+// when the test ends.
+func StartWith(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	c, err := start(opts)
 	if err != nil {
 		fail(t, err)
 	}
@@ -278,7 +297,7 @@ func fail(t testing.TB, err error) {
 
 // start brings a cluster up, stopping whatever it started when a later step
 // fails.
-func start() (c *Cluster, err error) {
+func start(opts Options) (c *Cluster, err error) {
 	shared, err := sharedDir()
 	if err != nil {
 		return nil, err
@@ -305,7 +324,7 @@ func start() (c *Cluster, err error) {
 			err = fmt.Errorf("%w\nslurmctld log tail (%s):\n%s", err, dir, c.LogTail(20))
 		}
 	}()
-	if err := c.writeConfig(shared); err != nil {
+	if err := c.writeConfig(shared, opts); err != nil {
 		return c, err
 	}
 	if err := c.spawn("slurmctld", "-D", "-f", c.conf); err != nil {
@@ -442,8 +461,9 @@ func (c *Cluster) spawn(name string, args ...string) error {
 }
 
 // writeConfig fills the private directory: slurm.conf from slurm.conf.in with
-// the directory and free ports, gres.conf, and the power-saving scripts.
-func (c *Cluster) writeConfig(shared string) error {
+// the directory and free ports and opts applied, gres.conf, and the
+// power-saving scripts.
+func (c *Cluster) writeConfig(shared string, opts Options) error {
 	for _, d := range []string{"state", "spool", "log"} {
 		if err := os.MkdirAll(filepath.Join(c.dir, d), 0o755); err != nil {
 			return fmt.Errorf("slurmtest: %w", err)
@@ -469,14 +489,19 @@ func (c *Cluster) writeConfig(shared string) error {
 	if strings.Contains(conf, "@") {
 		return fmt.Errorf("slurmtest: %s has a placeholder this harness does not fill: %q", filepath.Join(shared, "slurm.conf.in"), conf[strings.Index(conf, "@"):min(len(conf), strings.Index(conf, "@")+20)])
 	}
+	conf = setConf(conf, opts.Conf)
+	suspend, resume, err := c.powerScripts()
+	if err != nil {
+		return err
+	}
 	files := map[string]struct {
 		data string
 		mode os.FileMode
 	}{
 		"slurm.conf": {conf, 0o644},
 		"gres.conf":  {string(gres), 0o644},
-		"suspend.sh": {"#!/bin/sh\necho \"$@\" >> " + c.SuspendLog() + "\n", 0o755},
-		"resume.sh":  {"#!/bin/sh\necho \"$@\" >> " + c.ResumeLog() + "\n", 0o755},
+		"suspend.sh": {suspend, 0o755},
+		"resume.sh":  {resume, 0o755},
 	}
 	for name, f := range files {
 		if err := os.WriteFile(filepath.Join(c.dir, name), []byte(f.data), f.mode); err != nil {
@@ -484,6 +509,90 @@ func (c *Cluster) writeConfig(shared string) error {
 		}
 	}
 	return nil
+}
+
+// setConf replaces the value of each key's line in conf, appending the keys
+// it has no line for (in key order, for a stable file).
+func setConf(conf string, set map[string]string) string {
+	if len(set) == 0 {
+		return conf
+	}
+	done := map[string]bool{}
+	lines := strings.Split(conf, "\n")
+	for i, line := range lines {
+		key, _, ok := strings.Cut(line, "=")
+		if v, want := set[key]; ok && want && !strings.HasPrefix(key, "#") {
+			lines[i] = key + "=" + v
+			done[key] = true
+		}
+	}
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		if !done[k] {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		lines = append(lines, k+"="+set[k])
+	}
+	return strings.Join(lines, "\n")
+}
+
+// powerScripts returns suspend.sh and resume.sh. Both append their argument
+// line to SuspendLog or ResumeLog, then act like a real power switch: suspend
+// stops the slurmd of every node in the host list (the node is off), resume
+// starts it again (the node boots and registers with slurmctld, which Slurm
+// waits for up to ResumeTimeout). slurmctld ends the resume program's
+// process group when it returns, so slurmd starts in a session of its own;
+// -b makes it report a fresh boot, without which slurmctld does not count the
+// node as resumed.
+func (c *Cluster) powerScripts() (suspend, resume string, err error) {
+	bins := map[string]string{}
+	for _, b := range []string{"scontrol", "slurmd", "setsid"} {
+		p, err := exec.LookPath(b)
+		if err != nil {
+			return "", "", fmt.Errorf("%w: %s not found: %v", errSkip, b, err)
+		}
+		bins[b] = p
+	}
+	head := "#!/bin/sh\nexport SLURM_CONF=" + c.conf + "\n"
+	suspend = head + "echo \"$@\" >> " + c.SuspendLog() + "\n" +
+		"for n in $(" + bins["scontrol"] + " show hostnames \"$1\"); do\n" +
+		"  f=" + c.dir + "/slurmd.$n.pid\n" +
+		"  [ -f \"$f\" ] && kill \"$(cat \"$f\")\" 2>/dev/null\n" +
+		"done\nexit 0\n"
+	resume = head + "echo \"$@\" >> " + c.ResumeLog() + "\n" +
+		"for n in $(" + bins["scontrol"] + " show hostnames \"$1\"); do\n" +
+		"  " + bins["setsid"] + " " + bins["slurmd"] + " -b -f " + c.conf + " -N \"$n\" >> " + c.dir + "/log/resume.out 2>&1 < /dev/null\n" +
+		"done\nexit 0\n"
+	return suspend, resume, nil
+}
+
+// SuspendCalls returns the argument lines suspend.sh was called with, in
+// order (each a host list, e.g. "gpu4" or "gpu[3-4]"); none when it never
+// ran.
+func (c *Cluster) SuspendCalls() ([]string, error) { return readLines(c.SuspendLog()) }
+
+// ResumeCalls returns the argument lines resume.sh was called with; see
+// SuspendCalls.
+func (c *Cluster) ResumeCalls() ([]string, error) { return readLines(c.ResumeLog()) }
+
+func readLines(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("slurmtest: %w", err)
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out, nil
 }
 
 // freePorts returns a free port for slurmctld and the first of n consecutive
