@@ -111,11 +111,40 @@ type State struct {
 	// LowSince is when the target went (and stayed) below the powered
 	// count; zero when it is not below.
 	LowSince time.Time `json:"low_since,omitzero"`
-	// LowPeak is the highest target seen since LowSince.
-	LowPeak int `json:"low_peak"`
+	// Peaks are the targets set in [now−DownDelay, now] that no later
+	// target matched or exceeded, oldest (and highest) first: the first is
+	// the highest target of the window. The window is closed: with
+	// decisions every 10 minutes and a 30-minute delay, four decisions
+	// must agree before anything is powered down.
+	Peaks []Mark `json:"peaks,omitempty"`
 	// Transitions are the times of the power transitions of the last hour,
 	// one per node transition, oldest first.
 	Transitions []time.Time `json:"transitions,omitempty"`
+}
+
+// Mark is a target and when it was set.
+type Mark struct {
+	At     time.Time `json:"at"`
+	Target int       `json:"target"`
+}
+
+// peaks returns the sliding-window maximum after adding target at now:
+// marks before now−window dropped, and every mark no higher than target.
+func peaks(old []Mark, now time.Time, window time.Duration, target int) []Mark {
+	out := make([]Mark, 0, len(old)+1)
+	for _, m := range old {
+		if !m.At.Before(now.Add(-window)) && !m.At.After(now) && m.Target > target {
+			out = append(out, m)
+		}
+	}
+	// Keep the deque decreasing even if the caller's marks are not.
+	for i := 1; i < len(out); i++ {
+		if out[i].Target >= out[i-1].Target {
+			out = append(out[:i-1], out[i:]...)
+			i = max(i-2, 0)
+		}
+	}
+	return append(out, Mark{At: now, Target: target})
 }
 
 // Action is one node to power up or down.
@@ -235,24 +264,26 @@ func (c Config) Plan(in Input) (Plan, error) {
 		recent = append(recent, now)
 	}
 
-	// Power down, slowly.
+	// Power down, slowly: only when the target has stayed below the
+	// powered count for DownDelay, and only to the highest target of that
+	// window.
+	p.Next.Peaks = peaks(in.State.Peaks, now, c.DownDelay, target)
+	peak := p.Next.Peaks[0].Target
 	var notes []string
 	switch {
 	case target >= poweredAfterUp:
 		// Not below: the hysteresis clock stops.
-		p.Next.LowSince, p.Next.LowPeak = time.Time{}, 0
 		if len(p.PowerUp) < shortfall {
 			notes = append(notes, fmt.Sprintf("short of %d nodes: none left to power up", shortfall-len(p.PowerUp)))
 		}
 	case !haveForecast:
 		notes = append(notes, "no current forecast: nothing powered down")
 	default:
-		low, peak := in.State.LowSince, in.State.LowPeak
+		low := in.State.LowSince
 		if low.IsZero() || low.After(now) {
-			low, peak = now, target
+			low = now
 		}
-		peak = max(peak, target)
-		p.Next.LowSince, p.Next.LowPeak = low, peak
+		p.Next.LowSince = low
 		floor := max(peak, c.MinPowered)
 		want := poweredAfterUp - floor
 		switch {
@@ -260,8 +291,8 @@ func (c Config) Plan(in Input) (Plan, error) {
 			notes = append(notes, fmt.Sprintf("target below powered since %s (%v < %v down delay): nothing powered down yet",
 				low.Format(time.DateTime), now.Sub(low), c.DownDelay))
 		case want <= c.DownMargin:
-			notes = append(notes, fmt.Sprintf("highest target since %s is %d: %d surplus nodes ≤ %d margin",
-				low.Format(time.DateTime), peak, want, c.DownMargin))
+			notes = append(notes, fmt.Sprintf("highest target of the last %v is %d: %d surplus nodes ≤ %d margin",
+				c.DownDelay, peak, max(want, 0), c.DownMargin))
 		default:
 			if c.MaxTransitionsPerHour > 0 {
 				budget := max(c.MaxTransitionsPerHour-len(recent), 0)
@@ -284,14 +315,12 @@ func (c Config) Plan(in Input) (Plan, error) {
 			}
 			for _, n := range cand[:want] {
 				p.PowerDown = append(p.PowerDown, Action{Node: n.Name,
-					Reason: fmt.Sprintf("power down: idle; target below powered since %s (≥ %v down delay), highest target since %d < %d powered; %s",
-						low.Format(time.DateTime), c.DownDelay, peak, poweredAfterUp, why)})
+					Reason: fmt.Sprintf("power down: idle; target below powered since %s (≥ %v down delay), highest target of the last %v %d < %d powered; %s",
+						low.Format(time.DateTime), c.DownDelay, c.DownDelay, peak, poweredAfterUp, why)})
 				recent = append(recent, now)
 			}
-			if after := poweredAfterUp - len(p.PowerDown); target < after {
-				p.Next.LowSince, p.Next.LowPeak = now, target // a new low period starts
-			} else {
-				p.Next.LowSince, p.Next.LowPeak = time.Time{}, 0
+			if target >= poweredAfterUp-len(p.PowerDown) {
+				p.Next.LowSince = time.Time{}
 			}
 		}
 	}

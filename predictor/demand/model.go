@@ -44,6 +44,11 @@ type Forecast struct {
 	Target time.Time // Issued + horizon: the end of the Point step and of the Max window
 	Point  float64   // demand of the step that ends at Target
 	Max    float64   // largest demand of the steps that end in (Issued, Target]; at least Point
+	// Upper is an upper bound of that largest demand: its Quantile-quantile
+	// as estimated by a Forecaster from past errors. A Model's own
+	// forecasts leave both zero.
+	Upper    float64
+	Quantile float64
 }
 
 // Fit trains a Model on the steps of s that end at or before until, to

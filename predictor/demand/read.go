@@ -29,7 +29,7 @@ var ErrMissingColumn = errors.New("demand: missing required column")
 
 // ReadSeries reads a node-demand CSV (HeliosArtifact's
 // philly_node_sequence.csv: time,active,total) into a Series of `active`
-// values. Columns are found by their header names. The step is the smallest
+// values, with Totals from `total` when the column is there. Columns are found by their header names. The step is the smallest
 // gap between consecutive times; every gap must be a whole number of steps,
 // and the steps no row covers are missing (NaN). Times must increase
 // strictly. Errors name the line.
@@ -69,6 +69,7 @@ func ReadSeries(r io.Reader) (Series, error) {
 		times    []time.Time
 		lines    []int
 		values   []float64
+		totals   []float64
 		capacity float64
 	)
 	for {
@@ -98,6 +99,7 @@ func ReadSeries(r io.Reader) (Series, error) {
 				return Series{}, fmt.Errorf("demand: line %d: %s: %w", line, ColumnTotal, err)
 			}
 			capacity = max(capacity, tot)
+			totals = append(totals, tot)
 		}
 		times = append(times, t)
 		lines = append(lines, line)
@@ -128,6 +130,15 @@ func ReadSeries(r io.Reader) (Series, error) {
 				lines[i], ColumnTime, t.Format(timeLayout), step, times[0].Format(timeLayout))
 		}
 		s.Values[d/step] = values[i]
+	}
+	if totals != nil {
+		s.Totals = make([]float64, len(s.Values))
+		for i := range s.Totals {
+			s.Totals[i] = math.NaN()
+		}
+		for i, t := range times {
+			s.Totals[t.Sub(times[0])/step] = totals[i]
+		}
 	}
 	return s, nil
 }

@@ -25,6 +25,9 @@ type Series struct {
 	// Capacity is the cluster size (largest `total` read); 0 when unknown.
 	// Forecasts are clamped to [0, Capacity] when it is known.
 	Capacity float64
+	// Totals, when not nil, holds the cluster size of each step (the
+	// `total` column), parallel to Values; NaN where unknown.
+	Totals []float64
 }
 
 // Len returns the number of steps.
@@ -64,7 +67,48 @@ func (s Series) Before(t time.Time) (Series, error) {
 	k = min(max(k, 0), len(s.Values))
 	out := s
 	out.Values = s.Values[:k:k] // full slice expression: appending cannot reach the rest
+	if len(s.Totals) == len(s.Values) {
+		out.Totals = s.Totals[:k:k]
+	} else {
+		out.Totals = nil
+	}
 	return out, nil
+}
+
+// LatestBefore returns the latest known value of the steps that ended at or
+// before t (NaN if none): the demand a decision at t sees as current.
+func (s Series) LatestBefore(t time.Time) float64 {
+	if s.Step <= 0 || len(s.Values) == 0 || !t.After(s.Start) {
+		return math.NaN()
+	}
+	k := min(int(min(t.Sub(s.Start)/s.Step, time.Duration(len(s.Values)))), len(s.Values))
+	for i := k - 1; i >= 0; i-- {
+		if !math.IsNaN(s.Values[i]) {
+			return s.Values[i]
+		}
+	}
+	return math.NaN()
+}
+
+// TotalWithin returns the largest cluster size (Totals) of the steps that
+// start in [from, until); Capacity when the series has no Totals or none is
+// known there.
+func (s Series) TotalWithin(from, until time.Time) float64 {
+	if len(s.Totals) != len(s.Values) || s.Step <= 0 {
+		return s.Capacity
+	}
+	best := math.NaN()
+	for i, v := range s.Totals {
+		if t := s.Time(i); !t.Before(from) && t.Before(until) && !math.IsNaN(v) {
+			if math.IsNaN(best) || v > best {
+				best = v
+			}
+		}
+	}
+	if math.IsNaN(best) {
+		return s.Capacity
+	}
+	return best
 }
 
 // Agg is how Resample combines the values that fall into one coarser step.
@@ -118,6 +162,7 @@ func (s Series) Resample(step time.Duration, agg Agg) (Series, error) {
 	if len(s.Values) == 0 {
 		return out, nil
 	}
+	// Totals, when present, are resampled with Max whatever agg is.
 	// Input step i falls in output step (a+i)/ratio, where a is the number
 	// of whole input steps from out.Start to s.Start: integer arithmetic
 	// that cannot overflow, however long the steps.
@@ -159,6 +204,18 @@ func (s Series) Resample(step time.Duration, agg Agg) (Series, error) {
 		}
 	}
 	out.Values = vals
+	out.Totals = nil
+	if len(s.Totals) == len(s.Values) {
+		out.Totals = make([]float64, n)
+		for b := range out.Totals {
+			out.Totals[b] = math.NaN()
+		}
+		for i, v := range s.Totals {
+			if b := int((a + int64(i)) / ratio); !math.IsNaN(v) && (math.IsNaN(out.Totals[b]) || v > out.Totals[b]) {
+				out.Totals[b] = v
+			}
+		}
+	}
 	return out, nil
 }
 
