@@ -1,0 +1,32 @@
+package sim
+
+import (
+	"slices"
+	"time"
+)
+
+// Pending returns the jobs waiting to start, in order of submission, as a
+// Policy sees them (Submit in simulated time), for actuators that set
+// priorities.
+func (s *Sim) Pending() []PendingJob {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.catchUp()
+	out := make([]PendingJob, 0, len(s.pending))
+	for _, j := range s.pending {
+		out = append(out, PendingJob{
+			ID: j.id, Name: j.spec.Name, User: j.spec.User, VC: j.spec.VC, GPUs: j.spec.GPUs,
+			Submit: time.Unix(j.submit, 0).In(s.cfg.Start.Location()), TimeLimit: j.spec.TimeLimit, Priority: j.priority, Seq: j.seq,
+		})
+	}
+	slices.SortFunc(out, func(a, b PendingJob) int {
+		switch {
+		case a.Seq < b.Seq:
+			return -1
+		case a.Seq > b.Seq:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
