@@ -15,6 +15,7 @@ type figure struct {
 	Title   string
 	Caption string
 	SVG     template.HTML
+	Empty   bool // no data: the page shows the caption alone
 }
 
 // Figure ids, in page order. The browser test expects each of them.
@@ -115,7 +116,7 @@ func (r *Report) figUtilHeatmap() figure {
 			}
 		}
 	}
-	caption := "Utilization is the GPUs held by running jobs divided by the cluster's GPUs, averaged over each hour."
+	caption := "Utilization is the GPUs held by running jobs divided by the cluster's GPUs, averaged over each hour (" + r.zone() + ")."
 	if loAt != "" {
 		caption += fmt.Sprintf(" Lowest %s (%s), highest %s (%s).", fmtPct(lo), loAt, fmtPct(hi), hiAt)
 	}
@@ -307,6 +308,10 @@ func (r *Report) figUserQueue() figure {
 		c.Series = []Series{q, g}
 		c.Line = &done
 	}
+	if top == 0 {
+		c.Series, c.Line = nil, nil
+		return figure{ID: FigUserQueue, Title: c.Title, Caption: "No GPU job waited in this window (or the source gives no start times), so there is no queuing delay to share out.", SVG: c.SVG()}
+	}
 	caption := fmt.Sprintf("The %d users who waited most, numbered as in the table below; together they account for %s of all queuing delay of GPU jobs.", len(users), fmtPct(top))
 	return figure{ID: FigUserQueue, Title: c.Title, Caption: caption, SVG: c.SVG()}
 }
@@ -336,4 +341,12 @@ func (r *Report) figTelemetryUsers() figure {
 	caption := fmt.Sprintf("%s jobs with GPU samples: %s GPU hours at %s mean utilization; %s GPU hours (%s) allocated but idle; %s kWh.",
 		fmtNum(float64(t.Jobs)), fmtNum(t.GPUHours), trimZero(t.UtilMean, 1)+"%", fmtNum(t.IdleGPUHours), fmtPct(ratio(t.IdleGPUHours, t.GPUHours)), fmtNum(t.EnergyKWh))
 	return figure{ID: FigTelemetryUser, Title: c.Title, Caption: caption, SVG: c.SVG()}
+}
+
+// zone names the time zone of the hour and weekday slots.
+func (r *Report) zone() string {
+	if r.timeZone == "" {
+		return "UTC"
+	}
+	return r.timeZone
 }

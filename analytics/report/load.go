@@ -2,39 +2,25 @@ package report
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/heliostat-dev/heliostat/analytics"
 )
 
 // ErrNoResults is returned by Load when the analytics jobs have written
 // nothing for the window and cluster: run them first (`heliostat analytics
-// run --since … --until …`).
-var ErrNoResults = errors.New("report: no characterization results for the window")
-
-// Window names the characterization results a report reads: the analytics
-// window [Start, End) with its id, as the analytics runner wrote them.
-type Window struct {
-	ID         string // ISO 8601 interval, "2020-09-01T00:00:00Z/2020-10-01T00:00:00Z"
-	Start, End time.Time
-}
-
-// WindowID is the id the analytics result tables give the window [start,
-// end): the ISO 8601 interval of its UTC bounds.
-func WindowID(start, end time.Time) string {
-	const iso = "2006-01-02T15:04:05Z"
-	return start.UTC().Format(iso) + "/" + end.UTC().Format(iso)
-}
+// run --since … --until …`). It wraps analytics.ErrNoResults.
+var ErrNoResults = fmt.Errorf("report: %w", analytics.ErrNoResults)
 
 // LoadOptions say what Load reads.
 type LoadOptions struct {
 	Database string
-	Window   Window
+	Window   analytics.Window
 	// Cluster is the cluster to report on; "" means the only cluster with
 	// results in the window (an error when there are several).
 	Cluster string
@@ -111,21 +97,21 @@ func Load(ctx context.Context, conn driver.Conn, o LoadOptions) (*Report, error)
 		o.Users = figureUsers
 	}
 	if o.Cluster == "" {
-		cs, err := Clusters(ctx, conn, o.Database, o.Window.ID)
+		cs, err := Clusters(ctx, conn, o.Database, o.Window.ID())
 		if err != nil {
 			return nil, err
 		}
 		switch len(cs) {
 		case 0:
-			return nil, fmt.Errorf("%w %s", ErrNoResults, o.Window.ID)
+			return nil, fmt.Errorf("%w %s", ErrNoResults, o.Window.ID())
 		case 1:
 			o.Cluster = cs[0]
 		default:
-			return nil, fmt.Errorf("report: window %s has results for %d clusters (%s): choose one with --cluster", o.Window.ID, len(cs), strings.Join(cs, ", "))
+			return nil, fmt.Errorf("report: window %s has results for %d clusters (%s): choose one with --cluster", o.Window.ID(), len(cs), strings.Join(cs, ", "))
 		}
 	}
-	l := &loader{conn: conn, db: o.Database, window: o.Window.ID, cluster: o.Cluster}
-	r := &Report{Clusters: []string{o.Cluster}, From: o.Window.Start, To: o.Window.End}
+	l := &loader{conn: conn, db: o.Database, window: o.Window.ID(), cluster: o.Cluster}
+	r := &Report{Clusters: []string{o.Cluster}, From: o.Window.Since, To: o.Window.Until}
 	steps := []func(context.Context, *Report) error{
 		l.headline, l.durations, l.states, l.utilization, l.heatmap, l.months, l.vcs,
 		l.gpuCounts, l.stateByGPUs, l.concentration, l.users, l.telemetry, l.summary,

@@ -23,6 +23,9 @@ type Report struct {
 	Clusters  []string  // clusters covered
 	From, To  time.Time // the window: jobs submitted in [From, To)
 	Generated time.Time // when the page was rendered
+	// Notes say what the reader must know to read the figures right (e.g.
+	// what was assumed of a trace); shown under the title.
+	Notes []string
 
 	Headline Headline
 

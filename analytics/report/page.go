@@ -173,12 +173,20 @@ func summaryRows(s []Summary) []summaryRow {
 	return out
 }
 
+// figureOrder is the page order of the figures.
+var figureOrder = []string{FigDurationCDF, FigStateShare, FigUtilHeatmap, FigUtilHour, FigUtilWeekday, FigMonthly,
+	FigVCUtil, FigGPUCount, FigStateByGPUs, FigUserCurve, FigUserQueue, FigTelemetryUser}
+
 // Figures returns the ids of the figures Render draws for r, in page order.
+// A figure without data is not drawn: its place holds its caption, which
+// says why.
 func (r *Report) Figures() []string {
-	ids := []string{FigDurationCDF, FigStateShare, FigUtilHeatmap, FigUtilHour, FigUtilWeekday, FigMonthly,
-		FigVCUtil, FigGPUCount, FigStateByGPUs, FigUserCurve, FigUserQueue}
-	if r.Telemetry != nil {
-		ids = append(ids, FigTelemetryUser)
+	figs := r.figures()
+	var ids []string
+	for _, id := range figureOrder {
+		if f, ok := figs[id]; ok && !f.Empty {
+			ids = append(ids, id)
+		}
 	}
 	return ids
 }
@@ -186,8 +194,8 @@ func (r *Report) Figures() []string {
 func (r *Report) figures() map[string]*figure {
 	figs := []figure{
 		r.figDurationCDF(), r.figStateShare(), r.figUtilHeatmap(),
-		periodFigure(FigUtilHour, "Utilization and submissions by hour of day", "hour", r.Hours),
-		periodFigure(FigUtilWeekday, "Utilization and submissions by day of week", "day", r.Weekdays),
+		periodFigure(FigUtilHour, "Utilization and submissions by hour of day ("+r.zone()+")", "hour", r.Hours),
+		periodFigure(FigUtilWeekday, "Utilization and submissions by day of week ("+r.zone()+")", "day", r.Weekdays),
 		r.figMonthly(), r.figVCUtil(), r.figGPUCount(), r.figStateByGPUs(), r.figUserCurve(), r.figUserQueue(),
 	}
 	if r.Telemetry != nil {
@@ -195,6 +203,8 @@ func (r *Report) figures() map[string]*figure {
 	}
 	m := make(map[string]*figure, len(figs))
 	for i := range figs {
+		// Every chart draws its data as class="mark" elements: none is no data.
+		figs[i].Empty = !strings.Contains(string(figs[i].SVG), `class="mark"`)
 		m[figs[i].ID] = &figs[i]
 	}
 	return m

@@ -24,6 +24,7 @@ func sample() *Report {
 	r := &Report{
 		Title:     "Characterization of <cluster> & co",
 		RunP90S:   104000,
+		Notes:     []string{"The trace gives a run time but no start time for " + hostile + " jobs."},
 		Source:    "trace sample.csv",
 		Clusters:  []string{"venus", hostile},
 		From:      time.Date(2020, 9, 1, 0, 0, 0, 0, time.UTC),
@@ -192,7 +193,7 @@ func figureSVG(t *testing.T, page, id string) string {
 }
 
 func TestRenderEmpty(t *testing.T) {
-	// A window without jobs renders, every figure saying so.
+	// A window without jobs renders: no figure, each one's place saying why.
 	r := &Report{Title: "empty", Headline: Headline{StateShare: map[string]float64{}, GPUTimeStateShare: map[string]float64{}, DurationMedianS: math.NaN()}}
 	for d := range 7 {
 		for h := range 24 {
@@ -204,9 +205,15 @@ func TestRenderEmpty(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := buf.String()
-	for _, id := range r.Figures() {
-		if !strings.Contains(figureSVG(t, page, id), "no data") {
-			t.Errorf("empty report: figure %s does not say no data", id)
+	if ids := r.Figures(); len(ids) != 0 {
+		t.Errorf("empty report: Figures() = %v; want none", ids)
+	}
+	if n := strings.Count(page, "<svg"); n != 0 {
+		t.Errorf("empty report draws %d figures; want none", n)
+	}
+	for _, id := range figureOrder[:len(figureOrder)-1] { // no telemetry section without telemetry
+		if !strings.Contains(page, `<p class="note" id="fig-`+id+`">`) {
+			t.Errorf("empty report: no note in place of figure %s", id)
 		}
 	}
 	if strings.Contains(page, "NaN") {

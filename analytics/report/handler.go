@@ -1,0 +1,153 @@
+package report
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"html"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/heliostat-dev/heliostat/analytics"
+)
+
+// HandlerConfig configures Handler.
+type HandlerConfig struct {
+	// Database holds heliostat's tables.
+	Database string
+	// Cluster is reported on when a request names none (?cluster=); ""
+	// picks the cluster with the most jobs in the window.
+	Cluster string
+	// MaxAge is how long a rendered page is served before it is rendered
+	// again from ClickHouse. Default 1 minute.
+	MaxAge time.Duration
+}
+
+// Handler serves the latest report over HTTP (heliostat up mounts it at
+// /report). Without query parameters it reports on the characterized window
+// that reaches furthest (the longest of those, so the month so far rather than
+// today); ?window=SINCE/UNTIL and ?cluster=NAME choose another. Pages are
+// cached for MaxAge.
+type Handler struct {
+	cfg    HandlerConfig
+	conn   driver.Conn
+	logger *slog.Logger
+	now    func() time.Time
+
+	mu    sync.Mutex
+	cache map[string]cached
+}
+
+type cached struct {
+	page []byte
+	at   time.Time
+}
+
+// NewHandler returns a Handler reading through conn.
+func NewHandler(cfg HandlerConfig, conn driver.Conn, logger *slog.Logger, now func() time.Time) *Handler {
+	if cfg.MaxAge == 0 {
+		cfg.MaxAge = time.Minute
+	}
+	return &Handler{cfg: cfg, conn: conn, logger: logger, now: now, cache: map[string]cached{}}
+}
+
+// ServeHTTP renders (or serves from the cache) the report.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	windowID, cluster := r.URL.Query().Get("window"), r.URL.Query().Get("cluster")
+	if cluster == "" {
+		cluster = h.cfg.Cluster
+	}
+	key := windowID + "\x00" + cluster
+	h.mu.Lock() // one render at a time: a burst of requests costs one
+	defer h.mu.Unlock()
+	c, ok := h.cache[key]
+	if !ok || h.now().Sub(c.at) >= h.cfg.MaxAge {
+		page, err := h.render(r.Context(), windowID, cluster)
+		switch {
+		case errors.Is(err, analytics.ErrNoResults):
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprintf(w, "<!DOCTYPE html><title>no report yet</title><p>No characterization results yet: %s. The analytics runner writes them every few minutes; <code>heliostat analytics run</code> writes them now.</p>\n", html.EscapeString(err.Error()))
+			return
+		case err != nil:
+			h.logger.Warn("report render failed", "window", windowID, "cluster", cluster, "err", err)
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		if len(h.cache) > 64 { // windows asked for by hand: keep the cache small
+			clear(h.cache)
+		}
+		c = cached{page: page, at: h.now()}
+		h.cache[key] = c
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", fmt.Sprintf("max-age=%d", int(h.cfg.MaxAge.Seconds())))
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:")
+	_, _ = w.Write(c.page)
+}
+
+func (h *Handler) render(ctx context.Context, windowID, cluster string) ([]byte, error) {
+	var win analytics.Window
+	if windowID != "" {
+		var err error
+		if win, err = analytics.ParseWindow(windowID); err != nil {
+			return nil, err
+		}
+	} else {
+		ws, err := analytics.ReadWindows(ctx, h.conn, h.cfg.Database)
+		if err != nil {
+			return nil, err
+		}
+		if len(ws) == 0 {
+			return nil, fmt.Errorf("%w: no window has been characterized", analytics.ErrNoResults)
+		}
+		win = LatestWindow(ws)
+	}
+	if cluster == "" {
+		hs, err := analytics.ReadHeadlines(ctx, h.conn, h.cfg.Database, win)
+		if err != nil {
+			return nil, err
+		}
+		best := hs[0]
+		for _, x := range hs[1:] {
+			if x.Jobs > best.Jobs {
+				best = x
+			}
+		}
+		cluster = best.Cluster
+	}
+	rep, err := Load(ctx, h.conn, LoadOptions{Database: h.cfg.Database, Window: win, Cluster: cluster})
+	if err != nil {
+		return nil, err
+	}
+	rep.Title = "heliostat report: " + cluster
+	rep.Source = "ClickHouse database " + h.cfg.Database
+	rep.Generated = h.now()
+	var buf bytes.Buffer
+	if err := Render(&buf, rep); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// LatestWindow picks, of characterized windows, the one that reaches
+// furthest, and of those the longest.
+func LatestWindow(ws []analytics.WindowRun) analytics.Window {
+	best := ws[0].Window
+	for _, w := range ws[1:] {
+		if u := w.Window.Until; u.After(best.Until) || u.Equal(best.Until) && w.Window.Since.Before(best.Since) {
+			best = w.Window
+		}
+	}
+	return best
+}
