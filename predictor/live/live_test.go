@@ -365,6 +365,11 @@ func TestRunner(t *testing.T) {
 	if davePred != preds["p-dave"].predicted {
 		t.Errorf("dave's outcome scores prediction %v; want the one written before the restart, %v", davePred, preds["p-dave"].predicted)
 	}
+	// A pass with nothing new writes nothing.
+	c.t = c.t.Add(time.Minute)
+	if pass, err = r2.Once(ctx); err != nil || pass != (Pass{Jobs: len(hist) + len(pending) + 1}) {
+		t.Fatalf("idle pass = %+v, %v; want nothing written", pass, err)
+	}
 	for table, want := range map[string]uint64{"predictions": 5, "prediction_outcomes": 5, "prediction_models": 2} {
 		if n := schematest.Count(t, conn, db+"."+table); n != want {
 			t.Errorf("%s holds %d rows (without FINAL); want %d: nothing written twice", table, n, want)

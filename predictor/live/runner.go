@@ -172,7 +172,8 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 		from = time.Unix(0, 0)
 	}
 	retrain := r.model.Load() == nil || r.now().Sub(r.lastTrain) >= r.cfg.RetrainInterval
-	if err := r.refresh(ctx, from, retrain || !r.loaded); err != nil {
+	changed, err := r.refresh(ctx, from, retrain || !r.loaded)
+	if err != nil {
 		r.m.errors.WithLabelValues(stageLoad).Inc()
 		return pass, err
 	}
@@ -200,6 +201,15 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 		features = make(map[*rec]duration.Features, len(want))
 	)
 	trainable := func(rc *rec) bool { return retrain && rc.ended && rc.run() > 0 }
+	if !changed && !retrain && len(want) == 0 {
+		// Nothing new since the last replay: its History still stands.
+		n, err := r.recordOutcomes(ctx)
+		pass.Outcomes = n
+		if err != nil {
+			r.m.errors.WithLabelValues(stageOutcome).Inc()
+		}
+		return pass, err
+	}
 	h := replay(all, func(rc *rec) bool { return want[rc] || trainable(rc) }, func(rc *rec, f duration.Features) {
 		if trainable(rc) {
 			rows = append(rows, duration.Row{F: f, Y: math.Log(rc.run().Seconds())})
@@ -264,15 +274,16 @@ func (r *Runner) dataClock(ctx context.Context) (time.Time, error) {
 }
 
 // refresh brings the window up to date: all of it when full, else the jobs
-// whose latest event arrived since the last refresh.
-func (r *Runner) refresh(ctx context.Context, from time.Time, full bool) error {
+// whose latest event arrived since the last refresh. It reports whether the
+// window changed.
+func (r *Runner) refresh(ctx context.Context, from time.Time, full bool) (bool, error) {
 	var since int64
 	if !full {
 		since = max(1, r.cursor-int64(refreshOverlap/time.Second))
 	}
 	recs, newest, err := loadJobs(ctx, r.conn, r.cfg.Database, from, since)
 	if err != nil {
-		return fmt.Errorf("live: %w", err)
+		return false, fmt.Errorf("live: %w", err)
 	}
 	r.cursor = max(r.cursor, newest)
 	if full {
@@ -289,22 +300,25 @@ func (r *Runner) refresh(ctx context.Context, from time.Time, full bool) error {
 			store[rc.key] = rc
 		}
 		r.store = store
-		return nil
+		return true, nil
 	}
+	changed := false
 	for _, rc := range recs {
 		old := r.store[rc.key]
-		if old != nil && old.version > rc.version {
-			continue
+		if old != nil && old.version >= rc.version {
+			continue // read again in the overlap, or older than what is held
 		}
 		rc.predictable = old == nil || old.predictable
 		r.store[rc.key] = rc
+		changed = true
 	}
 	for k, rc := range r.store {
 		if rc.job.Submit.Before(from) {
 			delete(r.store, k)
+			changed = true
 		}
 	}
-	return nil
+	return changed, nil
 }
 
 // loadState reads back what earlier runners wrote: the predictions and
