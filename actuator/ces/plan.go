@@ -385,7 +385,7 @@ func (c Config) figures(in Input, haveForecast bool) string {
 	}
 	q := "upper"
 	if f.Quantile > 0 {
-		q = fmt.Sprintf("p%s upper", strings.TrimPrefix(fmt.Sprintf("%g", 100*f.Quantile), "0"))
+		q = fmt.Sprintf("p%.4g upper", 100*f.Quantile)
 	}
 	return fmt.Sprintf("demand %.0f; forecast at %s over %v: point %.1f, max %.1f, %s %.1f; buffer %d",
 		in.Demand, f.Issued.Format(time.DateTime), f.Horizon, f.Point, f.Max, q, f.Upper, c.Buffer)
