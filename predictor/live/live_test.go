@@ -391,3 +391,58 @@ func lint(t *testing.T, reg *prometheus.Registry) {
 		t.Errorf("metric %s: %s", p.Metric, p.Text)
 	}
 }
+
+// TestConcurrentPredict calls Predict and Model from several goroutines
+// while passes retrain and swap models (run with -race).
+func TestConcurrentPredict(t *testing.T) {
+	ch, conn := schematest.Database(t)
+	db := ch.Database
+	ctx := context.Background()
+	insertJobs(t, conn, db, history()...)
+	c := &clock{t: t0.Add(30 * time.Hour)}
+	reg := prometheus.NewRegistry()
+	// RetrainInterval equal to Interval with the clock moved 1 s a pass:
+	// every other pass retrains.
+	r, err := New(Config{Database: db, Interval: time.Second, RetrainInterval: time.Second}, conn, slog.New(slog.DiscardHandler), reg, c.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	errc := make(chan error, 4)
+	for g := range 4 {
+		go func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					errc <- nil
+					return
+				default:
+				}
+				e, err := r.Predict(Spec{User: []string{"alice", "bob", "carol", "new"}[(g+i)%4], GPUs: i % 3})
+				if err != nil || e.ModelVersion == 0 || r.Model() == nil {
+					errc <- fmt.Errorf("Predict = %+v, %v", e, err)
+					return
+				}
+			}
+		}()
+	}
+	for i := range 4 {
+		c.t = c.t.Add(time.Second)
+		insertJobs(t, conn, db, tjob{id: fmt.Sprint("n", i), user: "alice", gpus: 1, submit: c.t, start: c.t, end: c.t.Add(time.Minute)})
+		if _, err := r.Once(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	for range 4 {
+		if err := <-errc; err != nil {
+			t.Error(err)
+		}
+	}
+	if v := r.Model().Info.Version; v < 3 {
+		t.Errorf("model version %d after 5 passes; want retrains", v)
+	}
+}
