@@ -1,0 +1,252 @@
+package report
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/heliostat-dev/heliostat/analytics"
+	"github.com/heliostat-dev/heliostat/ingest"
+	"github.com/heliostat-dev/heliostat/ingest/trace"
+	"github.com/heliostat-dev/heliostat/schemas"
+	"github.com/heliostat-dev/heliostat/schemas/schematest"
+)
+
+func TestMain(m *testing.M) { os.Exit(schematest.Main(m)) }
+
+// week is the window of the seeded jobs: Monday 2024-01-01 to the next
+// Monday.
+var week = analytics.Window{Since: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC), Until: time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC)}
+
+// seedJob is one job of the seeded cluster.
+type seedJob struct {
+	user, vc string
+	gpus     int
+	state    string
+	submit   time.Duration // after week.Since
+	wait     time.Duration
+	run      time.Duration
+}
+
+// seedJobs has every final state, single- and multi-GPU jobs in two VCs and
+// a hostile user name.
+var seedJobs = []seedJob{
+	{"alice", "a", 1, "COMPLETED", 0, 10 * time.Minute, time.Hour},
+	{"alice", "a", 8, "FAILED", 2 * time.Hour, 0, 30 * time.Minute},
+	{"alice", "a", 1, "COMPLETED", 26 * time.Hour, 5 * time.Minute, 2 * time.Hour},
+	{hostile, "b", 2, "CANCELLED", 3 * time.Hour, time.Hour, 20 * time.Minute},
+	{hostile, "b", 4, "TIMEOUT", 50 * time.Hour, 0, 4 * time.Hour},
+	{"carol", "a", 16, "COMPLETED", 75 * time.Hour, 2 * time.Hour, 3 * time.Hour},
+	{"carol", "b", 1, "NODE_FAIL", 100 * time.Hour, 0, 10 * time.Second},
+	{"dave", "a", 1, "COMPLETED", 120 * time.Hour, 30 * time.Second, 45 * time.Second},
+}
+
+// seed writes seedJobs into cluster "c1" and characterizes the week.
+func seed(t *testing.T) (db string, conn driver.Conn) {
+	t.Helper()
+	cfg, c := schematest.Database(t)
+	conv := trace.NewConverter()
+	var events []schemas.JobEvent
+	for i, j := range seedJobs {
+		submit := week.Since.Add(j.submit)
+		tj := trace.Job{Line: i + 1, ID: string(rune('A' + i)), User: j.user, Queue: j.vc, State: j.state,
+			Submit: submit, Start: submit.Add(j.wait), End: submit.Add(j.wait + j.run), Run: j.run, Wait: j.wait, ReqTime: -1,
+			Procs: -1, ReqProcs: -1, GPUs: j.gpus, Nodes: -1}
+		events = conv.Append(events, &tj)
+	}
+	ctx := context.Background()
+	if err := ingest.InsertJobEvents(ctx, c, cfg.Database, "c1", schemas.SourceTrace, events); err != nil {
+		t.Fatal(err)
+	}
+	r, err := analytics.NewRunner(analytics.Config{Database: cfg.Database, TimeZone: "UTC",
+		Capacity: []analytics.Capacity{{Cluster: "c1", GPUs: 32}, {Cluster: "c1", VC: "a", GPUs: 24}, {Cluster: "c1", VC: "b", GPUs: 8}}},
+		c, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.RunWindow(ctx, week); err != nil {
+		t.Fatal(err)
+	}
+	return cfg.Database, c
+}
+
+func TestLoad(t *testing.T) {
+	db, conn := seed(t)
+	ctx := context.Background()
+	r, err := Load(ctx, conn, LoadOptions{Database: db, Window: week})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// What the jobs above give, computed here.
+	class := map[string]string{"COMPLETED": "completed", "FAILED": "failed", "TIMEOUT": "failed", "NODE_FAIL": "failed", "CANCELLED": "cancelled"}
+	jobsBy, gpuTimeBy := map[string]int64{}, map[string]float64{}
+	users := map[string]float64{}
+	var runs []float64
+	var total float64
+	for _, j := range seedJobs {
+		gt := float64(j.gpus) * j.run.Seconds()
+		jobsBy[class[j.state]]++
+		gpuTimeBy[class[j.state]] += gt
+		users[j.user] += gt
+		total += gt
+		runs = append(runs, j.run.Seconds())
+	}
+	sort.Float64s(runs)
+	median := (runs[3] + runs[4]) / 2
+
+	h := r.Headline
+	if h.Jobs != 8 || h.GPUJobs != 8 || h.Users != 4 {
+		t.Errorf("headline jobs, gpu jobs, users = %d, %d, %d; want 8, 8, 4", h.Jobs, h.GPUJobs, h.Users)
+	}
+	if h.DurationMedianS != median {
+		t.Errorf("median run time = %v; want %v", h.DurationMedianS, median)
+	}
+	for _, st := range []string{"completed", "cancelled", "failed"} {
+		if got, want := h.StateShare[st], float64(jobsBy[st])/8; math.Abs(got-want) > 1e-12 {
+			t.Errorf("state share %s = %v; want %v", st, got, want)
+		}
+		if got, want := h.GPUTimeStateShare[st], gpuTimeBy[st]/total; math.Abs(got-want) > 1e-12 {
+			t.Errorf("GPU time share %s = %v; want %v", st, got, want)
+		}
+	}
+	if _, ok := h.StateShare["unknown"]; ok {
+		t.Errorf("state shares have unknown; no job's outcome is unknown")
+	}
+	if len(r.States) != 3 {
+		t.Fatalf("States = %+v; want completed, cancelled, failed", r.States)
+	}
+	for _, s := range r.States {
+		if s.Jobs != jobsBy[s.State] || math.Abs(s.GPUTime-gpuTimeBy[s.State]) > 1e-6 {
+			t.Errorf("state %s: %d jobs, %v GPU-s; want %d, %v", s.State, s.Jobs, s.GPUTime, jobsBy[s.State], gpuTimeBy[s.State])
+		}
+	}
+	// One GPU-count row per distinct count, buckets 1, 2, 3-4, 5-8, 9-16.
+	var counts []int64
+	for _, g := range r.GPUCounts {
+		counts = append(counts, g.GPUs)
+	}
+	if got := fmt.Sprint(counts); got != "[1 2 4 8 16]" {
+		t.Errorf("GPU counts = %v; want 1,2,4,8,16", counts)
+	}
+	var buckets []string
+	for _, b := range r.StateByGPUs {
+		buckets = append(buckets, b.Bucket)
+	}
+	if got := strings.Join(buckets, ","); got != "1,2,3-4,5-8,9-16" {
+		t.Errorf("GPU buckets = %s; want 1,2,3-4,5-8,9-16", got)
+	}
+	if r.StateByGPUs[0].Jobs["completed"] != 3 || r.StateByGPUs[0].Jobs["failed"] != 1 {
+		t.Errorf("1-GPU jobs by state = %v; want 3 completed, 1 failed", r.StateByGPUs[0].Jobs)
+	}
+	// VCs, heaviest first: a holds 1+0.5·8+2+48+0.0125 GPU-hours.
+	if len(r.VCs) != 2 || r.VCs[0].Name != "a" || r.VCs[1].Name != "b" || r.VCs[0].Capacity != 24 || r.VCs[0].Jobs != 5 {
+		t.Errorf("VCs = %+v; want a (24 GPUs, 5 jobs), then b", r.VCs)
+	}
+	// Users: the hostile user waited 1 h of the 3 h 15 min 30 s all waited.
+	var wait float64
+	for _, j := range seedJobs {
+		wait += j.wait.Seconds()
+	}
+	found := false
+	for _, u := range r.Users {
+		if u.Name == hostile {
+			found = true
+			if math.Abs(u.QueueShare-3600/wait) > 1e-12 || u.CompletionRate != 0 || u.Jobs != 2 {
+				t.Errorf("user %q = %+v; want queue share %v, completion 0, 2 jobs", hostile, u, 3600/wait)
+			}
+		}
+	}
+	if !found || len(r.Users) != 4 {
+		t.Errorf("Users = %+v; want 4 with %q", r.Users, hostile)
+	}
+	if len(r.Months) != 1 || r.Months[0].Month != "2024-01" || r.Months[0].SingleGPUJobs != 4 || r.Months[0].MultiGPUJobs != 4 {
+		t.Errorf("Months = %+v; want 2024-01 with 4 single- and 4 multi-GPU jobs", r.Months)
+	}
+	// Monday 00:10-01:10 alice holds 1 GPU of 32: hour 0 is 50 min of it.
+	if got, want := r.HourWeekday[0][0], (50.0/60)/32; math.Abs(got-want) > 1e-9 {
+		t.Errorf("utilization Monday 00h = %v; want %v", got, want)
+	}
+	if len(r.DurationCDF) != 3 || r.DurationCDF[0].Name != "all GPU jobs" {
+		t.Errorf("duration CDFs = %d series; want all GPU jobs and two VCs", len(r.DurationCDF))
+	}
+	if len(r.Summary) != 3 || r.Summary[0].Jobs != 8 || r.Summary[0].GPUs != 32 {
+		t.Errorf("summary = %+v; want c1 (32 GPUs, 8 jobs) and two VCs", r.Summary)
+	}
+	if r.Telemetry != nil {
+		t.Errorf("telemetry = %+v; no job has GPU samples", r.Telemetry)
+	}
+	if len(r.Concentration) == 0 || r.Concentration[0].Users != 1 {
+		t.Errorf("concentration = %+v; want the top 1%% as 1 user", r.Concentration)
+	}
+
+	var page bytes.Buffer
+	if err := Render(&page, r); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{FigDurationCDF, FigStateShare, FigUtilHeatmap, FigUtilHour, FigUtilWeekday, FigMonthly, FigVCUtil, FigGPUCount, FigStateByGPUs, FigUserCurve, FigUserQueue}
+	if got := r.Figures(); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("figures = %v; want %v", got, want)
+	}
+	if strings.Contains(page.String(), "<script") {
+		t.Errorf("page holds a hostile name unescaped")
+	}
+}
+
+func TestHandler(t *testing.T) {
+	db, conn := seed(t)
+	now := time.Date(2024, 2, 1, 0, 0, 0, 0, time.UTC)
+	h := NewHandler(HandlerConfig{Database: db}, conn, slog.New(slog.DiscardHandler), func() time.Time { return now })
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, body := get("/")
+	if code != http.StatusOK || !strings.Contains(body, `data-figure="`+FigDurationCDF+`"`) || !strings.Contains(body, "c1") {
+		t.Fatalf("GET / = %d %.300q; want the report of c1", code, body)
+	}
+	if code, _ := get("/?window=" + week.ID() + "&cluster=c1"); code != http.StatusOK {
+		t.Errorf("GET ?window&cluster = %d; want 200", code)
+	}
+	if code, body := get("/?cluster=nope"); code != http.StatusNotFound || !strings.Contains(body, "No characterization results") {
+		t.Errorf("GET ?cluster=nope = %d %.200q; want 404 saying there are no results", code, body)
+	}
+	if code, _ := get("/?window=bad"); code != http.StatusInternalServerError {
+		t.Errorf("GET ?window=bad = %d; want 500", code)
+	}
+}
+
+func TestHandlerNothingYet(t *testing.T) {
+	cfg, conn := schematest.Database(t)
+	srv := httptest.NewServer(NewHandler(HandlerConfig{Database: cfg.Database}, conn, slog.New(slog.DiscardHandler), time.Now))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET on a database never characterized = %d; want 404", resp.StatusCode)
+	}
+}
