@@ -47,8 +47,9 @@ type ReplayConfig struct {
 	// [TestFrom, TestUntil). The forecaster trains on everything before
 	// each decision. Defaults: demand.DefaultTestFrom, DefaultTestUntil.
 	TestFrom, TestUntil time.Time
-	// Nodes is the cluster size; 0: the largest `total` the series holds
-	// within the test window (demand.Series.Totals), else its Capacity.
+	// Nodes is the cluster size; 0: the series' latest `total` before
+	// TestFrom (demand.Series.TotalBefore; 420 on Philly, which had 552
+	// nodes for two days of November), else its Capacity.
 	Nodes int
 	// PolicyName is PolicyHeliostat (default) or PolicyHelios.
 	PolicyName string
@@ -112,7 +113,7 @@ func Replay(ctx context.Context, s demand.Series, rc ReplayConfig) (Result, erro
 	}
 	nodes := rc.Nodes
 	if nodes == 0 {
-		nodes = int(s.TotalWithin(rc.TestFrom, rc.TestUntil))
+		nodes = int(s.TotalBefore(rc.TestFrom))
 	}
 	if nodes <= 0 {
 		return Result{}, fmt.Errorf("%w: cluster size unknown: the series has no total; give the node count", ErrReplay)

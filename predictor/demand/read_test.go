@@ -100,6 +100,9 @@ func FuzzReadSeries(f *testing.F) {
 				t.Fatalf("ReadSeries(%q): value %d = %v", in, i, v)
 			}
 		}
+		if s.Totals != nil && len(s.Totals) != len(s.Values) {
+			t.Fatalf("ReadSeries(%q): %d totals for %d values", in, len(s.Totals), len(s.Values))
+		}
 		again, err := ReadSeries(strings.NewReader(writeSeries(s)))
 		if err != nil {
 			t.Fatalf("ReadSeries(writeSeries(ReadSeries(%q))) error %v", in, err)

@@ -90,25 +90,20 @@ func (s Series) LatestBefore(t time.Time) float64 {
 	return math.NaN()
 }
 
-// TotalWithin returns the largest cluster size (Totals) of the steps that
-// start in [from, until); Capacity when the series has no Totals or none is
-// known there.
-func (s Series) TotalWithin(from, until time.Time) float64 {
-	if len(s.Totals) != len(s.Values) || s.Step <= 0 {
+// TotalBefore returns the latest known cluster size (Totals) of the steps
+// that ended by t; Capacity when the series has no Totals or none is known
+// by then.
+func (s Series) TotalBefore(t time.Time) float64 {
+	if len(s.Totals) != len(s.Values) || s.Step <= 0 || !t.After(s.Start) {
 		return s.Capacity
 	}
-	best := math.NaN()
-	for i, v := range s.Totals {
-		if t := s.Time(i); !t.Before(from) && t.Before(until) && !math.IsNaN(v) {
-			if math.IsNaN(best) || v > best {
-				best = v
-			}
+	k := min(int(min(t.Sub(s.Start)/s.Step, time.Duration(len(s.Values)))), len(s.Values))
+	for i := k - 1; i >= 0; i-- {
+		if !math.IsNaN(s.Totals[i]) {
+			return s.Totals[i]
 		}
 	}
-	if math.IsNaN(best) {
-		return s.Capacity
-	}
-	return best
+	return s.Capacity
 }
 
 // Agg is how Resample combines the values that fall into one coarser step.
