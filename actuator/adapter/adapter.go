@@ -1,0 +1,129 @@
+// Package adapter is what the actuator needs from a scheduler — the pending
+// jobs, the nodes with their power and allocation state, and three actions:
+// set a job's priority, power a node down, power it up — and the Guard that
+// stands between the actuator and any scheduler: dry-run unless told to
+// apply, an allowlist of partitions and nodes, rate limits, and a fresh
+// look at a node right before it is powered down.
+//
+// Implementations: actuator/slurmadapter (scontrol, squeue, sinfo) and
+// actuator/simadapter (the simulated cluster of collector/sim).
+package adapter
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Scheduler is a cluster scheduler the actuator may act on. Implementations
+// are safe for concurrent use.
+type Scheduler interface {
+	// Name identifies the scheduler kind in logs and the audit table
+	// ("slurm", "sim").
+	Name() string
+	// Snapshot lists the pending jobs and every node.
+	Snapshot(ctx context.Context) (Snapshot, error)
+	// SetPriority sets a pending job's priority; higher starts first.
+	SetPriority(ctx context.Context, jobID string, priority int64) error
+	// PowerDown powers an idle node down. Implementations refuse, with an
+	// error wrapping ErrNodeBusy, where the scheduler itself can tell the
+	// node is busy at that moment.
+	PowerDown(ctx context.Context, node string) error
+	// PowerUp powers a node up; it takes jobs once it has woken.
+	PowerUp(ctx context.Context, node string) error
+}
+
+// Snapshot is the scheduler's state at one moment.
+type Snapshot struct {
+	At    time.Time
+	Jobs  []Job  // pending jobs, in the scheduler's order of submission
+	Nodes []Node // every node, by name
+}
+
+// Job is a pending job.
+type Job struct {
+	ID        string
+	Name      string
+	User      string
+	Partition string
+	GPUs      int
+	Submit    time.Time
+	// TimeLimit is the job's limit; 0 when it has none.
+	TimeLimit time.Duration
+	// Priority is the job's current priority in the scheduler.
+	Priority int64
+	// Nodes are nodes the job is bound for: required by the job or already
+	// picked for it by the scheduler. They count as about to receive a job.
+	Nodes []string
+}
+
+// Power is a node's power state.
+type Power uint8
+
+// Power states.
+const (
+	PowerUnknown   Power = iota
+	PowerOn              // powered and ready
+	PowerWaking          // powered up, not ready yet
+	PowerGoingDown       // told to power down, not off yet
+	PowerOff             // powered down
+)
+
+func (p Power) String() string {
+	switch p {
+	case PowerOn:
+		return "on"
+	case PowerWaking:
+		return "waking"
+	case PowerGoingDown:
+		return "going_down"
+	case PowerOff:
+		return "off"
+	}
+	return "unknown"
+}
+
+// Powered reports whether a node in state p is on or on its way up: it
+// counts as powered in a plan.
+func (p Power) Powered() bool { return p == PowerOn || p == PowerWaking }
+
+// Node is one node.
+type Node struct {
+	Name       string
+	Partitions []string
+	Power      Power
+	// Busy: the node runs a job, has one allocated or is completing one.
+	Busy bool
+	// Unusable: down, drained, failed or otherwise not taking jobs for a
+	// reason other than power saving; never touched.
+	Unusable bool
+	GPUs     int
+	// FreeGPUs are the GPUs a new job could take now.
+	FreeGPUs int
+	// Jobs are the ids of the jobs running on it, where the scheduler says.
+	Jobs []string
+	// State is the scheduler's own word for the node's state, for reasons
+	// and the audit table (e.g. "idle", "mixed+POWERING_DOWN", "down").
+	State string
+	// WakeAt is when a waking node is expected to be ready; zero when
+	// unknown.
+	WakeAt time.Time
+}
+
+// Errors of schedulers and of the Guard. Check them with errors.Is.
+var (
+	// ErrNodeBusy: the node runs, has allocated or is about to receive a
+	// job, so it is not powered down.
+	ErrNodeBusy = errors.New("adapter: node is busy or about to receive a job")
+	// ErrUnknownNode: the scheduler has no node of that name.
+	ErrUnknownNode = errors.New("adapter: unknown node")
+	// ErrUnknownJob: the scheduler has no pending job of that id.
+	ErrUnknownJob = errors.New("adapter: no pending job with that id")
+	// ErrNotAllowed: the target is outside the allowlist.
+	ErrNotAllowed = errors.New("adapter: target is not allowlisted")
+	// ErrRateLimited: the action's rate limit is spent.
+	ErrRateLimited = errors.New("adapter: rate limit reached")
+	// ErrUnusable: the node is down, drained or failed for a reason other
+	// than power saving.
+	ErrUnusable = errors.New("adapter: node is not usable")
+)

@@ -1,0 +1,305 @@
+package adapter
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Kind is what an action does.
+type Kind string
+
+// Action kinds.
+const (
+	SetPriority Kind = "set_priority"
+	PowerDown   Kind = "power_down"
+	PowerUp     Kind = "power_up"
+)
+
+// Action is one change to make to the scheduler.
+type Action struct {
+	Kind Kind
+	// Target is the job id (SetPriority) or the node name.
+	Target string
+	// Partition is the job's partition (SetPriority); power actions look
+	// up the node's partitions themselves.
+	Partition string
+	// Priority is the new priority (SetPriority).
+	Priority int64
+}
+
+// Outcome is how an action ended.
+type Outcome string
+
+// Outcomes.
+const (
+	Applied Outcome = "applied" // the scheduler accepted it
+	Skipped Outcome = "skipped" // not sent: dry run, not allowlisted, rate limit, node busy
+	Failed  Outcome = "failed"  // sent, and the scheduler refused or the command failed
+)
+
+// Result is an action's outcome; Err says why it was skipped or failed.
+type Result struct {
+	Outcome Outcome
+	Err     error
+}
+
+// GuardConfig is the actuator's safety settings.
+type GuardConfig struct {
+	// Apply sends actions to the scheduler; false (the default) is a dry
+	// run: every check runs and the action is recorded, nothing is sent.
+	Apply bool
+	// Partitions are the partitions whose pending jobs' priorities may be
+	// set and whose nodes may be powered; "*" is every partition. Empty
+	// (the default) allows none: the actuator only advises.
+	Partitions []string
+	// Nodes are shell patterns (path.Match, e.g. "gpu*", "node[0-9]") of the
+	// nodes that may be powered down or up; "*" is every node. A node is
+	// touched only when it matches and every partition it belongs to is
+	// allowed. Empty (the default) allows none.
+	Nodes []string
+	// MaxPriorityPerMinute caps priority changes per minute. Default 600.
+	MaxPriorityPerMinute int
+	// MaxPowerPerHour caps power actions (down and up, one per node) per
+	// hour. Default 20.
+	MaxPowerPerHour int
+}
+
+// Defaults of GuardConfig.
+const (
+	DefaultMaxPriorityPerMinute = 600
+	DefaultMaxPowerPerHour      = 20
+)
+
+// RegisterFlags adds the --actuator.* safety flags to fs.
+func (c *GuardConfig) RegisterFlags(fs *flag.FlagSet) {
+	fs.BoolVar(&c.Apply, "actuator.apply", false, "send actions to the scheduler; without it the actuator is a dry run that records what it would do")
+	fs.Func("actuator.partitions", "comma-separated partitions (VCs) whose jobs' priorities and nodes the actuator may touch; * for all; default none", func(s string) error {
+		c.Partitions = splitList(s)
+		return nil
+	})
+	fs.Func("actuator.nodes", "comma-separated shell patterns of the nodes the actuator may power down and up (e.g. gpu*); * for all; default none", func(s string) error {
+		c.Nodes = splitList(s)
+		return nil
+	})
+	fs.IntVar(&c.MaxPriorityPerMinute, "actuator.max-priority-updates-per-minute", DefaultMaxPriorityPerMinute, "cap on job priority changes per minute")
+	fs.IntVar(&c.MaxPowerPerHour, "actuator.max-power-actions-per-hour", DefaultMaxPowerPerHour, "cap on node power actions (down and up) per hour")
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Validate checks the settings; zero limits mean the defaults.
+func (c GuardConfig) Validate() error {
+	for _, p := range c.Nodes {
+		if _, err := path.Match(p, ""); err != nil {
+			return fmt.Errorf("adapter: --actuator.nodes: bad pattern %q: %w", p, err)
+		}
+	}
+	if c.MaxPriorityPerMinute < 0 || c.MaxPowerPerHour < 0 {
+		return errors.New("adapter: --actuator.max-priority-updates-per-minute and --actuator.max-power-actions-per-hour must not be negative")
+	}
+	return nil
+}
+
+func (c GuardConfig) withDefaults() GuardConfig {
+	if c.MaxPriorityPerMinute == 0 {
+		c.MaxPriorityPerMinute = DefaultMaxPriorityPerMinute
+	}
+	if c.MaxPowerPerHour == 0 {
+		c.MaxPowerPerHour = DefaultMaxPowerPerHour
+	}
+	return c
+}
+
+// Guard applies actions to a Scheduler under the safety rules of its
+// GuardConfig. It is safe for concurrent use.
+type Guard struct {
+	cfg GuardConfig
+	s   Scheduler
+	now func() time.Time
+
+	mu       sync.Mutex
+	priority window
+	power    window
+}
+
+// NewGuard returns a Guard in front of s.
+func NewGuard(cfg GuardConfig, s Scheduler, now func() time.Time) (*Guard, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if now == nil {
+		now = time.Now
+	}
+	cfg = cfg.withDefaults()
+	return &Guard{cfg: cfg, s: s, now: now,
+		priority: window{span: time.Minute, max: cfg.MaxPriorityPerMinute},
+		power:    window{span: time.Hour, max: cfg.MaxPowerPerHour}}, nil
+}
+
+// Config returns the settings in force (defaults filled in).
+func (g *Guard) Config() GuardConfig { return g.cfg }
+
+// Scheduler returns the scheduler behind the guard.
+func (g *Guard) Scheduler() Scheduler { return g.s }
+
+// Snapshot passes through to the scheduler.
+func (g *Guard) Snapshot(ctx context.Context) (Snapshot, error) { return g.s.Snapshot(ctx) }
+
+// PartitionAllowed reports whether jobs and nodes of partition p may be
+// touched.
+func (g *Guard) PartitionAllowed(p string) bool {
+	return slices.Contains(g.cfg.Partitions, "*") || slices.Contains(g.cfg.Partitions, p)
+}
+
+// NodeAllowed reports whether n may be powered down or up: its name matches
+// a pattern and all its partitions are allowed (a node in no partition is
+// allowed only with --actuator.partitions=*).
+func (g *Guard) NodeAllowed(n Node) bool {
+	match := false
+	for _, p := range g.cfg.Nodes {
+		if ok, _ := path.Match(p, n.Name); ok {
+			match = true
+			break
+		}
+	}
+	if !match {
+		return false
+	}
+	if len(n.Partitions) == 0 {
+		return slices.Contains(g.cfg.Partitions, "*")
+	}
+	for _, p := range n.Partitions {
+		if !g.PartitionAllowed(p) {
+			return false
+		}
+	}
+	return true
+}
+
+// Do checks and, unless this is a dry run, applies a. In order: the target
+// must be allowlisted; for power actions the node is read again (a fresh
+// Snapshot) and a power-down is refused on a node that is busy, unusable,
+// not on, or bound for a pending job; the rate limit must have room; then a
+// dry run stops (Skipped, "dry run") and otherwise the scheduler is called.
+func (g *Guard) Do(ctx context.Context, a Action) Result {
+	switch a.Kind {
+	case SetPriority:
+		if !g.PartitionAllowed(a.Partition) {
+			return Result{Skipped, fmt.Errorf("%w: partition %q of job %s", ErrNotAllowed, a.Partition, a.Target)}
+		}
+	case PowerDown, PowerUp:
+		if err := g.checkNode(ctx, a); err != nil {
+			return Result{Skipped, err}
+		}
+	default:
+		return Result{Skipped, fmt.Errorf("adapter: unknown action kind %q", a.Kind)}
+	}
+	if err := g.take(a.Kind); err != nil {
+		return Result{Skipped, err}
+	}
+	if !g.cfg.Apply {
+		return Result{Skipped, ErrDryRun}
+	}
+	var err error
+	switch a.Kind {
+	case SetPriority:
+		err = g.s.SetPriority(ctx, a.Target, a.Priority)
+	case PowerDown:
+		err = g.s.PowerDown(ctx, a.Target)
+	case PowerUp:
+		err = g.s.PowerUp(ctx, a.Target)
+	}
+	switch {
+	case err == nil:
+		return Result{Applied, nil}
+	case errors.Is(err, ErrNodeBusy), errors.Is(err, ErrUnusable):
+		return Result{Skipped, err}
+	}
+	return Result{Failed, err}
+}
+
+// ErrDryRun is the reason of every action a dry run skips.
+var ErrDryRun = errors.New("adapter: dry run (--actuator.apply is not set)")
+
+// checkNode reads the node afresh and refuses what must not be done to it.
+func (g *Guard) checkNode(ctx context.Context, a Action) error {
+	snap, err := g.s.Snapshot(ctx)
+	if err != nil {
+		return fmt.Errorf("adapter: read node %s before %s: %w", a.Target, a.Kind, err)
+	}
+	i := slices.IndexFunc(snap.Nodes, func(n Node) bool { return n.Name == a.Target })
+	if i < 0 {
+		return fmt.Errorf("%w: %s", ErrUnknownNode, a.Target)
+	}
+	n := snap.Nodes[i]
+	if !g.NodeAllowed(n) {
+		return fmt.Errorf("%w: node %s (partitions %v)", ErrNotAllowed, n.Name, n.Partitions)
+	}
+	if n.Unusable {
+		return fmt.Errorf("%w: %s (state %s)", ErrUnusable, n.Name, n.State)
+	}
+	if a.Kind == PowerUp {
+		return nil
+	}
+	if n.Busy || len(n.Jobs) > 0 {
+		return fmt.Errorf("%w: %s (state %s, jobs %v)", ErrNodeBusy, n.Name, n.State, n.Jobs)
+	}
+	if n.Power != PowerOn {
+		return fmt.Errorf("%w: %s is not on (power %s)", ErrUnusable, n.Name, n.Power)
+	}
+	for _, j := range snap.Jobs {
+		if slices.Contains(j.Nodes, n.Name) {
+			return fmt.Errorf("%w: %s (pending job %s is bound for it)", ErrNodeBusy, n.Name, j.ID)
+		}
+	}
+	return nil
+}
+
+// take spends one unit of kind's rate limit.
+func (g *Guard) take(k Kind) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	w, what := &g.priority, "priority changes per minute"
+	if k != SetPriority {
+		w, what = &g.power, "power actions per hour"
+	}
+	if !w.take(g.now()) {
+		return fmt.Errorf("%w: %d %s", ErrRateLimited, w.max, what)
+	}
+	return nil
+}
+
+// window is a sliding-window rate limit: at most max events in any span.
+type window struct {
+	span  time.Duration
+	max   int
+	times []time.Time // oldest first
+}
+
+func (w *window) take(now time.Time) bool {
+	cut := 0
+	for cut < len(w.times) && !w.times[cut].After(now.Add(-w.span)) {
+		cut++
+	}
+	w.times = w.times[cut:]
+	if len(w.times) >= w.max {
+		return false
+	}
+	w.times = append(w.times, now)
+	return true
+}

@@ -1,0 +1,164 @@
+package adapter_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/heliostat-dev/heliostat/actuator/adapter"
+	"github.com/heliostat-dev/heliostat/actuator/simadapter"
+	"github.com/heliostat-dev/heliostat/collector/sim"
+)
+
+type discard struct{}
+
+func (discard) Publish(context.Context, string, []byte, []byte) error { return nil }
+
+var t0 = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+
+// newCluster returns a simulated cluster of three nodes — sim-node-001 and
+// -002 in vc1, both running a job, -003 idle in vc2 — with job "q" pending in
+// vc1, 10 simulated seconds in.
+func newCluster(t *testing.T) (*sim.Sim, *simadapter.Scheduler) {
+	t.Helper()
+	s, err := sim.New(sim.Config{Cluster: "t", Nodes: 3, VCs: "vc1:2,vc2:1", Start: t0}, sim.Jobs([]sim.JobSpec{
+		{ID: "a", User: "u", VC: "vc1", GPUs: 8, Duration: time.Hour},
+		{ID: "b", User: "u", VC: "vc1", GPUs: 8, Submit: time.Second, Duration: time.Hour},
+		{ID: "q", User: "u", VC: "vc1", GPUs: 8, Submit: 2 * time.Second, Duration: time.Hour},
+	}), nil, discard{}, nil, nil, func() time.Time { return t0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Advance(context.Background(), t0.Add(10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	return s, simadapter.New(s)
+}
+
+func nodeState(t *testing.T, s *sim.Sim, name string) sim.NodeState {
+	t.Helper()
+	for _, n := range s.Nodes() {
+		if n.Name == name {
+			return n.State
+		}
+	}
+	t.Fatalf("no node %s", name)
+	return 0
+}
+
+func TestGuard(t *testing.T) {
+	all := adapter.GuardConfig{Apply: true, Partitions: []string{"*"}, Nodes: []string{"*"}}
+	for _, tc := range []struct {
+		name    string
+		cfg     adapter.GuardConfig
+		action  adapter.Action
+		want    adapter.Outcome
+		wantErr error
+		check   func(t *testing.T, s *sim.Sim)
+	}{
+		{"dry run by default", adapter.GuardConfig{Partitions: []string{"*"}, Nodes: []string{"*"}},
+			adapter.Action{Kind: adapter.PowerDown, Target: "sim-node-003"}, adapter.Skipped, adapter.ErrDryRun,
+			func(t *testing.T, s *sim.Sim) {
+				if st := nodeState(t, s, "sim-node-003"); st != sim.NodeUp {
+					t.Errorf("dry run: node is %v; want up", st)
+				}
+			}},
+		{"empty allowlist touches nothing", adapter.GuardConfig{Apply: true},
+			adapter.Action{Kind: adapter.PowerDown, Target: "sim-node-003"}, adapter.Skipped, adapter.ErrNotAllowed, nil},
+		{"empty allowlist sets no priority", adapter.GuardConfig{Apply: true},
+			adapter.Action{Kind: adapter.SetPriority, Target: "q", Partition: "vc1", Priority: 5}, adapter.Skipped, adapter.ErrNotAllowed, nil},
+		{"node pattern must match", adapter.GuardConfig{Apply: true, Partitions: []string{"*"}, Nodes: []string{"gpu*"}},
+			adapter.Action{Kind: adapter.PowerDown, Target: "sim-node-003"}, adapter.Skipped, adapter.ErrNotAllowed, nil},
+		{"every partition of the node must be allowed", adapter.GuardConfig{Apply: true, Partitions: []string{"vc1"}, Nodes: []string{"*"}},
+			adapter.Action{Kind: adapter.PowerDown, Target: "sim-node-003"}, adapter.Skipped, adapter.ErrNotAllowed, nil},
+		{"busy node is never powered down", all,
+			adapter.Action{Kind: adapter.PowerDown, Target: "sim-node-001"}, adapter.Skipped, adapter.ErrNodeBusy,
+			func(t *testing.T, s *sim.Sim) {
+				if st := nodeState(t, s, "sim-node-001"); st != sim.NodeUp {
+					t.Errorf("busy node is %v; want up", st)
+				}
+			}},
+		{"idle node is powered down", all,
+			adapter.Action{Kind: adapter.PowerDown, Target: "sim-node-003"}, adapter.Applied, nil,
+			func(t *testing.T, s *sim.Sim) {
+				if st := nodeState(t, s, "sim-node-003"); st != sim.NodeDown {
+					t.Errorf("node is %v; want down", st)
+				}
+			}},
+		{"unknown node", all, adapter.Action{Kind: adapter.PowerUp, Target: "nope"}, adapter.Skipped, adapter.ErrUnknownNode, nil},
+		{"priority applied", adapter.GuardConfig{Apply: true, Partitions: []string{"vc1"}},
+			adapter.Action{Kind: adapter.SetPriority, Target: "q", Partition: "vc1", Priority: 5}, adapter.Applied, nil,
+			func(t *testing.T, s *sim.Sim) {
+				if p := s.Pending(); len(p) != 1 || p[0].Priority != 5 {
+					t.Errorf("Pending() = %+v; want q at priority 5", p)
+				}
+			}},
+		{"unknown job fails", adapter.GuardConfig{Apply: true, Partitions: []string{"vc1"}},
+			adapter.Action{Kind: adapter.SetPriority, Target: "zz", Partition: "vc1", Priority: 5}, adapter.Failed, adapter.ErrUnknownJob, nil},
+		{"unknown kind", all, adapter.Action{Kind: "reboot", Target: "sim-node-003"}, adapter.Skipped, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, sched := newCluster(t)
+			g, err := adapter.NewGuard(tc.cfg, sched, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := g.Do(context.Background(), tc.action)
+			if r.Outcome != tc.want || tc.wantErr != nil && !errors.Is(r.Err, tc.wantErr) || tc.want == adapter.Skipped && r.Err == nil {
+				t.Fatalf("Do(%+v) = %v, %v; want %v, %v", tc.action, r.Outcome, r.Err, tc.want, tc.wantErr)
+			}
+			if tc.check != nil {
+				tc.check(t, s)
+			}
+		})
+	}
+}
+
+// TestGuardPowerUpAndRateLimit powers a node down and up again within a cap of
+// two power actions an hour: the third waits for the hour to pass.
+func TestGuardPowerUpAndRateLimit(t *testing.T) {
+	s, sched := newCluster(t)
+	now := t0
+	g, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"*"}, Nodes: []string{"sim-node-00[0-9]"}, MaxPowerPerHour: 2}, sched, func() time.Time { return now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if r := g.Do(ctx, adapter.Action{Kind: adapter.PowerDown, Target: "sim-node-003"}); r.Outcome != adapter.Applied {
+		t.Fatalf("power down: %v %v", r.Outcome, r.Err)
+	}
+	if r := g.Do(ctx, adapter.Action{Kind: adapter.PowerUp, Target: "sim-node-003"}); r.Outcome != adapter.Applied {
+		t.Fatalf("power up: %v %v", r.Outcome, r.Err)
+	}
+	if st := nodeState(t, s, "sim-node-003"); st != sim.NodeWaking {
+		t.Errorf("node is %v; want waking", st)
+	}
+	// Waking is not on: a power-down is refused before the rate limit.
+	if r := g.Do(ctx, adapter.Action{Kind: adapter.PowerDown, Target: "sim-node-003"}); r.Outcome != adapter.Skipped || !errors.Is(r.Err, adapter.ErrUnusable) {
+		t.Errorf("power down a waking node: %v %v; want skipped, not on", r.Outcome, r.Err)
+	}
+	if r := g.Do(ctx, adapter.Action{Kind: adapter.PowerUp, Target: "sim-node-003"}); r.Outcome != adapter.Skipped || !errors.Is(r.Err, adapter.ErrRateLimited) {
+		t.Errorf("third power action: %v %v; want rate limited", r.Outcome, r.Err)
+	}
+	now = now.Add(time.Hour)
+	if r := g.Do(ctx, adapter.Action{Kind: adapter.PowerUp, Target: "sim-node-003"}); r.Outcome != adapter.Applied {
+		t.Errorf("an hour later: %v %v; want applied", r.Outcome, r.Err)
+	}
+}
+
+func TestGuardConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		cfg adapter.GuardConfig
+		ok  bool
+	}{
+		{adapter.GuardConfig{}, true},
+		{adapter.GuardConfig{Nodes: []string{"gpu[1-4]"}}, true},
+		{adapter.GuardConfig{Nodes: []string{"gpu["}}, false},
+		{adapter.GuardConfig{MaxPowerPerHour: -1}, false},
+	} {
+		if err := tc.cfg.Validate(); (err == nil) != tc.ok {
+			t.Errorf("Validate(%+v) = %v; want ok %v", tc.cfg, err, tc.ok)
+		}
+	}
+}
