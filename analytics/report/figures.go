@@ -116,7 +116,7 @@ func (r *Report) figUtilHeatmap() figure {
 			}
 		}
 	}
-	caption := "Utilization is the GPUs held by running jobs divided by the cluster's GPUs, averaged over each hour (" + r.zone() + ")."
+	caption := "Utilization is the GPUs held by running jobs divided by the cluster's GPUs" + r.capacityNote() + ", averaged over each hour (" + r.zone() + ")."
 	if loAt != "" {
 		caption += fmt.Sprintf(" Lowest %s (%s), highest %s (%s).", fmtPct(lo), loAt, fmtPct(hi), hiAt)
 	}
@@ -349,4 +349,24 @@ func (r *Report) zone() string {
 		return "UTC"
 	}
 	return r.timeZone
+}
+
+// capacitySources explains analytics_capacity's sources.
+var capacitySources = map[string]string{
+	"config":     "as configured",
+	"config_vcs": "its configured VCs summed",
+	"inventory":  "GPUs seen by the collectors",
+	"peak":       "the most held at once, a lower bound: configure the capacity for true utilization",
+}
+
+// capacityNote says how many GPUs utilization divides by, and why.
+func (r *Report) capacityNote() string {
+	if r.Capacity <= 0 {
+		return ""
+	}
+	s := " (" + fmtNum(r.Capacity) + " GPUs"
+	if why, ok := capacitySources[r.CapacitySource]; ok {
+		s += ": " + why
+	}
+	return s + ")"
 }

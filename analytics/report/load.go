@@ -113,7 +113,7 @@ func Load(ctx context.Context, conn driver.Conn, o LoadOptions) (*Report, error)
 	l := &loader{conn: conn, db: o.Database, window: o.Window.ID(), cluster: o.Cluster}
 	r := &Report{Clusters: []string{o.Cluster}, From: o.Window.Since, To: o.Window.Until}
 	steps := []func(context.Context, *Report) error{
-		l.headline, l.durations, l.states, l.utilization, l.heatmap, l.months, l.vcs,
+		l.headline, l.durations, l.states, l.utilization, l.capacity, l.heatmap, l.months, l.vcs,
 		l.gpuCounts, l.stateByGPUs, l.concentration, l.users, l.telemetry, l.summary,
 	}
 	for _, step := range steps {
@@ -254,6 +254,17 @@ WHERE window_id = ? AND cluster = ? AND scope = 'cluster'`, func(rows driver.Row
 		r.Hours, r.Weekdays = nil, nil
 	}
 	return err
+}
+
+func (l *loader) capacity(ctx context.Context, r *Report) error {
+	return l.query(ctx, `SELECT gpus, source FROM {db}.analytics_capacity WHERE window_id = ? AND cluster = ? AND vc = ''`, func(rows driver.Rows) error {
+		var gpus uint32
+		if err := rows.Scan(&gpus, &r.CapacitySource); err != nil {
+			return err
+		}
+		r.Capacity = float64(gpus)
+		return nil
+	})
 }
 
 func (l *loader) heatmap(ctx context.Context, r *Report) error {

@@ -186,6 +186,9 @@ func TestLoad(t *testing.T) {
 	if len(r.Summary) != 3 || r.Summary[0].Jobs != 8 || r.Summary[0].GPUs != 32 {
 		t.Errorf("summary = %+v; want c1 (32 GPUs, 8 jobs) and two VCs", r.Summary)
 	}
+	if r.Capacity != 32 || r.CapacitySource != "config" {
+		t.Errorf("capacity = %v from %q; want 32 from config", r.Capacity, r.CapacitySource)
+	}
 	if r.Telemetry != nil {
 		t.Errorf("telemetry = %+v; no job has GPU samples", r.Telemetry)
 	}

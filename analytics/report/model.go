@@ -47,6 +47,11 @@ type Report struct {
 	// HourWeekday is the mean utilization by day of week (Monday first) and
 	// hour of day; NaN where the window has no such hour.
 	HourWeekday [7][24]float64
+	// Capacity is the cluster's GPUs that utilization divides by, and
+	// CapacitySource where that figure came from (analytics_capacity:
+	// config, config_vcs, inventory, peak); 0 and "" unknown.
+	Capacity       float64
+	CapacitySource string
 	// timeZone is the zone of the hour and weekday slots ("" for UTC).
 	timeZone string
 

@@ -22,8 +22,9 @@ const hostile = `<script>alert("x")</script>'"&<svg onload=alert(1)>`
 // in every place a name from data appears.
 func sample() *Report {
 	r := &Report{
-		Title:     "Characterization of <cluster> & co",
-		RunP90S:   104000,
+		Title:    "Characterization of <cluster> & co",
+		RunP90S:  104000,
+		Capacity: 176, CapacitySource: "config",
 		Notes:     []string{"The trace gives a run time but no start time for " + hostile + " jobs."},
 		Source:    "trace sample.csv",
 		Clusters:  []string{"venus", hostile},

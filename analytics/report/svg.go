@@ -302,6 +302,12 @@ func (c *Bars) SVG() template.HTML {
 			pts = append(pts, num(p.x0+(float64(i)+0.5)*slot)+","+num(p.y1-at(l.Values, i)/lmax*p.h()))
 		}
 		b.f(`<polyline class="mark" fill="none" stroke="%s" stroke-width="2" points="%s"/>`, color, strings.Join(pts, " "))
+		if n <= 40 { // points are visible where few (one month alone is no line)
+			for i, pt := range pts {
+				x, y, _ := strings.Cut(pt, ",")
+				b.f(`<circle class="mark" cx="%s" cy="%s" r="3" fill="%s"><title>%s · %s: %s</title></circle>`, x, y, color, esc(c.Categories[i]), esc(l.Name), esc(lf(at(l.Values, i))))
+			}
+		}
 		names = append(names, l.Name)
 		colors = append(colors, color)
 	}
