@@ -51,7 +51,8 @@ func commands() []command {
 		{"collector", "sample GPUs (NVML, or synthetic without a GPU) and publish to Kafka", runCollector},
 		{"ingest", "consume Kafka into ClickHouse, exactly once", runIngest},
 		{"import", "`import [--format swf|helios] FILE [--to kafka|clickhouse] [--dry-run] [--json]`: a job trace as job events", runImport},
-		{"predictor", "`predictor backtest --trace FILE` (job durations), `predictor backtest-demand --series FILE` (node demand)", runPredictor},
+		{"predictor", "`predictor run` (live duration predictions from ClickHouse), `predictor backtest --trace FILE` (job durations), `predictor backtest-demand --series FILE` (node demand)", runPredictor},
+		{"report", "`report [--since T --until T] --out FILE.html`, `report --trace FILE --format swf|helios --out FILE.html [--json]`: the characterization as one HTML page", runReport},
 		{"schema", "ClickHouse schema: `schema apply`, `schema show`", runSchema},
 		{"bench", "benchmarks: `bench ingest [--rows N] [--json]`", runBench},
 		{"version", "print the version", func(_ context.Context, _ []string, e *env) error {
