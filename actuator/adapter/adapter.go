@@ -52,6 +52,10 @@ type Job struct {
 	TimeLimit time.Duration
 	// Priority is the job's current priority in the scheduler.
 	Priority int64
+	// Held: the job is held (Slurm: priority 0, or held by a user or an
+	// admin). The actuator never changes a held job's priority — in
+	// Slurm that would release it — and does not count it as demand.
+	Held bool
 	// Nodes are nodes the job is bound for: required by the job or already
 	// picked for it by the scheduler. They count as about to receive a job.
 	Nodes []string

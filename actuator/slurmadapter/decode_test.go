@@ -1,0 +1,250 @@
+package slurmadapter
+
+import (
+	"errors"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heliostat-dev/heliostat/actuator/adapter"
+)
+
+func readFixture(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile("testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestDecodeSqueueFixture reads squeue --json of Slurm 22.05.8 with a running
+// job, a pending job bound for gpu1 and a held pending array.
+func TestDecodeSqueueFixture(t *testing.T) {
+	jobs, err := decodeSqueue(readFixture(t, "squeue.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 2 {
+		t.Fatalf("decodeSqueue: %d pending jobs; want 2: %+v", len(jobs), jobs)
+	}
+	bound, arr := jobs[0], jobs[1]
+	if bound.ID != "2" || bound.Name != "bound" || bound.User != "root" || bound.Partition != "batch" || bound.GPUs != 8 ||
+		bound.TimeLimit != 90*time.Minute || bound.Held || !reflect.DeepEqual(bound.Nodes, []string{"gpu1"}) || bound.Priority != 4294901758 || bound.Submit.IsZero() {
+		t.Errorf("job 2 = %+v", bound)
+	}
+	if arr.ID != "3" || arr.GPUs != 2 || !arr.Held || arr.TimeLimit != 0 || len(arr.Nodes) != 0 {
+		t.Errorf("array job 3 = %+v", arr)
+	}
+}
+
+// TestDecodeSinfoFixture reads sinfo --json of Slurm 22.05.8: gpu1 mixed,
+// gpu2 idle, gpu3 drained, gpu4 powered down.
+func TestDecodeSinfoFixture(t *testing.T) {
+	nodes, err := decodeSinfo(readFixture(t, "sinfo.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type view struct {
+		name           string
+		power          adapter.Power
+		busy, unusable bool
+		gpus, free     int
+	}
+	var got []view
+	for _, n := range nodes {
+		if !reflect.DeepEqual(n.Partitions, []string{"batch"}) {
+			t.Errorf("%s partitions %v; want [batch]", n.Name, n.Partitions)
+		}
+		got = append(got, view{n.Name, n.Power, n.Busy, n.Unusable, n.GPUs, n.FreeGPUs})
+	}
+	want := []view{
+		{"gpu1", adapter.PowerOn, true, false, 8, 6},
+		{"gpu2", adapter.PowerOn, false, false, 8, 8},
+		{"gpu3", adapter.PowerOn, false, true, 8, 0},
+		{"gpu4", adapter.PowerOff, false, false, 8, 0},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("decodeSinfo:\n got %+v\nwant %+v", got, want)
+	}
+	if nodes[3].State != "idle+POWERED_DOWN" {
+		t.Errorf("gpu4 state %q; want idle+POWERED_DOWN", nodes[3].State)
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		decode func([]byte) error
+		in     string
+		want   error
+		field  string // what the message must name
+	}{
+		{"squeue not json", sq, `{"jobs": [`, ErrSyntax, "offset"},
+		{"squeue no jobs", sq, `{"meta": {}}`, ErrShape, `"jobs"`},
+		{"squeue jobs not a list", sq, `{"jobs": 3}`, ErrShape, "jobs"},
+		{"squeue slurm errors", sq, `{"errors": [{"error": "boom"}], "jobs": []}`, ErrReported, "boom"},
+		{"squeue pending without id", sq, `{"jobs": [{"job_state": "PENDING"}]}`, ErrRecord, "job 0"},
+		{"squeue bad priority", sq, `{"jobs": [{"job_id": 1, "job_state": "PENDING", "priority": "high"}]}`, ErrShape, "priority"},
+		{"squeue bad host list", sq, `{"jobs": [{"job_id": 7, "job_state": "PENDING", "required_nodes": "gpu[1-"}]}`, ErrRecord, "job 7"},
+		{"squeue bad gres", sq, `{"jobs": [{"job_id": 7, "job_state": "PENDING", "tres_per_node": "gres:gpu:a:b"}]}`, ErrRecord, "job 7"},
+		{"sinfo no nodes", si, `{"errors": []}`, ErrShape, `"nodes"`},
+		{"sinfo nameless", si, `{"nodes": [{"state": "idle"}]}`, ErrRecord, "node 0"},
+		{"sinfo stateless", si, `{"nodes": [{"name": "n1"}]}`, ErrRecord, "n1"},
+		{"sinfo bad gres used", si, `{"nodes": [{"name": "n1", "state": "idle", "gres_used": "gpu:x:y"}]}`, ErrRecord, "n1"},
+		{"sinfo state type", si, `{"nodes": [{"name": "n1", "state": 5}]}`, ErrShape, "state"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.decode([]byte(tc.in))
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("decode(%q) = %v; want %v naming %q", tc.in, err, tc.want, tc.field)
+			}
+		})
+	}
+}
+
+func sq(b []byte) error { _, err := decodeSqueue(b); return err }
+func si(b []byte) error { _, err := decodeSinfo(b); return err }
+
+// TestDecodeLaterVersions reads the shapes of later Slurm releases: states as
+// lists with the flags in them, numbers as {set, infinite, number}.
+func TestDecodeLaterVersions(t *testing.T) {
+	jobs, err := decodeSqueue([]byte(`{"jobs": [
+		{"job_id": 9, "job_state": ["PENDING"], "priority": {"set": true, "infinite": false, "number": 40},
+		 "time_limit": {"set": true, "infinite": false, "number": 30}, "submit_time": {"set": true, "number": 1700000000},
+		 "tres_per_job": "gres/gpu:4", "partition": "p"},
+		{"job_id": 10, "job_state": ["PENDING"], "time_limit": {"set": false, "infinite": true, "number": 0}, "array_job_id": 10, "array_task_id": 3},
+		{"job_id": 11, "job_state": ["RUNNING"]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 2 || jobs[1].ID != "9" || jobs[1].Priority != 40 || jobs[1].TimeLimit != 30*time.Minute || jobs[1].GPUs != 4 || jobs[0].ID != "10_3" || jobs[0].TimeLimit != 0 {
+		t.Errorf("decodeSqueue = %+v", jobs)
+	}
+	nodes, err := decodeSinfo([]byte(`{"nodes": [
+		{"name": "a", "state": ["IDLE", "POWERING_UP", "NOT_RESPONDING"], "partitions": ["p"]},
+		{"name": "b", "state": ["ALLOCATED", "POWER_DOWN"], "partitions": ["p", "q"]},
+		{"name": "b", "state": ["ALLOCATED", "POWER_DOWN"], "partitions": ["r"]},
+		{"name": "c", "state": ["DOWN", "POWERED_DOWN"]},
+		{"name": "d", "state": ["IDLE", "RESERVED"]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]struct {
+		p              adapter.Power
+		busy, unusable bool
+		parts          int
+	}{"a": {adapter.PowerWaking, false, false, 1}, "b": {adapter.PowerGoingDown, true, false, 3}, "c": {adapter.PowerOff, false, true, 0}, "d": {adapter.PowerOn, false, true, 0}}
+	if len(nodes) != 4 {
+		t.Fatalf("decodeSinfo = %+v; want 4 nodes", nodes)
+	}
+	for _, n := range nodes {
+		w := want[n.Name]
+		if n.Power != w.p || n.Busy != w.busy || n.Unusable != w.unusable || len(n.Partitions) != w.parts {
+			t.Errorf("node %s = %+v; want %+v", n.Name, n, w)
+		}
+	}
+}
+
+func TestExpandHostlist(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []string
+		err  bool
+	}{
+		{"", nil, false},
+		{"(null)", nil, false},
+		{"gpu1", []string{"gpu1"}, false},
+		{"gpu[1-3]", []string{"gpu1", "gpu2", "gpu3"}, false},
+		{"gpu[1,3],cpu05", []string{"gpu1", "gpu3", "cpu05"}, false},
+		{"n[08-10]", []string{"n08", "n09", "n10"}, false},
+		{"r[1-2]n[1-2]", []string{"r1n1", "r1n2", "r2n1", "r2n2"}, false},
+		{"gpu[1-", nil, true},
+		{"gpu[3-1]", nil, true},
+		{"gpu]1", nil, true},
+		{"a,,b", nil, true},
+		{"g[[1]]", nil, true},
+		{"n[0-999999999]", nil, true},
+	} {
+		got, err := expandHostlist(tc.in)
+		if (err != nil) != tc.err || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("expandHostlist(%q) = %q, %v; want %q, error %v", tc.in, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func TestGPUCount(t *testing.T) {
+	for _, tc := range []struct {
+		in  string
+		n   int
+		ok  bool
+		err bool
+	}{
+		{"", 0, false, false},
+		{"gres:gpu:8", 8, true, false},
+		{"gres/gpu:a100:2,gres:mps:100", 2, true, false},
+		{"gpu:h100:2(IDX:0-1)", 2, true, false},
+		{"gpu", 1, true, false},
+		{"gpu:a100", 1, true, false},
+		{"mps:100", 0, false, false},
+		{"gpu:a:b", 0, false, true},
+		{"gpu:-1", 0, false, true},
+	} {
+		n, ok, err := gpuCount(tc.in)
+		if n != tc.n || ok != tc.ok || (err != nil) != tc.err {
+			t.Errorf("gpuCount(%q) = %d, %v, %v; want %d, %v, error %v", tc.in, n, ok, err, tc.n, tc.ok, tc.err)
+		}
+	}
+}
+
+func FuzzDecodeSqueue(f *testing.F) {
+	f.Add(readFixture(f, "squeue.json"))
+	f.Add([]byte(`{"jobs": [{"job_id": 9, "job_state": ["PENDING"], "priority": {"set": true, "number": 4}, "nodes": "a[1-2]"}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		jobs, err := decodeSqueue(b)
+		if err != nil {
+			if errKind(err) == "other" {
+				t.Errorf("decodeSqueue error of no kind: %v", err)
+			}
+			return
+		}
+		for _, j := range jobs {
+			if j.ID == "" || j.GPUs < 0 {
+				t.Errorf("decodeSqueue accepted %+v", j)
+			}
+		}
+	})
+}
+
+func FuzzDecodeSinfo(f *testing.F) {
+	f.Add(readFixture(f, "sinfo.json"))
+	f.Add([]byte(`{"nodes": [{"name": "b", "state": ["ALLOCATED", "POWER_DOWN"], "partitions": ["p"], "gres": "gpu:8", "gres_used": "gpu:8(IDX:0-7)"}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		nodes, err := decodeSinfo(b)
+		if err != nil {
+			if errKind(err) == "other" {
+				t.Errorf("decodeSinfo error of no kind: %v", err)
+			}
+			return
+		}
+		for _, n := range nodes {
+			if n.Name == "" || n.FreeGPUs < 0 || n.FreeGPUs > n.GPUs || n.Power == adapter.PowerUnknown {
+				t.Errorf("decodeSinfo accepted %+v", n)
+			}
+		}
+	})
+}
+
+func FuzzExpandHostlist(f *testing.F) {
+	for _, s := range []string{"gpu[1-3,7],cpu05", "r[1-2]n[01-02]", "n[0-99999]"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		names, err := expandHostlist(s)
+		if err == nil && len(names) > maxHosts {
+			t.Errorf("expandHostlist(%q): %d names > %d", s, len(names), maxHosts)
+		}
+	})
+}

@@ -1,0 +1,39 @@
+package slurmadapter
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	commands     *prometheus.CounterVec
+	cmdDuration  *prometheus.HistogramVec
+	decodeErrors *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		commands: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "heliostat_actuator_slurm_commands_total",
+			Help: "Slurm commands the actuator ran, by command and result (ok, error).",
+		}, []string{"command", "result"}),
+		cmdDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "heliostat_actuator_slurm_command_duration_seconds",
+			Help:    "Run time of the Slurm commands the actuator ran.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 10),
+		}, []string{"command"}),
+		decodeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "heliostat_actuator_slurm_decode_errors_total",
+			Help: "Outputs of squeue --json and sinfo --json rejected, by command and kind (syntax, shape, reported, record).",
+		}, []string{"command", "kind"}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.commands, m.cmdDuration, m.decodeErrors} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("slurmadapter: register metrics: %w", err)
+			}
+		}
+	}
+	return m, nil
+}

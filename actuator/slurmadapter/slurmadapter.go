@@ -1,0 +1,283 @@
+// Package slurmadapter is the actuator's Slurm scheduler (adapter.Scheduler):
+// it reads pending jobs with `squeue --json` and nodes with `sinfo --json`
+// (Slurm 22.05: OpenAPI v0.0.38; later versions' shapes are read too), sets a
+// job's priority with `scontrol update jobid=J priority=P`, and powers nodes
+// with `scontrol update nodename=N state=POWER_DOWN|POWER_UP`.
+//
+// Slurm's power saving must be configured for the power actions: slurm.conf
+// needs SuspendProgram and ResumeProgram and a finite SuspendTime (-1 or
+// INFINITE turn manual power-down off as well; a very large SuspendTime
+// keeps Slurm itself from powering anything down). Slurm then runs the
+// SuspendProgram for a node powered down, and the ResumeProgram for one
+// powered up — or by itself when it allocates a powered-down node to a job.
+//
+// Slurm accepts POWER_DOWN on a busy node and powers it down once its jobs
+// end; POWER_UP does not cancel that. This adapter therefore never sends
+// POWER_DOWN to a node that runs, has allocated, is completing or is bound
+// for a job: it reads the node again right before the command. It never uses
+// POWER_DOWN_FORCE (which cancels jobs) or POWER_DOWN_ASAP (which drains).
+package slurmadapter
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/heliostat-dev/heliostat/actuator/adapter"
+)
+
+// Config says how to run Slurm's commands.
+type Config struct {
+	// Conf is the slurm.conf the commands use (SLURM_CONF); "" leaves the
+	// environment's or the default.
+	Conf string
+	// BinDir holds squeue, sinfo and scontrol; "" finds them on PATH.
+	BinDir string
+	// Timeout bounds one command. Default 30s.
+	Timeout time.Duration
+}
+
+// RegisterFlags adds the --slurm.* flags of the actuator to fs.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Conf, "slurm.conf", "", "slurm.conf for squeue, sinfo and scontrol (SLURM_CONF); empty: Slurm's default")
+	fs.StringVar(&c.BinDir, "slurm.bin-dir", "", "directory of squeue, sinfo and scontrol; empty: PATH")
+	fs.DurationVar(&c.Timeout, "slurm.command-timeout", 30*time.Second, "timeout of one Slurm command")
+}
+
+// Validate checks the settings.
+func (c Config) Validate() error {
+	if c.Timeout < 0 {
+		return fmt.Errorf("slurmadapter: --slurm.command-timeout %v is negative", c.Timeout)
+	}
+	return nil
+}
+
+// Scheduler runs Slurm's commands. It is safe for concurrent use.
+type Scheduler struct {
+	cfg Config
+	env []string
+	m   *metrics
+	now func() time.Time
+}
+
+// New returns a Scheduler. env is the environment of the commands (nil: the
+// process's), in which Conf, when set, replaces SLURM_CONF. Metrics are registered
+// on reg unless it is nil.
+func New(cfg Config, env []string, reg prometheus.Registerer, now func() time.Time) (*Scheduler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	if now == nil {
+		now = time.Now
+	}
+	if env == nil {
+		env = os.Environ()
+	}
+	if cfg.Conf != "" {
+		env = append(slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, "SLURM_CONF=") }), "SLURM_CONF="+cfg.Conf)
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	return &Scheduler{cfg: cfg, env: env, m: m, now: now}, nil
+}
+
+// Name returns "slurm".
+func (*Scheduler) Name() string { return "slurm" }
+
+// Snapshot reads the pending jobs and the nodes.
+func (s *Scheduler) Snapshot(ctx context.Context) (adapter.Snapshot, error) {
+	at := s.now()
+	nodes, err := s.nodes(ctx)
+	if err != nil {
+		return adapter.Snapshot{}, err
+	}
+	jobs, err := s.pending(ctx)
+	if err != nil {
+		return adapter.Snapshot{}, err
+	}
+	return adapter.Snapshot{At: at, Jobs: jobs, Nodes: nodes}, nil
+}
+
+func (s *Scheduler) pending(ctx context.Context) ([]adapter.Job, error) {
+	out, err := s.run(ctx, "squeue", "--json")
+	if err != nil {
+		return nil, err
+	}
+	jobs, err := decodeSqueue(out)
+	if err != nil {
+		s.m.decodeErrors.WithLabelValues("squeue", errKind(err)).Inc()
+		return nil, err
+	}
+	return jobs, nil
+}
+
+func (s *Scheduler) nodes(ctx context.Context, names ...string) ([]adapter.Node, error) {
+	args := []string{"--json"}
+	if len(names) > 0 {
+		args = append(args, "--nodes="+strings.Join(names, ","))
+	}
+	out, err := s.run(ctx, "sinfo", args...)
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := decodeSinfo(out)
+	if err != nil {
+		s.m.decodeErrors.WithLabelValues("sinfo", errKind(err)).Inc()
+		return nil, err
+	}
+	return nodes, nil
+}
+
+// jobIDPattern is what a job id handed to scontrol may look like: J, J_T
+// (array task) or J+O (heterogeneous component).
+var jobIDPattern = regexp.MustCompile(`^[0-9]{1,12}([_+][0-9]{1,9})?$`)
+
+// nodeNamePattern keeps node names to what cannot be read as more than one
+// scontrol argument or a host list.
+var nodeNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// SetPriority runs `scontrol update jobid=J priority=P` (P between 1 and
+// 4294967293: 0 holds a job and the two largest values are Slurm's NO_VAL
+// and INFINITE).
+func (s *Scheduler) SetPriority(ctx context.Context, jobID string, priority int64) error {
+	if !jobIDPattern.MatchString(jobID) {
+		return fmt.Errorf("slurmadapter: set priority: job id %q is not a Slurm job id", jobID)
+	}
+	if priority < 1 || priority > 4294967293 {
+		return fmt.Errorf("slurmadapter: set priority of job %s: %d is outside 1..4294967293", jobID, priority)
+	}
+	_, err := s.run(ctx, "scontrol", "update", "jobid="+jobID, "priority="+strconv.FormatInt(priority, 10))
+	if err != nil && strings.Contains(err.Error(), "Invalid job id") {
+		return fmt.Errorf("%w: %s: %v", adapter.ErrUnknownJob, jobID, err)
+	}
+	return err
+}
+
+// PowerDown reads the node and the queue again and, when the node is idle,
+// powered, usable and no pending job is bound for it, runs `scontrol update
+// nodename=N state=POWER_DOWN`. Otherwise it returns an error wrapping
+// adapter.ErrNodeBusy or adapter.ErrUnusable and sends nothing.
+func (s *Scheduler) PowerDown(ctx context.Context, name string) error {
+	if err := s.check(ctx, name, true); err != nil {
+		return err
+	}
+	_, err := s.run(ctx, "scontrol", "update", "nodename="+name, "state=POWER_DOWN")
+	return err
+}
+
+// PowerUp runs `scontrol update nodename=N state=POWER_UP` for a node that
+// is powered down or going down; for one that is on or waking it does
+// nothing.
+func (s *Scheduler) PowerUp(ctx context.Context, name string) error {
+	if !nodeNamePattern.MatchString(name) {
+		return fmt.Errorf("slurmadapter: power up: %w: %q is not a node name", adapter.ErrUnknownNode, name)
+	}
+	nodes, err := s.nodes(ctx, name)
+	if err != nil {
+		return err
+	}
+	n, ok := find(nodes, name)
+	if !ok {
+		return fmt.Errorf("slurmadapter: power up %s: %w", name, adapter.ErrUnknownNode)
+	}
+	if n.Power == adapter.PowerOn || n.Power == adapter.PowerWaking {
+		return nil
+	}
+	_, err = s.run(ctx, "scontrol", "update", "nodename="+name, "state=POWER_UP")
+	return err
+}
+
+// check refuses a power-down of a node that is not idle and on, or that a
+// pending job is bound for.
+func (s *Scheduler) check(ctx context.Context, name string, down bool) error {
+	if !nodeNamePattern.MatchString(name) {
+		return fmt.Errorf("slurmadapter: power down: %w: %q is not a node name", adapter.ErrUnknownNode, name)
+	}
+	nodes, err := s.nodes(ctx, name)
+	if err != nil {
+		return err
+	}
+	n, ok := find(nodes, name)
+	if !ok {
+		return fmt.Errorf("slurmadapter: power down %s: %w", name, adapter.ErrUnknownNode)
+	}
+	switch {
+	case n.Busy:
+		return fmt.Errorf("slurmadapter: power down %s: %w (state %s)", name, adapter.ErrNodeBusy, n.State)
+	case n.Unusable:
+		return fmt.Errorf("slurmadapter: power down %s: %w (state %s)", name, adapter.ErrUnusable, n.State)
+	case down && n.Power != adapter.PowerOn:
+		return fmt.Errorf("slurmadapter: power down %s: %w: not on (state %s)", name, adapter.ErrUnusable, n.State)
+	}
+	jobs, err := s.pending(ctx)
+	if err != nil {
+		return err
+	}
+	for _, j := range jobs {
+		if slices.Contains(j.Nodes, name) {
+			return fmt.Errorf("slurmadapter: power down %s: %w (pending job %s is bound for it)", name, adapter.ErrNodeBusy, j.ID)
+		}
+	}
+	return nil
+}
+
+func find(nodes []adapter.Node, name string) (adapter.Node, bool) {
+	for _, n := range nodes {
+		if n.Name == name {
+			return n, true
+		}
+	}
+	return adapter.Node{}, false
+}
+
+// run runs a Slurm command and returns its standard output; a failure
+// carries its standard error.
+func (s *Scheduler) run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	bin := name
+	if s.cfg.BinDir != "" {
+		bin = s.cfg.BinDir + "/" + name
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = s.env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	begin := time.Now()
+	err := cmd.Run()
+	s.m.cmdDuration.WithLabelValues(name).Observe(time.Since(begin).Seconds())
+	if err != nil {
+		s.m.commands.WithLabelValues(name, "error").Inc()
+		msg := strings.TrimSpace(stderr.String())
+		if len(msg) > 500 {
+			msg = msg[:500] + "…"
+		}
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("slurmadapter: %s %s: timed out after %v", name, strings.Join(args, " "), s.cfg.Timeout)
+		}
+		if msg != "" {
+			return nil, fmt.Errorf("slurmadapter: %s %s: %w: %s", name, strings.Join(args, " "), err, msg)
+		}
+		return nil, fmt.Errorf("slurmadapter: %s %s: %w", name, strings.Join(args, " "), err)
+	}
+	s.m.commands.WithLabelValues(name, "ok").Inc()
+	return stdout.Bytes(), nil
+}
+
+var _ adapter.Scheduler = (*Scheduler)(nil)
