@@ -1,0 +1,481 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/heliostat-dev/heliostat/analytics"
+	"github.com/heliostat-dev/heliostat/analytics/report"
+	"github.com/heliostat-dev/heliostat/ingest"
+	"github.com/heliostat-dev/heliostat/ingest/trace"
+	"github.com/heliostat-dev/heliostat/internal/atomicfile"
+	"github.com/heliostat-dev/heliostat/internal/chconn"
+	"github.com/heliostat-dev/heliostat/internal/chserver"
+	"github.com/heliostat-dev/heliostat/schemas"
+	"github.com/heliostat-dev/heliostat/schemas/migrate"
+)
+
+// reportFlags are the settings of `heliostat report`.
+type reportFlags struct {
+	out        string
+	asJSON     bool
+	since      string
+	until      string
+	cluster    string
+	rerun      bool
+	title      string
+	tracePath  string
+	format     string
+	startAt    bool
+	batch      int
+	clickhouse chconn.Config
+	analytics  analytics.Config
+	log        logFlags
+	keepCH     bool
+}
+
+func (f *reportFlags) register(fs *flag.FlagSet, getenv func(string) string) {
+	fs.StringVar(&f.out, "out", "", "write the HTML report to this file (required unless --json)")
+	fs.BoolVar(&f.asJSON, "json", false, "print the headline figures as one JSON object on stdout")
+	fs.StringVar(&f.since, "since", "", "start of the window: jobs submitted at or after it (RFC 3339 or YYYY-MM-DD, UTC; default: the latest characterized window, else the whole days holding the jobs)")
+	fs.StringVar(&f.until, "until", "", "end of the window, exclusive (RFC 3339 or YYYY-MM-DD; default with --since: now)")
+	fs.StringVar(&f.cluster, "cluster", "", "cluster to report on (default: the only one in the window; with --trace, the name the trace is filed under, default the file name)")
+	fs.BoolVar(&f.rerun, "rerun", false, "run the characterization jobs for the window even when it has results")
+	fs.StringVar(&f.title, "title", "", "title of the page (default: heliostat report: CLUSTER)")
+	fs.StringVar(&f.tracePath, "trace", "", "characterize this trace file in one command: import it into ClickHouse (a temporary local server unless --clickhouse.addr is given), run the jobs, render")
+	fs.StringVar(&f.format, "format", "", "trace format: swf or helios (default: from the file name)")
+	fs.BoolVar(&f.startAt, "trace.start-at-submit", true, "for trace jobs with a run time but no start time (Helios' Venus slice), take the start to be the submit time so that their run time is known; the report says how many")
+	fs.IntVar(&f.batch, "clickhouse.batch-events", 50_000, "job events per ClickHouse insert when importing a trace")
+	fs.BoolVar(&f.keepCH, "keep-clickhouse", false, "with --trace and no --clickhouse.addr: leave the temporary ClickHouse data directory in place and print it")
+	f.clickhouse.RegisterFlags(fs, getenv)
+	f.analytics.RegisterFlags(fs)
+	f.log.register(fs)
+}
+
+// parseWhen reads a --since/--until value: RFC 3339 or a UTC date.
+func parseWhen(name, s string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t.UTC().Truncate(time.Second), nil
+	}
+	if t, err := time.Parse("2006-01-02", s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("report: --%s %q: want RFC 3339 (2020-09-01T00:00:00Z) or a date (2020-09-01)", name, s)
+}
+
+// reportOutput is what --json prints: the headline figures, then where the
+// page went and what was assumed.
+type reportOutput struct {
+	Jobs              uint64             `json:"jobs"`
+	GPUJobs           uint64             `json:"gpu_jobs"`
+	Users             uint64             `json:"users"`
+	StateShare        map[string]float64 `json:"state_share"`
+	GPUTimeStateShare map[string]float64 `json:"gpu_time_state_share"`
+	// DurationMedianS is null when no job has a known run time.
+	DurationMedianS *float64 `json:"duration_median_s"`
+	Top5PctGPUTime  float64  `json:"top5pct_users_gpu_time_share"`
+	EndedJobs       uint64   `json:"ended_jobs"`
+	DurationJobs    uint64   `json:"duration_jobs"`
+	Cluster         string   `json:"cluster"`
+	Window          string   `json:"window"`
+	Out             string   `json:"out,omitempty"`
+	// Trace import: jobs read and rejected, and jobs whose start was taken
+	// to be their submit time.
+	TraceJobs      *int    `json:"trace_jobs,omitempty"`
+	TraceRejected  *int    `json:"trace_rejected,omitempty"`
+	StartAtSubmit  *int    `json:"start_at_submit_jobs,omitempty"`
+	CharacterizeS  float64 `json:"characterize_s"`
+	RenderS        float64 `json:"render_s"`
+	ImportS        float64 `json:"import_s,omitempty"`
+	ClickHouseAddr string  `json:"clickhouse_addr"`
+}
+
+func runReport(ctx context.Context, args []string, e *env) error {
+	fs := newFlagSet("report", e)
+	var f reportFlags
+	f.register(fs, e.getenv)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("report: unexpected argument %q: heliostat report [--since T --until T] --out FILE.html, or heliostat report --trace FILE --format swf|helios --out FILE.html [--json]", fs.Arg(0))
+	}
+	if f.out == "" && !f.asJSON {
+		return errors.New("report: want --out FILE.html, --json or both")
+	}
+	if f.format != "" && f.format != "swf" && f.format != "helios" {
+		return fmt.Errorf("report: --format %q: want swf or helios", f.format)
+	}
+	if f.tracePath == "" && f.format != "" {
+		return errors.New("report: --format is for --trace")
+	}
+	if f.batch < 1 {
+		return fmt.Errorf("report: --clickhouse.batch-events %d: want at least 1", f.batch)
+	}
+	if f.until != "" && f.since == "" {
+		return errors.New("report: --until needs --since")
+	}
+	for name, v := range map[string]string{"since": f.since, "until": f.until} {
+		if _, err := parseWhen(name, v); v != "" && err != nil {
+			return err
+		}
+	}
+	logger, err := f.log.logger(e.stderr)
+	if err != nil {
+		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+
+	out := &reportOutput{}
+	rep := &reporter{flags: f, logger: logger, stderr: e.stderr, getenv: e.getenv, out: out, now: time.Now}
+	if f.tracePath != "" {
+		if f.cluster == "" {
+			rep.flags.cluster = clusterFromPath(f.tracePath)
+		}
+		// Without an address (flag or environment) the trace goes into a
+		// temporary local ClickHouse.
+		if !set["clickhouse.addr"] && e.getenv("HELIOSTAT_CLICKHOUSE_ADDR") == "" {
+			stop, err := rep.startLocalClickHouse(ctx)
+			if err != nil {
+				return err
+			}
+			defer stop()
+		}
+	}
+	if err := rep.run(ctx); err != nil {
+		return err
+	}
+	if f.asJSON {
+		return json.NewEncoder(e.stdout).Encode(out)
+	}
+	fmt.Fprintf(e.stdout, "%s: %d jobs (%d GPU jobs) of %d users in %s; report in %s\n", out.Cluster, out.Jobs, out.GPUJobs, out.Users, out.Window, out.Out)
+	return nil
+}
+
+// reporter runs one `heliostat report`.
+type reporter struct {
+	flags  reportFlags
+	logger *slog.Logger
+	stderr io.Writer
+	getenv func(string) string
+	out    *reportOutput
+	now    func() time.Time
+	notes  []string
+}
+
+// startLocalClickHouse starts a ClickHouse server on a temporary directory
+// for a --trace run and points the flags at it; stop shuts it down and
+// removes the directory.
+func (r *reporter) startLocalClickHouse(ctx context.Context) (stop func(), err error) {
+	dir, err := os.MkdirTemp("", "heliostat-report-*")
+	if err != nil {
+		return nil, fmt.Errorf("report: temporary ClickHouse directory: %w", err)
+	}
+	r.logger.Info("starting a local ClickHouse for the trace", "dir", dir)
+	srv, err := chserver.Start(ctx, chserver.Config{Dir: dir, Install: true}, r.logger)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("report: start a local ClickHouse (or give --clickhouse.addr): %w", err)
+	}
+	r.flags.clickhouse.Addr = srv.Addr()
+	return func() {
+		if err := srv.Stop(); err != nil {
+			r.logger.Warn("stop local ClickHouse", "err", err)
+		}
+		if r.flags.keepCH {
+			fmt.Fprintf(r.stderr, "report: ClickHouse data kept in %s\n", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	}, nil
+}
+
+func (r *reporter) run(ctx context.Context) error {
+	f := &r.flags
+	f.analytics.Database = f.clickhouse.Database
+	f.analytics.Interval = 0
+	conn, err := f.clickhouse.Open(ctx, r.getenv)
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	defer conn.Close()
+	r.out.ClickHouseAddr = f.clickhouse.Addr
+
+	if f.tracePath != "" {
+		if err := r.importTrace(ctx, conn); err != nil {
+			return err
+		}
+	}
+	w, err := r.window(ctx, conn)
+	if err != nil {
+		return err
+	}
+	r.out.Window = w.ID()
+	if err := r.characterize(ctx, conn, w); err != nil {
+		return err
+	}
+	h, err := r.headline(ctx, conn, w)
+	if err != nil {
+		return err
+	}
+	r.out.Cluster = h.Cluster
+	r.out.Jobs, r.out.GPUJobs, r.out.Users, r.out.EndedJobs = h.Jobs, h.GPUJobs, h.Users, h.EndedJobs
+	r.out.StateShare, r.out.GPUTimeStateShare = h.StateShare, h.GPUTimeStateShare
+	r.out.DurationJobs, r.out.Top5PctGPUTime = h.DurationJobs, finiteOr0(h.Top5PctUsersGPUTimeShare)
+	for k, v := range r.out.StateShare {
+		r.out.StateShare[k] = finiteOr0(v)
+	}
+	for k, v := range r.out.GPUTimeStateShare {
+		r.out.GPUTimeStateShare[k] = finiteOr0(v)
+	}
+	if m := h.DurationMedianS; h.DurationJobs > 0 && !math.IsNaN(m) && !math.IsInf(m, 0) {
+		r.out.DurationMedianS = &m
+	}
+	if f.out == "" {
+		return nil
+	}
+	t0 := r.now()
+	if err := r.render(ctx, conn, w, h.Cluster); err != nil {
+		return err
+	}
+	r.out.RenderS = r.now().Sub(t0).Seconds()
+	r.out.Out = f.out
+	r.logger.Info("report written", "out", f.out, "seconds", r.out.RenderS)
+	return nil
+}
+
+func finiteOr0(v float64) float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0
+	}
+	return v
+}
+
+// importTrace reads the trace and writes its job events straight into
+// ClickHouse under the cluster name, like `heliostat import --to clickhouse`
+// (importing twice duplicates nothing).
+func (r *reporter) importTrace(ctx context.Context, conn driver.Conn) error {
+	f := &r.flags
+	t0 := r.now()
+	tr, err := trace.Open(f.tracePath, f.format)
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	for i, le := range tr.Errors {
+		if i == shownRejects {
+			break
+		}
+		fmt.Fprintf(r.stderr, "%s:%d: rejected: %s: %s\n", f.tracePath, le.Line, le.Reason, le.Detail)
+	}
+	if tr.Rejected > shownRejects {
+		fmt.Fprintf(r.stderr, "%s: %d rejected rows in all, by reason %v\n", f.tracePath, tr.Rejected, tr.Reasons)
+	}
+	if len(tr.Jobs) == 0 {
+		return fmt.Errorf("report: %s: no job could be read (%d rows rejected)", f.tracePath, tr.Rejected)
+	}
+	startAt := 0
+	if f.startAt {
+		startAt = startAtSubmit(tr.Jobs)
+	}
+	if startAt > 0 {
+		r.notes = append(r.notes, fmt.Sprintf("The trace gives a run time but no start time for %d of its %d jobs: they are taken to start when submitted, so their queuing delay counts as 0 and utilization assumes they did not wait.", startAt, len(tr.Jobs)))
+		r.logger.Warn("jobs without a start time start at their submit time", "jobs", startAt, "file", f.tracePath)
+	}
+	if tr.Rejected > 0 {
+		r.notes = append(r.notes, fmt.Sprintf("%d rows of the trace could not be read and are left out (by reason: %v).", tr.Rejected, tr.Reasons))
+	}
+	jobs, rejected := len(tr.Jobs), tr.Rejected
+	r.out.TraceJobs, r.out.TraceRejected, r.out.StartAtSubmit = &jobs, &rejected, &startAt
+
+	if _, err := migrate.Apply(ctx, conn, f.clickhouse.Database, r.logger); err != nil {
+		return fmt.Errorf("report: apply schema: %w", err)
+	}
+	conv := trace.NewConverter()
+	var batch, events []schemas.JobEvent
+	for i := range tr.Jobs {
+		events = conv.Append(events[:0], &tr.Jobs[i])
+		batch = append(batch, events...)
+		if len(batch) >= f.batch || i == len(tr.Jobs)-1 {
+			if err := ingest.InsertJobEvents(ctx, conn, f.clickhouse.Database, f.cluster, schemas.SourceTrace, batch); err != nil {
+				return fmt.Errorf("report: import %s: %d of %d jobs written: %w", f.tracePath, i+1-countJobs(batch), len(tr.Jobs), err)
+			}
+			batch = batch[:0]
+		}
+	}
+	r.out.ImportS = r.now().Sub(t0).Seconds()
+	r.logger.Info("trace imported", "file", f.tracePath, "cluster", f.cluster, "jobs", conv.Stats.Jobs, "events", conv.Stats.Events, "seconds", r.out.ImportS)
+	return nil
+}
+
+// countJobs counts the SUBMIT events of a batch: one per job.
+func countJobs(events []schemas.JobEvent) int {
+	n := 0
+	for i := range events {
+		if events[i].Type == schemas.JobSubmit {
+			n++
+		}
+	}
+	return n
+}
+
+// startAtSubmit gives the jobs that have a run time but neither a start
+// time nor a queuing delay (Helios' Venus slice: submit time and duration)
+// a start at their submit time and an end at start + run time, and returns
+// how many it changed.
+func startAtSubmit(jobs []trace.Job) int {
+	n := 0
+	for i := range jobs {
+		j := &jobs[i]
+		if j.Start.IsZero() && j.Wait < 0 && j.Run >= 0 {
+			j.Start = j.Submit
+			if j.End.IsZero() {
+				j.End = j.Start.Add(j.Run)
+			}
+			n++
+		}
+	}
+	return n
+}
+
+// window is the window to report on: --since/--until; else, with --trace,
+// the whole days holding the trace's jobs; else the latest characterized
+// window; else the whole days holding the jobs.
+func (r *reporter) window(ctx context.Context, conn driver.Conn) (analytics.Window, error) {
+	f := &r.flags
+	db := f.clickhouse.Database
+	switch {
+	case f.since != "":
+		since, err := parseWhen("since", f.since)
+		if err != nil {
+			return analytics.Window{}, err
+		}
+		until := r.now().UTC().Truncate(time.Second).Add(time.Second)
+		if f.until != "" {
+			if until, err = parseWhen("until", f.until); err != nil {
+				return analytics.Window{}, err
+			}
+		}
+		w := analytics.Window{Since: since, Until: until}
+		return w, w.Validate()
+	case f.until != "":
+		return analytics.Window{}, errors.New("report: --until needs --since")
+	case f.tracePath != "":
+		return analytics.DataSpan(ctx, conn, db, f.cluster)
+	}
+	ws, err := analytics.ReadWindows(ctx, conn, db)
+	if err == nil && len(ws) > 0 {
+		return report.LatestWindow(ws), nil
+	}
+	return analytics.DataSpan(ctx, conn, db, f.cluster)
+}
+
+// characterize runs the analytics jobs for w unless it has complete
+// results computed up to its end (or up to now for an open window).
+func (r *reporter) characterize(ctx context.Context, conn driver.Conn, w analytics.Window) error {
+	f := &r.flags
+	if !f.rerun && f.tracePath == "" {
+		ws, err := analytics.ReadWindows(ctx, conn, f.clickhouse.Database)
+		if err != nil && !isMissingTable(err) {
+			return err
+		}
+		for _, x := range ws {
+			if x.Window == w && len(x.Jobs) >= len(analytics.JobNames()) && !x.ComputedUntil.Before(minTime(w.Until, r.now().Add(-time.Minute))) {
+				r.logger.Info("window already characterized", "window", w.ID(), "run_at", x.RunAt)
+				return nil
+			}
+		}
+	}
+	if _, err := migrate.Apply(ctx, conn, f.clickhouse.Database, r.logger); err != nil {
+		return fmt.Errorf("report: apply schema: %w", err)
+	}
+	runner, err := analytics.NewRunner(f.analytics, conn, r.logger, prometheus.NewRegistry(), r.now)
+	if err != nil {
+		return err
+	}
+	r.logger.Info("characterizing", "window", w.ID())
+	res, err := runner.RunWindow(ctx, w)
+	if err != nil {
+		return err
+	}
+	r.out.CharacterizeS = res.Seconds
+	r.logger.Info("characterized", "window", w.ID(), "jobs", res.WindowJobs, "seconds", res.Seconds)
+	return nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// isMissingTable is ClickHouse's "table doesn't exist" (a database whose
+// schema was never applied).
+func isMissingTable(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "doesn't exist") || strings.Contains(err.Error(), "UNKNOWN_TABLE"))
+}
+
+func (r *reporter) headline(ctx context.Context, conn driver.Conn, w analytics.Window) (*analytics.Headline, error) {
+	f := &r.flags
+	if f.cluster != "" {
+		return analytics.ReadHeadline(ctx, conn, f.clickhouse.Database, w, f.cluster)
+	}
+	hs, err := analytics.ReadHeadlines(ctx, conn, f.clickhouse.Database, w)
+	if err != nil {
+		return nil, err
+	}
+	if len(hs) > 1 {
+		names := make([]string, len(hs))
+		for i := range hs {
+			names[i] = hs[i].Cluster
+		}
+		return nil, fmt.Errorf("report: window %s has %d clusters (%s): choose one with --cluster", w.ID(), len(hs), strings.Join(names, ", "))
+	}
+	return &hs[0], nil
+}
+
+func (r *reporter) render(ctx context.Context, conn driver.Conn, w analytics.Window, cluster string) error {
+	f := &r.flags
+	rep, err := report.Load(ctx, conn, report.LoadOptions{Database: f.clickhouse.Database, Window: w, Cluster: cluster})
+	if err != nil {
+		return err
+	}
+	rep.Title = f.title
+	if rep.Title == "" {
+		rep.Title = "heliostat report: " + cluster
+	}
+	rep.Source = "ClickHouse database " + f.clickhouse.Database
+	if f.tracePath != "" {
+		rep.Source = "trace " + filepath.Base(f.tracePath)
+	}
+	rep.Notes = r.notes
+	rep.Generated = r.now()
+	var buf bytes.Buffer
+	if err := report.Render(&buf, rep); err != nil {
+		return err
+	}
+	// Replaced whole, so that a reader (a web server serving the file) never
+	// sees half a page.
+	if err := atomicfile.Write(f.out, buf.Bytes()); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	if err := os.Chmod(f.out, 0o644); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,290 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/heliostat-dev/heliostat/analytics/report"
+	"github.com/heliostat-dev/heliostat/analytics/report/reporttest"
+	"github.com/heliostat-dev/heliostat/schemas/schematest"
+)
+
+// reportResult is the part of `report --json` the tests check.
+type reportResult struct {
+	Jobs              uint64             `json:"jobs"`
+	GPUJobs           uint64             `json:"gpu_jobs"`
+	Users             uint64             `json:"users"`
+	StateShare        map[string]float64 `json:"state_share"`
+	GPUTimeStateShare map[string]float64 `json:"gpu_time_state_share"`
+	DurationMedianS   *float64           `json:"duration_median_s"`
+	Top5Pct           float64            `json:"top5pct_users_gpu_time_share"`
+	Cluster           string             `json:"cluster"`
+	Window            string             `json:"window"`
+	Out               string             `json:"out"`
+	StartAtSubmit     *int               `json:"start_at_submit_jobs"`
+}
+
+// runReportJSON runs `heliostat report ARGS --json`; stdout must be exactly
+// one JSON object.
+func runReportJSON(t *testing.T, args ...string) reportResult {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	argv := append([]string{"report", "--json", "--log.level", "warn"}, args...)
+	if err := run(context.Background(), argv, noEnv, &stdout, &stderr); err != nil {
+		t.Fatalf("heliostat %s: %v\nstderr: %s", strings.Join(argv, " "), err, stderr.String())
+	}
+	dec := json.NewDecoder(&stdout)
+	var res reportResult
+	if err := dec.Decode(&res); err != nil {
+		t.Fatalf("heliostat %s: decode stdout %q: %v", strings.Join(argv, " "), stdout.String(), err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		t.Fatalf("heliostat %s: stdout holds more than one JSON object: %q", strings.Join(argv, " "), stdout.String())
+	}
+	return res
+}
+
+// traceFigures are the headline figures computed straight from a trace's
+// rows, independently of the importer and of ClickHouse.
+type traceFigures struct {
+	jobs, gpuJobs, users int
+	states               map[string]int     // ended jobs by class
+	gpuTime              map[string]float64 // GPU-seconds by class
+	median               float64
+	top5                 float64
+}
+
+// figuresOf computes the headline of jobs given as (user, gpus, class,
+// run seconds; -1 unknown).
+func figuresOf(user []string, gpus []float64, class []string, run []float64) traceFigures {
+	f := traceFigures{jobs: len(user), states: map[string]int{}, gpuTime: map[string]float64{}}
+	byUser := map[string]float64{}
+	var runs []float64
+	for i := range user {
+		byUser[user[i]] += 0
+		if gpus[i] > 0 {
+			f.gpuJobs++
+		}
+		if class[i] == "" {
+			continue
+		}
+		f.states[class[i]]++
+		if run[i] >= 0 {
+			gt := gpus[i] * run[i]
+			f.gpuTime[class[i]] += gt
+			byUser[user[i]] += gt
+			runs = append(runs, run[i])
+		}
+	}
+	f.users = len(byUser)
+	sort.Float64s(runs)
+	if n := len(runs); n%2 == 1 {
+		f.median = runs[n/2]
+	} else if n > 0 {
+		f.median = (runs[n/2-1] + runs[n/2]) / 2
+	}
+	var all []float64
+	total := 0.0
+	for _, v := range byUser {
+		all = append(all, v)
+		total += v
+	}
+	sort.Sort(sort.Reverse(sort.Float64Slice(all)))
+	k := int(math.Ceil(0.05 * float64(len(all))))
+	top := 0.0
+	for _, v := range all[:k] {
+		top += v
+	}
+	f.top5 = top / total
+	return f
+}
+
+// check compares `report --json` with figures computed from the raw trace:
+// counts exactly, shares to 1e-12 (the same sums divided), the median
+// exactly.
+func (want traceFigures) check(t *testing.T, got reportResult, classes []string) {
+	t.Helper()
+	if got.Jobs != uint64(want.jobs) || got.GPUJobs != uint64(want.gpuJobs) || got.Users != uint64(want.users) {
+		t.Errorf("jobs, gpu_jobs, users = %d, %d, %d; want %d, %d, %d", got.Jobs, got.GPUJobs, got.Users, want.jobs, want.gpuJobs, want.users)
+	}
+	ended, total := 0, 0.0
+	for _, c := range classes {
+		ended += want.states[c]
+		total += want.gpuTime[c]
+	}
+	if len(got.StateShare) != len(classes) || len(got.GPUTimeStateShare) != len(classes) {
+		t.Errorf("state_share %v, gpu_time_state_share %v: want the keys %v", got.StateShare, got.GPUTimeStateShare, classes)
+	}
+	for _, c := range classes {
+		if s, w := got.StateShare[c], float64(want.states[c])/float64(ended); math.Abs(s-w) > 1e-12 {
+			t.Errorf("state_share[%s] = %v; want %v (%d of %d)", c, s, w, want.states[c], ended)
+		}
+		if s, w := got.GPUTimeStateShare[c], want.gpuTime[c]/total; math.Abs(s-w) > 1e-12 {
+			t.Errorf("gpu_time_state_share[%s] = %v; want %v", c, s, w)
+		}
+	}
+	if got.DurationMedianS == nil || *got.DurationMedianS != want.median {
+		t.Errorf("duration_median_s = %v; want %v", got.DurationMedianS, want.median)
+	}
+	if math.Abs(got.Top5Pct-want.top5) > 1e-12 {
+		t.Errorf("top5pct_users_gpu_time_share = %v; want %v", got.Top5Pct, want.top5)
+	}
+}
+
+// venusFigures reads the Helios CSV with encoding/csv alone.
+func venusFigures(t *testing.T, path string) traceFigures {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(bytes.NewReader(b)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := map[string]int{}
+	for i, h := range rows[0] {
+		col[h] = i
+	}
+	// Helios counts TIMEOUT and NODE_FAIL as failed.
+	classOf := map[string]string{"COMPLETED": "completed", "CANCELLED": "cancelled", "FAILED": "failed", "TIMEOUT": "failed", "NODE_FAIL": "failed"}
+	var user, class []string
+	var gpus, run []float64
+	for _, r := range rows[1:] {
+		g, err1 := strconv.ParseFloat(r[col["gpu_num"]], 64)
+		d, err2 := strconv.ParseFloat(r[col["duration"]], 64)
+		c, ok := classOf[r[col["state"]]]
+		if err1 != nil || err2 != nil || !ok {
+			t.Fatalf("venus row %v: unexpected values", r)
+		}
+		user, gpus, class, run = append(user, r[col["user"]]), append(gpus, g), append(class, c), append(run, d)
+	}
+	return figuresOf(user, gpus, class, run)
+}
+
+// TestReportTraceVenus is the issue's one command: a Helios trace into a
+// local ClickHouse the command starts itself, characterized and rendered;
+// the JSON agrees with the raw file and every figure draws in Chromium.
+func TestReportTraceVenus(t *testing.T) {
+	path := sharedData(t, "helios/venus_sept_2vc.csv")
+	vcs := sharedData(t, "helios/venus_sept_2vc_vcs.csv")
+	dir := t.TempDir()
+	out := filepath.Join(dir, "venus.html")
+	got := runReportJSON(t, "--trace", path, "--format", "helios", "--out", out, "--analytics.capacity-file", vcs)
+	venusFigures(t, path).check(t, got, []string{"completed", "cancelled", "failed"})
+	if got.StartAtSubmit == nil || *got.StartAtSubmit != 1867 || got.Cluster != "venus_sept_2vc" || got.Out != out {
+		t.Errorf("start_at_submit_jobs, cluster, out = %v, %q, %q; want 1867, venus_sept_2vc, %s", got.StartAtSubmit, got.Cluster, got.Out, out)
+	}
+
+	page, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"(176 GPUs: its configured VCs summed)", "taken to start when submitted", "vcvGl", "vcvlY"} {
+		if !bytes.Contains(page, []byte(s)) {
+			t.Errorf("report lacks %q", s)
+		}
+	}
+	// No job waited (the trace has no start times) and a trace has no GPU
+	// samples: those two figures give way to notes; every other is drawn.
+	want := []string{report.FigDurationCDF, report.FigStateShare, report.FigUtilHeatmap, report.FigUtilHour, report.FigUtilWeekday,
+		report.FigMonthly, report.FigVCUtil, report.FigGPUCount, report.FigStateByGPUs, report.FigUserCurve}
+	reporttest.Check(t, page, want, dir)
+}
+
+// smallSWF has every SWF status the issue names (1 completed, 0 failed, 5
+// cancelled, others unknown), allocated processors and, where those are
+// -1, requested ones, and a job that used none.
+const smallSWF = `; UnixStartTime: 1000000000
+; MaxProcs: 64
+    1      0     10   3600    8   -1   -1    8   7200   -1  1    5  1  -1  1  1 -1 -1
+    2     60      0    100    4   -1   -1    4    600   -1  0    6  1  -1  1  1 -1 -1
+    3    120     30    200   -1   -1   -1   16   3600   -1  5    5  1  -1  1  1 -1 -1
+    4    180     10    500    2   -1   -1    2   1000   -1 -1    7  2  -1  1  2 -1 -1
+    5    240      0     50    1   -1   -1    1    100   -1  1    5  1  -1  1  1 -1 -1
+    6    300      5    400   32   -1   -1   32    600   -1  2    8  1  -1  1  1 -1 -1
+    7    360      0     70    0   -1   -1    0    100   -1  1    9  1  -1  1  1 -1 -1
+    8   7200     60  86000   16   -1   -1   16  90000   -1  1    5  1  -1  1  1 -1 -1
+`
+
+// TestReportTraceSWF imports an SWF trace into an existing ClickHouse
+// (--clickhouse.addr), then reports on the same window from the result
+// tables alone.
+func TestReportTraceSWF(t *testing.T) {
+	cfg, _ := schematest.Database(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "small.swf")
+	if err := os.WriteFile(path, []byte(smallSWF), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ch := []string{"--clickhouse.addr", cfg.Addr, "--clickhouse.database", cfg.Database}
+	got := runReportJSON(t, append([]string{"--trace", path, "--format", "swf", "--out", filepath.Join(dir, "swf.html")}, ch...)...)
+
+	// Processors play GPUs: allocated, else requested (job 3: 16).
+	want := figuresOf(
+		[]string{"5", "6", "5", "7", "5", "8", "9", "5"},
+		[]float64{8, 4, 16, 2, 1, 32, 0, 16},
+		[]string{"completed", "failed", "cancelled", "unknown", "completed", "unknown", "completed", "completed"},
+		[]float64{3600, 100, 200, 500, 50, 400, 70, 86000})
+	want.check(t, got, []string{"completed", "cancelled", "failed", "unknown"})
+	if got.StartAtSubmit == nil || *got.StartAtSubmit != 0 {
+		t.Errorf("start_at_submit_jobs = %v; want 0 (SWF gives wait times)", got.StartAtSubmit)
+	}
+
+	// The same window from ClickHouse alone: already characterized, same
+	// figures; and without --since, the latest characterized window.
+	since, until, _ := strings.Cut(got.Window, "/")
+	again := runReportJSON(t, append([]string{"--since", since, "--until", until, "--out", filepath.Join(dir, "again.html")}, ch...)...)
+	want.check(t, again, []string{"completed", "cancelled", "failed", "unknown"})
+	latest := runReportJSON(t, ch...)
+	if latest.Window != got.Window || latest.Jobs != got.Jobs {
+		t.Errorf("report without a window: window %s, %d jobs; want %s, %d", latest.Window, latest.Jobs, got.Window, got.Jobs)
+	}
+	page, err := os.ReadFile(filepath.Join(dir, "again.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(page, []byte(`data-figure="`+report.FigUserQueue+`"`)) {
+		t.Errorf("SWF report lacks the queuing-delay figure (its jobs waited)")
+	}
+}
+
+func TestReportFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{}, "want --out FILE.html, --json or both"},
+		{[]string{"--json", "--until", "2020-01-01"}, "--until needs --since"},
+		{[]string{"--json", "--trace", "x.csv", "--format", "parquet"}, `--format "parquet"`},
+		{[]string{"--json", "--format", "swf"}, "--format is for --trace"},
+		{[]string{"--json", "extra"}, `unexpected argument "extra"`},
+		{[]string{"--json", "--since", "yesterday", "--clickhouse.addr", "127.0.0.1:1"}, ""},
+	} {
+		var stdout, stderr bytes.Buffer
+		err := run(context.Background(), append([]string{"report"}, tc.args...), noEnv, &stdout, &stderr)
+		if err == nil {
+			t.Errorf("report %v: no error", tc.args)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("report %v: error %q; want it to say %q", tc.args, err, tc.want)
+		}
+		if stdout.Len() != 0 {
+			t.Errorf("report %v: wrote %q on stdout", tc.args, stdout.String())
+		}
+	}
+	if _, err := parseWhen("since", "yesterday"); err == nil || !strings.Contains(err.Error(), "RFC 3339") {
+		t.Errorf("parseWhen(yesterday) = %v; want an error naming the formats", err)
+	}
+}
