@@ -52,6 +52,7 @@ func commands() []command {
 		{"ingest", "consume Kafka into ClickHouse, exactly once", runIngest},
 		{"import", "`import [--format swf|helios] FILE [--to kafka|clickhouse] [--dry-run] [--json]`: a job trace as job events", runImport},
 		{"predictor", "`predictor run` (live duration predictions from ClickHouse), `predictor backtest --trace FILE` (job durations), `predictor backtest-demand --series FILE` (node demand)", runPredictor},
+		{"report", "`report [--since T --until T] --out FILE.html`, `report --trace FILE --format swf|helios --out FILE.html [--json]`: the characterization as one HTML page", runReport},
 		{"schema", "ClickHouse schema: `schema apply`, `schema show`", runSchema},
 		{"bench", "benchmarks: `bench ingest [--rows N] [--json]`", runBench},
 		{"version", "print the version", func(_ context.Context, _ []string, e *env) error {
