@@ -1,0 +1,127 @@
+package loop
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/heliostat-dev/heliostat/actuator/ces"
+	"github.com/heliostat-dev/heliostat/actuator/qssf"
+)
+
+// Config is the control loop's configuration. The safety settings (dry run,
+// allowlists, rate limits) are the Guard's (adapter.GuardConfig).
+type Config struct {
+	// Cluster names the cluster in the audit table. Default "local".
+	Cluster string
+	// Interval between passes. Default 30s.
+	Interval time.Duration
+	// QSSF is the ordering policy.
+	QSSF qssf.Config
+	// CES is the power-plan policy.
+	CES ces.Config
+	// UnknownDuration is the run time assumed for a job that has neither a
+	// prediction nor a time limit: long, so that such a job does not jump
+	// the queue. Default 24h.
+	UnknownDuration time.Duration
+	// PeakWindow is the demand history behind the forecast: the plan keeps
+	// powered the most nodes demanded within the last PeakWindow (plus the
+	// CES buffer). Until the loop has watched demand for a whole
+	// PeakWindow there is no forecast and nothing is powered down. Default
+	// 1h.
+	PeakWindow time.Duration
+	// RepeatAfter is how long an action that was skipped (dry run, busy
+	// node, rate limit) is not recorded again while the plan keeps asking
+	// for it unchanged. Default 10m.
+	RepeatAfter time.Duration
+}
+
+// RegisterFlags adds the loop's flags, and the QSSF and CES policies' flags,
+// to fs.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Cluster, "actuator.cluster", "local", "cluster name in the audit table (as the collector names it)")
+	fs.DurationVar(&c.Interval, "actuator.interval", 30*time.Second, "time between two passes of the control loop")
+	fs.DurationVar(&c.UnknownDuration, "actuator.unknown-duration", 24*time.Hour, "run time assumed for a job with neither a prediction nor a time limit")
+	fs.DurationVar(&c.PeakWindow, "actuator.peak-window", time.Hour, "power plans keep powered the peak demand of this window; nothing is powered down before the loop has watched demand this long")
+	fs.DurationVar(&c.RepeatAfter, "actuator.repeat-after", 10*time.Minute, "an unchanged action that was skipped is recorded again only after this long")
+	c.QSSF.RegisterFlags(fs)
+	c.CES.RegisterFlags(fs)
+}
+
+// Validate checks the settings; zero durations mean the defaults.
+func (c Config) Validate() error {
+	if c.Interval < 0 || c.UnknownDuration < 0 || c.PeakWindow < 0 || c.RepeatAfter < 0 {
+		return errors.New("loop: --actuator.interval, --actuator.unknown-duration, --actuator.peak-window and --actuator.repeat-after must not be negative")
+	}
+	if err := c.QSSF.Validate(); err != nil {
+		return err
+	}
+	if c.CES != (ces.Config{}) {
+		if err := c.CES.Validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.Cluster == "" {
+		c.Cluster = "local"
+	}
+	if c.Interval == 0 {
+		c.Interval = 30 * time.Second
+	}
+	if c.UnknownDuration == 0 {
+		c.UnknownDuration = 24 * time.Hour
+	}
+	if c.PeakWindow == 0 {
+		c.PeakWindow = time.Hour
+	}
+	if c.RepeatAfter == 0 {
+		c.RepeatAfter = 10 * time.Minute
+	}
+	if c.CES == (ces.Config{}) {
+		c.CES = ces.DefaultConfig()
+	}
+	if c.QSSF.AgingRate == 0 {
+		c.QSSF.AgingRate = qssf.DefaultAgingRate
+	}
+	return c
+}
+
+// PriorityCeiling is the highest priority the loop sets; see Priority.
+const PriorityCeiling = 4_000_000_000
+
+// Priority maps a job's QSSF key to a scheduler priority (higher starts
+// first):
+//
+//	priority = PriorityCeiling − round(Key / AgingRate), clipped to [1, PriorityCeiling],
+//
+// where Key / AgingRate = service / AgingRate + seconds from 2000-01-01 to
+// the job's submission (qssf.Config.Key). Priorities therefore sort exactly
+// as QSSF ranks (up to the clip and rounding to the second), and a job's
+// priority depends only on its own submission and prediction: it changes
+// only when its prediction does, not whenever other jobs come or go, so the
+// loop sends few updates. With the default aging rate, today's jobs get
+// about 3.2e9 − their service in GPU·seconds. Slurm reads 0 as held and
+// reserves the two largest 32-bit values, which the range avoids.
+func Priority(c qssf.Config, j *qssf.Job) int64 {
+	rate := c.AgingRate
+	if rate == 0 {
+		rate = qssf.DefaultAgingRate
+	}
+	k := c.Key(j) / rate
+	if math.IsNaN(k) {
+		return 1
+	}
+	p := float64(PriorityCeiling) - math.Round(k)
+	return int64(min(max(p, 1), PriorityCeiling))
+}
+
+// describe is the loop's settings in words, for the startup log.
+func (c Config) describe() string {
+	return fmt.Sprintf("every %v; QSSF aging %g; CES quantile %g buffer %d min %d down-delay %v wake %v; peak window %v",
+		c.Interval, c.QSSF.AgingRate, c.CES.Quantile, c.CES.Buffer, c.CES.MinPowered, c.CES.DownDelay, c.CES.WakeLatency, c.PeakWindow)
+}

@@ -1,0 +1,499 @@
+// Package loop is the actuator's control loop. Every pass it
+//
+//  1. reads the scheduler (pending jobs, nodes) through the Guard;
+//  2. predicts each pending job's run time — with the live duration model
+//     (predictor/live) when one is trained, else the job's time limit, else
+//     Config.UnknownDuration, and says which (source model, time_limit,
+//     unknown);
+//  3. ranks the queue by QSSF (actuator/qssf) and maps each job's QSSF key
+//     to a scheduler priority (Priority), setting those that differ for jobs
+//     of allowlisted partitions;
+//  4. for each partition, from its nodes, its demand (busy nodes plus the
+//     nodes its pending jobs need) and a forecast (the peak demand it has
+//     watched over Config.PeakWindow), makes a CES power plan
+//     (actuator/ces) and powers nodes down and up accordingly;
+//  5. writes every action to the audit table (actuator/audit) before any of
+//     them is sent, sends them through the Guard (dry run, allowlists, rate
+//     limits, a fresh look at the node), and writes their outcomes.
+//
+// The latest pass's ranked queue and plans are kept as a View for the
+// advisory API.
+package loop
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/heliostat-dev/heliostat/actuator/adapter"
+	"github.com/heliostat-dev/heliostat/actuator/audit"
+	"github.com/heliostat-dev/heliostat/actuator/ces"
+	"github.com/heliostat-dev/heliostat/actuator/qssf"
+	"github.com/heliostat-dev/heliostat/predictor/live"
+)
+
+// Predictor predicts a job's run time from its spec: *live.Runner.
+type Predictor interface {
+	Predict(s live.Spec) (live.Estimate, error)
+}
+
+// Auditor records actions before and after they are applied: *audit.Log.
+type Auditor interface {
+	NewID(at time.Time) string
+	Plan(ctx context.Context, recs []audit.Record) error
+	Settle(ctx context.Context, recs []audit.Record) error
+}
+
+// Prediction sources.
+const (
+	SourceModel     = "model"      // the live duration model
+	SourceTimeLimit = "time_limit" // no model (yet): the job's time limit
+	SourceUnknown   = "unknown"    // neither: Config.UnknownDuration
+)
+
+// Prediction is a job's predicted run time and where it came from.
+type Prediction struct {
+	Predicted    time.Duration
+	Lower, Upper time.Duration
+	Source       string
+	ModelVersion uint64
+	// Note says why a fallback was used.
+	Note string
+}
+
+// Loop is the control loop. Its View is safe for concurrent use with Run.
+type Loop struct {
+	cfg    Config
+	g      *adapter.Guard
+	audit  Auditor
+	pred   Predictor
+	logger *slog.Logger
+	m      *metrics
+	now    func() time.Time
+
+	mu   sync.Mutex // one pass at a time; guards the fields below
+	pool map[string]*poolState
+	seen map[string]recent // kind|target → last skipped action recorded
+	owed []audit.Record    // outcomes not yet written (ClickHouse was down)
+
+	view viewBox
+}
+
+// poolState is what the loop remembers of one partition between passes.
+type poolState struct {
+	ces     ces.State
+	demand  []demandMark // demand seen, oldest first, within PeakWindow
+	first   time.Time    // first pass that saw the partition
+	changed map[string]time.Time
+}
+
+type demandMark struct {
+	at time.Time
+	v  float64
+}
+
+type recent struct {
+	value int64
+	at    time.Time
+}
+
+// New returns a Loop acting through g, recording in a, predicting with p
+// (nil: time limits only). Metrics are registered on reg unless it is nil.
+func New(cfg Config, g *adapter.Guard, a Auditor, p Predictor, logger *slog.Logger, reg prometheus.Registerer, now func() time.Time) (*Loop, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if g == nil || a == nil {
+		return nil, errors.New("loop: a guard and an auditor are required")
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if now == nil {
+		now = time.Now
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	return &Loop{cfg: cfg, g: g, audit: a, pred: p, logger: logger, m: m, now: now,
+		pool: map[string]*poolState{}, seen: map[string]recent{}}, nil
+}
+
+// Config returns the loop's settings, defaults filled in.
+func (l *Loop) Config() Config { return l.cfg }
+
+// Run makes a pass every Interval until ctx ends. A failed pass is logged
+// and counted; the next one tries again.
+func (l *Loop) Run(ctx context.Context) error {
+	gc := l.g.Config()
+	l.logger.Info("actuator loop", "adapter", l.g.Scheduler().Name(), "apply", gc.Apply, "partitions", gc.Partitions, "nodes", gc.Nodes, "settings", l.cfg.describe())
+	if len(gc.Partitions) == 0 {
+		l.logger.Warn("no partition allowlisted (--actuator.partitions): the actuator only advises and records nothing")
+	}
+	t := time.NewTicker(l.cfg.Interval)
+	defer t.Stop()
+	for {
+		if _, err := l.Once(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			l.logger.Warn("actuator pass failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Report says what one pass did.
+type Report struct {
+	At      time.Time
+	Pending int
+	// Actions are the actions recorded this pass, with their outcomes.
+	Actions []audit.Record
+}
+
+// planned is an action and its audit record.
+type planned struct {
+	a   adapter.Action
+	rec audit.Record
+}
+
+// Once makes one pass.
+func (l *Loop) Once(ctx context.Context) (Report, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	begin := l.now()
+	defer func() { l.m.duration.Observe(l.now().Sub(begin).Seconds()) }()
+	rep, err := l.once(ctx)
+	if err != nil {
+		l.m.errors.Inc()
+		return rep, err
+	}
+	l.m.lastSuccess.Set(float64(l.now().UnixNano()) / 1e9)
+	return rep, nil
+}
+
+func (l *Loop) once(ctx context.Context) (Report, error) {
+	if err := l.settleOwed(ctx); err != nil {
+		return Report{}, err
+	}
+	snap, err := l.g.Snapshot(ctx)
+	if err != nil {
+		return Report{}, fmt.Errorf("loop: read scheduler: %w", err)
+	}
+	now := snap.At
+	if now.IsZero() {
+		now = l.now()
+	}
+	rep := Report{At: now}
+	v := &View{At: now, Adapter: l.g.Scheduler().Name(), Apply: l.g.Config().Apply, QSSF: l.cfg.QSSF}
+
+	// Predictions and the QSSF order.
+	var qjobs []qssf.Job
+	byID := map[string]*adapter.Job{}
+	preds := map[string]Prediction{}
+	for i := range snap.Jobs {
+		j := &snap.Jobs[i]
+		if j.Held {
+			continue
+		}
+		p := l.predict(j)
+		preds[j.ID] = p
+		byID[j.ID] = j
+		l.m.predictions.WithLabelValues(p.Source).Inc()
+		qjobs = append(qjobs, qssf.Job{ID: j.ID, User: j.User, VC: j.Partition, GPUs: j.GPUs, Submit: j.Submit, Predicted: p.Predicted})
+	}
+	rep.Pending = len(qjobs)
+	l.m.pending.Set(float64(len(qjobs)))
+	ranked := l.cfg.QSSF.Rank(now, qjobs)
+	var todo []planned
+	for _, r := range ranked {
+		j, p := byID[r.ID], preds[r.ID]
+		want := Priority(l.cfg.QSSF, &r.Job)
+		managed := l.g.PartitionAllowed(j.Partition)
+		v.Queue = append(v.Queue, QueueEntry{Rank: r.Rank, JobID: r.ID, User: r.User, Partition: j.Partition, GPUs: r.GPUs,
+			Submit: r.Submit, PredictedS: p.Predicted.Seconds(), LowerS: p.Lower.Seconds(), UpperS: p.Upper.Seconds(),
+			Source: p.Source, ModelVersion: p.ModelVersion, GPUServiceS: r.Job.Service(), Score: r.Score,
+			Priority: j.Priority, TargetPriority: want, Managed: managed})
+		if !managed || j.Priority == want {
+			continue
+		}
+		basis, _ := json.Marshal(map[string]any{
+			"rank": r.Rank, "of": len(ranked), "predicted_s": p.Predicted.Seconds(), "lower_s": p.Lower.Seconds(), "upper_s": p.Upper.Seconds(),
+			"source": p.Source, "model_version": p.ModelVersion, "gpu_service_s": r.Job.Service(), "score": r.Score, "waited_s": r.Waited.Seconds(),
+		})
+		why := fmt.Sprintf("qssf rank %d of %d: predicted %s (%s) × %d GPUs = %.0f GPU·s; priority %d → %d",
+			r.Rank, len(ranked), fmtDur(p.Predicted), p.Source, max(r.GPUs, 1), r.Job.Service(), j.Priority, want)
+		if p.Note != "" {
+			why += "; " + p.Note
+		}
+		prev, val := j.Priority, want
+		todo = append(todo, planned{
+			a:   adapter.Action{Kind: adapter.SetPriority, Target: j.ID, Partition: j.Partition, Priority: want},
+			rec: audit.Record{Kind: string(adapter.SetPriority), Target: j.ID, Partition: j.Partition, Value: &val, Previous: &prev, Reason: why, Basis: string(basis), ModelVersion: p.ModelVersion},
+		})
+	}
+	v.sortKeys()
+
+	// Power plans, one per partition.
+	plans, power := l.plan(now, snap)
+	v.Plans = plans
+	todo = append(todo, power...)
+
+	// Record, act, record.
+	todo = l.dedupe(now, todo)
+	if len(todo) > 0 {
+		recs, err := l.apply(ctx, now, todo)
+		rep.Actions = recs
+		if err != nil {
+			l.view.store(v)
+			return rep, err
+		}
+	}
+	l.view.store(v)
+	return rep, nil
+}
+
+// predict returns j's prediction: the model's, else its time limit, else
+// UnknownDuration.
+func (l *Loop) predict(j *adapter.Job) Prediction {
+	var note string
+	if l.pred != nil {
+		e, err := l.pred.Predict(live.Spec{User: j.User, Name: j.Name, Partition: j.Partition, GPUs: j.GPUs, TimeLimit: j.TimeLimit, Submit: j.Submit})
+		if err == nil {
+			return Prediction{Predicted: e.Point, Lower: e.Low, Upper: e.High, Source: SourceModel, ModelVersion: e.ModelVersion}
+		}
+		note = "no model prediction: " + err.Error()
+	} else {
+		note = "no predictor configured"
+	}
+	if j.TimeLimit > 0 {
+		return Prediction{Predicted: j.TimeLimit, Lower: 0, Upper: j.TimeLimit, Source: SourceTimeLimit, Note: note + "; using the time limit"}
+	}
+	d := l.cfg.UnknownDuration
+	return Prediction{Predicted: d, Lower: 0, Upper: d, Source: SourceUnknown, Note: note + "; no time limit either, assuming " + fmtDur(d)}
+}
+
+// plan makes each partition's power plan and the actions of the managed
+// ones.
+func (l *Loop) plan(now time.Time, snap adapter.Snapshot) ([]PoolPlan, []planned) {
+	bound := map[string]bool{}
+	pendingGPUs := map[string]int{}
+	for _, j := range snap.Jobs {
+		if j.Held {
+			continue
+		}
+		for _, n := range j.Nodes {
+			bound[n] = true
+		}
+		pendingGPUs[j.Partition] += max(j.GPUs, 1)
+	}
+	pools := map[string][]adapter.Node{}
+	var excluded []string
+	for _, n := range snap.Nodes {
+		switch {
+		case len(n.Partitions) != 1:
+			// In several partitions (or none): whose demand keeps it
+			// up is not one pool's to say, so it is never touched.
+			excluded = append(excluded, n.Name)
+		default:
+			pools[n.Partitions[0]] = append(pools[n.Partitions[0]], n)
+		}
+	}
+	names := make([]string, 0, len(pools))
+	for p := range pools {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	var out []PoolPlan
+	var todo []planned
+	for _, part := range names {
+		nodes := pools[part]
+		ps := l.pool[part]
+		if ps == nil {
+			ps = &poolState{first: now, changed: map[string]time.Time{}}
+			l.pool[part] = ps
+		}
+		in := ces.Input{Now: now, State: ps.ces}
+		busy, gpn := 0, 0
+		var skipped, moving []string
+		for _, n := range nodes {
+			if n.Unusable {
+				skipped = append(skipped, n.Name)
+				continue
+			}
+			if n.Power == adapter.PowerGoingDown || n.Power == adapter.PowerUnknown {
+				// Between states: left alone until it settles.
+				moving = append(moving, n.Name)
+				continue
+			}
+			cn := ces.Node{Name: n.Name, Powered: n.Power.Powered(), Busy: n.Busy || len(n.Jobs) > 0, Incoming: bound[n.Name],
+				LastTransition: ps.changed[n.Name], WakingUntil: n.WakeAt}
+			if n.Power == adapter.PowerWaking && n.WakeAt.IsZero() {
+				cn.WakingUntil = now.Add(l.cfg.CES.WakeLatency)
+			}
+			if cn.Busy {
+				busy++
+			}
+			gpn = max(gpn, n.GPUs)
+			in.Nodes = append(in.Nodes, cn)
+		}
+		need := 0.0
+		if g := pendingGPUs[part]; g > 0 {
+			need = math.Ceil(float64(g) / float64(max(gpn, 1)))
+		}
+		in.Demand = min(float64(busy)+need, float64(len(in.Nodes)))
+		in.Forecast = ps.forecast(now, in.Demand, l.cfg)
+		pp := PoolPlan{Partition: part, Managed: l.g.PartitionAllowed(part), Unusable: skipped, Transitioning: moving, Nodes: len(nodes)}
+		plan, err := l.cfg.CES.Plan(in)
+		if err != nil {
+			pp.Error = err.Error()
+			out = append(out, pp)
+			continue
+		}
+		ps.ces = plan.Next
+		pp.Plan = &plan
+		out = append(out, pp)
+		if !pp.Managed {
+			continue
+		}
+		basis, _ := json.Marshal(map[string]any{"partition": part, "target": plan.Target, "demand": plan.Demand, "powered": plan.Powered,
+			"held": plan.Held, "forecast": plan.Forecast, "forecast_kind": "peak of the last " + l.cfg.PeakWindow.String()})
+		for _, acts := range []struct {
+			kind adapter.Kind
+			list []ces.Action
+		}{{adapter.PowerUp, plan.PowerUp}, {adapter.PowerDown, plan.PowerDown}} {
+			for _, a := range acts.list {
+				todo = append(todo, planned{
+					a:   adapter.Action{Kind: acts.kind, Target: a.Node},
+					rec: audit.Record{Kind: string(acts.kind), Target: a.Node, Partition: part, Reason: a.Reason, Basis: string(basis)},
+				})
+			}
+		}
+	}
+	if len(excluded) > 0 {
+		out = append(out, PoolPlan{Partition: "", Excluded: excluded})
+	}
+	return out, todo
+}
+
+// forecast records the demand seen now and returns the peak forecast: the
+// most nodes demanded within the last PeakWindow, over a horizon of one wake
+// latency and one pass. Before the loop has watched a whole PeakWindow it
+// returns no forecast, which powers nothing down.
+func (ps *poolState) forecast(now time.Time, demand float64, c Config) ces.Forecast {
+	cut := now.Add(-c.PeakWindow)
+	ps.demand = slices.DeleteFunc(ps.demand, func(m demandMark) bool { return m.at.Before(cut) || m.at.After(now) })
+	ps.demand = append(ps.demand, demandMark{now, demand})
+	if now.Sub(ps.first) < c.PeakWindow {
+		return ces.Forecast{}
+	}
+	peak := demand
+	for _, m := range ps.demand {
+		peak = max(peak, m.v)
+	}
+	return ces.Forecast{Issued: now, Horizon: c.CES.WakeLatency + c.Interval, Point: demand, Max: peak, Upper: peak}
+}
+
+// dedupe drops actions the loop recorded as skipped less than RepeatAfter ago
+// with the same value, and forgets skipped actions the plan no longer asks
+// for.
+func (l *Loop) dedupe(now time.Time, todo []planned) []planned {
+	keep := todo[:0]
+	asked := map[string]bool{}
+	for _, p := range todo {
+		k := string(p.a.Kind) + "|" + p.a.Target
+		asked[k] = true
+		if r, ok := l.seen[k]; ok && r.value == p.a.Priority && now.Sub(r.at) < l.cfg.RepeatAfter && !now.Before(r.at) {
+			continue
+		}
+		keep = append(keep, p)
+	}
+	for k := range l.seen {
+		if !asked[k] {
+			delete(l.seen, k)
+		}
+	}
+	return keep
+}
+
+// apply records todo as planned, sends each through the guard, and records
+// the outcomes. Nothing is sent unless the plan was recorded.
+func (l *Loop) apply(ctx context.Context, now time.Time, todo []planned) ([]audit.Record, error) {
+	dry := !l.g.Config().Apply
+	recs := make([]audit.Record, len(todo))
+	for i := range todo {
+		r := &todo[i].rec
+		r.Cluster, r.Adapter, r.DryRun, r.DecidedAt = l.cfg.Cluster, l.g.Scheduler().Name(), dry, now
+		r.ID = l.audit.NewID(now)
+		recs[i] = *r
+	}
+	if err := l.audit.Plan(ctx, recs); err != nil {
+		for _, p := range todo {
+			l.m.actions.WithLabelValues(string(p.a.Kind), "not_recorded").Inc()
+		}
+		return nil, fmt.Errorf("loop: record %d planned actions (none sent): %w", len(recs), err)
+	}
+	for i, p := range todo {
+		res := l.g.Do(ctx, p.a)
+		recs[i].Outcome = string(res.Outcome)
+		if res.Err != nil {
+			recs[i].Error = res.Err.Error()
+		}
+		l.m.actions.WithLabelValues(string(p.a.Kind), string(res.Outcome)).Inc()
+		k := string(p.a.Kind) + "|" + p.a.Target
+		switch res.Outcome {
+		case adapter.Skipped:
+			l.seen[k] = recent{value: p.a.Priority, at: now}
+		default:
+			delete(l.seen, k)
+		}
+		if res.Outcome == adapter.Applied && p.a.Kind != adapter.SetPriority {
+			if ps := l.pool[p.rec.Partition]; ps != nil {
+				ps.changed[p.a.Target] = now
+			}
+		}
+		lv := slog.LevelInfo
+		if res.Outcome == adapter.Failed {
+			lv = slog.LevelWarn
+		}
+		l.logger.Log(ctx, lv, "action", "kind", p.a.Kind, "target", p.a.Target, "outcome", res.Outcome, "err", recs[i].Error, "dry_run", dry)
+	}
+	if err := l.audit.Settle(ctx, recs); err != nil {
+		l.owed = append(l.owed, recs...)
+		return recs, fmt.Errorf("loop: record the outcomes of %d actions (retried next pass): %w", len(recs), err)
+	}
+	return recs, nil
+}
+
+// settleOwed writes outcomes an earlier pass could not.
+func (l *Loop) settleOwed(ctx context.Context) error {
+	if len(l.owed) == 0 {
+		return nil
+	}
+	if err := l.audit.Settle(ctx, l.owed); err != nil {
+		return fmt.Errorf("loop: record %d owed outcomes: %w", len(l.owed), err)
+	}
+	l.owed = nil
+	return nil
+}
+
+// View returns the latest pass's ranked queue and power plans; nil before
+// the first pass.
+func (l *Loop) View() *View { return l.view.load() }
+
+func fmtDur(d time.Duration) string { return d.Round(time.Second).String() }

@@ -1,0 +1,54 @@
+package loop
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	actions     *prometheus.CounterVec
+	predictions *prometheus.CounterVec
+	duration    prometheus.Histogram
+	lastSuccess prometheus.Gauge
+	errors      prometheus.Counter
+	pending     prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "heliostat_actuator_actions_total",
+			Help: "Actions the actuator decided on, by kind (set_priority, power_down, power_up) and outcome (applied, skipped, failed, not_recorded).",
+		}, []string{"kind", "outcome"}),
+		predictions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "heliostat_actuator_predictions_total",
+			Help: "Pending-job run-time predictions the loop used, by source (model, time_limit, unknown).",
+		}, []string{"source"}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "heliostat_actuator_loop_duration_seconds",
+			Help:    "Duration of one pass of the control loop.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 3, 10),
+		}),
+		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "heliostat_actuator_loop_last_success_timestamp_seconds",
+			Help: "Unix time of the end of the last pass that succeeded.",
+		}),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "heliostat_actuator_loop_errors_total",
+			Help: "Passes of the control loop that failed.",
+		}),
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "heliostat_actuator_pending_jobs",
+			Help: "Pending jobs (not held) seen by the last pass.",
+		}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.actions, m.predictions, m.duration, m.lastSuccess, m.errors, m.pending} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("loop: register metrics: %w", err)
+			}
+		}
+	}
+	return m, nil
+}
