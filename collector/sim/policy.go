@@ -31,15 +31,6 @@ type Policy interface {
 	Order(jobs []PendingJob)
 }
 
-// TimedPolicy is a Policy whose order depends on the current time (e.g.
-// aging). The scheduler calls OrderAt, with the simulated time, instead of
-// Order.
-type TimedPolicy interface {
-	Policy
-	// OrderAt sorts jobs, in place, as Order does, at simulated time now.
-	OrderAt(now time.Time, jobs []PendingJob)
-}
-
 // FIFO is first in, first out: in order of submission.
 type FIFO struct{}
 

@@ -475,11 +475,7 @@ func (s *Sim) schedule() {
 			Submit: time.Unix(j.submit, 0), TimeLimit: j.spec.TimeLimit, Priority: j.priority, Seq: j.seq,
 		})
 	}
-	if tp, ok := s.pol.(TimedPolicy); ok {
-		tp.OrderAt(time.Unix(s.t, 0), s.view)
-	} else {
-		s.pol.Order(s.view)
-	}
+	s.pol.Order(s.view)
 	slices.SortStableFunc(s.view, func(a, b PendingJob) int {
 		switch {
 		case a.Priority > b.Priority:
