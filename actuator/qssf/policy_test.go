@@ -47,7 +47,7 @@ func TestPolicyDrivesSim(t *testing.T) {
 	jobs := []sim.JobSpec{
 		{ID: "a", User: "u", VC: "vc1", GPUs: 8, Duration: sec(100), TimeLimit: sec(100)},
 		{ID: "b", User: "u", VC: "vc1", GPUs: 8, Submit: sec(1), Duration: sec(1000), TimeLimit: sec(1000)},
-		{ID: "c", User: "u", VC: "vc1", GPUs: 8, Submit: sec(2), Duration: sec(10), TimeLimit: sec(10)},
+		{ID: "c", User: "u", VC: "vc1", GPUs: 8, Submit: sec(50), Duration: sec(10), TimeLimit: sec(10)},
 	}
 	for _, tc := range []struct {
 		name    string
@@ -55,9 +55,11 @@ func TestPolicyDrivesSim(t *testing.T) {
 		wantOrd []string
 	}{
 		{"fifo", sim.FIFO{}, []string{"a", "b", "c"}},
-		{"qssf runs the short job first", &Policy{Config: Config{MaxWait: time.Hour}}, []string{"a", "c", "b"}},
-		{"qssf with aging: b waited past MaxWait by t=100", &Policy{Config: Config{MaxWait: time.Minute}}, []string{"a", "b", "c"}},
-		{"qssf with a predictor", &Policy{Config: Config{MaxWait: time.Hour}, Predict: func(j *sim.PendingJob) time.Duration {
+		{"qssf runs the short job first", &Policy{}, []string{"a", "c", "b"}},
+		// Rate 1000: b's window (8,000 GPU·s / 1000 = 8 s) closed before
+		// c was submitted (49 s after b).
+		{"qssf with aging: c came after b's window", &Policy{Config: Config{AgingRate: 1000}}, []string{"a", "b", "c"}},
+		{"qssf with a predictor", &Policy{Predict: func(j *sim.PendingJob) time.Duration {
 			if j.ID == "b" {
 				return time.Second // predicted (wrongly) tiny
 			}

@@ -4,11 +4,22 @@
 // few large ones.
 //
 // Pure shortest-first starves a large job while smaller ones keep arriving,
-// so the order has an aging rule with a stated bound: a job that has waited
-// at least MaxWait is "aged" and goes ahead of every job that is not; aged
-// jobs go in order of submission. Hence once a job has waited MaxWait, no job
-// submitted after it is ranked ahead of it again: it is overtaken only by
-// jobs submitted before it, or less than MaxWait after it.
+// so the order ages jobs: a job's score is its service time minus AgingRate
+// × the time it has waited, smallest first. Since every job's score falls at
+// the same rate, the order of two pending jobs never changes with time, and
+// a job K submitted after J goes ahead of J only if
+//
+//	K.Submit − J.Submit < (service(J) − service(K)) / AgingRate ≤ service(J) / AgingRate.
+//
+// That is the bound: J is overtaken only by jobs submitted less than
+// service(J)/AgingRate after it (its "overtaking window"); every later
+// arrival queues behind it. Ahead of J there is then a finite set of jobs,
+// each of which starts in turn, so J starts.
+//
+// A hard wait limit that sends old jobs to the front in order of submission
+// is the other common rule; under a blocking queue it was tried and
+// collapses into FIFO on loaded traces (the aged jobs block the queue, more
+// jobs age), so it is not used.
 //
 // The same ordering serves the trace replay (actuator/replay, through Queue),
 // the live simulated cluster (Policy) and the advisory API (Config.Rank).
@@ -22,43 +33,53 @@ import (
 	"time"
 )
 
-// DefaultMaxWait is the default Config.MaxWait.
-const DefaultMaxWait = 24 * time.Hour
+// DefaultAgingRate is the default Config.AgingRate, in GPU·seconds of
+// service per second of waiting.
+const DefaultAgingRate = 0.1
 
-// Bounds of Config.MaxWait.
+// Bounds of Config.AgingRate.
 const (
-	minMaxWait = time.Minute
-	maxMaxWait = 366 * 24 * time.Hour
+	minAgingRate = 1e-6
+	maxAgingRate = 1e9
 )
 
 // Config is the QSSF policy's configuration.
 type Config struct {
-	// MaxWait is the aging bound: a job that has waited at least this long
-	// goes ahead of every job that has waited less. Default 24h; between
-	// 1m and 366 days.
-	MaxWait time.Duration
+	// AgingRate is how much a second of waiting is worth in GPU·seconds
+	// of predicted service: a job's score is service − AgingRate × wait.
+	// A job is overtaken only by jobs submitted less than its service /
+	// AgingRate after it. Default 0.1: a 1-GPU job predicted to run an
+	// hour is overtaken only by jobs submitted within 10 hours after it,
+	// an 8-GPU one of a day only within 80 days — the bound grows with
+	// the job, which is what lets QSSF keep wide jobs from blocking the
+	// queue. Between 1e-6 and 1e9. (On the Venus, CTC and HPC2N replays,
+	// rates of 0.01–0.1 gave the best average JCT; from 0.2 on Venus and
+	// 1 on CTC aged wide jobs block the queue and it rises sharply.)
+	AgingRate float64
 }
 
-// RegisterFlags registers --qssf.max-wait on fs, with the default filled in.
+// RegisterFlags registers --qssf.aging-rate on fs, with the default filled
+// in.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	fs.DurationVar(&c.MaxWait, "qssf.max-wait", DefaultMaxWait,
-		"aging bound of QSSF: a job pending this long goes ahead of every job pending less, in order of submission")
+	fs.Float64Var(&c.AgingRate, "qssf.aging-rate", DefaultAgingRate,
+		"QSSF aging: GPU-seconds of predicted service that one second of waiting is worth; a job is overtaken only by jobs submitted less than its service / rate after it")
 }
 
 // Validate reports an invalid field, named by its flag. Zero means the
 // default.
 func (c Config) Validate() error {
-	if c.MaxWait != 0 && (c.MaxWait < minMaxWait || c.MaxWait > maxMaxWait) {
-		return fmt.Errorf("qssf: --qssf.max-wait: %v is not between %v and %v", c.MaxWait, minMaxWait, maxMaxWait)
+	r := c.AgingRate
+	if math.IsNaN(r) || r != 0 && (r < minAgingRate || r > maxAgingRate) {
+		return fmt.Errorf("qssf: --qssf.aging-rate: %v is not between %g and %g", r, minAgingRate, maxAgingRate)
 	}
 	return nil
 }
 
-func (c Config) maxWait() time.Duration {
-	if c.MaxWait == 0 {
-		return DefaultMaxWait
+func (c Config) rate() float64 {
+	if c.AgingRate == 0 {
+		return DefaultAgingRate
 	}
-	return c.MaxWait
+	return c.AgingRate
 }
 
 // Job is a pending job as QSSF sees it.
@@ -85,6 +106,37 @@ func ServiceSeconds(predicted time.Duration, gpus int) float64 {
 	return math.Max(0, predicted.Seconds()) * float64(max(gpus, 1))
 }
 
+// epoch is the origin of keys: scores at a fixed time, so that they do not
+// change as time passes.
+var epoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Key returns j's time-invariant sort key: its score at the epoch,
+// service + AgingRate × (submit − 2000-01-01) in seconds. Smaller goes
+// first; the score at time now is Key − AgingRate × (now − epoch).
+func (c Config) Key(j *Job) float64 {
+	return j.Service() + c.rate()*j.Submit.Sub(epoch).Seconds()
+}
+
+// Window returns how long after j's submission later jobs may still be
+// ranked ahead of it: service(j) / AgingRate (saturating).
+func (c Config) Window(j *Job) time.Duration {
+	return durationOf(j.Service() / c.rate())
+}
+
+// Compare orders a and b: negative when a goes first. By Key, then
+// submission; jobs equal in both compare 0 (Rank keeps their input order).
+// The order does not depend on the time.
+func (c Config) Compare(a, b *Job) int {
+	ka, kb := c.Key(a), c.Key(b)
+	switch {
+	case ka < kb:
+		return -1
+	case ka > kb:
+		return 1
+	}
+	return a.Submit.Compare(b.Submit)
+}
+
 // Ranked is a Job with its place in the QSSF order.
 type Ranked struct {
 	Job
@@ -93,73 +145,38 @@ type Ranked struct {
 	// ServiceTime is Job.Service() as a duration of GPU time (saturating
 	// at the largest Duration).
 	ServiceTime time.Duration
-	// Score is the sort key within the job's class: GPU·seconds of
-	// service time, smallest first, for a job that is not aged; for an
-	// aged one the seconds it has waited, largest first.
+	// Score is service − AgingRate × waited, in GPU·seconds: the order is
+	// by Score, smallest first.
 	Score float64
-	// Waited is how long the job has been pending (0 if submitted after
-	// now).
+	// Waited is how long the job has been pending (negative if submitted
+	// after now).
 	Waited time.Duration
-	// Aged reports that the job has waited MaxWait or more and so goes
-	// ahead of every job that has not.
-	Aged bool
+	// Window is how long after its submission other jobs may still be
+	// ranked ahead of it (Config.Window).
+	Window time.Duration
 }
 
-// Aged reports whether a job submitted at submit is aged at now.
-func (c Config) Aged(now, submit time.Time) bool {
-	return now.Sub(submit) >= c.maxWait()
-}
-
-// Compare orders a and b at time now: negative when a goes first. Aged
-// jobs go first, oldest submission first; the others by service time,
-// then submission. Jobs equal in all of these compare 0 (Rank then keeps
-// their input order).
-func (c Config) Compare(now time.Time, a, b *Job) int {
-	aa, ab := c.Aged(now, a.Submit), c.Aged(now, b.Submit)
-	switch {
-	case aa && !ab:
-		return -1
-	case ab && !aa:
-		return 1
-	case !aa:
-		sa, sb := a.Service(), b.Service()
-		if sa < sb {
-			return -1
-		}
-		if sa > sb {
-			return 1
-		}
-	}
-	return a.Submit.Compare(b.Submit)
-}
-
-// Order returns the indexes of jobs in QSSF order at time now: jobs[Order[0]]
-// goes first. Jobs that compare equal keep their input order.
-func (c Config) Order(now time.Time, jobs []Job) []int {
+// Order returns the indexes of jobs in QSSF order: jobs[Order[0]] goes
+// first. Jobs that compare equal keep their input order.
+func (c Config) Order(jobs []Job) []int {
 	idx := make([]int, len(jobs))
 	for i := range idx {
 		idx[i] = i
 	}
-	slices.SortStableFunc(idx, func(a, b int) int { return c.Compare(now, &jobs[a], &jobs[b]) })
+	slices.SortStableFunc(idx, func(a, b int) int { return c.Compare(&jobs[a], &jobs[b]) })
 	return idx
 }
 
-// Rank returns jobs in QSSF order at time now (Order), ranked from 1. jobs
-// is not modified.
+// Rank returns jobs in QSSF order (Order), ranked from 1, with their scores
+// at time now. jobs is not modified.
 func (c Config) Rank(now time.Time, jobs []Job) []Ranked {
 	out := make([]Ranked, 0, len(jobs))
-	for k, i := range c.Order(now, jobs) {
+	for k, i := range c.Order(jobs) {
 		j := jobs[i]
-		r := Ranked{Job: j, Rank: k + 1, Aged: c.Aged(now, j.Submit)}
-		if w := now.Sub(j.Submit); w > 0 {
-			r.Waited = w
-		}
+		r := Ranked{Job: j, Rank: k + 1, Waited: now.Sub(j.Submit), Window: c.Window(&j)}
 		svc := j.Service()
 		r.ServiceTime = durationOf(svc)
-		r.Score = svc
-		if r.Aged {
-			r.Score = r.Waited.Seconds()
-		}
+		r.Score = svc - c.rate()*r.Waited.Seconds()
 		out = append(out, r)
 	}
 	return out

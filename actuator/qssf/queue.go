@@ -12,23 +12,22 @@ type Item struct {
 	// Tag is the caller's: e.g. an index into its own table of jobs.
 	Tag int
 
-	svc    float64 // Job.Service(), cached
-	seq    uint64  // push order: the last tie-break, as Rank's input order
-	si, fi int     // indexes in the service and submission heaps; -1 when out
+	key float64 // Config.Key, cached
+	seq uint64  // push order: the last tie-break, as Rank's input order
+	i   int     // index in the heap; -1 when out
 }
 
 // Queue holds pending jobs in the order of Config.Rank, kept up to date
-// incrementally: Push, Remove and Update cost O(log n) and Head O(log n)
-// amortized, where Rank sorts the whole queue each time. Simulators with
-// queues of thousands of jobs use it. The zero Queue is not usable; call
-// NewQueue. A Queue is not safe for concurrent use.
+// incrementally: Push, Remove and Update cost O(log n), Head O(1), where
+// Rank sorts the whole queue each time. Simulators with queues of thousands
+// of jobs use it. Create it with NewQueue. A Queue is not safe for
+// concurrent use.
 //
-// The order is Rank's: jobs aged at now first, oldest submission first; then
-// the others by service time, then submission; then the order of Push.
+// The order is Rank's: by Config.Key, then submission, then the order of
+// Push. It does not change with time, so a heap keeps it.
 type Queue struct {
 	cfg Config
-	svc svcHeap // every item, by service time
-	sub subHeap // every item, by submission
+	h   itemHeap
 	seq uint64
 }
 
@@ -36,62 +35,68 @@ type Queue struct {
 func NewQueue(cfg Config) *Queue { return &Queue{cfg: cfg} }
 
 // Len returns how many jobs the queue holds.
-func (q *Queue) Len() int { return len(q.svc) }
+func (q *Queue) Len() int { return len(q.h) }
 
 // Push adds j with the caller's tag and returns its item, the handle for
 // Remove and Update.
 func (q *Queue) Push(j Job, tag int) *Item {
 	q.seq++
-	it := &Item{Job: j, Tag: tag, svc: j.Service(), seq: q.seq}
-	heap.Push(&q.svc, it)
-	heap.Push(&q.sub, it)
+	it := &Item{Job: j, Tag: tag, seq: q.seq}
+	it.key = q.cfg.Key(&it.Job)
+	heap.Push(&q.h, it)
 	return it
 }
+
+func (q *Queue) holds(it *Item) bool { return it.i >= 0 && it.i < len(q.h) && q.h[it.i] == it }
 
 // Remove takes it out of the queue; removing an item that is not in the
 // queue does nothing.
 func (q *Queue) Remove(it *Item) {
-	if it.si < 0 || it.si >= len(q.svc) || q.svc[it.si] != it {
+	if !q.holds(it) {
 		return
 	}
-	heap.Remove(&q.svc, it.si)
-	heap.Remove(&q.sub, it.fi)
-	it.si, it.fi = -1, -1
+	heap.Remove(&q.h, it.i)
+	it.i = -1
 }
 
 // Update sets it's predicted run time and moves it to its new place.
 func (q *Queue) Update(it *Item, predicted time.Duration) {
 	it.Predicted = predicted
-	it.svc = it.Service()
-	if it.si >= 0 && it.si < len(q.svc) && q.svc[it.si] == it {
-		heap.Fix(&q.svc, it.si)
+	it.key = q.cfg.Key(&it.Job)
+	if q.holds(it) {
+		heap.Fix(&q.h, it.i)
 	}
 }
 
-// Head returns the job that goes first at now, or nil when the queue is
-// empty.
-func (q *Queue) Head(now time.Time) *Item {
-	if len(q.sub) == 0 {
+// Head returns the job that goes first, or nil when the queue is empty.
+func (q *Queue) Head() *Item {
+	if len(q.h) == 0 {
 		return nil
 	}
-	// The oldest submission is aged if any job is; it goes first then.
-	if old := q.sub[0]; q.cfg.Aged(now, old.Submit) {
-		return old
-	}
-	return q.svc[0]
+	return q.h[0]
 }
 
-// Sorted appends the queue's jobs in order at now to dst and returns it.
-// It costs a sort of the whole queue.
-func (q *Queue) Sorted(now time.Time, dst []*Item) []*Item {
+// Items appends the queue's jobs to dst, in no particular order, and
+// returns it.
+func (q *Queue) Items(dst []*Item) []*Item { return append(dst, q.h...) }
+
+// Sorted appends the queue's jobs in order to dst and returns it. It costs a
+// sort of the whole queue.
+func (q *Queue) Sorted(dst []*Item) []*Item {
 	start := len(dst)
-	dst = append(dst, q.svc...)
-	slices.SortFunc(dst[start:], func(a, b *Item) int { return q.compare(now, a, b) })
+	dst = append(dst, q.h...)
+	slices.SortFunc(dst[start:], func(a, b *Item) int { return itemCompare(a, b) })
 	return dst
 }
 
-func (q *Queue) compare(now time.Time, a, b *Item) int {
-	if c := q.cfg.Compare(now, &a.Job, &b.Job); c != 0 {
+func itemCompare(a, b *Item) int {
+	switch {
+	case a.key < b.key:
+		return -1
+	case a.key > b.key:
+		return 1
+	}
+	if c := a.Submit.Compare(b.Submit); c != 0 {
 		return c
 	}
 	switch {
@@ -103,58 +108,20 @@ func (q *Queue) compare(now time.Time, a, b *Item) int {
 	return 0
 }
 
-// svcHeap orders by service time, submission, push order.
-type svcHeap []*Item
+type itemHeap []*Item
 
-func (h svcHeap) Len() int { return len(h) }
-func (h svcHeap) Less(i, j int) bool {
-	a, b := h[i], h[j]
-	if a.svc != b.svc {
-		return a.svc < b.svc
-	}
-	if c := a.Submit.Compare(b.Submit); c != 0 {
-		return c < 0
-	}
-	return a.seq < b.seq
-}
-func (h svcHeap) Swap(i, j int) {
+func (h itemHeap) Len() int           { return len(h) }
+func (h itemHeap) Less(i, j int) bool { return itemCompare(h[i], h[j]) < 0 }
+func (h itemHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].si, h[j].si = i, j
+	h[i].i, h[j].i = i, j
 }
-func (h *svcHeap) Push(x any) {
+func (h *itemHeap) Push(x any) {
 	it := x.(*Item)
-	it.si = len(*h)
+	it.i = len(*h)
 	*h = append(*h, it)
 }
-func (h *svcHeap) Pop() any {
-	old := *h
-	it := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	return it
-}
-
-// subHeap orders by submission, push order.
-type subHeap []*Item
-
-func (h subHeap) Len() int { return len(h) }
-func (h subHeap) Less(i, j int) bool {
-	a, b := h[i], h[j]
-	if c := a.Submit.Compare(b.Submit); c != 0 {
-		return c < 0
-	}
-	return a.seq < b.seq
-}
-func (h subHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].fi, h[j].fi = i, j
-}
-func (h *subHeap) Push(x any) {
-	it := x.(*Item)
-	it.fi = len(*h)
-	*h = append(*h, it)
-}
-func (h *subHeap) Pop() any {
+func (h *itemHeap) Pop() any {
 	old := *h
 	it := old[len(old)-1]
 	old[len(old)-1] = nil
