@@ -1,7 +1,7 @@
 package report
 
 import (
-	"bufio"
+	"bytes"
 	_ "embed"
 	"fmt"
 	"html/template"
@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 //go:embed page.html
@@ -210,14 +211,19 @@ func (r *Report) figures() map[string]*figure {
 	return m
 }
 
-// Render writes r as one self-contained HTML page. Every string from the data
-// (user, VC and cluster names) is escaped.
+// Render writes r as one self-contained HTML page in UTF-8. Every string from
+// the data (user, VC and cluster names) is escaped, and bytes that are not
+// UTF-8 become U+FFFD.
 func Render(w io.Writer, r *Report) error {
-	bw := bufio.NewWriterSize(w, 64<<10)
-	if err := pageTmpl.Execute(bw, page{Report: r, Figs: r.figures()}); err != nil {
+	var buf bytes.Buffer
+	if err := pageTmpl.Execute(&buf, page{Report: r, Figs: r.figures()}); err != nil {
 		return fmt.Errorf("report: render: %w", err)
 	}
-	if err := bw.Flush(); err != nil {
+	b := buf.Bytes()
+	if !utf8.Valid(b) {
+		b = bytes.ToValidUTF8(b, []byte("\uFFFD"))
+	}
+	if _, err := w.Write(b); err != nil {
 		return fmt.Errorf("report: write: %w", err)
 	}
 	return nil
