@@ -142,7 +142,13 @@ func runReport(ctx context.Context, args []string, e *env) error {
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 
 	out := &reportOutput{}
-	rep := &reporter{flags: f, logger: logger, stderr: e.stderr, getenv: e.getenv, out: out, now: time.Now}
+	rep := &reporter{flags: f, logger: logger, quiet: logger, stderr: e.stderr, getenv: e.getenv, out: out, now: time.Now}
+	if !strings.EqualFold(f.log.level, "debug") {
+		quiet := logFlags{level: "warn", format: f.log.format}
+		if rep.quiet, err = quiet.logger(e.stderr); err != nil {
+			return err
+		}
+	}
 	if f.tracePath != "" {
 		if f.cluster == "" {
 			rep.flags.cluster = clusterFromPath(f.tracePath)
@@ -176,6 +182,9 @@ type reporter struct {
 	out    *reportOutput
 	now    func() time.Time
 	notes  []string
+	// quiet logs the schema migrations: at warn level unless debugging,
+	// since a --trace run applies all of them to a fresh server.
+	quiet *slog.Logger
 }
 
 // startLocalClickHouse starts a ClickHouse server on a temporary directory
@@ -302,7 +311,7 @@ func (r *reporter) importTrace(ctx context.Context, conn driver.Conn) error {
 	jobs, rejected := len(tr.Jobs), tr.Rejected
 	r.out.TraceJobs, r.out.TraceRejected, r.out.StartAtSubmit = &jobs, &rejected, &startAt
 
-	if _, err := migrate.Apply(ctx, conn, f.clickhouse.Database, r.logger); err != nil {
+	if _, err := migrate.Apply(ctx, conn, f.clickhouse.Database, r.quiet); err != nil {
 		return fmt.Errorf("report: apply schema: %w", err)
 	}
 	conv := trace.NewConverter()
@@ -400,7 +409,7 @@ func (r *reporter) characterize(ctx context.Context, conn driver.Conn, w analyti
 			}
 		}
 	}
-	if _, err := migrate.Apply(ctx, conn, f.clickhouse.Database, r.logger); err != nil {
+	if _, err := migrate.Apply(ctx, conn, f.clickhouse.Database, r.quiet); err != nil {
 		return fmt.Errorf("report: apply schema: %w", err)
 	}
 	runner, err := analytics.NewRunner(f.analytics, conn, r.logger, prometheus.NewRegistry(), r.now)
