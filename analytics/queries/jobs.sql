@@ -1,0 +1,213 @@
+-- Job "jobs": Helios' cluster summary per cluster, VC and user
+-- (analytics_summary), the headline figures per cluster
+-- (analytics_headline), ended jobs and GPU time by final state
+-- (analytics_state), the distribution of run time and queuing delay
+-- (analytics_duration) and their CDFs (analytics_duration_cdf), for the jobs
+-- submitted in the window. Rates are shares of the ended jobs; GPU time
+-- counts ended jobs with a known run time. Quantiles are exact: {q:A:P} is
+-- the runner's P-quantile of the sorted array A (linear between closest
+-- ranks).
+--
+-- For speed the window's jobs are read once into {tmp.cube}, one row per
+-- cluster, VC, user, CPU/GPU and state with counts and the run times,
+-- queuing delays and GPU counts as arrays; every scope is a roll-up of it.
+
+CREATE TABLE {tmp.cube} ENGINE = Memory AS
+SELECT
+    cluster, vc, user, toUInt8(g > 0) AS gpu, state_class, state,
+    count() AS jobs,
+    toFloat64(sumIf(g * run_s, run_s >= 0)) AS gt,
+    groupArrayIf(run_s, run_s >= 0) AS runs,
+    groupArrayIf(queue_s, queue_s >= 0) AS queues,
+    groupArrayIf(g, g > 0) AS gs
+FROM {jobs}
+WHERE in_window = 1
+GROUP BY cluster, vc, user, gpu, state_class, state;
+
+-- One row per scope and job_class, arrays sorted: the class rows, then with
+-- them the 'all' rows.
+CREATE TABLE {tmp.dist_class} ENGINE = Memory AS
+SELECT cluster, scope, scope_value, if(gpu = 1, 'gpu', 'cpu') AS job_class,
+    sum(jobs) AS n, sumIf(jobs, state_class != '') AS ended,
+    sumIf(jobs, state_class = 'completed') AS n_c, sumIf(jobs, state_class = 'cancelled') AS n_x,
+    sumIf(jobs, state_class = 'failed') AS n_f, sumIf(jobs, state_class = 'unknown') AS n_u,
+    sumIf(gt, state_class = 'completed') AS t_c, sumIf(gt, state_class = 'cancelled') AS t_x,
+    sumIf(gt, state_class = 'failed') AS t_f, sumIf(gt, state_class = 'unknown') AS t_u,
+    arraySort(groupArrayArray(runs)) AS runs, arraySort(groupArrayArray(queues)) AS queues,
+    arraySort(groupArrayArray(gs)) AS gs
+FROM (
+    SELECT cluster, 'cluster' AS scope, '' AS scope_value, gpu, state_class, jobs, gt, runs, queues, gs FROM {tmp.cube}
+    UNION ALL
+    SELECT cluster, 'vc' AS scope, vc AS scope_value, gpu, state_class, jobs, gt, runs, queues, gs FROM {tmp.cube}
+    UNION ALL
+    SELECT cluster, 'user' AS scope, user AS scope_value, gpu, state_class, jobs, gt, runs, queues, gs FROM {tmp.cube}
+)
+GROUP BY cluster, scope, scope_value, gpu;
+
+CREATE TABLE {tmp.dist} ENGINE = Memory AS
+SELECT * FROM {tmp.dist_class}
+UNION ALL
+SELECT cluster, scope, scope_value, 'all' AS job_class,
+    sum(n) AS n, sum(ended) AS ended, sum(n_c) AS n_c, sum(n_x) AS n_x, sum(n_f) AS n_f, sum(n_u) AS n_u,
+    sum(t_c) AS t_c, sum(t_x) AS t_x, sum(t_f) AS t_f, sum(t_u) AS t_u,
+    arraySort(groupArrayArray(runs)) AS runs, arraySort(groupArrayArray(queues)) AS queues, arraySort(groupArrayArray(gs)) AS gs
+FROM {tmp.dist_class}
+GROUP BY cluster, scope, scope_value;
+
+INSERT INTO {out.analytics_summary} (
+    window_id, window_start, window_end, cluster, scope, scope_value, gpu_num,
+    job_num, cpu_job_num, gpu_job_num,
+    avg_run_time_cpu, avg_run_time_gpu, avg_que_time_cpu, avg_que_time_gpu, avg_gpu_num,
+    med_run_time_cpu, med_run_time_gpu, med_que_time_cpu, med_que_time_gpu, med_gpu_num,
+    complete_rate, cancel_rate, fail_rate, unknown_rate,
+    complete_rate_cpu, cancel_rate_cpu, fail_rate_cpu, unknown_rate_cpu,
+    complete_rate_gpu, cancel_rate_gpu, fail_rate_gpu, unknown_rate_gpu,
+    complete_gpu_time, cancel_gpu_time, fail_gpu_time, unknown_gpu_time,
+    ended_job_num, unfinished_job_num, users)
+SELECT
+    {window_columns}, cluster, scope, scope_value, gpu_num,
+    n_all, n_cpu, n_gpu,
+    arrayReduce('avg', r_cpu), arrayReduce('avg', r_gpu), arrayReduce('avg', q_cpu), arrayReduce('avg', q_gpu), arrayReduce('avg', g_gpu),
+    {q:r_cpu:0.5}, {q:r_gpu:0.5}, {q:q_cpu:0.5}, {q:q_gpu:0.5}, {q:g_gpu:0.5},
+    c[1] / c[5], c[2] / c[5], c[3] / c[5], c[4] / c[5],
+    c_cpu[1] / c_cpu[5], c_cpu[2] / c_cpu[5], c_cpu[3] / c_cpu[5], c_cpu[4] / c_cpu[5],
+    c_gpu[1] / c_gpu[5], c_gpu[2] / c_gpu[5], c_gpu[3] / c_gpu[5], c_gpu[4] / c_gpu[5],
+    t[1], t[2], t[3], t[4],
+    c[5], n_all - c[5], users
+FROM (
+    SELECT *
+    FROM (
+        SELECT cluster, scope, scope_value,
+            sumIf(n, job_class = 'all') AS n_all, sumIf(n, job_class = 'cpu') AS n_cpu, sumIf(n, job_class = 'gpu') AS n_gpu,
+            -- completed, cancelled, failed, unknown, ended
+            anyIf([n_c, n_x, n_f, n_u, ended], job_class = 'all') AS c,
+            anyIf([n_c, n_x, n_f, n_u, ended], job_class = 'cpu') AS c_cpu,
+            anyIf([n_c, n_x, n_f, n_u, ended], job_class = 'gpu') AS c_gpu,
+            anyIf([t_c, t_x, t_f, t_u], job_class = 'gpu') AS t,
+            anyIf(runs, job_class = 'cpu') AS r_cpu, anyIf(runs, job_class = 'gpu') AS r_gpu,
+            anyIf(queues, job_class = 'cpu') AS q_cpu, anyIf(queues, job_class = 'gpu') AS q_gpu,
+            anyIf(gs, job_class = 'gpu') AS g_gpu
+        FROM {tmp.dist}
+        GROUP BY cluster, scope, scope_value
+    )
+    ANY LEFT JOIN (
+        SELECT cluster, if(vc = '', 'cluster', 'vc') AS scope, vc AS scope_value, gpus AS gpu_num
+        FROM {capacity}
+    ) USING (cluster, scope, scope_value)
+)
+ANY LEFT JOIN (
+    SELECT cluster, 'cluster' AS scope, '' AS scope_value, uniqExact(user) AS users FROM {tmp.cube} GROUP BY cluster
+    UNION ALL
+    SELECT cluster, 'vc' AS scope, vc AS scope_value, uniqExact(user) AS users FROM {tmp.cube} GROUP BY cluster, vc
+    UNION ALL
+    SELECT DISTINCT cluster, 'user' AS scope, user AS scope_value, toUInt64(1) AS users FROM {tmp.cube}
+) USING (cluster, scope, scope_value);
+
+INSERT INTO {out.analytics_headline} (
+    window_id, window_start, window_end, cluster, jobs, gpu_jobs, users, ended_jobs,
+    completed_share, cancelled_share, failed_share, unknown_share,
+    gpu_seconds, completed_gpu_time_share, cancelled_gpu_time_share, failed_gpu_time_share, unknown_gpu_time_share,
+    duration_jobs, duration_median_s, top5pct_users_gpu_time_share)
+SELECT
+    {window_columns}, cluster, h_jobs, h_gpu_jobs, users, c[5],
+    c[1] / c[5], c[2] / c[5], c[3] / c[5], c[4] / c[5],
+    arraySum(t) AS gt, t[1] / gt, t[2] / gt, t[3] / gt, t[4] / gt,
+    length(h_runs), {q:h_runs:0.5}, top5
+FROM (
+    SELECT cluster,
+        sumIf(n, job_class = 'all') AS h_jobs, sumIf(n, job_class = 'gpu') AS h_gpu_jobs,
+        -- completed, cancelled, failed, unknown, ended
+        anyIf([n_c, n_x, n_f, n_u, ended], job_class = 'all') AS c,
+        anyIf([t_c, t_x, t_f, t_u], job_class = 'all') AS t,
+        anyIf(runs, job_class = 'all') AS h_runs
+    FROM {tmp.dist}
+    WHERE scope = 'cluster'
+    GROUP BY cluster
+)
+ANY LEFT JOIN (
+    -- users, and the GPU time of the top ceil(5% x users) users (integer
+    -- arithmetic: no rounding of 0.05 x users)
+    SELECT cluster, length(s) AS users, arraySum(arraySlice(s, 1, intDiv(5 * length(s) + 99, 100))) / arraySum(s) AS top5
+    FROM (
+        SELECT cluster, arrayReverseSort(groupArray(ut)) AS s
+        FROM (SELECT cluster, user, sum(gt) AS ut FROM {tmp.cube} GROUP BY cluster, user)
+        GROUP BY cluster
+    )
+) USING cluster;
+
+INSERT INTO {out.analytics_state} (
+    window_id, window_start, window_end, cluster, scope, scope_value, job_class,
+    state_class, state, jobs, gpu_seconds, job_share, gpu_time_share)
+SELECT
+    {window_columns}, cluster, scope, scope_value, job_class,
+    (arrayJoin(rows) AS r).1, r.2, r.3, r.4, r.3 / total_jobs, r.4 / total_gt
+FROM (
+    SELECT cluster, scope, scope_value, job_class,
+        groupArray((state_class, state, jobs, gt)) AS rows,
+        sum(jobs) AS total_jobs,
+        sum(gt) AS total_gt
+    FROM (
+        SELECT cluster,
+            (arrayJoin([('cluster', ''), ('vc', vc), ('user', user)]) AS sc).1 AS scope,
+            sc.2 AS scope_value,
+            arrayJoin(['all', if(gpu = 1, 'gpu', 'cpu')]) AS job_class,
+            state_class, state, sum(jobs) AS jobs, sum(gt) AS gt
+        FROM {tmp.cube}
+        WHERE state_class != ''
+        GROUP BY cluster, scope, scope_value, job_class, state_class, state
+    )
+    GROUP BY cluster, scope, scope_value, job_class
+);
+
+INSERT INTO {out.analytics_duration} (
+    window_id, window_start, window_end, cluster, scope, scope_value, job_class, metric,
+    jobs, mean_s, min_s, p10_s, p25_s, p50_s, p75_s, p90_s, p95_s, p99_s, max_s)
+SELECT
+    {window_columns}, cluster, scope, scope_value, job_class, metric,
+    length(a), arrayReduce('avg', a), a[1],
+    {q:a:0.1}, {q:a:0.25}, {q:a:0.5}, {q:a:0.75}, {q:a:0.9}, {q:a:0.95}, {q:a:0.99},
+    a[-1]
+FROM {tmp.dist}
+ARRAY JOIN ['run', 'queue'] AS metric, [runs, queues] AS a
+WHERE length(a) > 0;
+
+-- The CDF at le_s = 10^(k/10), k = 0..70: each value falls in the first
+-- point at or above it (bucket k, found from its log10 and checked against
+-- the points themselves so that rounding cannot misplace it; 71 beyond 10^7
+-- s), then the buckets accumulate. Counted per cluster, VC and CPU/GPU, then
+-- rolled up.
+INSERT INTO {out.analytics_duration_cdf} (
+    window_id, window_start, window_end, cluster, scope, scope_value, job_class, metric,
+    le_s, jobs_le, jobs, cdf)
+SELECT
+    {window_columns}, cluster, scope, scope_value, job_class, metric,
+    exp10(k / 10) AS le_s,
+    arraySum(arrayMap(x -> if(x.1 <= k, x.2, 0), buckets)) AS jobs_le,
+    total, jobs_le / total
+FROM (
+    SELECT cluster, scope, scope_value, job_class, metric,
+        groupArray((bucket, n)) AS buckets, sum(n) AS total
+    FROM (
+        SELECT cluster,
+            (arrayJoin([('cluster', ''), ('vc', vc)]) AS sc).1 AS scope,
+            sc.2 AS scope_value,
+            arrayJoin(['all', if(gpu = 1, 'gpu', 'cpu')]) AS job_class,
+            metric, bucket, sum(n) AS n
+        FROM (
+            SELECT cluster, vc, gpu, metric, bucket, count() AS n
+            FROM (
+                SELECT cluster, vc, toUInt8(g > 0) AS gpu,
+                    (arrayJoin([('run', run_s), ('queue', queue_s)]) AS m).1 AS metric,
+                    m.2 AS v,
+                    ceil(10 * log10(v)) AS k0,
+                    if(v < 1, 0, least(71, toInt32(k0 + (v > exp10(k0 / 10)) - (v <= exp10((k0 - 1) / 10))))) AS bucket
+                FROM {jobs}
+                WHERE in_window = 1 AND v >= 0
+            )
+            GROUP BY cluster, vc, gpu, metric, bucket
+        )
+        GROUP BY cluster, scope, scope_value, job_class, metric, bucket
+    )
+    GROUP BY cluster, scope, scope_value, job_class, metric
+)
+ARRAY JOIN range(71) AS k;

@@ -1,0 +1,76 @@
+-- Run preparation (not a job): the window's jobs, read from jobs FINAL once
+-- into a Memory table that every job reads ({jobs}), and the capacity table
+-- ({capacity}). The runner then inserts the configured capacities (priority 1-2)
+-- into {capacity_all} and runs prepare_capacity.sql.
+--
+-- {jobs}: one row per job submitted in [lookback_since, until) that was
+-- submitted in the window (in_window = 1) or held or waited for GPUs in it.
+-- Times are Unix seconds, 0 where unknown. g is the job's GPUs; where a trace
+-- gives none (SWF), its processors play the role of GPUs. state_class maps
+-- final states (see 0015_analytics_jobs.sql); '' for a job not ended.
+-- run_s and queue_s are -1 where unknown. hold_* is when the job held its GPUs
+-- (a running job until computed_until), wait_* when it waited for them (an
+-- ended job that never started waited until its end); 0, 0 when unknown.
+-- Only submit_time (fixed for a job) is filtered inside FINAL: a filter on a
+-- column that changes between a job's rows would pick stale rows.
+CREATE TABLE {jobs} ENGINE = Memory AS
+SELECT *
+FROM (
+    SELECT
+        cluster,
+        partition_name AS vc,
+        user,
+        state,
+        multiIf(state = 'COMPLETED', 'completed',
+                state IN ('CANCELLED', 'PREEMPTED'), 'cancelled',
+                state IN ('FAILED', 'TIMEOUT', 'NODE_FAIL', 'OUT_OF_MEMORY'), 'failed',
+                state = 'UNKNOWN', 'unknown', '') AS state_class,
+        toUInt32(submit_time) AS submit_s,
+        toUInt32(ifNull(start_time, toDateTime(0))) AS start_s,
+        toUInt32(ifNull(end_time, toDateTime(0))) AS end_s,
+        toUInt32(if(isNull(gpus) AND source = 'trace', ifNull(cpus, 0), ifNull(gpus, 0))) AS g,
+        toInt64(if(state_class != '' AND start_s > 0 AND end_s >= start_s, toInt64(end_s) - start_s, -1)) AS run_s,
+        toInt64(if(start_s > 0 AND start_s >= submit_s, toInt64(start_s) - submit_s, -1)) AS queue_s,
+        toUInt8(submit_s >= {since}) AS in_window,
+        if(start_s > 0 AND (end_s >= start_s OR state_class = ''), start_s, 0) AS hold_from,
+        if(hold_from = 0, 0, if(end_s > 0, end_s, {computed_until})) AS hold_to,
+        submit_s AS wait_from,
+        multiIf(start_s > 0, start_s, end_s > 0, end_s, state_class = '', {computed_until}, 0) AS wait_to
+    FROM {database}.jobs FINAL
+    WHERE submit_time >= toDateTime({lookback_since}) AND submit_time < toDateTime({until})
+)
+WHERE in_window = 1 OR hold_to > {since} OR wait_to > {since};
+
+CREATE TABLE {capacity_all} (
+    cluster String,
+    vc String,
+    gpus UInt32,
+    source String,
+    prio UInt8
+) ENGINE = Memory;
+
+-- Whole GPUs seen in gpu_inventory since the window's start (priority 3).
+INSERT INTO {capacity_all} (cluster, vc, gpus, source, prio)
+SELECT cluster, '', toUInt32(uniqExact(host, gpu_uuid)), 'inventory', 3
+FROM {database}.gpu_inventory
+WHERE last_seen >= toDateTime({since}) AND cluster IN (SELECT cluster FROM {jobs})
+GROUP BY cluster;
+
+-- The most GPUs held at once by running jobs in [since, computed_until), per
+-- cluster and VC (priority 4): a sweep over start (+g) and end (-g) events,
+-- ends first at equal times.
+INSERT INTO {capacity_all} (cluster, vc, gpus, source, prio)
+SELECT cluster, scope_vc, toUInt32(greatest(0, arrayReduce('max', arrayCumSum(arrayMap(e -> e.2, arraySort(groupArray(ev))))))), 'peak', 4
+FROM (
+    SELECT cluster, arrayJoin([vc, '']) AS scope_vc,
+        arrayJoin([(greatest(hold_from, {since}), toInt64(g)), (least(hold_to, {computed_until}), -toInt64(g))]) AS ev
+    FROM {jobs}
+    WHERE hold_to > 0 AND g > 0 AND greatest(hold_from, {since}) < least(hold_to, {computed_until})
+)
+GROUP BY cluster, scope_vc;
+
+-- Every cluster and VC of the window gets a row, 0 GPUs where nothing is
+-- known (priority 9).
+INSERT INTO {capacity_all} (cluster, vc, gpus, source, prio)
+SELECT DISTINCT cluster, arrayJoin([vc, '']), toUInt32(0), 'none', 9
+FROM {jobs};

@@ -1,0 +1,117 @@
+-- Job "utilization": GPUs held by running jobs and asked for by pending jobs,
+-- per hour of [window_start, computed_until), per cluster and VC
+-- (analytics_utilization_hourly, every hour, idle ones included); the same by
+-- hour of day and day of week in {tz} (analytics_utilization); and the
+-- distribution of hourly utilization (analytics_utilization_dist). A job
+-- counts for the part of its run (or wait) inside each hour; hours are
+-- counted from the window's start (whole UTC hours when it starts on one).
+
+-- GPU-seconds per hour without cutting jobs into hours: with level(t) the
+-- GPUs held at time t and F(T) its integral from the window's start, F(T) =
+-- T x A(T) - B(T), where A(T) sums +g at each start and -g at each end before
+-- T, and B(T) the same terms times their times. So each job adds two events,
+-- summed per hour into {tmp.events}; cumulative sums over the hours give F at
+-- every hour's end, and the GPU-seconds of hour i are F(end i) - F(end i-1),
+-- exact in integers (times relative to the window's start). kind 1 is held
+-- by running jobs, 2 asked for by pending ones.
+CREATE TABLE {tmp.events} ENGINE = Memory AS
+SELECT cluster, vc, toUInt32(intDiv(p.1, 3600)) AS i,
+    sumIf(p.2, kind = 1) AS sd1, sumIf(p.2 * p.1, kind = 1) AS sdt1,
+    sumIf(p.2, kind = 2) AS sd2, sumIf(p.2 * p.1, kind = 2) AS sdt2,
+    toUInt64(0) AS subs, toUInt64(0) AS gpu_subs
+FROM (
+    SELECT cluster, vc, iv.1 AS kind, toInt64(g) AS gg,
+        toInt64(greatest(iv.2, {since})) - {since} AS s,
+        toInt64(least(iv.3, {computed_until})) - {since} AS e
+    FROM {jobs}
+    ARRAY JOIN [(1, hold_from, hold_to), (2, wait_from, wait_to)] AS iv
+    WHERE g > 0 AND iv.3 > 0 AND greatest(iv.2, {since}) < least(iv.3, {computed_until})
+)
+ARRAY JOIN [(s, gg), (e, -gg)] AS p
+GROUP BY cluster, vc, i
+UNION ALL
+SELECT cluster, vc, toUInt32(intDiv(submit_s - {since}, 3600)) AS i,
+    toInt64(0), toInt64(0), toInt64(0), toInt64(0), count(), countIf(g > 0)
+FROM {jobs}
+WHERE in_window = 1 AND submit_s < {computed_until}
+GROUP BY cluster, vc, i;
+
+INSERT INTO {out.analytics_utilization_hourly} (
+    window_id, window_start, window_end, cluster, scope, scope_value, hour_start,
+    capacity, busy_gpus, pending_gpus, utilization, submissions, gpu_submissions)
+SELECT
+    {window_columns}, cluster, scope, scope_value,
+    toDateTime({since} + r.1 * 3600, 'UTC'),
+    cap, busy / 3600, pend / 3600, if(cap = 0, nan, busy / 3600 / cap), r.6, r.7
+FROM (
+    SELECT cluster, scope, scope_value, any(cap) AS cap,
+        -- rows: (i, sd1, sdt1, sd2, sdt2, subs, gpu_subs) of every hour, in order
+        arraySort(groupArray((i, sd1, sdt1, sd2, sdt2, subs, gpu_subs))) AS rows,
+        arrayMap((x, a, b) -> toInt64(x.1 + 1) * 3600 * a - b, rows,
+            arrayCumSum(arrayMap(x -> x.2, rows)), arrayCumSum(arrayMap(x -> x.3, rows))) AS f1,
+        arrayMap((x, a, b) -> toInt64(x.1 + 1) * 3600 * a - b, rows,
+            arrayCumSum(arrayMap(x -> x.4, rows)), arrayCumSum(arrayMap(x -> x.5, rows))) AS f2,
+        arrayMap((a, b) -> a - b, f1, arrayPushFront(arrayPopBack(f1), toInt64(0))) AS busy_h,
+        arrayMap((a, b) -> a - b, f2, arrayPushFront(arrayPopBack(f2), toInt64(0))) AS pend_h
+    FROM (
+        -- every hour of every cluster (vc '') and VC, with its events
+        SELECT cluster, scope, scope_value, cap, i,
+            sd1, sdt1, sd2, sdt2, subs, gpu_subs
+        FROM (
+            SELECT cluster, if(vc = '', 'cluster', 'vc') AS scope, vc AS scope_value, gpus AS cap,
+                toUInt32(arrayJoin(range(toUInt32(intDiv({computed_until} - {since} + 3599, 3600))))) AS i
+            FROM {capacity}
+        )
+        ANY LEFT JOIN (
+            SELECT cluster, scope, scope_value, i,
+                sum(sd1) AS sd1, sum(sdt1) AS sdt1, sum(sd2) AS sd2, sum(sdt2) AS sdt2,
+                sum(subs) AS subs, sum(gpu_subs) AS gpu_subs
+            FROM (
+                SELECT cluster, 'vc' AS scope, vc AS scope_value, i, sd1, sdt1, sd2, sdt2, subs, gpu_subs FROM {tmp.events}
+                UNION ALL
+                SELECT cluster, 'cluster' AS scope, '' AS scope_value, i, sd1, sdt1, sd2, sdt2, subs, gpu_subs FROM {tmp.events}
+            )
+            GROUP BY cluster, scope, scope_value, i
+        ) USING (cluster, scope, scope_value, i)
+    )
+    GROUP BY cluster, scope, scope_value
+)
+ARRAY JOIN rows AS r, busy_h AS busy, pend_h AS pend;
+
+INSERT INTO {out.analytics_utilization} (
+    window_id, window_start, window_end, cluster, scope, scope_value, tz, slot_kind, slot,
+    hours, capacity, busy_gpus, utilization, submissions, submissions_per_hour, gpu_submissions_per_hour)
+SELECT
+    {window_columns}, cluster, scope, scope_value, '{tz}', slot_kind, slot,
+    hours, cap, busy, if(cap = 0, nan, busy / cap), subs, subs / hours, gpu_subs / hours
+FROM (
+    SELECT cluster, scope, scope_value,
+        (arrayJoin([('hour_of_day', toHour(hour_start, '{tz}')), ('day_of_week', toDayOfWeek(hour_start, '{tz}'))]) AS ks).1 AS slot_kind,
+        ks.2 AS slot,
+        toUInt32(count()) AS hours,
+        any(capacity) AS cap,
+        avg(busy_gpus) AS busy,
+        sum(submissions) AS subs,
+        sum(gpu_submissions) AS gpu_subs
+    FROM {out.analytics_utilization_hourly}
+    GROUP BY cluster, scope, scope_value, slot_kind, slot
+);
+
+INSERT INTO {out.analytics_utilization_dist} (
+    window_id, window_start, window_end, cluster, scope, scope_value, capacity, hours,
+    busy_gpus_mean, pending_gpus_mean, util_mean,
+    util_min, util_p10, util_p25, util_p50, util_p75, util_p90, util_max)
+SELECT
+    {window_columns}, cluster, scope, scope_value, cap, hours,
+    busy, pending, if(cap = 0, nan, busy / cap),
+    if(length(u) = 0, nan, u[1]), {q:u:0.1}, {q:u:0.25}, {q:u:0.5}, {q:u:0.75}, {q:u:0.9}, if(length(u) = 0, nan, u[-1])
+FROM (
+    SELECT cluster, scope, scope_value,
+        any(capacity) AS cap,
+        toUInt32(count()) AS hours,
+        avg(busy_gpus) AS busy,
+        avg(pending_gpus) AS pending,
+        arraySort(groupArrayIf(utilization, capacity > 0)) AS u
+    FROM {out.analytics_utilization_hourly}
+    GROUP BY cluster, scope, scope_value
+);

@@ -1,0 +1,495 @@
+package analytics
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config configures a Runner.
+type Config struct {
+	// Database holds heliostat's tables (the --clickhouse.database of the
+	// caller).
+	Database string
+	// Interval between scheduled passes; 0 disables the schedule (Run
+	// returns at once). The flag defaults to 15m.
+	Interval time.Duration
+	// Periods are the calendar windows the schedule keeps up to date. The
+	// flag defaults to day,month.
+	Periods []Period
+	// Settle is how long after a window closes the schedule still
+	// recomputes it: jobs submitted in it may end, and change its figures,
+	// after it closed. The flag defaults to 48h.
+	Settle time.Duration
+	// Lookback is how long before a window's start a job may have been
+	// submitted and still count towards the window's utilization (a job
+	// that ran longer is cut). The flag defaults to 720h (30 days).
+	Lookback time.Duration
+	// TimeZone is the zone of the calendar windows, hours of day, days of
+	// week and months. Default (and flag default) UTC.
+	TimeZone string
+	// Capacity are configured GPU capacities (--analytics.capacity); they
+	// win over CapacityFile's for the same cluster and VC.
+	Capacity []Capacity
+	// CapacityFile names a CSV file of capacities (ReadCapacityFile), read
+	// by NewRunner.
+	CapacityFile string
+}
+
+// RegisterFlags adds the --analytics.* flags to fs.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	c.Periods = []Period{Day, Month}
+	c.TimeZone = "UTC"
+	fs.DurationVar(&c.Interval, "analytics.interval", 15*time.Minute, "how often the schedule recomputes the recent windows (0 disables it)")
+	fs.Func("analytics.windows", "comma-separated calendar windows the schedule keeps up to date: day, week, month (default day,month)", func(s string) error {
+		c.Periods = nil
+		for _, p := range strings.Split(s, ",") {
+			if strings.TrimSpace(p) == "" {
+				continue
+			}
+			per, err := ParsePeriod(p)
+			if err != nil {
+				return err
+			}
+			c.Periods = append(c.Periods, per)
+		}
+		return nil
+	})
+	fs.DurationVar(&c.Settle, "analytics.settle", 48*time.Hour, "keep recomputing a window this long after it closed (its jobs may still end)")
+	fs.DurationVar(&c.Lookback, "analytics.lookback", 30*24*time.Hour, "jobs submitted up to this long before a window count towards its utilization")
+	fs.StringVar(&c.TimeZone, "analytics.timezone", "UTC", "IANA time zone of calendar windows, hours of day, days of week and months")
+	fs.Func("analytics.capacity", "GPU capacities: comma-separated CLUSTER=GPUS, CLUSTER/VC=GPUS or /VC=GPUS (default: --analytics.capacity-file, else gpu_inventory, else the peak GPUs held at once)", func(s string) error {
+		cs, err := ParseCapacities(s)
+		c.Capacity = append(c.Capacity, cs...)
+		return err
+	})
+	fs.StringVar(&c.CapacityFile, "analytics.capacity-file", "", "CSV file of GPU capacities: header cluster,vc,gpus (or vc,nodes,gpus_per_node as the Helios VC files)")
+}
+
+// Validate reports a configuration error.
+func (c *Config) Validate() error {
+	var errs []error
+	if !identifier.MatchString(c.Database) {
+		errs = append(errs, fmt.Errorf("database %q is not a plain identifier", c.Database))
+	}
+	if c.Interval < 0 || c.Settle < 0 || c.Lookback < 0 {
+		errs = append(errs, errors.New("--analytics.interval, --analytics.settle and --analytics.lookback must not be negative"))
+	}
+	if c.Interval > 0 && len(c.Periods) == 0 {
+		errs = append(errs, errors.New("--analytics.windows is empty while --analytics.interval schedules runs"))
+	}
+	for _, p := range c.Periods {
+		if _, err := ParsePeriod(string(p)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if _, err := c.location(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("analytics: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+func (c *Config) location() (*time.Location, error) {
+	if c.TimeZone == "" {
+		return time.UTC, nil
+	}
+	loc, err := time.LoadLocation(c.TimeZone)
+	if err != nil {
+		return nil, fmt.Errorf("--analytics.timezone %q: %w", c.TimeZone, err)
+	}
+	return loc, nil
+}
+
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Runner runs the characterization jobs for windows of time, on demand
+// (RunWindow) and on a schedule (Run), writing the result tables of
+// migrations 0014-0019. Each run reads the window's jobs from jobs FINAL once
+// into a Memory table that all jobs read, builds every result table's rows
+// in a staging copy, and swaps each staging copy in with ALTER TABLE …
+// REPLACE PARTITION: a re-run replaces a window's rows, never adds to them,
+// and readers never see half a result. Runners share nothing but ClickHouse;
+// two running the same window at once both write correct rows, the later
+// swap wins.
+type Runner struct {
+	cfg    Config
+	conn   driver.Conn
+	logger *slog.Logger
+	now    func() time.Time
+	loc    *time.Location
+	m      *metrics
+}
+
+// NewRunner returns a Runner writing through conn. It reads
+// cfg.CapacityFile, if any.
+func NewRunner(cfg Config, conn driver.Conn, logger *slog.Logger, reg prometheus.Registerer, now func() time.Time) (*Runner, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	loc, _ := cfg.location()
+	if cfg.CapacityFile != "" {
+		f, err := os.Open(cfg.CapacityFile)
+		if err != nil {
+			return nil, fmt.Errorf("analytics: %w", err)
+		}
+		fromFile, err := ReadCapacityFile(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%w (file %s)", err, cfg.CapacityFile)
+		}
+		// Flag entries come last so that they win (resolveCapacities keeps
+		// the last entry of a key).
+		cfg.Capacity = append(fromFile, cfg.Capacity...)
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	return &Runner{cfg: cfg, conn: conn, logger: logger, now: now, loc: loc, m: m}, nil
+}
+
+// JobResult is what one job of a run did.
+type JobResult struct {
+	Job     string         `json:"job"`
+	Rows    map[string]int `json:"rows"` // rows written per result table
+	Seconds float64        `json:"seconds"`
+}
+
+// RunResult is what a run did.
+type RunResult struct {
+	Window        string      `json:"window"`
+	ComputedUntil time.Time   `json:"computed_until"`
+	SnapshotJobs  uint64      `json:"snapshot_jobs"` // jobs read (the window's and the lookback's)
+	WindowJobs    uint64      `json:"window_jobs"`   // of them submitted in the window
+	PrepareS      float64     `json:"prepare_s"`     // reading jobs FINAL and the capacity
+	Jobs          []JobResult `json:"jobs"`
+	Seconds       float64     `json:"seconds"`
+}
+
+// RunWindow runs the named jobs (all when none is named) for window w and
+// replaces their results for w. Data after the runner's clock is not
+// awaited: an open window is computed up to now (RunResult.ComputedUntil).
+func (r *Runner) RunWindow(ctx context.Context, w Window, names ...string) (*RunResult, error) {
+	if err := w.Validate(); err != nil {
+		return nil, err
+	}
+	jobs, err := selectJobs(names)
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	res, err := r.runWindow(ctx, w, jobs)
+	r.m.observe(err, time.Since(t0), r.now())
+	if err != nil {
+		return nil, fmt.Errorf("analytics: window %s: %w", w.ID(), err)
+	}
+	res.Seconds = time.Since(t0).Seconds()
+	return res, nil
+}
+
+func selectJobs(names []string) ([]Job, error) {
+	all := Jobs()
+	if len(names) == 0 {
+		return all, nil
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	var out []Job
+	for _, j := range all {
+		if want[j.Name] {
+			out = append(out, j)
+			delete(want, j.Name)
+		}
+	}
+	for n := range want {
+		return nil, fmt.Errorf("analytics: no job %q; jobs: %s", n, strings.Join(JobNames(), ", "))
+	}
+	return out, nil
+}
+
+// run holds the names and placeholders of one run.
+type run struct {
+	vars    map[string]string
+	cleanup []string // tables to drop when the run ends
+}
+
+func (r *Runner) runWindow(ctx context.Context, w Window, jobs []Job) (*RunResult, error) {
+	until := w.Until
+	if now := r.now().UTC().Truncate(time.Second); now.Before(until) {
+		until = now
+	}
+	if until.Before(w.Since) {
+		until = w.Since
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	db := r.cfg.Database
+	lookback := w.Since.Add(-r.cfg.Lookback).Unix()
+	if lookback < 0 {
+		lookback = 0
+	}
+	tz := "UTC"
+	if r.loc != nil {
+		tz = r.loc.String()
+	}
+	rn := &run{vars: map[string]string{
+		"database":       db,
+		"jobs":           db + ".analytics_tmp_jobs_" + id,
+		"capacity":       db + ".analytics_tmp_capacity_" + id,
+		"capacity_all":   db + ".analytics_tmp_capacity_all_" + id,
+		"window_id":      w.ID(),
+		"since":          unix(w.Since.Unix()),
+		"until":          unix(w.Until.Unix()),
+		"computed_until": unix(until.Unix()),
+		"lookback_since": unix(lookback),
+		"tz":             tz,
+		"window_columns": "'" + w.ID() + "' AS window_id, toDateTime(" + unix(w.Since.Unix()) + ", 'UTC') AS window_start, toDateTime(" + unix(w.Until.Unix()) + ", 'UTC') AS window_end",
+	}}
+	defer r.dropAll(rn)
+
+	res := &RunResult{Window: w.ID(), ComputedUntil: until}
+	needs := false
+	for _, j := range jobs {
+		needs = needs || j.needsSnapshot
+	}
+	if needs {
+		t0 := time.Now()
+		if err := r.prepare(ctx, rn, res); err != nil {
+			return nil, err
+		}
+		res.PrepareS = time.Since(t0).Seconds()
+	}
+	for _, j := range jobs {
+		jr, err := r.runJob(ctx, rn, id, j)
+		if err != nil {
+			return nil, fmt.Errorf("job %s: %w", j.Name, err)
+		}
+		res.Jobs = append(res.Jobs, *jr)
+		if err := r.recordRun(ctx, w, until, jr); err != nil {
+			return nil, err
+		}
+		r.logger.Debug("analytics job done", "window", w.ID(), "job", j.Name, "rows", jr.Rows, "seconds", jr.Seconds)
+	}
+	return res, nil
+}
+
+// prepare reads the window's jobs and the capacities (prepare.sql,
+// prepare_capacity.sql).
+func (r *Runner) prepare(ctx context.Context, rn *run, res *RunResult) error {
+	rn.cleanup = append(rn.cleanup, rn.vars["jobs"], rn.vars["capacity_all"], rn.vars["capacity"])
+	if err := r.execAll(ctx, rn, "prepare", mustStatements("queries/prepare.sql")); err != nil {
+		return err
+	}
+	if err := r.conn.QueryRow(ctx, "SELECT count(), countIf(in_window = 1) FROM "+rn.vars["jobs"]).Scan(&res.SnapshotJobs, &res.WindowJobs); err != nil {
+		return fmt.Errorf("count the window's jobs: %w", err)
+	}
+	if len(r.cfg.Capacity) > 0 {
+		if err := r.insertConfigCapacity(ctx, rn); err != nil {
+			return err
+		}
+	}
+	return r.execAll(ctx, rn, "prepare_capacity", mustStatements("queries/prepare_capacity.sql"))
+}
+
+func (r *Runner) insertConfigCapacity(ctx context.Context, rn *run) error {
+	rows, err := r.conn.Query(ctx, "SELECT DISTINCT cluster, vc FROM "+rn.vars["jobs"])
+	if err != nil {
+		return fmt.Errorf("list the window's clusters and VCs: %w", err)
+	}
+	var pairs [][2]string
+	for rows.Next() {
+		var p [2]string
+		if err := rows.Scan(&p[0], &p[1]); err != nil {
+			rows.Close()
+			return fmt.Errorf("list the window's clusters and VCs: %w", err)
+		}
+		pairs = append(pairs, p)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("list the window's clusters and VCs: %w", err)
+	}
+	cs := resolveCapacities(r.cfg.Capacity, pairs)
+	if len(cs) == 0 {
+		return nil
+	}
+	batch, err := r.conn.PrepareBatch(ctx, "INSERT INTO "+rn.vars["capacity_all"]+" (cluster, vc, gpus, source, prio)")
+	if err != nil {
+		return fmt.Errorf("insert configured capacities: %w", err)
+	}
+	defer batch.Abort()
+	for _, c := range cs {
+		if err := batch.Append(c.cluster, c.vc, c.gpus, c.source, c.prio); err != nil {
+			return fmt.Errorf("insert configured capacities: %w", err)
+		}
+	}
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("insert configured capacities: %w", err)
+	}
+	return nil
+}
+
+func (r *Runner) execAll(ctx context.Context, rn *run, what string, stmts []string) error {
+	return r.execStatements(ctx, rn.vars, what, stmts)
+}
+
+// execStatements expands and runs stmts in order; what names them in errors
+// and in the debug log of each statement's duration.
+func (r *Runner) execStatements(ctx context.Context, vars map[string]string, what string, stmts []string) error {
+	for i, s := range stmts {
+		q, err := expand(s, vars)
+		if err != nil {
+			return fmt.Errorf("%s statement %d: %w", what, i+1, err)
+		}
+		t0 := time.Now()
+		if err := r.conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("%s statement %d: %w", what, i+1, err)
+		}
+		r.logger.Debug("analytics statement", "job", what, "statement", i+1, "seconds", time.Since(t0).Seconds())
+	}
+	return nil
+}
+
+// runJob runs one job into staging copies of its tables and swaps them in.
+func (r *Runner) runJob(ctx context.Context, rn *run, id string, j Job) (*JobResult, error) {
+	t0 := time.Now()
+	db := r.cfg.Database
+	vars := make(map[string]string, len(rn.vars)+len(j.Tables))
+	for k, v := range rn.vars {
+		vars[k] = v
+	}
+	for _, t := range j.temps {
+		name := db + ".analytics_tmp_" + id + "_" + t
+		vars["tmp."+t] = name
+		rn.cleanup = append(rn.cleanup, name)
+	}
+	stage := map[string]string{}
+	for _, t := range j.Tables {
+		s := db + ".analytics_stage_" + id + "_" + t
+		stage[t] = s
+		vars["out."+t] = s
+		rn.cleanup = append(rn.cleanup, s)
+		if err := r.conn.Exec(ctx, "CREATE TABLE "+s+" AS "+db+"."+t); err != nil {
+			return nil, fmt.Errorf("create staging table for %s: %w", t, err)
+		}
+	}
+	if err := r.execStatements(ctx, vars, j.Name, j.Statements); err != nil {
+		return nil, err
+	}
+	jr := &JobResult{Job: j.Name, Rows: map[string]int{}}
+	for _, t := range j.Tables {
+		var n uint64
+		if err := r.conn.QueryRow(ctx, "SELECT count() FROM "+stage[t]).Scan(&n); err != nil {
+			return nil, fmt.Errorf("count %s: %w", t, err)
+		}
+		jr.Rows[t] = int(n)
+		// REPLACE PARTITION with an empty staging table empties the
+		// window's partition: a window with no rows any more has none.
+		if err := r.conn.Exec(ctx, "ALTER TABLE "+db+"."+t+" REPLACE PARTITION '"+rn.vars["window_id"]+"' FROM "+stage[t]); err != nil {
+			return nil, fmt.Errorf("swap in %s: %w", t, err)
+		}
+	}
+	jr.Seconds = time.Since(t0).Seconds()
+	return jr, nil
+}
+
+func (r *Runner) recordRun(ctx context.Context, w Window, until time.Time, jr *JobResult) error {
+	var rows uint64
+	for _, n := range jr.Rows {
+		rows += uint64(n)
+	}
+	now := r.now()
+	b, err := r.conn.PrepareBatch(ctx, "INSERT INTO "+r.cfg.Database+".analytics_runs (window_id, window_start, window_end, computed_until, job, rows_written, seconds, run_at, version)")
+	if err != nil {
+		return fmt.Errorf("record run of %s: %w", jr.Job, err)
+	}
+	defer b.Abort()
+	if err := b.Append(w.ID(), w.Since, w.Until, until, jr.Job, rows, jr.Seconds, now, uint64(now.UnixNano())); err != nil {
+		return fmt.Errorf("record run of %s: %w", jr.Job, err)
+	}
+	if err := b.Send(); err != nil {
+		return fmt.Errorf("record run of %s: %w", jr.Job, err)
+	}
+	return nil
+}
+
+// dropAll drops the run's temporary and staging tables, also when the run's
+// context was cancelled.
+func (r *Runner) dropAll(rn *run) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, t := range rn.cleanup {
+		if err := r.conn.Exec(ctx, "DROP TABLE IF EXISTS "+t); err != nil {
+			r.logger.Warn("drop analytics temporary table", "table", t, "err", err)
+		}
+	}
+}
+
+// Run recomputes, every Interval until ctx is done, the windows of each
+// configured period that are open or closed less than Settle ago. A failed
+// window is logged, counted and retried at the next pass.
+func (r *Runner) Run(ctx context.Context) error {
+	if r.cfg.Interval == 0 {
+		return nil
+	}
+	t := time.NewTicker(r.cfg.Interval)
+	defer t.Stop()
+	for {
+		r.Pass(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Pass runs one scheduled pass and returns the windows it ran and the first
+// error.
+func (r *Runner) Pass(ctx context.Context) ([]Window, error) {
+	now := r.now()
+	var (
+		done  []Window
+		first error
+		seen  = map[string]bool{}
+	)
+	for _, p := range r.cfg.Periods {
+		for _, w := range p.Recent(now, r.cfg.Settle, r.loc) {
+			if seen[w.ID()] || ctx.Err() != nil {
+				continue
+			}
+			seen[w.ID()] = true
+			res, err := r.RunWindow(ctx, w)
+			if err != nil {
+				if ctx.Err() != nil {
+					return done, ctx.Err()
+				}
+				r.logger.Warn("analytics window failed", "window", w.ID(), "period", p, "err", err)
+				if first == nil {
+					first = err
+				}
+				continue
+			}
+			done = append(done, w)
+			r.logger.Info("analytics window done", "window", w.ID(), "period", p, "jobs", res.WindowJobs, "seconds", res.Seconds)
+		}
+	}
+	return done, first
+}
