@@ -1,0 +1,411 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/heliostat-dev/heliostat/actuator/audit"
+	"github.com/heliostat-dev/heliostat/actuator/ces"
+	"github.com/heliostat-dev/heliostat/actuator/loop"
+	"github.com/heliostat-dev/heliostat/actuator/qssf"
+	"github.com/heliostat-dev/heliostat/schemas/schematest"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+func TestMain(m *testing.M) { os.Exit(schematest.Main(m)) }
+
+const token = "s3cret-token-of-32-bytes-0123456"
+
+var t0 = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+
+// fixedView is a queue of three jobs in two partitions and the plan of one
+// partition with an idle node to power down.
+func fixedView(t testing.TB) *loop.View {
+	t.Helper()
+	c := qssf.Config{AgingRate: 1}
+	jobs := []qssf.Job{
+		{ID: "101", User: "alice", VC: "batch", GPUs: 8, Submit: t0.Add(-time.Hour), Predicted: 10 * time.Hour},
+		{ID: "102", User: "bob", VC: "batch", GPUs: 1, Submit: t0.Add(-30 * time.Minute), Predicted: 20 * time.Minute},
+		{ID: "103", User: "carol", VC: "debug", GPUs: 2, Submit: t0.Add(-time.Minute), Predicted: time.Hour},
+	}
+	var queue []loop.QueueEntry
+	for _, r := range c.Rank(t0, jobs) {
+		queue = append(queue, loop.QueueEntry{Rank: r.Rank, JobID: r.ID, User: r.User, Partition: r.VC, GPUs: r.GPUs, Submit: r.Submit,
+			PredictedS: r.Predicted.Seconds(), UpperS: r.Predicted.Seconds(), Source: loop.SourceTimeLimit, GPUServiceS: r.Job.Service(),
+			Score: r.Score, Priority: 4294901700, TargetPriority: loop.Priority(c, &r.Job), Managed: r.VC == "batch"})
+	}
+	cc := ces.DefaultConfig()
+	cc.DownDelay = 0
+	plan, err := cc.Plan(ces.Input{Now: t0, Demand: 1,
+		Nodes:    []ces.Node{{Name: "gpu1", Powered: true, Busy: true}, {Name: "gpu2", Powered: true}, {Name: "gpu3", Powered: true}},
+		Forecast: ces.Forecast{Issued: t0, Horizon: 11 * time.Minute, Point: 1, Max: 1, Upper: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plans := []loop.PoolPlan{{Partition: "batch", Managed: true, Nodes: 3, Plan: &plan}, {Partition: "debug", Nodes: 1, Unusable: []string{"dbg1"}, Error: "no usable node"}}
+	return loop.NewView(t0, "slurm", false, c, queue, plans)
+}
+
+type fixture struct {
+	srv    *Server
+	reg    *prometheus.Registry
+	passes int
+}
+
+func newFixture(t *testing.T, withView bool) *fixture {
+	t.Helper()
+	cfg, conn := schematest.Database(t)
+	al, err := audit.New(conn, cfg.Database, func() time.Time { return t0.Add(time.Second) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1, v2 := int64(3999990000), int64(4294901700)
+	recs := []audit.Record{
+		{Cluster: "c", ID: "0001", Adapter: "slurm", Kind: "set_priority", Target: "102", Partition: "batch", Value: &v1, Previous: &v2,
+			Reason: "qssf rank 1 of 3", Basis: `{"rank":1}`, DecidedAt: t0.Add(-time.Minute), Outcome: audit.Applied},
+		{Cluster: "c", ID: "0002", Adapter: "slurm", Kind: "power_down", Target: "gpu2", Partition: "batch",
+			Reason: "idle", Basis: `{"target":1}`, DryRun: true, DecidedAt: t0, Outcome: audit.Skipped, Error: "dry run"},
+	}
+	if err := al.Plan(context.Background(), recs); err != nil {
+		t.Fatal(err)
+	}
+	if err := al.Settle(context.Background(), recs); err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{reg: prometheus.NewRegistry()}
+	view := fixedView(t)
+	d := Deps{
+		View: func() *loop.View {
+			if withView {
+				return view
+			}
+			return nil
+		},
+		Actions: al.List,
+		Pass: func(context.Context) (loop.Report, error) {
+			f.passes++
+			return loop.Report{At: t0, Pending: 3}, nil
+		},
+		Cluster: "c", Token: token, Gatherer: f.reg, Now: func() time.Time { return t0 },
+	}
+	f.srv, err = New(Config{MaxBodyBytes: 1024, ActionsCacheTTL: -1}, d, nil, f.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *fixture) do(method, target, body string, hdr ...string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(method, target, strings.NewReader(body))
+	for i := 0; i+1 < len(hdr); i += 2 {
+		r.Header.Set(hdr[i], hdr[i+1])
+	}
+	w := httptest.NewRecorder()
+	f.srv.ServeHTTP(w, r)
+	return w
+}
+
+// TestGolden checks each endpoint's answer, and the errors, against
+// testdata/*.golden (status line, then the body); -update rewrites them.
+func TestGolden(t *testing.T) {
+	f := newFixture(t, true)
+	auth := []string{"Authorization", "Bearer " + token}
+	for _, tc := range []struct {
+		name, method, target, body string
+		hdr                        []string
+	}{
+		{"predict", "POST", "/v1/predict", `{"user": "dave", "name": "train", "partition": "batch", "gpus": 4, "time_limit_s": 1800, "submit_time": "2026-03-02T09:00:00Z"}`, nil},
+		{"predict_no_limit", "POST", "/v1/predict", `{"user": "dave", "gpus": 1}`, nil},
+		{"queue", "GET", "/v1/queue", "", nil},
+		{"queue_partition_limit", "GET", "/v1/queue?partition=batch&limit=1", "", nil},
+		{"power_plan", "GET", "/v1/power-plan", "", nil},
+		{"power_plan_partition", "GET", "/v1/power-plan?partition=debug", "", nil},
+		{"actions", "GET", "/v1/actions", "", nil},
+		{"actions_filtered", "GET", "/v1/actions?kind=power_down&since=2026-03-02T09:00:00Z&limit=5", "", nil},
+		{"passes", "POST", "/v1/passes", "", auth},
+		{"healthz", "GET", "/healthz", "", nil},
+		{"readyz", "GET", "/readyz", "", nil},
+		{"err_unknown_field", "POST", "/v1/predict", `{"user": "x", "gpu": 1}`, nil},
+		{"err_gpus", "POST", "/v1/predict", `{"user": "x", "gpus": -1}`, nil},
+		{"err_gpus_type", "POST", "/v1/predict", `{"user": "x", "gpus": "two"}`, nil},
+		{"err_syntax", "POST", "/v1/predict", `{"user": "x",`, nil},
+		{"err_too_large", "POST", "/v1/predict", `{"user": "` + strings.Repeat("x", 2000) + `"}`, nil},
+		{"err_content_type", "POST", "/v1/predict", `user=x`, []string{"Content-Type", "application/x-www-form-urlencoded"}},
+		{"err_limit", "GET", "/v1/queue?limit=0", "", nil},
+		{"err_param", "GET", "/v1/actions?sort=asc", "", nil},
+		{"err_kind", "GET", "/v1/actions?kind=reboot", "", nil},
+		{"err_no_token", "POST", "/v1/passes", "", nil},
+		{"err_wrong_token", "POST", "/v1/passes", "", []string{"Authorization", "Bearer " + strings.Repeat("x", 32)}},
+		{"err_method", "GET", "/v1/predict", "", nil},
+		{"err_route", "GET", "/v2/queue", "", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := f.do(tc.method, tc.target, tc.body, tc.hdr...)
+			got := fmt.Sprintf("%d\n%s", w.Code, indent(t, w.Body.Bytes()))
+			path := filepath.Join("testdata", tc.name+".golden")
+			if *update {
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if got != string(want) {
+				t.Errorf("%s %s =\n%s\nwant (%s)\n%s", tc.method, tc.target, got, path, want)
+			}
+			if ct := w.Header().Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type %q; want application/json", ct)
+			}
+		})
+	}
+}
+
+func indent(t *testing.T, b []byte) string {
+	var out bytes.Buffer
+	if err := json.Indent(&out, b, "", "  "); err != nil {
+		t.Fatalf("response is not JSON: %v: %s", err, b)
+	}
+	return out.String()
+}
+
+// TestAuth: the endpoint that changes anything runs only with the right
+// token, and not at all when none is configured.
+func TestAuth(t *testing.T) {
+	f := newFixture(t, true)
+	for _, tc := range []struct {
+		hdr  string
+		want int
+	}{
+		{"", http.StatusUnauthorized},
+		{"Bearer", http.StatusUnauthorized},
+		{"Basic " + token, http.StatusUnauthorized},
+		{"Bearer " + token + "x", http.StatusUnauthorized},
+		{"bearer " + token, http.StatusUnauthorized},
+		{"Bearer " + token, http.StatusOK},
+	} {
+		w := f.do("POST", "/v1/passes", "", "Authorization", tc.hdr)
+		if w.Code != tc.want {
+			t.Errorf("Authorization %q: %d; want %d", tc.hdr, w.Code, tc.want)
+		}
+		if tc.want == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
+			t.Errorf("Authorization %q: no WWW-Authenticate", tc.hdr)
+		}
+	}
+	if f.passes != 1 {
+		t.Errorf("passes run %d; want 1", f.passes)
+	}
+	f.srv.d.Token = ""
+	if w := f.do("POST", "/v1/passes", "", "Authorization", "Bearer "+token); w.Code != http.StatusForbidden {
+		t.Errorf("no token configured: %d; want 403", w.Code)
+	}
+	if w := f.do("POST", "/v1/passes", "x", "Authorization", "Bearer "+token); w.Code == http.StatusOK {
+		t.Errorf("pass with a body: %d; want an error", w.Code)
+	}
+	for _, tc := range []struct {
+		file, env string
+		want      string
+		err       bool
+	}{
+		{"", "", "", false},
+		{"", token, token, false},
+		{"f", "other-token-ignored-xx", token, false},
+		{"", "short", "", true},
+		{"missing", "", "", true},
+	} {
+		got, err := ReadToken(Config{TokenFile: tc.file}, func(string) string { return tc.env }, func(name string) ([]byte, error) {
+			if name == "f" {
+				return []byte(token + "\n"), nil
+			}
+			return nil, os.ErrNotExist
+		})
+		if got != tc.want || (err != nil) != tc.err {
+			t.Errorf("ReadToken(file %q, env %q) = %q, %v; want %q, error %v", tc.file, tc.env, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+// TestValidation names the field at fault for each bad request.
+func TestValidation(t *testing.T) {
+	f := newFixture(t, true)
+	for _, tc := range []struct {
+		method, target, body string
+		code                 int
+		field                string
+	}{
+		{"POST", "/v1/predict", ``, 400, "body"},
+		{"POST", "/v1/predict", `[]`, 400, "body"},
+		{"POST", "/v1/predict", `{}`, 400, "user"},
+		{"POST", "/v1/predict", `{"user": " "}`, 400, "user"},
+		{"POST", "/v1/predict", `{"user": "` + strings.Repeat("u", 300) + `"}`, 400, "user"},
+		{"POST", "/v1/predict", `{"user": "u", "name": "` + "\xff" + `"}`, 400, "body"},
+		{"POST", "/v1/predict", `{"user": "u", "gpus": 100001}`, 400, "gpus"},
+		{"POST", "/v1/predict", `{"user": "u", "gpus": 1.5}`, 400, "gpus"},
+		{"POST", "/v1/predict", `{"user": "u", "time_limit_s": -1}`, 400, "time_limit_s"},
+		{"POST", "/v1/predict", `{"user": "u", "time_limit_s": 1e300}`, 400, "time_limit_s"},
+		{"POST", "/v1/predict", `{"user": "u", "submit_time": "yesterday"}`, 400, "submit_time"},
+		{"POST", "/v1/predict", `{"user": "u", "submit_time": "1970-01-01T00:00:00Z"}`, 400, "submit_time"},
+		{"POST", "/v1/predict", `{"user": "u", "partition": 3}`, 400, "partition"},
+		{"POST", "/v1/predict", `{"user": "u", "extra": true}`, 400, "extra"},
+		{"POST", "/v1/predict", `{"user": "u"} {"user": "v"}`, 400, "body"},
+		{"POST", "/v1/predict", `{"user": "u"} x`, 400, "body"},
+		{"GET", "/v1/queue?limit=10001", "", 400, "limit"},
+		{"GET", "/v1/queue?limit=abc", "", 400, "limit"},
+		{"GET", "/v1/queue?limit=1&limit=2", "", 400, "limit"},
+		{"GET", "/v1/queue?since=x", "", 400, "since"},
+		{"GET", "/v1/power-plan?limit=2", "", 400, "limit"},
+		{"GET", "/v1/actions?since=-5", "", 400, "since"},
+		{"GET", "/v1/actions?since=tomorrow", "", 400, "since"},
+		{"GET", "/v1/actions?kind=x", "", 400, "kind"},
+		{"GET", "/v1/actions?limit=10001", "", 400, "limit"},
+	} {
+		w := f.do(tc.method, tc.target, tc.body)
+		var e ErrorResponse
+		if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil {
+			t.Errorf("%s %s %q: body is not JSON: %s", tc.method, tc.target, tc.body, w.Body)
+			continue
+		}
+		if w.Code != tc.code || e.Field != tc.field || e.Error == "" {
+			t.Errorf("%s %s %.60q = %d %+v; want %d naming %q", tc.method, tc.target, tc.body, w.Code, e, tc.code, tc.field)
+		}
+	}
+	// Good requests of every endpoint, and the metrics pass promlint.
+	for _, target := range []string{"/v1/queue?limit=2&partition=batch", "/v1/actions?since=1772441000&target=gpu2", "/v1/openapi.yaml", "/metrics"} {
+		if w := f.do("GET", target, ""); w.Code != 200 {
+			t.Errorf("GET %s = %d %s", target, w.Code, w.Body)
+		}
+	}
+	problems, err := promlint.NewWithMetricFamilies(mustGather(t, f.reg)).Lint()
+	if err != nil || len(problems) > 0 {
+		t.Errorf("promlint: %v %+v", err, problems)
+	}
+}
+
+func mustGather(t *testing.T, g prometheus.Gatherer) []*dto.MetricFamily {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mfs
+}
+
+// TestNotReady: before the loop's first pass /readyz is 503 and the queue
+// empty; a prediction ranks first of one.
+func TestNotReady(t *testing.T) {
+	f := newFixture(t, false)
+	if w := f.do("GET", "/readyz", ""); w.Code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz before a pass: %d; want 503", w.Code)
+	}
+	w := f.do("GET", "/v1/queue", "")
+	var q QueueResponse
+	if err := json.Unmarshal(w.Body.Bytes(), &q); err != nil || w.Code != 200 || len(q.Jobs) != 0 {
+		t.Errorf("/v1/queue before a pass: %d %s", w.Code, w.Body)
+	}
+	w = f.do("POST", "/v1/predict", `{"user": "u", "gpus": 2, "time_limit_s": 60}`)
+	var p PredictResponse
+	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || p.Rank != 1 || p.QueueLength != 1 || p.GPUServiceS != 120 || p.Source != loop.SourceTimeLimit {
+		t.Errorf("/v1/predict before a pass: %d %s", w.Code, w.Body)
+	}
+}
+
+// TestOpenAPICoversRoutes: openapi.yaml documents every route the server
+// answers, and nothing else.
+func TestOpenAPICoversRoutes(t *testing.T) {
+	var documented []string
+	sc := bufio.NewScanner(bytes.NewReader(OpenAPI))
+	inPaths, path := false, ""
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "paths:":
+			inPaths = true
+		case inPaths && len(line) > 0 && line[0] != ' ':
+			inPaths = false
+		case inPaths && strings.HasPrefix(line, "  /") && strings.HasSuffix(line, ":"):
+			path = strings.TrimSuffix(strings.TrimSpace(line), ":")
+		case inPaths && path != "" && strings.HasPrefix(line, "    ") && !strings.HasPrefix(line, "     ") && strings.HasSuffix(line, ":"):
+			m := strings.TrimSuffix(strings.TrimSpace(line), ":")
+			if slices.Contains([]string{"get", "post", "put", "patch", "delete"}, m) {
+				documented = append(documented, strings.ToUpper(m)+" "+path)
+			}
+		}
+	}
+	slices.Sort(documented)
+	routes := slices.Sorted(slices.Values(Routes))
+	if !slices.Equal(documented, routes) {
+		t.Errorf("openapi.yaml documents\n%q\nthe server answers\n%q", documented, routes)
+	}
+	if !bytes.HasPrefix(OpenAPI, []byte("openapi: 3.")) {
+		t.Error("openapi.yaml is not OpenAPI 3")
+	}
+	// Every route answers something other than 404.
+	f := newFixture(t, true)
+	for _, r := range Routes {
+		m, p, _ := strings.Cut(r, " ")
+		if w := f.do(m, p, "", "Authorization", "Bearer "+token); w.Code == http.StatusNotFound {
+			t.Errorf("%s: 404", r)
+		}
+	}
+}
+
+func FuzzDecodePredict(f *testing.F) {
+	for _, s := range []string{`{"user": "dave", "name": "train", "partition": "batch", "gpus": 4, "time_limit_s": 1800, "submit_time": "2026-03-02T09:00:00Z"}`,
+		`{"user": "x", "gpus": "two"}`, `{"user":`, `{"user": "u"} x`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		req, submit, err := decodePredict(bytes.NewReader(b), 4096)
+		if err != nil {
+			var fe *fieldError
+			if !errors.As(err, &fe) && !errors.Is(err, errTooLarge) {
+				t.Errorf("decodePredict error without a field: %v", err)
+			}
+			return
+		}
+		if req.User == "" || req.GPUs < 0 || req.GPUs > maxGPUs || req.TimeLimitS < 0 || !submit.IsZero() && submit.Year() < 2000 {
+			t.Errorf("decodePredict accepted %+v", req)
+		}
+	})
+}
+
+func FuzzParseQuery(f *testing.F) {
+	for _, s := range []string{"limit=5&since=2026-03-02T09:00:00Z&kind=power_down", "since=1772441000&target=gpu2", "limit=0", "x=1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		r := httptest.NewRequest("GET", "/v1/actions", nil)
+		r.URL.RawQuery = raw
+		q, err := parseQuery(r.URL.Query(), 100, audit.MaxLimit, "since", "kind", "target")
+		if err != nil {
+			var fe *fieldError
+			if !errors.As(err, &fe) || fe.Field == "" {
+				t.Errorf("parseQuery(%q) error without a field: %v", raw, err)
+			}
+			return
+		}
+		if q.Limit < 1 || q.Limit > audit.MaxLimit {
+			t.Errorf("parseQuery(%q) limit %d", raw, q.Limit)
+		}
+	})
+}

@@ -1,0 +1,538 @@
+// Package api is heliostat's advisory HTTP/JSON API (`heliostat actuator`),
+// documented in openapi.yaml (served at /v1/openapi.yaml):
+//
+//	POST /v1/predict      a job spec → predicted duration, interval, GPU service time, QSSF rank
+//	GET  /v1/queue        the pending queue in QSSF order
+//	GET  /v1/power-plan   the current power plan of each partition
+//	GET  /v1/actions      the action history from the audit table
+//	POST /v1/passes       run one pass of the control loop now (bearer token)
+//	GET  /healthz, /readyz, /metrics
+//
+// Reads need no credentials; what changes anything needs
+// "Authorization: Bearer <token>". Bad requests get a 4xx JSON body
+// {"error": …, "field": …} naming the field at fault.
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/heliostat-dev/heliostat/actuator/audit"
+	"github.com/heliostat-dev/heliostat/actuator/loop"
+	"github.com/heliostat-dev/heliostat/actuator/qssf"
+	"github.com/heliostat-dev/heliostat/predictor/live"
+)
+
+// OpenAPI is the API's OpenAPI 3 description.
+//
+//go:embed openapi.yaml
+var OpenAPI []byte
+
+// Config is the API's settings.
+type Config struct {
+	// Listen is the address. Default ":9402".
+	Listen string
+	// TokenFile holds the bearer token of the endpoints that change
+	// anything; when empty the token comes from $HELIOSTAT_ACTUATOR_TOKEN.
+	// With neither, those endpoints answer 403.
+	TokenFile string
+	// MaxBodyBytes caps a request body. Default 64 KiB.
+	MaxBodyBytes int64
+	// ActionsCacheTTL is how long an /v1/actions answer is reused for the
+	// same query. Default 1s; negative: never.
+	ActionsCacheTTL time.Duration
+}
+
+// RegisterFlags adds the --actuator.* flags of the API to fs.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Listen, "actuator.listen-address", ":9402", "address of the advisory API, /metrics and the probes")
+	fs.StringVar(&c.TokenFile, "actuator.token-file", "", "file holding the bearer token of the endpoints that change anything (default: $HELIOSTAT_ACTUATOR_TOKEN)")
+	fs.Int64Var(&c.MaxBodyBytes, "actuator.max-body-bytes", 64<<10, "largest request body accepted")
+	fs.DurationVar(&c.ActionsCacheTTL, "actuator.actions-cache-ttl", time.Second, "how long a /v1/actions answer is reused for the same query (negative: never)")
+}
+
+// Validate checks the settings.
+func (c Config) Validate() error {
+	if c.MaxBodyBytes < 0 {
+		return fmt.Errorf("api: --actuator.max-body-bytes %d is negative", c.MaxBodyBytes)
+	}
+	return nil
+}
+
+// Deps are what the API serves from.
+type Deps struct {
+	// View returns the control loop's latest view; nil before the first
+	// pass (then /readyz is 503 and the queue is empty).
+	View func() *loop.View
+	// Predictor answers /v1/predict; nil or failing: the time limit.
+	Predictor loop.Predictor
+	// Actions reads the audit table; nil: /v1/actions answers 503.
+	Actions func(ctx context.Context, q audit.Query) ([]audit.Record, error)
+	// Pass runs a pass of the control loop; nil: /v1/passes answers 503.
+	Pass func(ctx context.Context) (loop.Report, error)
+	// Cluster is the cluster of the audit rows listed.
+	Cluster string
+	// UnknownDuration is assumed for a spec with neither a prediction nor
+	// a time limit (the loop's Config.UnknownDuration).
+	UnknownDuration time.Duration
+	// QSSF ranks a spec when there is no view yet.
+	QSSF qssf.Config
+	// Token is the bearer token; "" disables the endpoints that change
+	// anything.
+	Token string
+	// Gatherer serves /metrics; nil: no /metrics.
+	Gatherer prometheus.Gatherer
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
+// ReadToken returns the token from cfg.TokenFile or, without one, from
+// $HELIOSTAT_ACTUATOR_TOKEN. A token shorter than 16 bytes is refused.
+func ReadToken(cfg Config, getenv func(string) string, readFile func(string) ([]byte, error)) (string, error) {
+	tok := getenv("HELIOSTAT_ACTUATOR_TOKEN")
+	if cfg.TokenFile != "" {
+		b, err := readFile(cfg.TokenFile)
+		if err != nil {
+			return "", fmt.Errorf("api: read --actuator.token-file: %w", err)
+		}
+		tok = strings.TrimSpace(string(b))
+	}
+	if tok != "" && len(tok) < 16 {
+		return "", errors.New("api: the bearer token is shorter than 16 bytes")
+	}
+	return tok, nil
+}
+
+// Server is the API's HTTP handler.
+type Server struct {
+	cfg    Config
+	d      Deps
+	logger *slog.Logger
+	mux    *http.ServeMux
+	m      *metrics
+	token  [32]byte
+
+	cacheMu sync.Mutex
+	cache   map[string]cached
+}
+
+type cached struct {
+	body []byte
+	at   time.Time
+}
+
+// Routes lists every route the server answers, as "METHOD /path": the
+// OpenAPI file must document each.
+var Routes = []string{
+	"POST /v1/predict",
+	"GET /v1/queue",
+	"GET /v1/power-plan",
+	"GET /v1/actions",
+	"POST /v1/passes",
+	"GET /v1/openapi.yaml",
+	"GET /healthz",
+	"GET /readyz",
+	"GET /metrics",
+}
+
+// New returns a Server. Metrics are registered on reg unless it is nil.
+func New(cfg Config, d Deps, logger *slog.Logger, reg prometheus.Registerer) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = 64 << 10
+	}
+	if cfg.ActionsCacheTTL == 0 {
+		cfg.ActionsCacheTTL = time.Second
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.View == nil {
+		d.View = func() *loop.View { return nil }
+	}
+	if d.UnknownDuration == 0 {
+		d.UnknownDuration = 24 * time.Hour
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, d: d, logger: logger, mux: http.NewServeMux(), m: m, cache: map[string]cached{}}
+	if d.Token != "" {
+		s.token = sha256.Sum256([]byte(d.Token))
+	}
+	handlers := map[string]http.HandlerFunc{
+		"POST /v1/predict":     s.predict,
+		"GET /v1/queue":        s.queue,
+		"GET /v1/power-plan":   s.powerPlan,
+		"GET /v1/actions":      s.actions,
+		"POST /v1/passes":      s.auth(s.pass),
+		"GET /v1/openapi.yaml": s.openapi,
+		"GET /healthz":         s.healthz,
+		"GET /readyz":          s.readyz,
+		"GET /metrics":         s.metrics,
+	}
+	// Patterns without methods, so that a wrong method gets a JSON 405
+	// rather than the mux's plain-text one.
+	for _, route := range Routes {
+		method, path, _ := strings.Cut(route, " ")
+		h := handlers[route]
+		s.mux.Handle(path, s.instrument(path, func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != method && !(method == http.MethodGet && r.Method == http.MethodHead) {
+				w.Header().Set("Allow", method)
+				writeError(w, http.StatusMethodNotAllowed, "", "method "+r.Method+" not allowed on "+path+"; use "+method)
+				return
+			}
+			h(w, r)
+		}))
+	}
+	s.mux.Handle("/", s.instrument("other", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "", "no route "+r.URL.Path)
+	}))
+	return s, nil
+}
+
+// ServeHTTP serves the API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+func (s *Server) instrument(route string, h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		begin := time.Now()
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		h(sw, r)
+		s.m.requests.WithLabelValues(route, codeClass(sw.code)).Inc()
+		s.m.duration.WithLabelValues(route).Observe(time.Since(begin).Seconds())
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.code = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func codeClass(c int) string {
+	return fmt.Sprintf("%dxx", c/100)
+}
+
+// auth wraps h with the bearer-token check.
+func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.d.Token == "" {
+			writeError(w, http.StatusForbidden, "Authorization", "disabled: no token configured (--actuator.token-file or $HELIOSTAT_ACTUATOR_TOKEN)")
+			return
+		}
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		sum := sha256.Sum256([]byte(tok))
+		if !ok || subtle.ConstantTimeCompare(sum[:], s.token[:]) != 1 {
+			s.m.authFailures.Inc()
+			w.Header().Set("WWW-Authenticate", `Bearer realm="heliostat"`)
+			writeError(w, http.StatusUnauthorized, "Authorization", "missing or wrong bearer token")
+			return
+		}
+		h(w, r)
+	}
+}
+
+// PredictResponse is the answer of POST /v1/predict.
+type PredictResponse struct {
+	PredictedS   float64 `json:"predicted_s"`
+	LowerS       float64 `json:"lower_s"`
+	UpperS       float64 `json:"upper_s"`
+	GPUServiceS  float64 `json:"gpu_service_s"`
+	Source       string  `json:"source"`
+	ModelVersion uint64  `json:"model_version"`
+	Note         string  `json:"note,omitempty"`
+	// Rank is the place the job would take in the current pending queue,
+	// from 1, of QueueLength (the queue with it).
+	Rank        int       `json:"rank"`
+	QueueLength int       `json:"queue_length"`
+	Priority    int64     `json:"priority"`
+	SubmitTime  time.Time `json:"submit_time"`
+}
+
+func (s *Server) predict(w http.ResponseWriter, r *http.Request) {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		writeError(w, http.StatusUnsupportedMediaType, "Content-Type", "want application/json, got "+ct)
+		return
+	}
+	req, submit, err := decodePredict(r.Body, s.cfg.MaxBodyBytes)
+	if err != nil {
+		s.badRequest(w, err)
+		return
+	}
+	v := s.d.View()
+	if submit.IsZero() {
+		submit = s.d.Now().UTC().Truncate(time.Second)
+		if v != nil {
+			submit = v.At.UTC()
+		}
+	}
+	limit := time.Duration(req.TimeLimitS * float64(time.Second))
+	resp := PredictResponse{SubmitTime: submit}
+	var note string
+	if s.d.Predictor != nil {
+		e, err := s.d.Predictor.Predict(live.Spec{User: req.User, Name: req.Name, Partition: req.Partition, GPUs: req.GPUs, TimeLimit: limit, Submit: submit})
+		if err == nil {
+			resp.PredictedS, resp.LowerS, resp.UpperS, resp.Source, resp.ModelVersion = e.PredictedS, e.LowerS, e.UpperS, loop.SourceModel, e.ModelVersion
+		} else {
+			note = "no model prediction: " + err.Error()
+		}
+	} else {
+		note = "no predictor configured"
+	}
+	if resp.Source == "" {
+		d := limit
+		resp.Source = loop.SourceTimeLimit
+		if d <= 0 {
+			d, resp.Source = s.d.UnknownDuration, loop.SourceUnknown
+		}
+		resp.PredictedS, resp.UpperS = d.Seconds(), d.Seconds()
+		resp.Note = note
+	}
+	j := qssf.Job{User: req.User, VC: req.Partition, GPUs: req.GPUs, Submit: submit, Predicted: time.Duration(resp.PredictedS * float64(time.Second))}
+	resp.GPUServiceS = j.Service()
+	c := s.d.QSSF
+	if v != nil {
+		c = v.QSSF
+		resp.Rank, resp.QueueLength = v.RankOf(&j)
+	} else {
+		resp.Rank, resp.QueueLength = 1, 1
+	}
+	resp.Priority = loop.Priority(c, &j)
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// QueueResponse is the answer of GET /v1/queue.
+type QueueResponse struct {
+	At      time.Time         `json:"at"`
+	Adapter string            `json:"adapter"`
+	Apply   bool              `json:"apply"`
+	Total   int               `json:"total"`
+	Jobs    []loop.QueueEntry `json:"jobs"`
+}
+
+func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
+	q, err := parseQuery(r.URL.Query(), 100, 10000, "partition")
+	if err != nil {
+		s.badRequest(w, err)
+		return
+	}
+	resp := QueueResponse{Jobs: []loop.QueueEntry{}}
+	if v := s.d.View(); v != nil {
+		resp.At, resp.Adapter, resp.Apply = v.At, v.Adapter, v.Apply
+		for _, e := range v.Queue {
+			if q.Partition != "" && e.Partition != q.Partition {
+				continue
+			}
+			resp.Total++
+			if len(resp.Jobs) < q.Limit {
+				resp.Jobs = append(resp.Jobs, e)
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// PowerPlanResponse is the answer of GET /v1/power-plan.
+type PowerPlanResponse struct {
+	At      time.Time       `json:"at"`
+	Adapter string          `json:"adapter"`
+	Apply   bool            `json:"apply"`
+	Plans   []loop.PoolPlan `json:"plans"`
+}
+
+func (s *Server) powerPlan(w http.ResponseWriter, r *http.Request) {
+	q, err := parseQuery(r.URL.Query(), 1, 1, "partition")
+	if err != nil {
+		s.badRequest(w, err)
+		return
+	}
+	resp := PowerPlanResponse{Plans: []loop.PoolPlan{}}
+	if v := s.d.View(); v != nil {
+		resp.At, resp.Adapter, resp.Apply = v.At, v.Adapter, v.Apply
+		for _, p := range v.Plans {
+			if q.Partition == "" || p.Partition == q.Partition {
+				resp.Plans = append(resp.Plans, p)
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// ActionsResponse is the answer of GET /v1/actions.
+type ActionsResponse struct {
+	Actions []audit.Record `json:"actions"`
+}
+
+func (s *Server) actions(w http.ResponseWriter, r *http.Request) {
+	q, err := parseQuery(r.URL.Query(), 100, audit.MaxLimit, "since", "kind", "target")
+	if err != nil {
+		s.badRequest(w, err)
+		return
+	}
+	if s.d.Actions == nil {
+		writeError(w, http.StatusServiceUnavailable, "", "no audit table configured")
+		return
+	}
+	key := r.URL.RawQuery
+	now := s.d.Now()
+	if s.cfg.ActionsCacheTTL > 0 {
+		s.cacheMu.Lock()
+		c, ok := s.cache[key]
+		s.cacheMu.Unlock()
+		if ok && now.Sub(c.at) < s.cfg.ActionsCacheTTL && !now.Before(c.at) {
+			writeRaw(w, http.StatusOK, c.body)
+			return
+		}
+	}
+	recs, err := s.d.Actions(r.Context(), audit.Query{Cluster: s.d.Cluster, Since: q.Since, Kind: q.Kind, Target: q.Target, Limit: q.Limit})
+	if err != nil {
+		s.logger.Warn("list actions", "err", err)
+		writeError(w, http.StatusServiceUnavailable, "", "audit table unavailable: "+err.Error())
+		return
+	}
+	if recs == nil {
+		recs = []audit.Record{}
+	}
+	body, err := json.Marshal(ActionsResponse{Actions: recs})
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "", err.Error())
+		return
+	}
+	body = append(body, '\n')
+	if s.cfg.ActionsCacheTTL > 0 {
+		s.cacheMu.Lock()
+		if len(s.cache) > 1000 {
+			clear(s.cache)
+		}
+		s.cache[key] = cached{body: body, at: now}
+		s.cacheMu.Unlock()
+	}
+	writeRaw(w, http.StatusOK, body)
+}
+
+// PassResponse is the answer of POST /v1/passes.
+type PassResponse struct {
+	At      time.Time      `json:"at"`
+	Pending int            `json:"pending"`
+	Actions []audit.Record `json:"actions"`
+}
+
+func (s *Server) pass(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength > 0 {
+		writeError(w, http.StatusBadRequest, "body", "takes no body")
+		return
+	}
+	if s.d.Pass == nil {
+		writeError(w, http.StatusServiceUnavailable, "", "no control loop configured")
+		return
+	}
+	rep, err := s.d.Pass(r.Context())
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "", "pass failed: "+err.Error())
+		return
+	}
+	if rep.Actions == nil {
+		rep.Actions = []audit.Record{}
+	}
+	writeJSON(w, http.StatusOK, PassResponse{At: rep.At, Pending: rep.Pending, Actions: rep.Actions})
+}
+
+func (s *Server) openapi(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/yaml")
+	_, _ = w.Write(OpenAPI)
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	if s.d.View() == nil {
+		writeError(w, http.StatusServiceUnavailable, "", "no pass of the control loop yet")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
+	if s.d.Gatherer == nil {
+		writeError(w, http.StatusNotFound, "", "no metrics registry")
+		return
+	}
+	promhttp.HandlerFor(s.d.Gatherer, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+}
+
+func (s *Server) badRequest(w http.ResponseWriter, err error) {
+	if errors.Is(err, errTooLarge) {
+		s.m.badRequests.WithLabelValues("body").Inc()
+		writeError(w, http.StatusRequestEntityTooLarge, "body", fmt.Sprintf("larger than %d bytes", s.cfg.MaxBodyBytes))
+		return
+	}
+	var fe *fieldError
+	if errors.As(err, &fe) {
+		s.m.badRequests.WithLabelValues(metricField(fe.Field)).Inc()
+		writeError(w, http.StatusBadRequest, fe.Field, fe.Reason)
+		return
+	}
+	writeError(w, http.StatusBadRequest, "", err.Error())
+}
+
+// metricField keeps the field label's values to the known fields.
+func metricField(f string) string {
+	switch f {
+	case "user", "name", "partition", "gpus", "time_limit_s", "submit_time", "body", "limit", "since", "kind", "target":
+		return f
+	}
+	return "other"
+}
+
+// ErrorResponse is every error's body.
+type ErrorResponse struct {
+	Error string `json:"error"`
+	Field string `json:"field,omitempty"`
+}
+
+func writeError(w http.ResponseWriter, code int, field, msg string) {
+	writeJSON(w, code, ErrorResponse{Error: msg, Field: field})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		code, b = http.StatusInternalServerError, []byte(`{"error":"encode response"}`)
+	}
+	writeRaw(w, code, append(b, '\n'))
+}
+
+func writeRaw(w http.ResponseWriter, code int, b []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
+}
