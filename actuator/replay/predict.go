@@ -1,0 +1,165 @@
+package replay
+
+import (
+	"math"
+	"time"
+
+	"github.com/heliostat-dev/heliostat/actuator/qssf"
+	"github.com/heliostat-dev/heliostat/predictor/duration"
+)
+
+// online is heliostat's duration predictor learning in simulated time: a
+// job's features are computed when it is submitted, from the jobs that have
+// ended in the replay by then; its outcome joins the history and the
+// training rows when it ends in the replay. Nothing else is ever read, so
+// no prediction depends on the future of the simulated timeline.
+type online struct {
+	w          *Workload
+	refitEvery int
+
+	h     *duration.History
+	model *duration.Model
+	rows  []duration.Row
+	feats []duration.Features // by job: features at submit
+	pred  []time.Duration     // by job: prediction at submit
+
+	lastFit    int // rows at the last fit
+	refits     int
+	freshCalls int
+	fitErrors  int
+	fitTime    time.Duration
+	buf        []*qssf.Item
+	users      map[string]*userState
+	window     int
+}
+
+// userState is what the replay keeps of a user for refreshing predictions.
+type userState struct {
+	pending   []int // jobs submitted, maybe started since
+	endsSince int   // the user's jobs ended since the last refresh
+}
+
+// firstFit is how many ended jobs the first fit waits for.
+const firstFit = 50
+
+func newOnline(w *Workload, refitEvery, window int) *online {
+	return &online{
+		w: w, refitEvery: refitEvery, h: duration.NewHistory(),
+		feats: make([]duration.Features, len(w.Jobs)), pred: make([]time.Duration, len(w.Jobs)),
+		users: map[string]*userState{}, window: window,
+	}
+}
+
+func (o *online) djob(j int) duration.Job {
+	job := &o.w.Jobs[j]
+	d := duration.Job{
+		User: job.User, Executable: job.Executable, Queue: job.Queue,
+		Submit: time.Unix(job.Submit, 0).UTC(), Procs: job.ReqProcs,
+		Run: time.Duration(job.Run) * time.Second,
+	}
+	if d.Procs <= 0 {
+		d.Procs = job.GPUs
+	}
+	if job.ReqTime > 0 {
+		d.ReqTime = time.Duration(job.ReqTime) * time.Second
+	}
+	return d
+}
+
+// predict computes job j's features and prediction at its submission (now)
+// and notes the submission in the history.
+func (o *online) predict(j int) time.Duration {
+	d := o.djob(j)
+	d.Run = 0 // not known at submit; Features reads only submit-time fields anyway
+	f := o.h.Features(&d)
+	o.h.Submitted(&d)
+	o.feats[j] = f
+	u := o.users[d.User]
+	if u == nil {
+		u = &userState{}
+		o.users[d.User] = u
+	}
+	u.pending = append(u.pending, j)
+	p := o.apply(j, f, d.ReqTime)
+	o.pred[j] = p
+	return p
+}
+
+// fresh predicts job j, still pending, from the history as it is now.
+func (o *online) fresh(j int) time.Duration {
+	o.freshCalls++
+	d := o.djob(j)
+	d.Run = 0
+	return o.apply(j, o.h.Features(&d), d.ReqTime)
+}
+
+// repredict applies the current model to j's submit-time features.
+func (o *online) repredict(j int) time.Duration {
+	return o.apply(j, o.feats[j], time.Duration(max(o.w.Jobs[j].ReqTime, 0))*time.Second)
+}
+
+func (o *online) apply(j int, f duration.Features, req time.Duration) time.Duration {
+
+	if o.model != nil {
+		if p, err := o.model.Predict(f, req); err == nil {
+			return p.Point
+		}
+	}
+	// No model yet: the history rule behind the features (the user's
+	// recent runs, the limit, the queue's typical run).
+	s := math.Exp(math.Max(0, math.Min(f.Fallback, math.Log(366*24*3600))))
+	p := time.Duration(s * float64(time.Second))
+	if req > 0 {
+		p = min(p, req)
+	}
+	return p
+}
+
+// observe learns job j, which ended at t (simulated), and refits the model
+// when it is due. It reports whether it refitted.
+func (o *online) observe(j int, t int64) bool {
+	d := o.djob(j)
+	d.End = time.Unix(t, 0).UTC()
+	o.h.Add(&d)
+	if d.Run <= 0 {
+		return false
+	}
+	o.rows = append(o.rows, duration.Row{F: o.feats[j], Y: math.Log(d.Run.Seconds())})
+	n := len(o.rows)
+	if n < firstFit || (n < 2*o.lastFit && n-o.lastFit < o.refitEvery) {
+		return false
+	}
+	began := time.Now()
+	m, err := duration.Fit(o.rows[max(0, n-o.window):], d.End)
+	o.fitTime += time.Since(began)
+	if err != nil {
+		// Rows come from History's own features; a failed fit keeps
+		// the previous model and is counted.
+		o.lastFit = n
+		o.fitErrors++
+		return false
+	}
+	o.model, o.lastFit = m, n
+	o.refits++
+	return true
+}
+
+func (o *online) stats() *PredictorStats {
+	var n, hit int
+	for j := range o.w.Jobs {
+		run := float64(o.w.Jobs[j].Run)
+		if run <= 0 {
+			continue
+		}
+		n++
+		p := math.Max(o.pred[j].Seconds(), 1e-9)
+		if math.Max(p/run, run/p) < 2 {
+			hit++
+		}
+	}
+	s := &PredictorStats{Refits: o.refits, FitErrors: o.fitErrors, Refreshes: o.freshCalls, FitS: o.fitTime.Seconds()}
+	if n > 0 {
+		s.Within2x = float64(hit) / float64(n)
+	}
+	return s
+}
