@@ -158,6 +158,9 @@ func parseQuery(v url.Values, def, maxLimit int, allowed ...string) (listQuery, 
 		for _, a := range allowed {
 			ok = ok || k == a
 		}
+		if k == "" {
+			return q, bad("query", "parameter without a name")
+		}
 		if !ok {
 			return q, bad(k, "unknown query parameter")
 		}
