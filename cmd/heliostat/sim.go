@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/heliostat-dev/heliostat/actuator/qssf"
+	"github.com/heliostat-dev/heliostat/actuator/replay"
+	"github.com/heliostat-dev/heliostat/ingest/trace"
+)
+
+// simOutput is the JSON of `heliostat sim`.
+type simOutput struct {
+	Trace        string         `json:"trace"`
+	Format       string         `json:"format"`
+	TraceJobs    int            `json:"trace_jobs"`
+	RejectedRows int            `json:"rejected_rows"`
+	NJobs        int            `json:"n_jobs"`
+	Skipped      map[string]int `json:"skipped"`
+	Cluster      []replay.VC    `json:"cluster"`
+	Backfill     bool           `json:"backfill"`
+	AgingRate    float64        `json:"qssf_aging_rate"`
+	// Policies holds each policy's figures, by name.
+	Policies map[string]simPolicy `json:"policies"`
+	// GapClosed is QSSF's share of the FIFO → SJF gap in average JCT,
+	// when all three ran and there is a gap.
+	GapClosed *float64 `json:"gap_closed,omitempty"`
+}
+
+type simPolicy struct {
+	replay.Result
+	GapClosed *float64 `json:"gap_closed,omitempty"`
+}
+
+func runSim(ctx context.Context, args []string, e *env) error {
+	if len(args) > 0 && args[0] == "ces" {
+		return runSimCES(ctx, args[1:], e)
+	}
+	fs := newFlagSet("sim", e)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: heliostat sim --trace FILE [--format swf|helios] [--vcs FILE | --nodes N [--gpus-per-node G]] [--policy fifo,sjf,qssf] [--backfill] [--json]\n       heliostat sim ces --series FILE ... (energy saving replay; `heliostat sim ces -h`)\n\nReplays a job trace on a node/GPU model under each policy (see actuator/replay).\n\nflags:")
+		fs.PrintDefaults()
+	}
+	path := fs.String("trace", "", "job trace: SWF (.swf, .swf.gz) or Helios CSV (.csv)")
+	format := fs.String("format", "", "swf or helios (default: from the file name)")
+	vcsPath := fs.String("vcs", "", "virtual clusters file (CSV vc,nodes,gpus_per_node); each job runs in the VC its trace names")
+	nodes := fs.Int("nodes", 0, "one pool of this many nodes for every job, instead of --vcs (an SWF trace's default: one pool of the header's MaxProcs)")
+	gpn := fs.Int("gpus-per-node", 0, "GPUs (SWF: processors) of each node of --nodes (default 8)")
+	policies := fs.String("policy", "fifo,sjf,qssf", "policies to replay, comma separated: fifo, sjf (true run times, the oracle), qssf (heliostat's predictor, learning online)")
+	backfill := fs.Bool("backfill", false, "let jobs start ahead of a blocked one when they end, by their time limit (else their run time), before it could start")
+	refit := fs.Int("refit-every", replay.DefaultRefitEvery, "qssf: refit the duration model when the ended jobs have doubled, or at the latest after this many more")
+	window := fs.Int("train-window", replay.DefaultTrainWindow, "qssf: fit the duration model on this many most recently ended jobs")
+	bound := fs.Duration("slowdown-bound", replay.DefaultSlowdownBound, "run time below which bounded slowdown counts a job as this long")
+	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
+	var qc qssf.Config
+	qc.RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("sim: unexpected argument %q (flags go before nothing else; `heliostat sim ces` for energy saving)", fs.Arg(0))
+	}
+	if *path == "" {
+		return errors.New("sim: --trace is required")
+	}
+	pols, err := parsePolicies(*policies)
+	if err != nil {
+		return err
+	}
+	cfg := replay.Config{Backfill: *backfill, QSSF: qc, RefitEvery: *refit, TrainWindow: *window, SlowdownBound: *bound}
+	if *refit <= 0 {
+		return fmt.Errorf("sim: --refit-every %d: want > 0", *refit)
+	}
+	if *window <= 0 {
+		return fmt.Errorf("sim: --train-window %d: want > 0", *window)
+	}
+	if *bound <= 0 {
+		return fmt.Errorf("sim: --slowdown-bound %v: want > 0", *bound)
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	var cl replay.Cluster
+	switch {
+	case *vcsPath != "" && (*nodes != 0 || *gpn != 0):
+		return errors.New("sim: give --vcs or --nodes/--gpus-per-node, not both")
+	case *vcsPath != "":
+		f, err := os.Open(*vcsPath)
+		if err != nil {
+			return fmt.Errorf("sim: --vcs: %w", err)
+		}
+		cl.VCs, err = replay.ParseVCs(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("sim: --vcs %s: %w", *vcsPath, err)
+		}
+	case *gpn != 0 && *nodes == 0:
+		return errors.New("sim: --gpus-per-node needs --nodes")
+	case *nodes != 0:
+		cl.Nodes, cl.GPUsPerNode = *nodes, *gpn
+		if cl.GPUsPerNode == 0 {
+			cl.GPUsPerNode = 8
+		}
+		if cl.Nodes < 1 || cl.GPUsPerNode < 1 {
+			return fmt.Errorf("sim: --nodes %d --gpus-per-node %d: want both >= 1", cl.Nodes, cl.GPUsPerNode)
+		}
+	}
+
+	began := time.Now()
+	tr, err := trace.Open(*path, *format)
+	if err != nil {
+		return err
+	}
+	w, err := replay.FromTrace(tr, cl)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stderr, "sim: %s: %d jobs to replay (%d rows rejected, skipped %v), read in %.2fs\n",
+		*path, len(w.Jobs), tr.Rejected, w.Skipped, time.Since(began).Seconds())
+	if len(w.Jobs) == 0 {
+		return fmt.Errorf("sim: %s: no job of the trace can run on the cluster (skipped: %v)", *path, w.Skipped)
+	}
+	out := simOutput{
+		Trace: *path, Format: tr.Format, TraceJobs: len(tr.Jobs), RejectedRows: tr.Rejected, NJobs: len(w.Jobs),
+		Skipped: w.Skipped, Cluster: w.VCs, Backfill: *backfill, AgingRate: qc.AgingRate, Policies: map[string]simPolicy{},
+	}
+	for _, p := range pols {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stderr, "sim: replaying %s ...\n", p)
+		res, err := replay.Run(w, p, cfg)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stderr, "sim: %s done in %.2fs: avg JCT %.0f s\n", p, res.ElapsedS, res.AvgJCT)
+		out.Policies[string(p)] = simPolicy{Result: res}
+	}
+	fifo, okF := out.Policies[string(replay.FIFO)]
+	sjf, okS := out.Policies[string(replay.SJF)]
+	if okF && okS {
+		for name, r := range out.Policies {
+			if g := replay.GapClosed(fifo.AvgJCT, sjf.AvgJCT, r.AvgJCT); !math.IsNaN(g) && name != string(replay.FIFO) && name != string(replay.SJF) {
+				r.GapClosed = &g
+				out.Policies[name] = r
+				if name == string(replay.QSSF) {
+					out.GapClosed = &g
+				}
+			}
+		}
+	}
+	if *asJSON {
+		return json.NewEncoder(e.stdout).Encode(out)
+	}
+	fmt.Fprintf(e.stdout, "%s (%s): %d jobs replayed on %s%s\n", *path, tr.Format, out.NJobs, clusterString(w.VCs), map[bool]string{true: ", backfill", false: ", blocking queue"}[*backfill])
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "policy\tavg JCT s\tavg queue s\tp99 queue s\tavg bounded slowdown\tgap closed\treplay s\t")
+	for _, p := range pols {
+		r := out.Policies[string(p)]
+		gap := "-"
+		if r.GapClosed != nil {
+			gap = fmt.Sprintf("%.1f%%", 100**r.GapClosed)
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.2f\t%s\t%.2f\t\n", p, r.AvgJCT, r.AvgQueue, r.P99Queue, r.AvgBoundedSlowdown, gap, r.ElapsedS)
+	}
+	return tw.Flush()
+}
+
+func parsePolicies(s string) ([]replay.Policy, error) {
+	var out []replay.Policy
+	for _, name := range strings.Split(s, ",") {
+		p, err := replay.ParsePolicy(strings.TrimSpace(name))
+		if err != nil {
+			return nil, fmt.Errorf("sim: --policy: %w", err)
+		}
+		for _, q := range out {
+			if q == p {
+				return nil, fmt.Errorf("sim: --policy: %s given twice", p)
+			}
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func clusterString(vcs []replay.VC) string {
+	var parts []string
+	for _, v := range vcs {
+		parts = append(parts, fmt.Sprintf("%s %d×%d", v.Name, v.Nodes, v.GPUsPerNode))
+	}
+	return strings.Join(parts, ", ")
+}
