@@ -288,3 +288,34 @@ func TestReportFlags(t *testing.T) {
 		t.Errorf("parseWhen(yesterday) = %v; want an error naming the formats", err)
 	}
 }
+
+// TestReportTraceNoStart: a Helios trace without start times, told not to
+// assume any, has no known run time: the median is null in the JSON, and
+// the duration figure gives way to a note.
+func TestReportTraceNoStart(t *testing.T) {
+	cfg, _ := schematest.Database(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "nostart.csv")
+	csv := "job_id,user,vc,gpu_num,node_num,state,submit_time,duration\n" +
+		"1,u1,vc1,8,1,COMPLETED,2020-09-01 01:00:00,100\n" +
+		"2,u2,vc1,1,1,FAILED,2020-09-01 02:00:00,50\n"
+	if err := os.WriteFile(path, []byte(csv), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "nostart.html")
+	got := runReportJSON(t, "--trace", path, "--out", out, "--trace.start-at-submit=false",
+		"--clickhouse.addr", cfg.Addr, "--clickhouse.database", cfg.Database)
+	if got.Jobs != 2 || got.DurationMedianS != nil || got.StartAtSubmit == nil || *got.StartAtSubmit != 0 {
+		t.Errorf("jobs %d, duration_median_s %v, start_at_submit_jobs %v; want 2, null, 0", got.Jobs, got.DurationMedianS, got.StartAtSubmit)
+	}
+	if got.StateShare["completed"] != 0.5 || got.StateShare["failed"] != 0.5 {
+		t.Errorf("state_share = %v; want half completed, half failed", got.StateShare)
+	}
+	page, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(page, []byte(`data-figure="`+report.FigDurationCDF+`"`)) || !bytes.Contains(page, []byte(`id="fig-`+report.FigDurationCDF+`"`)) {
+		t.Errorf("report without run times: want a note, not a figure, for the run times")
+	}
+}
