@@ -1,0 +1,235 @@
+package slurmadapter
+
+import (
+	"context"
+	"errors"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/heliostat-dev/heliostat/actuator/adapter"
+	"github.com/heliostat-dev/heliostat/actuator/audit"
+	"github.com/heliostat-dev/heliostat/actuator/ces"
+	"github.com/heliostat-dev/heliostat/actuator/loop"
+	"github.com/heliostat-dev/heliostat/collector/slurm/slurmtest"
+	"github.com/heliostat-dev/heliostat/schemas/schematest"
+)
+
+func TestMain(m *testing.M) { os.Exit(schematest.Main(m)) }
+
+// clock is the actuator's clock in these tests: real Slurm, injected time,
+// so that the loop's peak window passes without sleeping.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// TestSlurm drives the actuator against a real slurmctld and four slurmd
+// (gpu1..gpu4, 8 fake GPUs each) with power saving configured, in order:
+//
+//	(a) the loop raises a younger, shorter job's priority and it starts
+//	    ahead of an older one;
+//	(b) with one node busy and a minimum of three powered, the loop powers
+//	    an idle node down and the suspend program runs for it;
+//	(c) a node with a running job, or one a pending job is bound for, is
+//	    never powered down, whoever asks;
+//	(d) a queue that outgrows the powered nodes powers the node back up:
+//	    the resume program runs and the node takes jobs again.
+func TestSlurm(t *testing.T) {
+	c := slurmtest.StartWith(t, slurmtest.Options{Conf: map[string]string{"SuspendTimeout": "3", "ResumeTimeout": "30"}})
+	dbc, conn := schematest.Database(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	clk := &clock{t: time.Now()}
+	s, err := New(Config{Conf: c.Conf()}, c.Env(), nil, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	al, err := audit.New(conn, dbc.Database, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"batch"}, Nodes: []string{"gpu*"}}, s, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lcfg := loop.Config{Cluster: "slurm-test", Interval: time.Second, PeakWindow: time.Minute}
+	lcfg.CES = ces.DefaultConfig()
+	lcfg.CES.MinPowered, lcfg.CES.DownDelay, lcfg.CES.WakeLatency = 3, 0, time.Minute
+	l, err := loop.New(lcfg, g, al, nil, nil, nil, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(out string, err error) string {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%v\n%s", err, c.LogTail(20))
+		}
+		return out
+	}
+	pass := func() loop.Report {
+		t.Helper()
+		rep, err := l.Once(ctx)
+		if err != nil {
+			t.Fatalf("pass: %v\n%s", err, c.LogTail(20))
+		}
+		return rep
+	}
+	nodeState := func(name string) string {
+		return strings.TrimSpace(must(c.Run(ctx, "sinfo", "-h", "-n", name, "-o", "%t")))
+	}
+	waitNode := func(name, want string) {
+		t.Helper()
+		for st := nodeState(name); st != want; st = nodeState(name) {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s is %q; want %q\n%s", name, st, want, c.LogTail(20))
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+	running := func(id string) {
+		t.Helper()
+		if _, err := c.WaitState(ctx, func(s string) bool { return s == "RUNNING" }, id); err != nil {
+			t.Fatalf("%v\n%s", err, c.LogTail(20))
+		}
+	}
+
+	t.Run("a_priority", func(t *testing.T) {
+		filler := must(c.Submit(ctx, "-N4", "--gres=gpu:8", "--wrap", "sleep 300"))
+		running(filler)
+		old := must(c.Submit(ctx, "-N4", "--gres=gpu:8", "-t", "60", "-J", "old", "--wrap", "sleep 30"))
+		young := must(c.Submit(ctx, "-N4", "--gres=gpu:8", "-t", "1", "-J", "young", "--wrap", "sleep 30"))
+		rep := pass()
+		set := map[string]int64{}
+		for _, a := range rep.Actions {
+			if a.Kind == "set_priority" && a.Outcome == audit.Applied {
+				set[a.Target] = *a.Value
+			}
+		}
+		if len(set) != 2 || !(set[young] > set[old]) {
+			t.Fatalf("pass set priorities %v; want %s above %s (actions %+v)", set, young, old, rep.Actions)
+		}
+		for id, want := range set {
+			got := must(c.Run(ctx, "squeue", "-h", "-j", id, "-o", "%Q"))
+			if p, _ := strconv.ParseInt(strings.TrimSpace(got), 10, 64); p != want {
+				t.Errorf("squeue priority of %s = %s; want %d", id, got, want)
+			}
+		}
+		must(c.Run(ctx, "scancel", filler))
+		running(young)
+		if st, err := c.State(ctx, old); err != nil || st != "PENDING" {
+			t.Errorf("older job %s is %q (%v) while the raised %s runs; want PENDING", old, st, err, young)
+		}
+		must(c.Run(ctx, "scancel", old, young))
+		if _, err := c.WaitJob(ctx, old, young); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	busyJob := ""
+	t.Run("b_power_down_idle", func(t *testing.T) {
+		busyJob = must(c.Submit(ctx, "-w", "gpu1", "--gres=gpu:2", "--wrap", "sleep 300"))
+		running(busyJob)
+		pass() // starts the peak window
+		clk.add(2 * time.Minute)
+		rep := pass()
+		var down []string
+		for _, a := range rep.Actions {
+			if a.Kind == "power_down" {
+				if a.Outcome != audit.Applied {
+					t.Errorf("power-down %s: %s %s", a.Target, a.Outcome, a.Error)
+				}
+				down = append(down, a.Target)
+			}
+		}
+		if !slices.Equal(down, []string{"gpu2"}) {
+			t.Fatalf("powered down %v; want [gpu2] (busy gpu1, three kept powered); actions %+v", down, rep.Actions)
+		}
+		waitNode("gpu2", "idle~")
+		if calls, err := c.SuspendCalls(); err != nil || !slices.Equal(calls, []string{"gpu2"}) {
+			t.Errorf("suspend program calls %q, %v; want [gpu2]", calls, err)
+		}
+	})
+
+	t.Run("c_busy_never_touched", func(t *testing.T) {
+		bound := must(c.Submit(ctx, "-w", "gpu3", "--gres=gpu:8", "-N1", "--begin=now+1hour", "--wrap", "true"))
+		for _, tc := range []struct {
+			node string
+			want error
+		}{{"gpu1", adapter.ErrNodeBusy}, {"gpu3", adapter.ErrNodeBusy}} {
+			if err := s.PowerDown(ctx, tc.node); !errors.Is(err, tc.want) {
+				t.Errorf("PowerDown(%s) = %v; want %v", tc.node, err, tc.want)
+			}
+			if r := g.Do(ctx, adapter.Action{Kind: adapter.PowerDown, Target: tc.node}); r.Outcome != adapter.Skipped || !errors.Is(r.Err, tc.want) {
+				t.Errorf("guard power-down %s = %v %v; want skipped, %v", tc.node, r.Outcome, r.Err, tc.want)
+			}
+		}
+		// The plan itself never names them, pass after pass.
+		for range 3 {
+			clk.add(time.Minute)
+			for _, a := range pass().Actions {
+				if a.Kind == "power_down" && (a.Target == "gpu1" || a.Target == "gpu3") {
+					t.Errorf("the loop powered down %s: %+v", a.Target, a)
+				}
+			}
+		}
+		if st := nodeState("gpu1"); st != "mix" {
+			t.Errorf("gpu1 is %q; want mix (running, no power-down pending)", st)
+		}
+		if calls, _ := c.SuspendCalls(); slices.Contains(calls, "gpu1") || slices.Contains(calls, "gpu3") {
+			t.Errorf("suspend program ran for %q", calls)
+		}
+		must(c.Run(ctx, "scancel", bound))
+	})
+
+	t.Run("d_queue_powers_up", func(t *testing.T) {
+		// Whole-cluster jobs cannot start while gpu1 is busy, so Slurm
+		// itself does not resume gpu2 for them: only the plan can.
+		var queued []string
+		for range 2 {
+			queued = append(queued, must(c.Submit(ctx, "-N4", "--gres=gpu:8", "--wrap", "true")))
+		}
+		clk.add(time.Minute)
+		rep := pass()
+		var up []string
+		for _, a := range rep.Actions {
+			if a.Kind == "power_up" && a.Outcome == audit.Applied {
+				up = append(up, a.Target)
+			}
+		}
+		if !slices.Equal(up, []string{"gpu2"}) {
+			t.Fatalf("powered up %v; want [gpu2]; actions %+v", up, rep.Actions)
+		}
+		waitNode("gpu2", "idle")
+		if calls, err := c.ResumeCalls(); err != nil || !slices.Equal(calls, []string{"gpu2"}) {
+			t.Errorf("resume program calls %q, %v; want [gpu2]", calls, err)
+		}
+		must(c.Run(ctx, "scancel", busyJob))
+		if states, err := c.WaitJob(ctx, queued...); err != nil || states[0] != "COMPLETED" || states[1] != "COMPLETED" {
+			t.Errorf("queued whole-cluster jobs: %v, %v; want COMPLETED on all four nodes", states, err)
+		}
+	})
+
+	// Every action is in the audit table with its outcome.
+	recs, err := al.List(ctx, audit.Query{Cluster: "slurm-test", Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.Outcome == audit.Planned || r.Adapter != "slurm" || r.Reason == "" {
+			t.Errorf("audit row %+v", r)
+		}
+	}
+}
