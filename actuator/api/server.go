@@ -44,7 +44,7 @@ var OpenAPI []byte
 
 // Config is the API's settings.
 type Config struct {
-	// Listen is the address. Default ":9402".
+	// Listen is the address. Default ":9403".
 	Listen string
 	// TokenFile holds the bearer token of the endpoints that change
 	// anything; when empty the token comes from $HELIOSTAT_ACTUATOR_TOKEN.
@@ -59,7 +59,7 @@ type Config struct {
 
 // RegisterFlags adds the --actuator.* flags of the API to fs.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.Listen, "actuator.listen-address", ":9402", "address of the advisory API, /metrics and the probes")
+	fs.StringVar(&c.Listen, "actuator.listen-address", ":9403", "address of the advisory API, /metrics and the probes")
 	fs.StringVar(&c.TokenFile, "actuator.token-file", "", "file holding the bearer token of the endpoints that change anything (default: $HELIOSTAT_ACTUATOR_TOKEN)")
 	fs.Int64Var(&c.MaxBodyBytes, "actuator.max-body-bytes", 64<<10, "largest request body accepted")
 	fs.DurationVar(&c.ActionsCacheTTL, "actuator.actions-cache-ttl", time.Second, "how long a /v1/actions answer is reused for the same query (negative: never)")

@@ -104,8 +104,8 @@ const PriorityCeiling = 4_000_000_000
 // as QSSF ranks (up to the clip and rounding to the second), and a job's
 // priority depends only on its own submission and prediction: it changes
 // only when its prediction does, not whenever other jobs come or go, so the
-// loop sends few updates. With the default aging rate, today's jobs get
-// about 3.2e9 − their service in GPU·seconds. Slurm reads 0 as held and
+// loop sends few updates. Today's jobs get
+// about 3.2e9 − service / AgingRate. Slurm reads 0 as held and
 // reserves the two largest 32-bit values, which the range avoids.
 func Priority(c qssf.Config, j *qssf.Job) int64 {
 	rate := c.AgingRate

@@ -295,7 +295,7 @@ func TestPriorityOrder(t *testing.T) {
 		{qssf.Job{Submit: time.Date(1990, 1, 1, 0, 0, 0, 0, time.UTC)}, PriorityCeiling},
 		{qssf.Job{Submit: time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)}, 1},
 	} {
-		if got := Priority(qssf.Config{}, &tc.j); got != tc.want {
+		if got := Priority(qssf.Config{AgingRate: 1}, &tc.j); got != tc.want {
 			t.Errorf("Priority(%+v) = %d; want %d", tc.j, got, tc.want)
 		}
 	}

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/heliostat-dev/heliostat/actuator/adapter"
+	"github.com/heliostat-dev/heliostat/actuator/api"
+	"github.com/heliostat-dev/heliostat/actuator/audit"
+	"github.com/heliostat-dev/heliostat/actuator/loop"
+	"github.com/heliostat-dev/heliostat/actuator/slurmadapter"
+	"github.com/heliostat-dev/heliostat/internal/chconn"
+	"github.com/heliostat-dev/heliostat/predictor/live"
+)
+
+// runActuator is `heliostat actuator`: the control loop against Slurm, the
+// audit table in ClickHouse, the live duration predictor, and the advisory
+// API with /metrics and the probes on one listener. Dry run unless
+// --actuator.apply; touches no partition or node unless allowlisted.
+func runActuator(ctx context.Context, args []string, e *env) error {
+	fs := newFlagSet("actuator", e)
+	var (
+		ch   chconn.Config
+		gc   adapter.GuardConfig
+		lc   loop.Config
+		ac   api.Config
+		sc   slurmadapter.Config
+		pc   live.Config
+		lf   logFlags
+		pred = fs.String("actuator.predictor", "live", "run-time predictions: live (train the duration model from the jobs in ClickHouse in this process and write its predictions, like heliostat predictor run) or none (time limits only)")
+	)
+	ch.RegisterFlags(fs, e.getenv)
+	gc.RegisterFlags(fs)
+	lc.RegisterFlags(fs)
+	ac.RegisterFlags(fs)
+	sc.RegisterFlags(fs)
+	pc.RegisterFlags(fs)
+	lf.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("actuator: unexpected argument %q", fs.Arg(0))
+	}
+	for _, v := range []interface{ Validate() error }{&ch, gc, lc, ac, sc, pc} {
+		if err := v.Validate(); err != nil {
+			return err
+		}
+	}
+	if *pred != "live" && *pred != "none" {
+		return fmt.Errorf("actuator: --actuator.predictor %q: want live or none", *pred)
+	}
+	logger, err := lf.logger(e.stderr)
+	if err != nil {
+		return err
+	}
+	token, err := api.ReadToken(ac, e.getenv, os.ReadFile)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	ln, err := net.Listen("tcp", ac.Listen)
+	if err != nil {
+		return fmt.Errorf("actuator: listen on %s: %w", ac.Listen, err)
+	}
+	defer ln.Close()
+	if err := applySchema(ctx, ch, e, logger); err != nil {
+		return fmt.Errorf("apply schema at start-up: %w", err)
+	}
+	conn, err := ch.Open(ctx, e.getenv)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	al, err := audit.New(conn, ch.Database, time.Now)
+	if err != nil {
+		return err
+	}
+	sched, err := slurmadapter.New(sc, nil, reg, time.Now)
+	if err != nil {
+		return err
+	}
+	guard, err := adapter.NewGuard(gc, sched, time.Now)
+	if err != nil {
+		return err
+	}
+	var (
+		runner    *live.Runner
+		predictor loop.Predictor
+	)
+	if *pred == "live" {
+		pc.Database = ch.Database
+		if runner, err = live.New(pc, conn, logger, reg, time.Now); err != nil {
+			return err
+		}
+		predictor = runner
+	}
+	lp, err := loop.New(lc, guard, al, predictor, logger, reg, time.Now)
+	if err != nil {
+		return err
+	}
+	srv, err := newActuatorAPI(ac, lp, predictor, al, token, reg, logger)
+	if err != nil {
+		return err
+	}
+	mode := "dry run (--actuator.apply not set)"
+	if gc.Apply {
+		mode = "APPLYING actions"
+	}
+	logger.Info("actuator running", "mode", mode, "scheduler", "slurm", "partitions", gc.Partitions, "nodes", gc.Nodes,
+		"api", "http://"+httpAddr(ln.Addr().String())+"/v1/queue", "token_set", token != "", "predictor", *pred)
+	g, gctx := errgroup.WithContext(ctx)
+	if runner != nil {
+		g.Go(func() error { return runner.Run(gctx) })
+	}
+	g.Go(func() error { return lp.Run(gctx) })
+	g.Go(func() error { return serveAPI(gctx, ln, srv) })
+	return g.Wait()
+}
+
+// newActuatorAPI returns the advisory API served from a loop, a predictor
+// (nil: time limits) and the audit log.
+func newActuatorAPI(ac api.Config, lp *loop.Loop, p loop.Predictor, al *audit.Log, token string, reg *prometheus.Registry, logger *slog.Logger) (*api.Server, error) {
+	c := lp.Config()
+	return api.New(ac, api.Deps{
+		View: lp.View, Predictor: p, Actions: al.List, Pass: lp.Once, Cluster: c.Cluster,
+		UnknownDuration: c.UnknownDuration, QSSF: c.QSSF, Token: token, Gatherer: reg,
+	}, logger, reg)
+}
+
+// serveAPI serves h on ln until ctx ends, then shuts down within 5s.
+func serveAPI(ctx context.Context, ln net.Listener, h http.Handler) error {
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, MaxHeaderBytes: 64 << 10}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("actuator: serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("actuator: shutdown: %w", err)
+	}
+	return nil
+}
