@@ -54,6 +54,7 @@ func commands() []command {
 		{"predictor", "`predictor run` (live duration predictions from ClickHouse), `predictor backtest --trace FILE` (job durations), `predictor backtest-demand --series FILE` (node demand)", runPredictor},
 		{"report", "`report [--since T --until T] --out FILE.html`, `report --trace FILE --format swf|helios --out FILE.html [--json]`: the characterization as one HTML page", runReport},
 		{"sim", "`sim --trace FILE [--vcs FILE | --nodes N --gpus-per-node G] --policy fifo,sjf,qssf [--backfill] [--json]`: scheduling replay; `sim ces --series FILE`: energy saving replay", runSim},
+		{"actuator", "the control loop (QSSF priorities, CES power plans) against Slurm, dry run unless --actuator.apply, every action audited; the advisory API", runActuator},
 		{"schema", "ClickHouse schema: `schema apply`, `schema show`", runSchema},
 		{"bench", "benchmarks: `bench ingest [--rows N] [--json]`", runBench},
 		{"version", "print the version", func(_ context.Context, _ []string, e *env) error {
