@@ -91,10 +91,10 @@ func ParseVCs(r io.Reader) ([]VC, error) {
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		line, _ := cr.FieldPos(0)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrBadVCs, err)
+			return nil, fmt.Errorf("%w: %v", ErrBadVCs, err) // a *csv.ParseError names the line
 		}
+		line, _ := cr.FieldPos(0)
 		if len(rec) != len(header) {
 			return nil, fmt.Errorf("%w: line %d: %d cells; the header has %d", ErrBadVCs, line, len(rec), len(header))
 		}
