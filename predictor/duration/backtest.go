@@ -24,6 +24,8 @@ type BacktestConfig struct {
 
 	// onFeatures, when set (tests), sees every job's features as computed.
 	onFeatures func(j *Job, f Features)
+	// onPredict, when set (tests), sees every test job's prediction.
+	onPredict func(j *Job, f Features, p Prediction)
 }
 
 // Result is the outcome of a backtest.
@@ -148,6 +150,9 @@ func Backtest(jobs []Job, cfg BacktestConfig) (Result, error) {
 		p, err := model.Predict(f, j.ReqTime)
 		if err != nil {
 			return res, err
+		}
+		if cfg.onPredict != nil {
+			cfg.onPredict(j, f, p)
 		}
 		y, w := j.Run.Seconds(), width(j)
 		s := scored{pred: p.Point.Seconds(), true: y, width: w}

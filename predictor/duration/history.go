@@ -185,7 +185,9 @@ var featureNames = [numSegments][]string{
 var user2Features = []string{"last1", "last2", "ewma", "median10", "spread10", "min10", "max10", "short", "in_flight",
 	"req", "has_req", "user_ratio_req", "killed", "exe_last", "has_exe", "exact_last", "exact_median", "has_exact",
 	"procs", "queue", "global", "since_submit", "hour_sin", "hour_cos", "weekend",
-	"last1_sq", "req_sq", "last1_x_req", "ewma_x_short", "spread_x_last1"}
+	"last1_sq", "req_sq", "last1_x_req", "ewma_x_short", "spread_x_last1",
+	"exact_spread", "exact_n", "exact_med_x_tight", "tight", "med_x_utight", "utight",
+	"h_last1_1", "h_last1_2", "h_last1_3", "h_exmed_1", "h_exmed_2", "h_exmed_3", "h_med_1", "h_med_2", "h_med_3", "h_req_1", "h_req_2", "h_req_3", "h_ratio_1", "h_ratio_2", "h_ratio_3"}
 
 // Features computes j's features from what History holds now. Only j's
 // submit-time fields are read.
@@ -238,10 +240,11 @@ func (h *History) Features(j *Job) Features {
 			exeLast, hasExe = r.last, 1
 		}
 	}
-	exactLast, exactMed, hasExact := last1, last1, 0.0
+	exactLast, exactMed, hasExact, exactSpread, exactN := last1, last1, 0.0, 0.0, 0.0
 	if r := h.exacts[exactKey(j)]; r != nil && r.n > 0 {
 		exactLast, hasExact = r.last, 1
-		exactMed, _ = medianSpread(r.recent(5))
+		exactMed, exactSpread = medianSpread(r.recent(5))
+		exactN = math.Log1p(float64(r.n))
 	}
 	if nUser == 1 {
 		return Features{Segment: SegUser1, X: []float64{last1, reqOr(req), hasReq, ratio, exeLast, hasExe, exactLast, hasExact, procs, queue, global, hs, hc, weekend}, Fallback: last1}
@@ -257,6 +260,8 @@ func (h *History) Features(j *Job) Features {
 	if !u.lastSubmit.IsZero() && j.Submit.After(u.lastSubmit) {
 		since = math.Log1p(j.Submit.Sub(u.lastSubmit).Seconds())
 	}
+	tight := math.Exp(-exactSpread/tightScale) * hasExact
+	utight := math.Exp(-spread / tightScale)
 	seg := SegUser2
 	if hasExact == 1 {
 		seg = SegExact
@@ -266,10 +271,20 @@ func (h *History) Features(j *Job) Features {
 		X: []float64{last1, last2, u.ewma.v, med, spread, lo, hi, u.short, math.Log1p(float64(u.inFlight)),
 			reqOr(req), hasReq, ratio, u.killed, exeLast, hasExe, exactLast, exactMed, hasExact,
 			procs, queue, global, since, hs, hc, weekend,
-			last1 * last1 / 10, reqOr(req) * reqOr(req) / 10, last1 * reqOr(req) / 10, u.ewma.v * u.short, spread * last1},
+			last1 * last1 / 10, reqOr(req) * reqOr(req) / 10, last1 * reqOr(req) / 10, u.ewma.v * u.short, spread * last1,
+			exactSpread, exactN, exactMed * tight, tight, med * utight, utight,
+			hinge(last1, 0), hinge(last1, 1), hinge(last1, 2), hinge(exactMed, 0), hinge(exactMed, 1), hinge(exactMed, 2),
+			hinge(med, 0), hinge(med, 1), hinge(med, 2), hinge(reqOr(req), 0), hinge(reqOr(req), 1), hinge(reqOr(req), 2),
+			hinge(ratio, 0), hinge(ratio, 1), hinge(ratio, 2)},
 		Fallback: last2,
 	}
 }
+
+var tightScale = 0.5
+
+var knots = []float64{math.Log(60), math.Log(900), math.Log(4 * 3600)}
+
+func hinge(v float64, k int) float64 { return math.Max(0, v-knots[k]) }
 
 func medianSpread(v []float64) (median, spread float64) {
 	s := append([]float64(nil), v...)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/sajari/regression"
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/mat"
 )
 
@@ -30,6 +32,23 @@ type segModel struct {
 	coef []float64 // intercept first
 	// lo and hi are the 10th and 90th percentiles of training residuals (log).
 	lo, hi float64
+	// A split node sends x with x[feat] <= thr to left, the rest to right;
+	// coef, lo and hi are then those of the node's own fit (unused).
+	feat        int
+	thr         float64
+	left, right *segModel
+}
+
+// leaf returns the leaf of the tree that x falls in.
+func (sm *segModel) leaf(x []float64) *segModel {
+	for sm.left != nil {
+		if x[sm.feat] <= sm.thr {
+			sm = sm.left
+		} else {
+			sm = sm.right
+		}
+	}
+	return sm
 }
 
 // A segment needs at least minSegmentRows rows, and rowsPerFeature rows per
@@ -60,7 +79,7 @@ func Fit(rows []Row, now time.Time) (*Model, error) {
 		if len(bySeg[s]) < max(minSegmentRows, rowsPerFeature*len(featureNames[s])) {
 			continue
 		}
-		sm, err := fitSegment(Segment(s), bySeg[s])
+		sm, err := fitNode(Segment(s), bySeg[s], nil, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -94,16 +113,38 @@ func check(f Features) error {
 // is and once negated (so that sajari's intercept comes out 0), are 2p
 // pseudo-observations with exactly the same normal equations; sajari solves
 // them, and the intercept is ȳ − x̄·β.
-func fitSegment(s Segment, rows []Row) (*segModel, error) {
-	w := make([]float64, len(rows))
-	for i := range w {
-		w[i] = 1
+func fitSegment(s Segment, rows []Row, w []float64, iters int) (*segModel, []float64, error) {
+	if w == nil {
+		w = make([]float64, len(rows))
+		for i := range w {
+			w[i] = 1
+		}
+	}
+	// The early iterations only steer the weights: on a large segment they
+	// run on every 4th row, the last two on all of them.
+	var sub []Row
+	var subW []float64
+	if len(rows) >= 40_000 {
+		subW = make([]float64, 0, len(rows)/4+1)
+		sub = make([]Row, 0, len(rows)/4+1)
+		for i := 0; i < len(rows); i += 4 {
+			sub = append(sub, rows[i])
+		}
 	}
 	var sm *segModel
-	for iter := 0; iter < huberIterations; iter++ {
+	for iter := 0; iter < iters; iter++ {
 		var err error
-		if sm, err = solveWeighted(s, rows, w); err != nil {
-			return nil, err
+		if sub != nil && iter < iters-2 {
+			subW = subW[:0]
+			for i := 0; i < len(rows); i += 4 {
+				subW = append(subW, w[i])
+			}
+			sm, err = solveWeighted(s, sub, subW)
+		} else {
+			sm, err = solveWeighted(s, rows, w)
+		}
+		if err != nil {
+			return nil, nil, err
 		}
 		// Huber weights: full weight within huberK (log units) of the fit,
 		// k/|r| beyond, so that the few jobs that die in seconds or run to
@@ -122,12 +163,144 @@ func fitSegment(s Segment, rows []Row) (*segModel, error) {
 	}
 	sort.Float64s(res)
 	sm.lo, sm.hi = res[len(res)/10], res[len(res)*9/10]
+	return sm, w, nil
+}
+
+// Model tree: a segment's fit is split where the parent's residuals show a
+// change of level or slope on one side of a feature threshold.
+var (
+	treeDepth   = 2
+	minLeafRows = 3000
+	minGain     = 0.0005 // of the weighted residual sum of squares
+)
+
+func fitNode(s Segment, rows []Row, w []float64, depth int) (*segModel, error) {
+	iters := huberIterations
+	if w != nil {
+		iters = childIterations // warm start from the parent's weights
+	}
+	sm, w, err := fitSegment(s, rows, w, iters)
+	if err != nil {
+		return nil, err
+	}
+	minLeaf := max(minLeafRows, rowsPerFeature*len(featureNames[s]))
+	if depth >= treeDepth || len(rows) < 2*minLeaf {
+		return sm, nil
+	}
+	feat, thr, ok := bestSplit(s, rows, sm, w, minLeaf)
+	if !ok {
+		return sm, nil
+	}
+	var l, r []Row
+	var wl, wr []float64
+	for i, row := range rows {
+		if row.F.X[feat] <= thr {
+			l, wl = append(l, row), append(wl, w[i])
+		} else {
+			r, wr = append(r, row), append(wr, w[i])
+		}
+	}
+	if sm.left, err = fitNode(s, l, wl, depth+1); err != nil {
+		return nil, err
+	}
+	if sm.right, err = fitNode(s, r, wr, depth+1); err != nil {
+		return nil, err
+	}
+	sm.feat, sm.thr = feat, thr
 	return sm, nil
+}
+
+// splitStats are weighted sums over rows for the regression of the parent's
+// residual r on its prediction m: counts, Σw, Σwm, Σwm², Σwr, Σwmr, Σwr².
+type splitStats struct{ n, w, m, mm, r, mr, rr float64 }
+
+func (a *splitStats) add(b splitStats) {
+	a.n += b.n
+	a.w += b.w
+	a.m += b.m
+	a.mm += b.mm
+	a.r += b.r
+	a.mr += b.mr
+	a.rr += b.rr
+}
+
+// explained is the weighted sum of squares of r that a + b·m explains.
+func (a splitStats) explained() float64 {
+	if a.w <= 0 {
+		return 0
+	}
+	mm := a.mm - a.m*a.m/a.w
+	mr := a.mr - a.m*a.r/a.w
+	e := a.r * a.r / a.w
+	if mm > 1e-9 {
+		e += mr * mr / mm
+	}
+	return e
+}
+
+// splitFeature lists the features a tree may split on: the job's own history
+// and request, not load or calendar terms, which drift between training and use.
+var splitFeature = map[string]bool{"last1": true, "median10": true, "spread10": true, "short": true,
+	"req": true, "user_ratio_req": true, "exact_median": true, "exact_spread": true, "procs": true, "killed": true}
+
+func bestSplit(s Segment, rows []Row, sm *segModel, w []float64, minLeaf int) (feat int, thr float64, ok bool) {
+	p := len(rows[0].F.X)
+	pred := make([]float64, len(rows))
+	var total splitStats
+	for i, row := range rows {
+		pred[i] = sm.predict(row.F.X)
+		r := row.Y - pred[i]
+		total.add(splitStats{1, w[i], w[i] * pred[i], w[i] * pred[i] * pred[i], w[i] * r, w[i] * pred[i] * r, w[i] * r * r})
+	}
+	base := total.explained()
+	best := minGain * total.rr
+	step := max(1, len(rows)/2048)
+	sample := make([]float64, 0, len(rows)/step+1)
+	for c := 0; c < p; c++ {
+		if !splitFeature[featureNames[s][c]] {
+			continue
+		}
+		sample = sample[:0]
+		for i := 0; i < len(rows); i += step {
+			sample = append(sample, rows[i].F.X[c])
+		}
+		sort.Float64s(sample)
+		var thrs []float64
+		for q := 1; q < 16; q++ {
+			t := sample[len(sample)*q/16]
+			if len(thrs) == 0 || t > thrs[len(thrs)-1] {
+				thrs = append(thrs, t)
+			}
+		}
+		if len(thrs) == 0 {
+			continue
+		}
+		bins := make([]splitStats, len(thrs)+1)
+		for i, row := range rows {
+			b := sort.SearchFloat64s(thrs, row.F.X[c]) // first threshold >= x
+			m, r := pred[i], row.Y-pred[i]
+			bins[b].add(splitStats{1, w[i], w[i] * m, w[i] * m * m, w[i] * r, w[i] * m * r, w[i] * r * r})
+		}
+		var left splitStats
+		for b := 0; b < len(thrs); b++ {
+			left.add(bins[b])
+			right := total
+			right.n, right.w, right.m, right.mm, right.r, right.mr, right.rr = total.n-left.n, total.w-left.w, total.m-left.m, total.mm-left.mm, total.r-left.r, total.mr-left.mr, total.rr-left.rr
+			if left.n < float64(minLeaf) || right.n < float64(minLeaf) {
+				continue
+			}
+			if g := left.explained() + right.explained() - base; g > best {
+				best, feat, thr, ok = g, c, thrs[b], true
+			}
+		}
+	}
+	return feat, thr, ok
 }
 
 // Robust fitting: iteratively reweighted least squares with Huber weights.
 var (
 	huberIterations = 6
+	childIterations = 3
 	huberK          = 1.0
 )
 
@@ -147,32 +320,36 @@ func solveWeighted(s Segment, rows []Row, w []float64) (*segModel, error) {
 		mx[i] /= n
 	}
 	my /= n
-	// Upper triangle of the weighted, centred XᵀX, accumulated in a flat
-	// array: gonum's element accessors cost more than the arithmetic here.
-	acc := make([]float64, p*p)
+	// The weighted, centred XᵀX through BLAS's symmetric rank-k update, a
+	// block of rows at a time (the scalar loop was most of the fit time).
+	const block = 256
+	acc := mat.NewSymDense(p, nil)
 	b := make([]float64, p)
-	d := make([]float64, p)
-	for k, row := range rows {
+	buf := make([]float64, block*p)
+	flush := func(k int) {
+		if k == 0 {
+			return
+		}
+		d := blas64.General{Rows: k, Cols: p, Stride: p, Data: buf[:k*p]}
+		blas64.Syrk(blas.Trans, 1, d, 1, acc.RawSymmetric())
+	}
+	k := 0
+	for r, row := range rows {
+		sw := math.Sqrt(w[r])
+		dy := (row.Y - my) * w[r]
+		d := buf[k*p : k*p+p]
 		for i, v := range row.F.X {
 			d[i] = v - mx[i]
-		}
-		wk := w[k]
-		dy := (row.Y - my) * wk
-		for i := 0; i < p; i++ {
 			b[i] += d[i] * dy
-			wi := wk * d[i]
-			ai := acc[i*p : i*p+p]
-			for j := i; j < p; j++ {
-				ai[j] += wi * d[j]
-			}
+			d[i] *= sw
+		}
+		if k++; k == block {
+			flush(k)
+			k = 0
 		}
 	}
-	g := mat.NewSymDense(p, nil)
-	for i := 0; i < p; i++ {
-		for j := i; j < p; j++ {
-			g.SetSym(i, j, acc[i*p+j])
-		}
-	}
+	flush(k)
+	g := acc
 	const ridge = 1e-6
 	for i := 0; i < p; i++ {
 		g.SetSym(i, i, g.At(i, i)+ridge*n+1e-9)
@@ -251,6 +428,7 @@ func (m *Model) Predict(f Features, reqTime time.Duration) (Prediction, error) {
 	sm := m.segs[f.Segment]
 	fitted := sm != nil
 	if fitted {
+		sm = sm.leaf(f.X)
 		y = sm.predict(f.X)
 		lo, hi = y+sm.lo, y+sm.hi
 	} else {
