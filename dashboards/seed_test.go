@@ -14,6 +14,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/heliostat-dev/heliostat/actuator/adapter"
+	"github.com/heliostat-dev/heliostat/actuator/audit"
+	"github.com/heliostat-dev/heliostat/actuator/ces"
+	"github.com/heliostat-dev/heliostat/actuator/loop"
+	"github.com/heliostat-dev/heliostat/actuator/simadapter"
 	"github.com/heliostat-dev/heliostat/analytics"
 	"github.com/heliostat-dev/heliostat/collector"
 	"github.com/heliostat-dev/heliostat/collector/publish"
@@ -135,7 +140,8 @@ func (c *counter) waitIngested(t *testing.T, conn driver.Conn, db string) {
 // and ECC events on two simulated GPUs, a job that sat on two GPUs without
 // using them (idle-allocated), and one undecodable message (a dead letter).
 // Then the job summarizer and the characterization runs (the day and the
-// month windows) write their tables.
+// month windows) write their tables. The actuator's control loop runs on the
+// simulated cluster throughout, every action in the audit table.
 func seed(t *testing.T) *seeded {
 	t.Helper()
 	ctx := context.Background()
@@ -214,10 +220,34 @@ func seed(t *testing.T) *seeded {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var outcomes, predictions int
+	// actuator: the control loop on the simulated cluster, applying (the
+	// simulator is its scheduler), with the live predictor's estimates and
+	// the audit table, a pass every 10 simulated minutes.
+	guard, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"*"}, Nodes: []string{"sim-node-*"}},
+		simadapter.New(simu), simu.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auditLog, err := audit.New(conn, db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := loop.Config{Cluster: seedCluster, PeakWindow: 30 * time.Minute, CES: ces.DefaultConfig()}
+	act, err := loop.New(lc, guard, auditLog, pred, logger, reg("actuator"), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outcomes, predictions, actions int
 	for h := 1; h <= hours; h++ {
-		if err := simu.Advance(ctx, start.Add(time.Duration(h)*time.Hour)); err != nil {
-			t.Fatal(err)
+		for m := 10; m <= 60; m += 10 {
+			if err := simu.Advance(ctx, start.Add(time.Duration(h-1)*time.Hour+time.Duration(m)*time.Minute)); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := act.Once(ctx)
+			if err != nil {
+				t.Fatalf("actuator pass at %v: %v", simu.Now(), err)
+			}
+			actions += len(rep.Actions)
 		}
 		if err := pub.Flush(ctx); err != nil {
 			t.Fatal(err)
@@ -237,8 +267,8 @@ func seed(t *testing.T) *seeded {
 		predictions += p.Predictions
 		outcomes += p.Outcomes
 	}
-	if predictions == 0 || outcomes == 0 {
-		t.Fatalf("the predictor wrote %d predictions and %d outcomes; want some of each", predictions, outcomes)
+	if predictions == 0 || outcomes == 0 || actions == 0 {
+		t.Fatalf("the predictor wrote %d predictions and %d outcomes, the actuator %d actions; want some of each", predictions, outcomes, actions)
 	}
 	for {
 		n, err := summ.Once(ctx)
@@ -290,7 +320,7 @@ func seed(t *testing.T) *seeded {
 	t.Cleanup(func() { s.grafana.Close() })
 	s.from = start.Add(-time.Hour)
 	s.to = time.Now().Add(time.Minute)
-	for _, table := range []string{"jobs FINAL", "gpu_samples", "gpu_events", "gpu_allocations FINAL", "job_summary FINAL", "predictions FINAL", "prediction_outcomes FINAL", "prediction_models", "analytics_headline"} {
+	for _, table := range []string{"jobs FINAL", "gpu_samples", "gpu_events", "gpu_allocations FINAL", "job_summary FINAL", "predictions FINAL", "prediction_outcomes FINAL", "prediction_models", "actions FINAL", "analytics_headline"} {
 		t.Logf("seeded %s: %d rows", table, schematest.Count(t, conn, db+"."+table))
 	}
 	return s
