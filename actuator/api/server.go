@@ -128,6 +128,37 @@ type Server struct {
 
 	cacheMu sync.Mutex
 	cache   map[string]cached
+
+	// Answers computed from one View are reused until the View changes
+	// (views are immutable).
+	viewMu    sync.Mutex
+	viewOf    *loop.View
+	viewCache map[string][]byte
+}
+
+// fromView returns the answer under key for v, computing it with make on a
+// miss.
+func (s *Server) fromView(v *loop.View, key string, make func() any) []byte {
+	s.viewMu.Lock()
+	if s.viewCache == nil || s.viewOf != v || len(s.viewCache) > 256 {
+		s.viewOf, s.viewCache = v, map[string][]byte{}
+	}
+	b, ok := s.viewCache[key]
+	s.viewMu.Unlock()
+	if ok {
+		return b
+	}
+	b, err := json.Marshal(make())
+	if err != nil {
+		b = []byte(`{"error":"encode response"}`)
+	}
+	b = append(b, '\n')
+	s.viewMu.Lock()
+	if s.viewOf == v {
+		s.viewCache[key] = b
+	}
+	s.viewMu.Unlock()
+	return b
 }
 
 type cached struct {
@@ -341,8 +372,12 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
 		s.badRequest(w, err)
 		return
 	}
-	resp := QueueResponse{Jobs: []loop.QueueEntry{}}
-	if v := s.d.View(); v != nil {
+	v := s.d.View()
+	writeRaw(w, http.StatusOK, s.fromView(v, fmt.Sprintf("queue %d %q", q.Limit, q.Partition), func() any {
+		resp := QueueResponse{Jobs: []loop.QueueEntry{}}
+		if v == nil {
+			return resp
+		}
 		resp.At, resp.Adapter, resp.Apply = v.At, v.Adapter, v.Apply
 		for _, e := range v.Queue {
 			if q.Partition != "" && e.Partition != q.Partition {
@@ -353,8 +388,8 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
 				resp.Jobs = append(resp.Jobs, e)
 			}
 		}
-	}
-	writeJSON(w, http.StatusOK, resp)
+		return resp
+	}))
 }
 
 // PowerPlanResponse is the answer of GET /v1/power-plan.
@@ -371,16 +406,20 @@ func (s *Server) powerPlan(w http.ResponseWriter, r *http.Request) {
 		s.badRequest(w, err)
 		return
 	}
-	resp := PowerPlanResponse{Plans: []loop.PoolPlan{}}
-	if v := s.d.View(); v != nil {
+	v := s.d.View()
+	writeRaw(w, http.StatusOK, s.fromView(v, fmt.Sprintf("power-plan %q", q.Partition), func() any {
+		resp := PowerPlanResponse{Plans: []loop.PoolPlan{}}
+		if v == nil {
+			return resp
+		}
 		resp.At, resp.Adapter, resp.Apply = v.At, v.Adapter, v.Apply
 		for _, p := range v.Plans {
 			if q.Partition == "" || p.Partition == q.Partition {
 				resp.Plans = append(resp.Plans, p)
 			}
 		}
-	}
-	writeJSON(w, http.StatusOK, resp)
+		return resp
+	}))
 }
 
 // ActionsResponse is the answer of GET /v1/actions.

@@ -15,8 +15,11 @@ import (
 )
 
 func runBench(ctx context.Context, args []string, e *env) error {
+	if len(args) > 0 && args[0] == "api" {
+		return runBenchAPI(ctx, args[1:], e)
+	}
 	if len(args) == 0 || args[0] != "ingest" {
-		return fmt.Errorf("bench: want `bench ingest [--rows N] [--json]`")
+		return fmt.Errorf("bench: want `bench ingest [--rows N] [--json]` or `bench api [--rate 5000 --duration 10s] [--json]`")
 	}
 	fs := newFlagSet("bench ingest", e)
 	rows := fs.Int("rows", 2_000_000, "GPU samples to push through")
