@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
@@ -22,7 +24,9 @@ import (
 // three choices of the variables: everything "All", the first option of
 // each, and the first two of each. Every query must succeed and return the
 // columns its panel refers to (a time column for a time series); with every
-// variable at All it must return rows, and no choice may empty every panel.
+// variable at All it must return rows holding data (not only zeros and
+// NULLs, which an aggregate over nothing returns), and no choice may empty
+// every panel.
 // Then every Prometheus metric a panel names must be exposed by the
 // components' registries, with the labels the query uses, and those
 // registries must pass promlint.
@@ -63,7 +67,33 @@ type result struct {
 	columns []string
 	types   []string
 	rows    int
+	data    bool       // some cell holds a value: non-zero, non-empty, not NULL or NaN
 	first   [][]string // the first rows, formatted, when dumping
+}
+
+// holdsValue reports whether a scanned cell holds a value: a number other
+// than 0 or NaN, a non-empty string or array, a time after 1970-01-02.
+func holdsValue(v reflect.Value) bool {
+	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
+		if v.IsNil() {
+			return false
+		}
+		v = v.Elem()
+	}
+	switch v.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return v.Int() != 0
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return v.Uint() != 0
+	case reflect.Float32, reflect.Float64:
+		return v.Float() != 0 && !math.IsNaN(v.Float())
+	case reflect.String, reflect.Slice, reflect.Map:
+		return v.Len() > 0
+	}
+	if t, ok := v.Interface().(time.Time); ok {
+		return t.After(time.Unix(86400, 0))
+	}
+	return true
 }
 
 func (s *seeded) query(sql string) (result, error) {
@@ -77,17 +107,21 @@ func (s *seeded) query(sql string) (result, error) {
 	for _, ct := range rows.ColumnTypes() {
 		r.types = append(r.types, ct.DatabaseTypeName())
 	}
+	types := rows.ColumnTypes()
 	for rows.Next() {
 		r.rows++
-		if *dumpDir == "" || r.rows > 20 {
-			continue
-		}
 		vals := make([]any, len(r.columns))
-		for i, ct := range rows.ColumnTypes() {
+		for i, ct := range types {
 			vals[i] = reflect.New(ct.ScanType()).Interface()
 		}
 		if err := rows.Scan(vals...); err != nil {
 			return r, err
+		}
+		for _, v := range vals {
+			r.data = r.data || holdsValue(reflect.ValueOf(v))
+		}
+		if *dumpDir == "" || r.rows > 20 {
+			continue
 		}
 		line := make([]string, len(vals))
 		for i, v := range vals {
@@ -221,10 +255,10 @@ func (s *seeded) checkClickHousePanel(t *testing.T, d *dashboard, p panel, sel m
 		if choice == "all" {
 			dump(name+" "+tg.RefID, sql, r)
 		}
-		if r.rows == 0 {
+		if r.rows == 0 || !r.data {
 			empty++
 			if choice == "all" {
-				t.Errorf("%s target %s (%s): no rows on the seeded data\n%s", name, tg.RefID, choice, sql)
+				t.Errorf("%s target %s (%s): no rows, or only zeros and NULLs, on the seeded data\n%s", name, tg.RefID, choice, sql)
 			}
 		}
 		if tg.QueryType == "timeseries" && !slices.ContainsFunc(r.types, func(ty string) bool { return strings.HasPrefix(ty, "DateTime") }) {
