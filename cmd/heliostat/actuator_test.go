@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/heliostat-dev/heliostat/collector/slurm/slurmtest"
+	"github.com/heliostat-dev/heliostat/schemas/schematest"
+)
+
+// TestActuatorCommand runs `heliostat actuator` against a real Slurm and
+// ClickHouse, dry run: the API ranks the queue, the pass trigger needs the
+// token from the environment, every decision is in /v1/actions as skipped,
+// and Slurm's priorities stay as they were.
+func TestActuatorCommand(t *testing.T) {
+	c := slurmtest.Start(t)
+	cfg, _ := schematest.Database(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	filler, err := c.Submit(ctx, "-N4", "--gres=gpu:8", "--wrap", "sleep 120")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitState(ctx, func(s string) bool { return s == "RUNNING" }, filler); err != nil {
+		t.Fatal(err)
+	}
+	var pending []string
+	for _, limit := range []string{"60", "5"} {
+		id, err := c.Submit(ctx, "-N1", "--gres=gpu:8", "-t", limit, "--wrap", "true")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pending = append(pending, id)
+	}
+	prioBefore, _ := c.Run(ctx, "squeue", "-h", "-t", "PD", "-o", "%i %Q")
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	const tok = "actuator-test-token-0123456789"
+	env := map[string]string{"HELIOSTAT_ACTUATOR_TOKEN": tok}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	stderr := &lockedWriter{w: &strings.Builder{}}
+	go func() {
+		done <- run(runCtx, []string{"actuator", "--clickhouse.addr", cfg.Addr, "--clickhouse.database", cfg.Database,
+			"--slurm.conf", c.Conf(), "--actuator.listen-address", addr, "--actuator.partitions", "batch", "--actuator.nodes", "gpu*",
+			"--actuator.predictor", "none", "--actuator.interval", "1s", "--actuator.cluster", "t", "--log.level", "warn"},
+			func(k string) string { return env[k] }, io.Discard, stderr)
+	}()
+	get := func(method, path, auth string) (int, []byte) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, method, "http://"+addr+path, nil)
+		if auth != "" {
+			req.Header.Set("Authorization", "Bearer "+auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, nil
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	for {
+		if code, _ := get("GET", "/readyz", ""); code == 200 {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("actuator exited: %v\n%s", err, stderr.String())
+		case <-ctx.Done():
+			t.Fatalf("actuator not ready\n%s", stderr.String())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	code, body := get("GET", "/v1/queue", "")
+	var q struct {
+		Apply bool `json:"apply"`
+		Jobs  []struct {
+			JobID  string `json:"job_id"`
+			Source string `json:"source"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal(body, &q); err != nil || code != 200 || q.Apply || len(q.Jobs) != 2 || q.Jobs[0].JobID != pending[1] || q.Jobs[0].Source != "time_limit" {
+		t.Errorf("/v1/queue = %d %s; want the 5-minute job %s first, dry run", code, body, pending[1])
+	}
+	if code, _ := get("POST", "/v1/passes", ""); code != http.StatusUnauthorized {
+		t.Errorf("pass without a token: %d; want 401", code)
+	}
+	if code, body := get("POST", "/v1/passes", tok); code != 200 {
+		t.Errorf("pass with the token: %d %s", code, body)
+	}
+	code, body = get("GET", "/v1/actions?kind=set_priority", "")
+	var a struct {
+		Actions []struct {
+			Target  string `json:"target"`
+			Outcome string `json:"outcome"`
+			DryRun  bool   `json:"dry_run"`
+		} `json:"actions"`
+	}
+	if err := json.Unmarshal(body, &a); err != nil || code != 200 || len(a.Actions) != 2 {
+		t.Fatalf("/v1/actions = %d %s; want the two priorities, once each", code, body)
+	}
+	for _, r := range a.Actions {
+		if r.Outcome != "skipped" || !r.DryRun {
+			t.Errorf("action %+v; want skipped in a dry run", r)
+		}
+	}
+	if after, _ := c.Run(ctx, "squeue", "-h", "-t", "PD", "-o", "%i %Q"); after != prioBefore {
+		t.Errorf("dry run changed Slurm's priorities:\n%s\nto\n%s", prioBefore, after)
+	}
+	if code, body := get("GET", "/metrics", ""); code != 200 || !strings.Contains(string(body), "heliostat_actuator_actions_total") {
+		t.Errorf("/metrics = %d without heliostat_actuator_actions_total", code)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Errorf("actuator: %v\n%s", err, stderr.String())
+	}
+}
+
+// lockedWriter serializes writes from the command's goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+// String returns what was written.
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.(*strings.Builder).String()
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
