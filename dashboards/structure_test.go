@@ -28,7 +28,7 @@ func TestStructure(t *testing.T) {
 			t.Errorf("%s: uid %q also used by %s", d.file, d.UID, prev)
 		}
 		uids[d.UID] = d.file
-		checkDatasourceRefs(t, d.file, "", d.raw)
+		checkDatasourceRefs(t, d, "", d.raw)
 		checkVariables(t, d)
 		ids := map[int]bool{}
 		var walk func([]panel)
@@ -52,8 +52,10 @@ func TestStructure(t *testing.T) {
 }
 
 // checkDatasourceRefs walks the raw JSON: every "datasource" object must
-// name its uid by a datasource variable of the matching plugin type.
-func checkDatasourceRefs(t *testing.T, file, path string, node any) {
+// name its uid by a datasource variable of the dashboard, of the matching
+// plugin type.
+func checkDatasourceRefs(t *testing.T, d *dashboard, path string, node any) {
+	file := d.file
 	switch n := node.(type) {
 	case map[string]any:
 		for k, v := range n {
@@ -71,14 +73,16 @@ func checkDatasourceRefs(t *testing.T, file, path string, node any) {
 					t.Errorf("%s: %s.datasource uid %q is hard-coded; want ${ds_clickhouse} or ${ds_prometheus}", file, path, uid)
 				} else if typ != want {
 					t.Errorf("%s: %s.datasource type %q with uid %s; want %q", file, path, typ, uid, want)
+				} else if v, ok := d.variable(name); !ok || v.Type != "datasource" {
+					t.Errorf("%s: %s.datasource uses ${%s}, which the dashboard does not define as a datasource variable", file, path, name)
 				}
 				continue
 			}
-			checkDatasourceRefs(t, file, path+"."+k, v)
+			checkDatasourceRefs(t, d, path+"."+k, v)
 		}
 	case []any:
 		for i, v := range n {
-			checkDatasourceRefs(t, file, fmt.Sprintf("%s[%d]", path, i), v)
+			checkDatasourceRefs(t, d, fmt.Sprintf("%s[%d]", path, i), v)
 		}
 	}
 }
@@ -116,11 +120,6 @@ func checkVariables(t *testing.T, d *dashboard) {
 			t.Errorf("%s: variable %q of type %q; the tests know datasource and query variables", d.file, v.Name, v.Type)
 		}
 		defined[v.Name] = true
-	}
-	for name := range dsVariables {
-		if !defined[name] {
-			continue
-		}
 	}
 }
 
