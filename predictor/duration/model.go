@@ -56,7 +56,7 @@ func (sm *segModel) leaf(x []float64) *segModel {
 // rather than overfit (a small trace like the Venus slice).
 const (
 	minSegmentRows = 50
-	rowsPerFeature = 20
+	rowsPerFeature = 30
 )
 
 // ErrNotTrained is returned by Predict on a zero Model.
