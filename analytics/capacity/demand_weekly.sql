@@ -22,11 +22,10 @@ FROM (
         arraySort(groupArray((busy + wait) / 3600)) AS d,
         arraySort(groupArray(busy / 3600)) AS r
     FROM (
-        SELECT DISTINCT cluster,
+        SELECT cluster,
             toUInt32(arrayJoin(arrayMap(i -> intDiv({since}, 3600) + i,
                 range(toUInt32(greatest(0, intDiv({computed_until} + 3599, 3600) - intDiv({since}, 3600))))))) AS h
-        FROM {database}.jobs
-        WHERE submit_time >= toDateTime({lookback_since}) AND submit_time < toDateTime({until})
+        FROM (SELECT DISTINCT cluster FROM {database}.jobs WHERE submit_time >= toDateTime({lookback_since}) AND submit_time < toDateTime({until}))
     )
     ANY LEFT JOIN (
         SELECT cluster,

@@ -76,12 +76,16 @@ FROM (
             sc.2 AS scope_value,
             gpu_bucket, state_class, sum(n) AS jobs, sum(t) AS gt
         FROM (
-            SELECT cluster, vc,
-                -- the smallest power of two >= GPUs, by integer comparison
-                toUInt32(arrayFirst(x -> x >= g, arrayMap(i -> bitShiftLeft(toUInt64(1), i), range(33)))) AS gpu_bucket,
-                state_class, count() AS n, toFloat64(sumIf(g * run_s, run_s >= 0)) AS t
-            FROM {jobs}
-            WHERE in_window = 1 AND g > 0 AND state_class != ''
+            SELECT cluster, vc, gpu_bucket, state_class, count() AS n, toFloat64(sum(gt)) AS t
+            FROM (
+                SELECT cluster, vc, state_class, if(run_s >= 0, g * run_s, 0) AS gt,
+                    -- the smallest power of two >= GPUs: from log2, then
+                    -- checked by integer comparison against rounding
+                    bitShiftLeft(toUInt64(1), toUInt8(ceil(log2(g)))) AS b0,
+                    toUInt32(multiIf(b0 < g, b0 * 2, g > 1 AND intDiv(b0, 2) >= g, intDiv(b0, 2), b0)) AS gpu_bucket
+                FROM {jobs}
+                WHERE in_window = 1 AND g > 0 AND state_class != ''
+            )
             GROUP BY cluster, vc, gpu_bucket, state_class
         )
         GROUP BY cluster, scope, scope_value, gpu_bucket, state_class

@@ -19,7 +19,7 @@ SELECT
     toFloat64(sumIf(g * run_s, run_s >= 0)) AS gt,
     groupArrayIf(run_s, run_s >= 0) AS runs,
     groupArrayIf(queue_s, queue_s >= 0) AS queues,
-    groupArrayIf(g, g > 0) AS gs
+    sumMapIf([g], [toUInt64(1)], g > 0) AS gh
 FROM {jobs}
 WHERE in_window = 1
 GROUP BY cluster, vc, user, gpu, state_class, state;
@@ -34,13 +34,13 @@ SELECT cluster, scope, scope_value, if(gpu = 1, 'gpu', 'cpu') AS job_class,
     sumIf(gt, state_class = 'completed') AS t_c, sumIf(gt, state_class = 'cancelled') AS t_x,
     sumIf(gt, state_class = 'failed') AS t_f, sumIf(gt, state_class = 'unknown') AS t_u,
     arraySort(groupArrayArray(runs)) AS runs, arraySort(groupArrayArray(queues)) AS queues,
-    arraySort(groupArrayArray(gs)) AS gs
+    sumMap(gh.1, gh.2) AS gh
 FROM (
-    SELECT cluster, 'cluster' AS scope, '' AS scope_value, gpu, state_class, jobs, gt, runs, queues, gs FROM {tmp.cube}
+    SELECT cluster, 'cluster' AS scope, '' AS scope_value, gpu, state_class, jobs, gt, runs, queues, gh FROM {tmp.cube}
     UNION ALL
-    SELECT cluster, 'vc' AS scope, vc AS scope_value, gpu, state_class, jobs, gt, runs, queues, gs FROM {tmp.cube}
+    SELECT cluster, 'vc' AS scope, vc AS scope_value, gpu, state_class, jobs, gt, runs, queues, gh FROM {tmp.cube}
     UNION ALL
-    SELECT cluster, 'user' AS scope, user AS scope_value, gpu, state_class, jobs, gt, runs, queues, gs FROM {tmp.cube}
+    SELECT cluster, 'user' AS scope, user AS scope_value, gpu, state_class, jobs, gt, runs, queues, gh FROM {tmp.cube}
 )
 GROUP BY cluster, scope, scope_value, gpu;
 
@@ -50,7 +50,7 @@ UNION ALL
 SELECT cluster, scope, scope_value, 'all' AS job_class,
     sum(n) AS n, sum(ended) AS ended, sum(n_c) AS n_c, sum(n_x) AS n_x, sum(n_f) AS n_f, sum(n_u) AS n_u,
     sum(t_c) AS t_c, sum(t_x) AS t_x, sum(t_f) AS t_f, sum(t_u) AS t_u,
-    arraySort(groupArrayArray(runs)) AS runs, arraySort(groupArrayArray(queues)) AS queues, arraySort(groupArrayArray(gs)) AS gs
+    arraySort(groupArrayArray(runs)) AS runs, arraySort(groupArrayArray(queues)) AS queues, sumMap(gh.1, gh.2) AS gh
 FROM {tmp.dist_class}
 GROUP BY cluster, scope, scope_value;
 
@@ -67,8 +67,14 @@ INSERT INTO {out.analytics_summary} (
 SELECT
     {window_columns}, cluster, scope, scope_value, gpu_num,
     n_all, n_cpu, n_gpu,
-    arrayReduce('avg', r_cpu), arrayReduce('avg', r_gpu), arrayReduce('avg', q_cpu), arrayReduce('avg', q_gpu), arrayReduce('avg', g_gpu),
-    {q:r_cpu:0.5}, {q:r_gpu:0.5}, {q:q_cpu:0.5}, {q:q_gpu:0.5}, {q:g_gpu:0.5},
+    arrayReduce('avg', r_cpu), arrayReduce('avg', r_gpu), arrayReduce('avg', q_cpu), arrayReduce('avg', q_gpu),
+    arraySum(arrayMap((v, c) -> v * c, g_gpu.1, g_gpu.2)) / arraySum(g_gpu.2),
+    {q:r_cpu:0.5}, {q:r_gpu:0.5}, {q:q_cpu:0.5}, {q:q_gpu:0.5},
+    -- the median of the GPU counts from their histogram: the mean of the
+    -- values at 0-based ranks floor((n-1)/2) and ceil((n-1)/2)
+    if(arraySum(g_gpu.2) = 0, nan,
+        (arrayElement(g_gpu.1, arrayFirstIndex(c -> c > intDiv(arraySum(g_gpu.2) - 1, 2), arrayCumSum(g_gpu.2)))
+         + arrayElement(g_gpu.1, arrayFirstIndex(c -> c > intDiv(arraySum(g_gpu.2), 2), arrayCumSum(g_gpu.2)))) / 2),
     c[1] / c[5], c[2] / c[5], c[3] / c[5], c[4] / c[5],
     c_cpu[1] / c_cpu[5], c_cpu[2] / c_cpu[5], c_cpu[3] / c_cpu[5], c_cpu[4] / c_cpu[5],
     c_gpu[1] / c_gpu[5], c_gpu[2] / c_gpu[5], c_gpu[3] / c_gpu[5], c_gpu[4] / c_gpu[5],
@@ -86,7 +92,8 @@ FROM (
             anyIf([t_c, t_x, t_f, t_u], job_class = 'gpu') AS t,
             anyIf(runs, job_class = 'cpu') AS r_cpu, anyIf(runs, job_class = 'gpu') AS r_gpu,
             anyIf(queues, job_class = 'cpu') AS q_cpu, anyIf(queues, job_class = 'gpu') AS q_gpu,
-            anyIf(gs, job_class = 'gpu') AS g_gpu
+            -- GPU counts of the GPU jobs as (sorted values, jobs)
+            anyIf(gh, job_class = 'gpu') AS g_gpu
         FROM {tmp.dist}
         GROUP BY cluster, scope, scope_value
     )

@@ -8,7 +8,9 @@
 -- Times are Unix seconds, 0 where unknown. g is the job's GPUs; where a trace
 -- gives none (SWF), its processors play the role of GPUs. state_class maps
 -- final states (see 0015_analytics_jobs.sql); '' for a job not ended.
--- run_s and queue_s are -1 where unknown. hold_* is when the job held its GPUs
+-- run_s and queue_s are -1 where unknown. cv and cvu key a cluster's VC and
+-- a VC's user; state_code numbers state (every state schemas defines;
+-- 0 for another, which the jobs table never holds). hold_* is when the job held its GPUs
 -- (a running job until computed_until), wait_* when it waited for them (an
 -- ended job that never started waited until its end); 0, 0 when unknown.
 -- Only submit_time (fixed for a job) is filtered inside FINAL: a filter on a
@@ -32,6 +34,13 @@ FROM (
         toInt64(if(state_class != '' AND start_s > 0 AND end_s >= start_s, toInt64(end_s) - start_s, -1)) AS run_s,
         toInt64(if(start_s > 0 AND start_s >= submit_s, toInt64(start_s) - submit_s, -1)) AS queue_s,
         toUInt8(submit_s >= {since}) AS in_window,
+        -- numeric keys for the jobs' GROUP BYs (hashing strings once here,
+        -- not in every job); cityHash64 collisions among a cluster's VCs and
+        -- users are not a practical concern
+        cityHash64(cluster, vc) AS cv,
+        cityHash64(cluster, vc, user) AS cvu,
+        toUInt8(transform(state, ['PENDING', 'RUNNING', 'COMPLETED', 'FAILED', 'CANCELLED', 'TIMEOUT', 'NODE_FAIL',
+            'PREEMPTED', 'OUT_OF_MEMORY', 'UNKNOWN'], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 0)) AS state_code,
         if(start_s > 0 AND (end_s >= start_s OR state_class = ''), start_s, 0) AS hold_from,
         if(hold_from = 0, 0, if(end_s > 0, end_s, {computed_until})) AS hold_to,
         submit_s AS wait_from,
@@ -57,13 +66,17 @@ WHERE last_seen >= toDateTime({since}) AND cluster IN (SELECT cluster FROM {jobs
 GROUP BY cluster;
 
 -- The most GPUs held at once by running jobs in [since, computed_until), per
--- cluster and VC (priority 4): a sweep over start (+g) and end (-g) events,
--- ends first at equal times.
+-- cluster and VC (priority 4): the changes of GPUs held (+g at a start, -g
+-- at an end) sorted by time, ends before starts at one instant (key 2t for
+-- an end, 2t+1 for a start), accumulated, at their maximum.
 INSERT INTO {capacity_all} (cluster, vc, gpus, source, prio)
-SELECT cluster, scope_vc, toUInt32(greatest(0, arrayReduce('max', arrayCumSum(arrayMap(e -> e.2, arraySort(groupArray(ev))))))), 'peak', 4
+SELECT cluster, scope_vc,
+    toUInt32(greatest(0, arrayReduce('max', arrayCumSum(arraySort((d, k) -> k, groupArray(ev.2), groupArray(ev.1)))))),
+    'peak', 4
 FROM (
     SELECT cluster, arrayJoin([vc, '']) AS scope_vc,
-        arrayJoin([(greatest(hold_from, {since}), toInt64(g)), (least(hold_to, {computed_until}), -toInt64(g))]) AS ev
+        arrayJoin([(toUInt64(greatest(hold_from, {since})) * 2 + 1, toInt64(g)),
+                   (toUInt64(least(hold_to, {computed_until})) * 2, -toInt64(g))]) AS ev
     FROM {jobs}
     WHERE hold_to > 0 AND g > 0 AND greatest(hold_from, {since}) < least(hold_to, {computed_until})
 )

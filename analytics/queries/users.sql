@@ -7,13 +7,13 @@
 -- cancelled, failed, unknown; sums t: GPU time, queuing delay), rolled up
 -- to each scope below.
 CREATE TABLE {tmp.per_vc} ENGINE = Memory AS
-SELECT cluster, vc, user,
+SELECT any(cluster) AS cluster, any(vc) AS vc, any(user) AS user,
     [count(), countIf(g > 0), countIf(state_class != ''), countIf(state_class = 'completed'),
      countIf(state_class = 'cancelled'), countIf(state_class = 'failed'), countIf(state_class = 'unknown')] AS c,
     [toFloat64(sumIf(g * run_s, run_s >= 0)), toFloat64(sumIf(queue_s, queue_s >= 0))] AS t
 FROM {jobs}
 WHERE in_window = 1
-GROUP BY cluster, vc, user;
+GROUP BY cvu;
 
 INSERT INTO {out.analytics_users} (
     window_id, window_start, window_end, cluster, scope, scope_value, user,
@@ -21,11 +21,16 @@ INSERT INTO {out.analytics_users} (
     queue_s, queue_share, complete_rate, cancel_rate, fail_rate, unknown_rate)
 SELECT
     {window_columns}, cluster, scope, scope_value,
-    (arrayJoin(arrayMap(i -> (i, rows[i]), arrayEnumerate(rows))) AS r).2.1 AS user,
+    (arrayJoin(ranked) AS r).2.1 AS user,
     r.2.2, r.2.3, r.2.4, r.2.5, r.2.5 / total_gt, toUInt32(r.1),
     r.2.6, r.2.6 / total_q,
     r.2.7 / r.2.4, r.2.8 / r.2.4, r.2.9 / r.2.4, r.2.10 / r.2.4
 FROM (
+    -- (rank, user row); only this array is joined, so no other array is
+    -- copied to every user's row
+    SELECT cluster, scope, scope_value, total_gt, total_q,
+        arrayMap((x, i) -> (i, x), rows, arrayEnumerate(rows)) AS ranked
+    FROM (
     SELECT cluster, scope, scope_value,
         -- rank by GPU time, most first; ties by user name
         arraySort(x -> (-x.5, x.1), groupArray((user, jobs, gpu_jobs, ended, gt, q, n_c, n_x, n_f, n_u))) AS rows,
@@ -42,6 +47,7 @@ FROM (
         GROUP BY cluster, scope, scope_value, user
     )
     GROUP BY cluster, scope, scope_value
+    )
 );
 
 -- The top k = ceil(p% x users) by integer arithmetic (no rounding of p x

@@ -15,12 +15,12 @@
 -- exact in integers (times relative to the window's start). kind 1 is held
 -- by running jobs, 2 asked for by pending ones.
 CREATE TABLE {tmp.events} ENGINE = Memory AS
-SELECT cluster, vc, toUInt32(intDiv(p.1, 3600)) AS i,
+SELECT any(cluster) AS cluster, any(vc) AS vc, toUInt32(intDiv(p.1, 3600)) AS i,
     sumIf(p.2, kind = 1) AS sd1, sumIf(p.2 * p.1, kind = 1) AS sdt1,
     sumIf(p.2, kind = 2) AS sd2, sumIf(p.2 * p.1, kind = 2) AS sdt2,
     toUInt64(0) AS subs, toUInt64(0) AS gpu_subs
 FROM (
-    SELECT cluster, vc, iv.1 AS kind, toInt64(g) AS gg,
+    SELECT cluster, vc, cv, iv.1 AS kind, toInt64(g) AS gg,
         toInt64(greatest(iv.2, {since})) - {since} AS s,
         toInt64(least(iv.3, {computed_until})) - {since} AS e
     FROM {jobs}
@@ -28,13 +28,13 @@ FROM (
     WHERE g > 0 AND iv.3 > 0 AND greatest(iv.2, {since}) < least(iv.3, {computed_until})
 )
 ARRAY JOIN [(s, gg), (e, -gg)] AS p
-GROUP BY cluster, vc, i
+GROUP BY cv, i
 UNION ALL
-SELECT cluster, vc, toUInt32(intDiv(submit_s - {since}, 3600)) AS i,
+SELECT any(cluster), any(vc), toUInt32(intDiv(submit_s - {since}, 3600)) AS i,
     toInt64(0), toInt64(0), toInt64(0), toInt64(0), count(), countIf(g > 0)
 FROM {jobs}
 WHERE in_window = 1 AND submit_s < {computed_until}
-GROUP BY cluster, vc, i;
+GROUP BY cv, i;
 
 INSERT INTO {out.analytics_utilization_hourly} (
     window_id, window_start, window_end, cluster, scope, scope_value, hour_start,
