@@ -37,8 +37,8 @@ func TestBacktestAccuracyFloors(t *testing.T) {
 		last2     floor // ANCHORS.md: mean of the user's last two jobs
 		reqtime   floor // ANCHORS.md: user-requested time limit
 	}{
-		{"swf/CTC-SP2-1996-3.1-cln.swf.gz", floor{0.565, 0.51}, floor{0.557, 0.292}, floor{0.371, 0.035}},
-		{"swf/HPC2N-2002-2.2-cln.swf.gz", floor{0.512, 0.315}, floor{0.465, 0.015}, floor{0.431, -0.345}},
+		{"swf/CTC-SP2-1996-3.1-cln.swf.gz", floor{0.582, 0.508}, floor{0.557, 0.292}, floor{0.371, 0.035}},
+		{"swf/HPC2N-2002-2.2-cln.swf.gz", floor{0.526, 0.378}, floor{0.465, 0.015}, floor{0.431, -0.345}},
 	} {
 		path := sharedData(t, tc.file)
 		var out bytes.Buffer
