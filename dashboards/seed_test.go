@@ -187,7 +187,7 @@ func seed(t *testing.T) *seeded {
 	}
 	start = start.Add(9 * time.Hour)
 	const hours = 6
-	simu, err := sim.New(sim.Config{Cluster: seedCluster, Seed: 11, VCs: "vc1:4,vc2:4", JobsPerHour: 30, Start: start, Duration: 24 * time.Hour, Backfill: true},
+	simu, err := sim.New(sim.Config{Cluster: seedCluster, Seed: 11, VCs: "vc1:4,vc2:4", JobsPerHour: 30, SampleInterval: 30 * time.Second, Start: start, Duration: 24 * time.Hour, Backfill: true},
 		nil, nil, cnt, logger, simReg, nil)
 	if err != nil {
 		t.Fatal(err)
