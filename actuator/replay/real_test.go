@@ -54,10 +54,12 @@ func loadReal(tb testing.TB, name string) *Workload {
 // must match the reproduction of the Helios artifact's simulator in
 // ANCHORS.md (Venus: 16,534 and 6,272 s; the SWF traces' FIFO 779,109 and
 // 33,729 s); QSSF must stay under ceilings a little above what it reached
-// when this test was written (Venus 5,904 s; gap closed CTC 98.6%, HPC2N
-// 92.9%): ANCHORS' goals are QSSF <= 5,895 s on Venus (not reached: the same
-// model with perfect knowledge of run times gives 5,899) and >= 90% of the
-// FIFO → SJF gap on each SWF trace.
+// with predictor/duration at 0e985af (Venus 5,904 s; gap closed CTC 98.5%,
+// HPC2N 96.2%). ANCHORS' goals are QSSF <= 5,895 s on Venus (not reached:
+// 9 s, less than one job's luck of timing — see the note — and QSSF on the
+// true run times gives 5,909 s here) and >= 90% of the FIFO → SJF gap on
+// each SWF trace. The ceilings catch a collapse: with 5% noise on the
+// predictions, Venus QSSF can rise above FIFO (66,854 s in one of 40 seeds).
 func TestReal(t *testing.T) {
 	for _, tc := range []struct {
 		file          string
@@ -67,12 +69,12 @@ func TestReal(t *testing.T) {
 		minGap        float64
 		skipWhenShort bool
 	}{
-		{file: "helios/venus_sept_2vc.csv", fifo: 16534, sjf: 6273, tol: 1, maxQSSF: 6000, minGap: 1.0},
+		{file: "helios/venus_sept_2vc.csv", fifo: 16534, sjf: 6273, tol: 1, maxQSSF: 5950, minGap: 1.0},
 		// SJF differs from ANCHORS' 37,696 by 8%: the SJF order under a
 		// blocking queue is sensitive to ties among equal run times (see
 		// the note); FIFO agrees to 26 s.
-		{file: "swf/CTC-SP2-1996-3.1-cln.swf.gz", fifo: 779135, sjf: 40808, tol: 1, minGap: 0.95},
-		{file: "swf/HPC2N-2002-2.2-cln.swf.gz", fifo: 33727, sjf: 23263, tol: 1, minGap: 0.90, skipWhenShort: true},
+		{file: "swf/CTC-SP2-1996-3.1-cln.swf.gz", fifo: 779135, sjf: 40808, tol: 1, minGap: 0.97},
+		{file: "swf/HPC2N-2002-2.2-cln.swf.gz", fifo: 33727, sjf: 23263, tol: 1, minGap: 0.92, skipWhenShort: true},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			if tc.skipWhenShort && testing.Short() {
