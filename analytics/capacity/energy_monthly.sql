@@ -11,12 +11,12 @@ SELECT
     round(sum(fleet_j) / 3.6e6, 2) AS fleet_kwh,
     round(sum(gpu_minutes) / 60, 1) AS fleet_gpu_hours,
     round(sum(job_j) / 3.6e6, 2) AS jobs_kwh,
-    sum(jobs) AS jobs,
+    sum(job_n) AS jobs,
     round(sum(job_j) / sum(fleet_j), 4) AS jobs_share
 FROM (
     SELECT toStartOfMonth(minute, '{tz}') AS month, cluster,
         sum(if(isNaN(p), 0, p)) * 60 / 1000 AS fleet_j, toFloat64(count()) AS gpu_minutes,
-        toFloat64(0) AS job_j, toUInt64(0) AS jobs
+        toFloat64(0) AS job_j, toUInt64(0) AS job_n
     FROM (
         SELECT minute, cluster, host, gpu_uuid, mig_uuid, avgIfMerge(power_avg) AS p
         FROM {database}.gpu_samples_1m
@@ -27,7 +27,7 @@ FROM (
     UNION ALL
     SELECT toStartOfMonth(end_time, '{tz}') AS month, cluster,
         toFloat64(0) AS fleet_j, toFloat64(0) AS gpu_minutes,
-        sum(ifNull(energy_j, 0)) AS job_j, count() AS jobs
+        sum(ifNull(energy_j, 0)) AS job_j, count() AS job_n
     FROM {database}.job_summary FINAL
     WHERE end_time >= toDateTime({since}) AND end_time < toDateTime({until})
     GROUP BY month, cluster

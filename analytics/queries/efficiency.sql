@@ -35,7 +35,7 @@ FROM (
         countIf(has(flags, 'poor_time_limit')) AS poor,
         countIf(has(flags, 'no_samples')) AS nos
     FROM {database}.job_summary FINAL
-    WHERE submit_time >= toDateTime({since}) AND submit_time < toDateTime({until})
+    WHERE submit_time >= toDateTime({since}) AND submit_time < toDateTime({computed_until})
     GROUP BY cluster, scope, scope_value
 )
 ANY LEFT JOIN (
@@ -49,7 +49,7 @@ ANY LEFT JOIN (
             arrayJoin(flags) AS flag,
             count() AS n
         FROM {database}.job_summary FINAL
-        WHERE submit_time >= toDateTime({since}) AND submit_time < toDateTime({until})
+        WHERE submit_time >= toDateTime({since}) AND submit_time < toDateTime({computed_until})
         GROUP BY cluster, scope, scope_value, flag
     )
     GROUP BY cluster, scope, scope_value

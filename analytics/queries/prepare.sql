@@ -3,7 +3,7 @@
 -- ({capacity}). The runner then inserts the configured capacities (priority 1-2)
 -- into {capacity_all} and runs prepare_capacity.sql.
 --
--- {jobs}: one row per job submitted in [lookback_since, until) that was
+-- {jobs}: one row per job submitted in [lookback_since, computed_until) that was
 -- submitted in the window (in_window = 1) or held or waited for GPUs in it.
 -- Times are Unix seconds, 0 where unknown. g is the job's GPUs; where a trace
 -- gives none (SWF), its processors play the role of GPUs. state_class maps
@@ -46,7 +46,7 @@ FROM (
         submit_s AS wait_from,
         multiIf(start_s > 0, start_s, end_s > 0, end_s, state_class = '', {computed_until}, 0) AS wait_to
     FROM {database}.jobs FINAL
-    WHERE submit_time >= toDateTime({lookback_since}) AND submit_time < toDateTime({until})
+    WHERE submit_time >= toDateTime({lookback_since}) AND submit_time < toDateTime({computed_until})
 )
 WHERE in_window = 1 OR hold_to > {since} OR wait_to > {since};
 

@@ -1,0 +1,121 @@
+package analytics
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestWindowID(t *testing.T) {
+	w := Window{Since: time.Date(2020, 9, 1, 0, 0, 0, 0, time.UTC), Until: time.Date(2020, 10, 1, 0, 0, 0, 0, time.UTC)}
+	if got, want := w.ID(), "2020-09-01T00:00:00Z/2020-10-01T00:00:00Z"; got != want {
+		t.Errorf("ID() = %q; want %q", got, want)
+	}
+	back, err := ParseWindow(w.ID())
+	if err != nil || back != w {
+		t.Errorf("ParseWindow(%q) = %v, %v; want %v", w.ID(), back, err, w)
+	}
+	for _, bad := range []string{"", "2020-09-01T00:00:00Z", "2020-10-01T00:00:00Z/2020-09-01T00:00:00Z", "x/y", "2020-09-01T00:00:00.5Z/2020-10-01T00:00:00Z"} {
+		if _, err := ParseWindow(bad); err == nil {
+			t.Errorf("ParseWindow(%q) = nil error; want one", bad)
+		}
+	}
+}
+
+func TestPeriods(t *testing.T) {
+	shanghai, err := time.LoadLocation("Asia/Shanghai")
+	if err != nil {
+		t.Skipf("no tzdata: %v", err)
+	}
+	at := time.Date(2020, 9, 2, 17, 30, 0, 0, time.UTC) // Thursday 01:30 on the 3rd in Shanghai
+	for _, tc := range []struct {
+		p    Period
+		loc  *time.Location
+		want string
+	}{
+		{Day, time.UTC, "2020-09-02T00:00:00Z/2020-09-03T00:00:00Z"},
+		{Day, shanghai, "2020-09-02T16:00:00Z/2020-09-03T16:00:00Z"},
+		{Week, time.UTC, "2020-08-31T00:00:00Z/2020-09-07T00:00:00Z"},
+		{Month, time.UTC, "2020-09-01T00:00:00Z/2020-10-01T00:00:00Z"},
+		{Month, shanghai, "2020-08-31T16:00:00Z/2020-09-30T16:00:00Z"},
+	} {
+		if got := tc.p.Containing(at, tc.loc).ID(); got != tc.want {
+			t.Errorf("%s.Containing(%v, %v) = %s; want %s", tc.p, at, tc.loc, got, tc.want)
+		}
+	}
+	var ids []string
+	for _, w := range Day.Recent(at, 48*time.Hour, time.UTC) {
+		ids = append(ids, w.ID()[:10])
+	}
+	if got, want := strings.Join(ids, " "), "2020-08-31 2020-09-01 2020-09-02"; got != want {
+		t.Errorf("Day.Recent = %s; want %s", got, want)
+	}
+	if _, err := ParsePeriod("year"); err == nil {
+		t.Error("ParsePeriod(year) = nil error")
+	}
+}
+
+func TestExpand(t *testing.T) {
+	got, err := expand("SELECT {q:a:0.5} FROM {database}.t", map[string]string{"database": "db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(got, "FROM db.t") || !strings.Contains(got, "((length(a) - 1) * 0.5)") {
+		t.Errorf("expand = %q", got)
+	}
+	for _, bad := range []string{"SELECT {nope}", "SELECT {database"} {
+		if _, err := expand(bad, map[string]string{"database": "db"}); err == nil {
+			t.Errorf("expand(%q) = nil error; want one", bad)
+		}
+	}
+}
+
+// TestEmbedded checks that every job and capacity query parses, expands
+// with the runner's placeholders, and that every file of queries/ is a job
+// or a preparation step.
+func TestEmbedded(t *testing.T) {
+	vars := map[string]string{"database": "db", "jobs": "j", "capacity": "c", "capacity_all": "ca", "window_id": "w",
+		"since": "0", "until": "1", "computed_until": "1", "lookback_since": "0", "tz": "UTC", "window_columns": "x"}
+	for _, j := range Jobs() {
+		if len(j.Tables) == 0 || len(j.Statements) == 0 {
+			t.Errorf("job %s: tables %v, %d statements", j.Name, j.Tables, len(j.Statements))
+		}
+		v := map[string]string{}
+		for k, x := range vars {
+			v[k] = x
+		}
+		for _, tb := range j.Tables {
+			v["out."+tb] = "o"
+		}
+		for _, tmp := range j.temps {
+			v["tmp."+tmp] = "t"
+		}
+		for i, s := range j.Statements {
+			if _, err := expand(s, v); err != nil {
+				t.Errorf("job %s statement %d: %v", j.Name, i+1, err)
+			}
+		}
+	}
+	entries, err := queryFS.ReadDir("queries")
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]bool{"prepare.sql": true, "prepare_capacity.sql": true}
+	for _, n := range JobNames() {
+		known[n+".sql"] = true
+	}
+	for _, e := range entries {
+		if !known[e.Name()] {
+			t.Errorf("queries/%s is neither a job nor a preparation step", e.Name())
+		}
+	}
+	for _, q := range CapacityQueries() {
+		if q.Doc == "" {
+			t.Errorf("capacity query %s has no leading comment", q.Name)
+		}
+		w := Window{Since: time.Unix(0, 0), Until: time.Unix(3600, 0)}
+		if _, err := CapacitySQL(q, "db", w, w.Until, time.UTC, 0); err != nil {
+			t.Errorf("%v", err)
+		}
+	}
+}
