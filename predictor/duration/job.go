@@ -1,9 +1,9 @@
 // Package duration predicts a job's run time at submit time from the history of
 // jobs that had already ended, with one design and one set of defaults for
 // every trace. Features come from History, which only ever holds ended jobs;
-// Model is an immutable, validated wrapper around per-segment model trees (depth
-// 2) whose leaves are robust least-squares fits
-// of log run time (github.com/sajari/regression).
+// Model is an immutable, validated wrapper around per-segment model trees
+// (depth 2) whose leaves are robust least-squares fits of log run time
+// (github.com/sajari/regression).
 package duration
 
 import "time"
