@@ -2,8 +2,10 @@ package analytics
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -40,6 +42,33 @@ type Headline struct {
 	// Top5PctUsersGPUTimeShare is the share of GPU time of the ⌈5% × Users⌉
 	// users with the most.
 	Top5PctUsersGPUTimeShare float64 `json:"top5pct_users_gpu_time_share"`
+}
+
+// MarshalJSON writes h with NaN figures (nothing to take a median or share
+// of, e.g. run times of a trace that gives none) as null: JSON has no NaN.
+func (h Headline) MarshalJSON() ([]byte, error) {
+	type plainHeadline Headline
+	num := func(v float64) *float64 {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil
+		}
+		return &v
+	}
+	nums := func(m map[string]float64) map[string]*float64 {
+		out := make(map[string]*float64, len(m))
+		for k, v := range m {
+			out[k] = num(v)
+		}
+		return out
+	}
+	return json.Marshal(struct {
+		plainHeadline
+		StateShare               map[string]*float64 `json:"state_share"`
+		GPUTimeStateShare        map[string]*float64 `json:"gpu_time_state_share"`
+		GPUSeconds               *float64            `json:"gpu_seconds"`
+		DurationMedianS          *float64            `json:"duration_median_s"`
+		Top5PctUsersGPUTimeShare *float64            `json:"top5pct_users_gpu_time_share"`
+	}{plainHeadline(h), nums(h.StateShare), nums(h.GPUTimeStateShare), num(h.GPUSeconds), num(h.DurationMedianS), num(h.Top5PctUsersGPUTimeShare)})
 }
 
 // ReadHeadlines returns the headline of every cluster characterized for

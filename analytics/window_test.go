@@ -1,6 +1,8 @@
 package analytics
 
 import (
+	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -117,5 +119,22 @@ func TestEmbedded(t *testing.T) {
 		if _, err := CapacitySQL(q, "db", w, w.Until, time.UTC, 0); err != nil {
 			t.Errorf("%v", err)
 		}
+	}
+}
+
+func TestHeadlineJSON(t *testing.T) {
+	h := Headline{Cluster: "v", Jobs: 3, StateShare: map[string]float64{"completed": 1}, GPUTimeStateShare: map[string]float64{"completed": math.NaN()},
+		DurationMedianS: math.NaN(), Top5PctUsersGPUTimeShare: 0.5}
+	b, err := json.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["duration_median_s"] != nil || m["top5pct_users_gpu_time_share"] != 0.5 || m["jobs"] != 3.0 ||
+		m["gpu_time_state_share"].(map[string]any)["completed"] != nil || m["state_share"].(map[string]any)["completed"] != 1.0 {
+		t.Errorf("json.Marshal(Headline) = %s", b)
 	}
 }

@@ -1,0 +1,350 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/heliostat-dev/heliostat/analytics"
+	"github.com/heliostat-dev/heliostat/internal/chconn"
+)
+
+const analyticsUsage = "`analytics` (the schedule), `analytics run [--since T --until T] [JOB…]`, `analytics capacity [QUERY…] [--since T --until T] [--sql]`"
+
+// runAnalytics is `heliostat analytics`: without a subcommand it keeps the
+// recent calendar windows characterized on a schedule; `run` characterizes
+// one window now; `capacity` prints the capacity-planning queries.
+func runAnalytics(ctx context.Context, args []string, e *env) error {
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		switch args[0] {
+		case "run":
+			return runAnalyticsRun(ctx, args[1:], e)
+		case "capacity":
+			return runAnalyticsCapacity(ctx, args[1:], e)
+		default:
+			return fmt.Errorf("analytics: unknown subcommand %q; want %s", args[0], analyticsUsage)
+		}
+	}
+	fs := newFlagSet("analytics", e)
+	var ch chconn.Config
+	ch.RegisterFlags(fs, e.getenv)
+	var cfg analytics.Config
+	cfg.RegisterFlags(fs)
+	var lf logFlags
+	lf.register(fs)
+	listen := fs.String("web.listen-address", ":9402", "address of /metrics and the /-/healthy, /-/ready probes")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("analytics: unexpected arguments %q; want %s", fs.Args(), analyticsUsage)
+	}
+	cfg.Database = ch.Database
+	if err := ch.Validate(); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if cfg.Interval == 0 {
+		return errors.New("analytics: --analytics.interval 0 leaves the schedule nothing to do; use `analytics run` for one window")
+	}
+	logger, err := lf.logger(e.stderr)
+	if err != nil {
+		return err
+	}
+	reg, srv, err := serveMetrics(*listen, logger)
+	if err != nil {
+		return err
+	}
+	if err := applySchema(ctx, ch, e, logger); err != nil {
+		return fmt.Errorf("apply schema at start-up: %w", err)
+	}
+	conn, err := ch.Open(ctx, e.getenv)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	r, err := analytics.NewRunner(cfg, conn, logger, reg, time.Now)
+	if err != nil {
+		return err
+	}
+	logger.Info("analytics running", "clickhouse", ch.Addr, "database", ch.Database, "interval", cfg.Interval,
+		"windows", cfg.Periods, "metrics", "http://"+httpAddr(srv.Addr())+"/metrics")
+	srv.SetReady(true)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return srv.Run(gctx) })
+	g.Go(func() error { return r.Run(gctx) })
+	return g.Wait()
+}
+
+// windowFlags are --since and --until.
+type windowFlags struct {
+	since, until string
+}
+
+func (w *windowFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&w.since, "since", "", "window start, RFC 3339 or YYYY-MM-DD (UTC) (default: the first day of the jobs' submit times)")
+	fs.StringVar(&w.until, "until", "", "window end, exclusive, RFC 3339 or YYYY-MM-DD (default: the day after the last submit time, or --since plus a day)")
+}
+
+func parseWindowTime(name, s string) (time.Time, error) {
+	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04:05", "2006-01-02 15:04:05", "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("--%s %q: want RFC 3339 (2020-09-01T00:00:00Z) or a date (2020-09-01)", name, s)
+}
+
+// window resolves the flags; with neither, the days holding every job's
+// submit time.
+func (w *windowFlags) window(ctx context.Context, conn driver.Conn, database string) (analytics.Window, error) {
+	if w.since == "" && w.until == "" {
+		return analytics.DataSpan(ctx, conn, database, "")
+	}
+	if w.since == "" {
+		return analytics.Window{}, errors.New("--until needs --since")
+	}
+	since, err := parseWindowTime("since", w.since)
+	if err != nil {
+		return analytics.Window{}, err
+	}
+	until := since.AddDate(0, 0, 1)
+	if w.until != "" {
+		if until, err = parseWindowTime("until", w.until); err != nil {
+			return analytics.Window{}, err
+		}
+	}
+	win := analytics.Window{Since: since, Until: until}
+	return win, win.Validate()
+}
+
+// analyticsRunOutput is what `analytics run --json` prints.
+type analyticsRunOutput struct {
+	*analytics.RunResult
+	Headlines []analytics.Headline `json:"headlines"`
+}
+
+func runAnalyticsRun(ctx context.Context, args []string, e *env) error {
+	fs := newFlagSet("analytics run", e)
+	var ch chconn.Config
+	ch.RegisterFlags(fs, e.getenv)
+	var cfg analytics.Config
+	cfg.RegisterFlags(fs)
+	var wf windowFlags
+	wf.register(fs)
+	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
+	var lf logFlags
+	lf.register(fs)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: heliostat analytics run [flags] [JOB…]\n\njobs (default all): %s\n\nflags:\n", strings.Join(analytics.JobNames(), ", "))
+		fs.PrintDefaults()
+	}
+	jobs, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	cfg.Database, cfg.Interval = ch.Database, 0
+	if err := ch.Validate(); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	logger, err := lf.logger(e.stderr)
+	if err != nil {
+		return err
+	}
+	if err := applySchema(ctx, ch, e, logger); err != nil {
+		return fmt.Errorf("apply schema: %w", err)
+	}
+	conn, err := ch.Open(ctx, e.getenv)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	w, err := wf.window(ctx, conn, ch.Database)
+	if err != nil {
+		return fmt.Errorf("analytics run: %w", err)
+	}
+	r, err := analytics.NewRunner(cfg, conn, logger, prometheus.NewRegistry(), time.Now)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stderr, "characterizing %s (jobs: %s)\n", w, orAll(jobs))
+	res, err := r.RunWindow(ctx, w, jobs...)
+	if err != nil {
+		return err
+	}
+	out := analyticsRunOutput{RunResult: res, Headlines: []analytics.Headline{}}
+	if hs, err := analytics.ReadHeadlines(ctx, conn, ch.Database, w); err == nil {
+		out.Headlines = hs
+	} else if !errors.Is(err, analytics.ErrNoResults) {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(e.stdout).Encode(out)
+	}
+	printRun(e.stdout, &out)
+	return nil
+}
+
+// parseInterleaved parses flags that may come before or after the
+// positional arguments and returns the positional ones.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+func orAll(names []string) string {
+	if len(names) == 0 {
+		return "all"
+	}
+	return strings.Join(names, ", ")
+}
+
+func printRun(w io.Writer, out *analyticsRunOutput) {
+	fmt.Fprintf(w, "window %s (data up to %s): %d jobs submitted in it, %d read with the lookback; prepared in %.2fs, %.2fs in all\n",
+		out.Window, out.ComputedUntil.Format(time.RFC3339), out.WindowJobs, out.SnapshotJobs, out.PrepareS, out.Seconds)
+	for _, j := range out.Jobs {
+		var parts []string
+		for t, n := range j.Rows {
+			parts = append(parts, fmt.Sprintf("%s %d", t, n))
+		}
+		fmt.Fprintf(w, "  %-12s %6.2fs  %s\n", j.Job, j.Seconds, strings.Join(sortedStrings(parts), ", "))
+	}
+	for _, h := range out.Headlines {
+		fmt.Fprintf(w, "cluster %s: %d jobs (%d GPU jobs), %d users; ended jobs completed %.1f%%, cancelled %.1f%%, failed %.1f%%",
+			h.Cluster, h.Jobs, h.GPUJobs, h.Users, 100*h.StateShare["completed"], 100*h.StateShare["cancelled"], 100*h.StateShare["failed"])
+		if u, ok := h.StateShare["unknown"]; ok {
+			fmt.Fprintf(w, ", unknown %.1f%%", 100*u)
+		}
+		fmt.Fprintf(w, "; median run time %.0fs over %d jobs; top 5%% of users hold %.1f%% of GPU time\n",
+			h.DurationMedianS, h.DurationJobs, 100*h.Top5PctUsersGPUTimeShare)
+	}
+}
+
+func sortedStrings(s []string) []string {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+	return s
+}
+
+func runAnalyticsCapacity(ctx context.Context, args []string, e *env) error {
+	fs := newFlagSet("analytics capacity", e)
+	var ch chconn.Config
+	ch.RegisterFlags(fs, e.getenv)
+	var wf windowFlags
+	wf.register(fs)
+	tz := fs.String("analytics.timezone", "UTC", "IANA time zone of weeks and months")
+	lookback := fs.Duration("analytics.lookback", 30*24*time.Hour, "jobs submitted up to this long before --since count while they run or wait")
+	asJSON := fs.Bool("json", false, "print one JSON object on stdout: {\"window\", \"results\": [{query, columns, rows}]}")
+	printSQL := fs.Bool("sql", false, "print the SQL with the placeholders filled in (for clickhouse-client) instead of running it")
+	var lf logFlags
+	lf.register(fs)
+	all := analytics.CapacityQueries()
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: heliostat analytics capacity [flags] [QUERY…]\n\nqueries (default all):\n")
+		for _, q := range all {
+			first, _, _ := strings.Cut(q.Doc, ".")
+			fmt.Fprintf(fs.Output(), "  %-18s %s.\n", q.Name, strings.ReplaceAll(first, "\n", " "))
+		}
+		fmt.Fprintln(fs.Output(), "\nflags:")
+		fs.PrintDefaults()
+	}
+	names, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	queries := all
+	if len(names) > 0 {
+		byName := map[string]analytics.CapacityQuery{}
+		for _, q := range all {
+			byName[q.Name] = q
+		}
+		queries = nil
+		for _, n := range names {
+			q, ok := byName[n]
+			if !ok {
+				var known []string
+				for _, q := range all {
+					known = append(known, q.Name)
+				}
+				return fmt.Errorf("analytics capacity: no query %q; queries: %s", n, strings.Join(known, ", "))
+			}
+			queries = append(queries, q)
+		}
+	}
+	loc, err := time.LoadLocation(*tz)
+	if err != nil {
+		return fmt.Errorf("--analytics.timezone %q: %w", *tz, err)
+	}
+	if err := ch.Validate(); err != nil {
+		return err
+	}
+	if _, err := lf.logger(e.stderr); err != nil {
+		return err
+	}
+	conn, err := ch.Open(ctx, e.getenv)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	w, err := wf.window(ctx, conn, ch.Database)
+	if err != nil {
+		return fmt.Errorf("analytics capacity: %w", err)
+	}
+	now := time.Now()
+	if *printSQL {
+		for _, q := range queries {
+			s, err := analytics.CapacitySQL(q, ch.Database, w, now, loc, *lookback)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "-- %s\n%s;\n\n", q.Name, s)
+		}
+		return nil
+	}
+	type output struct {
+		Window  string                      `json:"window"`
+		Results []*analytics.CapacityResult `json:"results"`
+	}
+	out := output{Window: w.ID()}
+	for _, q := range queries {
+		fmt.Fprintf(e.stderr, "running %s for %s\n", q.Name, w)
+		res, err := analytics.RunCapacityQuery(ctx, conn, ch.Database, q, w, now, loc)
+		if err != nil {
+			return err
+		}
+		out.Results = append(out.Results, res)
+		if !*asJSON {
+			fmt.Fprintf(e.stdout, "== %s (%s)\n%s\n", q.Name, w, res.FormatTable())
+		}
+	}
+	if *asJSON {
+		return json.NewEncoder(e.stdout).Encode(out)
+	}
+	return nil
+}
