@@ -5,12 +5,22 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/heliostat-dev/heliostat/actuator/adapter"
+	"github.com/heliostat-dev/heliostat/actuator/api"
+	"github.com/heliostat-dev/heliostat/actuator/audit"
+	"github.com/heliostat-dev/heliostat/actuator/loop"
+	"github.com/heliostat-dev/heliostat/actuator/simadapter"
 
 	"github.com/heliostat-dev/heliostat/collector"
 	"github.com/heliostat-dev/heliostat/collector/nvml"
@@ -19,6 +29,7 @@ import (
 	"github.com/heliostat-dev/heliostat/ingest"
 	"github.com/heliostat-dev/heliostat/internal/chconn"
 	"github.com/heliostat-dev/heliostat/internal/devstack"
+	"github.com/heliostat-dev/heliostat/predictor/live"
 	"github.com/heliostat-dev/heliostat/schemas"
 	"github.com/heliostat-dev/heliostat/schemas/migrate"
 )
@@ -37,13 +48,40 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	simf := registerSimFlags(fs, e.getenv)
 	var sumc ingest.SummaryConfig
 	sumc.RegisterFlags(fs)
+	var (
+		predc live.Config
+		gc    adapter.GuardConfig
+		lc    loop.Config
+		ac    api.Config
+	)
+	predc.RegisterFlags(fs)
+	gc.RegisterFlags(fs)
+	lc.RegisterFlags(fs)
+	ac.RegisterFlags(fs)
 	var lf logFlags
 	lf.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if err := sumc.Validate(); err != nil {
-		return err
+	// The simulated cluster is not a real scheduler: up closes the loop on
+	// it (the actuator applies its actions to every partition and node)
+	// unless told otherwise. With nvml there is no scheduler to act on, so
+	// the actuator does not run.
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["actuator.apply"] {
+		gc.Apply = true
+	}
+	if !set["actuator.partitions"] {
+		gc.Partitions = []string{"*"}
+	}
+	if !set["actuator.nodes"] {
+		gc.Nodes = []string{"*"}
+	}
+	for _, v := range []interface{ Validate() error }{sumc, predc, gc, lc, ac} {
+		if err := v.Validate(); err != nil {
+			return err
+		}
 	}
 	switch *source {
 	case "auto", "sim", "nvml", "synthetic":
@@ -57,8 +95,6 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	// The default simulated cluster clogs behind whole-node jobs without
 	// backfill (Helios' run times are long-tailed), so up turns it on unless
 	// told otherwise; the cluster is "local" unless named.
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if !set["sim.backfill"] {
 		simf.cfg.Backfill = true
 	}
@@ -144,13 +180,20 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
+	predc.Database = ch.Database
+	runner, err := live.New(predc, conn, logger, reg, time.Now)
+	if err != nil {
+		return err
+	}
 	pub, err := publish.New(publish.Config{Brokers: []string{broker}, SpoolDir: filepath.Join(dir, "spool")}, logger, reg)
 	if err != nil {
 		return err
 	}
 	var (
-		s        *sim.Sim
-		describe string
+		s            *sim.Sim
+		describe     string
+		act          *upActuator
+		actuatorLine string
 	)
 	if *source == "sim" {
 		if s, err = sim.New(simf.cfg, work, nil, pub, logger, reg, time.Now); err != nil {
@@ -159,6 +202,17 @@ func runUp(ctx context.Context, args []string, e *env) error {
 		}
 		c := s.Config()
 		describe = fmt.Sprintf("simulated cluster %q: %d nodes × %d GPUs, %g× real time, FIFO with backfill=%v", c.Cluster, c.Nodes, c.GPUsPerNode, c.Speedup, c.Backfill)
+		lc.Cluster = c.Cluster
+		if act, err = startActuator(ac, gc, lc, s, runner, conn, ch.Database, e.getenv, reg, logger); err != nil {
+			_ = pub.Close()
+			return err
+		}
+		defer act.ln.Close()
+		mode := "dry run"
+		if gc.Apply {
+			mode = "applying QSSF priorities and power plans to the simulated cluster"
+		}
+		actuatorLine = fmt.Sprintf("  actuator        http://%s/v1/queue   (%s; /v1/power-plan, /v1/actions)\n", httpAddr(act.ln.Addr().String()), mode)
 	} else {
 		describe = fmt.Sprintf("%s source, %s interval, host %s", src.Name(), cc.Interval, cc.Host)
 	}
@@ -170,8 +224,9 @@ func runUp(ctx context.Context, args []string, e *env) error {
                   clickhouse-client --port %d --query "SELECT state, count() FROM %s.jobs FINAL GROUP BY state"
   metrics         http://%s/metrics
   collector       %s
-`, dir, broker, schemas.TopicGPUSamples, schemas.TopicGPUEvents, schemas.TopicJobEvents, schemas.TopicAllocations,
-		ch.Addr, ch.Database, *chPort, ch.Database, httpAddr(srv.Addr()), describe)
+  predictor       live duration model, retrained every %s (tables predictions, prediction_outcomes)
+%s`, dir, broker, schemas.TopicGPUSamples, schemas.TopicGPUEvents, schemas.TopicJobEvents, schemas.TopicAllocations,
+		ch.Addr, ch.Database, *chPort, ch.Database, httpAddr(srv.Addr()), describe, predc.RetrainInterval, actuatorLine)
 
 	// Ingest, the summarizer and the status line run under their own context
 	// so that they stop only after the collector has published its last
@@ -181,6 +236,11 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	var ig errgroup.Group
 	ig.Go(func() error { return in.Run(ingestCtx) })
 	ig.Go(func() error { return summarizer.Run(ingestCtx) })
+	ig.Go(func() error { return runner.Run(ingestCtx) })
+	if act != nil {
+		ig.Go(func() error { return act.loop.Run(ingestCtx) })
+		ig.Go(func() error { return serveAPI(ingestCtx, act.ln, act.api) })
+	}
 	ig.Go(func() error {
 		return reportStatus(ingestCtx, conn, ch.Database, *statusEvery, e.stdout, simClock(s), logger)
 	})
@@ -197,6 +257,44 @@ func runUp(ctx context.Context, args []string, e *env) error {
 		err = ierr
 	}
 	return err
+}
+
+// upActuator is the actuator that up runs against its simulated cluster.
+type upActuator struct {
+	loop *loop.Loop
+	api  http.Handler
+	ln   net.Listener
+}
+
+// startActuator builds the control loop and advisory API on the simulated
+// cluster s, with the live predictor's estimates, and opens the API's
+// listener.
+func startActuator(ac api.Config, gc adapter.GuardConfig, lc loop.Config, s *sim.Sim, runner *live.Runner, conn driver.Conn, db string, getenv func(string) string, reg *prometheus.Registry, logger *slog.Logger) (*upActuator, error) {
+	al, err := audit.New(conn, db, time.Now)
+	if err != nil {
+		return nil, err
+	}
+	guard, err := adapter.NewGuard(gc, simadapter.New(s), time.Now)
+	if err != nil {
+		return nil, err
+	}
+	lp, err := loop.New(lc, guard, al, runner, logger, reg, time.Now)
+	if err != nil {
+		return nil, err
+	}
+	token, err := api.ReadToken(ac, getenv, os.ReadFile)
+	if err != nil {
+		return nil, err
+	}
+	h, err := newActuatorAPI(ac, lp, runner, al, token, reg, logger)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", ac.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("actuator: listen on %s: %w", ac.Listen, err)
+	}
+	return &upActuator{loop: lp, api: h, ln: ln}, nil
 }
 
 // simClock returns the simulated time for the status line, or nil.
