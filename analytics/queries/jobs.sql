@@ -12,47 +12,107 @@
 -- cluster, VC, user, CPU/GPU and state with counts and the run times,
 -- queuing delays and GPU counts as arrays; every scope is a roll-up of it.
 
-CREATE TABLE {tmp.cube} ENGINE = Memory AS
-SELECT
-    cluster, vc, user, toUInt8(g > 0) AS gpu, state_class, state,
-    count() AS jobs,
-    toFloat64(sumIf(g * run_s, run_s >= 0)) AS gt,
-    groupArrayIf(run_s, run_s >= 0) AS runs,
-    groupArrayIf(queue_s, queue_s >= 0) AS queues,
-    sumMapIf([g], [toUInt64(1)], g > 0) AS gh
+-- The names behind the numeric key cvu (grouping on it is several times
+-- faster than on the three strings).
+CREATE TABLE {tmp.names} ENGINE = Memory AS
+SELECT cvu, any(cluster) AS cluster, any(vc) AS vc, any(user) AS user
 FROM {jobs}
 WHERE in_window = 1
-GROUP BY cluster, vc, user, gpu, state_class, state;
+GROUP BY cvu;
 
--- One row per scope and job_class, arrays sorted: the class rows, then with
--- them the 'all' rows.
-CREATE TABLE {tmp.dist_class} ENGINE = Memory AS
-SELECT cluster, scope, scope_value, if(gpu = 1, 'gpu', 'cpu') AS job_class,
-    sum(jobs) AS n, sumIf(jobs, state_class != '') AS ended,
-    sumIf(jobs, state_class = 'completed') AS n_c, sumIf(jobs, state_class = 'cancelled') AS n_x,
-    sumIf(jobs, state_class = 'failed') AS n_f, sumIf(jobs, state_class = 'unknown') AS n_u,
-    sumIf(gt, state_class = 'completed') AS t_c, sumIf(gt, state_class = 'cancelled') AS t_x,
-    sumIf(gt, state_class = 'failed') AS t_f, sumIf(gt, state_class = 'unknown') AS t_u,
-    arraySort(groupArrayArray(runs)) AS runs, arraySort(groupArrayArray(queues)) AS queues,
-    sumMap(gh.1, gh.2) AS gh
+CREATE TABLE {tmp.cube} ENGINE = Memory AS
+SELECT cluster, vc, user, gpu,
+    transform(state_code, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], ['PENDING', 'RUNNING', 'COMPLETED', 'FAILED', 'CANCELLED',
+        'TIMEOUT', 'NODE_FAIL', 'PREEMPTED', 'OUT_OF_MEMORY', 'UNKNOWN'], '') AS state,
+    multiIf(state = 'COMPLETED', 'completed',
+            state IN ('CANCELLED', 'PREEMPTED'), 'cancelled',
+            state IN ('FAILED', 'TIMEOUT', 'NODE_FAIL', 'OUT_OF_MEMORY'), 'failed',
+            state = 'UNKNOWN', 'unknown', '') AS state_class,
+    jobs, gt, runs, queues
 FROM (
-    SELECT cluster, 'cluster' AS scope, '' AS scope_value, gpu, state_class, jobs, gt, runs, queues, gh FROM {tmp.cube}
-    UNION ALL
-    SELECT cluster, 'vc' AS scope, vc AS scope_value, gpu, state_class, jobs, gt, runs, queues, gh FROM {tmp.cube}
-    UNION ALL
-    SELECT cluster, 'user' AS scope, user AS scope_value, gpu, state_class, jobs, gt, runs, queues, gh FROM {tmp.cube}
+    SELECT cvu, toUInt8(g > 0) AS gpu, state_code,
+        count() AS jobs,
+        toFloat64(sumIf(g * run_s, run_s >= 0)) AS gt,
+        -- values encoded as 2 x value + gpu, so that one sort of a scope's
+        -- values orders them for every class (see {tmp.dist})
+        groupArrayIf(run_s * 2 + gpu, run_s >= 0) AS runs,
+        groupArrayIf(queue_s * 2 + gpu, queue_s >= 0) AS queues
+    FROM {jobs}
+    WHERE in_window = 1
+    GROUP BY cvu, gpu, state_code
 )
-GROUP BY cluster, scope, scope_value, gpu;
+ANY LEFT JOIN {tmp.names} USING cvu;
+
+-- GPU jobs by GPU count, for the mean and median GPU count.
+CREATE TABLE {tmp.gcount} ENGINE = Memory AS
+SELECT cluster, vc, user, g, n
+FROM (
+    SELECT cvu, g, count() AS n
+    FROM {jobs}
+    WHERE in_window = 1 AND g > 0
+    GROUP BY cvu, g
+)
+ANY LEFT JOIN {tmp.names} USING cvu;
+
+-- One row per scope with its counts by class (index 1 CPU, 2 GPU) and its
+-- encoded values sorted once ({tmp.scoped}); then one row per scope and
+-- job_class with plain sorted values: the class's are the sorted values
+-- whose low bit is its flag, still in order ({tmp.dist}).
+CREATE TABLE {tmp.scoped} ENGINE = Memory AS
+SELECT cluster, scope, scope_value, nk, endedk, n_ck, n_xk, n_fk, n_uk, tk_c, tk_x, tk_f, tk_u, enc_runs, enc_queues, ghk
+FROM (
+SELECT cluster, scope, scope_value,
+    [sumIf(jobs, gpu = 0), sumIf(jobs, gpu = 1)] AS nk,
+    [sumIf(jobs, gpu = 0 AND state_class != ''), sumIf(jobs, gpu = 1 AND state_class != '')] AS endedk,
+    [sumIf(jobs, gpu = 0 AND state_class = 'completed'), sumIf(jobs, gpu = 1 AND state_class = 'completed')] AS n_ck,
+    [sumIf(jobs, gpu = 0 AND state_class = 'cancelled'), sumIf(jobs, gpu = 1 AND state_class = 'cancelled')] AS n_xk,
+    [sumIf(jobs, gpu = 0 AND state_class = 'failed'), sumIf(jobs, gpu = 1 AND state_class = 'failed')] AS n_fk,
+    [sumIf(jobs, gpu = 0 AND state_class = 'unknown'), sumIf(jobs, gpu = 1 AND state_class = 'unknown')] AS n_uk,
+    sumIf(gt, state_class = 'completed') AS tk_c, sumIf(gt, state_class = 'cancelled') AS tk_x,
+    sumIf(gt, state_class = 'failed') AS tk_f, sumIf(gt, state_class = 'unknown') AS tk_u,
+    arraySort(groupArrayArray(runs)) AS enc_runs, arraySort(groupArrayArray(queues)) AS enc_queues
+FROM (
+    SELECT cluster, 'cluster' AS scope, '' AS scope_value, gpu, state_class, jobs, gt, runs, queues FROM {tmp.cube}
+    UNION ALL
+    SELECT cluster, 'vc' AS scope, vc AS scope_value, gpu, state_class, jobs, gt, runs, queues FROM {tmp.cube}
+    UNION ALL
+    SELECT cluster, 'user' AS scope, user AS scope_value, gpu, state_class, jobs, gt, runs, queues FROM {tmp.cube}
+)
+GROUP BY cluster, scope, scope_value
+)
+ANY LEFT JOIN (
+    -- the GPU-count histogram (sorted counts, jobs) of each scope
+    SELECT cluster, scope, scope_value, sumMap([g], [n]) AS ghk
+    FROM (
+        SELECT cluster, 'cluster' AS scope, '' AS scope_value, g, n FROM {tmp.gcount}
+        UNION ALL
+        SELECT cluster, 'vc' AS scope, vc AS scope_value, g, n FROM {tmp.gcount}
+        UNION ALL
+        SELECT cluster, 'user' AS scope, user AS scope_value, g, n FROM {tmp.gcount}
+    )
+    GROUP BY cluster, scope, scope_value
+) USING (cluster, scope, scope_value);
 
 CREATE TABLE {tmp.dist} ENGINE = Memory AS
-SELECT * FROM {tmp.dist_class}
-UNION ALL
-SELECT cluster, scope, scope_value, 'all' AS job_class,
-    sum(n) AS n, sum(ended) AS ended, sum(n_c) AS n_c, sum(n_x) AS n_x, sum(n_f) AS n_f, sum(n_u) AS n_u,
-    sum(t_c) AS t_c, sum(t_x) AS t_x, sum(t_f) AS t_f, sum(t_u) AS t_u,
-    arraySort(groupArrayArray(runs)) AS runs, arraySort(groupArrayArray(queues)) AS queues, sumMap(gh.1, gh.2) AS gh
-FROM {tmp.dist_class}
-GROUP BY cluster, scope, scope_value;
+SELECT cluster, scope, scope_value, job_class,
+    multiIf(job_class = 'cpu', nk[1], job_class = 'gpu', nk[2], nk[1] + nk[2]) AS n,
+    multiIf(job_class = 'cpu', endedk[1], job_class = 'gpu', endedk[2], endedk[1] + endedk[2]) AS ended,
+    multiIf(job_class = 'cpu', n_ck[1], job_class = 'gpu', n_ck[2], n_ck[1] + n_ck[2]) AS n_c,
+    multiIf(job_class = 'cpu', n_xk[1], job_class = 'gpu', n_xk[2], n_xk[1] + n_xk[2]) AS n_x,
+    multiIf(job_class = 'cpu', n_fk[1], job_class = 'gpu', n_fk[2], n_fk[1] + n_fk[2]) AS n_f,
+    multiIf(job_class = 'cpu', n_uk[1], job_class = 'gpu', n_uk[2], n_uk[1] + n_uk[2]) AS n_u,
+    -- CPU jobs hold no GPU time: the GPU class has all of it
+    if(job_class = 'cpu', 0, tk_c) AS t_c, if(job_class = 'cpu', 0, tk_x) AS t_x,
+    if(job_class = 'cpu', 0, tk_f) AS t_f, if(job_class = 'cpu', 0, tk_u) AS t_u,
+    arrayMap(x -> intDiv(x, 2), multiIf(job_class = 'cpu', arrayFilter(x -> x % 2 = 0, enc_runs),
+        job_class = 'gpu', arrayFilter(x -> x % 2 = 1, enc_runs), enc_runs)) AS runs,
+    arrayMap(x -> intDiv(x, 2), multiIf(job_class = 'cpu', arrayFilter(x -> x % 2 = 0, enc_queues),
+        job_class = 'gpu', arrayFilter(x -> x % 2 = 1, enc_queues), enc_queues)) AS queues,
+    -- the GPU-count histogram: read from the gpu and all rows only
+    ghk AS gh
+FROM {tmp.scoped}
+ARRAY JOIN ['cpu', 'gpu', 'all'] AS job_class
+WHERE job_class = 'all' OR multiIf(job_class = 'cpu', nk[1], nk[2]) > 0;
 
 INSERT INTO {out.analytics_summary} (
     window_id, window_start, window_end, cluster, scope, scope_value, gpu_num,

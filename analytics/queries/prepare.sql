@@ -71,14 +71,19 @@ GROUP BY cluster;
 -- an end, 2t+1 for a start), accumulated, at their maximum.
 INSERT INTO {capacity_all} (cluster, vc, gpus, source, prio)
 SELECT cluster, scope_vc,
-    toUInt32(greatest(0, arrayReduce('max', arrayCumSum(arraySort((d, k) -> k, groupArray(ev.2), groupArray(ev.1)))))),
+    toUInt32(greatest(0, arrayReduce('max', arrayCumSum(arraySort((d, k) -> k, groupArray(d), groupArray(k)))))),
     'peak', 4
 FROM (
-    SELECT cluster, arrayJoin([vc, '']) AS scope_vc,
-        arrayJoin([(toUInt64(greatest(hold_from, {since})) * 2 + 1, toInt64(g)),
-                   (toUInt64(least(hold_to, {computed_until})) * 2, -toInt64(g))]) AS ev
-    FROM {jobs}
-    WHERE hold_to > 0 AND g > 0 AND greatest(hold_from, {since}) < least(hold_to, {computed_until})
+    SELECT cluster, arrayJoin([vc, '']) AS scope_vc, k, d
+    FROM (
+        SELECT cluster, vc, toUInt64(greatest(hold_from, {since})) * 2 + 1 AS k, toInt64(g) AS d
+        FROM {jobs}
+        WHERE hold_to > 0 AND g > 0 AND greatest(hold_from, {since}) < least(hold_to, {computed_until})
+        UNION ALL
+        SELECT cluster, vc, toUInt64(least(hold_to, {computed_until})) * 2 AS k, -toInt64(g) AS d
+        FROM {jobs}
+        WHERE hold_to > 0 AND g > 0 AND greatest(hold_from, {since}) < least(hold_to, {computed_until})
+    )
 )
 GROUP BY cluster, scope_vc;
 

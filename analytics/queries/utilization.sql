@@ -15,26 +15,36 @@
 -- exact in integers (times relative to the window's start). kind 1 is held
 -- by running jobs, 2 asked for by pending ones.
 CREATE TABLE {tmp.events} ENGINE = Memory AS
-SELECT any(cluster) AS cluster, any(vc) AS vc, toUInt32(intDiv(p.1, 3600)) AS i,
-    sumIf(p.2, kind = 1) AS sd1, sumIf(p.2 * p.1, kind = 1) AS sdt1,
-    sumIf(p.2, kind = 2) AS sd2, sumIf(p.2 * p.1, kind = 2) AS sdt2,
+SELECT cv, toUInt32(intDiv(t, 3600)) AS i, sum(d1) AS sd1, sum(d1 * t) AS sdt1, sum(d2) AS sd2, sum(d2 * t) AS sdt2,
     toUInt64(0) AS subs, toUInt64(0) AS gpu_subs
 FROM (
-    SELECT cluster, vc, cv, iv.1 AS kind, toInt64(g) AS gg,
-        toInt64(greatest(iv.2, {since})) - {since} AS s,
-        toInt64(least(iv.3, {computed_until})) - {since} AS e
-    FROM {jobs}
-    ARRAY JOIN [(1, hold_from, hold_to), (2, wait_from, wait_to)] AS iv
-    WHERE g > 0 AND iv.3 > 0 AND greatest(iv.2, {since}) < least(iv.3, {computed_until})
+    -- one branch per kind of event, times relative to the window's start:
+    -- a hold starts (+g), a hold ends (-g), a wait starts, a wait ends
+    SELECT cv, toInt64(greatest(hold_from, {since})) - {since} AS t, toInt64(g) AS d1, toInt64(0) AS d2
+    FROM {jobs} WHERE g > 0 AND hold_to > 0 AND greatest(hold_from, {since}) < least(hold_to, {computed_until})
+    UNION ALL
+    SELECT cv, toInt64(least(hold_to, {computed_until})) - {since} AS t, -toInt64(g) AS d1, toInt64(0) AS d2
+    FROM {jobs} WHERE g > 0 AND hold_to > 0 AND greatest(hold_from, {since}) < least(hold_to, {computed_until})
+    UNION ALL
+    SELECT cv, toInt64(greatest(wait_from, {since})) - {since} AS t, toInt64(0) AS d1, toInt64(g) AS d2
+    FROM {jobs} WHERE g > 0 AND wait_to > 0 AND greatest(wait_from, {since}) < least(wait_to, {computed_until})
+    UNION ALL
+    SELECT cv, toInt64(least(wait_to, {computed_until})) - {since} AS t, toInt64(0) AS d1, -toInt64(g) AS d2
+    FROM {jobs} WHERE g > 0 AND wait_to > 0 AND greatest(wait_from, {since}) < least(wait_to, {computed_until})
 )
-ARRAY JOIN [(s, gg), (e, -gg)] AS p
 GROUP BY cv, i
 UNION ALL
-SELECT any(cluster), any(vc), toUInt32(intDiv(submit_s - {since}, 3600)) AS i,
+SELECT cv, toUInt32(intDiv(submit_s - {since}, 3600)) AS i,
     toInt64(0), toInt64(0), toInt64(0), toInt64(0), count(), countIf(g > 0)
 FROM {jobs}
 WHERE in_window = 1 AND submit_s < {computed_until}
 GROUP BY cv, i;
+
+-- The names behind cv.
+CREATE TABLE {tmp.cv_names} ENGINE = Memory AS
+SELECT cv, any(cluster) AS cluster, any(vc) AS vc
+FROM {jobs}
+GROUP BY cv;
 
 INSERT INTO {out.analytics_utilization_hourly} (
     window_id, window_start, window_end, cluster, scope, scope_value, hour_start,
@@ -67,9 +77,10 @@ FROM (
                 sum(sd1) AS sd1, sum(sdt1) AS sdt1, sum(sd2) AS sd2, sum(sdt2) AS sdt2,
                 sum(subs) AS subs, sum(gpu_subs) AS gpu_subs
             FROM (
-                SELECT cluster, 'vc' AS scope, vc AS scope_value, i, sd1, sdt1, sd2, sdt2, subs, gpu_subs FROM {tmp.events}
-                UNION ALL
-                SELECT cluster, 'cluster' AS scope, '' AS scope_value, i, sd1, sdt1, sd2, sdt2, subs, gpu_subs FROM {tmp.events}
+                SELECT cluster, arrayJoin([('vc', vc), ('cluster', '')]) AS sc, sc.1 AS scope, sc.2 AS scope_value,
+                    i, sd1, sdt1, sd2, sdt2, subs, gpu_subs
+                FROM {tmp.events}
+                ANY LEFT JOIN {tmp.cv_names} USING cv
             )
             GROUP BY cluster, scope, scope_value, i
         ) USING (cluster, scope, scope_value, i)
