@@ -52,6 +52,7 @@ func commands() []command {
 		{"ingest", "consume Kafka into ClickHouse, exactly once", runIngest},
 		{"import", "`import [--format swf|helios] FILE [--to kafka|clickhouse] [--dry-run] [--json]`: a job trace as job events", runImport},
 		{"predictor", "`predictor run` (live duration predictions from ClickHouse), `predictor backtest --trace FILE` (job durations), `predictor backtest-demand --series FILE` (node demand)", runPredictor},
+		{"analytics", "characterization on a schedule; `analytics run [--since T --until T] [JOB…]`; `analytics capacity [QUERY…] [--sql]`: capacity-planning queries", runAnalytics},
 		{"report", "`report [--since T --until T] --out FILE.html`, `report --trace FILE --format swf|helios --out FILE.html [--json]`: the characterization as one HTML page", runReport},
 		{"sim", "`sim --trace FILE [--vcs FILE | --nodes N --gpus-per-node G] --policy fifo,sjf,qssf [--backfill] [--json]`: scheduling replay; `sim ces --series FILE`: energy saving replay", runSim},
 		{"actuator", "the control loop (QSSF priorities, CES power plans) against Slurm, dry run unless --actuator.apply, every action audited; the advisory API", runActuator},
