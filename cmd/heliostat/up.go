@@ -21,6 +21,8 @@ import (
 	"github.com/heliostat-dev/heliostat/actuator/audit"
 	"github.com/heliostat-dev/heliostat/actuator/loop"
 	"github.com/heliostat-dev/heliostat/actuator/simadapter"
+	"github.com/heliostat-dev/heliostat/analytics"
+	"github.com/heliostat-dev/heliostat/analytics/report"
 
 	"github.com/heliostat-dev/heliostat/collector"
 	"github.com/heliostat-dev/heliostat/collector/nvml"
@@ -53,7 +55,9 @@ func runUp(ctx context.Context, args []string, e *env) error {
 		gc    adapter.GuardConfig
 		lc    loop.Config
 		ac    api.Config
+		anc   analytics.Config
 	)
+	anc.RegisterFlags(fs)
 	predc.RegisterFlags(fs)
 	gc.RegisterFlags(fs)
 	lc.RegisterFlags(fs)
@@ -69,6 +73,10 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	// the actuator does not run.
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["analytics.interval"] {
+		// 15 minutes of wall time is 15 hours of the simulated cluster's.
+		anc.Interval = time.Minute
+	}
 	if !set["actuator.apply"] {
 		gc.Apply = true
 	}
@@ -216,6 +224,19 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	} else {
 		describe = fmt.Sprintf("%s source, %s interval, host %s", src.Name(), cc.Interval, cc.Host)
 	}
+	// The simulated cluster's jobs run ahead of the wall clock: analytics
+	// and the report take their windows from the simulated time.
+	clock := time.Now
+	if s != nil {
+		clock = func() time.Time { return s.Stats().Now }
+	}
+	anc.Database = ch.Database
+	characterize, err := analytics.NewRunner(anc, conn, logger, reg, clock)
+	if err != nil {
+		_ = pub.Close()
+		return err
+	}
+	srv.Handle("/report", report.NewHandler(report.HandlerConfig{Database: ch.Database}, conn, logger, clock))
 
 	fmt.Fprintf(e.stdout, `heliostat is up (Ctrl-C stops it; running it again resumes on the same data)
   data directory  %s
@@ -223,10 +244,11 @@ func runUp(ctx context.Context, args []string, e *env) error {
   clickhouse      %s   (native protocol; database %s)
                   clickhouse-client --port %d --query "SELECT state, count() FROM %s.jobs FINAL GROUP BY state"
   metrics         http://%s/metrics
+  report          http://%s/report   (characterization, recomputed every %s)
   collector       %s
   predictor       live duration model, retrained every %s (tables predictions, prediction_outcomes)
 %s`, dir, broker, schemas.TopicGPUSamples, schemas.TopicGPUEvents, schemas.TopicJobEvents, schemas.TopicAllocations,
-		ch.Addr, ch.Database, *chPort, ch.Database, httpAddr(srv.Addr()), describe, predc.RetrainInterval, actuatorLine)
+		ch.Addr, ch.Database, *chPort, ch.Database, httpAddr(srv.Addr()), httpAddr(srv.Addr()), anc.Interval, describe, predc.RetrainInterval, actuatorLine)
 
 	// Ingest, the summarizer and the status line run under their own context
 	// so that they stop only after the collector has published its last
@@ -237,6 +259,7 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	ig.Go(func() error { return in.Run(ingestCtx) })
 	ig.Go(func() error { return summarizer.Run(ingestCtx) })
 	ig.Go(func() error { return runner.Run(ingestCtx) })
+	ig.Go(func() error { return characterize.Run(ingestCtx) })
 	if act != nil {
 		ig.Go(func() error { return act.loop.Run(ingestCtx) })
 		ig.Go(func() error { return serveAPI(ingestCtx, act.ln, act.api) })

@@ -47,6 +47,10 @@ func Listen(addr string, g prometheus.Gatherer, logger *slog.Logger) (*Server, e
 // Addr returns the bound address.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
+// Handle serves h at pattern beside the metrics and probes (heliostat up
+// mounts the report at /report). Call it before Run.
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
 // SetReady flips /-/ready.
 func (s *Server) SetReady(ok bool) { s.ready.Store(ok) }
 
