@@ -54,7 +54,10 @@ type Config struct {
 	// MaxBodyBytes caps a request body. Default 64 KiB.
 	MaxBodyBytes int64
 	// ActionsCacheTTL is how long an /v1/actions answer is reused for the
-	// same query. Default 1s; negative: never.
+	// same query; up to twice as old it is still served while one
+	// background query refreshes it, and concurrent misses of one query
+	// share a single query of the audit table. Default 1s; negative: never
+	// cached.
 	ActionsCacheTTL time.Duration
 }
 
@@ -63,7 +66,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "actuator.listen-address", ":9403", "address of the advisory API, /metrics and the probes")
 	fs.StringVar(&c.TokenFile, "actuator.token-file", "", "file holding the bearer token of the endpoints that change anything (default: $HELIOSTAT_ACTUATOR_TOKEN)")
 	fs.Int64Var(&c.MaxBodyBytes, "actuator.max-body-bytes", 64<<10, "largest request body accepted")
-	fs.DurationVar(&c.ActionsCacheTTL, "actuator.actions-cache-ttl", time.Second, "how long a /v1/actions answer is reused for the same query (negative: never)")
+	fs.DurationVar(&c.ActionsCacheTTL, "actuator.actions-cache-ttl", time.Second, "how long a /v1/actions answer is reused for the same query; up to twice as old it is served while one query refreshes it (negative: never cached)")
 }
 
 // Validate checks the settings.
@@ -127,8 +130,8 @@ type Server struct {
 	m      *metrics
 	token  [32]byte
 
-	cacheMu sync.Mutex
-	cache   map[string]cached
+	// actionsCache keeps /v1/actions answers (nil: not cached).
+	actionsCache *queryCache
 
 	// Answers computed from one View are reused until the View changes
 	// (views are immutable).
@@ -160,11 +163,6 @@ func (s *Server) fromView(v *loop.View, key string, make func() any) []byte {
 	}
 	s.viewMu.Unlock()
 	return b
-}
-
-type cached struct {
-	body []byte
-	at   time.Time
 }
 
 // Routes lists every route the server answers, as "METHOD /path": the
@@ -208,7 +206,10 @@ func New(cfg Config, d Deps, logger *slog.Logger, reg prometheus.Registerer) (*S
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, d: d, logger: logger, mux: http.NewServeMux(), m: m, cache: map[string]cached{}}
+	s := &Server{cfg: cfg, d: d, logger: logger, mux: http.NewServeMux(), m: m}
+	if cfg.ActionsCacheTTL > 0 {
+		s.actionsCache = newQueryCache(cfg.ActionsCacheTTL, 2, d.Now)
+	}
 	if d.Token != "" {
 		s.token = sha256.Sum256([]byte(d.Token))
 	}
@@ -438,39 +439,31 @@ func (s *Server) actions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "", "no audit table configured")
 		return
 	}
-	key := r.URL.RawQuery
-	now := s.d.Now()
-	if s.cfg.ActionsCacheTTL > 0 {
-		s.cacheMu.Lock()
-		c, ok := s.cache[key]
-		s.cacheMu.Unlock()
-		if ok && now.Sub(c.at) < s.cfg.ActionsCacheTTL && !now.Before(c.at) {
-			writeRaw(w, http.StatusOK, c.body)
-			return
+	aq := audit.Query{Cluster: s.d.Cluster, Since: q.Since, Kind: q.Kind, Target: q.Target, Limit: q.Limit}
+	fetch := func(ctx context.Context) ([]byte, error) {
+		recs, err := s.d.Actions(ctx, aq)
+		if err != nil {
+			return nil, err
 		}
+		if recs == nil {
+			recs = []audit.Record{}
+		}
+		body, err := json.Marshal(ActionsResponse{Actions: recs})
+		if err != nil {
+			return nil, fmt.Errorf("encode actions: %w", err)
+		}
+		return append(body, '\n'), nil
 	}
-	recs, err := s.d.Actions(r.Context(), audit.Query{Cluster: s.d.Cluster, Since: q.Since, Kind: q.Kind, Target: q.Target, Limit: q.Limit})
+	var body []byte
+	if s.actionsCache != nil {
+		body, err = s.actionsCache.get(r.Context(), fmt.Sprintf("%d|%d|%q|%q", aq.Limit, aq.Since.UnixNano(), aq.Kind, aq.Target), fetch)
+	} else {
+		body, err = fetch(r.Context())
+	}
 	if err != nil {
 		s.logger.Warn("list actions", "err", err)
 		writeError(w, http.StatusServiceUnavailable, "", "audit table unavailable: "+err.Error())
 		return
-	}
-	if recs == nil {
-		recs = []audit.Record{}
-	}
-	body, err := json.Marshal(ActionsResponse{Actions: recs})
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, "", err.Error())
-		return
-	}
-	body = append(body, '\n')
-	if s.cfg.ActionsCacheTTL > 0 {
-		s.cacheMu.Lock()
-		if len(s.cache) > 1000 {
-			clear(s.cache)
-		}
-		s.cache[key] = cached{body: body, at: now}
-		s.cacheMu.Unlock()
 	}
 	writeRaw(w, http.StatusOK, body)
 }

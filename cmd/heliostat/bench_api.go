@@ -12,6 +12,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"sync"
@@ -68,6 +69,8 @@ func runBenchAPI(ctx context.Context, args []string, e *env) error {
 	load := fs.Float64("load", 8, "submission rate of the simulated cluster, in multiples of the rate that offers 60% of its GPU time (above ~2 a queue builds up)")
 	chAddr := fs.String("clickhouse.addr", "", "use this ClickHouse (host:port) instead of starting a local one")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the load phase to this file")
+	traceFile := fs.String("trace", "", "write a runtime execution trace of the load phase to this file (go tool trace)")
+	samplesFile := fs.String("samples", "", "write every request as a CSV line (scheduled send in ms from the start, route, latency ms, ok) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -195,9 +198,27 @@ func runBenchAPI(ctx context.Context, args []string, e *env) error {
 			return err
 		}
 	}
-	res := openLoop(ctx, base, *rate, *dur, users)
+	if *traceFile != "" {
+		f, err := os.Create(*traceFile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			return err
+		}
+	}
+	res, samples := openLoop(ctx, base, *rate, *dur, users)
 	if *cpuProfile != "" {
 		pprof.StopCPUProfile()
+	}
+	if *traceFile != "" {
+		trace.Stop()
+	}
+	if *samplesFile != "" {
+		if err := writeSamples(*samplesFile, samples); err != nil {
+			return err
+		}
 	}
 	res.Pending, res.HistoryJobs, res.ModelVersion, res.Cores = len(view.Queue), hist, version, runtime.GOMAXPROCS(0)
 	if *asJSON {
@@ -261,17 +282,12 @@ func benchHistory(ctx context.Context, c driver.Conn, db string, gen *sim.Genera
 // whether or not earlier ones were answered — and measures each from its
 // scheduled time, so that a slow server shows as latency rather than as a
 // lower rate (no coordinated omission).
-func openLoop(ctx context.Context, base string, rate float64, dur time.Duration, users []string) benchAPIResult {
+func openLoop(ctx context.Context, base string, rate float64, dur time.Duration, users []string) (benchAPIResult, []benchSample) {
 	tr := &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256, IdleConnTimeout: time.Minute}
 	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
 	defer tr.CloseIdleConnections()
-	type sample struct {
-		route string
-		lat   time.Duration
-		ok    bool
-	}
 	n := int(rate * dur.Seconds())
-	samples := make([]sample, n)
+	samples := make([]benchSample, n)
 	rng := rand.New(rand.NewPCG(7, 11))
 	type req struct {
 		route, method, url, body string
@@ -321,7 +337,7 @@ func openLoop(ctx context.Context, base string, rate float64, dur time.Duration,
 				_, _ = io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
 			}
-			samples[i] = sample{r.route, time.Since(at), ok}
+			samples[i] = benchSample{at.Sub(start), r.route, time.Since(at), ok}
 		}(i, at)
 	}
 	wg.Wait()
@@ -352,5 +368,27 @@ func openLoop(ctx context.Context, base string, rate float64, dur time.Duration,
 	for r, v := range by {
 		res.P99MsByRoute[r] = q(v, 0.99)
 	}
-	return res
+	return res, samples
+}
+
+// benchSample is one request of the open loop.
+type benchSample struct {
+	at    time.Duration // scheduled send, from the start of the run
+	route string
+	lat   time.Duration // from the scheduled send to the end of the answer
+	ok    bool
+}
+
+// writeSamples writes samples as CSV: scheduled send (ms from the start),
+// route, latency (ms), ok.
+func writeSamples(path string, samples []benchSample) error {
+	var b strings.Builder
+	b.WriteString("at_ms,route,latency_ms,ok\n")
+	for _, s := range samples {
+		fmt.Fprintf(&b, "%.3f,%s,%.3f,%t\n", float64(s.at)/1e6, s.route, float64(s.lat)/1e6, s.ok)
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("bench api: --samples: %w", err)
+	}
+	return nil
 }
