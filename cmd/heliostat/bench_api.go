@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,13 +10,17 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"os/exec"
 	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -50,7 +55,10 @@ type benchAPIResult struct {
 	Pending      int                `json:"pending_jobs"`  // the queue the API ranks against
 	HistoryJobs  int                `json:"history_jobs"`  // ended jobs the duration model learned from
 	ModelVersion uint64             `json:"model_version"` // 0: no model (time-limit fallback)
-	Cores        int                `json:"cores"`         // GOMAXPROCS: server and load generator share them
+	Cores        int                `json:"cores"`         // GOMAXPROCS: server and load generator share the machine's cores
+	Conns        int                `json:"conns"`         // keep-alive connections of the load generator
+	WarmupS      float64            `json:"warmup_s"`      // load sent before the measured run, not counted
+	LoadProcess  string             `json:"load_process"`  // "child": the load generator ran as a separate process; "in-process"
 	Mix          string             `json:"mix"`           // share of requests per route
 	Latency      string             `json:"latency_basis"` // what a latency measures
 }
@@ -60,6 +68,11 @@ type benchAPIResult struct {
 // synthetic Helios-like jobs in ClickHouse, a simulated cluster's pending
 // queue ranked by a control-loop pass, its power plans and audited actions —
 // under an open-loop load of --rate requests/s for --duration.
+//
+// The load generator runs as a child process (this binary with --target), so
+// that its allocations, garbage collection and goroutines do not share the
+// server's runtime; both still share the machine's cores. With --target the
+// command is only that load generator, against any running API.
 func runBenchAPI(ctx context.Context, args []string, e *env) error {
 	fs := newFlagSet("bench api", e)
 	rate := fs.Float64("rate", 5000, "requests per second, sent on a fixed schedule whatever the answers (open loop)")
@@ -71,11 +84,19 @@ func runBenchAPI(ctx context.Context, args []string, e *env) error {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the load phase to this file")
 	traceFile := fs.String("trace", "", "write a runtime execution trace of the load phase to this file (go tool trace)")
 	samplesFile := fs.String("samples", "", "write every request as a CSV line (scheduled send in ms from the start, route, latency ms, ok) to this file")
+	conns := fs.Int("conns", 64, "keep-alive connections the load generator sends on (requests due while all are busy wait, and that wait counts in their latency)")
+	warmup := fs.Duration("warmup", time.Second, "send load at --rate for this long before the measured run (not counted)")
+	inProcess := fs.Bool("load-in-process", false, "run the load generator inside the server's process instead of as a child process")
+	target := fs.String("target", "", "only generate load, against the API at this URL (e.g. http://127.0.0.1:9403), and print its figures")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *rate <= 0 || *dur <= 0 || *nodes < 2 || *load <= 0 {
-		return fmt.Errorf("bench api: --rate, --duration and --load must be positive and --nodes at least 2")
+	if *rate <= 0 || *dur <= 0 || *nodes < 2 || *load <= 0 || *conns < 1 || *warmup < 0 {
+		return fmt.Errorf("bench api: --rate, --duration, --load and --conns must be positive, --warmup not negative and --nodes at least 2")
+	}
+	lc := loadConfig{rate: *rate, dur: *dur, warmup: *warmup, conns: *conns}
+	if *target != "" {
+		return runLoadOnly(ctx, e, *target, lc, *asJSON, *samplesFile, *cpuProfile)
 	}
 	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ch := chconn.Config{Addr: *chAddr, Database: "heliostat_bench_api", Compression: "none"}
@@ -184,10 +205,12 @@ func runBenchAPI(ctx context.Context, args []string, e *env) error {
 	for _, q := range view.Queue {
 		users = append(users, q.User)
 	}
-	if len(users) == 0 {
-		users = []string{"u0001"}
+	where := "a child process"
+	if *inProcess {
+		where = "this process"
 	}
-	fmt.Fprintf(e.stderr, "state: %d ended jobs, model v%d, %d pending jobs; sending %.0f req/s for %v\n", hist, version, len(view.Queue), *rate, *dur)
+	fmt.Fprintf(e.stderr, "state: %d ended jobs, model v%d, %d pending jobs; sending %.0f req/s for %v (after %v of warm-up) from %s\n",
+		hist, version, len(view.Queue), *rate, *dur, *warmup, where)
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -208,24 +231,38 @@ func runBenchAPI(ctx context.Context, args []string, e *env) error {
 			return err
 		}
 	}
-	res, samples := openLoop(ctx, base, *rate, *dur, users)
+	var res benchAPIResult
+	if *inProcess {
+		var samples []benchSample
+		res, samples, err = openLoop(ctx, ln.Addr().String(), users, lc)
+		if err == nil && *samplesFile != "" {
+			err = writeSamples(*samplesFile, samples)
+		}
+		res.LoadProcess = "in-process"
+	} else {
+		res, err = loadChild(ctx, e, base, lc, *samplesFile)
+	}
 	if *cpuProfile != "" {
 		pprof.StopCPUProfile()
 	}
 	if *traceFile != "" {
 		trace.Stop()
 	}
-	if *samplesFile != "" {
-		if err := writeSamples(*samplesFile, samples); err != nil {
-			return err
-		}
+	if err != nil {
+		return err
 	}
 	res.Pending, res.HistoryJobs, res.ModelVersion, res.Cores = len(view.Queue), hist, version, runtime.GOMAXPROCS(0)
 	if *asJSON {
 		return json.NewEncoder(e.stdout).Encode(res)
 	}
-	fmt.Fprintf(e.stdout, "api: %d requests at %.0f/s asked, %.0f/s answered, %d errors; latency p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms (%d cores shared with the load generator)\n",
-		res.Requests, res.Rate, res.AchievedRate, res.Errors, res.P50Ms, res.P90Ms, res.P99Ms, res.MaxMs, res.Cores)
+	printBenchAPI(e, res)
+	return nil
+}
+
+// printBenchAPI prints res as text.
+func printBenchAPI(e *env, res benchAPIResult) {
+	fmt.Fprintf(e.stdout, "api: %d requests at %.0f/s asked, %.0f/s answered, %d errors; latency p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms (%d cores shared with the load generator, %s, %d connections)\n",
+		res.Requests, res.Rate, res.AchievedRate, res.Errors, res.P50Ms, res.P90Ms, res.P99Ms, res.MaxMs, res.Cores, res.LoadProcess, res.Conns)
 	for _, r := range slices.Sorted(func(yield func(string) bool) {
 		for k := range res.P99MsByRoute {
 			if !yield(k) {
@@ -235,7 +272,6 @@ func runBenchAPI(ctx context.Context, args []string, e *env) error {
 	}) {
 		fmt.Fprintf(e.stdout, "  p99 %-14s %.2f ms\n", r, res.P99MsByRoute[r])
 	}
-	return nil
 }
 
 type discardPub struct{}
@@ -278,72 +314,255 @@ func benchHistory(ctx context.Context, c driver.Conn, db string, gen *sim.Genera
 	return n, nil
 }
 
-// openLoop sends requests on a fixed schedule — the i-th at start + i/rate,
-// whether or not earlier ones were answered — and measures each from its
-// scheduled time, so that a slow server shows as latency rather than as a
-// lower rate (no coordinated omission).
-func openLoop(ctx context.Context, base string, rate float64, dur time.Duration, users []string) (benchAPIResult, []benchSample) {
-	tr := &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256, IdleConnTimeout: time.Minute}
-	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
-	defer tr.CloseIdleConnections()
-	n := int(rate * dur.Seconds())
-	samples := make([]benchSample, n)
-	rng := rand.New(rand.NewPCG(7, 11))
-	type req struct {
-		route, method, url, body string
+// loadConfig is the load of the open loop.
+type loadConfig struct {
+	rate   float64
+	dur    time.Duration
+	warmup time.Duration
+	conns  int
+}
+
+// loadChild runs the load generator as a child process — this binary with
+// --target — and returns its figures.
+func loadChild(ctx context.Context, e *env, base string, lc loadConfig, samplesFile string) (benchAPIResult, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return benchAPIResult{}, fmt.Errorf("bench api: find the load generator's binary: %w", err)
 	}
-	reqs := make([]req, n)
-	for i := range reqs {
+	args := []string{"bench", "api", "--target", base, "--json", "--rate", strconv.FormatFloat(lc.rate, 'g', -1, 64),
+		"--duration", lc.dur.String(), "--warmup", lc.warmup.String(), "--conns", strconv.Itoa(lc.conns)}
+	if samplesFile != "" {
+		args = append(args, "--samples", samplesFile)
+	}
+	cmd := exec.CommandContext(ctx, exe, args...)
+	cmd.Stderr = e.stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return benchAPIResult{}, fmt.Errorf("bench api: load generator (%s %s): %w", exe, strings.Join(args, " "), err)
+	}
+	var res benchAPIResult
+	if err := json.Unmarshal(out, &res); err != nil {
+		return benchAPIResult{}, fmt.Errorf("bench api: load generator's answer: %w", err)
+	}
+	return res, nil
+}
+
+// runLoadOnly is `bench api --target URL`: the open loop against a running
+// API, with users for /v1/predict taken from its queue.
+func runLoadOnly(ctx context.Context, e *env, target string, lc loadConfig, asJSON bool, samplesFile, cpuProfile string) error {
+	u, err := url.Parse(target)
+	if err != nil || u.Scheme != "http" || u.Host == "" {
+		return fmt.Errorf("bench api: --target %q: want http://host:port", target)
+	}
+	users, err := queueUsers(ctx, target)
+	if err != nil {
+		return err
+	}
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
+	res, samples, err := openLoop(ctx, u.Host, users, lc)
+	if cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
+	if err != nil {
+		return err
+	}
+	res.LoadProcess, res.Cores = "child", runtime.GOMAXPROCS(0)
+	if samplesFile != "" {
+		if err := writeSamples(samplesFile, samples); err != nil {
+			return err
+		}
+	}
+	if asJSON {
+		return json.NewEncoder(e.stdout).Encode(res)
+	}
+	printBenchAPI(e, res)
+	return nil
+}
+
+// queueUsers returns the users of target's pending queue (at least one).
+func queueUsers(ctx context.Context, target string) ([]string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(target, "/")+"/v1/queue?limit=10000", nil)
+	if err != nil {
+		return nil, fmt.Errorf("bench api: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("bench api: read the queue: %w", err)
+	}
+	defer resp.Body.Close()
+	var q api.QueueResponse
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("bench api: read the queue: %s", resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&q); err != nil {
+		return nil, fmt.Errorf("bench api: read the queue: %w", err)
+	}
+	users := make([]string, 0, len(q.Jobs))
+	for _, j := range q.Jobs {
+		users = append(users, j.User)
+	}
+	if len(users) == 0 {
+		users = []string{"u0001"}
+	}
+	return users, nil
+}
+
+// benchRequest is one prepared request: the bytes sent on the wire.
+type benchRequest struct {
+	route string
+	raw   []byte
+}
+
+// benchRequests returns the mix's prepared requests and, for each of n
+// sends, which one: 60% predict (1,024 different specs), 20% queue, 10%
+// power plan, 10% actions.
+func benchRequests(host string, users []string, n int) ([]benchRequest, []uint16) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	get := func(route, path string) benchRequest {
+		return benchRequest{route, []byte("GET " + path + " HTTP/1.1\r\nHost: " + host + "\r\nUser-Agent: heliostat-bench\r\n\r\n")}
+	}
+	reqs := []benchRequest{get("queue", "/v1/queue?limit=50"), get("power-plan", "/v1/power-plan"), get("actions", "/v1/actions?limit=20")}
+	const specs = 1024
+	for range specs {
+		body := fmt.Sprintf(`{"user": %q, "name": "job-%d", "partition": "vc%d", "gpus": %d, "time_limit_s": %d}`,
+			users[rng.IntN(len(users))], rng.IntN(50), 1+rng.IntN(2), 1<<rng.IntN(4), 600*(1+rng.IntN(100)))
+		reqs = append(reqs, benchRequest{"predict", []byte(fmt.Sprintf("POST /v1/predict HTTP/1.1\r\nHost: %s\r\nUser-Agent: heliostat-bench\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+			host, len(body), body))})
+	}
+	which := make([]uint16, n)
+	for i := range which {
 		switch x := rng.IntN(100); {
 		case x < 60:
-			body := fmt.Sprintf(`{"user": %q, "name": "job-%d", "partition": "vc%d", "gpus": %d, "time_limit_s": %d}`,
-				users[rng.IntN(len(users))], rng.IntN(50), 1+rng.IntN(2), 1<<rng.IntN(4), 600*(1+rng.IntN(100)))
-			reqs[i] = req{"predict", "POST", base + "/v1/predict", body}
+			which[i] = uint16(3 + rng.IntN(specs))
 		case x < 80:
-			reqs[i] = req{"queue", "GET", base + "/v1/queue?limit=50", ""}
+			which[i] = 0
 		case x < 90:
-			reqs[i] = req{"power-plan", "GET", base + "/v1/power-plan", ""}
+			which[i] = 1
 		default:
-			reqs[i] = req{"actions", "GET", base + "/v1/actions?limit=20", ""}
+			which[i] = 2
 		}
 	}
+	return reqs, which
+}
+
+// benchConn is one keep-alive connection of the load generator.
+type benchConn struct {
+	addr string
+	c    net.Conn
+	br   *bufio.Reader
+}
+
+// do sends raw and reads the whole answer; false for a transport error or
+// a status other than 2xx. A broken connection is dialled again next time.
+func (bc *benchConn) do(raw []byte) bool {
+	if bc.c == nil {
+		c, err := net.DialTimeout("tcp", bc.addr, 5*time.Second)
+		if err != nil {
+			return false
+		}
+		bc.c = c
+		if bc.br == nil {
+			bc.br = bufio.NewReaderSize(c, 64<<10)
+		} else {
+			bc.br.Reset(c)
+		}
+	}
+	_ = bc.c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := bc.c.Write(raw); err != nil {
+		bc.close()
+		return false
+	}
+	resp, err := http.ReadResponse(bc.br, nil)
+	if err != nil {
+		bc.close()
+		return false
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.Close {
+		bc.close()
+	}
+	return err == nil && resp.StatusCode/100 == 2
+}
+
+func (bc *benchConn) close() {
+	if bc.c != nil {
+		bc.c.Close()
+		bc.c = nil
+	}
+}
+
+// openLoop sends requests to addr on a fixed schedule — the i-th at
+// start + i/rate, whether or not earlier ones were answered — and measures
+// each from its scheduled time, so that a slow server shows as latency
+// rather than as a lower rate (no coordinated omission). lc.conns
+// connections are opened first and kept alive; each sender takes the next
+// due request, so when all are busy a due request waits for one, and that
+// wait is part of its latency. The requests are prepared before the run.
+// lc.warmup of load at the same rate runs first and is not counted.
+func openLoop(ctx context.Context, addr string, users []string, lc loadConfig) (benchAPIResult, []benchSample, error) {
+	interval := float64(time.Second) / lc.rate
+	nWarm := int(lc.rate * lc.warmup.Seconds())
+	n := int(lc.rate * lc.dur.Seconds())
+	reqs, which := benchRequests(addr, users, nWarm+n)
+	conns := make([]*benchConn, lc.conns)
+	for i := range conns {
+		conns[i] = &benchConn{addr: addr}
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			for _, bc := range conns[:i] {
+				bc.close()
+			}
+			return benchAPIResult{}, nil, fmt.Errorf("bench api: connect to %s: %w", addr, err)
+		}
+		conns[i].c, conns[i].br = c, bufio.NewReaderSize(c, 64<<10)
+	}
+	samples := make([]benchSample, n)
+	var next atomic.Int64
 	var wg sync.WaitGroup
-	start := time.Now().Add(50 * time.Millisecond)
-	interval := time.Duration(float64(time.Second) / rate)
-	for i := 0; i < n; i++ {
-		at := start.Add(time.Duration(i) * interval)
-		if d := time.Until(at); d > 0 {
-			time.Sleep(d)
-		}
-		if ctx.Err() != nil {
-			n = i
-			break
-		}
+	warmStart := time.Now().Add(50 * time.Millisecond)
+	start := warmStart.Add(time.Duration(float64(nWarm) * interval))
+	for _, bc := range conns {
 		wg.Add(1)
-		go func(i int, at time.Time) {
+		go func() {
 			defer wg.Done()
-			r := reqs[i]
-			var body io.Reader
-			if r.body != "" {
-				body = strings.NewReader(r.body)
+			defer bc.close()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= nWarm+n {
+					return
+				}
+				at := warmStart.Add(time.Duration(float64(i) * interval))
+				if d := time.Until(at); d > 0 {
+					time.Sleep(d)
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				r := &reqs[which[i]]
+				ok := bc.do(r.raw)
+				if i >= nWarm {
+					samples[i-nWarm] = benchSample{at.Sub(start), r.route, time.Since(at), ok, true}
+				}
 			}
-			hr, _ := http.NewRequestWithContext(ctx, r.method, r.url, body)
-			if r.body != "" {
-				hr.Header.Set("Content-Type", "application/json")
-			}
-			resp, err := client.Do(hr)
-			ok := err == nil && resp.StatusCode/100 == 2
-			if err == nil {
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-			}
-			samples[i] = benchSample{at.Sub(start), r.route, time.Since(at), ok}
-		}(i, at)
+		}()
 	}
 	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return benchAPIResult{}, nil, fmt.Errorf("bench api: %w", err)
+	}
 	elapsed := time.Since(start)
-	samples = samples[:n]
-	res := benchAPIResult{Rate: rate, Requests: n, DurationS: elapsed.Seconds(), P99MsByRoute: map[string]float64{},
+	res := benchAPIResult{Rate: lc.rate, Requests: n, DurationS: elapsed.Seconds(), P99MsByRoute: map[string]float64{},
+		Conns: lc.conns, WarmupS: lc.warmup.Seconds(),
 		Mix:     "predict 60%, queue?limit=50 20%, power-plan 10%, actions?limit=20 10%",
 		Latency: "from each request's scheduled send time to the end of its answer"}
 	all := make([]float64, 0, n)
@@ -368,7 +587,7 @@ func openLoop(ctx context.Context, base string, rate float64, dur time.Duration,
 	for r, v := range by {
 		res.P99MsByRoute[r] = q(v, 0.99)
 	}
-	return res, samples
+	return res, samples, nil
 }
 
 // benchSample is one request of the open loop.
@@ -377,6 +596,7 @@ type benchSample struct {
 	route string
 	lat   time.Duration // from the scheduled send to the end of the answer
 	ok    bool
+	sent  bool
 }
 
 // writeSamples writes samples as CSV: scheduled send (ms from the start),
@@ -385,6 +605,9 @@ func writeSamples(path string, samples []benchSample) error {
 	var b strings.Builder
 	b.WriteString("at_ms,route,latency_ms,ok\n")
 	for _, s := range samples {
+		if !s.sent {
+			continue
+		}
 		fmt.Fprintf(&b, "%.3f,%s,%.3f,%t\n", float64(s.at)/1e6, s.route, float64(s.lat)/1e6, s.ok)
 	}
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
