@@ -75,10 +75,7 @@ func runActuator(ctx context.Context, args []string, e *env) error {
 		return fmt.Errorf("actuator: listen on %s: %w", ac.Listen, err)
 	}
 	defer ln.Close()
-	if err := applySchema(ctx, ch, e, logger); err != nil {
-		return fmt.Errorf("apply schema at start-up: %w", err)
-	}
-	conn, err := ch.Open(ctx, e.getenv)
+	conn, err := openMigrated(ctx, ch, e, logger)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -38,10 +37,7 @@ func runIngest(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
-	if err := applySchema(ctx, cfg.ClickHouse, e, logger); err != nil {
-		return fmt.Errorf("apply schema at start-up: %w", err)
-	}
-	conn, err := cfg.ClickHouse.Open(ctx, e.getenv)
+	conn, err := openMigrated(ctx, cfg.ClickHouse, e, logger)
 	if err != nil {
 		return err
 	}

@@ -42,10 +42,7 @@ func runPredictorRun(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
-	if err := applySchema(ctx, ch, e, logger); err != nil {
-		return fmt.Errorf("apply schema at start-up: %w", err)
-	}
-	conn, err := ch.Open(ctx, e.getenv)
+	conn, err := openMigrated(ctx, ch, e, logger)
 	if err != nil {
 		return err
 	}

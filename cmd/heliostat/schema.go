@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"log/slog"
 	"strings"
 
@@ -52,11 +53,23 @@ func runSchema(ctx context.Context, args []string, e *env) error {
 }
 
 func applySchema(ctx context.Context, ch chconn.Config, e *env, logger *slog.Logger) error {
-	conn, err := ch.Open(ctx, e.getenv)
+	conn, err := openMigrated(ctx, ch, e, logger)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	_, err = migrate.Apply(ctx, conn, ch.Database, logger)
-	return err
+	return conn.Close()
+}
+
+// openMigrated opens ClickHouse and brings the database's schema up to date,
+// as every long-running component does at start-up.
+func openMigrated(ctx context.Context, ch chconn.Config, e *env, logger *slog.Logger) (driver.Conn, error) {
+	conn, err := ch.Open(ctx, e.getenv)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := migrate.Apply(ctx, conn, ch.Database, logger); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("apply schema at start-up: %w", err)
+	}
+	return conn, nil
 }
