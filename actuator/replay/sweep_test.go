@@ -261,7 +261,7 @@ func TestSweepVenus(t *testing.T) {
 		}
 	}
 	// Fitting the largest jobs, half of Venus keeps 18 of vcvGl's 20 nodes
-	// (its widest job has 144 GPUs) and both of vcEwI's (16 GPUs).
+	// (its widest job has 144 GPUs) and both of vcvlY's (16 GPUs).
 	if pts[0].NeverRun != 0 || pts[0].Cluster[0].Nodes != 18 || pts[0].Cluster[1].Nodes != 2 {
 		t.Errorf("×0.5, fitting the largest jobs: %d never run on %v", pts[0].NeverRun, pts[0].Cluster)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"math"
 	"os"
@@ -45,7 +46,7 @@ func runSim(ctx context.Context, args []string, e *env) error {
 	}
 	fs := newFlagSet("sim", e)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: heliostat sim --trace FILE [--format swf|helios] [--vcs FILE | --nodes N [--gpus-per-node G]] [--policy fifo,sjf,qssf] [--backfill] [--json]\n       heliostat sim ces --series FILE ... (energy saving replay; `heliostat sim ces -h`)\n\nReplays a job trace on a node/GPU model under each policy (see actuator/replay).\n\nflags:")
+		fmt.Fprintln(fs.Output(), "usage: heliostat sim --trace FILE [--format swf|helios] [--vcs FILE | --nodes N [--gpus-per-node G]] [--policy fifo,sjf,qssf] [--backfill] [--json]\n       heliostat sim --trace FILE ... --capacity-sweep 0.5,0.75,1,1.25,1.5 [--capacity-sweep.exact] [--policy fifo] (what-if: queueing on each cluster size)\n       heliostat sim ces --series FILE ... (energy saving replay; `heliostat sim ces -h`)\n\nReplays a job trace on a node/GPU model under each policy (see actuator/replay).\n\nflags:")
 		fs.PrintDefaults()
 	}
 	path := fs.String("trace", "", "job trace: SWF (.swf, .swf.gz) or Helios CSV (.csv)")
@@ -59,20 +60,49 @@ func runSim(ctx context.Context, args []string, e *env) error {
 	window := fs.Int("train-window", replay.DefaultTrainWindow, "qssf: fit the duration model on this many most recently ended jobs")
 	bound := fs.Duration("slowdown-bound", replay.DefaultSlowdownBound, "run time below which bounded slowdown counts a job as this long")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
+	sweep := fs.String("capacity-sweep", "", "what-if: replay on the cluster scaled by each of these factors, comma separated (e.g. 0.5,0.75,1,1.25,1.5: each VC's nodes × factor, rounded; a one-node pool scales its GPUs), with one policy (default fifo); see docs/CAPACITY.md")
+	sweepNodes := fs.String("capacity-sweep.nodes", "", "what-if: replay on a one-pool cluster of each of these node counts, comma separated (instead of factors)")
+	sweepExact := fs.Bool("capacity-sweep.exact", false, "what-if: scale exactly; by default no VC is made smaller than its widest job needs (jobs that never fit are counted either way)")
 	var qc qssf.Config
 	qc.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if fs.NArg() > 0 {
 		return fmt.Errorf("sim: unexpected argument %q (flags go before nothing else; `heliostat sim ces` for energy saving)", fs.Arg(0))
 	}
 	if *path == "" {
 		return errors.New("sim: --trace is required")
 	}
+	var (
+		sizes []replay.Size
+		err   error
+	)
+	switch {
+	case *sweep != "" && *sweepNodes != "":
+		return errors.New("sim: give --capacity-sweep or --capacity-sweep.nodes, not both")
+	case *sweep != "":
+		if sizes, err = replay.ParseFactors(*sweep); err != nil {
+			return fmt.Errorf("sim: --capacity-sweep: %w", err)
+		}
+	case *sweepNodes != "":
+		if sizes, err = replay.ParseNodeCounts(*sweepNodes); err != nil {
+			return fmt.Errorf("sim: --capacity-sweep.nodes: %w", err)
+		}
+	case set["capacity-sweep.exact"]:
+		return errors.New("sim: --capacity-sweep.exact needs --capacity-sweep or --capacity-sweep.nodes")
+	}
+	if sizes != nil && !set["policy"] {
+		*policies = string(replay.FIFO)
+	}
 	pols, err := parsePolicies(*policies)
 	if err != nil {
 		return err
+	}
+	if sizes != nil && len(pols) != 1 {
+		return fmt.Errorf("sim: a capacity sweep replays one policy; --policy gives %d", len(pols))
 	}
 	cfg := replay.Config{Backfill: *backfill, QSSF: qc, RefitEvery: *refit, TrainWindow: *window, SlowdownBound: *bound}
 	if *refit <= 0 {
@@ -117,6 +147,9 @@ func runSim(ctx context.Context, args []string, e *env) error {
 	tr, err := trace.Open(*path, *format)
 	if err != nil {
 		return err
+	}
+	if sizes != nil {
+		return runSweep(ctx, e, *path, tr, cl, replay.SweepConfig{Sizes: sizes, FitLargest: !*sweepExact, Policy: pols[0], Replay: cfg}, began, *asJSON)
 	}
 	w, err := replay.FromTrace(tr, cl)
 	if err != nil {
