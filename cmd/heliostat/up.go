@@ -77,6 +77,10 @@ func runUp(ctx context.Context, args []string, e *env) error {
 		// 15 minutes of wall time is 15 hours of the simulated cluster's.
 		anc.Interval = time.Minute
 	}
+	if !set["actuator.interval"] {
+		// 30 s of wall time is half an hour of the simulated cluster's.
+		lc.Interval = 5 * time.Second
+	}
 	if !set["actuator.apply"] {
 		gc.Apply = true
 	}
