@@ -248,12 +248,22 @@ func New(cfg Config, d Deps, logger *slog.Logger, reg prometheus.Registerer) (*S
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
 func (s *Server) instrument(route string, h http.HandlerFunc) http.Handler {
+	// The route's series are looked up once, not per request.
+	dur := s.m.duration.WithLabelValues(route)
+	var byClass [6]prometheus.Counter
+	for c := 1; c < len(byClass); c++ {
+		byClass[c] = s.m.requests.WithLabelValues(route, codeClass(c*100))
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		begin := time.Now()
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
 		h(sw, r)
-		s.m.requests.WithLabelValues(route, codeClass(sw.code)).Inc()
-		s.m.duration.WithLabelValues(route).Observe(time.Since(begin).Seconds())
+		if c := sw.code / 100; c >= 1 && c < len(byClass) {
+			byClass[c].Inc()
+		} else {
+			s.m.requests.WithLabelValues(route, codeClass(sw.code)).Inc()
+		}
+		dur.Observe(time.Since(begin).Seconds())
 	})
 }
 
@@ -268,7 +278,7 @@ func (w *statusWriter) WriteHeader(code int) {
 }
 
 func codeClass(c int) string {
-	return fmt.Sprintf("%dxx", c/100)
+	return strconv.Itoa(c/100) + "xx"
 }
 
 // auth wraps h with the bearer-token check.
@@ -375,7 +385,7 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := s.d.View()
-	writeRaw(w, http.StatusOK, s.fromView(v, fmt.Sprintf("queue %d %q", q.Limit, q.Partition), func() any {
+	writeRaw(w, http.StatusOK, s.fromView(v, "queue "+strconv.Itoa(q.Limit)+" "+strconv.Quote(q.Partition), func() any {
 		resp := QueueResponse{Jobs: []loop.QueueEntry{}}
 		if v == nil {
 			return resp
@@ -409,7 +419,7 @@ func (s *Server) powerPlan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := s.d.View()
-	writeRaw(w, http.StatusOK, s.fromView(v, fmt.Sprintf("power-plan %q", q.Partition), func() any {
+	writeRaw(w, http.StatusOK, s.fromView(v, "power-plan "+strconv.Quote(q.Partition), func() any {
 		resp := PowerPlanResponse{Plans: []loop.PoolPlan{}}
 		if v == nil {
 			return resp
@@ -562,12 +572,19 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	writeRaw(w, code, append(b, '\n'))
 }
 
+// Header values shared by every answer (net/http only reads them).
+var (
+	headerJSON    = []string{"application/json"}
+	headerNoStore = []string{"no-store"}
+)
+
 func writeRaw(w http.ResponseWriter, code int, b []byte) {
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
+	// Canonical keys set directly: no canonicalization or allocation.
+	h["Content-Type"] = headerJSON
+	h["Cache-Control"] = headerNoStore
 	// A known length lets net/http send the answer unchunked.
-	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h["Content-Length"] = []string{strconv.Itoa(len(b))}
 	w.WriteHeader(code)
 	_, _ = w.Write(b)
 }

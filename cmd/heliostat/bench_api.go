@@ -20,7 +20,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -83,10 +82,11 @@ func runBenchAPI(ctx context.Context, args []string, e *env) error {
 	chAddr := fs.String("clickhouse.addr", "", "use this ClickHouse (host:port) instead of starting a local one")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the load phase to this file")
 	traceFile := fs.String("trace", "", "write a runtime execution trace of the load phase to this file (go tool trace)")
-	samplesFile := fs.String("samples", "", "write every request as a CSV line (scheduled send in ms from the start, route, latency ms, ok) to this file")
+	samplesFile := fs.String("samples", "", "write every request as a CSV line (scheduled send in ms from the start, route, latency ms, ok, scheduled send in Unix ms, ms from the scheduled to the actual send) to this file")
 	conns := fs.Int("conns", 64, "keep-alive connections the load generator sends on (requests due while all are busy wait, and that wait counts in their latency)")
 	warmup := fs.Duration("warmup", time.Second, "send load at --rate for this long before the measured run (not counted)")
 	inProcess := fs.Bool("load-in-process", false, "run the load generator inside the server's process instead of as a child process")
+	loadProfile := fs.String("load-cpuprofile", "", "write a CPU profile of the load generator (child process) to this file")
 	target := fs.String("target", "", "only generate load, against the API at this URL (e.g. http://127.0.0.1:9403), and print its figures")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -240,7 +240,7 @@ func runBenchAPI(ctx context.Context, args []string, e *env) error {
 		}
 		res.LoadProcess = "in-process"
 	} else {
-		res, err = loadChild(ctx, e, base, lc, *samplesFile)
+		res, err = loadChild(ctx, e, base, lc, *samplesFile, *loadProfile)
 	}
 	if *cpuProfile != "" {
 		pprof.StopCPUProfile()
@@ -324,7 +324,7 @@ type loadConfig struct {
 
 // loadChild runs the load generator as a child process — this binary with
 // --target — and returns its figures.
-func loadChild(ctx context.Context, e *env, base string, lc loadConfig, samplesFile string) (benchAPIResult, error) {
+func loadChild(ctx context.Context, e *env, base string, lc loadConfig, samplesFile, cpuProfile string) (benchAPIResult, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return benchAPIResult{}, fmt.Errorf("bench api: find the load generator's binary: %w", err)
@@ -333,6 +333,9 @@ func loadChild(ctx context.Context, e *env, base string, lc loadConfig, samplesF
 		"--duration", lc.dur.String(), "--warmup", lc.warmup.String(), "--conns", strconv.Itoa(lc.conns)}
 	if samplesFile != "" {
 		args = append(args, "--samples", samplesFile)
+	}
+	if cpuProfile != "" {
+		args = append(args, "--cpuprofile", cpuProfile)
 	}
 	cmd := exec.CommandContext(ctx, exe, args...)
 	cmd.Stderr = e.stderr
@@ -505,9 +508,9 @@ func (bc *benchConn) close() {
 // start + i/rate, whether or not earlier ones were answered — and measures
 // each from its scheduled time, so that a slow server shows as latency
 // rather than as a lower rate (no coordinated omission). lc.conns
-// connections are opened first and kept alive; each sender takes the next
-// due request, so when all are busy a due request waits for one, and that
-// wait is part of its latency. The requests are prepared before the run.
+// connections are opened first and kept alive; a pacer releases each
+// request at its time and a free sender takes it, so when all are busy a due
+// request waits for one, and that wait is part of its latency. The requests are prepared before the run.
 // lc.warmup of load at the same rate runs first and is not counted.
 func openLoop(ctx context.Context, addr string, users []string, lc loadConfig) (benchAPIResult, []benchSample, error) {
 	interval := float64(time.Second) / lc.rate
@@ -527,31 +530,37 @@ func openLoop(ctx context.Context, addr string, users []string, lc loadConfig) (
 		conns[i].c, conns[i].br = c, bufio.NewReaderSize(c, 64<<10)
 	}
 	samples := make([]benchSample, n)
-	var next atomic.Int64
-	var wg sync.WaitGroup
+	// One pacer releases each request at its time (with a sleep precise to
+	// microseconds: Go's timers may wake up to a millisecond late, which
+	// would count against the server); the senders take the due ones.
+	due := make(chan int, nWarm+n)
 	warmStart := time.Now().Add(50 * time.Millisecond)
 	start := warmStart.Add(time.Duration(float64(nWarm) * interval))
+	go func() {
+		defer close(due)
+		for i := range nWarm + n {
+			if d := time.Until(warmStart.Add(time.Duration(float64(i) * interval))); d > 0 {
+				preciseSleep(d)
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			due <- i
+		}
+	}()
+	var wg sync.WaitGroup
 	for _, bc := range conns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer bc.close()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= nWarm+n {
-					return
-				}
+			for i := range due {
 				at := warmStart.Add(time.Duration(float64(i) * interval))
-				if d := time.Until(at); d > 0 {
-					time.Sleep(d)
-				}
-				if ctx.Err() != nil {
-					return
-				}
 				r := &reqs[which[i]]
+				sent := time.Now()
 				ok := bc.do(r.raw)
 				if i >= nWarm {
-					samples[i-nWarm] = benchSample{at.Sub(start), r.route, time.Since(at), ok, true}
+					samples[i-nWarm] = benchSample{at, at.Sub(start), r.route, time.Since(at), sent.Sub(at), ok, true}
 				}
 			}
 		}()
@@ -592,23 +601,26 @@ func openLoop(ctx context.Context, addr string, users []string, lc loadConfig) (
 
 // benchSample is one request of the open loop.
 type benchSample struct {
+	wall  time.Time     // scheduled send
 	at    time.Duration // scheduled send, from the start of the run
 	route string
 	lat   time.Duration // from the scheduled send to the end of the answer
+	lag   time.Duration // from the scheduled send to the actual one (part of lat)
 	ok    bool
 	sent  bool
 }
 
 // writeSamples writes samples as CSV: scheduled send (ms from the start),
-// route, latency (ms), ok.
+// route, latency (ms), ok, scheduled send (Unix ms), send lag (ms: how late
+// the generator sent it, part of its latency).
 func writeSamples(path string, samples []benchSample) error {
 	var b strings.Builder
-	b.WriteString("at_ms,route,latency_ms,ok\n")
+	b.WriteString("at_ms,route,latency_ms,ok,at_unix_ms,send_lag_ms\n")
 	for _, s := range samples {
 		if !s.sent {
 			continue
 		}
-		fmt.Fprintf(&b, "%.3f,%s,%.3f,%t\n", float64(s.at)/1e6, s.route, float64(s.lat)/1e6, s.ok)
+		fmt.Fprintf(&b, "%.3f,%s,%.3f,%t,%.3f,%.3f\n", float64(s.at)/1e6, s.route, float64(s.lat)/1e6, s.ok, float64(s.wall.UnixNano())/1e6, float64(s.lag)/1e6)
 	}
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		return fmt.Errorf("bench api: --samples: %w", err)
