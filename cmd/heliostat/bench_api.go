@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -58,6 +59,7 @@ type benchAPIResult struct {
 	Conns        int                `json:"conns"`         // keep-alive connections of the load generator
 	WarmupS      float64            `json:"warmup_s"`      // load sent before the measured run, not counted
 	LoadProcess  string             `json:"load_process"`  // "child": the load generator ran as a separate process; "in-process"
+	Passes       int                `json:"passes"`        // control-loop passes run during the load (--pass-every)
 	Mix          string             `json:"mix"`           // share of requests per route
 	Latency      string             `json:"latency_basis"` // what a latency measures
 }
@@ -87,12 +89,13 @@ func runBenchAPI(ctx context.Context, args []string, e *env) error {
 	warmup := fs.Duration("warmup", time.Second, "send load at --rate for this long before the measured run (not counted)")
 	inProcess := fs.Bool("load-in-process", false, "run the load generator inside the server's process instead of as a child process")
 	loadProfile := fs.String("load-cpuprofile", "", "write a CPU profile of the load generator (child process) to this file")
+	passEvery := fs.Duration("pass-every", 0, "during the load, advance the simulated cluster a minute and run a control-loop pass (dry run, audited) this often, as a live actuator does (0: none)")
 	target := fs.String("target", "", "only generate load, against the API at this URL (e.g. http://127.0.0.1:9403), and print its figures")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *rate <= 0 || *dur <= 0 || *nodes < 2 || *load <= 0 || *conns < 1 || *warmup < 0 {
-		return fmt.Errorf("bench api: --rate, --duration, --load and --conns must be positive, --warmup not negative and --nodes at least 2")
+	if *rate <= 0 || *dur <= 0 || *nodes < 2 || *load <= 0 || *conns < 1 || *warmup < 0 || *passEvery < 0 {
+		return fmt.Errorf("bench api: --rate, --duration, --load and --conns must be positive, --warmup and --pass-every not negative and --nodes at least 2")
 	}
 	lc := loadConfig{rate: *rate, dur: *dur, warmup: *warmup, conns: *conns}
 	if *target != "" {
@@ -231,6 +234,28 @@ func runBenchAPI(ctx context.Context, args []string, e *env) error {
 			return err
 		}
 	}
+	var passes atomic.Int64
+	if *passEvery > 0 {
+		go func() {
+			tick := time.NewTicker(*passEvery)
+			defer tick.Stop()
+			for {
+				select {
+				case <-sctx.Done():
+					return
+				case <-tick.C:
+				}
+				if err := s.Advance(sctx, s.Now().Add(time.Minute)); err != nil {
+					return
+				}
+				if _, err := lp.Once(sctx); err == nil {
+					passes.Add(1)
+				} else if sctx.Err() == nil {
+					logger.Warn("bench api: control-loop pass", "err", err)
+				}
+			}
+		}()
+	}
 	var res benchAPIResult
 	if *inProcess {
 		var samples []benchSample
@@ -251,6 +276,8 @@ func runBenchAPI(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
+	stop() // no more passes
+	res.Passes = int(passes.Load())
 	res.Pending, res.HistoryJobs, res.ModelVersion, res.Cores = len(view.Queue), hist, version, runtime.GOMAXPROCS(0)
 	if *asJSON {
 		return json.NewEncoder(e.stdout).Encode(res)
