@@ -59,6 +59,7 @@ type benchAPIResult struct {
 	Conns        int                `json:"conns"`         // keep-alive connections of the load generator
 	WarmupS      float64            `json:"warmup_s"`      // load sent before the measured run, not counted
 	LoadProcess  string             `json:"load_process"`  // "child": the load generator ran as a separate process; "in-process"
+	LoadProcs    int                `json:"load_procs"`    // GOMAXPROCS of the load generator
 	Passes       int                `json:"passes"`        // control-loop passes run during the load (--pass-every)
 	Mix          string             `json:"mix"`           // share of requests per route
 	Latency      string             `json:"latency_basis"` // what a latency measures
@@ -263,7 +264,7 @@ func runBenchAPI(ctx context.Context, args []string, e *env) error {
 		if err == nil && *samplesFile != "" {
 			err = writeSamples(*samplesFile, samples)
 		}
-		res.LoadProcess = "in-process"
+		res.LoadProcess, res.LoadProcs = "in-process", runtime.GOMAXPROCS(0)
 	} else {
 		res, err = loadChild(ctx, e, base, lc, *samplesFile, *loadProfile)
 	}
@@ -405,7 +406,7 @@ func runLoadOnly(ctx context.Context, e *env, target string, lc loadConfig, asJS
 	if err != nil {
 		return err
 	}
-	res.LoadProcess, res.Cores = "child", runtime.GOMAXPROCS(0)
+	res.LoadProcess, res.Cores, res.LoadProcs = "child", runtime.GOMAXPROCS(0), runtime.GOMAXPROCS(0)
 	if samplesFile != "" {
 		if err := writeSamples(samplesFile, samples); err != nil {
 			return err
