@@ -11,9 +11,10 @@ import (
 )
 
 // queryFS holds the characterization jobs (queries/*.sql) and the
-// capacity-planning queries (capacity/*.sql).
+// capacity-planning queries (capacity/*.sql) with the fragments they share
+// (capacity/*.part).
 //
-//go:embed queries/*.sql capacity/*.sql
+//go:embed queries/*.sql capacity/*.sql capacity/*.part
 var queryFS embed.FS
 
 // Job is one characterization job: a file of SQL statements that read the
@@ -40,8 +41,9 @@ type Job struct {
 var jobOrder = []string{"capacity", "jobs", "utilization", "gpus", "users", "efficiency"}
 
 var (
-	outRef = regexp.MustCompile(`\{out\.([a-z0-9_]+)\}`)
-	tmpRef = regexp.MustCompile(`\{tmp\.([a-z0-9_]+)\}`)
+	outRef  = regexp.MustCompile(`\{out\.([a-z0-9_]+)\}`)
+	partRef = regexp.MustCompile(`\{part\.([a-z0-9_]+)\}`)
+	tmpRef  = regexp.MustCompile(`\{tmp\.([a-z0-9_]+)\}`)
 )
 
 // Jobs returns the characterization jobs in the order they run.
@@ -202,7 +204,7 @@ func CapacityQueries() []CapacityQuery {
 			}
 			doc = append(doc, strings.TrimPrefix(t, " "))
 		}
-		stmts := splitStatements(string(b))
+		stmts := splitStatements(inlineParts(string(b)))
 		if len(stmts) != 1 {
 			panic(fmt.Sprintf("analytics: capacity/%s holds %d statements; want 1", e.Name(), len(stmts)))
 		}
@@ -210,6 +212,21 @@ func CapacityQueries() []CapacityQuery {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// inlineParts replaces each {part.NAME} of a capacity query with the text of
+// capacity/NAME.part, a fragment several queries share; the files are part
+// of the binary, so a missing one is a build defect (the tests run every
+// query).
+func inlineParts(sql string) string {
+	return partRef.ReplaceAllStringFunc(sql, func(m string) string {
+		name := partRef.FindStringSubmatch(m)[1]
+		b, err := fs.ReadFile(queryFS, "capacity/"+name+".part")
+		if err != nil {
+			panic(fmt.Sprintf("analytics: embedded capacity/%s.part: %v", name, err))
+		}
+		return string(b)
+	})
 }
 
 // unix formats a Unix time for a placeholder.

@@ -33,37 +33,8 @@ FROM (
         SELECT cluster, toMonday(toDateTime(h * 3600), '{tz}') AS week, count() AS hours,
             arraySort(groupArray((busy + wait) / 3600)) AS d
         FROM (
-            SELECT cluster,
-                toUInt32(arrayJoin(arrayMap(i -> intDiv({since}, 3600) + i,
-                    range(toUInt32(greatest(0, intDiv({computed_until} + 3599, 3600) - intDiv({since}, 3600))))))) AS h
-            FROM (SELECT DISTINCT cluster FROM {database}.jobs WHERE submit_time >= toDateTime({lookback_since}) AND submit_time < toDateTime({until}))
+{part.hourly_demand}
         )
-        ANY LEFT JOIN (
-            SELECT cluster,
-                toUInt32(arrayJoin(arrayMap(i -> intDiv(s, 3600) + i, range(toUInt32(intDiv(e - 1, 3600) - intDiv(s, 3600) + 1))))) AS h,
-                sum(if(kind = 1, toFloat64(g) * (least(e, (h + 1) * 3600) - greatest(s, h * 3600)), 0)) AS busy,
-                sum(if(kind = 2, toFloat64(g) * (least(e, (h + 1) * 3600) - greatest(s, h * 3600)), 0)) AS wait
-            FROM (
-                SELECT cluster, g, iv.1 AS kind,
-                    toUInt32(greatest(iv.2, {since})) AS s, toUInt32(least(iv.3, {computed_until})) AS e
-                FROM (
-                    SELECT cluster,
-                        toUInt32(if(isNull(gpus) AND source = 'trace', ifNull(cpus, 0), ifNull(gpus, 0))) AS g,
-                        state NOT IN ('PENDING', 'RUNNING') AS ended,
-                        toUInt32(submit_time) AS submit_s,
-                        toUInt32(ifNull(start_time, toDateTime(0))) AS start_s,
-                        toUInt32(ifNull(end_time, toDateTime(0))) AS end_s,
-                        if(start_s > 0 AND (end_s >= start_s OR NOT ended), start_s, 0) AS hold_from,
-                        if(hold_from = 0, 0, if(end_s > 0, end_s, {computed_until})) AS hold_to,
-                        multiIf(start_s > 0, start_s, end_s > 0, end_s, NOT ended, {computed_until}, 0) AS wait_to
-                    FROM {database}.jobs FINAL
-                    WHERE submit_time >= toDateTime({lookback_since}) AND submit_time < toDateTime({until})
-                )
-                ARRAY JOIN [(1, hold_from, hold_to), (2, submit_s, wait_to)] AS iv
-                WHERE g > 0 AND iv.3 > 0 AND greatest(iv.2, {since}) < least(iv.3, {computed_until})
-            )
-            GROUP BY cluster, h
-        ) USING (cluster, h)
         GROUP BY cluster, week
     )
     -- whole weeks only (167-169 hours across a daylight-saving change)
