@@ -1,6 +1,8 @@
 package live
 
 import (
+	"errors"
+	"fmt"
 	"math"
 	"time"
 
@@ -30,7 +32,7 @@ type metrics struct {
 	errors        *prometheus.CounterVec
 }
 
-func newMetrics(reg prometheus.Registerer, age func() float64) *metrics {
+func newMetrics(reg prometheus.Registerer, age func() float64) (*metrics, error) {
 	m := &metrics{
 		trainDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "heliostat_predictor_train_duration_seconds",
 			Help: "Time to fit a duration model (held-out and served fits, with their scoring).", Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 12)}),
@@ -56,9 +58,16 @@ func newMetrics(reg prometheus.Registerer, age func() float64) *metrics {
 	for _, s := range []string{stageLoad, stageTrain, stagePredict, stageOutcome} {
 		m.errors.WithLabelValues(s)
 	}
-	reg.MustRegister(m.trainDuration, m.passDuration, m.modelVersion, m.trainRows, m.jobs, m.predictions, m.outcomes,
-		m.within2x, m.absLogError, m.coverage, m.rollingN, m.errors, ageGauge)
-	return m
+	if reg == nil {
+		return nil, errors.New("live: nil prometheus.Registerer")
+	}
+	for _, c := range []prometheus.Collector{m.trainDuration, m.passDuration, m.modelVersion, m.trainRows, m.jobs, m.predictions, m.outcomes,
+		m.within2x, m.absLogError, m.coverage, m.rollingN, m.errors, ageGauge} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("live: register metrics: %w", err)
+		}
+	}
+	return m, nil
 }
 
 // outcomeScore is what the rolling gauges keep of one outcome.

@@ -118,12 +118,16 @@ func New(cfg Config, conn driver.Conn, logger *slog.Logger, reg prometheus.Regis
 	cfg = cfg.withDefaults()
 	r := &Runner{cfg: cfg, conn: conn, logger: logger, now: now, roll: newRolling(cfg.AccuracyWindow),
 		store: map[key]*rec{}, predicted: map[key]predRow{}, recorded: map[key]bool{}}
-	r.m = newMetrics(reg, func() float64 {
+	m, err := newMetrics(reg, func() float64 {
 		if t := r.model.Load(); t != nil {
 			return since(now, t.Info.TrainedAt)
 		}
 		return 0
 	})
+	if err != nil {
+		return nil, err
+	}
+	r.m = m
 	r.m.setRolling(r.roll)
 	return r, nil
 }

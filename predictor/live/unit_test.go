@@ -49,6 +49,21 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
+func TestNewRegistryErrors(t *testing.T) {
+	cfg := Config{Database: "heliostat"}
+	logger := slog.New(slog.DiscardHandler)
+	if _, err := New(cfg, nil, logger, nil, time.Now); err == nil {
+		t.Error("New with a nil registerer: no error")
+	}
+	reg := prometheus.NewRegistry()
+	if _, err := New(cfg, nil, logger, reg, time.Now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(cfg, nil, logger, reg, time.Now); err == nil {
+		t.Error("a second runner on the same registry: no error (its metrics would collide)")
+	}
+}
+
 func TestMetricsLint(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	if _, err := New(Config{Database: "heliostat"}, nil, slog.New(slog.DiscardHandler), reg, time.Now); err != nil {
