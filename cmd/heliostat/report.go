@@ -20,7 +20,6 @@ import (
 
 	"github.com/heliostat-dev/heliostat/analytics"
 	"github.com/heliostat-dev/heliostat/analytics/report"
-	"github.com/heliostat-dev/heliostat/ingest"
 	"github.com/heliostat-dev/heliostat/ingest/trace"
 	"github.com/heliostat-dev/heliostat/internal/atomicfile"
 	"github.com/heliostat-dev/heliostat/internal/chconn"
@@ -314,32 +313,24 @@ func (r *reporter) importTrace(ctx context.Context, conn driver.Conn) error {
 	if _, err := migrate.Apply(ctx, conn, f.clickhouse.Database, r.quiet); err != nil {
 		return fmt.Errorf("report: apply schema: %w", err)
 	}
+	// The import's ClickHouse sink, on the reporter's connection (which
+	// outlives it, so the sink is never closed).
+	sink := &clickHouseSink{conn: conn, db: f.clickhouse.Database, cluster: f.cluster, max: f.batch}
 	conv := trace.NewConverter()
-	var batch, events []schemas.JobEvent
+	var events []schemas.JobEvent
 	for i := range tr.Jobs {
 		events = conv.Append(events[:0], &tr.Jobs[i])
-		batch = append(batch, events...)
-		if len(batch) >= f.batch || i == len(tr.Jobs)-1 {
-			if err := ingest.InsertJobEvents(ctx, conn, f.clickhouse.Database, f.cluster, schemas.SourceTrace, batch); err != nil {
-				return fmt.Errorf("report: import %s: %d of %d jobs written: %w", f.tracePath, i+1-countJobs(batch), len(tr.Jobs), err)
-			}
-			batch = batch[:0]
+		err := sink.add(ctx, events)
+		if err == nil && i == len(tr.Jobs)-1 {
+			err = sink.flush(ctx)
+		}
+		if err != nil {
+			return fmt.Errorf("report: import %s: %d of %d jobs written: %w", f.tracePath, sink.written(), len(tr.Jobs), err)
 		}
 	}
 	r.out.ImportS = r.now().Sub(t0).Seconds()
 	r.logger.Info("trace imported", "file", f.tracePath, "cluster", f.cluster, "jobs", conv.Stats.Jobs, "events", conv.Stats.Events, "seconds", r.out.ImportS)
 	return nil
-}
-
-// countJobs counts the SUBMIT events of a batch: one per job.
-func countJobs(events []schemas.JobEvent) int {
-	n := 0
-	for i := range events {
-		if events[i].Type == schemas.JobSubmit {
-			n++
-		}
-	}
-	return n
 }
 
 // startAtSubmit gives the jobs that have a run time but neither a start
