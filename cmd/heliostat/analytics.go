@@ -304,11 +304,15 @@ func runAnalyticsCapacity(ctx context.Context, args []string, e *env) error {
 	if _, err := lf.logger(e.stderr); err != nil {
 		return err
 	}
-	conn, err := ch.Open(ctx, e.getenv)
-	if err != nil {
-		return err
+	// Printing the SQL of a given window needs no server; anything else
+	// (running, or a window taken from the data) does.
+	var conn driver.Conn
+	if !*printSQL || wf.since == "" {
+		if conn, err = ch.Open(ctx, e.getenv); err != nil {
+			return err
+		}
+		defer conn.Close()
 	}
-	defer conn.Close()
 	w, err := wf.window(ctx, conn, ch.Database)
 	if err != nil {
 		return fmt.Errorf("analytics capacity: %w", err)
