@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
@@ -64,31 +65,14 @@ func runActuator(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
-	token, err := api.ReadToken(ac, e.getenv, os.ReadFile)
-	if err != nil {
-		return err
-	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	ln, err := net.Listen("tcp", ac.Listen)
-	if err != nil {
-		return fmt.Errorf("actuator: listen on %s: %w", ac.Listen, err)
-	}
-	defer ln.Close()
 	conn, err := openMigrated(ctx, ch, e, logger)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	al, err := audit.New(conn, ch.Database, time.Now)
-	if err != nil {
-		return err
-	}
 	sched, err := slurmadapter.New(sc, nil, reg, time.Now)
-	if err != nil {
-		return err
-	}
-	guard, err := adapter.NewGuard(gc, sched, time.Now)
 	if err != nil {
 		return err
 	}
@@ -103,27 +87,64 @@ func runActuator(ctx context.Context, args []string, e *env) error {
 		}
 		predictor = runner
 	}
-	lp, err := loop.New(lc, guard, al, predictor, logger, reg, time.Now)
+	act, err := startActuator(ac, gc, lc, sched, predictor, conn, ch.Database, e.getenv, reg, logger)
 	if err != nil {
 		return err
 	}
-	srv, err := newActuatorAPI(ac, lp, predictor, al, token, reg, logger)
-	if err != nil {
-		return err
-	}
+	defer act.ln.Close()
 	mode := "dry run (--actuator.apply not set)"
 	if gc.Apply {
 		mode = "APPLYING actions"
 	}
 	logger.Info("actuator running", "mode", mode, "scheduler", "slurm", "partitions", gc.Partitions, "nodes", gc.Nodes,
-		"api", "http://"+httpAddr(ln.Addr().String())+"/v1/queue", "token_set", token != "", "predictor", *pred)
+		"api", "http://"+httpAddr(act.ln.Addr().String())+"/v1/queue", "token_set", act.token, "predictor", *pred)
 	g, gctx := errgroup.WithContext(ctx)
 	if runner != nil {
 		g.Go(func() error { return runner.Run(gctx) })
 	}
-	g.Go(func() error { return lp.Run(gctx) })
-	g.Go(func() error { return serveAPI(gctx, ln, srv) })
+	g.Go(func() error { return act.loop.Run(gctx) })
+	g.Go(func() error { return serveAPI(gctx, act.ln, act.api) })
 	return g.Wait()
+}
+
+// startedActuator is a started actuator: its control loop, and its advisory API
+// with the listener it serves on.
+type startedActuator struct {
+	loop  *loop.Loop
+	api   http.Handler
+	ln    net.Listener
+	token bool // a bearer token is configured
+}
+
+// startActuator builds the control loop and advisory API on sched, with p's
+// estimates (nil: time limits), and opens the API's listener; heliostat
+// actuator runs it on Slurm, heliostat up on the simulated cluster.
+func startActuator(ac api.Config, gc adapter.GuardConfig, lc loop.Config, sched adapter.Scheduler, p loop.Predictor, conn driver.Conn, db string, getenv func(string) string, reg *prometheus.Registry, logger *slog.Logger) (*startedActuator, error) {
+	al, err := audit.New(conn, db, time.Now)
+	if err != nil {
+		return nil, err
+	}
+	guard, err := adapter.NewGuard(gc, sched, time.Now)
+	if err != nil {
+		return nil, err
+	}
+	lp, err := loop.New(lc, guard, al, p, logger, reg, time.Now)
+	if err != nil {
+		return nil, err
+	}
+	token, err := api.ReadToken(ac, getenv, os.ReadFile)
+	if err != nil {
+		return nil, err
+	}
+	h, err := newActuatorAPI(ac, lp, p, al, token, reg, logger)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", ac.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("actuator: listen on %s: %w", ac.Listen, err)
+	}
+	return &startedActuator{loop: lp, api: h, ln: ln, token: token != ""}, nil
 }
 
 // newActuatorAPI returns the advisory API served from a loop, a predictor

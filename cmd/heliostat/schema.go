@@ -3,9 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"log/slog"
 	"strings"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/heliostat-dev/heliostat/internal/chconn"
 	"github.com/heliostat-dev/heliostat/schemas"

@@ -5,20 +5,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/heliostat-dev/heliostat/actuator/adapter"
 	"github.com/heliostat-dev/heliostat/actuator/api"
-	"github.com/heliostat-dev/heliostat/actuator/audit"
 	"github.com/heliostat-dev/heliostat/actuator/loop"
 	"github.com/heliostat-dev/heliostat/actuator/simadapter"
 	"github.com/heliostat-dev/heliostat/analytics"
@@ -204,7 +199,7 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	var (
 		s            *sim.Sim
 		describe     string
-		act          *upActuator
+		act          *startedActuator
 		actuatorLine string
 	)
 	if *source == "sim" {
@@ -215,7 +210,7 @@ func runUp(ctx context.Context, args []string, e *env) error {
 		c := s.Config()
 		describe = fmt.Sprintf("simulated cluster %q: %d nodes × %d GPUs, %g× real time, FIFO with backfill=%v", c.Cluster, c.Nodes, c.GPUsPerNode, c.Speedup, c.Backfill)
 		lc.Cluster = c.Cluster
-		if act, err = startActuator(ac, gc, lc, s, runner, conn, ch.Database, e.getenv, reg, logger); err != nil {
+		if act, err = startActuator(ac, gc, lc, simadapter.New(s), runner, conn, ch.Database, e.getenv, reg, logger); err != nil {
 			_ = pub.Close()
 			return err
 		}
@@ -284,44 +279,6 @@ func runUp(ctx context.Context, args []string, e *env) error {
 		err = ierr
 	}
 	return err
-}
-
-// upActuator is the actuator that up runs against its simulated cluster.
-type upActuator struct {
-	loop *loop.Loop
-	api  http.Handler
-	ln   net.Listener
-}
-
-// startActuator builds the control loop and advisory API on the simulated
-// cluster s, with the live predictor's estimates, and opens the API's
-// listener.
-func startActuator(ac api.Config, gc adapter.GuardConfig, lc loop.Config, s *sim.Sim, runner *live.Runner, conn driver.Conn, db string, getenv func(string) string, reg *prometheus.Registry, logger *slog.Logger) (*upActuator, error) {
-	al, err := audit.New(conn, db, time.Now)
-	if err != nil {
-		return nil, err
-	}
-	guard, err := adapter.NewGuard(gc, simadapter.New(s), time.Now)
-	if err != nil {
-		return nil, err
-	}
-	lp, err := loop.New(lc, guard, al, runner, logger, reg, time.Now)
-	if err != nil {
-		return nil, err
-	}
-	token, err := api.ReadToken(ac, getenv, os.ReadFile)
-	if err != nil {
-		return nil, err
-	}
-	h, err := newActuatorAPI(ac, lp, runner, al, token, reg, logger)
-	if err != nil {
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", ac.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("actuator: listen on %s: %w", ac.Listen, err)
-	}
-	return &upActuator{loop: lp, api: h, ln: ln}, nil
 }
 
 // simClock returns the simulated time for the status line, or nil.
