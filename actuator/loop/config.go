@@ -9,6 +9,7 @@ import (
 
 	"github.com/heliostat-dev/heliostat/actuator/ces"
 	"github.com/heliostat-dev/heliostat/actuator/qssf"
+	"github.com/heliostat-dev/heliostat/predictor/demand"
 )
 
 // Config is the control loop's configuration. The safety settings (dry run,
@@ -32,6 +33,12 @@ type Config struct {
 	// PeakWindow there is no forecast and nothing is powered down. Default
 	// 1h.
 	PeakWindow time.Duration
+	// Forecast is the forecast power plans read: ForecastModel (default)
+	// or ForecastPeak.
+	Forecast string
+	// ForecastMinHistory is how much demand history the loop records
+	// before the model forecast takes over from the peak. Default 24h.
+	ForecastMinHistory time.Duration
 	// RepeatAfter is how long an action that was skipped (dry run, busy
 	// node, rate limit) is not recorded again while the plan keeps asking
 	// for it unchanged. Default 10m.
@@ -45,6 +52,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Interval, "actuator.interval", 30*time.Second, "time between two passes of the control loop")
 	fs.DurationVar(&c.UnknownDuration, "actuator.unknown-duration", 24*time.Hour, "run time assumed for a job with neither a prediction nor a time limit")
 	fs.DurationVar(&c.PeakWindow, "actuator.peak-window", time.Hour, "power plans keep powered the peak demand of this window; nothing is powered down before the loop has watched demand this long")
+	fs.StringVar(&c.Forecast, "actuator.forecast", ForecastModel, "power plans read the demand model's forecast (model: 10-minute steps, 1 h ahead, upper bound at --ces.quantile of its past errors, refitted daily) once --actuator.forecast-min-history of demand is recorded, the watched peak before that; peak: always the peak of --actuator.peak-window")
+	fs.DurationVar(&c.ForecastMinHistory, "actuator.forecast-min-history", 24*time.Hour, "demand history the loop records before the model forecast replaces the watched peak")
 	fs.DurationVar(&c.RepeatAfter, "actuator.repeat-after", 10*time.Minute, "an unchanged action that was skipped is recorded again only after this long")
 	c.QSSF.RegisterFlags(fs)
 	c.CES.RegisterFlags(fs)
@@ -54,6 +63,14 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 func (c Config) Validate() error {
 	if c.Interval < 0 || c.UnknownDuration < 0 || c.PeakWindow < 0 || c.RepeatAfter < 0 {
 		return errors.New("loop: --actuator.interval, --actuator.unknown-duration, --actuator.peak-window and --actuator.repeat-after must not be negative")
+	}
+	switch c.Forecast {
+	case "", ForecastModel, ForecastPeak:
+	default:
+		return fmt.Errorf("loop: --actuator.forecast %q: want %q or %q", c.Forecast, ForecastModel, ForecastPeak)
+	}
+	if c.ForecastMinHistory < 0 {
+		return errors.New("loop: --actuator.forecast-min-history must not be negative")
 	}
 	if err := c.QSSF.Validate(); err != nil {
 		return err
@@ -81,6 +98,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RepeatAfter == 0 {
 		c.RepeatAfter = 10 * time.Minute
+	}
+	if c.Forecast == "" {
+		c.Forecast = ForecastModel
+	}
+	if c.ForecastMinHistory == 0 {
+		c.ForecastMinHistory = 24 * time.Hour
 	}
 	if c.CES == (ces.Config{}) {
 		c.CES = ces.DefaultConfig()
@@ -120,8 +143,20 @@ func Priority(c qssf.Config, j *qssf.Job) int64 {
 	return int64(min(max(p, 1), PriorityCeiling))
 }
 
+// forecasterConfig is the demand model's configuration: predictor/demand's
+// defaults (10-minute steps of the max, refitted daily, 14 days of errors
+// calibrating the upper bound), the CES quantile, and a horizon of an hour
+// or the wake-up latency plus a step if that is longer.
+func (c Config) forecasterConfig() demand.ForecasterConfig {
+	m := demand.DefaultConfig()
+	if need := c.CES.WakeLatency + m.Step; need > m.Horizon {
+		m.Horizon = (need + m.Step - 1) / m.Step * m.Step
+	}
+	return demand.ForecasterConfig{Model: m, Quantile: c.CES.Quantile}
+}
+
 // describe is the loop's settings in words, for the startup log.
 func (c Config) describe() string {
-	return fmt.Sprintf("every %v; QSSF aging %g; CES quantile %g buffer %d min %d down-delay %v wake %v; peak window %v",
-		c.Interval, c.QSSF.AgingRate, c.CES.Quantile, c.CES.Buffer, c.CES.MinPowered, c.CES.DownDelay, c.CES.WakeLatency, c.PeakWindow)
+	return fmt.Sprintf("every %v; QSSF aging %g; CES quantile %g buffer %d min %d down-delay %v wake %v; forecast %s (model after %v), peak window %v",
+		c.Interval, c.QSSF.AgingRate, c.CES.Quantile, c.CES.Buffer, c.CES.MinPowered, c.CES.DownDelay, c.CES.WakeLatency, c.Forecast, c.ForecastMinHistory, c.PeakWindow)
 }

@@ -9,9 +9,13 @@
 //     to a scheduler priority (Priority), setting those that differ for jobs
 //     of allowlisted partitions;
 //  4. for each partition, from its nodes, its demand (busy nodes plus the
-//     nodes its pending jobs need) and a forecast (the peak demand it has
-//     watched over Config.PeakWindow), makes a CES power plan
-//     (actuator/ces) and powers nodes down and up accordingly;
+//     nodes its pending jobs need) and a forecast, makes a CES power plan
+//     (actuator/ces) and powers nodes down and up accordingly. The
+//     forecast is predictor/demand's (a causal model of the demand the
+//     loop has recorded, with an upper bound calibrated on its own past
+//     errors) once the loop has watched the partition for
+//     Config.ForecastMinHistory, and the peak demand of the last
+//     Config.PeakWindow before that;
 //  5. writes every action to the audit table (actuator/audit) before any of
 //     them is sent, sends them through the Guard (dry run, allowlists, rate
 //     limits, a fresh look at the node), and writes their outcomes.
@@ -27,7 +31,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -92,6 +95,7 @@ type Loop struct {
 type poolState struct {
 	ces     ces.State
 	demand  []demandMark // demand seen, oldest first, within PeakWindow
+	model   *demandModel // Config.Forecast "model": the forecaster and its history
 	first   time.Time    // first pass that saw the partition
 	changed map[string]time.Time
 }
@@ -357,8 +361,9 @@ func (l *Loop) plan(now time.Time, snap adapter.Snapshot) ([]PoolPlan, []planned
 			need = math.Ceil(float64(g) / float64(max(gpn, 1)))
 		}
 		in.Demand = min(float64(busy)+need, float64(len(in.Nodes)))
-		in.Forecast = ps.forecast(now, in.Demand, l.cfg)
-		pp := PoolPlan{Partition: part, Managed: l.g.PartitionAllowed(part), Unusable: skipped, Transitioning: moving, Nodes: len(nodes)}
+		var kind string
+		in.Forecast, kind = l.forecast(ps, now, in.Demand)
+		pp := PoolPlan{Partition: part, Managed: l.g.PartitionAllowed(part), Unusable: skipped, Transitioning: moving, Nodes: len(nodes), ForecastKind: kind}
 		plan, err := l.cfg.CES.Plan(in)
 		if err != nil {
 			pp.Error = err.Error()
@@ -372,7 +377,7 @@ func (l *Loop) plan(now time.Time, snap adapter.Snapshot) ([]PoolPlan, []planned
 			continue
 		}
 		basis, _ := json.Marshal(map[string]any{"partition": part, "target": plan.Target, "demand": plan.Demand, "powered": plan.Powered,
-			"held": plan.Held, "forecast": plan.Forecast, "forecast_kind": "peak of the last " + l.cfg.PeakWindow.String()})
+			"held": plan.Held, "forecast": plan.Forecast, "forecast_kind": kind})
 		for _, acts := range []struct {
 			kind adapter.Kind
 			list []ces.Action
@@ -389,24 +394,6 @@ func (l *Loop) plan(now time.Time, snap adapter.Snapshot) ([]PoolPlan, []planned
 		out = append(out, PoolPlan{Partition: "", Excluded: excluded})
 	}
 	return out, todo
-}
-
-// forecast records the demand seen now and returns the peak forecast: the
-// most nodes demanded within the last PeakWindow, over a horizon of one wake
-// latency and one pass. Before the loop has watched a whole PeakWindow it
-// returns no forecast, which powers nothing down.
-func (ps *poolState) forecast(now time.Time, demand float64, c Config) ces.Forecast {
-	cut := now.Add(-c.PeakWindow)
-	ps.demand = slices.DeleteFunc(ps.demand, func(m demandMark) bool { return m.at.Before(cut) || m.at.After(now) })
-	ps.demand = append(ps.demand, demandMark{now, demand})
-	if now.Sub(ps.first) < c.PeakWindow {
-		return ces.Forecast{}
-	}
-	peak := demand
-	for _, m := range ps.demand {
-		peak = max(peak, m.v)
-	}
-	return ces.Forecast{Issued: now, Horizon: c.CES.WakeLatency + c.Interval, Point: demand, Max: peak, Upper: peak}
 }
 
 // dedupe drops actions the loop recorded as skipped less than RepeatAfter ago

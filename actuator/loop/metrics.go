@@ -13,6 +13,8 @@ type metrics struct {
 	lastSuccess prometheus.Gauge
 	errors      prometheus.Counter
 	pending     prometheus.Gauge
+
+	forecastErrors prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -42,9 +44,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "heliostat_actuator_pending_jobs",
 			Help: "Pending jobs (not held) seen by the last pass.",
 		}),
+		forecastErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "heliostat_actuator_forecast_errors_total",
+			Help: "Demand-model forecasts that failed, so that a power plan fell back to the watched peak.",
+		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.actions, m.predictions, m.duration, m.lastSuccess, m.errors, m.pending} {
+		for _, c := range []prometheus.Collector{m.actions, m.predictions, m.duration, m.lastSuccess, m.errors, m.pending, m.forecastErrors} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("loop: register metrics: %w", err)
 			}

@@ -68,6 +68,9 @@ type PoolPlan struct {
 	// Excluded are nodes in several partitions (or none); only in the last
 	// entry, whose Partition is "".
 	Excluded []string `json:"excluded,omitempty"`
+	// ForecastKind says which forecast the plan read (the demand model or
+	// the watched peak, and why not the model).
+	ForecastKind string `json:"forecast_kind,omitempty"`
 	// Plan is nil when it could not be made; Error says why.
 	Plan  *ces.Plan `json:"plan,omitempty"`
 	Error string    `json:"error,omitempty"`
