@@ -21,11 +21,17 @@ type queue interface {
 type heapQueue struct {
 	h    []int
 	pos  []int32 // by job: index in h, -1 when out
-	less func(a, b int) bool
+	less func(a, b int) bool // a strict total order
+	// ord, kept only when asked for (backfill, which walks the whole
+	// queue in order at every pass), holds the jobs in order: an insertion
+	// or removal moves part of it (a memmove) instead of every pass
+	// sorting the queue again.
+	ord      []int
+	keepSort bool
 }
 
-func newHeapQueue(n int, less func(a, b int) bool) *heapQueue {
-	q := &heapQueue{pos: make([]int32, n), less: less}
+func newHeapQueue(n int, less func(a, b int) bool, keepSorted bool) *heapQueue {
+	q := &heapQueue{pos: make([]int32, n), less: less, keepSort: keepSorted}
 	for i := range q.pos {
 		q.pos[i] = -1
 	}
@@ -36,6 +42,20 @@ func (q *heapQueue) push(j int) {
 	q.pos[j] = int32(len(q.h))
 	q.h = append(q.h, j)
 	q.up(len(q.h) - 1)
+	if q.keepSort {
+		k, _ := slices.BinarySearchFunc(q.ord, j, q.cmp)
+		q.ord = slices.Insert(q.ord, k, j)
+	}
+}
+
+func (q *heapQueue) cmp(a, b int) int {
+	if q.less(a, b) {
+		return -1
+	}
+	if q.less(b, a) {
+		return 1
+	}
+	return 0
 }
 
 func (q *heapQueue) head(int64) int {
@@ -58,21 +78,20 @@ func (q *heapQueue) remove(j int) {
 		q.down(i)
 		q.up(i)
 	}
+	if q.keepSort {
+		if k, ok := slices.BinarySearchFunc(q.ord, j, q.cmp); ok {
+			q.ord = slices.Delete(q.ord, k, k+1)
+		}
+	}
 }
 
 func (q *heapQueue) sorted(_ int64, dst []int) []int {
+	if q.keepSort {
+		return append(dst, q.ord...)
+	}
 	start := len(dst)
 	dst = append(dst, q.h...)
-	s := dst[start:]
-	slices.SortFunc(s, func(a, b int) int {
-		if q.less(a, b) {
-			return -1
-		}
-		if q.less(b, a) {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(dst[start:], q.cmp)
 	return dst
 }
 

@@ -252,12 +252,12 @@ func newEngine(w *Workload, pol Policy, cfg Config) *engine {
 		}
 		switch pol {
 		case FIFO:
-			v.q = newHeapQueue(n, func(a, b int) bool { return a < b })
+			v.q = newHeapQueue(n, func(a, b int) bool { return a < b }, cfg.Backfill)
 		case SJF:
 			v.q = newHeapQueue(n, func(a, b int) bool {
 				ra, rb := w.Jobs[a].Run, w.Jobs[b].Run
 				return ra < rb || (ra == rb && a < b)
-			})
+			}, cfg.Backfill)
 		case QSSF:
 			v.q = &qssfQueue{e: e, q: qssf.NewQueue(cfg.QSSF)}
 		}
@@ -381,9 +381,18 @@ func (e *engine) schedule(v *vcState, t int64) {
 			e.startJob(v, j, t)
 		}
 	}
+	// Every job holds at least one GPU: with none free nothing can start,
+	// and the whole queue need not be sorted (an overloaded cluster is full
+	// at most arrivals).
+	if v.total == 0 {
+		return
+	}
 	e.order = v.q.sorted(t, e.order[:0])
 	blocked, shadow := false, int64(0)
 	for _, j := range e.order {
+		if v.total == 0 {
+			break
+		}
 		if blocked && t+e.est(j) > shadow {
 			continue
 		}
