@@ -20,7 +20,7 @@ type queue interface {
 // heapQueue orders jobs by a fixed less: FIFO and SJF.
 type heapQueue struct {
 	h    []int
-	pos  []int32 // by job: index in h, -1 when out
+	pos  []int32             // by job: index in h, -1 when out
 	less func(a, b int) bool // a strict total order
 	// ord, kept only when asked for (backfill, which walks the whole
 	// queue in order at every pass), holds the jobs in order: an insertion
