@@ -18,7 +18,7 @@ func TestHeapQueueKeptOrder(t *testing.T) {
 	less := func(a, b int) bool { return run[a] < run[b] || (run[a] == run[b] && a < b) }
 	kept, fresh := newHeapQueue(n, less, true), newHeapQueue(n, less, false)
 	var in []int
-	for step, next := 0, 0; step < 6000; step++ {
+	for step, next := 0, 0; step < 6000 && (next < n || len(in) > 0); step++ {
 		if next < n && (len(in) == 0 || rng.IntN(3) > 0) {
 			kept.push(next)
 			fresh.push(next)
