@@ -53,7 +53,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Interval, "actuator.interval", 30*time.Second, "time between two passes of the control loop")
 	fs.DurationVar(&c.UnknownDuration, "actuator.unknown-duration", 24*time.Hour, "run time assumed for a job with neither a prediction nor a time limit")
 	fs.DurationVar(&c.PeakWindow, "actuator.peak-window", time.Hour, "until the demand model takes over (--actuator.forecast), power plans keep powered the peak demand of this window; nothing is powered down before the loop has watched demand this long")
-	fs.StringVar(&c.Forecast, "actuator.forecast", ForecastModel, "power plans read the demand model's forecast (model: 10-minute steps, 1 h ahead, upper bound at --ces.quantile of its past errors, refitted daily) once --actuator.forecast-min-history of demand is recorded, the watched peak before that; peak: always the peak of --actuator.peak-window")
+	fs.StringVar(&c.Forecast, "actuator.forecast", ForecastModel, "power plans read the demand model's forecast (model: 10-minute steps, 1 h ahead or the wake-up latency plus a step if longer, upper bound at --ces.quantile of its past errors, refitted daily) once --actuator.forecast-min-history of demand is recorded, the watched peak before that; peak: always the peak of --actuator.peak-window")
 	fs.DurationVar(&c.ForecastMinHistory, "actuator.forecast-min-history", 24*time.Hour, "demand history the loop records before the model forecast replaces the watched peak")
 	fs.DurationVar(&c.RepeatAfter, "actuator.repeat-after", 10*time.Minute, "an unchanged action that was skipped is recorded again only after this long")
 	c.QSSF.RegisterFlags(fs)

@@ -3,6 +3,7 @@ package loop
 import (
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -146,9 +147,16 @@ func TestForecastHistoryBounded(t *testing.T) {
 	if end := dm.steps.End(); !end.Equal(day0.Add(45*24*time.Hour - 50*time.Minute)) {
 		t.Fatalf("history ends %v", end)
 	}
-	dm.record(day0, 5) // the clock went back: ignored
-	if dm.steps.Values[0] != 1 && !math.IsNaN(dm.steps.Values[0]) {
-		t.Fatalf("a pass in the past rewrote history: %v", dm.steps.Values[0])
+	before, start := slices.Clone(dm.steps.Values), dm.steps.Start
+	dm.record(day0, 5)                             // the clock went back past the kept history: ignored
+	dm.record(dm.steps.Start.Add(-time.Minute), 5) // just before it: ignored too
+	if !dm.steps.Start.Equal(start) || len(dm.steps.Values) != len(before) {
+		t.Fatalf("a pass in the past moved the history: start %v → %v, %d → %d steps", start, dm.steps.Start, len(before), len(dm.steps.Values))
+	}
+	for i := range before {
+		if a, b := before[i], dm.steps.Values[i]; a != b && !(math.IsNaN(a) && math.IsNaN(b)) {
+			t.Fatalf("a pass in the past rewrote step %d: %v → %v", i, a, b)
+		}
 	}
 }
 
