@@ -233,7 +233,7 @@ func seed(t *testing.T) *seeded {
 		t.Fatal(err)
 	}
 	lc := loop.Config{Cluster: seedCluster, PeakWindow: 30 * time.Minute, CES: ces.DefaultConfig()}
-	act, err := loop.New(lc, guard, auditLog, pred, logger, reg("actuator"), time.Now)
+	act, err := loop.New(lc, guard, auditLog, pred, nil, logger, reg("actuator"), time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}

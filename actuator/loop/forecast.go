@@ -34,27 +34,48 @@ type demandModel struct {
 	err    string        // why the latest attempt gave no forecast
 }
 
-// record adds a pass's demand to the step that holds now.
-func (dm *demandModel) record(now time.Time, v float64) {
+// record adds a pass's demand to the step that holds now, and reports
+// whether that raised the step's value.
+func (dm *demandModel) record(now time.Time, v float64) bool {
+	return dm.put(now, v, false)
+}
+
+// put raises the step that holds at to v, and reports whether it did. A
+// step before the kept history is written only when loading saved history
+// (past); a pass whose clock went back is ignored rather than rewrite the
+// past. A step more than the kept span after the history starts it afresh.
+func (dm *demandModel) put(at time.Time, v float64, past bool) bool {
 	step := dm.steps.Step
-	at := now.Truncate(step)
-	if len(dm.steps.Values) == 0 {
+	at = at.Truncate(step)
+	keep := int(maxDemandHistory / step)
+	if len(dm.steps.Values) > 0 && at.Before(dm.steps.Start) {
+		if !past {
+			return false
+		}
+		n := int(dm.steps.Start.Sub(at) / step)
+		if n+len(dm.steps.Values) > keep {
+			return false // older than the history kept
+		}
+		dm.steps.Values = append(slices.Repeat([]float64{math.NaN()}, n), dm.steps.Values...)
 		dm.steps.Start = at
 	}
-	k := int(at.Sub(dm.steps.Start) / step)
-	if k < 0 {
-		return // the clock went back: ignore rather than rewrite the past
+	if len(dm.steps.Values) == 0 || int(at.Sub(dm.steps.Start)/step) >= len(dm.steps.Values)+keep {
+		dm.steps.Start, dm.steps.Values = at, dm.steps.Values[:0]
 	}
+	k := int(at.Sub(dm.steps.Start) / step)
 	for len(dm.steps.Values) <= k {
 		dm.steps.Values = append(dm.steps.Values, math.NaN())
 	}
+	raised := false
 	if cur := dm.steps.Values[k]; math.IsNaN(cur) || v > cur {
 		dm.steps.Values[k] = v
+		raised = true
 	}
-	if drop := len(dm.steps.Values) - int(maxDemandHistory/step); drop > 0 {
+	if drop := len(dm.steps.Values) - keep; drop > 0 {
 		dm.steps.Values = slices.Delete(dm.steps.Values, 0, drop)
 		dm.steps.Start = dm.steps.Start.Add(time.Duration(drop) * step)
 	}
+	return raised
 }
 
 // history is how long the recorded demand spans, up to the step that holds
@@ -82,9 +103,12 @@ func (l *Loop) forecast(ps *poolState, now time.Time, demandNow float64) (ces.Fo
 			return peak, peakKind + "; no model forecaster: " + err.Error()
 		}
 		ps.model = &demandModel{fc: fc, steps: demand.Series{Step: fcfg.Model.Step}}
+		l.stored.seed(ps)
 	}
 	dm := ps.model
-	dm.record(now, demandNow)
+	if dm.record(now, demandNow) {
+		l.stored.raised(ps.name, now.Truncate(dm.steps.Step), demandNow)
+	}
 	step := dm.steps.Step
 	at := now.Truncate(step)
 	if have := dm.history(now); have < l.cfg.ForecastMinHistory {

@@ -13,9 +13,10 @@
 //     (actuator/ces) and powers nodes down and up accordingly. The
 //     forecast is predictor/demand's (a causal model of the demand the
 //     loop has recorded, with an upper bound calibrated on its own past
-//     errors) once the loop has watched the partition for
-//     Config.ForecastMinHistory, and the peak demand of the last
-//     Config.PeakWindow before that;
+//     errors) once the recorded demand spans Config.ForecastMinHistory,
+//     and the peak demand of the last Config.PeakWindow before that. With
+//     a DemandStore, the recorded demand is saved as it grows and loaded
+//     back at start, so a restart keeps the model;
 //  5. writes every action to the audit table (actuator/audit) before any of
 //     them is sent, sends them through the Guard (dry run, allowlists, rate
 //     limits, a fresh look at the node), and writes their outcomes.
@@ -40,6 +41,7 @@ import (
 	"github.com/heliostat-dev/heliostat/actuator/adapter"
 	"github.com/heliostat-dev/heliostat/actuator/audit"
 	"github.com/heliostat-dev/heliostat/actuator/ces"
+	"github.com/heliostat-dev/heliostat/actuator/demandlog"
 	"github.com/heliostat-dev/heliostat/actuator/qssf"
 	"github.com/heliostat-dev/heliostat/predictor/live"
 )
@@ -54,6 +56,13 @@ type Auditor interface {
 	NewID(at time.Time) string
 	Plan(ctx context.Context, recs []audit.Record) error
 	Settle(ctx context.Context, recs []audit.Record) error
+}
+
+// DemandStore keeps the demand history the loop records for its demand
+// model across restarts: *demandlog.Log.
+type DemandStore interface {
+	Save(ctx context.Context, cluster string, marks []demandlog.Mark) error
+	Load(ctx context.Context, cluster string, since, until time.Time) (demandlog.Loaded, error)
 }
 
 // Prediction sources.
@@ -88,11 +97,14 @@ type Loop struct {
 	seen map[string]recent // kind|target → last skipped action recorded
 	owed []audit.Record    // outcomes not yet written (ClickHouse was down)
 
+	stored storedDemand // the demand history's DemandStore side
+
 	view viewBox
 }
 
 // poolState is what the loop remembers of one partition between passes.
 type poolState struct {
+	name    string
 	ces     ces.State
 	demand  []demandMark // demand seen, oldest first, within PeakWindow
 	model   *demandModel // Config.Forecast "model": the forecaster and its history
@@ -111,8 +123,10 @@ type recent struct {
 }
 
 // New returns a Loop acting through g, recording in a, predicting with p
-// (nil: time limits only). Metrics are registered on reg unless it is nil.
-func New(cfg Config, g *adapter.Guard, a Auditor, p Predictor, logger *slog.Logger, reg prometheus.Registerer, now func() time.Time) (*Loop, error) {
+// (nil: time limits only), keeping its demand history in d (nil: in memory
+// only, so a restart starts it afresh). Metrics are registered on reg
+// unless it is nil.
+func New(cfg Config, g *adapter.Guard, a Auditor, p Predictor, d DemandStore, logger *slog.Logger, reg prometheus.Registerer, now func() time.Time) (*Loop, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -131,7 +145,7 @@ func New(cfg Config, g *adapter.Guard, a Auditor, p Predictor, logger *slog.Logg
 	}
 	cfg = cfg.withDefaults()
 	return &Loop{cfg: cfg, g: g, audit: a, pred: p, logger: logger, m: m, now: now,
-		pool: map[string]*poolState{}, seen: map[string]recent{}}, nil
+		pool: map[string]*poolState{}, seen: map[string]recent{}, stored: storedDemand{store: d}}, nil
 }
 
 // Config returns the loop's settings, defaults filled in.
@@ -253,9 +267,12 @@ func (l *Loop) once(ctx context.Context) (Report, error) {
 	}
 	v.sortKeys()
 
-	// Power plans, one per partition.
+	// Power plans, one per partition, on the demand history saved by
+	// earlier runs once it is loaded; the demand recorded is saved.
+	l.loadDemand(ctx, now)
 	plans, power := l.plan(now, snap)
 	v.Plans = plans
+	l.saveDemand(ctx, now)
 	todo = append(todo, power...)
 
 	// Record, act, record.
@@ -329,7 +346,7 @@ func (l *Loop) plan(now time.Time, snap adapter.Snapshot) ([]PoolPlan, []planned
 		nodes := pools[part]
 		ps := l.pool[part]
 		if ps == nil {
-			ps = &poolState{first: now, changed: map[string]time.Time{}}
+			ps = &poolState{name: part, first: now, changed: map[string]time.Time{}}
 			l.pool[part] = ps
 		}
 		in := ces.Input{Now: now, State: ps.ces}

@@ -14,6 +14,7 @@ import (
 	"github.com/heliostat-dev/heliostat/actuator/adapter"
 	"github.com/heliostat-dev/heliostat/actuator/audit"
 	"github.com/heliostat-dev/heliostat/actuator/ces"
+	"github.com/heliostat-dev/heliostat/actuator/demandlog"
 	"github.com/heliostat-dev/heliostat/actuator/qssf"
 	"github.com/heliostat-dev/heliostat/actuator/simadapter"
 	"github.com/heliostat-dev/heliostat/collector/sim"
@@ -109,7 +110,11 @@ func TestLoopSim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := New(testConfig(), g, al, nil, nil, nil, nil)
+	dl, err := demandlog.New(conn, cfg.Database, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := New(testConfig(), g, al, nil, dl, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,6 +185,19 @@ func TestLoopSim(t *testing.T) {
 			t.Errorf("audit row %+v", r)
 		}
 	}
+	// The demand of each partition's steps was saved: vc1's two busy
+	// nodes, vc2 idle until late's one node of demand.
+	saved, err := dl.Load(ctx, "t", t0, t0.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := func(part string, at time.Duration, v float64) demandlog.Mark {
+		return demandlog.Mark{Partition: part, Step: t0.Add(at), Demand: v}
+	}
+	want := []demandlog.Mark{mark("vc1", 0, 2), mark("vc1", 30*time.Minute, 2), mark("vc2", 0, 0), mark("vc2", 30*time.Minute, 1)}
+	if !slices.Equal(saved.Marks, want) || saved.Rejected != 0 {
+		t.Errorf("saved demand %+v (%d rejected), want %+v", saved.Marks, saved.Rejected, want)
+	}
 }
 
 // TestLoopDryRun: without --actuator.apply nothing changes in the cluster,
@@ -193,7 +211,7 @@ func TestLoopDryRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	al, _ := audit.New(conn, cfg.Database, nil)
-	l, err := New(testConfig(), g, al, nil, nil, nil, nil)
+	l, err := New(testConfig(), g, al, nil, nil, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +255,7 @@ func TestLoopNoAuditNoAction(t *testing.T) {
 	s := cluster(t)
 	g, _ := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"*"}, Nodes: []string{"*"}}, simadapter.New(s), nil)
 	al, _ := audit.New(conn, "no_such_database", nil)
-	l, err := New(testConfig(), g, al, nil, nil, nil, nil)
+	l, err := New(testConfig(), g, al, nil, nil, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,8 @@ type metrics struct {
 	pending     prometheus.Gauge
 
 	forecastErrors prometheus.Counter
+	demandStore    *prometheus.CounterVec
+	demandRejected prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -48,9 +50,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "heliostat_actuator_forecast_errors_total",
 			Help: "Demand-model forecasts that failed, so that a power plan fell back to the watched peak.",
 		}),
+		demandStore: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "heliostat_actuator_demand_store_errors_total",
+			Help: "Failures keeping the demand history in ClickHouse, by op: load (the saved history could not be read; retried next pass), save (retried next pass), given_up (a step not saved before it left the 30 days kept).",
+		}, []string{"op"}),
+		demandRejected: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "heliostat_actuator_demand_rejected_total",
+			Help: "Saved demand steps read back and rejected (not a node count, no partition, or after the time of the read); the log says why.",
+		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.actions, m.predictions, m.duration, m.lastSuccess, m.errors, m.pending, m.forecastErrors} {
+		for _, c := range []prometheus.Collector{m.actions, m.predictions, m.duration, m.lastSuccess, m.errors, m.pending, m.forecastErrors, m.demandStore, m.demandRejected} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("loop: register metrics: %w", err)
 			}

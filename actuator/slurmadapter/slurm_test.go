@@ -67,7 +67,7 @@ func TestSlurm(t *testing.T) {
 	lcfg := loop.Config{Cluster: "slurm-test", Interval: time.Second, PeakWindow: time.Minute}
 	lcfg.CES = ces.DefaultConfig()
 	lcfg.CES.MinPowered, lcfg.CES.DownDelay, lcfg.CES.WakeLatency = 3, 0, time.Minute
-	l, err := loop.New(lcfg, g, al, nil, nil, nil, clk.now)
+	l, err := loop.New(lcfg, g, al, nil, nil, nil, nil, clk.now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/heliostat-dev/heliostat/actuator/adapter"
 	"github.com/heliostat-dev/heliostat/actuator/api"
 	"github.com/heliostat-dev/heliostat/actuator/audit"
+	"github.com/heliostat-dev/heliostat/actuator/demandlog"
 	"github.com/heliostat-dev/heliostat/actuator/loop"
 	"github.com/heliostat-dev/heliostat/actuator/slurmadapter"
 	"github.com/heliostat-dev/heliostat/internal/chconn"
@@ -128,7 +129,11 @@ func startActuator(ac api.Config, gc adapter.GuardConfig, lc loop.Config, sched 
 	if err != nil {
 		return nil, err
 	}
-	lp, err := loop.New(lc, guard, al, p, logger, reg, time.Now)
+	dl, err := demandlog.New(conn, db, time.Now)
+	if err != nil {
+		return nil, err
+	}
+	lp, err := loop.New(lc, guard, al, p, dl, logger, reg, time.Now)
 	if err != nil {
 		return nil, err
 	}

@@ -177,7 +177,7 @@ func runBenchAPI(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
-	lp, err := loop.New(loop.Config{Cluster: "bench", PeakWindow: time.Minute}, guard, al, runner, logger, reg, nil)
+	lp, err := loop.New(loop.Config{Cluster: "bench", PeakWindow: time.Minute}, guard, al, runner, nil, logger, reg, nil)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,169 @@
+package loop
+
+import (
+	"context"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/heliostat-dev/heliostat/actuator/demandlog"
+	"github.com/heliostat-dev/heliostat/predictor/demand"
+	"github.com/heliostat-dev/heliostat/schemas/schematest"
+)
+
+// storeLoop is forecastLoop keeping its demand history in d.
+func storeLoop(t *testing.T, c Config, d DemandStore) *Loop {
+	t.Helper()
+	l := forecastLoop(t, c)
+	l.pool = map[string]*poolState{}
+	l.stored = storedDemand{store: d}
+	return l
+}
+
+// sameSteps says whether two demand histories hold the same steps.
+func sameSteps(a, b *demandModel) bool {
+	return a.steps.Start.Equal(b.steps.Start) && slices.EqualFunc(a.steps.Values, b.steps.Values, func(x, y float64) bool {
+		return x == y || (math.IsNaN(x) && math.IsNaN(y))
+	})
+}
+
+// TestDemandStoreRestart: an actuator restarted after 30 hours forecasts with
+// the demand model at its first pass, from exactly the history the first
+// run recorded (saved to ClickHouse and read back), including the step the
+// first run stopped in; without a store it would watch demand for another
+// day first.
+func TestDemandStoreRestart(t *testing.T) {
+	cfg, conn := schematest.Database(t)
+	dl, err := demandlog.New(conn, cfg.Database, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	first := storeLoop(t, Config{}, dl)
+	ps := &poolState{name: "gpu", first: day0}
+	first.pool["gpu"] = ps
+	first.loadDemand(ctx, day0)
+	stop := day0.Add(30*time.Hour + 4*time.Minute) // within a step
+	var now time.Time
+	for now = day0; now.Before(stop); now = now.Add(2 * time.Minute) {
+		first.forecast(ps, now, daily(now))
+		if now.Minute() == 0 || now.Add(2*time.Minute).After(stop) {
+			first.saveDemand(ctx, now)
+		}
+	}
+	if len(first.stored.unsaved) != 0 {
+		t.Fatalf("%d steps left unsaved", len(first.stored.unsaved))
+	}
+
+	restarted := storeLoop(t, Config{}, dl)
+	restarted.loadDemand(ctx, now)
+	rps := &poolState{name: "gpu", first: now}
+	restarted.pool["gpu"] = rps
+	f, kind := restarted.forecast(rps, now, 0) // a quiet first pass: it must not lower the saved step
+	if !strings.HasPrefix(kind, "demand model") || f.Horizon != time.Hour || f.Upper < f.Max {
+		t.Fatalf("restarted: first pass forecast %+v, kind %q; want the demand model", f, kind)
+	}
+	if !sameSteps(rps.model, ps.model) {
+		t.Fatalf("restarted with history from %v (%d steps), the first run had %v (%d steps)",
+			rps.model.steps.Start, len(rps.model.steps.Values), ps.model.steps.Start, len(ps.model.steps.Values))
+	}
+	if len(restarted.stored.unsaved) != 0 {
+		t.Errorf("a pass below the saved step queued %d steps to save", len(restarted.stored.unsaved))
+	}
+	if n := testutil.CollectAndCount(restarted.m.demandStore); n != 0 {
+		t.Errorf("store errors counted under %d labels", n)
+	}
+
+	// Without the store, the same restart falls back to the peak.
+	bare := storeLoop(t, Config{}, nil)
+	if _, kind := bare.forecast(&poolState{name: "gpu", first: now}, now, 0); !strings.Contains(kind, "model after 24h0m0s of demand history") {
+		t.Errorf("restart without a store: kind %q", kind)
+	}
+}
+
+// TestDemandStoreLateLoad: when the saved history cannot be read at first,
+// the loop forecasts from what it records, counts the failure, and merges
+// the saved history in once a read succeeds; saved steps that are not
+// demands are rejected and counted.
+func TestDemandStoreLateLoad(t *testing.T) {
+	cfg, conn := schematest.Database(t)
+	dl, err := demandlog.New(conn, cfg.Database, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var saved []demandlog.Mark
+	for at := day0; at.Before(day0.Add(25 * time.Hour)); at = at.Add(10 * time.Minute) {
+		saved = append(saved, demandlog.Mark{Partition: "gpu", Step: at, Demand: daily(at)})
+	}
+	if err := dl.Save(ctx, "local", saved); err != nil {
+		t.Fatal(err)
+	}
+	// A step from the future (a clock that went back) is not used.
+	future := day0.Add(40 * time.Hour)
+	if err := dl.Save(ctx, "local", []demandlog.Mark{{Partition: "gpu", Step: future, Demand: 3}}); err != nil {
+		t.Fatal(err)
+	}
+
+	missing, err := demandlog.New(conn, "no_such_database", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := storeLoop(t, Config{}, missing)
+	ps := &poolState{name: "gpu", first: day0}
+	l.pool["gpu"] = ps
+	now := day0.Add(25 * time.Hour)
+	l.loadDemand(ctx, now)
+	if _, kind := l.forecast(ps, now, daily(now)); !strings.Contains(kind, "model after 24h0m0s") {
+		t.Fatalf("with the history unreadable: kind %q, want the peak", kind)
+	}
+	if n := testutil.ToFloat64(l.m.demandStore.WithLabelValues("load")); n != 1 || l.stored.loaded {
+		t.Fatalf("load errors %v, loaded %v; want 1, false", n, l.stored.loaded)
+	}
+	l.stored.store = dl // the database is back
+	now = now.Add(10 * time.Minute)
+	l.loadDemand(ctx, now)
+	if !l.stored.loaded || testutil.ToFloat64(l.m.demandRejected) != 1 {
+		t.Fatalf("loaded %v, rejected %v; want true, 1", l.stored.loaded, testutil.ToFloat64(l.m.demandRejected))
+	}
+	if _, kind := l.forecast(ps, now, daily(now)); !strings.HasPrefix(kind, "demand model") {
+		t.Fatalf("after the late load: kind %q, want the model", kind)
+	}
+	if !ps.model.steps.Start.Equal(day0) || ps.model.steps.End().After(now.Add(10*time.Minute)) {
+		t.Errorf("merged history spans %v .. %v", ps.model.steps.Start, ps.model.steps.End())
+	}
+	if n := testutil.ToFloat64(l.m.demandStore.WithLabelValues("load")); n != 1 {
+		t.Errorf("load errors %v after the good read, want still 1", n)
+	}
+}
+
+// TestDemandPut covers how saved steps merge into the recorded history.
+func TestDemandPut(t *testing.T) {
+	step := 10 * time.Minute
+	dm := &demandModel{steps: demand.Series{Step: step}}
+	if !dm.put(day0.Add(time.Hour+3*time.Minute), 4, false) {
+		t.Fatal("first put did not raise")
+	}
+	if dm.put(day0.Add(time.Hour+7*time.Minute), 3, false) {
+		t.Error("a lower value raised the step")
+	}
+	if dm.put(day0, 9, false) {
+		t.Error("a pass in the past was written")
+	}
+	if !dm.put(day0, 9, true) || !dm.steps.Start.Equal(day0) || len(dm.steps.Values) != 7 || dm.steps.Values[0] != 9 || dm.steps.Values[6] != 4 {
+		t.Fatalf("saved step before the history: start %v values %v", dm.steps.Start, dm.steps.Values)
+	}
+	if dm.put(day0.Add(-maxDemandHistory), 1, true) {
+		t.Error("a saved step older than the kept span was written")
+	}
+	// A clock that jumps ahead by years starts the history afresh instead
+	// of filling the years with unknown steps.
+	far := day0.AddDate(5, 0, 0)
+	if !dm.put(far, 2, false) || !dm.steps.Start.Equal(far) || len(dm.steps.Values) != 1 {
+		t.Fatalf("after a jump: start %v, %d steps", dm.steps.Start, len(dm.steps.Values))
+	}
+}
