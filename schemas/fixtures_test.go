@@ -246,3 +246,40 @@ func (w wire) gpu(index uint64, uuid string) wire {
 	return w.uv(index).str(uuid).str("00000000:18:00.0").sv(0).str("NVIDIA H100 80GB HBM3").
 		str("550.90.07").str("").sv(-1).sv(-1).str("")
 }
+
+// actionsBatch is one actuator write as the audit log holds it: a priority
+// change planned then applied, a dry-run power-down skipped, a power-up that
+// failed, and a priority lowered below zero over an unknown previous one.
+func actionsBatch() *schemas.ActionBatch {
+	p := func(v int64) *int64 { return &v }
+	const basis = `{"predicted_s":5400,"source":"model","qssf_rank":3,"gpu_service_s":86400}`
+	return &schemas.ActionBatch{Cluster: "eos", Actions: []schemas.Action{
+		{
+			ID: "1732200000000000000-a1b2c3", Adapter: "slurm", Kind: "set_priority", Target: "4242_3",
+			Partition: "batch", Value: p(9000), Previous: p(100), Reason: "qssf: short predicted job first",
+			Basis: basis, ModelVersion: 7, Outcome: "planned", DecidedAtMillis: baseTS,
+		},
+		{
+			ID: "1732200000000000000-a1b2c3", Adapter: "slurm", Kind: "set_priority", Target: "4242_3",
+			Partition: "batch", Value: p(9000), Previous: p(100), Reason: "qssf: short predicted job first",
+			Basis: basis, ModelVersion: 7, Outcome: "applied", DecidedAtMillis: baseTS, RecordedAtMillis: baseTS + 1000,
+		},
+		{
+			ID: "1732200000000000001-a1b2c3", Adapter: "sim", Kind: "power_down", Target: "gpu17", Partition: "batch",
+			Reason: "idle above forecast", Basis: `{"forecast_gpus":96,"target_nodes":12}`, DryRun: true,
+			Outcome: "skipped", Error: "dry run", DecidedAtMillis: baseTS + 1, RecordedAtMillis: baseTS + 1001,
+		},
+		{
+			ID: "1732200000000000002-a1b2c3", Adapter: "slurm", Kind: "power_up", Target: "gpu03",
+			Reason: "peak ahead", Basis: "{}", ModelVersion: 0, Outcome: "failed",
+			Error: "scontrol: Invalid node state specified", DecidedAtMillis: baseTS + 2, RecordedAtMillis: baseTS + 1002,
+		},
+		{
+			ID: "1732200000000000003-a1b2c3", Adapter: "slurm", Kind: "set_priority", Target: "77", Partition: "débug",
+			Value: p(-5), Reason: "hold back", Basis: "{}", ModelVersion: 1 << 40, Outcome: "planned",
+			DecidedAtMillis: -86_400_000,
+		},
+	}}
+}
+
+func actionHeader() wire { return wire{'H', 'S', 'X', 1} }

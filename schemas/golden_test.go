@@ -14,13 +14,14 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current encoder")
 
 // goldenCase is a message whose encoding is pinned in testdata/<name>.golden.
-// Exactly one of samples, events, jobs and allocs is set.
+// Exactly one of samples, events, jobs, allocs and actions is set.
 type goldenCase struct {
 	name    string
 	samples *schemas.SampleBatch
 	events  *schemas.EventBatch
 	jobs    *schemas.JobEventBatch
 	allocs  *schemas.AllocBatch
+	actions *schemas.ActionBatch
 }
 
 func goldenCases() []goldenCase {
@@ -34,6 +35,8 @@ func goldenCases() []goldenCase {
 		{name: "events_empty", events: &schemas.EventBatch{Cluster: "eos", Host: "dgx-h100-017"}},
 		{name: "job_lifecycle", jobs: jobBatch()},
 		{name: "allocs_open_closed", allocs: allocBatch()},
+		{name: "actions_plan_and_outcome", actions: actionsBatch()},
+		{name: "actions_empty", actions: &schemas.ActionBatch{Cluster: "eos"}},
 	}
 }
 
@@ -49,6 +52,8 @@ func (c goldenCase) encode(t testing.TB) []byte {
 		return encodeEvents(t, c.events)
 	case c.jobs != nil:
 		b, err = schemas.AppendJobEventBatch(nil, c.jobs)
+	case c.actions != nil:
+		b, err = schemas.AppendActionBatch(nil, c.actions)
 	default:
 		b, err = schemas.AppendAllocBatch(nil, c.allocs)
 	}
@@ -110,6 +115,15 @@ func TestGolden(t *testing.T) {
 				}
 				if !reflect.DeepEqual(&b, c.allocs) {
 					t.Errorf("DecodeAllocBatch(%s) = %+v; want %+v", path, b, *c.allocs)
+				}
+				return
+			case c.actions != nil:
+				var b schemas.ActionBatch
+				if err := schemas.DecodeActionBatch(want, &b); err != nil {
+					t.Fatalf("DecodeActionBatch(%s): %v", path, err)
+				}
+				if !reflect.DeepEqual(&b, c.actions) {
+					t.Errorf("DecodeActionBatch(%s) = %+v; want %+v", path, b, *c.actions)
 				}
 				return
 			}
