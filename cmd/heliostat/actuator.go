@@ -21,8 +21,10 @@ import (
 	"github.com/heliostat-dev/heliostat/actuator/demandlog"
 	"github.com/heliostat-dev/heliostat/actuator/loop"
 	"github.com/heliostat-dev/heliostat/actuator/slurmadapter"
+	"github.com/heliostat-dev/heliostat/collector/publish"
 	"github.com/heliostat-dev/heliostat/internal/chconn"
 	"github.com/heliostat-dev/heliostat/predictor/live"
+	"github.com/heliostat-dev/heliostat/schemas"
 )
 
 // runActuator is `heliostat actuator`: the control loop against Slurm, the
@@ -38,7 +40,9 @@ func runActuator(ctx context.Context, args []string, e *env) error {
 		ac   api.Config
 		sc   slurmadapter.Config
 		pc   live.Config
+		kc   = publish.Config{SpoolDir: "data/actuator-spool"}
 		lf   logFlags
+		pubA = fs.Bool("actuator.publish-actions", true, "publish every action, once its outcome is in the actions table, to the "+schemas.TopicActions+" Kafka topic (--kafka.brokers; spooled in --spool.dir while Kafka is unreachable)")
 		pred = fs.String("actuator.predictor", "live", "run-time predictions: live (train the duration model from the jobs in ClickHouse in this process and write its predictions, like heliostat predictor run) or none (time limits only)")
 	)
 	ch.RegisterFlags(fs, e.getenv)
@@ -47,6 +51,7 @@ func runActuator(ctx context.Context, args []string, e *env) error {
 	ac.RegisterFlags(fs)
 	sc.RegisterFlags(fs)
 	pc.RegisterFlags(fs)
+	kc.RegisterFlags(fs)
 	lf.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -54,7 +59,7 @@ func runActuator(ctx context.Context, args []string, e *env) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("actuator: unexpected argument %q", fs.Arg(0))
 	}
-	for _, v := range []interface{ Validate() error }{&ch, gc, lc, ac, sc, pc} {
+	for _, v := range []interface{ Validate() error }{&ch, gc, lc, ac, sc, pc, kc} {
 		if err := v.Validate(); err != nil {
 			return err
 		}
@@ -88,7 +93,18 @@ func runActuator(ctx context.Context, args []string, e *env) error {
 		}
 		predictor = runner
 	}
-	act, err := startActuator(ac, gc, lc, sched, predictor, conn, ch.Database, e.getenv, reg, logger)
+	var (
+		pub  *publish.Publisher
+		apub audit.Publisher
+	)
+	if *pubA {
+		if pub, err = publish.New(kc, logger, reg); err != nil {
+			return err
+		}
+		defer pub.Close()
+		apub = pub
+	}
+	act, err := startActuator(ac, gc, lc, sched, predictor, apub, conn, ch.Database, e.getenv, reg, logger)
 	if err != nil {
 		return err
 	}
@@ -100,6 +116,9 @@ func runActuator(ctx context.Context, args []string, e *env) error {
 	logger.Info("actuator running", "mode", mode, "scheduler", "slurm", "partitions", gc.Partitions, "nodes", gc.Nodes,
 		"api", "http://"+httpAddr(act.ln.Addr().String())+"/v1/queue", "token_set", act.token, "predictor", *pred)
 	g, gctx := errgroup.WithContext(ctx)
+	if pub != nil {
+		g.Go(func() error { return pub.Run(gctx) })
+	}
 	if runner != nil {
 		g.Go(func() error { return runner.Run(gctx) })
 	}
@@ -118,12 +137,19 @@ type startedActuator struct {
 }
 
 // startActuator builds the control loop and advisory API on sched, with p's
-// estimates (nil: time limits), and opens the API's listener; heliostat
-// actuator runs it on Slurm, heliostat up on the simulated cluster.
-func startActuator(ac api.Config, gc adapter.GuardConfig, lc loop.Config, sched adapter.Scheduler, p loop.Predictor, conn driver.Conn, db string, getenv func(string) string, reg *prometheus.Registry, logger *slog.Logger) (*startedActuator, error) {
+// estimates (nil: time limits), publishing settled actions through pub (nil:
+// the actions table only), and opens the API's listener; heliostat actuator
+// runs it on Slurm, heliostat up on the simulated cluster.
+func startActuator(ac api.Config, gc adapter.GuardConfig, lc loop.Config, sched adapter.Scheduler, p loop.Predictor, pub audit.Publisher, conn driver.Conn, db string, getenv func(string) string, reg *prometheus.Registry, logger *slog.Logger) (*startedActuator, error) {
 	al, err := audit.New(conn, db, time.Now)
 	if err != nil {
 		return nil, err
+	}
+	var auditor loop.Auditor = al
+	if pub != nil {
+		if auditor, err = audit.NewPublished(al, pub, logger, reg); err != nil {
+			return nil, err
+		}
 	}
 	guard, err := adapter.NewGuard(gc, sched, time.Now)
 	if err != nil {
@@ -133,7 +159,7 @@ func startActuator(ac api.Config, gc adapter.GuardConfig, lc loop.Config, sched 
 	if err != nil {
 		return nil, err
 	}
-	lp, err := loop.New(lc, guard, al, p, dl, logger, reg, time.Now)
+	lp, err := loop.New(lc, guard, auditor, p, dl, logger, reg, time.Now)
 	if err != nil {
 		return nil, err
 	}

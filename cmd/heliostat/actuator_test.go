@@ -6,22 +6,29 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+
 	"github.com/heliostat-dev/heliostat/collector/slurm/slurmtest"
+	"github.com/heliostat-dev/heliostat/schemas"
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
 
 // TestActuatorCommand runs `heliostat actuator` against a real Slurm and
 // ClickHouse, dry run: the API ranks the queue, the pass trigger needs the
-// token from the environment, every decision is in /v1/actions as skipped,
-// and Slurm's priorities stay as they were.
+// token from the environment, every decision is in /v1/actions as skipped
+// and on the heliostat.actions topic, and Slurm's priorities stay as they
+// were.
 func TestActuatorCommand(t *testing.T) {
 	c := slurmtest.Start(t)
 	cfg, _ := schematest.Database(t)
+	_, broker := schematest.Broker(t, kfake.SeedTopics(1, schemas.TopicActions))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	filler, err := c.Submit(ctx, "-N4", "--gres=gpu:8", "--wrap", "sleep 120")
@@ -55,7 +62,8 @@ func TestActuatorCommand(t *testing.T) {
 	go func() {
 		done <- run(runCtx, []string{"actuator", "--clickhouse.addr", cfg.Addr, "--clickhouse.database", cfg.Database,
 			"--slurm.conf", c.Conf(), "--actuator.listen-address", addr, "--actuator.partitions", "batch", "--actuator.nodes", "gpu*",
-			"--actuator.predictor", "none", "--actuator.interval", "1s", "--actuator.cluster", "t", "--log.level", "warn"},
+			"--actuator.predictor", "none", "--actuator.interval", "1s", "--actuator.cluster", "t", "--log.level", "warn",
+			"--kafka.brokers", broker, "--spool.dir", filepath.Join(t.TempDir(), "spool")},
 			func(k string) string { return env[k] }, io.Discard, stderr)
 	}()
 	get := func(method, path, auth string) (int, []byte) {
@@ -115,6 +123,30 @@ func TestActuatorCommand(t *testing.T) {
 	for _, r := range a.Actions {
 		if r.Outcome != "skipped" || !r.DryRun {
 			t.Errorf("action %+v; want skipped in a dry run", r)
+		}
+	}
+	// The same decisions, with their outcomes, on heliostat.actions.
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{broker}, Topic: schemas.TopicActions, Partition: 0, MaxWait: 50 * time.Millisecond})
+	defer r.Close()
+	published := map[string]string{}
+	for len(published) < 2 {
+		m, err := r.ReadMessage(ctx)
+		if err != nil {
+			t.Fatalf("read %s: %v (have %v)", schemas.TopicActions, err, published)
+		}
+		var b schemas.ActionBatch
+		if err := schemas.DecodeActionBatch(m.Value, &b); err != nil || b.Cluster != "t" || string(m.Key) != "t" {
+			t.Fatalf("message %q: %+v, %v", m.Key, b, err)
+		}
+		for _, act := range b.Actions {
+			if act.Kind == "set_priority" && act.DryRun {
+				published[act.Target] = act.Outcome
+			}
+		}
+	}
+	for _, id := range pending {
+		if published[id] != "skipped" {
+			t.Errorf("published priority actions %v; want %s skipped", published, id)
 		}
 	}
 	if after, _ := c.Run(ctx, "squeue", "-h", "-t", "PD", "-o", "%i %Q"); after != prioBefore {

@@ -170,7 +170,7 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	if _, err := migrate.Apply(ctx, conn, ch.Database, logger); err != nil {
 		return err
 	}
-	if err := ingest.EnsureTopics(ctx, []string{broker}, 4, schemas.DataTopics()...); err != nil {
+	if err := ingest.EnsureTopics(ctx, []string{broker}, 4, append(schemas.DataTopics(), schemas.TopicActions)...); err != nil {
 		return err
 	}
 
@@ -210,7 +210,7 @@ func runUp(ctx context.Context, args []string, e *env) error {
 		c := s.Config()
 		describe = fmt.Sprintf("simulated cluster %q: %d nodes × %d GPUs, %g× real time, FIFO with backfill=%v", c.Cluster, c.Nodes, c.GPUsPerNode, c.Speedup, c.Backfill)
 		lc.Cluster = c.Cluster
-		if act, err = startActuator(ac, gc, lc, simadapter.New(s), runner, conn, ch.Database, e.getenv, reg, logger); err != nil {
+		if act, err = startActuator(ac, gc, lc, simadapter.New(s), runner, pub, conn, ch.Database, e.getenv, reg, logger); err != nil {
 			_ = pub.Close()
 			return err
 		}

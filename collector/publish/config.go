@@ -1,6 +1,7 @@
 package publish
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -38,14 +39,16 @@ type Config struct {
 }
 
 // RegisterFlags registers the publisher's flags on fs, with the defaults
-// filled in.
+// filled in. A SpoolDir set before the call is its flag's default, so that
+// two programs on one host can default to spools of their own.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.Brokers = []string{DefaultBroker}
 	fs.Var((*brokerList)(&c.Brokers), "kafka.brokers", "comma-separated Kafka bootstrap brokers, host:port")
 	fs.DurationVar(&c.WriteTimeout, "kafka.write-timeout", DefaultWriteTimeout,
 		"timeout of one write to Kafka; messages that time out are spooled")
-	fs.StringVar(&c.SpoolDir, "spool.dir", DefaultSpoolDir,
-		"directory of the on-disk spool for messages Kafka has not taken yet")
+	spool := cmp.Or(c.SpoolDir, DefaultSpoolDir)
+	fs.StringVar(&c.SpoolDir, "spool.dir", spool,
+		"directory of the on-disk spool for messages Kafka has not taken yet (one process at a time)")
 	fs.Int64Var(&c.SpoolMaxBytes, "spool.max-bytes", DefaultSpoolMaxBytes,
 		"size bound of the spool in bytes; beyond it new messages are dropped")
 }
