@@ -23,7 +23,8 @@ type Publisher interface {
 // published once its outcome is in the table, so one cut off between its
 // plan and its outcome is in the table as planned and never published. A
 // publish that fails (the spool is full, or the action cannot be encoded)
-// is logged and counted, and does not fail the Settle.
+// is logged and counted, and does not fail the Settle. A batch over
+// MaxActionMessageBytes goes out as several messages, in order.
 type Published struct {
 	*Log
 	pub    Publisher
@@ -86,8 +87,20 @@ func (p *Published) Settle(ctx context.Context, recs []Record) error {
 	return nil
 }
 
+// MaxActionMessageBytes bounds one message on TopicActions, below Kafka's
+// default limit of 1 MB a message: a larger batch (a first pass over a long
+// queue, long reasons) is split in halves until each part fits. One action
+// alone is at most about 50 KiB.
+const MaxActionMessageBytes = 512 << 10
+
 func (p *Published) publish(ctx context.Context, cluster string, acts []schemas.Action) {
 	msg, err := schemas.AppendActionBatch(nil, &schemas.ActionBatch{Cluster: cluster, Actions: acts})
+	if err == nil && len(msg) > MaxActionMessageBytes && len(acts) > 1 {
+		half := len(acts) / 2
+		p.publish(ctx, cluster, acts[:half])
+		p.publish(ctx, cluster, acts[half:])
+		return
+	}
 	if err == nil {
 		err = p.pub.Publish(ctx, schemas.TopicActions, []byte(cluster), msg)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -118,11 +120,36 @@ func TestPublishedSettle(t *testing.T) {
 	if err := schemas.DecodeActionBatch(last.Value, &b); err != nil || len(b.Actions) != 1 || b.Actions[0].Target != "gpu6" {
 		t.Fatalf("message after the failure: %+v, %v", b, err)
 	}
+	// A pass that settles more than fits one message publishes several,
+	// in order, none over the bound.
+	big := make([]Record, 100)
+	for i := range big {
+		big[i] = Record{Cluster: "c", ID: l.NewID(t0.Add(4 * time.Second)), Adapter: "slurm", Kind: "set_priority", Target: strconv.Itoa(1000 + i),
+			Value: ptr(int64(i)), Basis: strings.Repeat("b", 16<<10), Outcome: Skipped, Error: "rate limit", DecidedAt: t0.Add(4 * time.Second)}
+	}
+	if err := p.Settle(ctx, big); err != nil {
+		t.Fatal(err)
+	}
+	var targets []string
+	parts := 0
+	for _, m := range readActions(t, addr, 3+4)[3:] {
+		var b schemas.ActionBatch
+		if err := schemas.DecodeActionBatch(m.Value, &b); err != nil || len(m.Value) > MaxActionMessageBytes {
+			t.Fatalf("part %d: %d bytes, %v", parts, len(m.Value), err)
+		}
+		parts++
+		for _, a := range b.Actions {
+			targets = append(targets, a.Target)
+		}
+	}
+	if len(targets) != len(big) || targets[0] != "1000" || targets[99] != "1099" || !slices.IsSorted(targets) {
+		t.Fatalf("%d parts carried %d actions: %v", parts, len(targets), targets)
+	}
 	// A Settle the table refuses publishes nothing.
 	if err := p.Settle(ctx, []Record{{Cluster: "c", ID: "x", DecidedAt: t0}}); err == nil {
 		t.Fatal("Settle without an outcome succeeded")
 	}
-	if n := testutil.ToFloat64(p.sent); n != 4 {
-		t.Errorf("published %v after a refused Settle, want 4", n)
+	if n := testutil.ToFloat64(p.sent); n != 104 {
+		t.Errorf("published %v after a refused Settle, want 104", n)
 	}
 }
