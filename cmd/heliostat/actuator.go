@@ -104,7 +104,7 @@ func runActuator(ctx context.Context, args []string, e *env) error {
 		defer pub.Close()
 		apub = pub
 	}
-	act, err := startActuator(ac, gc, lc, sched, predictor, apub, conn, ch.Database, e.getenv, reg, logger)
+	act, err := startActuator(ac, gc, lc, sched, predictor, apub, true, conn, ch.Database, e.getenv, reg, logger)
 	if err != nil {
 		return err
 	}
@@ -138,9 +138,10 @@ type startedActuator struct {
 
 // startActuator builds the control loop and advisory API on sched, with p's
 // estimates (nil: time limits), publishing settled actions through pub (nil:
-// the actions table only), and opens the API's listener; heliostat actuator
+// the actions table only), keeping the demand history in ClickHouse across
+// restarts when keepDemand, and opens the API's listener; heliostat actuator
 // runs it on Slurm, heliostat up on the simulated cluster.
-func startActuator(ac api.Config, gc adapter.GuardConfig, lc loop.Config, sched adapter.Scheduler, p loop.Predictor, pub audit.Publisher, conn driver.Conn, db string, getenv func(string) string, reg *prometheus.Registry, logger *slog.Logger) (*startedActuator, error) {
+func startActuator(ac api.Config, gc adapter.GuardConfig, lc loop.Config, sched adapter.Scheduler, p loop.Predictor, pub audit.Publisher, keepDemand bool, conn driver.Conn, db string, getenv func(string) string, reg *prometheus.Registry, logger *slog.Logger) (*startedActuator, error) {
 	al, err := audit.New(conn, db, time.Now)
 	if err != nil {
 		return nil, err
@@ -155,11 +156,13 @@ func startActuator(ac api.Config, gc adapter.GuardConfig, lc loop.Config, sched 
 	if err != nil {
 		return nil, err
 	}
-	dl, err := demandlog.New(conn, db, time.Now)
-	if err != nil {
-		return nil, err
+	var demand loop.DemandStore
+	if keepDemand {
+		if demand, err = demandlog.New(conn, db, time.Now); err != nil {
+			return nil, err
+		}
 	}
-	lp, err := loop.New(lc, guard, auditor, p, dl, logger, reg, time.Now)
+	lp, err := loop.New(lc, guard, auditor, p, demand, logger, reg, time.Now)
 	if err != nil {
 		return nil, err
 	}

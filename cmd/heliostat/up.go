@@ -210,7 +210,10 @@ func runUp(ctx context.Context, args []string, e *env) error {
 		c := s.Config()
 		describe = fmt.Sprintf("simulated cluster %q: %d nodes × %d GPUs, %g× real time, FIFO with backfill=%v", c.Cluster, c.Nodes, c.GPUsPerNode, c.Speedup, c.Backfill)
 		lc.Cluster = c.Cluster
-		if act, err = startActuator(ac, gc, lc, simadapter.New(s), runner, pub, conn, ch.Database, e.getenv, reg, logger); err != nil {
+		// The simulated clock starts at the wall clock on every run and runs
+		// ahead of it, so demand saved by an earlier run would lie in this
+		// run's future: the loop keeps its demand history in memory.
+		if act, err = startActuator(ac, gc, lc, simadapter.New(s), runner, pub, false, conn, ch.Database, e.getenv, reg, logger); err != nil {
 			_ = pub.Close()
 			return err
 		}
