@@ -23,11 +23,11 @@ import (
 // TestActuatorCommand runs `heliostat actuator` against a real Slurm and
 // ClickHouse, dry run: the API ranks the queue, the pass trigger needs the
 // token from the environment, every decision is in /v1/actions as skipped
-// and on the heliostat.actions topic, and Slurm's priorities stay as they
-// were.
+// and on the heliostat.actions topic, Slurm's priorities stay as they were,
+// and the recorded demand is saved.
 func TestActuatorCommand(t *testing.T) {
 	c := slurmtest.Start(t)
-	cfg, _ := schematest.Database(t)
+	cfg, conn := schematest.Database(t)
 	_, broker := schematest.Broker(t, kfake.SeedTopics(1, schemas.TopicActions))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -158,6 +158,10 @@ func TestActuatorCommand(t *testing.T) {
 	stop()
 	if err := <-done; err != nil {
 		t.Errorf("actuator: %v\n%s", err, stderr.String())
+	}
+	// The demand its forecaster recorded is saved for the next start.
+	if n := schematest.Count(t, conn, cfg.Database+".actuator_demand WHERE cluster = 't' AND partition_name = 'batch'"); n == 0 {
+		t.Error("no demand of partition batch saved in actuator_demand")
 	}
 }
 
