@@ -272,19 +272,14 @@ func (r *reader) action(i int, a *Action) error {
 	return nil
 }
 
-// minUvarint is uvarint that also refuses a non-minimal encoding: a varint of
-// more than one byte whose last byte is 0 could have been shorter.
+// minUvarint is uvarint that also refuses a non-minimal encoding.
 func (r *reader) minUvarint(field string, idx int) (uint64, error) {
 	start := r.off
 	v, err := r.uvarint(field, idx)
 	if err != nil {
 		return 0, err
 	}
-	if r.off-start > 1 && r.b[r.off-1] == 0 {
-		r.off = start
-		return 0, r.fail(field, idx, ErrKindVarint, "varint is not minimal")
-	}
-	return v, nil
+	return v, r.minimal(start, field, idx)
 }
 
 // minVarint is varint that also refuses a non-minimal encoding.
@@ -294,11 +289,18 @@ func (r *reader) minVarint(field string, idx int) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	return v, r.minimal(start, field, idx)
+}
+
+// minimal checks the varint just read from start: one of more than one byte
+// whose last byte is 0 could have been shorter. On failure the offset goes
+// back to start.
+func (r *reader) minimal(start int, field string, idx int) error {
 	if r.off-start > 1 && r.b[r.off-1] == 0 {
 		r.off = start
-		return 0, r.fail(field, idx, ErrKindVarint, "varint is not minimal")
+		return r.fail(field, idx, ErrKindVarint, "varint is not minimal")
 	}
-	return v, nil
+	return nil
 }
 
 // minString reads a string of at most max bytes whose length is a minimal
