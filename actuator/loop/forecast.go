@@ -78,6 +78,12 @@ func (dm *demandModel) put(at time.Time, v float64, past bool) bool {
 	return raised
 }
 
+// observed says whether a pass recorded demand in the step that starts at.
+func (dm *demandModel) observed(at time.Time) bool {
+	k := int(at.Sub(dm.steps.Start) / dm.steps.Step)
+	return !at.Before(dm.steps.Start) && k < len(dm.steps.Values) && !math.IsNaN(dm.steps.Values[k])
+}
+
 // history is how long the recorded demand spans, up to the step that holds
 // now (excluded).
 func (dm *demandModel) history(now time.Time) time.Duration {
@@ -114,6 +120,12 @@ func (l *Loop) forecast(ps *poolState, now time.Time, demandNow float64) (ces.Fo
 	if have := dm.history(now); have < l.cfg.ForecastMinHistory {
 		dm.err = fmt.Sprintf("model after %v of demand history (have %v)", l.cfg.ForecastMinHistory, have.Truncate(step))
 		return peak, peakKind + "; " + dm.err
+	}
+	if !dm.observed(at.Add(-step)) {
+		// After a gap (the actuator or the scheduler was down) the model
+		// would carry the demand from before it forward: wait for one
+		// observed step.
+		return peak, peakKind + "; model after a step observed since the gap in the demand history"
 	}
 	if dm.latest.Horizon == 0 || at.After(dm.latest.Issued) {
 		f, err := dm.fc.Forecast(dm.steps, at)

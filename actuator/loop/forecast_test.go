@@ -119,17 +119,25 @@ func TestForecastCausal(t *testing.T) {
 	}
 }
 
-// TestForecastGap: after the loop was down for hours the model still
-// forecasts (the missing steps are unknown, not zero).
+// TestForecastGap: after the loop was down for hours the model forecasts
+// again once it has observed one step since (the missing steps are
+// unknown, not zero); at the first pass after the gap it falls back to the
+// peak rather than carry the demand from before the gap forward.
 func TestForecastGap(t *testing.T) {
 	l := forecastLoop(t, Config{})
 	ps := &poolState{first: day0}
+	back := day0.Add(34 * time.Hour)
 	for now := day0; now.Before(day0.Add(50 * time.Hour)); now = now.Add(10 * time.Minute) {
-		if now.After(day0.Add(30*time.Hour)) && now.Before(day0.Add(34*time.Hour)) {
+		if now.After(day0.Add(30*time.Hour)) && now.Before(back) {
 			continue
 		}
 		f, kind := l.forecast(ps, now, daily(now))
-		if now.Sub(day0) >= 24*time.Hour && (!strings.HasPrefix(kind, "demand model") || f.Upper < daily(now)-4) {
+		switch {
+		case now.Equal(back):
+			if !strings.Contains(kind, "model after a step observed since the gap") {
+				t.Fatalf("first pass after the gap: kind %q", kind)
+			}
+		case now.Sub(day0) >= 24*time.Hour && (!strings.HasPrefix(kind, "demand model") || f.Upper < daily(now)-4):
 			t.Fatalf("at %v: kind %q, forecast %+v", now, kind, f)
 		}
 	}
