@@ -78,6 +78,24 @@ func TestDemandStoreRestart(t *testing.T) {
 		t.Errorf("store errors counted under %d labels", n)
 	}
 
+	// Restarted after three hours down: the first step waits for an
+	// observation (the watched peak), the next one forecasts with the
+	// model on the saved history.
+	later := now.Add(3 * time.Hour)
+	late := storeLoop(t, Config{}, dl)
+	late.loadDemand(ctx, later)
+	lps := &poolState{name: "gpu", first: later}
+	if _, kind := late.forecast(lps, later, daily(later)); !strings.Contains(kind, "since the gap") {
+		t.Errorf("restarted after 3 h: first pass kind %q, want the peak until a step is observed", kind)
+	}
+	next := later.Truncate(10 * time.Minute).Add(10 * time.Minute)
+	if _, kind := late.forecast(lps, next, daily(next)); !strings.HasPrefix(kind, "demand model") {
+		t.Errorf("restarted after 3 h: kind %q a step later, want the model", kind)
+	}
+	if !lps.model.steps.Start.Equal(day0) {
+		t.Errorf("restarted after 3 h: history from %v, want %v", lps.model.steps.Start, day0)
+	}
+
 	// Without the store, the same restart falls back to the peak.
 	bare := storeLoop(t, Config{}, nil)
 	if _, kind := bare.forecast(&poolState{name: "gpu", first: now}, now, 0); !strings.Contains(kind, "model after 24h0m0s of demand history") {
