@@ -77,25 +77,28 @@ func (p *Published) Settle(ctx context.Context, recs []Record) error {
 		byCluster[r.Cluster] = append(byCluster[r.Cluster], toWire(r, recorded))
 	}
 	for _, c := range order {
-		acts := byCluster[c]
-		for len(acts) > 0 {
-			n := min(len(acts), schemas.MaxActionsPerMessage)
-			p.publish(ctx, c, acts[:n])
-			acts = acts[n:]
-		}
+		p.publish(ctx, c, byCluster[c])
 	}
 	return nil
 }
 
 // MaxActionMessageBytes bounds one message on TopicActions, below Kafka's
-// default limit of 1 MB a message: a larger batch (a first pass over a long
-// queue, long reasons) is split in halves until each part fits. One action
-// alone is at most about 50 KiB.
+// default limit of 1 MB a message. One action alone is at most about 50 KiB.
 const MaxActionMessageBytes = 512 << 10
 
+// publish sends acts as one message, or splits them in halves, in order,
+// until each part holds at most schemas.MaxActionsPerMessage actions and
+// MaxActionMessageBytes bytes (a first pass over a long queue, long
+// reasons).
 func (p *Published) publish(ctx context.Context, cluster string, acts []schemas.Action) {
-	msg, err := schemas.AppendActionBatch(nil, &schemas.ActionBatch{Cluster: cluster, Actions: acts})
-	if err == nil && len(msg) > MaxActionMessageBytes && len(acts) > 1 {
+	var (
+		msg []byte
+		err error
+	)
+	if len(acts) <= schemas.MaxActionsPerMessage {
+		msg, err = schemas.AppendActionBatch(nil, &schemas.ActionBatch{Cluster: cluster, Actions: acts})
+	}
+	if len(acts) > schemas.MaxActionsPerMessage || (err == nil && len(msg) > MaxActionMessageBytes && len(acts) > 1) {
 		half := len(acts) / 2
 		p.publish(ctx, cluster, acts[:half])
 		p.publish(ctx, cluster, acts[half:])

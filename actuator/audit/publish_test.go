@@ -145,11 +145,31 @@ func TestPublishedSettle(t *testing.T) {
 	if len(targets) != len(big) || targets[0] != "1000" || targets[99] != "1099" || !slices.IsSorted(targets) {
 		t.Fatalf("%d parts carried %d actions: %v", parts, len(targets), targets)
 	}
+	// More actions than one message may count go out in halves.
+	many := make([]Record, schemas.MaxActionsPerMessage+2)
+	for i := range many {
+		many[i] = Record{Cluster: "c", ID: l.NewID(t0.Add(5 * time.Second)), Adapter: "slurm", Kind: "power_up", Target: "n",
+			Outcome: Skipped, DecidedAt: t0.Add(5 * time.Second)}
+	}
+	if err := p.Settle(ctx, many); err != nil {
+		t.Fatal(err)
+	}
+	var counts []int
+	for _, m := range readActions(t, addr, 7+2)[7:] {
+		var b schemas.ActionBatch
+		if err := schemas.DecodeActionBatch(m.Value, &b); err != nil {
+			t.Fatal(err)
+		}
+		counts = append(counts, len(b.Actions))
+	}
+	if half := len(many) / 2; !slices.Equal(counts, []int{half, half}) {
+		t.Errorf("%d actions went out as messages of %v, want two of %d", len(many), counts, half)
+	}
 	// A Settle the table refuses publishes nothing.
 	if err := p.Settle(ctx, []Record{{Cluster: "c", ID: "x", DecidedAt: t0}}); err == nil {
 		t.Fatal("Settle without an outcome succeeded")
 	}
-	if n := testutil.ToFloat64(p.sent); n != 104 {
-		t.Errorf("published %v after a refused Settle, want 104", n)
+	if n, want := testutil.ToFloat64(p.sent), float64(104+len(many)); n != want {
+		t.Errorf("published %v after a refused Settle, want %v", n, want)
 	}
 }
