@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/heliostat-dev/heliostat/actuator/adapter"
 	"github.com/heliostat-dev/heliostat/actuator/demandlog"
 )
 
@@ -17,7 +18,25 @@ type storedDemand struct {
 	loaded  bool        // the saved history has been read
 	pending map[string][]demandlog.Mark
 	unsaved map[stepKey]float64
+
+	// jobs, when the store can read job records, rebuilds each
+	// partition's history from before the saved one, once.
+	jobs     JobRecords
+	rebuilds map[string]int // attempts, by partition; rebuildDone once done
 }
+
+// JobRecords reads the job records the demand history is rebuilt from, for
+// the time before the saved history: *demandlog.Log.
+type JobRecords interface {
+	PastJobs(ctx context.Context, cluster, partition string, since, until time.Time) ([]demandlog.PastJob, error)
+}
+
+// rebuildDone marks a partition rebuilt (or given up on) in
+// storedDemand.rebuilds; rebuildTries is how many passes try.
+const (
+	rebuildDone  = -1
+	rebuildTries = 3
+)
 
 type stepKey struct {
 	part string
@@ -115,4 +134,88 @@ func (l *Loop) saveDemand(ctx context.Context, now time.Time) {
 		return
 	}
 	clear(s.unsaved)
+}
+
+// rebuildDemand rebuilds, once per partition, the demand history from before
+// the saved one (all of it on a new installation) from the job records, over
+// the span the loop keeps, so that the model forecasts from the records the
+// pipeline already holds instead of watching the cluster for
+// Config.ForecastMinHistory first. Partitions are taken as snap shows them:
+// their usable nodes and GPUs per node turn the records into node demand the
+// way plan measures it. A failed read is retried for rebuildTries passes.
+func (l *Loop) rebuildDemand(ctx context.Context, now time.Time, snap adapter.Snapshot) {
+	s := &l.stored
+	if s.jobs == nil || !s.loaded || l.cfg.Forecast != ForecastModel {
+		return
+	}
+	if s.rebuilds == nil {
+		s.rebuilds = map[string]int{}
+	}
+	step := l.cfg.forecasterConfig().Model.Step
+	for _, pool := range demandPools(snap) {
+		part := pool.Partition
+		if s.rebuilds[part] == rebuildDone {
+			continue
+		}
+		until := now.Truncate(step)
+		since := until.Add(step - maxDemandHistory)
+		if p := s.pending[part]; len(p) > 0 && p[0].Step.Before(until) {
+			until = p[0].Step
+		}
+		if ps := l.pool[part]; ps != nil && ps.model != nil && len(ps.model.steps.Values) > 0 && ps.model.steps.Start.Before(until) {
+			until = ps.model.steps.Start
+		}
+		if !until.After(since) || pool.Nodes == 0 {
+			s.rebuilds[part] = rebuildDone
+			continue
+		}
+		jobs, err := s.jobs.PastJobs(ctx, l.cfg.Cluster, part, since, until)
+		if err != nil {
+			l.m.demandStore.WithLabelValues("rebuild").Inc()
+			s.rebuilds[part]++
+			if s.rebuilds[part] >= rebuildTries {
+				s.rebuilds[part] = rebuildDone
+				l.logger.Warn("could not read the job records to rebuild the demand history; the demand model starts from what is saved and recorded", "partition", part, "err", err)
+			} else {
+				l.logger.Warn("could not read the job records to rebuild the demand history; trying again next pass", "partition", part, "err", err)
+			}
+			continue
+		}
+		s.rebuilds[part] = rebuildDone
+		marks := demandlog.Rebuild(jobs, pool, since, until, step)
+		if len(marks) == 0 {
+			l.logger.Info("no job records to rebuild the demand history from", "partition", part, "before", until)
+			continue
+		}
+		l.m.demandRebuilt.Add(float64(len(marks)))
+		if ps := l.pool[part]; ps != nil && ps.model != nil {
+			for _, m := range marks {
+				ps.model.put(m.Step, m.Demand, true)
+			}
+		} else {
+			s.pending[part] = append(s.pending[part], marks...)
+		}
+		l.logger.Info("rebuilt the demand history from the job records", "partition", part, "jobs", len(jobs), "steps", len(marks),
+			"from", marks[0].Step, "until", until, "nodes", pool.Nodes, "gpus_per_node", pool.GPUsPerNode)
+	}
+}
+
+// demandPools returns the partitions plan makes power plans for, with the
+// nodes that can serve their demand and their GPUs per node.
+func demandPools(snap adapter.Snapshot) []demandlog.Pool {
+	pools, _ := partitionNodes(snap)
+	out := make([]demandlog.Pool, 0, len(pools))
+	for part, nodes := range pools {
+		p := demandlog.Pool{Partition: part}
+		for _, n := range nodes {
+			if n.Unusable {
+				continue
+			}
+			p.Nodes++
+			p.GPUsPerNode = max(p.GPUsPerNode, n.GPUs)
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b demandlog.Pool) int { return cmp.Compare(a.Partition, b.Partition) })
+	return out
 }

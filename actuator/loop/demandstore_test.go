@@ -2,14 +2,17 @@ package loop
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/heliostat-dev/heliostat/actuator/adapter"
 	"github.com/heliostat-dev/heliostat/actuator/demandlog"
 	"github.com/heliostat-dev/heliostat/predictor/demand"
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
@@ -185,3 +188,131 @@ func TestDemandPut(t *testing.T) {
 		t.Fatalf("after a jump: start %v, %d steps", dm.steps.Start, len(dm.steps.Values))
 	}
 }
+
+// TestDemandRebuild: a new actuator on a cluster whose jobs the pipeline
+// already holds rebuilds the demand history from the job records and
+// forecasts with the model at its first pass; where a saved history exists,
+// only the time before it is rebuilt and the saved steps are kept.
+func TestDemandRebuild(t *testing.T) {
+	cfg, conn := schematest.Database(t)
+	dl, err := demandlog.New(conn, cfg.Database, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	step := 10 * time.Minute
+	now := day0.Add(30*time.Hour + 4*time.Minute)
+	// Jobs of one 8-GPU node each, daily(s) of them running in each step s
+	// since day0; one job pending 16 GPUs in the last hour adds two nodes.
+	b, err := conn.PrepareBatch(ctx, "INSERT INTO "+cfg.Database+".jobs (cluster, job_id, partition_name, submit_time, start_time, end_time, nodes, node_count, gpus, version)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := 0
+	for s := day0; s.Before(now.Truncate(step)); s = s.Add(step) {
+		for i := range int(daily(s)) {
+			id++
+			if err := b.Append("local", strconv.Itoa(id), "gpu", s, s, s.Add(step), []string{fmt.Sprintf("n%02d", i)}, uint32(1), uint32(8), uint64(1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	pendingFrom := now.Truncate(step).Add(-time.Hour)
+	if err := b.Append("local", "pending", "gpu", pendingFrom, nil, nil, []string{}, nil, uint32(16), uint64(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Send(); err != nil {
+		t.Fatal(err)
+	}
+	snap := adapter.Snapshot{At: now}
+	for i := range 20 {
+		snap.Nodes = append(snap.Nodes, adapter.Node{Name: fmt.Sprintf("n%02d", i), Partitions: []string{"gpu"}, GPUs: 8, Power: adapter.PowerOn})
+	}
+	want := func(s time.Time) float64 {
+		v := daily(s)
+		if !s.Before(pendingFrom) {
+			v += 2
+		}
+		return v
+	}
+
+	l := storeLoop(t, Config{}, dl)
+	l.stored.jobs = dl
+	l.loadDemand(ctx, now)
+	l.rebuildDemand(ctx, now, snap)
+	ps := &poolState{name: "gpu", first: now}
+	l.pool["gpu"] = ps
+	if f, kind := l.forecast(ps, now, want(now)); !strings.HasPrefix(kind, "demand model") || f.Upper < f.Max {
+		t.Fatalf("first pass on rebuilt history: forecast %+v, kind %q; want the demand model", f, kind)
+	}
+	if !ps.model.steps.Start.Equal(day0) {
+		t.Errorf("rebuilt history starts %v, want %v", ps.model.steps.Start, day0)
+	}
+	for k, v := range ps.model.steps.Values {
+		if s := ps.model.steps.Start.Add(time.Duration(k) * step); v != want(s) {
+			t.Fatalf("step %v: %v, want %v", s, v, want(s))
+		}
+	}
+	if n := testutil.ToFloat64(l.m.demandRebuilt); n != float64(len(ps.model.steps.Values)-1) {
+		t.Errorf("rebuilt steps counted %v, want %d", n, len(ps.model.steps.Values)-1)
+	}
+	if len(l.stored.unsaved) != 1 {
+		t.Errorf("%d steps queued to save, want only the one this pass recorded (rebuilt steps are not saved)", len(l.stored.unsaved))
+	}
+	l.rebuildDemand(ctx, now.Add(step), snap) // once per partition
+	if n := testutil.ToFloat64(l.m.demandRebuilt); n != float64(len(ps.model.steps.Values)-1) {
+		t.Errorf("a second pass rebuilt again: %v steps counted", n)
+	}
+
+	// With six hours saved (one more node than the records say), only the
+	// time before them is rebuilt.
+	savedFrom := now.Truncate(step).Add(-6 * time.Hour)
+	var saved []demandlog.Mark
+	for s := savedFrom; s.Before(now.Truncate(step)); s = s.Add(step) {
+		saved = append(saved, demandlog.Mark{Partition: "gpu", Step: s, Demand: want(s) + 1})
+	}
+	if err := dl.Save(ctx, "local", saved); err != nil {
+		t.Fatal(err)
+	}
+	r := storeLoop(t, Config{}, dl)
+	r.stored.jobs = dl
+	r.loadDemand(ctx, now)
+	r.rebuildDemand(ctx, now, snap)
+	rps := &poolState{name: "gpu", first: now}
+	r.pool["gpu"] = rps
+	if _, kind := r.forecast(rps, now, want(now)); !strings.HasPrefix(kind, "demand model") {
+		t.Fatalf("saved and rebuilt: kind %q, want the demand model", kind)
+	}
+	for k, v := range rps.model.steps.Values[:len(rps.model.steps.Values)-1] {
+		s := rps.model.steps.Start.Add(time.Duration(k) * step)
+		w := want(s)
+		if !s.Before(savedFrom) {
+			w++
+		}
+		if v != w {
+			t.Fatalf("step %v: %v, want %v", s, v, w)
+		}
+	}
+	if n, w := testutil.ToFloat64(r.m.demandRebuilt), float64(savedFrom.Sub(day0)/step); n != w {
+		t.Errorf("rebuilt %v steps, want %v (those before the saved history)", n, w)
+	}
+
+	// Job records that cannot be read: tried for three passes, counted,
+	// then left.
+	missing, err := demandlog.New(conn, "no_such_database", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := storeLoop(t, Config{}, dl)
+	m.stored.jobs = missing
+	m.loadDemand(ctx, now)
+	for range 5 {
+		m.rebuildDemand(ctx, now, snap)
+	}
+	if n := testutil.ToFloat64(m.m.demandStore.WithLabelValues("rebuild")); n != rebuildTries {
+		t.Errorf("rebuild errors %v, want %d", n, rebuildTries)
+	}
+}
+
+// The ClickHouse demand log is what rebuilds the history in production.
+var _ JobRecords = (*demandlog.Log)(nil)

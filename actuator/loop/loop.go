@@ -16,7 +16,9 @@
 //     errors) once the recorded demand spans Config.ForecastMinHistory,
 //     and the peak demand of the last Config.PeakWindow before that. With
 //     a DemandStore, the recorded demand is saved as it grows and loaded
-//     back at start, so a restart keeps the model;
+//     back at start, so a restart keeps the model, and the time before the
+//     saved history is rebuilt from the job records, so a new installation
+//     forecasts from the jobs the pipeline already holds;
 //  5. writes every action to the audit table (actuator/audit) before any of
 //     them is sent, sends them through the Guard (dry run, allowlists, rate
 //     limits, a fresh look at the node), and writes their outcomes.
@@ -124,7 +126,9 @@ type recent struct {
 
 // New returns a Loop acting through g, recording in a, predicting with p
 // (nil: time limits only), keeping its demand history in d (nil: in memory
-// only, so a restart starts it afresh). Metrics are registered on reg
+// only, so a restart starts it afresh). When d also reads job records
+// (JobRecords, as *demandlog.Log does), each partition's history from before
+// the saved one is rebuilt from them at start. Metrics are registered on reg
 // unless it is nil.
 func New(cfg Config, g *adapter.Guard, a Auditor, p Predictor, d DemandStore, logger *slog.Logger, reg prometheus.Registerer, now func() time.Time) (*Loop, error) {
 	if err := cfg.Validate(); err != nil {
@@ -144,8 +148,12 @@ func New(cfg Config, g *adapter.Guard, a Auditor, p Predictor, d DemandStore, lo
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	stored := storedDemand{store: d}
+	if jr, ok := d.(JobRecords); ok {
+		stored.jobs = jr
+	}
 	return &Loop{cfg: cfg, g: g, audit: a, pred: p, logger: logger, m: m, now: now,
-		pool: map[string]*poolState{}, seen: map[string]recent{}, stored: storedDemand{store: d}}, nil
+		pool: map[string]*poolState{}, seen: map[string]recent{}, stored: stored}, nil
 }
 
 // Config returns the loop's settings, defaults filled in.
@@ -270,6 +278,7 @@ func (l *Loop) once(ctx context.Context) (Report, error) {
 	// Power plans, one per partition, on the demand history saved by
 	// earlier runs once it is loaded; the demand recorded is saved.
 	l.loadDemand(ctx, now)
+	l.rebuildDemand(ctx, now, snap)
 	plans, power := l.plan(now, snap)
 	v.Plans = plans
 	l.saveDemand(ctx, now)
@@ -309,6 +318,21 @@ func (l *Loop) predict(j *adapter.Job) Prediction {
 	return Prediction{Predicted: d, Lower: 0, Upper: d, Source: SourceUnknown, Note: note + "; no time limit either, assuming " + fmtDur(d)}
 }
 
+// partitionNodes groups snap's nodes by partition. A node in several
+// partitions (or none) is excluded: whose demand keeps it up is not one
+// pool's to say, so it is never touched.
+func partitionNodes(snap adapter.Snapshot) (pools map[string][]adapter.Node, excluded []string) {
+	pools = map[string][]adapter.Node{}
+	for _, n := range snap.Nodes {
+		if len(n.Partitions) != 1 {
+			excluded = append(excluded, n.Name)
+			continue
+		}
+		pools[n.Partitions[0]] = append(pools[n.Partitions[0]], n)
+	}
+	return pools, excluded
+}
+
 // plan makes each partition's power plan and the actions of the managed
 // ones.
 func (l *Loop) plan(now time.Time, snap adapter.Snapshot) ([]PoolPlan, []planned) {
@@ -323,18 +347,7 @@ func (l *Loop) plan(now time.Time, snap adapter.Snapshot) ([]PoolPlan, []planned
 		}
 		pendingGPUs[j.Partition] += max(j.GPUs, 1)
 	}
-	pools := map[string][]adapter.Node{}
-	var excluded []string
-	for _, n := range snap.Nodes {
-		switch {
-		case len(n.Partitions) != 1:
-			// In several partitions (or none): whose demand keeps it
-			// up is not one pool's to say, so it is never touched.
-			excluded = append(excluded, n.Name)
-		default:
-			pools[n.Partitions[0]] = append(pools[n.Partitions[0]], n)
-		}
-	}
+	pools, excluded := partitionNodes(snap)
 	names := make([]string, 0, len(pools))
 	for p := range pools {
 		names = append(names, p)

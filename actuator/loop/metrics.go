@@ -17,6 +17,7 @@ type metrics struct {
 	forecastErrors prometheus.Counter
 	demandStore    *prometheus.CounterVec
 	demandRejected prometheus.Counter
+	demandRebuilt  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -52,15 +53,19 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		demandStore: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_actuator_demand_store_errors_total",
-			Help: "Failures keeping the demand history in ClickHouse, by op: load (the saved history could not be read; retried next pass), save (retried next pass), given_up (a step not saved before it left the 30 days kept).",
+			Help: "Failures keeping the demand history in ClickHouse, by op: load (the saved history could not be read; retried next pass), save (retried next pass), given_up (a step not saved before it left the 30 days kept), rebuild (the job records could not be read to rebuild the history from before the saved one; tried up to 3 passes).",
 		}, []string{"op"}),
 		demandRejected: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "heliostat_actuator_demand_rejected_total",
 			Help: "Saved demand steps read back and rejected (not a node count, no partition, or after the time of the read); the log says why.",
 		}),
+		demandRebuilt: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "heliostat_actuator_demand_rebuilt_steps_total",
+			Help: "Demand steps rebuilt from the job records for the time before the saved demand history (so a new actuator forecasts without watching the cluster for a day first).",
+		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.actions, m.predictions, m.duration, m.lastSuccess, m.errors, m.pending, m.forecastErrors, m.demandStore, m.demandRejected} {
+		for _, c := range []prometheus.Collector{m.actions, m.predictions, m.duration, m.lastSuccess, m.errors, m.pending, m.forecastErrors, m.demandStore, m.demandRejected, m.demandRebuilt} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("loop: register metrics: %w", err)
 			}
