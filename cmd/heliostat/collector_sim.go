@@ -91,11 +91,12 @@ func (f *simFlags) workload(logger *slog.Logger) (sim.Workload, error) {
 	return sim.Jobs(jobs), nil
 }
 
-// runSimParts runs the simulator, its publisher and (when srv is not nil)
-// the metrics server until ctx ends or the simulation does, then stops in
-// order: the simulator ends what runs and publishes it, then the publisher
-// delivers or spools what it holds, then closes.
-func runSimParts(ctx context.Context, s *sim.Sim, pub *publish.Publisher, srv *web.Server) error {
+// runSimParts runs the simulator, its publisher, the extra parts (up's
+// actuator) and (when srv is not nil) the metrics server until ctx ends or
+// the simulation does, then stops in order: the simulator ends what runs and
+// publishes it and the extra parts return, then the publisher delivers or
+// spools what it holds, then closes.
+func runSimParts(ctx context.Context, s *sim.Sim, pub *publish.Publisher, srv *web.Server, extra ...func(context.Context) error) error {
 	pubCtx, stopPub := context.WithCancel(context.WithoutCancel(ctx))
 	pubDone := make(chan error, 1)
 	go func() { pubDone <- pub.Run(pubCtx) }()
@@ -112,6 +113,9 @@ func runSimParts(ctx context.Context, s *sim.Sim, pub *publish.Publisher, srv *w
 		}
 		return err
 	})
+	for _, run := range extra {
+		g.Go(func() error { return run(gctx) })
+	}
 	err := g.Wait()
 	if errors.Is(err, errSimDone) {
 		err = nil

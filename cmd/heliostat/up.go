@@ -262,18 +262,21 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	ig.Go(func() error { return summarizer.Run(ingestCtx) })
 	ig.Go(func() error { return runner.Run(ingestCtx) })
 	ig.Go(func() error { return characterize.Run(ingestCtx) })
+	// The actuator runs beside the collector or simulator, so that it
+	// stops before their publisher, which also publishes its actions,
+	// is closed.
+	var parts []func(context.Context) error
 	if act != nil {
-		ig.Go(func() error { return act.loop.Run(ingestCtx) })
-		ig.Go(func() error { return serveAPI(ingestCtx, act.ln, act.api) })
+		parts = append(parts, act.loop.Run, func(ctx context.Context) error { return serveAPI(ctx, act.ln, act.api) })
 	}
 	ig.Go(func() error {
 		return reportStatus(ingestCtx, conn, ch.Database, *statusEvery, e.stdout, simClock(s), logger)
 	})
 	srv.SetReady(true)
 	if s != nil {
-		err = runSimParts(ctx, s, pub, srv)
+		err = runSimParts(ctx, s, pub, srv, parts...)
 	} else {
-		err = runCollectorParts(ctx, cc, src, pub, srv, logger, reg)
+		err = runCollectorParts(ctx, cc, src, pub, srv, logger, reg, parts...)
 	}
 	// What ingest has not read yet stays in the broker's log on disk and is
 	// ingested on the next start.
