@@ -165,7 +165,10 @@ func (l *Loop) rebuildDemand(ctx context.Context, now time.Time, snap adapter.Sn
 		if ps := l.pool[part]; ps != nil && ps.model != nil && len(ps.model.steps.Values) > 0 && ps.model.steps.Start.Before(until) {
 			until = ps.model.steps.Start
 		}
-		if !until.After(since) || pool.Nodes == 0 {
+		if pool.Nodes == 0 {
+			continue // no usable node to measure demand against yet
+		}
+		if !until.After(since) {
 			s.rebuilds[part] = rebuildDone
 			continue
 		}
