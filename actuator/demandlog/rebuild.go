@@ -58,7 +58,9 @@ func Rebuild(jobs []PastJob, pool Pool, since, until time.Time, step time.Durati
 		if j.Submit.IsZero() {
 			continue
 		}
-		first = minTime(first, j.Submit)
+		if j.Submit.Before(first) {
+			first = j.Submit
+		}
 		pendEnd := until
 		switch {
 		case !j.Start.IsZero():
@@ -139,13 +141,6 @@ func Rebuild(jobs []PastJob, pool Pool, since, until time.Time, step time.Durati
 	return out
 }
 
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
-
 // maxJobRun bounds how long before a read's start a job record may have been
 // submitted and still count: a record whose end never arrived would
 // otherwise hold its nodes forever.
@@ -153,7 +148,9 @@ const maxJobRun = 30 * 24 * time.Hour
 
 // PastJobs reads the records of cluster's jobs in partition that were
 // pending or running at some time in [since, until), from the jobs table
-// (schemas/sql/0007_jobs.sql), for Rebuild.
+// (schemas/sql/0007_jobs.sql), for Rebuild. Only jobs submitted at most
+// maxJobRun before since are read: an older one still pending or running
+// at since is not.
 func (l *Log) PastJobs(ctx context.Context, cluster, partition string, since, until time.Time) ([]PastJob, error) {
 	if !until.After(since) {
 		return nil, fmt.Errorf("demandlog: past jobs: empty period %s .. %s", since.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339))

@@ -140,10 +140,11 @@ func (l *Loop) saveDemand(ctx context.Context, now time.Time) {
 // the saved one (all of it on a new installation) from the job records, over
 // the span the loop keeps, so that the model forecasts from the records the
 // pipeline already holds instead of watching the cluster for
-// Config.ForecastMinHistory first. Partitions are taken as snap shows them:
-// their usable nodes and GPUs per node turn the records into node demand the
-// way plan measures it. A failed read is retried for rebuildTries passes.
-func (l *Loop) rebuildDemand(ctx context.Context, now time.Time, snap adapter.Snapshot) {
+// Config.ForecastMinHistory first. Partitions are taken as this pass's
+// snapshot shows them (pools, from partitionNodes): their usable nodes and
+// GPUs per node turn the records into node demand the way plan measures it.
+// A failed read is retried for rebuildTries passes.
+func (l *Loop) rebuildDemand(ctx context.Context, now time.Time, pools map[string][]adapter.Node) {
 	s := &l.stored
 	if s.jobs == nil || !s.loaded || l.cfg.Forecast != ForecastModel {
 		return
@@ -152,7 +153,7 @@ func (l *Loop) rebuildDemand(ctx context.Context, now time.Time, snap adapter.Sn
 		s.rebuilds = map[string]int{}
 	}
 	step := l.cfg.forecasterConfig().Model.Step
-	for _, pool := range demandPools(snap) {
+	for _, pool := range demandPools(pools) {
 		part := pool.Partition
 		if s.rebuilds[part] == rebuildDone {
 			continue
@@ -205,8 +206,7 @@ func (l *Loop) rebuildDemand(ctx context.Context, now time.Time, snap adapter.Sn
 
 // demandPools returns the partitions plan makes power plans for, with the
 // nodes that can serve their demand and their GPUs per node.
-func demandPools(snap adapter.Snapshot) []demandlog.Pool {
-	pools, _ := partitionNodes(snap)
+func demandPools(pools map[string][]adapter.Node) []demandlog.Pool {
 	out := make([]demandlog.Pool, 0, len(pools))
 	for part, nodes := range pools {
 		p := demandlog.Pool{Partition: part}

@@ -228,6 +228,7 @@ func TestDemandRebuild(t *testing.T) {
 	for i := range 20 {
 		snap.Nodes = append(snap.Nodes, adapter.Node{Name: fmt.Sprintf("n%02d", i), Partitions: []string{"gpu"}, GPUs: 8, Power: adapter.PowerOn})
 	}
+	pools, _ := partitionNodes(snap)
 	want := func(s time.Time) float64 {
 		v := daily(s)
 		if !s.Before(pendingFrom) {
@@ -239,7 +240,7 @@ func TestDemandRebuild(t *testing.T) {
 	l := storeLoop(t, Config{}, dl)
 	l.stored.jobs = dl
 	l.loadDemand(ctx, now)
-	l.rebuildDemand(ctx, now, snap)
+	l.rebuildDemand(ctx, now, pools)
 	ps := &poolState{name: "gpu", first: now}
 	l.pool["gpu"] = ps
 	if f, kind := l.forecast(ps, now, want(now)); !strings.HasPrefix(kind, "demand model") || f.Upper < f.Max {
@@ -259,7 +260,7 @@ func TestDemandRebuild(t *testing.T) {
 	if len(l.stored.unsaved) != 1 {
 		t.Errorf("%d steps queued to save, want only the one this pass recorded (rebuilt steps are not saved)", len(l.stored.unsaved))
 	}
-	l.rebuildDemand(ctx, now.Add(step), snap) // once per partition
+	l.rebuildDemand(ctx, now.Add(step), pools) // once per partition
 	if n := testutil.ToFloat64(l.m.demandRebuilt); n != float64(len(ps.model.steps.Values)-1) {
 		t.Errorf("a second pass rebuilt again: %v steps counted", n)
 	}
@@ -277,7 +278,7 @@ func TestDemandRebuild(t *testing.T) {
 	r := storeLoop(t, Config{}, dl)
 	r.stored.jobs = dl
 	r.loadDemand(ctx, now)
-	r.rebuildDemand(ctx, now, snap)
+	r.rebuildDemand(ctx, now, pools)
 	rps := &poolState{name: "gpu", first: now}
 	r.pool["gpu"] = rps
 	if _, kind := r.forecast(rps, now, want(now)); !strings.HasPrefix(kind, "demand model") {
@@ -307,7 +308,7 @@ func TestDemandRebuild(t *testing.T) {
 	m.stored.jobs = missing
 	m.loadDemand(ctx, now)
 	for range 5 {
-		m.rebuildDemand(ctx, now, snap)
+		m.rebuildDemand(ctx, now, pools)
 	}
 	if n := testutil.ToFloat64(m.m.demandStore.WithLabelValues("rebuild")); n != rebuildTries {
 		t.Errorf("rebuild errors %v, want %d", n, rebuildTries)

@@ -277,9 +277,10 @@ func (l *Loop) once(ctx context.Context) (Report, error) {
 
 	// Power plans, one per partition, on the demand history saved by
 	// earlier runs once it is loaded; the demand recorded is saved.
+	pools, excluded := partitionNodes(snap)
 	l.loadDemand(ctx, now)
-	l.rebuildDemand(ctx, now, snap)
-	plans, power := l.plan(now, snap)
+	l.rebuildDemand(ctx, now, pools)
+	plans, power := l.plan(now, snap, pools, excluded)
 	v.Plans = plans
 	l.saveDemand(ctx, now)
 	todo = append(todo, power...)
@@ -335,7 +336,7 @@ func partitionNodes(snap adapter.Snapshot) (pools map[string][]adapter.Node, exc
 
 // plan makes each partition's power plan and the actions of the managed
 // ones.
-func (l *Loop) plan(now time.Time, snap adapter.Snapshot) ([]PoolPlan, []planned) {
+func (l *Loop) plan(now time.Time, snap adapter.Snapshot, pools map[string][]adapter.Node, excluded []string) ([]PoolPlan, []planned) {
 	bound := map[string]bool{}
 	pendingGPUs := map[string]int{}
 	for _, j := range snap.Jobs {
@@ -347,7 +348,6 @@ func (l *Loop) plan(now time.Time, snap adapter.Snapshot) ([]PoolPlan, []planned
 		}
 		pendingGPUs[j.Partition] += max(j.GPUs, 1)
 	}
-	pools, excluded := partitionNodes(snap)
 	names := make([]string, 0, len(pools))
 	for p := range pools {
 		names = append(names, p)
