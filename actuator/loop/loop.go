@@ -304,7 +304,7 @@ func (l *Loop) once(ctx context.Context) (Report, error) {
 func (l *Loop) predict(j *adapter.Job) Prediction {
 	var note string
 	if l.pred != nil {
-		e, err := l.pred.Predict(live.Spec{User: j.User, Name: j.Name, Partition: j.Partition, GPUs: j.GPUs, TimeLimit: j.TimeLimit, Submit: j.Submit})
+		e, err := l.pred.Predict(live.Spec{Cluster: l.cfg.Cluster, JobID: j.ID, User: j.User, Name: j.Name, Partition: j.Partition, GPUs: j.GPUs, TimeLimit: j.TimeLimit, Submit: j.Submit})
 		if err == nil {
 			return Prediction{Predicted: e.Point, Lower: e.Low, Upper: e.High, Source: SourceModel, ModelVersion: e.ModelVersion}
 		}

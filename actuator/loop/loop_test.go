@@ -18,6 +18,7 @@ import (
 	"github.com/heliostat-dev/heliostat/actuator/qssf"
 	"github.com/heliostat-dev/heliostat/actuator/simadapter"
 	"github.com/heliostat-dev/heliostat/collector/sim"
+	"github.com/heliostat-dev/heliostat/predictor/live"
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
 
@@ -211,7 +212,8 @@ func TestLoopDryRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	al, _ := audit.New(conn, cfg.Database, nil)
-	l, err := New(testConfig(), g, al, nil, nil, nil, nil, nil)
+	asked := &askedPredictor{}
+	l, err := New(testConfig(), g, al, asked, nil, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,6 +248,26 @@ func TestLoopDryRun(t *testing.T) {
 	if kinds["set_priority"] != 2 || kinds["power_down"] != 1 || len(got) != 3 {
 		t.Errorf("dry run recorded %v; want 2 priorities and 1 power-down, once each", kinds)
 	}
+	// Each pending job is predicted by its name in the jobs table, so the
+	// predictor can use the job's record.
+	named := map[string]bool{}
+	for _, s := range asked.specs {
+		if s.Cluster != "t" || s.User != "u" {
+			t.Errorf("predicted %+v; want cluster t, user u", s)
+		}
+		named[s.JobID] = true
+	}
+	if len(named) != 2 || !named["long"] || !named["short"] {
+		t.Errorf("predicted jobs %v; want long and short (late comes at 30 min)", named)
+	}
+}
+
+// askedPredictor records what it is asked and has no model.
+type askedPredictor struct{ specs []live.Spec }
+
+func (p *askedPredictor) Predict(s live.Spec) (live.Estimate, error) {
+	p.specs = append(p.specs, s)
+	return live.Estimate{}, live.ErrNoModel
 }
 
 // TestLoopNoAuditNoAction: when the audit table cannot be written, nothing is

@@ -230,6 +230,32 @@ func TestRunner(t *testing.T) {
 	if _, err := r.Predict(Spec{User: "alice", GPUs: -1}); err == nil {
 		t.Error("Predict with -1 GPUs: no error")
 	}
+	// A spec naming a recorded job that has not ended (the control loop's
+	// pending jobs) is predicted from the job's record, whatever else it
+	// says; an unknown job falls back to the spec's own fields.
+	recorded, err := r.Predict(Spec{User: "alice", Name: "train-alice", Partition: "batch", GPUs: 2, TimeLimit: 4 * time.Hour, Submit: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []Spec{
+		{Cluster: "c1", JobID: "p-alice", User: "carol", Name: "other", GPUs: 8, TimeLimit: time.Minute},
+		{Cluster: "c1", JobID: "p-alice"},
+	} {
+		if e, err := r.Predict(s); err != nil || e != recorded {
+			t.Errorf("Predict(%+v) = %+v, %v; want the record's %+v", s, e, err, recorded)
+		}
+	}
+	for _, s := range []Spec{
+		{Cluster: "c2", JobID: "p-alice", User: "carol", GPUs: 1, TimeLimit: time.Hour, Submit: now},
+		{Cluster: "c1", JobID: "alice-3", User: "carol", GPUs: 1, TimeLimit: time.Hour, Submit: now}, // ended: no longer open
+	} {
+		own := s
+		own.Cluster, own.JobID = "", ""
+		want, _ := r.Predict(own)
+		if e, err := r.Predict(s); err != nil || e != want {
+			t.Errorf("Predict(%+v) = %+v, %v; want the spec's own %+v", s, e, err, want)
+		}
+	}
 
 	// Jobs end: alice's after 700 s, bob's after 3000 s, carol's cancelled
 	// while pending; and a job of alice's comes and goes between passes.

@@ -13,8 +13,18 @@ import (
 var ErrNoModel = errors.New("live: no duration model trained yet")
 
 // Spec describes a job for an ad-hoc prediction (the advisory API's
-// POST /v1/predict): what is known of it at submit time.
+// POST /v1/predict, the control loop's ranking): what is known of it at
+// submit time.
 type Spec struct {
+	// Cluster and JobID name the job in the jobs table, when it is there
+	// (the control loop's pending jobs). If the latest pass read it and it
+	// had not ended, its record stands in for every field below: its
+	// command hash, processors, partition, limit and submit time, the
+	// inputs its row in the predictions table was made from, so the loop
+	// ranks a job on the same features as that row. Otherwise, or when
+	// JobID is "", the fields below describe the job.
+	Cluster, JobID string
+
 	User      string
 	Name      string // job name or command hash; "" when unknown
 	Partition string // partition or virtual cluster; "" when unknown
@@ -63,17 +73,21 @@ func estimate(t *Trained, hs *historySnap, s Spec) (Estimate, error) {
 		return Estimate{}, fmt.Errorf("live: predict: time limit %v is negative", s.TimeLimit)
 	}
 	j := duration.Job{User: s.User, Executable: s.Name, Queue: s.Partition, Submit: s.Submit, ReqTime: s.TimeLimit, Procs: s.GPUs}
+	gpus := s.GPUs
+	if r, ok := hs.open[key{s.Cluster, s.JobID}]; ok && s.JobID != "" {
+		j, gpus = r.job, int(r.gpus)
+	}
 	if j.Submit.IsZero() {
 		j.Submit = hs.asOf
 	}
 	hs.mu.Lock()
 	f := hs.h.Features(&j)
 	hs.mu.Unlock()
-	p, err := t.Model.Predict(f, s.TimeLimit)
+	p, err := t.Model.Predict(f, j.ReqTime)
 	if err != nil {
 		return Estimate{}, fmt.Errorf("live: predict: %w", err)
 	}
 	return Estimate{ModelVersion: t.Info.Version, Point: p.Point, Low: p.Low, High: p.High,
 		PredictedS: p.Point.Seconds(), LowerS: p.Low.Seconds(), UpperS: p.High.Seconds(),
-		GPUServiceS: p.Point.Seconds() * math.Max(float64(s.GPUs), 1), Segment: segmentName(f.Segment), Fitted: p.Fitted}, nil
+		GPUServiceS: p.Point.Seconds() * math.Max(float64(gpus), 1), Segment: segmentName(f.Segment), Fitted: p.Fitted}, nil
 }
