@@ -146,24 +146,41 @@ func Rebuild(jobs []PastJob, pool Pool, since, until time.Time, step time.Durati
 // otherwise hold its nodes forever.
 const maxJobRun = 30 * 24 * time.Hour
 
+// Records are the job records of one partition, for Rebuild.
+type Records struct {
+	Jobs []PastJob
+	// Newest is the time of the newest job event the table holds for the
+	// cluster, in any partition; zero when it holds none. The records say
+	// nothing of what happened after it: the jobs may have stopped coming,
+	// or ingest may lag behind the scheduler.
+	Newest time.Time
+}
+
 // PastJobs reads the records of cluster's jobs in partition that were
 // pending or running at some time in [since, until), from the jobs table
-// (schemas/sql/0007_jobs.sql), for Rebuild. Only jobs submitted at most
-// maxJobRun before since are read: an older one still pending or running
-// at since is not.
-func (l *Log) PastJobs(ctx context.Context, cluster, partition string, since, until time.Time) ([]PastJob, error) {
+// (schemas/sql/0007_jobs.sql), for Rebuild, and the newest job event of the
+// cluster. Only jobs submitted at most maxJobRun before since are read: an
+// older one still pending or running at since is not.
+func (l *Log) PastJobs(ctx context.Context, cluster, partition string, since, until time.Time) (Records, error) {
+	var recs Records
 	if !until.After(since) {
-		return nil, fmt.Errorf("demandlog: past jobs: empty period %s .. %s", since.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339))
+		return recs, fmt.Errorf("demandlog: past jobs: empty period %s .. %s", since.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339))
+	}
+	var newest int64
+	if err := l.conn.QueryRow(ctx, "SELECT toInt64(toUInt32(max(updated_at))) FROM "+l.db+".jobs WHERE cluster = ?", cluster).Scan(&newest); err != nil {
+		return recs, fmt.Errorf("demandlog: newest job event in %s.jobs: %w", l.db, err)
+	}
+	if newest > 0 {
+		recs.Newest = time.Unix(newest, 0).UTC()
 	}
 	rows, err := l.conn.Query(ctx, "SELECT submit_time, start_time, end_time, nodes, node_count, gpus FROM "+l.db+".jobs FINAL "+
 		"WHERE cluster = ? AND partition_name = ? AND submit_time >= toDateTime(?, 'UTC') AND submit_time < toDateTime(?, 'UTC') "+
 		"AND (isNull(end_time) OR end_time >= toDateTime(?, 'UTC'))",
 		cluster, partition, max(since.Add(-maxJobRun).Unix(), 0), max(until.Unix(), 0), max(since.Unix(), 0))
 	if err != nil {
-		return nil, fmt.Errorf("demandlog: read %s.jobs: %w", l.db, err)
+		return recs, fmt.Errorf("demandlog: read %s.jobs: %w", l.db, err)
 	}
 	defer rows.Close()
-	var out []PastJob
 	for rows.Next() {
 		var (
 			j          PastJob
@@ -172,7 +189,7 @@ func (l *Log) PastJobs(ctx context.Context, cluster, partition string, since, un
 			gpus       *uint32
 		)
 		if err := rows.Scan(&j.Submit, &start, &end, &j.Nodes, &count, &gpus); err != nil {
-			return nil, fmt.Errorf("demandlog: read a job: %w", err)
+			return recs, fmt.Errorf("demandlog: read a job: %w", err)
 		}
 		if start != nil && start.Unix() > 0 {
 			j.Start = *start
@@ -186,10 +203,10 @@ func (l *Log) PastJobs(ctx context.Context, cluster, partition string, since, un
 		if gpus != nil {
 			j.GPUs = int(*gpus)
 		}
-		out = append(out, j)
+		recs.Jobs = append(recs.Jobs, j)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("demandlog: read %s.jobs: %w", l.db, err)
+		return recs, fmt.Errorf("demandlog: read %s.jobs: %w", l.db, err)
 	}
-	return out, nil
+	return recs, nil
 }

@@ -172,22 +172,38 @@ func TestPastJobs(t *testing.T) {
 		// Submitted after the period: not read.
 		{"c", "5", "gpu", at(40), nil, nil, nil, nil, u32(8), 1},
 	}
-	b, err := conn.PrepareBatch(ctx, "INSERT INTO "+cfg.Database+".jobs (cluster, job_id, partition_name, submit_time, start_time, end_time, nodes, node_count, gpus, version)")
+	b, err := conn.PrepareBatch(ctx, "INSERT INTO "+cfg.Database+".jobs (cluster, job_id, partition_name, submit_time, start_time, end_time, nodes, node_count, gpus, version, updated_at)")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range rows {
-		if err := b.Append(r.cluster, r.id, r.part, r.submit, r.start, r.end, r.nodes, r.count, r.gpus, r.version); err != nil {
+		updated := r.submit // the row's event: its latest time
+		for _, t := range []*time.Time{r.start, r.end} {
+			if t != nil && t.After(updated) {
+				updated = *t
+			}
+		}
+		if err := b.Append(r.cluster, r.id, r.part, r.submit, r.start, r.end, r.nodes, r.count, r.gpus, r.version, updated); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := b.Send(); err != nil {
 		t.Fatal(err)
 	}
-	got, err := l.PastJobs(ctx, "c", "gpu", at(-30), at(30))
+	recs, err := l.PastJobs(ctx, "c", "gpu", at(-30), at(30))
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The newest event of the cluster, in any partition and period.
+	if !recs.Newest.Equal(at(40)) {
+		t.Errorf("newest job event of c: %v, want %v", recs.Newest, at(40))
+	}
+	for cluster, want := range map[string]time.Time{"d": at(0), "none": {}} {
+		if r, err := l.PastJobs(ctx, cluster, "gpu", at(-30), at(30)); err != nil || !r.Newest.Equal(want) {
+			t.Errorf("newest job event of %s: %v, %v; want %v", cluster, r.Newest, err, want)
+		}
+	}
+	got := recs.Jobs
 	if len(got) != 2 {
 		t.Fatalf("read %d jobs, want 2: %+v", len(got), got)
 	}

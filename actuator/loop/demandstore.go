@@ -28,7 +28,7 @@ type storedDemand struct {
 // JobRecords reads the job records the demand history is rebuilt from, for
 // the time before the saved history: *demandlog.Log.
 type JobRecords interface {
-	PastJobs(ctx context.Context, cluster, partition string, since, until time.Time) ([]demandlog.PastJob, error)
+	PastJobs(ctx context.Context, cluster, partition string, since, until time.Time) (demandlog.Records, error)
 }
 
 // rebuildDone marks a partition rebuilt (or given up on) in
@@ -173,7 +173,7 @@ func (l *Loop) rebuildDemand(ctx context.Context, now time.Time, pools map[strin
 			s.rebuilds[part] = rebuildDone
 			continue
 		}
-		jobs, err := s.jobs.PastJobs(ctx, l.cfg.Cluster, part, since, until)
+		recs, err := s.jobs.PastJobs(ctx, l.cfg.Cluster, part, since, until)
 		if err != nil {
 			l.m.demandStore.WithLabelValues("rebuild").Inc()
 			s.rebuilds[part]++
@@ -186,7 +186,15 @@ func (l *Loop) rebuildDemand(ctx context.Context, now time.Time, pools map[strin
 			continue
 		}
 		s.rebuilds[part] = rebuildDone
-		marks := demandlog.Rebuild(jobs, pool, since, until, step)
+		if !recs.Newest.IsZero() && recs.Newest.Before(until) {
+			// The records end there (ingest lags, or the jobs stopped
+			// coming): the steps after are left unknown, not rebuilt
+			// as if nothing had changed.
+			l.logger.Info("the job records end before the demand history to rebuild does; the steps after them are not rebuilt",
+				"partition", part, "newest_job_event", recs.Newest, "until", until)
+			until = recs.Newest
+		}
+		marks := demandlog.Rebuild(recs.Jobs, pool, since, until, step)
 		if len(marks) == 0 {
 			l.logger.Info("no job records to rebuild the demand history from", "partition", part, "before", until)
 			continue
@@ -199,7 +207,7 @@ func (l *Loop) rebuildDemand(ctx context.Context, now time.Time, pools map[strin
 		} else {
 			s.pending[part] = append(s.pending[part], marks...)
 		}
-		l.logger.Info("rebuilt the demand history from the job records", "partition", part, "jobs", len(jobs), "steps", len(marks),
+		l.logger.Info("rebuilt the demand history from the job records", "partition", part, "jobs", len(recs.Jobs), "steps", len(marks),
 			"from", marks[0].Step, "until", until, "nodes", pool.Nodes, "gpus_per_node", pool.GPUsPerNode)
 	}
 }

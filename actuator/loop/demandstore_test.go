@@ -204,21 +204,34 @@ func TestDemandRebuild(t *testing.T) {
 	now := day0.Add(30*time.Hour + 4*time.Minute)
 	// Jobs of one 8-GPU node each, daily(s) of them running in each step s
 	// since day0; one job pending 16 GPUs in the last hour adds two nodes.
-	b, err := conn.PrepareBatch(ctx, "INSERT INTO "+cfg.Database+".jobs (cluster, job_id, partition_name, submit_time, start_time, end_time, nodes, node_count, gpus, version)")
+	b, err := conn.PrepareBatch(ctx, "INSERT INTO "+cfg.Database+".jobs (cluster, job_id, partition_name, submit_time, start_time, end_time, nodes, node_count, gpus, version, updated_at)")
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The same jobs for cluster "lag", whose records stop two hours early:
+	// none ends, starts or is submitted later (ingest lags).
+	lagUntil := now.Truncate(step).Add(-2 * time.Hour)
 	id := 0
 	for s := day0; s.Before(now.Truncate(step)); s = s.Add(step) {
 		for i := range int(daily(s)) {
 			id++
-			if err := b.Append("local", strconv.Itoa(id), "gpu", s, s, s.Add(step), []string{fmt.Sprintf("n%02d", i)}, uint32(1), uint32(8), uint64(1)); err != nil {
+			node := []string{fmt.Sprintf("n%02d", i)}
+			if err := b.Append("local", strconv.Itoa(id), "gpu", s, s, s.Add(step), node, uint32(1), uint32(8), uint64(1), s.Add(step)); err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case !s.Add(step).After(lagUntil):
+				err = b.Append("lag", strconv.Itoa(id), "gpu", s, s, s.Add(step), node, uint32(1), uint32(8), uint64(1), s.Add(step))
+			case s.Before(lagUntil):
+				err = b.Append("lag", strconv.Itoa(id), "gpu", s, s, nil, node, uint32(1), uint32(8), uint64(1), s)
+			}
+			if err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	pendingFrom := now.Truncate(step).Add(-time.Hour)
-	if err := b.Append("local", "pending", "gpu", pendingFrom, nil, nil, []string{}, nil, uint32(16), uint64(1)); err != nil {
+	if err := b.Append("local", "pending", "gpu", pendingFrom, nil, nil, []string{}, nil, uint32(16), uint64(1), pendingFrom); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Send(); err != nil {
@@ -296,6 +309,31 @@ func TestDemandRebuild(t *testing.T) {
 	}
 	if n, w := testutil.ToFloat64(r.m.demandRebuilt), float64(savedFrom.Sub(day0)/step); n != w {
 		t.Errorf("rebuilt %v steps, want %v (those before the saved history)", n, w)
+	}
+
+	// Records that end two hours before now: only the steps they cover are
+	// rebuilt, so the first pass cannot forecast with the model (the steps
+	// between are unknown) and keeps the watched peak.
+	g := storeLoop(t, Config{Cluster: "lag"}, dl)
+	g.stored.jobs = dl
+	g.loadDemand(ctx, now)
+	g.rebuildDemand(ctx, now, pools)
+	gps := &poolState{name: "gpu", first: now}
+	g.pool["gpu"] = gps
+	if _, kind := g.forecast(gps, now, want(now)); strings.HasPrefix(kind, "demand model") {
+		t.Errorf("records ending 2 h early: kind %q, want no demand model at the first pass", kind)
+	}
+	if n, w := testutil.ToFloat64(g.m.demandRebuilt), float64(lagUntil.Sub(day0)/step); n != w {
+		t.Errorf("rebuilt %v steps from lagging records, want %v (those they cover)", n, w)
+	}
+	for k, v := range gps.model.steps.Values {
+		s := gps.model.steps.Start.Add(time.Duration(k) * step)
+		if s.Before(lagUntil) && v != daily(s) {
+			t.Fatalf("lagging records, step %v: %v, want %v", s, v, daily(s))
+		}
+		if !s.Before(lagUntil) && s.Before(now.Truncate(step)) && !math.IsNaN(v) {
+			t.Fatalf("lagging records, step %v after them: %v, want unknown", s, v)
+		}
 	}
 
 	// Job records that cannot be read: tried for three passes, counted,
