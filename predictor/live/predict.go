@@ -18,11 +18,11 @@ var ErrNoModel = errors.New("live: no duration model trained yet")
 type Spec struct {
 	// Cluster and JobID name the job in the jobs table, when it is there
 	// (the control loop's pending jobs). If the latest pass read it and it
-	// had not ended, its record stands in for every field below: its
-	// command hash, processors, partition, limit and submit time, the
-	// inputs its row in the predictions table was made from, so the loop
-	// ranks a job on the same features as that row. Otherwise, or when
-	// JobID is "", the fields below describe the job.
+	// had not ended, its record supplies what a scheduler's view of a
+	// pending job lacks and its row in the predictions table was made from:
+	// the command hash, which names a recurring job better than Name, and
+	// for a job without GPUs its processors. The fields below, the
+	// scheduler's current view, are kept.
 	Cluster, JobID string
 
 	User      string
@@ -73,9 +73,13 @@ func estimate(t *Trained, hs *historySnap, s Spec) (Estimate, error) {
 		return Estimate{}, fmt.Errorf("live: predict: time limit %v is negative", s.TimeLimit)
 	}
 	j := duration.Job{User: s.User, Executable: s.Name, Queue: s.Partition, Submit: s.Submit, ReqTime: s.TimeLimit, Procs: s.GPUs}
-	gpus := s.GPUs
 	if r, ok := hs.open[key{s.Cluster, s.JobID}]; ok && s.JobID != "" {
-		j, gpus = r.job, int(r.gpus)
+		if r.Executable != "" {
+			j.Executable = r.Executable
+		}
+		if s.GPUs == 0 {
+			j.Procs = r.Procs
+		}
 	}
 	if j.Submit.IsZero() {
 		j.Submit = hs.asOf
@@ -83,11 +87,11 @@ func estimate(t *Trained, hs *historySnap, s Spec) (Estimate, error) {
 	hs.mu.Lock()
 	f := hs.h.Features(&j)
 	hs.mu.Unlock()
-	p, err := t.Model.Predict(f, j.ReqTime)
+	p, err := t.Model.Predict(f, s.TimeLimit)
 	if err != nil {
 		return Estimate{}, fmt.Errorf("live: predict: %w", err)
 	}
 	return Estimate{ModelVersion: t.Info.Version, Point: p.Point, Low: p.Low, High: p.High,
 		PredictedS: p.Point.Seconds(), LowerS: p.Low.Seconds(), UpperS: p.High.Seconds(),
-		GPUServiceS: p.Point.Seconds() * math.Max(float64(gpus), 1), Segment: segmentName(f.Segment), Fitted: p.Fitted}, nil
+		GPUServiceS: p.Point.Seconds() * math.Max(float64(s.GPUs), 1), Segment: segmentName(f.Segment), Fitted: p.Fitted}, nil
 }

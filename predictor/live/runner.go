@@ -72,15 +72,15 @@ type historySnap struct {
 	mu   sync.Mutex // History makes no promise about concurrent readers
 	h    *duration.History
 	asOf time.Time // the data's clock at the pass
-	// open holds the submit-time record of each job of the window that
-	// had not ended; read-only once published.
+	// open holds, for each job of the window that had not ended, what its
+	// record adds to a Spec naming it; read-only once published.
 	open map[key]openJob
 }
 
-// openJob is what a Spec naming a recorded job is predicted from.
+// openJob is what a recorded job's prediction takes from its record.
 type openJob struct {
-	job  duration.Job // submit-time fields only
-	gpus uint32
+	Executable string // command hash, else name
+	Procs      int    // GPUs, else CPUs
 }
 
 // Runner is the live predictor: each pass it reads the window of jobs from
@@ -235,8 +235,7 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 	open := map[key]openJob{}
 	for _, rc := range all {
 		if !rc.ended {
-			open[rc.key] = openJob{job: duration.Job{User: rc.job.User, Executable: rc.job.Executable, Queue: rc.job.Queue,
-				Submit: rc.job.Submit, ReqTime: rc.job.ReqTime, Procs: rc.job.Procs}, gpus: rc.gpus}
+			open[rc.key] = openJob{Executable: rc.job.Executable, Procs: rc.job.Procs}
 		}
 	}
 	r.hist.Store(&historySnap{h: h, asOf: dataNow, open: open})

@@ -163,6 +163,71 @@ func TestEstimate(t *testing.T) {
 	}
 }
 
+// TestEstimateOpenJob: a spec naming an open recorded job takes its command
+// and, when the spec has no GPUs, its processors from the record; the
+// scheduler's fields are kept, GPU service counts the spec's GPUs.
+func TestEstimateOpenJob(t *testing.T) {
+	// Each user alternates two commands: "quick" runs a minute, "slow" an
+	// hour, the same request otherwise; the fitted model tells them apart.
+	base := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	var recs []*rec
+	for i := range 6000 {
+		u, exe, run := fmt.Sprint("u", i%4), "quick", time.Minute
+		if i/4%2 == 1 {
+			exe, run = "slow", time.Hour
+		}
+		start := base.Add(time.Duration(i) * 2 * time.Minute)
+		r := &rec{key: key{"c1", fmt.Sprint(i)}, user: u, ended: true, start: &start}
+		r.job = duration.Job{User: u, Executable: exe, Queue: "q", Submit: start, ReqTime: 4 * time.Hour, Procs: 2, Run: run, End: start.Add(run)}
+		recs = append(recs, r)
+	}
+	var rows []duration.Row
+	h := replay(recs, func(*rec) bool { return true }, func(r *rec, f duration.Features) {
+		rows = append(rows, duration.Row{F: f, Y: math.Log(r.job.Run.Seconds())})
+	})
+	m, err := duration.Fit(rows, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, hs := &Trained{Model: m, Info: ModelInfo{Version: 1}}, &historySnap{h: h, asOf: base.Add(6000 * 2 * time.Minute)}
+	hs.open = map[key]openJob{{"c1", "slow"}: {Executable: "slow", Procs: 2}, {"c1", "cpu"}: {Executable: "slow", Procs: 16}, {"c1", "nameless"}: {}}
+	est := func(s Spec) Estimate {
+		t.Helper()
+		e, err := estimate(tr, hs, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	slow := est(Spec{User: "u1", Name: "slow", GPUs: 2, TimeLimit: 4 * time.Hour})
+	quick := est(Spec{User: "u1", Name: "quick", GPUs: 2, TimeLimit: 4 * time.Hour})
+	if !slow.Fitted || slow.PredictedS < 4*quick.PredictedS {
+		t.Fatalf("premise: slow %+v, quick %+v; want a fitted model that tells the commands apart", slow, quick)
+	}
+	for _, tc := range []struct {
+		name string
+		spec Spec
+		want Estimate
+	}{
+		{"the record's command", Spec{Cluster: "c1", JobID: "slow", User: "u1", Name: "quick", GPUs: 2, TimeLimit: 4 * time.Hour}, slow},
+		{"a record without a command keeps the name", Spec{Cluster: "c1", JobID: "nameless", User: "u1", Name: "quick", GPUs: 2, TimeLimit: 4 * time.Hour}, quick},
+		{"another cluster's job", Spec{Cluster: "c2", JobID: "slow", User: "u1", Name: "quick", GPUs: 2, TimeLimit: 4 * time.Hour}, quick},
+		{"the record's processors for a job without GPUs", Spec{Cluster: "c1", JobID: "cpu", User: "u1", Name: "quick", TimeLimit: 4 * time.Hour},
+			est(Spec{User: "u1", Name: "slow", GPUs: 16, TimeLimit: 4 * time.Hour})},
+	} {
+		got := est(tc.spec)
+		if tc.spec.GPUs == 0 {
+			tc.want.GPUServiceS = tc.want.PredictedS // service counts the spec's GPUs, at least 1
+		}
+		if got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+	if e := est(Spec{Cluster: "c1", JobID: "slow", User: "u1", GPUs: 2, TimeLimit: time.Minute}); e.UpperS > 60 {
+		t.Errorf("recorded job: %+v; want the spec's limit of 60 s to cap it", e)
+	}
+}
+
 // FuzzEstimate feeds the ad-hoc prediction (the advisory API's input)
 // arbitrary specs: it must answer or return an error, never panic, and an
 // answer is finite, non-negative and within the limit.
