@@ -190,7 +190,7 @@ func TestEstimateOpenJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr, hs := &Trained{Model: m, Info: ModelInfo{Version: 1}}, &historySnap{h: h, asOf: base.Add(6000 * 2 * time.Minute)}
-	hs.open = map[key]openJob{{"c1", "slow"}: {Executable: "slow", Procs: 2}, {"c1", "cpu"}: {Executable: "slow", Procs: 16}, {"c1", "nameless"}: {}}
+	hs.open = map[key]openJob{{"c1", "slow"}: {Executable: "slow", Procs: 2}, {"c1", "cpu"}: {Executable: "slow", Procs: 2}, {"c1", "nameless"}: {}}
 	est := func(s Spec) Estimate {
 		t.Helper()
 		e, err := estimate(tr, hs, s)
@@ -213,7 +213,7 @@ func TestEstimateOpenJob(t *testing.T) {
 		{"a record without a command keeps the name", Spec{Cluster: "c1", JobID: "nameless", User: "u1", Name: "quick", GPUs: 2, TimeLimit: 4 * time.Hour}, quick},
 		{"another cluster's job", Spec{Cluster: "c2", JobID: "slow", User: "u1", Name: "quick", GPUs: 2, TimeLimit: 4 * time.Hour}, quick},
 		{"the record's processors for a job without GPUs", Spec{Cluster: "c1", JobID: "cpu", User: "u1", Name: "quick", TimeLimit: 4 * time.Hour},
-			est(Spec{User: "u1", Name: "slow", GPUs: 16, TimeLimit: 4 * time.Hour})},
+			est(Spec{User: "u1", Name: "slow", GPUs: 2, TimeLimit: 4 * time.Hour})},
 	} {
 		got := est(tc.spec)
 		if tc.spec.GPUs == 0 {
