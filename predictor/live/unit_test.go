@@ -123,15 +123,22 @@ func trainedOn(t testing.TB, n int) (*Trained, *historySnap) {
 		r.job = duration.Job{User: u, Queue: "q", Submit: start, ReqTime: 4 * time.Hour, Procs: 1 + i%4, Run: run, End: start.Add(run)}
 		recs = append(recs, r)
 	}
+	return fitRecs(t, recs, base.Add(time.Duration(n)*10*time.Minute))
+}
+
+// fitRecs fits model version 7 on the ended jobs recs and builds the
+// History of them as of asOf, the way a pass does.
+func fitRecs(t testing.TB, recs []*rec, asOf time.Time) (*Trained, *historySnap) {
+	t.Helper()
 	var rows []duration.Row
 	h := replay(recs, func(*rec) bool { return true }, func(r *rec, f duration.Features) {
 		rows = append(rows, duration.Row{F: f, Y: math.Log(r.job.Run.Seconds())})
 	})
-	m, err := duration.Fit(rows, base)
+	m, err := duration.Fit(rows, recs[0].job.Submit)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Trained{Model: m, Info: ModelInfo{Version: 7}}, &historySnap{h: h, asOf: base.Add(time.Duration(n) * 10 * time.Minute)}
+	return &Trained{Model: m, Info: ModelInfo{Version: 7}}, &historySnap{h: h, asOf: asOf}
 }
 
 func TestEstimate(t *testing.T) {
@@ -181,15 +188,7 @@ func TestEstimateOpenJob(t *testing.T) {
 		r.job = duration.Job{User: u, Executable: exe, Queue: "q", Submit: start, ReqTime: 4 * time.Hour, Procs: 2, Run: run, End: start.Add(run)}
 		recs = append(recs, r)
 	}
-	var rows []duration.Row
-	h := replay(recs, func(*rec) bool { return true }, func(r *rec, f duration.Features) {
-		rows = append(rows, duration.Row{F: f, Y: math.Log(r.job.Run.Seconds())})
-	})
-	m, err := duration.Fit(rows, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, hs := &Trained{Model: m, Info: ModelInfo{Version: 1}}, &historySnap{h: h, asOf: base.Add(6000 * 2 * time.Minute)}
+	tr, hs := fitRecs(t, recs, base.Add(6000*2*time.Minute))
 	hs.open = map[key]openJob{{"c1", "slow"}: {Executable: "slow", Procs: 2}, {"c1", "cpu"}: {Executable: "slow", Procs: 2}, {"c1", "nameless"}: {}}
 	est := func(s Spec) Estimate {
 		t.Helper()
