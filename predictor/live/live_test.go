@@ -26,6 +26,7 @@ func TestMain(m *testing.M) { os.Exit(schematest.Main(m)) }
 // when started and not ended, CANCELLED when ended without a start.
 type tjob struct {
 	id, user string
+	array    string // the Slurm array the job is task 1 of; "" for none
 	gpus     int64
 	limit    int64 // seconds; 0 unknown
 	submit   time.Time
@@ -39,6 +40,9 @@ func (j tjob) events() []schemas.JobEvent {
 		TimeLimitS: schemas.Unknown, NodeCount: schemas.Unknown, CPUs: schemas.Unknown, GPUs: j.gpus, MemReqBytes: schemas.Unknown}
 	if j.limit > 0 {
 		base.TimeLimitS = j.limit
+	}
+	if j.array != "" {
+		base.ArrayJobID, base.ArrayTaskID = j.array, 1
 	}
 	sub := base
 	sub.Type, sub.State, sub.EventMillis = schemas.JobSubmit, schemas.StatePending, base.SubmitMillis
@@ -150,6 +154,7 @@ func TestRunner(t *testing.T) {
 		{id: "p-bob", user: "bob", gpus: 2, limit: 4 * 3600, submit: now, start: now.Add(time.Minute)},
 		{id: "p-carol", user: "carol", gpus: 2, limit: 4 * 3600, submit: now},
 		{id: "p-dave", user: "dave", gpus: 4, submit: now},
+		{id: "88_1", array: "88", user: "carol", gpus: 1, limit: 3600, submit: now},
 	}
 	insertJobs(t, conn, db, pending...)
 	c := &clock{t: now.Add(time.Minute)}
@@ -233,14 +238,19 @@ func TestRunner(t *testing.T) {
 	// The pass publishes what the records of the jobs that have not ended
 	// add to a Spec naming them (TestEstimateOpenJob: how it is used):
 	// their command (here the name, as they have no hash) and processors.
+	// The array task is also found under its array's id, which is how
+	// squeue names a pending array whose tasks have not been split.
 	open := r.hist.Load().open
-	if len(open) != len(pending) {
-		t.Errorf("open records %v; want the %d pending and running jobs", open, len(pending))
+	if len(open) != len(pending)+1 {
+		t.Errorf("open records %v; want the %d pending and running jobs and one array", open, len(pending))
 	}
 	for _, j := range pending {
 		if o := open[key{"c1", j.id}]; o != (openJob{Executable: "train-" + j.user, Procs: int(j.gpus)}) {
 			t.Errorf("open record of %s: %+v", j.id, o)
 		}
+	}
+	if o := open[key{"c1", "88"}]; o != (openJob{Executable: "train-carol", Procs: 1}) {
+		t.Errorf("open record of array 88: %+v; want its task's", o)
 	}
 
 	// Jobs end: alice's after 700 s, bob's after 3000 s, carol's cancelled
@@ -331,8 +341,8 @@ func TestRunner(t *testing.T) {
 	if hours != 1 {
 		t.Errorf("accuracy query: %d hours; want 1", hours)
 	}
-	if got := testutil.ToFloat64(r.m.predictions); got != 5 {
-		t.Errorf("predictions_total = %v; want 5", got)
+	if got, want := testutil.ToFloat64(r.m.predictions), float64(len(pending)+1); got != want {
+		t.Errorf("predictions_total = %v; want %v", got, want)
 	}
 	if got := testutil.ToFloat64(r.m.outcomes); got != 4 {
 		t.Errorf("outcomes_total = %v; want 4", got)
@@ -382,7 +392,7 @@ func TestRunner(t *testing.T) {
 	if pass, err = r2.Once(ctx); err != nil || pass != (Pass{Jobs: len(hist) + len(pending) + 1}) {
 		t.Fatalf("idle pass = %+v, %v; want nothing written", pass, err)
 	}
-	for table, want := range map[string]uint64{"predictions": 5, "prediction_outcomes": 5, "prediction_models": 2} {
+	for table, want := range map[string]uint64{"predictions": uint64(len(pending) + 1), "prediction_outcomes": 5, "prediction_models": 2} {
 		if n := schematest.Count(t, conn, db+"."+table); n != want {
 			t.Errorf("%s holds %d rows (without FINAL); want %d: nothing written twice", table, n, want)
 		}

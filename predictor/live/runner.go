@@ -83,6 +83,29 @@ type openJob struct {
 	Procs      int    // GPUs, else CPUs
 }
 
+// openRecords returns what the records of the jobs that have not ended add
+// to a Spec naming them. A task of a Slurm job array is also found under the
+// array's id, the one squeue gives a pending array whose tasks have not been
+// split yet; the tasks share their command and shape.
+func openRecords(all []*rec) map[key]openJob {
+	open := map[key]openJob{}
+	for _, rc := range all {
+		if !rc.ended {
+			open[rc.key] = openJob{Executable: rc.job.Executable, Procs: rc.job.Procs}
+		}
+	}
+	for _, rc := range all {
+		if rc.ended || rc.arrayJobID == "" || rc.arrayJobID == rc.jobID {
+			continue
+		}
+		k := key{rc.cluster, rc.arrayJobID}
+		if _, ok := open[k]; !ok {
+			open[k] = openJob{Executable: rc.job.Executable, Procs: rc.job.Procs}
+		}
+	}
+	return open
+}
+
 // Runner is the live predictor: each pass it reads the window of jobs from
 // ClickHouse, retrains when the model is older than RetrainInterval, writes a
 // prediction for every job it has not predicted yet and the error of every
@@ -232,13 +255,7 @@ func (r *Runner) Once(ctx context.Context) (Pass, error) {
 			features[rc] = f
 		}
 	})
-	open := map[key]openJob{}
-	for _, rc := range all {
-		if !rc.ended {
-			open[rc.key] = openJob{Executable: rc.job.Executable, Procs: rc.job.Procs}
-		}
-	}
-	r.hist.Store(&historySnap{h: h, asOf: dataNow, open: open})
+	r.hist.Store(&historySnap{h: h, asOf: dataNow, open: openRecords(all)})
 
 	var errs []error
 	if retrain {

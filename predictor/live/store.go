@@ -19,6 +19,9 @@ type key struct{ cluster, jobID string }
 type rec struct {
 	key
 	user, partition, state string
+	// arrayJobID is the id of the Slurm job array the job is a task of; ""
+	// outside an array.
+	arrayJobID string
 	gpus                   uint32 // 0 when unknown
 	limit                  *uint32
 	start                  *time.Time
@@ -37,7 +40,7 @@ func (r *rec) run() time.Duration { return r.job.Run }
 // with since > 0 only those whose latest event reached ClickHouse at or after
 // since (Unix seconds). It returns the rows and the newest inserted_at seen.
 func loadJobs(ctx context.Context, conn driver.Conn, db string, from time.Time, since int64) ([]*rec, int64, error) {
-	q := fmt.Sprintf(`SELECT cluster, job_id, user, job_name, command_hash, partition_name, state, last_event, gpus, cpus,
+	q := fmt.Sprintf(`SELECT cluster, job_id, array_job_id, user, job_name, command_hash, partition_name, state, last_event, gpus, cpus,
   time_limit_s, submit_time, start_time, end_time, version, toInt64(toUInt32(inserted_at))
 FROM %s.jobs FINAL
 WHERE submit_time >= %d`, db, from.Unix())
@@ -61,7 +64,7 @@ WHERE submit_time >= %d`, db, from.Unix())
 			end                   *time.Time
 			inserted              int64
 		)
-		if err := rows.Scan(&r.cluster, &r.jobID, &r.user, &name, &hash, &r.partition, &r.state, &lastEvent, &gpus, &cpus,
+		if err := rows.Scan(&r.cluster, &r.jobID, &r.arrayJobID, &r.user, &name, &hash, &r.partition, &r.state, &lastEvent, &gpus, &cpus,
 			&r.limit, &r.job.Submit, &r.start, &end, &r.version, &inserted); err != nil {
 			return nil, 0, fmt.Errorf("scan job: %w", err)
 		}
