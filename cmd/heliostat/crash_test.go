@@ -240,10 +240,12 @@ func groupState(broker, group string) (kafka.DescribeGroupsResponseGroup, error)
 // waitGroupEmpty waits until the consumer group has no members left.
 func waitGroupEmpty(t *testing.T, broker, group string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	start := time.Now()
+	deadline := start.Add(timeout)
 	for {
 		g, err := groupState(broker, group)
 		if err == nil && len(g.Members) == 0 {
+			t.Logf("consumer group %s empty after %v", group, time.Since(start).Round(time.Millisecond))
 			return
 		}
 		if time.Now().After(deadline) {
