@@ -22,12 +22,12 @@ type rec struct {
 	// arrayJobID is the id of the Slurm job array the job is a task of; ""
 	// outside an array.
 	arrayJobID string
-	gpus                   uint32 // 0 when unknown
-	limit                  *uint32
-	start                  *time.Time
-	ended                  bool // the latest event is END and carries an end time
-	version                uint64
-	job                    duration.Job // submit-time fields, and Run/End once ended
+	gpus       uint32 // 0 when unknown
+	limit      *uint32
+	start      *time.Time
+	ended      bool // the latest event is END and carries an end time
+	version    uint64
+	job        duration.Job // submit-time fields, and Run/End once ended
 	// predictable is false for a job that had already ended when the runner
 	// first loaded the window: the backlog is history, not work.
 	predictable bool
