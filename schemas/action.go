@@ -315,15 +315,7 @@ func (r *reader) minString(field string, idx int, max uint64) (string, error) {
 		r.off = start
 		return "", r.fail(field, idx, ErrKindRange, fmt.Sprintf("%d bytes exceeds %d", n, max))
 	}
-	if uint64(len(r.b)-r.off) < n {
-		return "", r.fail(field, idx, ErrKindTruncated, fmt.Sprintf("string of %d bytes, %d left", n, len(r.b)-r.off))
-	}
-	raw := r.b[r.off : r.off+int(n)]
-	if !utf8.Valid(raw) {
-		return "", r.fail(field, idx, ErrKindUTF8, "string is not valid UTF-8")
-	}
-	r.off += int(n)
-	return string(raw), nil
+	return r.stringBody(field, idx, n)
 }
 
 // minEnum reads a minimal uvarint that must index a name in names (0 never

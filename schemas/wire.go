@@ -158,6 +158,12 @@ func (r *reader) string(field string, idx int) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return r.stringBody(field, idx, n)
+}
+
+// stringBody reads the n bytes of a string whose length was just read; they
+// must be there and be UTF-8.
+func (r *reader) stringBody(field string, idx int, n uint64) (string, error) {
 	if uint64(len(r.b)-r.off) < n {
 		return "", r.fail(field, idx, ErrKindTruncated, fmt.Sprintf("string of %d bytes, %d left", n, len(r.b)-r.off))
 	}
