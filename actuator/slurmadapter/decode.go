@@ -1,17 +1,16 @@
 package slurmadapter
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"reflect"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/heliostat-dev/heliostat/actuator/adapter"
+	"github.com/heliostat-dev/heliostat/internal/slurmfmt"
 )
 
 // Decode errors, each counted in heliostat_actuator_slurm_decode_errors_total
@@ -45,100 +44,31 @@ func errKind(err error) string {
 	return "other"
 }
 
-// num is an integer that Slurm (OpenAPI v0.0.38, 22.05) writes as a number or
-// null, and later versions as {"set":…,"infinite":…,"number":…}. Unset,
-// infinite, and NO_VAL-like values beyond int64 all read as unset.
-type num struct {
-	V   int64
-	Set bool
-}
-
-func (n *num) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	*n = num{}
-	switch {
-	case bytes.Equal(b, []byte("null")):
-		return nil
-	case len(b) > 0 && b[0] == '{':
-		var v struct {
-			Set      *bool `json:"set"`
-			Infinite bool  `json:"infinite"`
-			Number   *num  `json:"number"`
-		}
-		if err := json.Unmarshal(b, &v); err != nil {
-			return err
-		}
-		if v.Number == nil {
-			return typeErr("object without \"number\"", reflect.TypeFor[int64]())
-		}
-		if (v.Set == nil || *v.Set) && !v.Infinite {
-			*n = *v.Number
-		}
-		return nil
-	}
-	if i, err := strconv.ParseInt(string(b), 10, 64); err == nil {
-		*n = num{V: i, Set: true}
-		return nil
-	}
-	if u, err := strconv.ParseUint(string(b), 10, 64); err == nil && u > math.MaxInt64 {
-		return nil // NO_VAL64, INFINITE64
-	}
-	if f, err := strconv.ParseFloat(string(b), 64); err == nil && f == math.Trunc(f) && math.Abs(f) < 1<<53 {
-		*n = num{V: int64(f), Set: true}
-		return nil
-	}
-	return typeErr(fmt.Sprintf("value %.40s", b), reflect.TypeFor[int64]())
-}
-
-// typeErr is a type error that encoding/json completes with the field's
-// name.
-func typeErr(value string, t reflect.Type) error {
-	return &json.UnmarshalTypeError{Value: value, Type: t}
-}
-
-// words is a state that Slurm writes as a string (22.05) or a list of
-// strings (later versions).
-type words []string
-
-func (w *words) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err == nil {
-		*w = words{s}
-		return nil
-	}
-	var list []string
-	if err := json.Unmarshal(b, &list); err != nil {
-		return typeErr(fmt.Sprintf("value %.40s", b), reflect.TypeFor[[]string]())
-	}
-	*w = list
-	return nil
-}
-
 type squeueDoc struct {
 	Errors []json.RawMessage `json:"errors"`
 	Jobs   *[]squeueJob      `json:"jobs"`
 }
 
 type squeueJob struct {
-	JobID          num    `json:"job_id"`
-	Name           string `json:"name"`
-	UserName       string `json:"user_name"`
-	Partition      string `json:"partition"`
-	JobState       words  `json:"job_state"`
-	Priority       num    `json:"priority"`
-	SubmitTime     num    `json:"submit_time"`
-	TimeLimit      num    `json:"time_limit"` // minutes; null: unlimited
-	NodeCount      num    `json:"node_count"`
-	Nodes          string `json:"nodes"`
-	RequiredNodes  string `json:"required_nodes"`
-	TRESPerNode    string `json:"tres_per_node"`
-	TRESPerJob     string `json:"tres_per_job"`
-	TRESPerTask    string `json:"tres_per_task"`
-	Tasks          num    `json:"tasks"`
-	ArrayJobID     num    `json:"array_job_id"`
-	ArrayTaskID    num    `json:"array_task_id"`
-	ArrayTaskRange string `json:"array_task_string"`
-	StateReason    string `json:"state_reason"`
+	JobID          slurmfmt.Int    `json:"job_id"`
+	Name           string          `json:"name"`
+	UserName       string          `json:"user_name"`
+	Partition      string          `json:"partition"`
+	JobState       slurmfmt.States `json:"job_state"`
+	Priority       slurmfmt.Int    `json:"priority"`
+	SubmitTime     slurmfmt.Int    `json:"submit_time"`
+	TimeLimit      slurmfmt.Int    `json:"time_limit"` // minutes; null: unlimited
+	NodeCount      slurmfmt.Int    `json:"node_count"`
+	Nodes          string          `json:"nodes"`
+	RequiredNodes  string          `json:"required_nodes"`
+	TRESPerNode    string          `json:"tres_per_node"`
+	TRESPerJob     string          `json:"tres_per_job"`
+	TRESPerTask    string          `json:"tres_per_task"`
+	Tasks          slurmfmt.Int    `json:"tasks"`
+	ArrayJobID     slurmfmt.Int    `json:"array_job_id"`
+	ArrayTaskID    slurmfmt.Int    `json:"array_task_id"`
+	ArrayTaskRange string          `json:"array_task_string"`
+	StateReason    string          `json:"state_reason"`
 }
 
 // decodeSqueue reads `squeue --json` and returns its pending jobs in order of
@@ -174,7 +104,7 @@ func decodeSqueue(b []byte) ([]adapter.Job, error) {
 		}
 		var bound []string
 		for _, field := range []string{j.Nodes, j.RequiredNodes} {
-			names, err := expandHostlist(field)
+			names, err := slurmfmt.ExpandHostlist(field)
 			if err != nil {
 				return nil, fmt.Errorf("squeue --json: %w: job %s: nodes: %v", ErrRecord, id, err)
 			}
@@ -211,62 +141,11 @@ func jobGPUs(j squeueJob) (int, error) {
 	return 0, nil
 }
 
-// gpuCount reads the GPUs of a TRES or GRES list: "gres:gpu:8",
-// "gres/gpu:a100:2", "gpu:8", "gpu:h100:2(IDX:0-1)", "gres:gpu:2,gres:mps:100".
-// ok is false when the list names no GPU. A bare "gpu" counts 1.
+// gpuCount reads the GPUs of a TRES or GRES list (slurmfmt.ParseTRES);
+// ok is false when it names none.
 func gpuCount(s string) (n int, ok bool, err error) {
-	if s == "" || s == "(null)" || s == "N/A" {
-		return 0, false, nil
-	}
-	for _, item := range splitTop(s) {
-		item, _, _ = strings.Cut(item, "(")
-		item = strings.TrimPrefix(strings.TrimPrefix(item, "gres:"), "gres/")
-		parts := strings.Split(item, ":")
-		if parts[0] != "gpu" {
-			continue
-		}
-		ok = true
-		if len(parts) == 1 {
-			n++
-			continue
-		}
-		last := parts[len(parts)-1]
-		c, err := strconv.ParseInt(last, 10, 32)
-		if err != nil {
-			if len(parts) == 2 { // gpu:TYPE means one GPU of that type
-				n++
-				continue
-			}
-			return 0, false, fmt.Errorf("gres %q: count %q is not a number", s, last)
-		}
-		if c < 0 {
-			return 0, false, fmt.Errorf("gres %q: negative count", s)
-		}
-		n = clampInt(int64(n) + c)
-	}
-	return n, ok, nil
-}
-
-// splitTop splits s at commas outside parentheses.
-func splitTop(s string) []string {
-	var out []string
-	depth, start := 0, 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '(':
-			depth++
-		case ')':
-			if depth > 0 {
-				depth--
-			}
-		case ',':
-			if depth == 0 {
-				out = append(out, s[start:i])
-				start = i + 1
-			}
-		}
-	}
-	return append(out, s[start:])
+	g, ok, err := slurmfmt.ParseTRES(s)
+	return clampInt(g.Count), ok, err
 }
 
 type sinfoDoc struct {
@@ -275,14 +154,14 @@ type sinfoDoc struct {
 }
 
 type sinfoNode struct {
-	Name       string   `json:"name"`
-	State      words    `json:"state"`
-	StateFlags []string `json:"state_flags"`
-	Partitions []string `json:"partitions"`
-	Gres       string   `json:"gres"`
-	GresUsed   string   `json:"gres_used"`
-	AllocCPUs  num      `json:"alloc_cpus"`
-	AllocMem   num      `json:"alloc_memory"`
+	Name       string          `json:"name"`
+	State      slurmfmt.States `json:"state"`
+	StateFlags []string        `json:"state_flags"`
+	Partitions []string        `json:"partitions"`
+	Gres       string          `json:"gres"`
+	GresUsed   string          `json:"gres_used"`
+	AllocCPUs  slurmfmt.Int    `json:"alloc_cpus"`
+	AllocMem   slurmfmt.Int    `json:"alloc_memory"`
 }
 
 // decodeSinfo reads `sinfo --json` and returns the nodes by name, each once.

@@ -148,33 +148,6 @@ func TestDecodeLaterVersions(t *testing.T) {
 	}
 }
 
-func TestExpandHostlist(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want []string
-		err  bool
-	}{
-		{"", nil, false},
-		{"(null)", nil, false},
-		{"gpu1", []string{"gpu1"}, false},
-		{"gpu[1-3]", []string{"gpu1", "gpu2", "gpu3"}, false},
-		{"gpu[1,3],cpu05", []string{"gpu1", "gpu3", "cpu05"}, false},
-		{"n[08-10]", []string{"n08", "n09", "n10"}, false},
-		{"r[1-2]n[1-2]", []string{"r1n1", "r1n2", "r2n1", "r2n2"}, false},
-		{"gpu[1-", nil, true},
-		{"gpu[3-1]", nil, true},
-		{"gpu]1", nil, true},
-		{"a,,b", nil, true},
-		{"g[[1]]", nil, true},
-		{"n[0-999999999]", nil, true},
-	} {
-		got, err := expandHostlist(tc.in)
-		if (err != nil) != tc.err || !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("expandHostlist(%q) = %q, %v; want %q, error %v", tc.in, got, err, tc.want, tc.err)
-		}
-	}
-}
-
 func TestGPUCount(t *testing.T) {
 	for _, tc := range []struct {
 		in  string
@@ -233,18 +206,6 @@ func FuzzDecodeSinfo(f *testing.F) {
 			if n.Name == "" || n.FreeGPUs < 0 || n.FreeGPUs > n.GPUs || n.Power == adapter.PowerUnknown {
 				t.Errorf("decodeSinfo accepted %+v", n)
 			}
-		}
-	})
-}
-
-func FuzzExpandHostlist(f *testing.F) {
-	for _, s := range []string{"gpu[1-3,7],cpu05", "r[1-2]n[01-02]", "n[0-99999]"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		names, err := expandHostlist(s)
-		if err == nil && len(names) > maxHosts {
-			t.Errorf("expandHostlist(%q): %d names > %d", s, len(names), maxHosts)
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/heliostat-dev/heliostat/internal/slurmfmt"
 	"github.com/heliostat-dev/heliostat/schemas"
 )
 
@@ -158,7 +159,7 @@ func parseJobCompLine(line string, loc *time.Location) (*observation, error) {
 	}
 	nodes := f["NodeList"]
 	if nodes != "(null)" && nodes != "None assigned" {
-		if ev.Nodes, err = ExpandHostlist(nodes); err != nil {
+		if ev.Nodes, err = slurmfmt.ExpandHostlist(nodes); err != nil {
 			return nil, fmt.Errorf("field NodeList: %w", err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/heliostat-dev/heliostat/internal/slurmfmt"
 	"github.com/heliostat-dev/heliostat/schemas"
 )
 
@@ -27,7 +28,7 @@ func observeSqueue(j *squeueJob) ([]*observation, error) {
 		return nil, fmt.Errorf("job_id %d is not a job id", j.JobID.V)
 	}
 	id := strconv.FormatInt(j.JobID.V, 10)
-	state, kind, err := normalizeState(string(j.JobState))
+	state, kind, err := normalizeState(j.JobState.Base())
 	if err != nil {
 		return nil, fmt.Errorf("job %s: job_state: %w", id, err)
 	}
@@ -39,19 +40,19 @@ func observeSqueue(j *squeueJob) ([]*observation, error) {
 		ArrayTaskID: schemas.Unknown,
 		Name:        j.Name,
 		User:        j.UserName,
-		UID:         j.UserID.or(schemas.Unknown),
+		UID:         j.UserID.Or(schemas.Unknown),
 		Group:       j.GroupName,
 		Account:     j.Account,
 		Partition:   j.Partition,
 		QOS:         j.QOS,
 		State:       state,
 		ExitCode:    schemas.Unknown,
-		Priority:    j.Priority.or(schemas.Unknown),
+		Priority:    j.Priority.Or(schemas.Unknown),
 
 		SubmitMillis: j.SubmitTime.V * 1000,
 		TimeLimitS:   schemas.Unknown,
-		NodeCount:    j.NodeCount.or(schemas.Unknown),
-		CPUs:         j.CPUs.or(schemas.Unknown),
+		NodeCount:    j.NodeCount.Or(schemas.Unknown),
+		CPUs:         j.CPUs.Or(schemas.Unknown),
 		MemReqBytes:  schemas.Unknown,
 		WorkDir:      j.WorkDir,
 	}
@@ -72,7 +73,7 @@ func observeSqueue(j *squeueJob) ([]*observation, error) {
 	if kind != kindPending && j.Nodes != "" && j.StartTime.V > 0 {
 		o.started = true
 		ev.StartMillis = j.StartTime.V * 1000
-		if ev.Nodes, err = ExpandHostlist(j.Nodes); err != nil {
+		if ev.Nodes, err = slurmfmt.ExpandHostlist(j.Nodes); err != nil {
 			return nil, fmt.Errorf("job %s: nodes: %w", id, err)
 		}
 	}
@@ -101,7 +102,7 @@ func observeSqueue(j *squeueJob) ([]*observation, error) {
 	}
 	// A pending array: one record for the tasks that have not started.
 	if kind != kindPending && kind != kindFinal {
-		return nil, fmt.Errorf("job %s: array_task_id is null in state %s", id, j.JobState)
+		return nil, fmt.Errorf("job %s: array_task_id is null in state %s", id, j.JobState.Base())
 	}
 	tasks, err := expandArrayTasks(j.ArrayTaskString)
 	if err != nil {
@@ -131,10 +132,10 @@ func observeResources(j *squeueJob, ev *schemas.JobEvent, o *observation) error 
 		mult  int64
 	}{
 		{"tres_per_job", j.TRESPerJob, 1},
-		{"tres_per_node", j.TRESPerNode, j.NodeCount.or(1)},
-		{"tres_per_task", j.TRESPerTask, j.Tasks.or(1)},
+		{"tres_per_node", j.TRESPerNode, j.NodeCount.Or(1)},
+		{"tres_per_task", j.TRESPerTask, j.Tasks.Or(1)},
 	} {
-		g, ok, err := parseTRESPer(r.s)
+		g, ok, err := slurmfmt.ParseTRES(r.s)
 		if err != nil {
 			return fmt.Errorf("%s: %w", r.field, err)
 		}
@@ -178,7 +179,7 @@ func observeResources(j *squeueJob, ev *schemas.JobEvent, o *observation) error 
 	idx := make(map[string][]int64, len(ev.Nodes))
 	var total int64
 	for i, d := range j.GresDetail {
-		g, ok, err := parseGresDetail(d)
+		g, ok, err := slurmfmt.ParseGresDetail(d)
 		if err != nil {
 			return fmt.Errorf("gres_detail: %w", err)
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heliostat-dev/heliostat/internal/slurmfmt"
 	"github.com/heliostat-dev/heliostat/schemas"
 )
 
@@ -109,55 +110,6 @@ func TestParseJobCompFixture(t *testing.T) {
 	}
 	if n < 10 {
 		t.Errorf("fixture has %d lines; want at least 10", n)
-	}
-}
-
-func TestParseGres(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want gpuGres
-		ok   bool
-		err  string
-	}{
-		{"gpu:8(IDX:0-7)", gpuGres{Count: 8, Indices: []int64{0, 1, 2, 3, 4, 5, 6, 7}}, true, ""},
-		{"gpu:a100:2(IDX:0,3)", gpuGres{Type: "a100", Count: 2, Indices: []int64{0, 3}}, true, ""},
-		{"gpu:1(IDX:5),mps:0(0/100,0/100)", gpuGres{Count: 1, Indices: []int64{5}}, true, ""},
-		{"gpu:2(IDX:N/A)", gpuGres{Count: 2}, true, ""},
-		{"mps:100", gpuGres{}, false, ""},
-		{"", gpuGres{}, false, "empty GRES name"},
-		{"gpu:2(IDX:0)", gpuGres{}, false, "2 GPUs but 1 indices"},
-		{"gpu:2(IDX:1-0)", gpuGres{}, false, "bad GPU index range"},
-		{"gpu:x:y", gpuGres{}, false, "not a number"},
-		{"gpu:2(IDX:0-1", gpuGres{}, false, "not closed"},
-	} {
-		got, ok, err := parseGresDetail(tc.in)
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("parseGresDetail(%q) error = %v; want one containing %q", tc.in, err, tc.err)
-			}
-			continue
-		}
-		if err != nil || ok != tc.ok || got.Type != tc.want.Type || got.Count != tc.want.Count || !slices.Equal(got.Indices, tc.want.Indices) {
-			t.Errorf("parseGresDetail(%q) = %+v, %v, %v; want %+v, %v", tc.in, got, ok, err, tc.want, tc.ok)
-		}
-	}
-	for _, tc := range []struct {
-		in    string
-		count int64
-		typ   string
-		ok    bool
-	}{
-		{"gres:gpu:8", 8, "", true},
-		{"gres:gpu:a100:2,gres:mps:100", 2, "a100", true},
-		{"gpu", 1, "", true},
-		{"gres/gpu:3", 3, "", true},
-		{"", 0, "", false},
-		{"gres:shard:2", 0, "", false},
-	} {
-		g, ok, err := parseTRESPer(tc.in)
-		if err != nil || ok != tc.ok || g.Count != tc.count || g.Type != tc.typ {
-			t.Errorf("parseTRESPer(%q) = %+v, %v, %v; want count %d type %q ok %v", tc.in, g, ok, err, tc.count, tc.typ, tc.ok)
-		}
 	}
 }
 
@@ -308,7 +260,7 @@ func TestDecodeSqueueErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	j := r.Jobs[0]
-	if j.JobState != "RUNNING" || j.TimeLimit != (optInt{10, true}) || j.Priority.Set || j.SubmitTime.V != 100 {
+	if j.JobState.Base() != "RUNNING" || j.TimeLimit != (slurmfmt.Int{V: 10, Set: true}) || j.Priority.Set || j.SubmitTime.V != 100 {
 		t.Errorf("decoded %+v", j)
 	}
 }

@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"strconv"
 	"strings"
 
+	"github.com/heliostat-dev/heliostat/internal/slurmfmt"
 	"github.com/heliostat-dev/heliostat/schemas"
 )
 
@@ -30,112 +30,40 @@ type squeueResponse struct {
 // the tasks still pending ("0-2", "1,3-5%2"); each task that starts gets its
 // own record with its own job_id.
 type squeueJob struct {
-	JobID           optInt   `json:"job_id"`
-	ArrayJobID      optInt   `json:"array_job_id"`
-	ArrayTaskID     optInt   `json:"array_task_id"`
-	ArrayTaskString string   `json:"array_task_string"`
-	Name            string   `json:"name"`
-	UserName        string   `json:"user_name"`
-	UserID          optInt   `json:"user_id"`
-	GroupName       string   `json:"group_name"`
-	Account         string   `json:"account"`
-	Partition       string   `json:"partition"`
-	QOS             string   `json:"qos"`
-	JobState        jobState `json:"job_state"`
-	ExitCode        optInt   `json:"exit_code"`
-	Priority        optInt   `json:"priority"`
-	SubmitTime      optInt   `json:"submit_time"`
-	EligibleTime    optInt   `json:"eligible_time"`
-	StartTime       optInt   `json:"start_time"`
-	EndTime         optInt   `json:"end_time"`
-	TimeLimit       optInt   `json:"time_limit"`
-	NodeCount       optInt   `json:"node_count"`
-	Nodes           string   `json:"nodes"`
-	CPUs            optInt   `json:"cpus"`
-	Tasks           optInt   `json:"tasks"`
-	GresDetail      []string `json:"gres_detail"`
-	TRESPerJob      string   `json:"tres_per_job"`
-	TRESPerNode     string   `json:"tres_per_node"`
-	TRESPerTask     string   `json:"tres_per_task"`
-	TRESReqStr      string   `json:"tres_req_str"`
-	TRESAllocStr    string   `json:"tres_alloc_str"`
-	MemoryPerNode   optInt   `json:"memory_per_node"`
-	MemoryPerCPU    optInt   `json:"memory_per_cpu"`
-	Command         string   `json:"command"`
-	BatchFlag       bool     `json:"batch_flag"`
-	WorkDir         string   `json:"current_working_directory"`
-}
-
-// optInt is an integer that Slurm may write as a number, null (unset,
-// unlimited) or, in later OpenAPI versions, {"set":…,"infinite":…,"number":…}.
-type optInt struct {
-	V   int64
-	Set bool
-}
-
-func (o *optInt) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	switch {
-	case bytes.Equal(b, []byte("null")):
-		*o = optInt{}
-		return nil
-	case len(b) > 0 && b[0] == '{':
-		var v struct {
-			Set      *bool   `json:"set"`
-			Infinite bool    `json:"infinite"`
-			Number   *optInt `json:"number"`
-		}
-		if err := json.Unmarshal(b, &v); err != nil {
-			return err
-		}
-		if v.Number == nil {
-			return &json.UnmarshalTypeError{Value: "object without \"number\"", Type: reflect.TypeFor[int64]()}
-		}
-		*o = optInt{}
-		if (v.Set == nil || *v.Set) && !v.Infinite {
-			*o = *v.Number
-		}
-		return nil
-	}
-	// Slurm prints unsigned 64-bit fields; NO_VAL64 and INFINITE64 do not
-	// fit int64 and mean unset.
-	n, err := strconv.ParseInt(string(b), 10, 64)
-	if err != nil {
-		if u, uerr := strconv.ParseUint(string(b), 10, 64); uerr == nil && u > 1<<62 {
-			*o = optInt{} // NO_VAL64 and friends mean unset
-			return nil
-		}
-		// A type error gets the field's name added by encoding/json.
-		return &json.UnmarshalTypeError{Value: "value " + string(b), Type: reflect.TypeFor[int64]()}
-	}
-	*o = optInt{V: n, Set: true}
-	return nil
-}
-
-// or returns the value, or def when unset.
-func (o optInt) or(def int64) int64 {
-	if !o.Set {
-		return def
-	}
-	return o.V
-}
-
-// jobState is Slurm's job state: a string in 22.05, a list of a base state and
-// flags in later versions (the first element is the base state).
-type jobState string
-
-func (s *jobState) UnmarshalJSON(b []byte) error {
-	var str string
-	if err := json.Unmarshal(b, &str); err == nil {
-		*s = jobState(str)
-		return nil
-	}
-	var list []string
-	if err := json.Unmarshal(b, &list); err != nil || len(list) == 0 {
-		return &json.UnmarshalTypeError{Value: "value " + string(b), Type: reflect.TypeFor[string]()}
-	}
-	*s = jobState(list[0])
-	return nil
+	JobID           slurmfmt.Int    `json:"job_id"`
+	ArrayJobID      slurmfmt.Int    `json:"array_job_id"`
+	ArrayTaskID     slurmfmt.Int    `json:"array_task_id"`
+	ArrayTaskString string          `json:"array_task_string"`
+	Name            string          `json:"name"`
+	UserName        string          `json:"user_name"`
+	UserID          slurmfmt.Int    `json:"user_id"`
+	GroupName       string          `json:"group_name"`
+	Account         string          `json:"account"`
+	Partition       string          `json:"partition"`
+	QOS             string          `json:"qos"`
+	JobState        slurmfmt.States `json:"job_state"`
+	ExitCode        slurmfmt.Int    `json:"exit_code"`
+	Priority        slurmfmt.Int    `json:"priority"`
+	SubmitTime      slurmfmt.Int    `json:"submit_time"`
+	EligibleTime    slurmfmt.Int    `json:"eligible_time"`
+	StartTime       slurmfmt.Int    `json:"start_time"`
+	EndTime         slurmfmt.Int    `json:"end_time"`
+	TimeLimit       slurmfmt.Int    `json:"time_limit"`
+	NodeCount       slurmfmt.Int    `json:"node_count"`
+	Nodes           string          `json:"nodes"`
+	CPUs            slurmfmt.Int    `json:"cpus"`
+	Tasks           slurmfmt.Int    `json:"tasks"`
+	GresDetail      []string        `json:"gres_detail"`
+	TRESPerJob      string          `json:"tres_per_job"`
+	TRESPerNode     string          `json:"tres_per_node"`
+	TRESPerTask     string          `json:"tres_per_task"`
+	TRESReqStr      string          `json:"tres_req_str"`
+	TRESAllocStr    string          `json:"tres_alloc_str"`
+	MemoryPerNode   slurmfmt.Int    `json:"memory_per_node"`
+	MemoryPerCPU    slurmfmt.Int    `json:"memory_per_cpu"`
+	Command         string          `json:"command"`
+	BatchFlag       bool            `json:"batch_flag"`
+	WorkDir         string          `json:"current_working_directory"`
 }
 
 // decodeSqueue decodes the output of `squeue --json`. An error means the whole

@@ -1,4 +1,4 @@
-package slurm
+package slurmfmt
 
 import (
 	"fmt"
@@ -6,17 +6,18 @@ import (
 	"strings"
 )
 
-// gpuGres is what one GRES specification says about GPUs.
-type gpuGres struct {
+// GPUs is what a GRES or TRES string says about GPUs.
+type GPUs struct {
 	Type    string  // "a100" in gpu:a100:2; "" when untyped
 	Count   int64   // GPUs
 	Indices []int64 // device indices on the node, from (IDX:…); nil when not given
 }
 
-// parseGresDetail parses one node's entry of squeue's gres_detail, e.g.
+// ParseGresDetail parses one node's entry of squeue's gres_detail, e.g.
 // "gpu:8(IDX:0-7)", "gpu:a100:2(IDX:0,3)" or "gpu:1(IDX:0),mps:0(0/100)".
-// It returns the GPUs of that node; ok is false when the entry holds no GPU.
-func parseGresDetail(s string) (g gpuGres, ok bool, err error) {
+// It returns the GPUs of that node with their device indices; ok is false
+// when the entry holds no GPU. The indices must match the count.
+func ParseGresDetail(s string) (g GPUs, ok bool, err error) {
 	for _, item := range splitOutside(s, ',', '(', ')') {
 		spec, detail, hasDetail := strings.Cut(item, "(")
 		name, typ, count, err := parseGresSpec(spec)
@@ -50,14 +51,17 @@ func parseGresDetail(s string) (g gpuGres, ok bool, err error) {
 	return g, ok, nil
 }
 
-// parseTRESPer parses a squeue tres_per_* field, e.g. "gres:gpu:8",
-// "gres:gpu:a100:2,gres:mps:100" or the older "gpu:8", and returns the GPUs it
-// asks for; ok is false when it asks for none.
-func parseTRESPer(s string) (g gpuGres, ok bool, err error) {
-	if s == "" {
+// ParseTRES parses a GRES or TRES request list and returns the GPUs it
+// names: squeue's tres_per_job/node/task ("gres:gpu:8", "gres/gpu:a100:2,
+// gres:mps:100", the older "gpu:8") or sinfo's gres and gres_used
+// ("gpu:h100:8(S:0-1)", "gpu:8(IDX:0-7)"; what is in parentheses is passed
+// over). ok is false when it names no GPU; "", "(null)" and "N/A" name none.
+func ParseTRES(s string) (g GPUs, ok bool, err error) {
+	if s == "" || s == "(null)" || s == "N/A" {
 		return g, false, nil
 	}
-	for _, item := range strings.Split(s, ",") {
+	for _, item := range splitOutside(s, ',', '(', ')') {
+		item, _, _ = strings.Cut(item, "(")
 		item = strings.TrimPrefix(strings.TrimPrefix(item, "gres:"), "gres/")
 		name, typ, count, err := parseGresSpec(item)
 		if err != nil {
@@ -143,41 +147,4 @@ func splitOutside(s string, sep, open, close byte) []string {
 		}
 	}
 	return append(out, s[start:])
-}
-
-// tresValue returns the value of key in a TRES string such as
-// "cpu=2,mem=2000M,node=2,billing=2,gres/gpu=16"; ok is false when absent.
-func tresValue(s, key string) (string, bool) {
-	for _, kv := range strings.Split(s, ",") {
-		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
-			return v, true
-		}
-	}
-	return "", false
-}
-
-// parseMem parses a TRES memory amount, "2000M", "4G", "512K" or a bare
-// number of megabytes, into bytes.
-func parseMem(s string) (int64, error) {
-	mult := int64(1 << 20)
-	num := s
-	if s != "" {
-		switch s[len(s)-1] {
-		case 'K', 'k':
-			mult, num = 1<<10, s[:len(s)-1]
-		case 'M', 'm':
-			mult, num = 1<<20, s[:len(s)-1]
-		case 'G', 'g':
-			mult, num = 1<<30, s[:len(s)-1]
-		case 'T', 't':
-			mult, num = 1<<40, s[:len(s)-1]
-		case 'P', 'p':
-			mult, num = 1<<50, s[:len(s)-1]
-		}
-	}
-	n, err := strconv.ParseFloat(num, 64)
-	if err != nil || n < 0 || n*float64(mult) > 1<<62 {
-		return 0, fmt.Errorf("memory amount %q is not a size", s)
-	}
-	return int64(n * float64(mult)), nil
 }

@@ -1,4 +1,4 @@
-package slurm
+package slurmfmt
 
 import (
 	"fmt"
@@ -7,17 +7,18 @@ import (
 )
 
 // MaxHosts bounds how many names ExpandHostlist returns, so that a hostile or
-// corrupt expression such as "n[0-999999999]" fails instead of exhausting memory.
-const MaxHosts = 1 << 16
+// corrupt expression such as "n[0-999999999]" fails instead of exhausting
+// memory. It is above the node count of the largest Slurm clusters.
+const MaxHosts = 1 << 17
 
 // ExpandHostlist expands a Slurm hostlist expression into host names, in
 // order: "gpu[1-2,4]" → gpu1, gpu2, gpu4; "n[01-02]" keeps the zero padding of
 // the lower bound; several bracket groups in one name give their product
 // ("r[1-2]n[1-2]" → r1n1, r1n2, r2n1, r2n2); names are separated by commas
-// outside brackets. The empty string expands to no hosts. Errors name the
-// offset and what is wrong.
+// outside brackets. The empty string and "(null)" (Slurm's way of printing
+// no list) expand to no hosts. Errors name the offset and what is wrong.
 func ExpandHostlist(s string) ([]string, error) {
-	if s == "" {
+	if s == "" || s == "(null)" {
 		return nil, nil
 	}
 	var out []string

@@ -1,0 +1,108 @@
+package slurmfmt
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestParseGres(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want GPUs
+		ok   bool
+		err  string
+	}{
+		{"gpu:8(IDX:0-7)", GPUs{Count: 8, Indices: []int64{0, 1, 2, 3, 4, 5, 6, 7}}, true, ""},
+		{"gpu:a100:2(IDX:0,3)", GPUs{Type: "a100", Count: 2, Indices: []int64{0, 3}}, true, ""},
+		{"gpu:1(IDX:5),mps:0(0/100,0/100)", GPUs{Count: 1, Indices: []int64{5}}, true, ""},
+		{"gpu:2(IDX:N/A)", GPUs{Count: 2}, true, ""},
+		{"mps:100", GPUs{}, false, ""},
+		{"", GPUs{}, false, "empty GRES name"},
+		{"gpu:2(IDX:0)", GPUs{}, false, "2 GPUs but 1 indices"},
+		{"gpu:2(IDX:1-0)", GPUs{}, false, "bad GPU index range"},
+		{"gpu:x:y", GPUs{}, false, "not a number"},
+		{"gpu:2(IDX:0-1", GPUs{}, false, "not closed"},
+	} {
+		got, ok, err := ParseGresDetail(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("ParseGresDetail(%q) error = %v; want one containing %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || ok != tc.ok || got.Type != tc.want.Type || got.Count != tc.want.Count || !slices.Equal(got.Indices, tc.want.Indices) {
+			t.Errorf("ParseGresDetail(%q) = %+v, %v, %v; want %+v, %v", tc.in, got, ok, err, tc.want, tc.ok)
+		}
+	}
+	for _, tc := range []struct {
+		in    string
+		count int64
+		typ   string
+		ok    bool
+	}{
+		{"gres:gpu:8", 8, "", true},
+		{"gres:gpu:a100:2,gres:mps:100", 2, "a100", true},
+		{"gpu", 1, "", true},
+		{"gres/gpu:3", 3, "", true},
+		{"", 0, "", false},
+		{"gres:shard:2", 0, "", false},
+		{"gres/gpu:a100:2,gres:mps:100", 2, "a100", true},
+		{"gpu:h100:2(IDX:0-1)", 2, "h100", true},
+		{"gpu:h100:8(S:0-1),mps:100", 8, "h100", true},
+		{"gpu:a100", 1, "a100", true},
+		{"mps:100", 0, "", false},
+		{"(null)", 0, "", false},
+		{"N/A", 0, "", false},
+	} {
+		g, ok, err := ParseTRES(tc.in)
+		if err != nil || ok != tc.ok || g.Count != tc.count || g.Type != tc.typ {
+			t.Errorf("ParseTRES(%q) = %+v, %v, %v; want count %d type %q ok %v", tc.in, g, ok, err, tc.count, tc.typ, tc.ok)
+		}
+	}
+}
+
+// TestParseTRESErrors: a GPU request that cannot be read is an error, not
+// zero GPUs.
+func TestParseTRESErrors(t *testing.T) {
+	for _, tc := range []struct{ in, err string }{
+		{"gpu:a:b", "not a number"},
+		{"gpu:-1", "out of range"},
+		{"gpu:a100:2:x", "more than name:type:count"},
+		{"gres:gpu:8,,gres:mps:1", "empty GRES name"},
+	} {
+		if g, ok, err := ParseTRES(tc.in); err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("ParseTRES(%q) = %+v, %v, %v; want an error containing %q", tc.in, g, ok, err, tc.err)
+		}
+	}
+}
+
+func FuzzParseTRES(f *testing.F) {
+	for _, s := range []string{"gres:gpu:8", "gres/gpu:a100:2,gres:mps:100", "gpu:h100:8(S:0-1)", "gpu:8(IDX:0-7)", "(null)", "gpu:x:y"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		g, ok, err := ParseTRES(s)
+		if err != nil {
+			return
+		}
+		if g.Count < 0 || !ok && g.Count != 0 {
+			t.Errorf("ParseTRES(%q) = %+v, %v", s, g, ok)
+		}
+	})
+}
+
+func FuzzParseGresDetail(f *testing.F) {
+	for _, s := range []string{"gpu:8(IDX:0-7)", "gpu:a100:2(IDX:0,3)", "gpu:1(IDX:5),mps:0(0/100,0/100)", "gpu:2(IDX:N/A)", "gpu:2(IDX:0-4095)"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		g, ok, err := ParseGresDetail(s)
+		if err != nil {
+			return
+		}
+		if g.Count < 0 || !ok && g.Count != 0 || g.Indices != nil && int64(len(g.Indices)) != g.Count {
+			t.Errorf("ParseGresDetail(%q) = %+v, %v", s, g, ok)
+		}
+	})
+}
