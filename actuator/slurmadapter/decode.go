@@ -148,9 +148,63 @@ func gpuCount(s string) (n int, ok bool, err error) {
 	return clampInt(g.Count), ok, err
 }
 
+// sinfoDoc is `sinfo -N --json`: Slurm 22.05 to 23.02 write one record per
+// node under "nodes"; from 23.11 (OpenAPI v0.0.40) sinfo writes its own
+// records under "sinfo", one per node and partition with -N.
 type sinfoDoc struct {
 	Errors []json.RawMessage `json:"errors"`
 	Nodes  *[]sinfoNode      `json:"nodes"`
+	Sinfo  *[]sinfoRecord    `json:"sinfo"`
+}
+
+// sinfoRecord is the part of a 23.11+ sinfo record the adapter reads. Without
+// -N a record may stand for several nodes of the same state and shape; its
+// allocation counts are then the group's, so every node of a group with
+// anything allocated reads as busy.
+type sinfoRecord struct {
+	Node struct {
+		State slurmfmt.States `json:"state"`
+	} `json:"node"`
+	Nodes struct {
+		Nodes []string `json:"nodes"`
+	} `json:"nodes"`
+	Partition struct {
+		Name string `json:"name"`
+	} `json:"partition"`
+	Gres struct {
+		Total string `json:"total"`
+		Used  string `json:"used"`
+	} `json:"gres"`
+	CPUs struct {
+		Allocated slurmfmt.Int `json:"allocated"`
+	} `json:"cpus"`
+	Memory struct {
+		Allocated slurmfmt.Int `json:"allocated"`
+	} `json:"memory"`
+}
+
+// nodes returns the record as one sinfoNode per node it names.
+func (r sinfoRecord) nodes() ([]sinfoNode, error) {
+	var names []string
+	for _, n := range r.Nodes.Nodes {
+		more, err := slurmfmt.ExpandHostlist(n)
+		if err != nil {
+			return nil, err
+		}
+		names = append(names, more...)
+	}
+	if len(names) == 0 {
+		return nil, errors.New("no node names")
+	}
+	out := make([]sinfoNode, len(names))
+	for i, name := range names {
+		out[i] = sinfoNode{Name: name, State: r.Node.State, Gres: r.Gres.Total, GresUsed: r.Gres.Used,
+			AllocCPUs: r.CPUs.Allocated, AllocMem: r.Memory.Allocated}
+		if r.Partition.Name != "" {
+			out[i].Partitions = []string{r.Partition.Name}
+		}
+	}
+	return out, nil
 }
 
 type sinfoNode struct {
@@ -173,12 +227,24 @@ func decodeSinfo(b []byte) ([]adapter.Node, error) {
 	if len(doc.Errors) > 0 {
 		return nil, fmt.Errorf("sinfo --json: %w: %s", ErrReported, clip(doc.Errors))
 	}
-	if doc.Nodes == nil {
-		return nil, fmt.Errorf("sinfo --json: %w: no \"nodes\" list", ErrShape)
+	var records []sinfoNode
+	switch {
+	case doc.Nodes != nil:
+		records = *doc.Nodes
+	case doc.Sinfo != nil:
+		for i, r := range *doc.Sinfo {
+			nodes, err := r.nodes()
+			if err != nil {
+				return nil, fmt.Errorf("sinfo --json: %w: record %d: %v", ErrRecord, i, err)
+			}
+			records = append(records, nodes...)
+		}
+	default:
+		return nil, fmt.Errorf("sinfo --json: %w: neither a \"nodes\" nor a \"sinfo\" list", ErrShape)
 	}
 	seen := map[string]int{}
 	var out []adapter.Node
-	for i, sn := range *doc.Nodes {
+	for i, sn := range records {
 		if sn.Name == "" {
 			return nil, fmt.Errorf("sinfo --json: %w: node %d has no name", ErrRecord, i)
 		}

@@ -91,6 +91,10 @@ func TestDecodeErrors(t *testing.T) {
 		{"squeue bad host list", sq, `{"jobs": [{"job_id": 7, "job_state": "PENDING", "required_nodes": "gpu[1-"}]}`, ErrRecord, "job 7"},
 		{"squeue bad gres", sq, `{"jobs": [{"job_id": 7, "job_state": "PENDING", "tres_per_node": "gres:gpu:a:b"}]}`, ErrRecord, "job 7"},
 		{"sinfo no nodes", si, `{"errors": []}`, ErrShape, `"nodes"`},
+		{"sinfo record without names", si, `{"sinfo": [{"node": {"state": ["IDLE"]}, "nodes": {"nodes": []}}]}`, ErrRecord, "record 0"},
+		{"sinfo record bad host", si, `{"sinfo": [{"node": {"state": ["IDLE"]}, "nodes": {"nodes": ["n[1-"]}}]}`, ErrRecord, "record 0"},
+		{"sinfo record stateless", si, `{"sinfo": [{"nodes": {"nodes": ["n1"]}}]}`, ErrRecord, "n1"},
+		{"sinfo record bad allocation", si, `{"sinfo": [{"nodes": {"nodes": ["n1"]}, "cpus": {"allocated": "x"}}]}`, ErrShape, "allocated"},
 		{"sinfo nameless", si, `{"nodes": [{"state": "idle"}]}`, ErrRecord, "node 0"},
 		{"sinfo stateless", si, `{"nodes": [{"name": "n1"}]}`, ErrRecord, "n1"},
 		{"sinfo bad gres used", si, `{"nodes": [{"name": "n1", "state": "idle", "gres_used": "gpu:x:y"}]}`, ErrRecord, "n1"},
@@ -148,6 +152,36 @@ func TestDecodeLaterVersions(t *testing.T) {
 	}
 }
 
+// TestDecodeSinfoRecords reads the node records of `sinfo -N --json` from
+// Slurm 23.11 on (OpenAPI v0.0.40): "sinfo" instead of "nodes", one record
+// per node and partition, states as lists, GRES and allocations nested.
+func TestDecodeSinfoRecords(t *testing.T) {
+	nodes, err := decodeSinfo([]byte(`{"errors": [], "warnings": [], "sinfo": [
+		{"port": 6818, "partition": {"name": "gpu"}, "node": {"state": ["IDLE"]}, "nodes": {"allocated": 0, "idle": 1, "total": 1, "nodes": ["g1"]},
+		 "cpus": {"allocated": 0, "idle": 64, "total": 64}, "memory": {"minimum": 512000, "allocated": 0}, "gres": {"total": "gpu:h100:8(S:0-1)", "used": "gpu:h100:0(IDX:N/A)"}},
+		{"partition": {"name": "gpu"}, "node": {"state": ["MIXED"]}, "nodes": {"nodes": ["g2"]},
+		 "cpus": {"allocated": 8}, "memory": {"allocated": 0}, "gres": {"total": "gpu:h100:8(S:0-1)", "used": "gpu:h100:2(IDX:0-1)"}},
+		{"partition": {"name": "debug"}, "node": {"state": ["MIXED"]}, "nodes": {"nodes": ["g2"]},
+		 "cpus": {"allocated": 8}, "gres": {"total": "gpu:h100:8(S:0-1)", "used": "gpu:h100:2(IDX:0-1)"}},
+		{"partition": {"name": "gpu"}, "node": {"state": ["IDLE", "POWERED_DOWN"]}, "nodes": {"nodes": ["g3"]},
+		 "cpus": {"allocated": 0}, "memory": {"allocated": {"set": true, "infinite": false, "number": 0}}, "gres": {"total": "gpu:h100:8", "used": ""}},
+		{"partition": {"name": "gpu"}, "node": {"state": ["IDLE", "DRAIN"]}, "nodes": {"nodes": ["g[4-5]"]},
+		 "cpus": {"allocated": 0}, "gres": {"total": "gpu:8", "used": "gpu:0"}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []adapter.Node{
+		{Name: "g1", Partitions: []string{"gpu"}, GPUs: 8, FreeGPUs: 8, Power: adapter.PowerOn, State: "idle"},
+		{Name: "g2", Partitions: []string{"gpu", "debug"}, GPUs: 8, FreeGPUs: 6, Busy: true, Power: adapter.PowerOn, State: "mixed"},
+		{Name: "g3", Partitions: []string{"gpu"}, GPUs: 8, Power: adapter.PowerOff, State: "idle+POWERED_DOWN"},
+		{Name: "g4", Partitions: []string{"gpu"}, GPUs: 8, Unusable: true, Power: adapter.PowerOn, State: "idle+DRAIN"},
+		{Name: "g5", Partitions: []string{"gpu"}, GPUs: 8, Unusable: true, Power: adapter.PowerOn, State: "idle+DRAIN"},
+	}
+	if !reflect.DeepEqual(nodes, want) {
+		t.Errorf("decodeSinfo =\n%+v\nwant\n%+v", nodes, want)
+	}
+}
+
 func TestGPUCount(t *testing.T) {
 	for _, tc := range []struct {
 		in  string
@@ -194,6 +228,7 @@ func FuzzDecodeSqueue(f *testing.F) {
 func FuzzDecodeSinfo(f *testing.F) {
 	f.Add(readFixture(f, "sinfo.json"))
 	f.Add([]byte(`{"nodes": [{"name": "b", "state": ["ALLOCATED", "POWER_DOWN"], "partitions": ["p"], "gres": "gpu:8", "gres_used": "gpu:8(IDX:0-7)"}]}`))
+	f.Add([]byte(`{"sinfo": [{"partition": {"name": "p"}, "node": {"state": ["MIXED"]}, "nodes": {"nodes": ["g[1-2]"]}, "cpus": {"allocated": 8}, "gres": {"total": "gpu:h100:8(S:0-1)", "used": "gpu:h100:2(IDX:0-1)"}}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		nodes, err := decodeSinfo(b)
 		if err != nil {

@@ -1,6 +1,7 @@
 // Package slurmadapter is the actuator's Slurm scheduler (adapter.Scheduler):
-// it reads pending jobs with `squeue --json` and nodes with `sinfo --json`
-// (Slurm 22.05: OpenAPI v0.0.38; later versions' shapes are read too), sets a
+// it reads pending jobs with `squeue --json` and nodes with `sinfo -N --json`
+// (Slurm 22.05: OpenAPI v0.0.38; later versions' shapes are read too, among
+// them 23.11's sinfo records), sets a
 // job's priority with `scontrol update jobid=J priority=P`, and powers nodes
 // with `scontrol update nodename=N state=POWER_DOWN|POWER_UP`.
 //
@@ -128,7 +129,9 @@ func (s *Scheduler) pending(ctx context.Context) ([]adapter.Job, error) {
 }
 
 func (s *Scheduler) nodes(ctx context.Context, names ...string) ([]adapter.Node, error) {
-	args := []string{"--json"}
+	// -N: one record per node (and partition) from Slurm 23.11 on; 22.05
+	// prints the same per-node document with or without it.
+	args := []string{"-N", "--json"}
 	if len(names) > 0 {
 		args = append(args, "--nodes="+strings.Join(names, ","))
 	}

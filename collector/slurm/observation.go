@@ -83,7 +83,7 @@ func observeSqueue(j *squeueJob) ([]*observation, error) {
 		if ev.EndMillis < ev.StartMillis {
 			return nil, fmt.Errorf("job %s: end_time %d before start_time %d", id, j.EndTime.V, j.StartTime.V)
 		}
-		ev.ExitCode = exitCode(j.ExitCode.V)
+		ev.ExitCode = j.ExitCode.Or(schemas.Unknown)
 	}
 	if err := observeResources(j, &ev, o); err != nil {
 		return nil, fmt.Errorf("job %s: %w", id, err)

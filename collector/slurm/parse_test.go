@@ -255,12 +255,13 @@ func TestDecodeSqueueErrors(t *testing.T) {
 	}
 	// Later OpenAPI versions wrap numbers and lists states.
 	r, err := decodeSqueue([]byte(`{"jobs": [{"job_id": 7, "job_state": ["RUNNING", "COMPLETING"], "time_limit": {"set": true, "infinite": false, "number": 10},
-		"priority": {"set": false, "number": 0}, "submit_time": {"set": true, "number": 100}}]}`))
+		"priority": {"set": false, "number": 0}, "submit_time": {"set": true, "number": 100},
+		"exit_code": {"status": ["SIGNALED"], "return_code": {"set": true, "infinite": false, "number": 0}, "signal": {"id": {"set": true, "infinite": false, "number": 9}, "name": "KILL"}}}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	j := r.Jobs[0]
-	if j.JobState.Base() != "RUNNING" || j.TimeLimit != (slurmfmt.Int{V: 10, Set: true}) || j.Priority.Set || j.SubmitTime.V != 100 {
+	if j.JobState.Base() != "RUNNING" || j.TimeLimit != (slurmfmt.Int{V: 10, Set: true}) || j.Priority.Set || j.SubmitTime.V != 100 || j.ExitCode.Or(-1) != 137 {
 		t.Errorf("decoded %+v", j)
 	}
 }

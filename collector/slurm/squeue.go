@@ -30,40 +30,40 @@ type squeueResponse struct {
 // the tasks still pending ("0-2", "1,3-5%2"); each task that starts gets its
 // own record with its own job_id.
 type squeueJob struct {
-	JobID           slurmfmt.Int    `json:"job_id"`
-	ArrayJobID      slurmfmt.Int    `json:"array_job_id"`
-	ArrayTaskID     slurmfmt.Int    `json:"array_task_id"`
-	ArrayTaskString string          `json:"array_task_string"`
-	Name            string          `json:"name"`
-	UserName        string          `json:"user_name"`
-	UserID          slurmfmt.Int    `json:"user_id"`
-	GroupName       string          `json:"group_name"`
-	Account         string          `json:"account"`
-	Partition       string          `json:"partition"`
-	QOS             string          `json:"qos"`
-	JobState        slurmfmt.States `json:"job_state"`
-	ExitCode        slurmfmt.Int    `json:"exit_code"`
-	Priority        slurmfmt.Int    `json:"priority"`
-	SubmitTime      slurmfmt.Int    `json:"submit_time"`
-	EligibleTime    slurmfmt.Int    `json:"eligible_time"`
-	StartTime       slurmfmt.Int    `json:"start_time"`
-	EndTime         slurmfmt.Int    `json:"end_time"`
-	TimeLimit       slurmfmt.Int    `json:"time_limit"`
-	NodeCount       slurmfmt.Int    `json:"node_count"`
-	Nodes           string          `json:"nodes"`
-	CPUs            slurmfmt.Int    `json:"cpus"`
-	Tasks           slurmfmt.Int    `json:"tasks"`
-	GresDetail      []string        `json:"gres_detail"`
-	TRESPerJob      string          `json:"tres_per_job"`
-	TRESPerNode     string          `json:"tres_per_node"`
-	TRESPerTask     string          `json:"tres_per_task"`
-	TRESReqStr      string          `json:"tres_req_str"`
-	TRESAllocStr    string          `json:"tres_alloc_str"`
-	MemoryPerNode   slurmfmt.Int    `json:"memory_per_node"`
-	MemoryPerCPU    slurmfmt.Int    `json:"memory_per_cpu"`
-	Command         string          `json:"command"`
-	BatchFlag       bool            `json:"batch_flag"`
-	WorkDir         string          `json:"current_working_directory"`
+	JobID           slurmfmt.Int      `json:"job_id"`
+	ArrayJobID      slurmfmt.Int      `json:"array_job_id"`
+	ArrayTaskID     slurmfmt.Int      `json:"array_task_id"`
+	ArrayTaskString string            `json:"array_task_string"`
+	Name            string            `json:"name"`
+	UserName        string            `json:"user_name"`
+	UserID          slurmfmt.Int      `json:"user_id"`
+	GroupName       string            `json:"group_name"`
+	Account         string            `json:"account"`
+	Partition       string            `json:"partition"`
+	QOS             string            `json:"qos"`
+	JobState        slurmfmt.States   `json:"job_state"`
+	ExitCode        slurmfmt.ExitCode `json:"exit_code"`
+	Priority        slurmfmt.Int      `json:"priority"`
+	SubmitTime      slurmfmt.Int      `json:"submit_time"`
+	EligibleTime    slurmfmt.Int      `json:"eligible_time"`
+	StartTime       slurmfmt.Int      `json:"start_time"`
+	EndTime         slurmfmt.Int      `json:"end_time"`
+	TimeLimit       slurmfmt.Int      `json:"time_limit"`
+	NodeCount       slurmfmt.Int      `json:"node_count"`
+	Nodes           string            `json:"nodes"`
+	CPUs            slurmfmt.Int      `json:"cpus"`
+	Tasks           slurmfmt.Int      `json:"tasks"`
+	GresDetail      []string          `json:"gres_detail"`
+	TRESPerJob      string            `json:"tres_per_job"`
+	TRESPerNode     string            `json:"tres_per_node"`
+	TRESPerTask     string            `json:"tres_per_task"`
+	TRESReqStr      string            `json:"tres_req_str"`
+	TRESAllocStr    string            `json:"tres_alloc_str"`
+	MemoryPerNode   slurmfmt.Int      `json:"memory_per_node"`
+	MemoryPerCPU    slurmfmt.Int      `json:"memory_per_cpu"`
+	Command         string            `json:"command"`
+	BatchFlag       bool              `json:"batch_flag"`
+	WorkDir         string            `json:"current_working_directory"`
 }
 
 // decodeSqueue decodes the output of `squeue --json`. An error means the whole
@@ -137,15 +137,6 @@ func normalizeState(s string) (schemas.JobState, stateKind, error) {
 		return schemas.StateOutOfMemory, kindFinal, nil
 	}
 	return 0, 0, fmt.Errorf("unknown job state %q", s)
-}
-
-// exitCode turns a wait(2) status into one number: the exit status, or 128
-// plus the signal for a job killed by a signal, as a shell reports it.
-func exitCode(status int64) int64 {
-	if sig := status & 0x7f; sig != 0 {
-		return 128 + sig
-	}
-	return (status >> 8) & 0xff
 }
 
 // expandArrayTasks expands a pending array's array_task_string, "0-2",

@@ -109,3 +109,65 @@ func (s States) Base() string {
 func typeErr(value string, t reflect.Type) error {
 	return &json.UnmarshalTypeError{Value: value, Type: t}
 }
+
+// ExitCode is a job's exit code in `squeue --json`: a wait(2) status in
+// Slurm 22.05 to 23.02 (a number, or an Int object), and from OpenAPI v0.0.40
+// (Slurm 23.11) an object {"status": […], "return_code": Int, "signal":
+// {"id": Int, "name": …}}. Code is what a shell reports: the exit status, or
+// 128 plus the signal that killed the job.
+type ExitCode struct {
+	Code int64
+	Set  bool
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (c *ExitCode) UnmarshalJSON(b []byte) error {
+	*c = ExitCode{}
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '{' {
+		var v struct {
+			Status     []string `json:"status"`
+			ReturnCode *Int     `json:"return_code"`
+			Signal     *struct {
+				ID Int `json:"id"`
+			} `json:"signal"`
+		}
+		if err := json.Unmarshal(b, &v); err != nil {
+			return err
+		}
+		if v.Status != nil || v.ReturnCode != nil || v.Signal != nil {
+			switch {
+			case v.Signal != nil && v.Signal.ID.Set && v.Signal.ID.V > 0 && v.Signal.ID.V < 128:
+				*c = ExitCode{Code: 128 + v.Signal.ID.V, Set: true}
+			case v.ReturnCode != nil && v.ReturnCode.Set:
+				*c = ExitCode{Code: v.ReturnCode.V, Set: true}
+			}
+			return nil
+		}
+	}
+	var status Int
+	if err := status.UnmarshalJSON(b); err != nil {
+		return err
+	}
+	if status.Set {
+		*c = ExitCode{Code: WaitStatus(status.V), Set: true}
+	}
+	return nil
+}
+
+// Or returns the code, or def when unset.
+func (c ExitCode) Or(def int64) int64 {
+	if !c.Set {
+		return def
+	}
+	return c.Code
+}
+
+// WaitStatus turns a wait(2) status into what a shell reports: the exit
+// status, or 128 plus the signal for a process killed by a signal.
+func WaitStatus(status int64) int64 {
+	if sig := status & 0x7f; sig != 0 {
+		return 128 + sig
+	}
+	return (status >> 8) & 0xff
+}

@@ -70,6 +70,37 @@ func TestStates(t *testing.T) {
 	}
 }
 
+func TestExitCode(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want ExitCode
+		err  bool
+	}{
+		{`0`, ExitCode{0, true}, false},
+		{`768`, ExitCode{3, true}, false}, // wait status: exit 3
+		{`9`, ExitCode{137, true}, false}, // wait status: killed by SIGKILL
+		{`null`, ExitCode{}, false},
+		{`{"set": true, "infinite": false, "number": 256}`, ExitCode{1, true}, false},
+		{`{"status": ["SUCCESS"], "return_code": {"set": true, "infinite": false, "number": 0}, "signal": {"id": {"set": false, "infinite": false, "number": 0}, "name": ""}}`, ExitCode{0, true}, false},
+		{`{"status": ["ERROR"], "return_code": {"set": true, "infinite": false, "number": 2}, "signal": {"id": {"set": false, "number": 0}}}`, ExitCode{2, true}, false},
+		{`{"status": ["SIGNALED"], "return_code": {"set": true, "number": 0}, "signal": {"id": {"set": true, "number": 15}, "name": "TERM"}}`, ExitCode{143, true}, false},
+		{`{"status": ["PENDING"], "return_code": {"set": false, "number": 0}}`, ExitCode{}, false},
+		{`{"return_code": {"set": true, "number": 1}, "signal": {"id": {"set": true, "number": 9223372036854775807}}}`, ExitCode{1, true}, false},
+		{`{"status": "x"}`, ExitCode{}, true},
+		{`{"return_code": "x"}`, ExitCode{}, true},
+		{`"0"`, ExitCode{}, true},
+	} {
+		var c ExitCode
+		err := json.Unmarshal([]byte(tc.in), &c)
+		if (err != nil) != tc.err || !tc.err && c != tc.want {
+			t.Errorf("%s: %+v, %v; want %+v, error %v", tc.in, c, err, tc.want, tc.err)
+		}
+	}
+	if got := (ExitCode{}).Or(-1); got != -1 {
+		t.Errorf("unset Or(-1) = %d", got)
+	}
+}
+
 func FuzzInt(f *testing.F) {
 	for _, s := range []string{`7`, `null`, `{"set": true, "number": 4}`, `18446744073709551615`, `1e300`, `{"number": {"number": 1}}`} {
 		f.Add(s)
@@ -81,6 +112,30 @@ func FuzzInt(f *testing.F) {
 		}
 		if !n.Set && n.V != 0 {
 			t.Errorf("%q: unset Int with value %d", s, n.V)
+		}
+	})
+}
+
+func FuzzExitCode(f *testing.F) {
+	for _, s := range []string{`768`, `null`, `{"set": true, "number": 256}`, `{"status": ["SIGNALED"], "return_code": {"set": true, "number": 0}, "signal": {"id": {"set": true, "number": 15}}}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var c ExitCode
+		if err := c.UnmarshalJSON([]byte(s)); err != nil {
+			return
+		}
+		if !c.Set && c.Code != 0 {
+			t.Errorf("%q: unset with code %d", s, c.Code)
+		}
+		// A wait status always reads as a shell's 0 to 255.
+		plain := !strings.HasPrefix(strings.TrimSpace(s), "{")
+		if plain && c.Set && (c.Code < 0 || c.Code > 255) {
+			t.Errorf("%q: code %d from a wait status", s, c.Code)
+		}
+		var again ExitCode
+		if err := again.UnmarshalJSON([]byte(s)); err != nil || again != c {
+			t.Errorf("%q: decoded twice as %+v and %+v, %v", s, c, again, err)
 		}
 	})
 }
