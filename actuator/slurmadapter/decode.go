@@ -46,29 +46,7 @@ func errKind(err error) string {
 
 type squeueDoc struct {
 	Errors []json.RawMessage `json:"errors"`
-	Jobs   *[]squeueJob      `json:"jobs"`
-}
-
-type squeueJob struct {
-	JobID          slurmfmt.Int    `json:"job_id"`
-	Name           string          `json:"name"`
-	UserName       string          `json:"user_name"`
-	Partition      string          `json:"partition"`
-	JobState       slurmfmt.States `json:"job_state"`
-	Priority       slurmfmt.Int    `json:"priority"`
-	SubmitTime     slurmfmt.Int    `json:"submit_time"`
-	TimeLimit      slurmfmt.Int    `json:"time_limit"` // minutes; null: unlimited
-	NodeCount      slurmfmt.Int    `json:"node_count"`
-	Nodes          string          `json:"nodes"`
-	RequiredNodes  string          `json:"required_nodes"`
-	TRESPerNode    string          `json:"tres_per_node"`
-	TRESPerJob     string          `json:"tres_per_job"`
-	TRESPerTask    string          `json:"tres_per_task"`
-	Tasks          slurmfmt.Int    `json:"tasks"`
-	ArrayJobID     slurmfmt.Int    `json:"array_job_id"`
-	ArrayTaskID    slurmfmt.Int    `json:"array_task_id"`
-	ArrayTaskRange string          `json:"array_task_string"`
-	StateReason    string          `json:"state_reason"`
+	Jobs   *[]slurmfmt.Job   `json:"jobs"`
 }
 
 // decodeSqueue reads `squeue --json` and returns its pending jobs in order of
@@ -127,7 +105,7 @@ func decodeSqueue(b []byte) ([]adapter.Job, error) {
 
 // jobGPUs returns the GPUs a pending job asks for: per job, or per node ×
 // nodes, or per task × tasks.
-func jobGPUs(j squeueJob) (int, error) {
+func jobGPUs(j slurmfmt.Job) (int, error) {
 	if n, ok, err := gpuCount(j.TRESPerJob); err != nil || ok {
 		return n, err
 	}

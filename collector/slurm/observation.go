@@ -23,7 +23,7 @@ type observation struct {
 
 // observeSqueue turns one squeue record into observations: one, or one per
 // pending task of a pending array.
-func observeSqueue(j *squeueJob) ([]*observation, error) {
+func observeSqueue(j *slurmfmt.Job) ([]*observation, error) {
 	if !j.JobID.Set || j.JobID.V <= 0 {
 		return nil, fmt.Errorf("job_id %d is not a job id", j.JobID.V)
 	}
@@ -121,7 +121,7 @@ func observeSqueue(j *squeueJob) ([]*observation, error) {
 
 // observeResources fills GPUs, GPU type, memory and, for a running job, the
 // GPU indices per node.
-func observeResources(j *squeueJob, ev *schemas.JobEvent, o *observation) error {
+func observeResources(j *slurmfmt.Job, ev *schemas.JobEvent, o *observation) error {
 	// GPUs asked for: per job, per node or per task, whichever is given.
 	// The request is the same whether the job waits or runs, so an event
 	// re-emitted later carries the same count.

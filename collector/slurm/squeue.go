@@ -21,49 +21,7 @@ type squeueResponse struct {
 		} `json:"plugin"`
 	} `json:"meta"`
 	Errors []json.RawMessage `json:"errors"`
-	Jobs   []squeueJob       `json:"jobs"`
-}
-
-// squeueJob is one job record of `squeue --json`. Times are Unix seconds, 0
-// when unset; time_limit is in minutes and null when unlimited; exit_code is a
-// wait(2) status. A pending array is one record whose array_task_string lists
-// the tasks still pending ("0-2", "1,3-5%2"); each task that starts gets its
-// own record with its own job_id.
-type squeueJob struct {
-	JobID           slurmfmt.Int      `json:"job_id"`
-	ArrayJobID      slurmfmt.Int      `json:"array_job_id"`
-	ArrayTaskID     slurmfmt.Int      `json:"array_task_id"`
-	ArrayTaskString string            `json:"array_task_string"`
-	Name            string            `json:"name"`
-	UserName        string            `json:"user_name"`
-	UserID          slurmfmt.Int      `json:"user_id"`
-	GroupName       string            `json:"group_name"`
-	Account         string            `json:"account"`
-	Partition       string            `json:"partition"`
-	QOS             string            `json:"qos"`
-	JobState        slurmfmt.States   `json:"job_state"`
-	ExitCode        slurmfmt.ExitCode `json:"exit_code"`
-	Priority        slurmfmt.Int      `json:"priority"`
-	SubmitTime      slurmfmt.Int      `json:"submit_time"`
-	EligibleTime    slurmfmt.Int      `json:"eligible_time"`
-	StartTime       slurmfmt.Int      `json:"start_time"`
-	EndTime         slurmfmt.Int      `json:"end_time"`
-	TimeLimit       slurmfmt.Int      `json:"time_limit"`
-	NodeCount       slurmfmt.Int      `json:"node_count"`
-	Nodes           string            `json:"nodes"`
-	CPUs            slurmfmt.Int      `json:"cpus"`
-	Tasks           slurmfmt.Int      `json:"tasks"`
-	GresDetail      []string          `json:"gres_detail"`
-	TRESPerJob      string            `json:"tres_per_job"`
-	TRESPerNode     string            `json:"tres_per_node"`
-	TRESPerTask     string            `json:"tres_per_task"`
-	TRESReqStr      string            `json:"tres_req_str"`
-	TRESAllocStr    string            `json:"tres_alloc_str"`
-	MemoryPerNode   slurmfmt.Int      `json:"memory_per_node"`
-	MemoryPerCPU    slurmfmt.Int      `json:"memory_per_cpu"`
-	Command         string            `json:"command"`
-	BatchFlag       bool              `json:"batch_flag"`
-	WorkDir         string            `json:"current_working_directory"`
+	Jobs   []slurmfmt.Job    `json:"jobs"`
 }
 
 // decodeSqueue decodes the output of `squeue --json`. An error means the whole
