@@ -158,6 +158,8 @@ func TestExpandArrayTasks(t *testing.T) {
 		{"3-1", nil, true},
 		{"0-9:0", nil, true},
 		{"0-99999999", nil, true},
+		// A step past the top of int64 must end the range, not wrap around.
+		{"9223372036854775800-9223372036854775807:5", []int64{9223372036854775800, 9223372036854775805}, false},
 	} {
 		got, err := expandArrayTasks(tc.in)
 		if (err != nil) != tc.err || !slices.Equal(got, tc.want) {

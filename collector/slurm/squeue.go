@@ -127,8 +127,8 @@ func expandArrayTasks(s string) ([]int64, error) {
 		if (b-a)/step+int64(len(out)) >= maxArrayTasks {
 			return nil, fmt.Errorf("array task list %q: more than %d tasks", s, maxArrayTasks)
 		}
-		for n := a; n <= b; n += step {
-			out = append(out, n)
+		for k := int64(0); k <= (b-a)/step; k++ { // a+k*step <= b: no overflow near MaxInt64
+			out = append(out, a+k*step)
 		}
 	}
 	return out, nil

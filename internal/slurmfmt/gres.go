@@ -122,8 +122,8 @@ func expandIndexList(s string) ([]int64, error) {
 		if b-a >= 4096 || len(out)+int(b-a) >= 4096 {
 			return nil, fmt.Errorf("GPU index range %q is too large", item)
 		}
-		for n := a; n <= b; n++ {
-			out = append(out, n)
+		for k := range b - a + 1 { // not n <= b: n++ would wrap at MaxInt64
+			out = append(out, a+k)
 		}
 	}
 	return out, nil

@@ -23,6 +23,7 @@ func TestParseGres(t *testing.T) {
 		{"gpu:2(IDX:1-0)", GPUs{}, false, "bad GPU index range"},
 		{"gpu:x:y", GPUs{}, false, "not a number"},
 		{"gpu:2(IDX:0-1", GPUs{}, false, "not closed"},
+		{"gpu:2(IDX:9223372036854775806-9223372036854775807)", GPUs{Count: 2, Indices: []int64{9223372036854775806, 9223372036854775807}}, true, ""},
 	} {
 		got, ok, err := ParseGresDetail(tc.in)
 		if tc.err != "" {
@@ -93,7 +94,7 @@ func FuzzParseTRES(f *testing.F) {
 }
 
 func FuzzParseGresDetail(f *testing.F) {
-	for _, s := range []string{"gpu:8(IDX:0-7)", "gpu:a100:2(IDX:0,3)", "gpu:1(IDX:5),mps:0(0/100,0/100)", "gpu:2(IDX:N/A)", "gpu:2(IDX:0-4095)"} {
+	for _, s := range []string{"gpu:8(IDX:0-7)", "gpu:a100:2(IDX:0,3)", "gpu:1(IDX:5),mps:0(0/100,0/100)", "gpu:2(IDX:N/A)", "gpu:2(IDX:0-4095)", "gpu:2(IDX:9223372036854775806-9223372036854775807)"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
