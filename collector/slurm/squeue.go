@@ -12,8 +12,8 @@ import (
 	"github.com/heliostat-dev/heliostat/schemas"
 )
 
-// squeueResponse is the part of `squeue --json` (Slurm 22.05: OpenAPI
-// v0.0.38) that the source reads.
+// squeueResponse is the part of `squeue --json` that the source reads (Slurm
+// 22.05, OpenAPI v0.0.38, and the later shapes slurmfmt.Job reads).
 type squeueResponse struct {
 	Meta struct {
 		Plugin struct {

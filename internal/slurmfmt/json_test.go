@@ -28,11 +28,11 @@ func TestInt(t *testing.T) {
 		{`{"number": "x"}`, Int{}, "value \"x\""},
 	} {
 		var v struct {
-			N Int `json:"n"`
+			N Int `json:"time_limit"`
 		}
-		err := json.Unmarshal([]byte(`{"n": `+tc.in+`}`), &v)
+		err := json.Unmarshal([]byte(`{"time_limit": `+tc.in+`}`), &v)
 		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "n") {
+			if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "time_limit") {
 				t.Errorf("%s: error %v; want one naming the field and containing %q", tc.in, err, tc.err)
 			}
 			continue
@@ -112,6 +112,21 @@ func FuzzInt(f *testing.F) {
 		}
 		if !n.Set && n.V != 0 {
 			t.Errorf("%q: unset Int with value %d", s, n.V)
+		}
+	})
+}
+
+func FuzzStates(f *testing.F) {
+	for _, s := range []string{`"PENDING"`, `["IDLE", "POWERED_DOWN"]`, `[]`, `null`, `7`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var st States
+		if err := json.Unmarshal([]byte(s), &st); err != nil {
+			return
+		}
+		if len(st) > 0 && st.Base() != st[0] || len(st) == 0 && st.Base() != "" {
+			t.Errorf("%q: %q has base %q", s, st, st.Base())
 		}
 	})
 }
