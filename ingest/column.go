@@ -68,20 +68,3 @@ func newMetricColumn(m schemas.Metric) metricColumn {
 		return &nullable[uint64]{conv: func(v uint64) uint64 { return v }}
 	}
 }
-
-// clickHouseType is the ClickHouse type newMetricColumn's column maps to.
-func clickHouseType(m schemas.Metric) string {
-	info := m.Info()
-	switch {
-	case info.Float:
-		return "Nullable(Float32)"
-	case info.Max <= math.MaxUint8:
-		return "Nullable(UInt8)"
-	case info.Max <= math.MaxUint16:
-		return "Nullable(UInt16)"
-	case info.Max <= math.MaxUint32:
-		return "Nullable(UInt32)"
-	default:
-		return "Nullable(UInt64)"
-	}
-}

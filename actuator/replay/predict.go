@@ -93,13 +93,7 @@ func (o *online) fresh(j int) time.Duration {
 	return o.apply(j, o.h.Features(&d), d.ReqTime)
 }
 
-// repredict applies the current model to j's submit-time features.
-func (o *online) repredict(j int) time.Duration {
-	return o.apply(j, o.feats[j], time.Duration(max(o.w.Jobs[j].ReqTime, 0))*time.Second)
-}
-
 func (o *online) apply(j int, f duration.Features, req time.Duration) time.Duration {
-
 	if o.model != nil {
 		if p, err := o.model.Predict(f, req); err == nil {
 			return p.Point

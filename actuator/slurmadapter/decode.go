@@ -305,10 +305,7 @@ func node(sn sinfoNode) (adapter.Node, error) {
 	if n.Unusable {
 		n.FreeGPUs = 0
 	}
-	state := []string{strings.ToLower(base)}
-	for _, f := range sortedKeys(flags) {
-		state = append(state, f)
-	}
+	state := append([]string{strings.ToLower(base)}, sortedKeys(flags)...)
 	n.State = strings.Join(state, "+")
 	return n, nil
 }
