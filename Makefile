@@ -6,6 +6,8 @@ GO       ?= go
 BIN      ?= bin/heliostat
 ROWS     ?= 2000000
 PKGS     := ./...
+# staticcheck, pinned; `go run` fetches it through the module proxy on first use.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 export GOFLAGS ?= -buildvcs=false
 
 .PHONY: help build run test test-short deps bench bench-go lint fmt vet fuzz generate clean
@@ -56,8 +58,9 @@ fuzz: ## run every fuzz target for FUZZTIME (30s) each
 vet: ## go vet
 	$(GO) vet $(PKGS)
 
-lint: vet ## gofmt check and vet
+lint: vet ## gofmt check, vet and staticcheck
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) run $(STATICCHECK) $(PKGS)
 
 fmt: ## gofmt the tree
 	gofmt -w .
