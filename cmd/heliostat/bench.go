@@ -19,7 +19,8 @@ func runBench(ctx context.Context, args []string, e *env) error {
 		return runBenchAPI(ctx, args[1:], e)
 	}
 	if len(args) == 0 || args[0] != "ingest" {
-		return fmt.Errorf("bench: want `bench ingest [--rows N] [--json]` or `bench api [--rate 5000 --duration 10s] [--json]`")
+		return subcommandUsage(e, "bench", args, form{"bench ingest [--rows N] [--json]", "Kafka → ClickHouse throughput"},
+			form{"bench api [--rate 5000 --duration 10s] [--json]", "advisory API latency"})
 	}
 	fs := newFlagSet("bench ingest", e)
 	rows := fs.Int("rows", 2_000_000, "GPU samples to push through")

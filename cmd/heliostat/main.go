@@ -47,7 +47,7 @@ type env struct {
 
 func commands() []command {
 	return []command{
-		{"up", "run the whole pipeline on the embedded default (broker, local ClickHouse, collector, ingest)", runUp},
+		{"up", "run the whole pipeline on the embedded default: broker, local ClickHouse, collector (a simulated cluster without a GPU), ingest, predictor, analytics, and on the simulated cluster the actuator", runUp},
 		{"collector", "sample GPUs (NVML, or synthetic without a GPU) and publish to Kafka", runCollector},
 		{"ingest", "consume Kafka into ClickHouse, exactly once", runIngest},
 		{"import", "`import [--format swf|helios] FILE [--to kafka|clickhouse] [--dry-run] [--json]`: a job trace as job events", runImport},
@@ -57,7 +57,7 @@ func commands() []command {
 		{"sim", "`sim --trace FILE [--vcs FILE | --nodes N --gpus-per-node G] --policy fifo,sjf,qssf [--backfill] [--json]`: scheduling replay; `sim ces --series FILE`: energy saving replay", runSim},
 		{"actuator", "the control loop (QSSF priorities, CES power plans) against Slurm, dry run unless --actuator.apply, every action audited; the advisory API", runActuator},
 		{"schema", "ClickHouse schema: `schema apply`, `schema show`", runSchema},
-		{"bench", "benchmarks: `bench ingest [--rows N] [--json]`", runBench},
+		{"bench", "benchmarks: `bench ingest [--rows N] [--json]` (Kafka → ClickHouse), `bench api [--rate 5000 --duration 10s] [--json]` (advisory API latency)", runBench},
 		{"version", "print the version", func(_ context.Context, _ []string, e *env) error {
 			fmt.Fprintln(e.stdout, "heliostat", version)
 			return nil
@@ -88,6 +88,29 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\n`heliostat <command> -h` lists a command's flags.")
+}
+
+// form is one way to call a command that has subcommands: its words and
+// what it does.
+type form struct{ words, does string }
+
+// subcommandUsage answers a command called without one of its subcommands:
+// after -h, --help or help it lists the forms on stdout and succeeds;
+// otherwise it fails, naming them.
+func subcommandUsage(e *env, cmd string, args []string, forms ...form) error {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help") {
+		fmt.Fprintln(e.stdout, "usage:")
+		for _, f := range forms {
+			fmt.Fprintf(e.stdout, "  heliostat %s   (%s)\n", f.words, f.does)
+		}
+		fmt.Fprintf(e.stdout, "\n`heliostat %s <subcommand> -h` lists a subcommand's flags.\n", cmd)
+		return nil
+	}
+	want := make([]string, len(forms))
+	for i, f := range forms {
+		want[i] = fmt.Sprintf("`%s` (%s)", f.words, f.does)
+	}
+	return fmt.Errorf("%s: want %s", cmd, strings.Join(want, " or "))
 }
 
 // logFlags are the logging flags every long-running subcommand takes.

@@ -22,7 +22,8 @@ func runPredictor(ctx context.Context, args []string, e *env) error {
 			return runPredictorRun(ctx, args[1:], e)
 		}
 	}
-	return fmt.Errorf("predictor: want `predictor backtest --trace FILE` or `predictor backtest-demand --series FILE` or `predictor run` (the live predictor)")
+	return subcommandUsage(e, "predictor", args, form{"predictor backtest --trace FILE", "job durations"},
+		form{"predictor backtest-demand --series FILE", "node demand"}, form{"predictor run", "the live predictor"})
 }
 
 // backtestOutput is the JSON of `predictor backtest`: the figures of DESIGN.md

@@ -15,7 +15,7 @@ import (
 
 func runSchema(ctx context.Context, args []string, e *env) error {
 	if len(args) == 0 || (args[0] != "apply" && args[0] != "show") {
-		return fmt.Errorf("schema: want `schema apply` (create or upgrade the tables) or `schema show` (print the DDL)")
+		return subcommandUsage(e, "schema", args, form{"schema apply", "create or upgrade the tables"}, form{"schema show", "print the DDL"})
 	}
 	sub := args[0]
 	fs := newFlagSet("schema "+sub, e)
