@@ -194,3 +194,22 @@ func TestBenchAPIInProcess(t *testing.T) {
 		t.Errorf("state: %d pending, %d history jobs, model v%d; want all set", res.Pending, res.HistoryJobs, res.ModelVersion)
 	}
 }
+
+func TestBenchStart(t *testing.T) {
+	tests := []struct{ now, want string }{
+		{"2026-11-22T06:14:31Z", "2026-11-16T00:00:00Z"}, // Sunday
+		{"2026-11-23T00:00:00Z", "2026-11-23T00:00:00Z"}, // Monday midnight
+		{"2026-11-23T23:59:59Z", "2026-11-23T00:00:00Z"},
+		{"2026-11-25T15:37:00+09:00", "2026-11-23T00:00:00Z"}, // Wednesday, 06:37 UTC
+		{"2026-11-24T00:30:00+02:00", "2026-11-23T00:00:00Z"}, // Tuesday local, Monday UTC
+	}
+	for _, tt := range tests {
+		now, err := time.Parse(time.RFC3339, tt.now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := benchStart(now).Format(time.RFC3339); got != tt.want {
+			t.Errorf("benchStart(%s) = %s, want %s", tt.now, got, tt.want)
+		}
+	}
+}
