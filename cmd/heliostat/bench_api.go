@@ -61,8 +61,13 @@ type benchAPIResult struct {
 	LoadProcess  string             `json:"load_process"`  // "child": the load generator ran as a separate process; "in-process"
 	LoadProcs    int                `json:"load_procs"`    // GOMAXPROCS of the load generator
 	Passes       int                `json:"passes"`        // control-loop passes run during the load (--pass-every)
-	Mix          string             `json:"mix"`           // share of requests per route
-	Latency      string             `json:"latency_basis"` // what a latency measures
+	// CPUStealPct is the share of the machine's CPU time its hypervisor
+	// gave to others during the load (warm-up included), from /proc/stat;
+	// absent where there is none. On a VM, a few percent of steal shows in
+	// the tail.
+	CPUStealPct *float64 `json:"cpu_steal_pct,omitempty"`
+	Mix         string   `json:"mix"`           // share of requests per route
+	Latency     string   `json:"latency_basis"` // what a latency measures
 }
 
 // runBenchAPI is `heliostat bench api`: the advisory API in-process on
@@ -291,6 +296,9 @@ func runBenchAPI(ctx context.Context, args []string, e *env) error {
 func printBenchAPI(e *env, res benchAPIResult) {
 	fmt.Fprintf(e.stdout, "api: %d requests at %.0f/s asked, %.0f/s answered, %d errors; latency p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms (%d cores shared with the load generator, %s, %d connections)\n",
 		res.Requests, res.Rate, res.AchievedRate, res.Errors, res.P50Ms, res.P90Ms, res.P99Ms, res.MaxMs, res.Cores, res.LoadProcess, res.Conns)
+	if res.CPUStealPct != nil {
+		fmt.Fprintf(e.stdout, "  CPU time taken by the hypervisor (steal) during the load: %.1f %%\n", *res.CPUStealPct)
+	}
 	for _, r := range slices.Sorted(func(yield func(string) bool) {
 		for k := range res.P99MsByRoute {
 			if !yield(k) {
@@ -572,6 +580,7 @@ func openLoop(ctx context.Context, addr string, users []string, lc loadConfig) (
 	// microseconds: Go's timers may wake up to a millisecond late, which
 	// would count against the server); the senders take the due ones.
 	due := make(chan int, nWarm+n)
+	cpu0, cpuOK := readCPUTimes()
 	warmStart := time.Now().Add(50 * time.Millisecond)
 	start := warmStart.Add(time.Duration(float64(nWarm) * interval))
 	go func() {
@@ -612,6 +621,11 @@ func openLoop(ctx context.Context, addr string, users []string, lc loadConfig) (
 		Conns: lc.conns, WarmupS: lc.warmup.Seconds(),
 		Mix:     "predict 60%, queue?limit=50 20%, power-plan 10%, actions?limit=20 10%",
 		Latency: "from each request's scheduled send time to the end of its answer"}
+	if cpu1, ok := readCPUTimes(); ok && cpuOK {
+		if pct, ok := stealPct(cpu0, cpu1); ok {
+			res.CPUStealPct = &pct
+		}
+	}
 	all := make([]float64, 0, n)
 	by := map[string][]float64{}
 	for _, s := range samples {

@@ -161,6 +161,9 @@ func TestBenchAPITarget(t *testing.T) {
 	if res.Requests != 200 || res.Errors != 0 || res.Conns != 4 || res.LoadProcess != "child" || res.WarmupS != 0.1 || len(res.P99MsByRoute) != 4 {
 		t.Errorf("got %+v", res)
 	}
+	if _, ok := readCPUTimes(); ok && (res.CPUStealPct == nil || *res.CPUStealPct < 0 || *res.CPUStealPct > 100) {
+		t.Errorf("cpu_steal_pct %v, want a share in [0, 100] where /proc/stat is readable", res.CPUStealPct)
+	}
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	if srv.users["alice"]+srv.users["bob"] == 0 {
