@@ -430,8 +430,8 @@ func runLoadOnly(ctx context.Context, e *env, target string, lc loadConfig, asJS
 // benchStart is when the benchmark's simulated cluster starts: the last
 // Monday 00:00 UTC at or before now. The workload follows the hour and the
 // weekday, so a start of a fixed weekday and hour gives every run the same
-// history, queue and plans; near now, so that time windows on the audit table
-// still hold what the run wrote.
+// history, queue and plans; and it stays within a week of the wall clock, as
+// a live cluster's records would.
 func benchStart(now time.Time) time.Time {
 	d := now.UTC().Truncate(24 * time.Hour)
 	return d.AddDate(0, 0, -(int(d.Weekday())+6)%7)
