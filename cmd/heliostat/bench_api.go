@@ -63,8 +63,8 @@ type benchAPIResult struct {
 	Passes       int                `json:"passes"`        // control-loop passes run during the load (--pass-every)
 	// CPUStealPct is the share of the machine's CPU time its hypervisor
 	// gave to others during the load (warm-up included), from /proc/stat;
-	// absent where there is none. On a VM, a few percent of steal shows in
-	// the tail.
+	// absent where there is none. On the 2-core VM of docs/BENCHMARKS.md,
+	// runs with about 17 % steal had 2–3× the p99 of runs under 10 %.
 	CPUStealPct *float64 `json:"cpu_steal_pct,omitempty"`
 	Mix         string   `json:"mix"`           // share of requests per route
 	Latency     string   `json:"latency_basis"` // what a latency measures
