@@ -6,11 +6,13 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
 func TestDecodeRecord(t *testing.T) {
-	good := appendRecord(nil, "topic", []byte("key"), []byte("value"))
+	withHdr := appendRecord(nil, "topic", []byte("key"), []byte("value"), testHeaders)
+	good := appendRecord(nil, "topic", []byte("key"), []byte("value"), nil)
 	tests := []struct {
 		name    string
 		in      []byte
@@ -28,6 +30,14 @@ func TestDecodeRecord(t *testing.T) {
 		{"bad payload", flipped(good, len(good)-1), errChecksum, len(good)},
 		{"topic length past payload", reframe(good, func(p []byte) { p[0] = 0xff }), errPayload, len(good)},
 		{"key length past payload", reframe(good, func(p []byte) { p[2+5] = 0x7f }), errPayload, len(good)},
+		{"good with headers", withHdr, nil, len(withHdr)},
+		// Payload offsets with headers: topic length 2, topic 5, count 2,
+		// then the first header's key length.
+		{"header count zero", reframe(withHdr, func(p []byte) { p[7], p[8] = 0, 0 }), errPayload, len(withHdr)},
+		{"header count past payload", reframe(withHdr, func(p []byte) { p[7] = 0x7f }), errPayload, len(withHdr)},
+		{"header key length past payload", reframe(withHdr, func(p []byte) { p[9] = 0x7f }), errPayload, len(withHdr)},
+		{"header value length past payload", reframe(withHdr, func(p []byte) { p[11+len(testHeaders[0].Key)] = 0x7f }), errPayload, len(withHdr)},
+		{"headers flag on a record without headers", reframe(good, func(p []byte) { p[0] |= 0x80 }), errPayload, len(good)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -38,8 +48,25 @@ func TestDecodeRecord(t *testing.T) {
 			if err == nil && (r.Topic != "topic" || string(r.Key) != "key" || string(r.Value) != "value") {
 				t.Errorf("decodeRecord(%x) = %+v; want topic, key, value", tt.in, r)
 			}
+			if err == nil && !equalHeaders(r.Headers, headersOf(tt.in, withHdr)) {
+				t.Errorf("decodeRecord(%x) headers = %+v; want %+v", tt.in, r.Headers, headersOf(tt.in, withHdr))
+			}
 		})
 	}
+}
+
+// testHeaders are what the publisher puts on a record: producer and sequence.
+var testHeaders = []Header{{Key: "heliostat-producer", Value: []byte("0123456789abcdef")}, {Key: "heliostat-seq", Value: []byte("42")}}
+
+func headersOf(in, withHdr []byte) []Header {
+	if bytes.Equal(in, withHdr) {
+		return testHeaders
+	}
+	return nil
+}
+
+func equalHeaders(a, b []Header) bool {
+	return slices.EqualFunc(a, b, func(x, y Header) bool { return x.Key == y.Key && bytes.Equal(x.Value, y.Value) })
 }
 
 func flipped(b []byte, i int) []byte {
@@ -62,9 +89,11 @@ func reframe(b []byte, edit func(payload []byte)) []byte {
 // never claims more bytes than it was given, and that whatever it accepts
 // re-encodes to the same bytes.
 func FuzzDecodeRecord(f *testing.F) {
-	f.Add(appendRecord(nil, "heliostat.gpu.samples", []byte("host-1"), []byte("value")))
-	f.Add(appendRecord(nil, "", nil, nil))
-	f.Add(appendRecord(nil, "t", []byte{}, []byte{0}))
+	f.Add(appendRecord(nil, "heliostat.gpu.samples", []byte("host-1"), []byte("value"), nil))
+	f.Add(appendRecord(nil, "heliostat.gpu.samples", []byte("host-1"), []byte("value"), testHeaders))
+	f.Add(appendRecord(nil, "", nil, nil, nil))
+	f.Add(appendRecord(nil, "t", []byte{}, []byte{0}, nil))
+	f.Add(appendRecord(nil, "t", nil, nil, []Header{{Key: "", Value: nil}}))
 	f.Add([]byte{0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -75,7 +104,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		if err != nil {
 			return
 		}
-		again := appendRecord(nil, r.Topic, r.Key, r.Value)
+		again := appendRecord(nil, r.Topic, r.Key, r.Value, r.Headers)
 		if !bytes.Equal(again, b[:n]) {
 			t.Fatalf("decodeRecord(%x) = %+v, which re-encodes to %x", b, r, again)
 		}
@@ -86,7 +115,7 @@ func FuzzDecodeRecord(f *testing.F) {
 // spool: recovery must neither panic nor hand out more records than it
 // counted.
 func FuzzOpen(f *testing.F) {
-	one := appendRecord(nil, "t", []byte("k"), []byte("v"))
+	one := appendRecord(nil, "t", []byte("k"), []byte("v"), testHeaders)
 	f.Add(one)
 	f.Add(append(bytes.Clone(one), one[:5]...))
 	f.Add(append(flipped(one, 9), one...))

@@ -319,14 +319,17 @@ func truncate(path string, size int64) error {
 	return nil
 }
 
-// Append adds a record at the tail of the spool and syncs it to disk. It
-// returns an error wrapping ErrFull if the record would take the spool over
-// its bound; the spool is unchanged then.
-func (s *Spool) Append(topic string, key, value []byte) error {
-	if len(topic) > math.MaxUint16 {
-		return fmt.Errorf("spool: topic name of %d bytes is too long", len(topic))
+// Append adds a record, with the given Kafka headers, at the tail of the
+// spool and syncs it to disk. It returns an error wrapping ErrFull if the
+// record would take the spool over its bound; the spool is unchanged then.
+func (s *Spool) Append(topic string, key, value []byte, headers ...Header) error {
+	if len(topic) > MaxTopicBytes {
+		return fmt.Errorf("spool: topic name of %d bytes is too long (at most %d)", len(topic), MaxTopicBytes)
 	}
-	n := encodedLen(topic, key, value)
+	if err := checkHeaders(headers); err != nil {
+		return err
+	}
+	n := encodedLen(topic, key, value, headers)
 	if n > MaxRecordBytes {
 		return fmt.Errorf("spool: record of %d bytes exceeds the limit of %d", n, MaxRecordBytes)
 	}
@@ -345,7 +348,7 @@ func (s *Spool) Append(topic string, key, value []byte) error {
 		}
 		active = s.segs[len(s.segs)-1]
 	}
-	s.wbuf = appendRecord(s.wbuf[:0], topic, key, value)
+	s.wbuf = appendRecord(s.wbuf[:0], topic, key, value, headers)
 	_, err := s.w.Write(s.wbuf)
 	if err == nil {
 		err = s.w.Sync()

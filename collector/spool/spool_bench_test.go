@@ -14,7 +14,7 @@ func BenchmarkAppend(b *testing.B) {
 	}
 	defer s.Close()
 	value := bytes.Repeat([]byte("v"), 1024)
-	b.SetBytes(encodedLen("heliostat.gpu.samples", []byte("host-1"), value))
+	b.SetBytes(encodedLen("heliostat.gpu.samples", []byte("host-1"), value, nil))
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := s.Append("heliostat.gpu.samples", []byte("host-1"), value); err != nil {
@@ -33,7 +33,7 @@ func BenchmarkReplay(b *testing.B) {
 	defer s.Close()
 	value := bytes.Repeat([]byte("v"), 1024)
 	const batch = 500
-	b.SetBytes(batch * encodedLen("heliostat.gpu.samples", []byte("host-1"), value))
+	b.SetBytes(batch * encodedLen("heliostat.gpu.samples", []byte("host-1"), value, nil))
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()

@@ -34,15 +34,18 @@ func open(t *testing.T, dir string, maxBytes int64, opts ...Option) *Spool {
 	return s
 }
 
+// rec is the i-th test record. Records of one-digit i have the same size,
+// which the size tests rely on.
 func rec(i int) Record {
-	return Record{Topic: "heliostat.gpu.samples", Key: fmt.Appendf(nil, "host-%d", i%3), Value: fmt.Appendf(nil, "value-%d", i)}
+	return Record{Topic: "heliostat.gpu.samples", Key: fmt.Appendf(nil, "host-%d", i%3), Value: fmt.Appendf(nil, "value-%d", i),
+		Headers: []Header{{Key: "heliostat-seq", Value: fmt.Appendf(nil, "%d", i%10)}}}
 }
 
 func appendRange(t *testing.T, s *Spool, from, to int) {
 	t.Helper()
 	for i := from; i < to; i++ {
 		r := rec(i)
-		if err := s.Append(r.Topic, r.Key, r.Value); err != nil {
+		if err := s.Append(r.Topic, r.Key, r.Value, r.Headers...); err != nil {
 			t.Fatalf("Append(record %d) = %v", i, err)
 		}
 	}
@@ -68,18 +71,27 @@ func consume(t *testing.T, s *Spool, n, batch int) []Record {
 	return out
 }
 
+// values describes records by value and headers, so order checks see both.
 func values(recs []Record) []string {
 	var out []string
 	for _, r := range recs {
-		out = append(out, string(r.Value))
+		out = append(out, describe(r))
 	}
 	return out
+}
+
+func describe(r Record) string {
+	s := string(r.Value)
+	for _, h := range r.Headers {
+		s += fmt.Sprintf(" %s=%s", h.Key, h.Value)
+	}
+	return s
 }
 
 func wantValues(from, to int) []string {
 	var out []string
 	for i := from; i < to; i++ {
-		out = append(out, string(rec(i).Value))
+		out = append(out, describe(rec(i)))
 	}
 	return out
 }
@@ -92,6 +104,53 @@ func segmentFiles(t *testing.T, dir string) []string {
 	}
 	slices.Sort(m)
 	return m
+}
+
+// TestHeadersAcrossReopen mixes records with and without headers (spools
+// written before headers existed hold only the latter) and reads them back
+// after a reopen.
+func TestHeadersAcrossReopen(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, 1<<20)
+	var want []Record
+	for i := range 6 {
+		r := rec(i)
+		if i%2 == 0 {
+			r.Headers = nil
+		} else {
+			r.Headers = append(r.Headers, Header{Key: "empty"}, Header{Key: "heliostat-producer", Value: []byte("p1")})
+		}
+		if err := s.Append(r.Topic, r.Key, r.Value, r.Headers...); err != nil {
+			t.Fatalf("Append(record %d) = %v", i, err)
+		}
+		want = append(want, r)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close() = %v", err)
+	}
+	got := consume(t, open(t, dir, 1<<20), 10, 4)
+	if !slices.Equal(values(got), values(want)) {
+		t.Fatalf("after reopen: %q; want %q", values(got), values(want))
+	}
+	for i, r := range got {
+		if (r.Headers == nil) != (i%2 == 0) {
+			t.Errorf("record %d: headers %+v; want none for even records only", i, r.Headers)
+		}
+	}
+}
+
+func TestAppendRefusesUnencodable(t *testing.T) {
+	s := open(t, t.TempDir(), 1<<20)
+	long := string(make([]byte, MaxTopicBytes+1))
+	if err := s.Append(long, nil, nil); err == nil {
+		t.Errorf("Append(topic of %d bytes) = nil; want an error", len(long))
+	}
+	if err := s.Append("t", nil, nil, Header{Key: string(make([]byte, 70000))}); err == nil {
+		t.Errorf("Append(header key of 70000 bytes) = nil; want an error")
+	}
+	if s.Len() != 0 {
+		t.Errorf("Len() = %d after refused appends; want 0", s.Len())
+	}
 }
 
 func TestOrderAcrossReopen(t *testing.T) {
@@ -149,7 +208,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 	s := open(t, t.TempDir(), 1<<20)
 	for _, r := range tests {
-		if err := s.Append(r.Topic, r.Key, r.Value); err != nil {
+		if err := s.Append(r.Topic, r.Key, r.Value, r.Headers...); err != nil {
 			t.Fatalf("Append(%q) = %v", r.Topic, err)
 		}
 	}
@@ -167,7 +226,7 @@ func TestRecordRoundTrip(t *testing.T) {
 }
 
 func TestAppendFull(t *testing.T) {
-	size := encodedLen(rec(0).Topic, rec(0).Key, rec(0).Value)
+	size := encodedLen(rec(0).Topic, rec(0).Key, rec(0).Value, rec(0).Headers)
 	tests := []struct {
 		name     string
 		maxBytes int64
@@ -182,7 +241,7 @@ func TestAppendFull(t *testing.T) {
 			s := open(t, t.TempDir(), tt.maxBytes, WithSegmentBytes(2*size))
 			appendRange(t, s, 0, tt.fits)
 			r := rec(tt.fits)
-			err := s.Append(r.Topic, r.Key, r.Value)
+			err := s.Append(r.Topic, r.Key, r.Value, r.Headers...)
 			if !errors.Is(err, ErrFull) {
 				t.Fatalf("Append(record %d) = %v; want ErrFull", tt.fits, err)
 			}
@@ -194,10 +253,10 @@ func TestAppendFull(t *testing.T) {
 			}
 			// Consuming one record makes room for one more.
 			consume(t, s, 1, 1)
-			if err := s.Append(r.Topic, r.Key, r.Value); err != nil {
+			if err := s.Append(r.Topic, r.Key, r.Value, r.Headers...); err != nil {
 				t.Fatalf("Append after consuming = %v; want nil", err)
 			}
-			if err := s.Append(r.Topic, r.Key, r.Value); !errors.Is(err, ErrFull) {
+			if err := s.Append(r.Topic, r.Key, r.Value, r.Headers...); !errors.Is(err, ErrFull) {
 				t.Fatalf("second Append after consuming = %v; want ErrFull", err)
 			}
 		})
@@ -207,7 +266,7 @@ func TestAppendFull(t *testing.T) {
 // TestRecovery damages the files of a closed spool and checks what Open
 // makes of them.
 func TestRecovery(t *testing.T) {
-	size := encodedLen(rec(0).Topic, rec(0).Key, rec(0).Value)
+	size := encodedLen(rec(0).Topic, rec(0).Key, rec(0).Value, rec(0).Headers)
 	flip := func(path string, off int64) func(t *testing.T, dir string) {
 		return func(t *testing.T, dir string) {
 			b := readFile(t, path)
@@ -321,7 +380,7 @@ func TestRecovery(t *testing.T) {
 // TestCorruptionAfterOpen damages a record the open spool already counted.
 func TestCorruptionAfterOpen(t *testing.T) {
 	dir := t.TempDir()
-	size := encodedLen(rec(0).Topic, rec(0).Key, rec(0).Value)
+	size := encodedLen(rec(0).Topic, rec(0).Key, rec(0).Value, rec(0).Headers)
 	s := open(t, dir, 1<<20)
 	appendRange(t, s, 0, 5)
 	p := segmentFiles(t, dir)[0]
@@ -339,7 +398,7 @@ func TestCorruptionAfterOpen(t *testing.T) {
 }
 
 func TestReclaim(t *testing.T) {
-	size := encodedLen(rec(0).Topic, rec(0).Key, rec(0).Value)
+	size := encodedLen(rec(0).Topic, rec(0).Key, rec(0).Value, rec(0).Headers)
 	tests := []struct {
 		name     string
 		appended int
@@ -375,7 +434,7 @@ func TestReclaim(t *testing.T) {
 }
 
 func TestPeekNBounds(t *testing.T) {
-	size := encodedLen(rec(0).Topic, rec(0).Key, rec(0).Value)
+	size := encodedLen(rec(0).Topic, rec(0).Key, rec(0).Value, rec(0).Headers)
 	tests := []struct {
 		n        int
 		maxBytes int64
