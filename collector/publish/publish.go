@@ -11,16 +11,23 @@
 //
 // # Delivery guarantees
 //
-// Delivery is at least once. A message Publish accepted (returned nil for)
-// is either acknowledged by all in-sync replicas or in the spool, synced to
-// disk. Duplicates come from three places, each rare: a direct write that
-// timed out after the broker had stored it is spooled and sent again; a
-// crash between the broker acknowledging a replay batch (at most 500
-// messages) and the spool recording it replays that batch on the next start;
-// and, after a partial failure of a replay batch, only the failed messages
-// are retried, which cannot reorder messages of one key unless kafka-go's
-// writer split that key's messages into two produce requests of which only
-// the first failed. The consumers do not deduplicate.
+// Delivery to Kafka is at least once. A message Publish accepted (returned
+// nil for) is either acknowledged by all in-sync replicas or in the spool,
+// synced to disk. Duplicates come from two places, each rare: a direct write
+// that timed out after the broker had stored it is spooled and sent again;
+// and a crash between the broker acknowledging a replay batch (at most 500
+// messages) and the spool recording it replays that batch on the next start.
+// After a partial failure of a replay batch only the failed messages are
+// retried; that cannot reorder messages of one key, because a batch is
+// bounded so that each partition's share goes in one produce request.
+//
+// Every message carries the headers schemas.HeaderProducer (an id drawn
+// when the Publisher is created) and schemas.HeaderSequence (its number
+// among this producer's messages with the same topic and key, from 1),
+// stored with it in the spool, so a copy sent again carries the same pair.
+// Ingest drops a message whose pair it has already stored, which makes
+// delivery to ClickHouse exactly once, and counts gaps in the numbers,
+// which are messages lost before Kafka (the drops below).
 //
 // Messages are lost only when the spool is full (Publish then returns an
 // error wrapping spool.ErrFull and the drop is counted) or when the brokers
@@ -32,6 +39,8 @@ package publish
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -43,6 +52,7 @@ import (
 
 	"github.com/heliostat-dev/heliostat/collector/spool"
 	"github.com/heliostat-dev/heliostat/internal/logthrottle"
+	"github.com/heliostat-dev/heliostat/schemas"
 )
 
 // ErrClosed is returned by Publish and Flush after Close.
@@ -84,10 +94,15 @@ type Publisher struct {
 	wake chan struct{} // a message was spooled
 	done chan struct{} // closed by Close
 
+	// producer is this Publisher's id in the schemas.HeaderProducer header.
+	producer string
+
 	// mu serialises Publish, so that a message cannot overtake one whose
-	// direct write is failing over to the spool.
+	// direct write is failing over to the spool, and guards seqs.
 	mu     sync.Mutex
 	closed bool
+	// seqs holds the last sequence number given per topic and key.
+	seqs map[string]uint64
 
 	// replayMu serialises replays (Run and Flush) and guards pending.
 	replayMu sync.Mutex
@@ -119,6 +134,10 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Publisher
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	producer, err := newProducerID()
+	if err != nil {
+		return nil, err
+	}
 	sp, err := spool.Open(cfg.SpoolDir, cfg.SpoolMaxBytes, logger)
 	if err != nil {
 		return nil, fmt.Errorf("publish: open spool: %w", err)
@@ -129,6 +148,8 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Publisher
 		logger:    logger,
 		spool:     sp,
 		transport: transport,
+		producer:  producer,
+		seqs:      map[string]uint64{},
 		drops:     logthrottle.Throttle{Every: dropLogInterval},
 		w: &kafka.Writer{
 			Addr:                   kafka.TCP(cfg.Brokers...),
@@ -159,6 +180,28 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Publisher
 	return p, nil
 }
 
+// newProducerID draws a random producer id: 16 hex digits, so that two
+// Publishers, in this process or any other, do not share one.
+func newProducerID() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("publish: draw producer id: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// Producer returns the id this Publisher puts in the schemas.HeaderProducer
+// header of its messages.
+func (p *Publisher) Producer() string { return p.producer }
+
+// nextSequence numbers a message for topic and key. The caller holds p.mu.
+func (p *Publisher) nextSequence(topic string, key []byte) schemas.Sequence {
+	k := topic + "\x00" + string(key)
+	n := p.seqs[k] + 1
+	p.seqs[k] = n
+	return schemas.Sequence{Producer: p.producer, Seq: n}
+}
+
 // Publish delivers one message, keyed as given. It returns nil once the
 // brokers acknowledged the message or it is safely in the spool. It returns
 // an error if the message is dropped: the spool is full (the error wraps
@@ -170,8 +213,11 @@ func (p *Publisher) Publish(ctx context.Context, topic string, key, value []byte
 	if p.closed {
 		return ErrClosed
 	}
+	// Numbered before anything can fail, so a message dropped below leaves
+	// a gap that ingest counts.
+	seq := p.nextSequence(topic, key)
 	if p.spool.Len() == 0 {
-		err := p.writeDirect(ctx, topic, key, value)
+		err := p.writeDirect(ctx, topic, key, value, seq)
 		if err == nil {
 			p.m.messages.WithLabelValues(topic, outcomeSent).Inc()
 			return nil
@@ -183,7 +229,8 @@ func (p *Publisher) Publish(ctx context.Context, topic string, key, value []byte
 		}
 		p.enterSpooling(err)
 	}
-	if err := p.spool.Append(topic, key, value); err != nil {
+	hs := []spool.Header{{Key: schemas.HeaderProducer, Value: []byte(seq.Producer)}, {Key: schemas.HeaderSequence, Value: seq.FormatSeq()}}
+	if err := p.spool.Append(topic, key, value, hs...); err != nil {
 		p.m.messages.WithLabelValues(topic, outcomeDropped).Inc()
 		if errors.Is(err, spool.ErrFull) {
 			p.logDrop(topic)
@@ -198,13 +245,14 @@ func (p *Publisher) Publish(ctx context.Context, topic string, key, value []byte
 	return nil
 }
 
-func (p *Publisher) writeDirect(ctx context.Context, topic string, key, value []byte) error {
+func (p *Publisher) writeDirect(ctx context.Context, topic string, key, value []byte, seq schemas.Sequence) error {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.WriteTimeout)
 	defer cancel()
 	// kafka-go keeps writing a batch after WriteMessages returned early on
 	// a timeout, and the caller may reuse its buffers once Publish
 	// returned: hand the writer copies.
-	return p.w.WriteMessages(ctx, kafka.Message{Topic: topic, Key: bytes.Clone(key), Value: bytes.Clone(value)})
+	return p.w.WriteMessages(ctx, kafka.Message{Topic: topic, Key: bytes.Clone(key), Value: bytes.Clone(value),
+		Headers: []kafka.Header{{Key: schemas.HeaderProducer, Value: []byte(seq.Producer)}, {Key: schemas.HeaderSequence, Value: seq.FormatSeq()}}})
 }
 
 // Run replays spooled messages, oldest first, until ctx is done or the
@@ -283,7 +331,7 @@ func (p *Publisher) replayOnce(ctx context.Context) (retry bool, err error) {
 		}
 		msgs := make([]kafka.Message, len(recs))
 		for i, r := range recs {
-			msgs[i] = kafka.Message{Topic: r.Topic, Key: r.Key, Value: r.Value}
+			msgs[i] = kafka.Message{Topic: r.Topic, Key: r.Key, Value: r.Value, Headers: kafkaHeaders(r.Headers)}
 		}
 		p.pending = &replayBatch{records: len(recs), msgs: msgs}
 	}
@@ -314,6 +362,19 @@ func (p *Publisher) replayOnce(ctx context.Context) (retry bool, err error) {
 		p.spooling, p.replayed = false, 0
 	}
 	return false, nil
+}
+
+// kafkaHeaders converts a spooled record's headers (nil for records spooled
+// before headers existed).
+func kafkaHeaders(hs []spool.Header) []kafka.Header {
+	if len(hs) == 0 {
+		return nil
+	}
+	out := make([]kafka.Header, len(hs))
+	for i, h := range hs {
+		out[i] = kafka.Header{Key: h.Key, Value: h.Value}
+	}
+	return out
 }
 
 // writeReplay writes b.msgs and leaves in it the messages still to send. A

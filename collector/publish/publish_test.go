@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/heliostat-dev/heliostat/collector/spool"
+	"github.com/heliostat-dev/heliostat/schemas"
 )
 
 const partitions = 4
@@ -140,9 +141,15 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// delivered is one message as read back: its value and sequence headers.
+type delivered struct {
+	v   int
+	seq schemas.Sequence
+}
+
 // readAll reads every message of topic with kafka-go's Reader and returns
-// the values per key in partition order.
-func readAll(t *testing.T, addr, topic string) map[string][]int {
+// them per key in partition order.
+func readAll(t *testing.T, addr, topic string) map[string][]delivered {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -155,7 +162,7 @@ func readAll(t *testing.T, addr, topic string) map[string][]int {
 	if err != nil {
 		t.Fatalf("list offsets of %s: %v", topic, err)
 	}
-	got := map[string][]int{}
+	got := map[string][]delivered{}
 	for _, po := range res.Topics[topic] {
 		if po.Error != nil {
 			t.Fatalf("list offsets of %s/%d: %v", topic, po.Partition, po.Error)
@@ -178,7 +185,20 @@ func readAll(t *testing.T, addr, topic string) map[string][]int {
 			if err != nil {
 				t.Fatalf("message %s/%d@%d value %q: %v", topic, po.Partition, m.Offset, m.Value, err)
 			}
-			got[string(m.Key)] = append(got[string(m.Key)], v)
+			var producer, seq []byte
+			for _, h := range m.Headers {
+				switch h.Key {
+				case schemas.HeaderProducer:
+					producer = h.Value
+				case schemas.HeaderSequence:
+					seq = h.Value
+				}
+			}
+			sq, err := schemas.ParseSequence(producer, seq)
+			if err != nil {
+				t.Fatalf("message %s/%d@%d: %v", topic, po.Partition, m.Offset, err)
+			}
+			got[string(m.Key)] = append(got[string(m.Key)], delivered{v: v, seq: sq})
 		}
 		if err := r.Close(); err != nil {
 			t.Fatal(err)
@@ -197,12 +217,39 @@ func checkDelivered(t *testing.T, addr, topic string, n int) {
 	}
 	got := readAll(t, addr, topic)
 	for k, w := range want {
-		if !slices.Equal(got[k], w) {
-			t.Errorf("messages of key %s on %s = %v; want %v", k, topic, got[k], w)
+		var vs []int
+		for _, d := range got[k] {
+			vs = append(vs, d.v)
+		}
+		if !slices.Equal(vs, w) {
+			t.Errorf("messages of key %s on %s = %v; want %v", k, topic, vs, w)
 		}
 	}
 	if len(got) != len(want) {
 		t.Errorf("keys on %s = %d; want %d", topic, len(got), len(want))
+	}
+}
+
+// checkSequences checks the sequence headers of what reached topic: messages
+// below split came from producer first and the rest from second, and each
+// producer numbered its messages of each key 1, 2, 3, … in order.
+func checkSequences(t *testing.T, addr, topic string, split int, first, second string) {
+	t.Helper()
+	if first == second {
+		t.Fatalf("two publishers share producer id %q", first)
+	}
+	for k, ds := range readAll(t, addr, topic) {
+		next := map[string]uint64{}
+		for _, d := range ds {
+			want := first
+			if d.v >= split {
+				want = second
+			}
+			next[want]++
+			if d.seq != (schemas.Sequence{Producer: want, Seq: next[want]}) {
+				t.Errorf("message %d (key %s) has sequence %+v; want producer %s, seq %d", d.v, k, d.seq, want, next[want])
+			}
+		}
 	}
 }
 
@@ -221,6 +268,7 @@ func TestPublishDirect(t *testing.T) {
 		t.Errorf("spooled = %d; want 0", got)
 	}
 	checkDelivered(t, addr, topic, 30)
+	checkSequences(t, addr, topic, 30, p.Producer(), "none")
 }
 
 func TestBrokerDownAtStart(t *testing.T) {
@@ -305,6 +353,8 @@ func TestRestartReplaysSpool(t *testing.T) {
 	p2.run(t)
 	waitFor(t, "spool to drain", func() bool { return p2.spool.Len() == 0 })
 	checkDelivered(t, addr, topic, 30)
+	// The spooled messages keep the numbers p1 gave them.
+	checkSequences(t, addr, topic, 25, p1.Producer(), p2.Producer())
 	if got := p2.count(topic, outcomeReplayed); got != 30 {
 		t.Errorf("replayed = %d; want 30", got)
 	}
@@ -335,7 +385,7 @@ func TestFlush(t *testing.T) {
 func TestSpoolFull(t *testing.T) {
 	const topic = "full"
 	down, _ := closedAddr(t)
-	p := newPublisher(t, Config{Brokers: []string{down}, SpoolDir: t.TempDir(), SpoolMaxBytes: 500})
+	p := newPublisher(t, Config{Brokers: []string{down}, SpoolDir: t.TempDir(), SpoolMaxBytes: 750})
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	p.now = func() time.Time { return now }
 
@@ -345,11 +395,11 @@ func TestSpoolFull(t *testing.T) {
 	for publish() == nil {
 		accepted++
 		if accepted > 10 {
-			t.Fatal("spool of 500 bytes took more than 10 messages of 100 bytes")
+			t.Fatal("spool of 750 bytes took more than 10 messages of 100 bytes")
 		}
 	}
 	if accepted != 4 {
-		t.Errorf("accepted %d messages of ~120 bytes into a 500-byte spool; want 4", accepted)
+		t.Errorf("accepted %d messages of 186 bytes (with headers) into a 750-byte spool; want 4", accepted)
 	}
 	for range 4 {
 		if err := publish(); !errors.Is(err, spool.ErrFull) {
