@@ -227,6 +227,9 @@ func (p *partBlocks[B]) get(key uint32) B {
 }
 
 // blocks returns the blocks in order of part key.
+// release does nothing: these handlers keep no pool of decoded messages.
+func (p *partBlocks[B]) release(any) {}
+
 func (p *partBlocks[B]) blocks() []block {
 	sort.Slice(p.active, func(i, j int) bool { return p.active[i].partKey() < p.active[j].partKey() })
 	return p.active

@@ -24,6 +24,8 @@ type handler interface {
 	// out rows whose part key is in skip (already in ClickHouse), releases d,
 	// and returns the rows added.
 	add(d any, partition int32, offset int64, skip []uint32) int
+	// release gives back decoded message d without filing it.
+	release(d any)
 	blocks() []block
 	// flushExtra writes what is derived from the batch beyond the exactly-once
 	// rows (e.g. GPU inventory); it is idempotent.
@@ -117,6 +119,8 @@ func (h *sampleHandler) add(d any, partition int32, offset int64, skip []uint32)
 	}
 	return added
 }
+
+func (h *sampleHandler) release(d any) { h.pool.Put(d.(*schemas.SampleBatch)) }
 
 func (h *sampleHandler) blocks() []block {
 	sort.Slice(h.active, func(i, j int) bool { return h.active[i].partKey() < h.active[j].partKey() })

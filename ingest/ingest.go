@@ -147,6 +147,9 @@ type item struct {
 	skip      []uint32 // part keys the ledger already holds for this offset
 	dead      *kafka.Message
 	reason    error
+	key       string           // the message key, for sequence marks
+	seq       schemas.Sequence // zero when the message is not numbered
+	seqErr    error            // malformed sequence headers
 }
 
 func (in *Ingester) startGeneration(gen *kafka.Generation) {
@@ -163,7 +166,7 @@ func (in *Ingester) startGeneration(gen *kafka.Generation) {
 	in.m.assigned.Set(float64(len(as)))
 	in.logger.Info("partitions assigned", "generation", gen.ID, "partitions", len(as))
 	gen.Start(func(ctx context.Context) {
-		done, ok := in.recover(ctx, as)
+		done, marks, ok := in.recover(ctx, as)
 		if !ok {
 			return
 		}
@@ -179,19 +182,24 @@ func (in *Ingester) startGeneration(gen *kafka.Generation) {
 				in.read(ctx, a, done[i], items)
 			}()
 		}
-		in.sink(ctx, gen, items)
+		in.sink(ctx, gen, items, marks)
 		wg.Wait()
 	})
 }
 
 // recover loads, for each assigned partition, what the ledger holds at or after
-// the committed offset, retrying until ClickHouse answers or ctx ends.
-func (in *Ingester) recover(ctx context.Context, as []assignment) ([]map[int64][]uint32, bool) {
+// the committed offset and the stored sequence marks, retrying until
+// ClickHouse answers or ctx ends.
+func (in *Ingester) recover(ctx context.Context, as []assignment) ([]map[int64][]uint32, map[seqKey]seqMark, bool) {
 	done := make([]map[int64][]uint32, len(as))
+	marks := map[seqKey]seqMark{}
 	backoff := newBackoff(200*time.Millisecond, in.cfg.RetryMax)
 	for i, a := range as {
 		for {
 			d, err := in.loadLedger(ctx, a)
+			if err == nil {
+				_, err = in.loadSequences(ctx, a, marks)
+			}
 			if err == nil {
 				done[i] = d
 				if len(d) > 0 {
@@ -204,11 +212,11 @@ func (in *Ingester) recover(ctx context.Context, as []assignment) ([]map[int64][
 			in.m.clickhouseUp.Set(0)
 			in.warnf("ledger", "reading ingest ledger failed, retrying", "topic", a.h.topic(), "partition", a.partition, "err", err)
 			if !backoff.wait(ctx) {
-				return nil, false
+				return nil, nil, false
 			}
 		}
 	}
-	return done, true
+	return done, marks, true
 }
 
 func (in *Ingester) loadLedger(ctx context.Context, a assignment) (map[int64][]uint32, error) {
@@ -268,7 +276,8 @@ func (in *Ingester) read(ctx context.Context, a assignment, done map[int64][]uin
 			continue
 		}
 		lag.Set(float64(max(m.HighWaterMark-m.Offset-1, 0)))
-		it := item{h: a.h, partition: a.partition, offset: m.Offset, skip: done[m.Offset]}
+		it := item{h: a.h, partition: a.partition, offset: m.Offset, skip: done[m.Offset], key: string(m.Key)}
+		it.seq, it.seqErr = sequenceOf(m.Headers)
 		if d, err := a.h.decode(m.Value); err != nil {
 			it.dead, it.reason = &m, err
 		} else {
@@ -291,11 +300,12 @@ type batch struct {
 	msgs     int
 	dead     []kafka.Message
 	next     map[string]map[int]int64 // offsets to commit
+	seqs     map[seqKey]seqMark       // sequence marks to store before the commit
 	first    time.Time
 }
 
 func (in *Ingester) newBatch() *batch {
-	b := &batch{handlers: in.newHandlers(), byTopic: map[string]handler{}, next: map[string]map[int]int64{}}
+	b := &batch{handlers: in.newHandlers(), byTopic: map[string]handler{}, next: map[string]map[int]int64{}, seqs: map[seqKey]seqMark{}}
 	for _, h := range b.handlers {
 		b.byTopic[h.topic()] = h
 	}
@@ -319,6 +329,7 @@ func (b *batch) reset() {
 	b.rows, b.msgs = 0, 0
 	b.dead = b.dead[:0]
 	clear(b.next)
+	clear(b.seqs)
 }
 
 // flushJob is a full batch on its way to the flusher.
@@ -332,7 +343,7 @@ type flushJob struct {
 // fills: decoding overlaps ClickHouse's work on the previous INSERT. At most
 // two batches exist, so memory stays bounded and a slow ClickHouse holds the
 // readers back.
-func (in *Ingester) sink(ctx context.Context, gen *kafka.Generation, items <-chan item) {
+func (in *Ingester) sink(ctx context.Context, gen *kafka.Generation, items <-chan item, marks map[seqKey]seqMark) {
 	free := make(chan *batch, 2)
 	free <- in.newBatch()
 	free <- in.newBatch()
@@ -381,7 +392,7 @@ func (in *Ingester) sink(ctx context.Context, gen *kafka.Generation, items <-cha
 			if cur.msgs == 0 {
 				cur.first = time.Now()
 			}
-			in.addItem(cur, it)
+			in.addItem(cur, it, marks)
 			if cur.rows >= in.cfg.BatchRows && !handOff(ctx) {
 				return
 			}
@@ -407,9 +418,39 @@ func (in *Ingester) sink(ctx context.Context, gen *kafka.Generation, items <-cha
 	}
 }
 
-func (in *Ingester) addItem(b *batch, it item) {
+// addItem files one message into b. marks are the generation's sequence
+// marks (see sequence.go); the sink goroutine alone uses them.
+func (in *Ingester) addItem(b *batch, it item, marks map[seqKey]seqMark) {
 	topic := it.h.topic()
 	b.add(topic, it.partition, it.offset)
+	if it.seqErr != nil {
+		// Ingested all the same, without deduplication: the rows are fine.
+		in.m.errors.WithLabelValues("sequence_header").Inc()
+		in.warnf("sequence_header", "message has malformed sequence headers; ingesting it without deduplication",
+			"topic", topic, "partition", it.partition, "offset", it.offset, "err", it.seqErr)
+	}
+	if it.seq.Seq > 0 {
+		k := seqKey{topic: topic, partition: it.partition, producer: it.seq.Producer, key: it.key}
+		v, gap := checkSequence(marks, b.seqs, k, it.seq.Seq, it.offset)
+		if gap > 0 {
+			in.m.seqGaps.WithLabelValues(topic).Add(float64(gap))
+			in.warnf("sequence_gap", "messages missing from a producer's numbered stream: lost before kafka (spool full or rejected)",
+				"topic", topic, "partition", it.partition, "offset", it.offset, "producer", it.seq.Producer, "key", it.key,
+				"seq", it.seq.Seq, "missing", gap)
+		}
+		switch v {
+		case seqResent, seqStored:
+			if it.data != nil {
+				it.h.release(it.data)
+			}
+			outcome := "resent"
+			if v == seqStored {
+				outcome = "duplicate"
+			}
+			in.m.messages.WithLabelValues(topic, outcome).Inc()
+			return
+		}
+	}
 	if it.dead != nil {
 		in.deadletter(b, it)
 		return
@@ -484,6 +525,10 @@ func (in *Ingester) flush(ctx context.Context, gen *kafka.Generation, b *batch) 
 			in.m.errors.WithLabelValues("inventory").Inc()
 			in.warnf("inventory", "updating gpu inventory failed", "err", err)
 		}
+	}
+	// The marks go after the rows they vouch for and before the commit.
+	if err := in.writeSequences(ctx, b.seqs); err != nil {
+		return false
 	}
 	if err := gen.CommitOffsets(b.next); err != nil {
 		in.m.errors.WithLabelValues("commit").Inc()

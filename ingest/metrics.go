@@ -15,6 +15,7 @@ type metrics struct {
 	assigned      prometheus.Gauge
 	clickhouseUp  prometheus.Gauge
 	retentionDrop *prometheus.CounterVec // table
+	seqGaps       *prometheus.CounterVec // topic
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -24,11 +25,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"table"}),
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_ingest_messages_total",
-			Help: "Kafka messages handled, by topic and outcome (inserted, duplicate: already in ClickHouse, deadletter).",
+			Help: "Kafka messages handled, by topic and outcome (inserted; duplicate: already in ClickHouse; resent: a copy a producer sent again, dropped; deadletter).",
 		}, []string{"topic", "outcome"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_ingest_errors_total",
-			Help: "Errors by kind: decode_<reason>, insert, commit, deadletter, fetch, ledger, retention, inventory.",
+			Help: "Errors by kind: decode_<reason>, insert, commit, deadletter, fetch, ledger, retention, inventory, sequences, sequence_header.",
 		}, []string{"kind"}),
 		batchSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "heliostat_ingest_batch_duration_seconds", Help: "Time to insert one block into ClickHouse, retries included.",
@@ -50,8 +51,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		retentionDrop: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_ingest_retention_dropped_partitions_total", Help: "Partitions dropped by retention, by table.",
 		}, []string{"table"}),
+		seqGaps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "heliostat_ingest_sequence_gaps_total",
+			Help: "Numbers missing from producers' numbered messages, by topic: messages lost before Kafka (a full spool, a rejected write).",
+		}, []string{"topic"}),
 	}
-	reg.MustRegister(m.rows, m.messages, m.errors, m.batchSeconds, m.lag, m.flushRows, m.assigned, m.clickhouseUp, m.retentionDrop)
+	reg.MustRegister(m.rows, m.messages, m.errors, m.batchSeconds, m.lag, m.flushRows, m.assigned, m.clickhouseUp, m.retentionDrop, m.seqGaps)
 	return m
 }
 
