@@ -1,0 +1,278 @@
+package ingest_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/heliostat-dev/heliostat/collector/publish"
+	"github.com/heliostat-dev/heliostat/collector/synthetic"
+	"github.com/heliostat-dev/heliostat/ingest"
+	"github.com/heliostat-dev/heliostat/schemas"
+	"github.com/heliostat-dev/heliostat/schemas/schematest"
+)
+
+// sampleMessage is one host's samples of one tick, numbered seq by producer
+// (no sequence headers when producer is empty).
+type sampleMessage struct {
+	host     string
+	tick     int
+	producer string
+	seq      string
+}
+
+// sampleValue encodes host's 4 GPUs' samples of tick ticks after start.
+func sampleValue(t *testing.T, host string, tick int, start time.Time) []byte {
+	t.Helper()
+	b := schemas.SampleBatch{Cluster: "test", Host: host}
+	if err := synthetic.New(host, 4, 1).Collect(context.Background(), start.Add(time.Duration(tick)*time.Second), &b); err != nil {
+		t.Fatal(err)
+	}
+	v, err := schemas.AppendSampleBatch(nil, &b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func writeSampleMessages(t *testing.T, broker string, start time.Time, msgs []sampleMessage) {
+	t.Helper()
+	w := &kafka.Writer{Addr: kafka.TCP(broker), Topic: schemas.TopicGPUSamples, Balancer: &kafka.Hash{},
+		RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond}
+	defer w.Close()
+	var out []kafka.Message
+	for _, m := range msgs {
+		km := kafka.Message{Key: []byte(m.host), Value: sampleValue(t, m.host, m.tick, start)}
+		if m.producer != "" {
+			km.Headers = []kafka.Header{{Key: schemas.HeaderProducer, Value: []byte(m.producer)}, {Key: schemas.HeaderSequence, Value: []byte(m.seq)}}
+		}
+		out = append(out, km)
+	}
+	if err := w.WriteMessages(context.Background(), out...); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+}
+
+// metricSum sums a counter family, optionally only the series whose label
+// name has the given value.
+func metricSum(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if label != "" && l.GetName() == label && l.GetValue() != value {
+					continue next
+				}
+			}
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
+
+// waitMessages polls until ingest handled want messages of every outcome.
+func waitMessages(t *testing.T, reg *prometheus.Registry, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for metricSum(t, reg, "heliostat_ingest_messages_total", "", "") < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("ingest handled %v messages; want %v", metricSum(t, reg, "heliostat_ingest_messages_total", "", ""), want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestResentMessagesStoredOnce writes numbered messages, copies of some of
+// them (as a collector that retried or replayed its spool would), a gap and a
+// malformed header, and checks that every sample is stored exactly once, also
+// across a restart of ingest, with each case counted.
+func TestResentMessagesStoredOnce(t *testing.T) {
+	ch, conn := schematest.Database(t)
+	_, broker := schematest.Broker(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	if err := ingest.EnsureTopics(context.Background(), []string{broker}, 2, schemas.DataTopics()...); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 4, 1, 10, 0, 0, 0, time.UTC)
+	var msgs []sampleMessage
+	for tick := range 6 {
+		for _, h := range []string{"h0", "h1"} {
+			msgs = append(msgs, sampleMessage{h, tick, "p1", strconv.Itoa(tick + 1)})
+		}
+	}
+	// Copies of h0's messages 3 to 5, sent again with their numbers.
+	for tick := 2; tick < 5; tick++ {
+		msgs = append(msgs, sampleMessage{"h0", tick, "p1", strconv.Itoa(tick + 1)})
+	}
+	msgs = append(msgs,
+		sampleMessage{"h1", 8, "p1", "9"},   // 7 and 8 were lost upstream
+		sampleMessage{"h0", 9, "p2", "1"},   // another producer, same host
+		sampleMessage{"h0", 10, "p1", "x"},  // malformed: stored, not deduplicated
+		sampleMessage{"h1", 11, "", ""},     // not numbered: stored
+		sampleMessage{"h1", 8, "p1", "9"},   // a copy of the message after the gap
+		sampleMessage{"h0", 9, "p2", "1"},   // a copy of p2's message
+		sampleMessage{"h0", 6, "p1", "7"},   // h0 goes on
+		sampleMessage{"h0", 12, "p1", "08"}, // malformed too
+	)
+	writeSampleMessages(t, broker, start, msgs)
+	const distinct = 12 + 1 + 1 + 1 + 1 + 1 + 1 // messages whose samples must be stored
+	const resent = 3 + 1 + 1
+
+	ctx, cancel := context.WithCancel(context.Background())
+	reg := prometheus.NewRegistry()
+	done := startIngest(t, ctx, broker, ch, reg)
+	waitMessages(t, reg, float64(len(msgs)))
+	waitCount(t, conn, ch.Database+".gpu_samples", distinct*4, 30*time.Second)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	assertNoDuplicates(t, conn, ch.Database)
+	checks := []struct {
+		name, label, value string
+		want               float64
+	}{
+		{"heliostat_ingest_messages_total", "outcome", "resent", resent},
+		{"heliostat_ingest_messages_total", "outcome", "inserted", distinct},
+		{"heliostat_ingest_sequence_gaps_total", "", "", 2},
+		{"heliostat_ingest_errors_total", "kind", "sequence_header", 2},
+	}
+	for _, c := range checks {
+		if got := metricSum(t, reg, c.name, c.label, c.value); got != c.want {
+			t.Errorf("%s{%s=%q} = %v; want %v", c.name, c.label, c.value, got, c.want)
+		}
+	}
+
+	// After a restart the marks come from ClickHouse: the committed
+	// offsets are past the originals, so only the stored marks can tell
+	// that these are copies.
+	writeSampleMessages(t, broker, start, []sampleMessage{
+		{"h0", 1, "p1", "2"}, // an old copy
+		{"h1", 8, "p1", "9"}, // a copy of the latest mark
+		{"h0", 7, "p1", "8"}, // new
+	})
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	reg2 := prometheus.NewRegistry()
+	done2 := startIngest(t, ctx2, broker, ch, reg2)
+	waitMessages(t, reg2, 3)
+	waitCount(t, conn, ch.Database+".gpu_samples", (distinct+1)*4, 30*time.Second)
+	cancel2()
+	if err := <-done2; err != nil {
+		t.Fatalf("second Run: %v", err)
+	}
+	assertNoDuplicates(t, conn, ch.Database)
+	if got := metricSum(t, reg2, "heliostat_ingest_messages_total", "outcome", "resent"); got != 2 {
+		t.Errorf("resent after the restart = %v; want 2", got)
+	}
+	if got := metricSum(t, reg2, "heliostat_ingest_sequence_gaps_total", "", ""); got != 0 {
+		t.Errorf("gaps after the restart = %v; want 0", got)
+	}
+}
+
+// TestSpoolReplayedTwiceStoredOnce is the collector crash the publisher
+// cannot rule out: the broker acknowledged a replay of the spool, and the
+// collector died before the spool recorded it, so the next start sends the
+// same messages again. Every sample must still be stored once.
+func TestSpoolReplayedTwiceStoredOnce(t *testing.T) {
+	ch, conn := schematest.Database(t)
+	_, broker := schematest.Broker(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	if err := ingest.EnsureTopics(context.Background(), []string{broker}, 2, schemas.DataTopics()...); err != nil {
+		t.Fatal(err)
+	}
+	// A port nothing listens on: the first publisher spools everything.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := l.Addr().String()
+	l.Close()
+
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	spoolDir := t.TempDir()
+	open := func(brokers string) *publish.Publisher {
+		p, err := publish.New(publish.Config{Brokers: []string{brokers}, SpoolDir: spoolDir, WriteTimeout: time.Second}, logger, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	start := time.Date(2026, 4, 2, 10, 0, 0, 0, time.UTC)
+	const ticks, hosts = 20, 3
+	p1 := open(down)
+	for tick := range ticks {
+		for h := range hosts {
+			host := fmt.Sprintf("h%d", h)
+			if err := p1.Publish(context.Background(), schemas.TopicGPUSamples, []byte(host), sampleValue(t, host, tick, start)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := p1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	snapshot := copyDir(t, spoolDir)
+
+	for round := range 2 {
+		if round == 1 {
+			// The crash: the spool as it was before the replay.
+			if err := os.RemoveAll(spoolDir); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.CopyFS(spoolDir, os.DirFS(snapshot)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p := open(broker)
+		if err := p.Flush(context.Background()); err != nil {
+			t.Fatalf("round %d: Flush: %v", round, err)
+		}
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	reg := prometheus.NewRegistry()
+	done := startIngest(t, ctx, broker, ch, reg)
+	waitMessages(t, reg, 2*ticks*hosts)
+	waitCount(t, conn, ch.Database+".gpu_samples", ticks*hosts*4, 30*time.Second)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	assertNoDuplicates(t, conn, ch.Database)
+	if got := metricSum(t, reg, "heliostat_ingest_messages_total", "outcome", "resent"); got != ticks*hosts {
+		t.Errorf("resent = %v; want %d", got, ticks*hosts)
+	}
+}
+
+// copyDir copies the files of dir into a new temporary directory.
+func copyDir(t *testing.T, dir string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "copy")
+	if err := os.CopyFS(dst, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
