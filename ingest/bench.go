@@ -193,7 +193,11 @@ func benchMessages(cfg BenchConfig) ([]kafka.Message, error) {
 		if err != nil {
 			return nil, err
 		}
-		msgs = append(msgs, kafka.Message{Key: []byte(b.Host), Value: v})
+		// Numbered as the collector's publisher numbers its messages, so
+		// the run pays for the sequence marks as a deployment does.
+		seq := schemas.Sequence{Producer: "bench", Seq: uint64(round + 1)}
+		msgs = append(msgs, kafka.Message{Key: []byte(b.Host), Value: v, Headers: []kafka.Header{
+			{Key: schemas.HeaderProducer, Value: []byte(seq.Producer)}, {Key: schemas.HeaderSequence, Value: seq.FormatSeq()}}})
 	}
 	return msgs, nil
 }
