@@ -66,9 +66,10 @@ func countRows(t *testing.T, conn driver.Conn, db string) (total, distinct uint6
 	return total, distinct
 }
 
-// TestIngestSurvivesSIGKILL streams 1,000,000 samples while an ingest process
-// is SIGKILLed again and again, at random moments, then lets a last one finish:
-// ClickHouse must hold every sample exactly once.
+// TestIngestSurvivesSIGKILL streams 1,000,000 samples, with copies of some
+// messages among them, while an ingest process is SIGKILLed again and again,
+// at random moments, then lets a last one finish: ClickHouse must hold every
+// sample exactly once.
 func TestIngestSurvivesSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash test streams a million samples; skipped with -short")
@@ -113,8 +114,15 @@ func TestIngestSurvivesSIGKILL(t *testing.T) {
 					produced <- err
 					return
 				}
-				batch = append(batch, kafka.Message{Key: []byte(b.Host), Value: v})
+				// Numbered as the collector numbers its messages (per host,
+				// from 1), so the kills also hit ingest's sequence marks.
+				seq := schemas.Sequence{Producer: "crash", Seq: uint64(i/hosts + 1)}
+				batch = append(batch, kafka.Message{Key: []byte(b.Host), Value: v, Headers: []kafka.Header{
+					{Key: schemas.HeaderProducer, Value: []byte(seq.Producer)}, {Key: schemas.HeaderSequence, Value: seq.FormatSeq()}}})
 			}
+			// Copies of the chunk's last messages, as a collector that
+			// timed out or replayed its spool sends them: stored once.
+			batch = append(batch, batch[len(batch)-20:]...)
 			if err := w.WriteMessages(context.Background(), batch...); err != nil {
 				produced <- err
 				return
