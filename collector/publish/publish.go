@@ -177,6 +177,8 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Publisher
 			return nil, fmt.Errorf("publish: register metrics: %w", err)
 		}
 	}
+	// The id lets an operator tie ingest's sequence warnings to this process.
+	logger.Info("publisher ready", "producer", producer, "spool_dir", cfg.SpoolDir, "spooled_messages", sp.Len())
 	return p, nil
 }
 
