@@ -10,7 +10,6 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 
@@ -133,7 +132,7 @@ func TestEndToEndExactCount(t *testing.T) {
 	if parts != 2 {
 		t.Errorf("rows span %d days; want 2 (the test straddles midnight)", parts)
 	}
-	if got := testutil.ToFloat64(prometheusCounter(t, reg, "heliostat_ingest_rows_total")); got != float64(want) {
+	if got := metricSum(t, reg, "heliostat_ingest_rows_total"); got != float64(want) {
 		t.Errorf("heliostat_ingest_rows_total = %v; want %d", got, want)
 	}
 	// The rollup and the inventory follow the raw table.
@@ -158,31 +157,6 @@ func TestEndToEndExactCount(t *testing.T) {
 		t.Fatalf("after a restart count = %d; want %d", n, want)
 	}
 }
-
-func prometheusCounter(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
-	t.Helper()
-	return collectorFunc(func(ch chan<- prometheus.Metric) {
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var sum float64
-		for _, mf := range mfs {
-			if mf.GetName() != name {
-				continue
-			}
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue()
-			}
-		}
-		ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(name, "sum", nil, nil), prometheus.CounterValue, sum)
-	})
-}
-
-type collectorFunc func(chan<- prometheus.Metric)
-
-func (f collectorFunc) Describe(chan<- *prometheus.Desc)    {}
-func (f collectorFunc) Collect(ch chan<- prometheus.Metric) { f(ch) }
 
 func TestDeadletterDoesNotBlockPartition(t *testing.T) {
 	ch, conn := schematest.Database(t)

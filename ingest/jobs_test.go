@@ -146,7 +146,7 @@ func TestJobEventsEndToEnd(t *testing.T) {
 	if open != 1 || closed != 1 {
 		t.Errorf("gpu_allocations FINAL: %d open, %d closed; want 1 and 1 (the closing row replaces the open one)", open, closed)
 	}
-	if v := jobDeadletters(t, reg); v != 1 {
+	if v := metricSum(t, reg, "heliostat_ingest_messages_total", "topic", schemas.TopicJobEvents, "outcome", "deadletter"); v != 1 {
 		t.Errorf("dead-lettered messages = %v; want 1", v)
 	}
 }
@@ -177,33 +177,4 @@ func TestInsertJobEventsIdempotent(t *testing.T) {
 	if err := ingest.InsertJobEvents(ctx, conn, ch.Database, "hpc2n", schemas.SourceTrace, bad); err == nil {
 		t.Error("InsertJobEvents(event without job id) = nil; want an error")
 	}
-}
-
-func jobDeadletters(t *testing.T, reg *prometheus.Registry) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n float64
-	for _, mf := range mfs {
-		if mf.GetName() != "heliostat_ingest_messages_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			var topic, outcome string
-			for _, l := range m.GetLabel() {
-				switch l.GetName() {
-				case "topic":
-					topic = l.GetValue()
-				case "outcome":
-					outcome = l.GetValue()
-				}
-			}
-			if topic == schemas.TopicJobEvents && outcome == "deadletter" {
-				n += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return n
 }

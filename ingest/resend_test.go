@@ -8,11 +8,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 
@@ -64,9 +66,9 @@ func writeSampleMessages(t *testing.T, broker string, start time.Time, msgs []sa
 	}
 }
 
-// metricSum sums a counter family, optionally only the series whose label
-// name has the given value.
-func metricSum(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
+// metricSum sums the series of a counter or gauge family whose labels have
+// the given values (pairs of label name and value; none: every series).
+func metricSum(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -79,12 +81,14 @@ func metricSum(t *testing.T, reg *prometheus.Registry, name, label, value string
 		}
 	next:
 		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if label != "" && l.GetName() == label && l.GetValue() != value {
+			for i := 0; i+1 < len(labels); i += 2 {
+				if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool {
+					return l.GetName() == labels[i] && l.GetValue() == labels[i+1]
+				}) {
 					continue next
 				}
 			}
-			sum += m.GetCounter().GetValue()
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 		}
 	}
 	return sum
@@ -94,9 +98,9 @@ func metricSum(t *testing.T, reg *prometheus.Registry, name, label, value string
 func waitMessages(t *testing.T, reg *prometheus.Registry, want float64) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
-	for metricSum(t, reg, "heliostat_ingest_messages_total", "", "") < want {
+	for metricSum(t, reg, "heliostat_ingest_messages_total") < want {
 		if time.Now().After(deadline) {
-			t.Fatalf("ingest handled %v messages; want %v", metricSum(t, reg, "heliostat_ingest_messages_total", "", ""), want)
+			t.Fatalf("ingest handled %v messages; want %v", metricSum(t, reg, "heliostat_ingest_messages_total"), want)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -148,17 +152,18 @@ func TestResentMessagesStoredOnce(t *testing.T) {
 	}
 	assertNoDuplicates(t, conn, ch.Database)
 	checks := []struct {
-		name, label, value string
-		want               float64
+		name   string
+		labels []string
+		want   float64
 	}{
-		{"heliostat_ingest_messages_total", "outcome", "resent", resent},
-		{"heliostat_ingest_messages_total", "outcome", "inserted", distinct},
-		{"heliostat_ingest_sequence_gaps_total", "", "", 2},
-		{"heliostat_ingest_errors_total", "kind", "sequence_header", 2},
+		{"heliostat_ingest_messages_total", []string{"outcome", "resent"}, resent},
+		{"heliostat_ingest_messages_total", []string{"outcome", "inserted"}, distinct},
+		{"heliostat_ingest_sequence_gaps_total", nil, 2},
+		{"heliostat_ingest_errors_total", []string{"kind", "sequence_header"}, 2},
 	}
 	for _, c := range checks {
-		if got := metricSum(t, reg, c.name, c.label, c.value); got != c.want {
-			t.Errorf("%s{%s=%q} = %v; want %v", c.name, c.label, c.value, got, c.want)
+		if got := metricSum(t, reg, c.name, c.labels...); got != c.want {
+			t.Errorf("%s%q = %v; want %v", c.name, c.labels, got, c.want)
 		}
 	}
 
@@ -184,7 +189,7 @@ func TestResentMessagesStoredOnce(t *testing.T) {
 	if got := metricSum(t, reg2, "heliostat_ingest_messages_total", "outcome", "resent"); got != 2 {
 		t.Errorf("resent after the restart = %v; want 2", got)
 	}
-	if got := metricSum(t, reg2, "heliostat_ingest_sequence_gaps_total", "", ""); got != 0 {
+	if got := metricSum(t, reg2, "heliostat_ingest_sequence_gaps_total"); got != 0 {
 		t.Errorf("gaps after the restart = %v; want 0", got)
 	}
 }
@@ -345,7 +350,7 @@ func TestSpoolFullDropsCountedAsGaps(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if got := metricSum(t, reg, "heliostat_ingest_sequence_gaps_total", "", ""); got != 3 {
+	if got := metricSum(t, reg, "heliostat_ingest_sequence_gaps_total"); got != 3 {
 		t.Errorf("heliostat_ingest_sequence_gaps_total = %v; want 3 (the dropped messages)", got)
 	}
 }
