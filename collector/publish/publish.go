@@ -25,8 +25,8 @@
 // when the Publisher is created) and schemas.HeaderSequence (its number
 // among this producer's messages with the same topic and key, from 1),
 // stored with it in the spool, so a copy sent again carries the same pair.
-// Ingest drops a message whose pair it has already stored, which makes
-// delivery to ClickHouse exactly once, and counts gaps in the numbers,
+// Ingest drops a message numbered at or below the highest number it stored
+// for that producer and key, which makes delivery to ClickHouse exactly once, and counts gaps in the numbers,
 // which are messages lost before Kafka (the drops below).
 //
 // Messages are lost only when the spool is full (Publish then returns an
@@ -182,8 +182,9 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Publisher
 	return p, nil
 }
 
-// newProducerID draws a random producer id: 16 hex digits, so that two
-// Publishers, in this process or any other, do not share one.
+// newProducerID draws a random producer id: 64 random bits as 16 hex
+// digits, so two Publishers, in this process or any other, share one with a
+// chance that can be neglected.
 func newProducerID() (string, error) {
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
