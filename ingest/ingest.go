@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -475,15 +476,17 @@ func (in *Ingester) deadletter(b *batch, it item) {
 	in.warnf("deadletter", "undecodable message sent to dead-letter topic", "topic", it.h.topic(),
 		"partition", it.partition, "offset", it.offset, "err", it.reason)
 	m := it.dead
+	// The original headers go along (a numbered message's producer says
+	// which collector sent it), followed by where and why it failed.
 	b.dead = append(b.dead, kafka.Message{
 		Key:   m.Key,
 		Value: m.Value,
-		Headers: []kafka.Header{
-			{Key: schemas.HeaderDeadletterReason, Value: []byte(it.reason.Error())},
-			{Key: schemas.HeaderDeadletterTopic, Value: []byte(m.Topic)},
-			{Key: schemas.HeaderDeadletterPartition, Value: []byte(strconv.Itoa(m.Partition))},
-			{Key: schemas.HeaderDeadletterOffset, Value: []byte(strconv.FormatInt(m.Offset, 10))},
-		},
+		Headers: append(slices.Clip(m.Headers),
+			kafka.Header{Key: schemas.HeaderDeadletterReason, Value: []byte(it.reason.Error())},
+			kafka.Header{Key: schemas.HeaderDeadletterTopic, Value: []byte(m.Topic)},
+			kafka.Header{Key: schemas.HeaderDeadletterPartition, Value: []byte(strconv.Itoa(m.Partition))},
+			kafka.Header{Key: schemas.HeaderDeadletterOffset, Value: []byte(strconv.FormatInt(m.Offset, 10))},
+		),
 	})
 }
 

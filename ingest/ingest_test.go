@@ -166,7 +166,8 @@ func TestDeadletterDoesNotBlockPartition(t *testing.T) {
 	}
 	w := &kafka.Writer{Addr: kafka.TCP(broker), Topic: schemas.TopicGPUSamples, RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond}
 	defer w.Close()
-	bad := []kafka.Message{{Key: []byte("h"), Value: []byte("not a heliostat message")}, {Key: []byte("h"), Value: []byte{'H', 'S', 'G', 9}}}
+	bad := []kafka.Message{{Key: []byte("h"), Value: []byte("not a heliostat message")}, {Key: []byte("h"), Value: []byte{'H', 'S', 'G', 9},
+		Headers: []kafka.Header{{Key: schemas.HeaderProducer, Value: []byte("p1")}, {Key: schemas.HeaderSequence, Value: []byte("1")}}}}
 	if err := w.WriteMessages(context.Background(), bad...); err != nil {
 		t.Fatal(err)
 	}
@@ -196,6 +197,13 @@ func TestDeadletterDoesNotBlockPartition(t *testing.T) {
 		}
 		if h[schemas.HeaderDeadletterOffset] != fmt.Sprint(i) || h[schemas.HeaderDeadletterReason] == "" || h[schemas.HeaderDeadletterTopic] != schemas.TopicGPUSamples {
 			t.Errorf("dead letter %d headers = %v; want source offset %d, a reason and the source topic", i, h, i)
+		}
+		want := "" // the first bad message carries no headers of its own
+		if i == 1 {
+			want = "p1"
+		}
+		if h[schemas.HeaderProducer] != want {
+			t.Errorf("dead letter %d keeps producer header %q; want %q (the original's)", i, h[schemas.HeaderProducer], want)
 		}
 	}
 	cancel()
