@@ -148,7 +148,7 @@ type item struct {
 	skip      []uint32 // part keys the ledger already holds for this offset
 	dead      *kafka.Message
 	reason    error
-	key       string           // the message key, for sequence marks
+	key       string           // the message key, for sequence marks; set for numbered messages
 	seq       schemas.Sequence // zero when the message is not numbered
 	seqErr    error            // malformed sequence headers
 }
@@ -199,7 +199,7 @@ func (in *Ingester) recover(ctx context.Context, as []assignment) ([]map[int64][
 		for {
 			d, err := in.loadLedger(ctx, a)
 			if err == nil {
-				_, err = in.loadSequences(ctx, a, marks)
+				err = in.loadSequences(ctx, a, marks)
 			}
 			if err == nil {
 				done[i] = d
@@ -211,7 +211,7 @@ func (in *Ingester) recover(ctx context.Context, as []assignment) ([]map[int64][
 			}
 			in.m.errors.WithLabelValues("ledger").Inc()
 			in.m.clickhouseUp.Set(0)
-			in.warnf("ledger", "reading ingest ledger failed, retrying", "topic", a.h.topic(), "partition", a.partition, "err", err)
+			in.warnf("ledger", "reading ingest ledger or sequence marks failed, retrying", "topic", a.h.topic(), "partition", a.partition, "err", err)
 			if !backoff.wait(ctx) {
 				return nil, nil, false
 			}
@@ -277,8 +277,10 @@ func (in *Ingester) read(ctx context.Context, a assignment, done map[int64][]uin
 			continue
 		}
 		lag.Set(float64(max(m.HighWaterMark-m.Offset-1, 0)))
-		it := item{h: a.h, partition: a.partition, offset: m.Offset, skip: done[m.Offset], key: string(m.Key)}
-		it.seq, it.seqErr = sequenceOf(m.Headers)
+		it := item{h: a.h, partition: a.partition, offset: m.Offset, skip: done[m.Offset]}
+		if it.seq, it.seqErr = sequenceOf(m.Headers); it.seq.Seq > 0 {
+			it.key = string(m.Key)
+		}
 		if d, err := a.h.decode(m.Value); err != nil {
 			it.dead, it.reason = &m, err
 		} else {

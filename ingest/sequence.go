@@ -80,9 +80,9 @@ const (
 	seqAgain                 // the message that set the mark, read again: the ledger settles it
 )
 
-// checkSequence judges a message against the marks and, unless it is a copy,
-// raises its stream's mark in marks and in the batch's pending marks. gap is
-// the count of numbers skipped before this message (messages lost upstream).
+// checkSequence judges a message against the marks. A new message raises its
+// stream's mark in marks and in the batch's pending marks; gap is the count of
+// numbers it skipped (messages lost upstream).
 func checkSequence(marks, pending map[seqKey]seqMark, k seqKey, seq uint64, offset int64) (v verdict, gap uint64) {
 	m, ok := marks[k]
 	switch {
@@ -102,25 +102,23 @@ func checkSequence(marks, pending map[seqKey]seqMark, k seqKey, seq uint64, offs
 }
 
 // loadSequences adds to marks the stored marks of one assigned partition.
-func (in *Ingester) loadSequences(ctx context.Context, a assignment, marks map[seqKey]seqMark) (int, error) {
+func (in *Ingester) loadSequences(ctx context.Context, a assignment, marks map[seqKey]seqMark) error {
 	rows, err := in.conn.Query(ctx, "SELECT producer, msg_key, max(seq), argMax(kafka_offset, seq) FROM "+in.cfg.ClickHouse.Database+
 		".ingest_sequences WHERE topic = ? AND kafka_partition = ? GROUP BY producer, msg_key",
 		a.h.topic(), uint32(a.partition))
 	if err != nil {
-		return 0, fmt.Errorf("query ingest_sequences: %w", err)
+		return fmt.Errorf("query ingest_sequences: %w", err)
 	}
 	defer rows.Close()
-	n := 0
 	for rows.Next() {
 		var producer, key string
 		var seq, off uint64
 		if err := rows.Scan(&producer, &key, &seq, &off); err != nil {
-			return n, fmt.Errorf("scan ingest_sequences: %w", err)
+			return fmt.Errorf("scan ingest_sequences: %w", err)
 		}
 		marks[seqKey{topic: a.h.topic(), partition: a.partition, producer: producer, key: key}] = seqMark{seq: seq, offset: int64(off)}
-		n++
 	}
-	return n, rows.Err()
+	return rows.Err()
 }
 
 // writeSequences stores a batch's marks, retrying until ClickHouse takes them
