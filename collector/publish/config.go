@@ -16,6 +16,9 @@ const (
 	DefaultWriteTimeout  = 10 * time.Second
 	DefaultSpoolDir      = "data/spool"
 	DefaultSpoolMaxBytes = 1 << 30
+	// DefaultSequenceKeys is how many message keys one producer id numbers
+	// before the Publisher draws a new one.
+	DefaultSequenceKeys = 1 << 16
 )
 
 // Config configures a Publisher. The zero value of each field means its
@@ -36,6 +39,13 @@ type Config struct {
 	// dropped (and counted) until the brokers take the backlog.
 	// Default: 1 GiB.
 	SpoolMaxBytes int64
+	// SequenceKeys bounds the per-key message counters (one per topic and
+	// key: a host for samples, a job for job events). When a message with a
+	// new key would exceed it, the Publisher draws a new producer id and
+	// numbers from 1 again, so a long-running job source holds at most this
+	// many counters and ingest can forget the old id once it falls idle.
+	// Default: 65,536.
+	SequenceKeys int
 }
 
 // RegisterFlags registers the publisher's flags on fs, with the defaults
@@ -70,6 +80,9 @@ func (c Config) Validate() error {
 	if c.SpoolMaxBytes < 0 {
 		return fmt.Errorf("publish: --spool.max-bytes: %d is negative", c.SpoolMaxBytes)
 	}
+	if c.SequenceKeys < 0 {
+		return fmt.Errorf("publish: SequenceKeys: %d is negative", c.SequenceKeys)
+	}
 	return nil
 }
 
@@ -86,6 +99,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SpoolMaxBytes == 0 {
 		c.SpoolMaxBytes = DefaultSpoolMaxBytes
+	}
+	if c.SequenceKeys == 0 {
+		c.SequenceKeys = DefaultSequenceKeys
 	}
 	return c
 }

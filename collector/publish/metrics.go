@@ -17,6 +17,7 @@ const (
 type metrics struct {
 	messages      *prometheus.CounterVec
 	writeErrors   prometheus.Counter
+	rotations     prometheus.Counter
 	spoolBytes    prometheus.GaugeFunc
 	spoolMessages prometheus.GaugeFunc
 }
@@ -30,6 +31,10 @@ func newMetrics(sp *spool.Spool) *metrics {
 		writeErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "heliostat_publisher_write_errors_total",
 			Help: "Failed writes to the Kafka brokers, direct or replay.",
+		}),
+		rotations: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "heliostat_publisher_producer_rotations_total",
+			Help: "New producer ids drawn because the message keys numbered under one reached the bound.",
 		}),
 		spoolBytes: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "heliostat_publisher_spool_bytes",
@@ -45,7 +50,7 @@ func newMetrics(sp *spool.Spool) *metrics {
 // register registers all metrics on reg, or none of them.
 func (m *metrics) register(reg prometheus.Registerer) error {
 	var done []prometheus.Collector
-	for _, c := range []prometheus.Collector{m.messages, m.writeErrors, m.spoolBytes, m.spoolMessages} {
+	for _, c := range []prometheus.Collector{m.messages, m.writeErrors, m.rotations, m.spoolBytes, m.spoolMessages} {
 		if err := reg.Register(c); err != nil {
 			for _, d := range done {
 				reg.Unregister(d)

@@ -94,15 +94,15 @@ type Publisher struct {
 	wake chan struct{} // a message was spooled
 	done chan struct{} // closed by Close
 
-	// producer is this Publisher's id in the schemas.HeaderProducer header.
-	producer string
-
 	// mu serialises Publish, so that a message cannot overtake one whose
 	// direct write is failing over to the spool, and guards seqs.
 	mu     sync.Mutex
 	closed bool
-	// seqs holds the last sequence number given per topic and key.
-	seqs map[string]uint64
+	// producer is the id in the schemas.HeaderProducer header of the
+	// messages numbered now; seqs holds the last number it gave per topic
+	// and key. Both change together when seqs reaches cfg.SequenceKeys.
+	producer string
+	seqs     map[string]uint64
 
 	// replayMu serialises replays (Run and Flush) and guards pending.
 	replayMu sync.Mutex
@@ -134,10 +134,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Publisher
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	producer, err := newProducerID()
-	if err != nil {
-		return nil, err
-	}
+	producer := newProducerID()
 	sp, err := spool.Open(cfg.SpoolDir, cfg.SpoolMaxBytes, logger)
 	if err != nil {
 		return nil, fmt.Errorf("publish: open spool: %w", err)
@@ -184,23 +181,37 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Publisher
 
 // newProducerID draws a random producer id: 64 random bits as 16 hex
 // digits, so two Publishers, in this process or any other, share one with a
-// chance that can be neglected.
-func newProducerID() (string, error) {
+// chance that can be neglected. (crypto/rand.Read does not fail.)
+func newProducerID() string {
 	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("publish: draw producer id: %w", err)
-	}
-	return hex.EncodeToString(b[:]), nil
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // Producer returns the id this Publisher puts in the schemas.HeaderProducer
-// header of its messages.
-func (p *Publisher) Producer() string { return p.producer }
+// header of the messages it numbers now. It waits for a Publish in progress.
+func (p *Publisher) Producer() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.producer
+}
 
 // nextSequence numbers a message for topic and key. The caller holds p.mu.
+// A key beyond cfg.SequenceKeys starts a new producer id: the counters of
+// the old one are dropped (messages already numbered keep their numbers), so
+// the counters of a source that keys by job do not grow without bound.
 func (p *Publisher) nextSequence(topic string, key []byte) schemas.Sequence {
 	k := topic + "\x00" + string(key)
-	n := p.seqs[k] + 1
+	n, ok := p.seqs[k]
+	if !ok && len(p.seqs) >= p.cfg.SequenceKeys {
+		old := p.producer
+		p.producer = newProducerID()
+		clear(p.seqs)
+		p.m.rotations.Inc()
+		p.logger.Info("new producer id: the message keys numbered under the old one reached the bound",
+			"old_producer", old, "producer", p.producer, "keys", p.cfg.SequenceKeys)
+	}
+	n++
 	p.seqs[k] = n
 	return schemas.Sequence{Producer: p.producer, Seq: n}
 }

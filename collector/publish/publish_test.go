@@ -522,3 +522,42 @@ func TestRejected(t *testing.T) {
 	}
 	checkDelivered(t, addr, topic, 6)
 }
+
+func TestProducerRotatesAtKeyBound(t *testing.T) {
+	const topic = "rotate"
+	c := startCluster(t, topic)
+	addr := c.ListenAddrs()[0]
+	p := newPublisher(t, Config{Brokers: []string{addr}, SpoolDir: t.TempDir(), SequenceKeys: 2})
+	first := p.Producer()
+
+	// The third key ("c") exceeds the bound: a new id numbers it and every
+	// key after it from 1 again.
+	keys := []string{"a", "a", "b", "a", "c", "c", "a"}
+	for i, k := range keys {
+		if err := p.Publish(context.Background(), topic, []byte(k), []byte(strconv.Itoa(i))); err != nil {
+			t.Fatalf("Publish(message %d) = %v", i, err)
+		}
+	}
+	second := p.Producer()
+	if second == first {
+		t.Fatalf("Producer() = %q after the bound; want a new id", second)
+	}
+	if got := testutil.ToFloat64(p.m.rotations); got != 1 {
+		t.Errorf("rotations = %v; want 1", got)
+	}
+	want := map[string][]delivered{
+		"a": {{0, schemas.Sequence{Producer: first, Seq: 1}}, {1, schemas.Sequence{Producer: first, Seq: 2}},
+			{3, schemas.Sequence{Producer: first, Seq: 3}}, {6, schemas.Sequence{Producer: second, Seq: 1}}},
+		"b": {{2, schemas.Sequence{Producer: first, Seq: 1}}},
+		"c": {{4, schemas.Sequence{Producer: second, Seq: 1}}, {5, schemas.Sequence{Producer: second, Seq: 2}}},
+	}
+	got := readAll(t, addr, topic)
+	for k, w := range want {
+		if !slices.Equal(got[k], w) {
+			t.Errorf("key %s: %+v; want %+v", k, got[k], w)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("keys = %d; want %d", len(got), len(want))
+	}
+}
