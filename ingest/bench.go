@@ -229,7 +229,7 @@ func benchIngest(ctx context.Context, cfg BenchConfig, ch chconn.Config, logger 
 	}
 	defer conn.Close()
 	in, err := New(Config{Brokers: cfg.Brokers, Group: fmt.Sprintf("heliostat-bench-%d", time.Now().UnixNano()), ClickHouse: ch,
-		BatchRows: cfg.BatchRows, BatchInterval: 200 * time.Millisecond}, conn, logger, prometheus.NewRegistry())
+		BatchRows: cfg.BatchRows, BatchInterval: 200 * time.Millisecond, DedupeWindow: DefaultDedupeWindow}, conn, logger, prometheus.NewRegistry())
 	if err != nil {
 		return 0, 0, err
 	}

@@ -44,7 +44,16 @@ type Config struct {
 	// RollupRetention drops rollup partitions (months) older than this; 0 keeps
 	// everything (the --retention.rollup flag defaults to 400 days).
 	RollupRetention time.Duration
+	// DedupeWindow is how long ingest remembers a producer that has sent
+	// nothing to a partition (by the messages' Kafka timestamps), to drop
+	// copies of its messages; then its sequence marks are deleted. 0 never
+	// forgets (the --dedupe.window flag defaults to DefaultDedupeWindow).
+	DedupeWindow time.Duration
 }
+
+// DefaultDedupeWindow is the --dedupe.window default: a copy of a message
+// sent up to a week after its producer's last message is still recognised.
+const DefaultDedupeWindow = 7 * 24 * time.Hour
 
 // RegisterFlags adds the ingest flags to fs.
 func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
@@ -64,6 +73,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.DurationVar(&c.RetryMax, "ingest.retry-max", 30*time.Second, "longest backoff between retries of a failed insert")
 	fs.DurationVar(&c.Retention, "retention", 30*24*time.Hour, "drop raw sample partitions older than this (0 keeps all)")
 	fs.DurationVar(&c.RollupRetention, "retention.rollup", 400*24*time.Hour, "drop 1-minute rollup partitions older than this (0 keeps all)")
+	fs.DurationVar(&c.DedupeWindow, "dedupe.window", DefaultDedupeWindow,
+		"forget the message numbers of a producer silent this long in a partition; a copy it sends later is stored again (0 never forgets)")
 	c.ClickHouse.RegisterFlags(fs, getenv)
 }
 
@@ -108,6 +119,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Retention < 0 || c.RollupRetention < 0 {
 		return errors.New("ingest: retention must not be negative")
+	}
+	if c.DedupeWindow < 0 {
+		return fmt.Errorf("ingest: --dedupe.window %s is negative", c.DedupeWindow)
 	}
 	return c.ClickHouse.Validate()
 }

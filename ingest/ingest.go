@@ -151,6 +151,7 @@ type item struct {
 	key       string           // the message key, for sequence marks; set for numbered messages
 	seq       schemas.Sequence // zero when the message is not numbered
 	seqErr    error            // malformed sequence headers
+	at        time.Time        // when a numbered message was sent (messageTime)
 }
 
 func (in *Ingester) startGeneration(gen *kafka.Generation) {
@@ -167,10 +168,11 @@ func (in *Ingester) startGeneration(gen *kafka.Generation) {
 	in.m.assigned.Set(float64(len(as)))
 	in.logger.Info("partitions assigned", "generation", gen.ID, "partitions", len(as))
 	gen.Start(func(ctx context.Context) {
-		done, marks, ok := in.recover(ctx, as)
+		done, seqs, ok := in.recover(ctx, as)
 		if !ok {
 			return
 		}
+		in.m.seqMarks.Set(float64(len(seqs.marks)))
 		if in.onAssigned != nil {
 			in.onAssigned()
 		}
@@ -183,23 +185,27 @@ func (in *Ingester) startGeneration(gen *kafka.Generation) {
 				in.read(ctx, a, done[i], items)
 			}()
 		}
-		in.sink(ctx, gen, items, marks)
+		in.sink(ctx, gen, items, seqs)
 		wg.Wait()
 	})
 }
 
 // recover loads, for each assigned partition, what the ledger holds at or after
-// the committed offset and the stored sequence marks, retrying until
-// ClickHouse answers or ctx ends.
-func (in *Ingester) recover(ctx context.Context, as []assignment) ([]map[int64][]uint32, map[seqKey]seqMark, bool) {
+// the committed offset and the stored sequence marks and producer times,
+// retrying until ClickHouse answers or ctx ends.
+func (in *Ingester) recover(ctx context.Context, as []assignment) ([]map[int64][]uint32, *sequences, bool) {
 	done := make([]map[int64][]uint32, len(as))
-	marks := map[seqKey]seqMark{}
+	seqs := newSequences()
 	backoff := newBackoff(200*time.Millisecond, in.cfg.RetryMax)
 	for i, a := range as {
 		for {
 			d, err := in.loadLedger(ctx, a)
+			unrecorded := map[prodKey]time.Time{}
 			if err == nil {
-				err = in.loadSequences(ctx, a, marks)
+				err = in.loadSequences(ctx, a, seqs, unrecorded)
+			}
+			if err == nil {
+				err = in.sendProducers(ctx, unrecorded)
 			}
 			if err == nil {
 				done[i] = d
@@ -217,7 +223,7 @@ func (in *Ingester) recover(ctx context.Context, as []assignment) ([]map[int64][
 			}
 		}
 	}
-	return done, marks, true
+	return done, seqs, true
 }
 
 func (in *Ingester) loadLedger(ctx context.Context, a assignment) (map[int64][]uint32, error) {
@@ -280,6 +286,7 @@ func (in *Ingester) read(ctx context.Context, a assignment, done map[int64][]uin
 		it := item{h: a.h, partition: a.partition, offset: m.Offset, skip: done[m.Offset]}
 		if it.seq, it.seqErr = sequenceOf(m.Headers); it.seq.Seq > 0 {
 			it.key = string(m.Key)
+			it.at = messageTime(m.Time, time.Now())
 		}
 		if d, err := a.h.decode(m.Value); err != nil {
 			it.dead, it.reason = &m, err
@@ -304,11 +311,14 @@ type batch struct {
 	dead     []kafka.Message
 	next     map[string]map[int]int64 // offsets to commit
 	seqs     map[seqKey]seqMark       // sequence marks to store before the commit
+	senders  map[prodKey]time.Time    // producer times to store with them
+	forget   []prodKey                // idle producers whose rows to delete after them
 	first    time.Time
 }
 
 func (in *Ingester) newBatch() *batch {
-	b := &batch{handlers: in.newHandlers(), byTopic: map[string]handler{}, next: map[string]map[int]int64{}, seqs: map[seqKey]seqMark{}}
+	b := &batch{handlers: in.newHandlers(), byTopic: map[string]handler{}, next: map[string]map[int]int64{},
+		seqs: map[seqKey]seqMark{}, senders: map[prodKey]time.Time{}}
 	for _, h := range b.handlers {
 		b.byTopic[h.topic()] = h
 	}
@@ -333,6 +343,8 @@ func (b *batch) reset() {
 	b.dead = b.dead[:0]
 	clear(b.next)
 	clear(b.seqs)
+	clear(b.senders)
+	b.forget = b.forget[:0]
 }
 
 // flushJob is a full batch on its way to the flusher.
@@ -346,7 +358,7 @@ type flushJob struct {
 // fills: decoding overlaps ClickHouse's work on the previous INSERT. At most
 // two batches exist, so memory stays bounded and a slow ClickHouse holds the
 // readers back.
-func (in *Ingester) sink(ctx context.Context, gen *kafka.Generation, items <-chan item, marks map[seqKey]seqMark) {
+func (in *Ingester) sink(ctx context.Context, gen *kafka.Generation, items <-chan item, seqs *sequences) {
 	free := make(chan *batch, 2)
 	free <- in.newBatch()
 	free <- in.newBatch()
@@ -372,9 +384,11 @@ func (in *Ingester) sink(ctx context.Context, gen *kafka.Generation, items <-cha
 		<-flusherDone
 	}()
 	cur := <-free
+	in.sweepSequences(seqs, cur)
 	// handOff gives cur to the flusher and takes a free batch; false when a
 	// flush failed (the generation is over).
 	handOff := func(fctx context.Context) bool {
+		in.m.seqMarks.Set(float64(len(seqs.marks)))
 		select {
 		case jobs <- flushJob{ctx: fctx, b: cur}:
 		case <-failed:
@@ -395,12 +409,14 @@ func (in *Ingester) sink(ctx context.Context, gen *kafka.Generation, items <-cha
 			if cur.msgs == 0 {
 				cur.first = time.Now()
 			}
-			in.addItem(cur, it, marks)
+			in.addItem(cur, it, seqs)
 			if cur.rows >= in.cfg.BatchRows && !handOff(ctx) {
 				return
 			}
 		case <-tick.C:
-			if cur.msgs > 0 && time.Since(cur.first) >= in.cfg.BatchInterval && !handOff(ctx) {
+			in.sweepSequences(seqs, cur)
+			due := cur.msgs > 0 && time.Since(cur.first) >= in.cfg.BatchInterval
+			if (due || cur.msgs == 0 && len(cur.forget) > 0) && !handOff(ctx) {
 				return
 			}
 		case <-failed:
@@ -421,9 +437,9 @@ func (in *Ingester) sink(ctx context.Context, gen *kafka.Generation, items <-cha
 	}
 }
 
-// addItem files one message into b. marks are the generation's sequence
-// marks (see sequence.go); the sink goroutine alone uses them.
-func (in *Ingester) addItem(b *batch, it item, marks map[seqKey]seqMark) {
+// addItem files one message into b. seqs is the generation's deduplication
+// state (see sequence.go); the sink goroutine alone uses it.
+func (in *Ingester) addItem(b *batch, it item, seqs *sequences) {
 	topic := it.h.topic()
 	b.add(topic, it.partition, it.offset)
 	if it.seqErr != nil {
@@ -434,7 +450,8 @@ func (in *Ingester) addItem(b *batch, it item, marks map[seqKey]seqMark) {
 	}
 	if it.seq.Seq > 0 {
 		k := seqKey{topic: topic, partition: it.partition, producer: it.seq.Producer, key: it.key}
-		v, gap := checkSequence(marks, b.seqs, k, it.seq.Seq, it.offset)
+		v, gap := checkSequence(seqs.marks, b.seqs, k, it.seq.Seq, it.offset)
+		seqs.seen(k.prod(), it.at, b.senders)
 		if gap > 0 {
 			in.m.seqGaps.WithLabelValues(topic).Add(float64(gap))
 			in.warnf("sequence_gap", "messages missing from a producer's numbered stream: lost before kafka (spool full or rejected)",
@@ -532,8 +549,18 @@ func (in *Ingester) flush(ctx context.Context, gen *kafka.Generation, b *batch) 
 		}
 	}
 	// The marks go after the rows they vouch for and before the commit.
-	if err := in.writeSequences(ctx, b.seqs); err != nil {
+	if err := in.writeSequences(ctx, b.seqs, b.senders); err != nil {
 		return false
+	}
+	if len(b.forget) > 0 {
+		if err := in.pruneSequences(ctx, b.forget); err != nil {
+			in.m.errors.WithLabelValues("sequences").Inc()
+			in.warnf("sequences", "deleting forgotten producers' rows failed; the next partition assignment deletes them",
+				"producers", len(b.forget), "err", err)
+		}
+	}
+	if len(b.next) == 0 {
+		return true
 	}
 	if err := gen.CommitOffsets(b.next); err != nil {
 		in.m.errors.WithLabelValues("commit").Inc()

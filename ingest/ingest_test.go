@@ -63,11 +63,21 @@ func produceSamples(t testing.TB, broker string, msgs, hosts, gpus, ticks int, s
 
 func startIngest(t *testing.T, ctx context.Context, broker string, ch chconn.Config, reg prometheus.Registerer) chan error {
 	t.Helper()
+	return startIngestWith(t, ctx, broker, ch, reg, nil)
+}
+
+// startIngestWith is startIngest with the test's configuration changed by
+// adjust (when not nil).
+func startIngestWith(t *testing.T, ctx context.Context, broker string, ch chconn.Config, reg prometheus.Registerer, adjust func(*ingest.Config)) chan error {
+	t.Helper()
 	conn, err := ch.Open(ctx, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := ingest.Config{Brokers: []string{broker}, Group: "g-" + ch.Database, ClickHouse: ch, BatchRows: 50_000, BatchInterval: 200 * time.Millisecond, SessionTimeout: time.Second}
+	if adjust != nil {
+		adjust(&cfg)
+	}
 	in, err := ingest.New(cfg, conn, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), reg)
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,8 @@ type metrics struct {
 	clickhouseUp  prometheus.Gauge
 	retentionDrop *prometheus.CounterVec // table
 	seqGaps       *prometheus.CounterVec // topic
+	seqMarks      prometheus.Gauge
+	seqForgotten  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -55,8 +57,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "heliostat_ingest_sequence_gaps_total",
 			Help: "Numbers missing from producers' numbered messages, by topic: messages lost before Kafka (a full spool, a rejected write).",
 		}, []string{"topic"}),
+		seqMarks: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "heliostat_ingest_sequence_marks",
+			Help: "Sequence marks held for the assigned partitions: one per producer and message key.",
+		}),
+		seqForgotten: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "heliostat_ingest_sequence_producers_forgotten_total",
+			Help: "Producers whose sequence marks were deleted after --dedupe.window without a message in a partition, counted per partition.",
+		}),
 	}
-	reg.MustRegister(m.rows, m.messages, m.errors, m.batchSeconds, m.lag, m.flushRows, m.assigned, m.clickhouseUp, m.retentionDrop, m.seqGaps)
+	reg.MustRegister(m.rows, m.messages, m.errors, m.batchSeconds, m.lag, m.flushRows, m.assigned, m.clickhouseUp, m.retentionDrop, m.seqGaps,
+		m.seqMarks, m.seqForgotten)
 	return m
 }
 

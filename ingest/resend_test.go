@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/segmentio/kafka-go"
@@ -26,12 +27,14 @@ import (
 )
 
 // sampleMessage is one host's samples of one tick, numbered seq by producer
-// (no sequence headers when producer is empty).
+// (no sequence headers when producer is empty), sent at sent (zero: when
+// written).
 type sampleMessage struct {
 	host     string
 	tick     int
 	producer string
 	seq      string
+	sent     time.Time
 }
 
 // sampleValue encodes host's 4 GPUs' samples of tick ticks after start.
@@ -55,7 +58,7 @@ func writeSampleMessages(t *testing.T, broker string, start time.Time, msgs []sa
 	defer w.Close()
 	var out []kafka.Message
 	for _, m := range msgs {
-		km := kafka.Message{Key: []byte(m.host), Value: sampleValue(t, m.host, m.tick, start)}
+		km := kafka.Message{Key: []byte(m.host), Value: sampleValue(t, m.host, m.tick, start), Time: m.sent}
 		if m.producer != "" {
 			km.Headers = []kafka.Header{{Key: schemas.HeaderProducer, Value: []byte(m.producer)}, {Key: schemas.HeaderSequence, Value: []byte(m.seq)}}
 		}
@@ -120,22 +123,22 @@ func TestResentMessagesStoredOnce(t *testing.T) {
 	var msgs []sampleMessage
 	for tick := range 6 {
 		for _, h := range []string{"h0", "h1"} {
-			msgs = append(msgs, sampleMessage{h, tick, "p1", strconv.Itoa(tick + 1)})
+			msgs = append(msgs, sampleMessage{host: h, tick: tick, producer: "p1", seq: strconv.Itoa(tick + 1)})
 		}
 	}
 	// Copies of h0's messages 3 to 5, sent again with their numbers.
 	for tick := 2; tick < 5; tick++ {
-		msgs = append(msgs, sampleMessage{"h0", tick, "p1", strconv.Itoa(tick + 1)})
+		msgs = append(msgs, sampleMessage{host: "h0", tick: tick, producer: "p1", seq: strconv.Itoa(tick + 1)})
 	}
 	msgs = append(msgs,
-		sampleMessage{"h1", 8, "p1", "9"},   // 7 and 8 were lost upstream
-		sampleMessage{"h0", 9, "p2", "1"},   // another producer, same host
-		sampleMessage{"h0", 10, "p1", "x"},  // malformed: stored, not deduplicated
-		sampleMessage{"h1", 11, "", ""},     // not numbered: stored
-		sampleMessage{"h1", 8, "p1", "9"},   // a copy of the message after the gap
-		sampleMessage{"h0", 9, "p2", "1"},   // a copy of p2's message
-		sampleMessage{"h0", 6, "p1", "7"},   // h0 goes on
-		sampleMessage{"h0", 12, "p1", "08"}, // malformed too
+		sampleMessage{host: "h1", tick: 8, producer: "p1", seq: "9"},   // 7 and 8 were lost upstream
+		sampleMessage{host: "h0", tick: 9, producer: "p2", seq: "1"},   // another producer, same host
+		sampleMessage{host: "h0", tick: 10, producer: "p1", seq: "x"},  // malformed: stored, not deduplicated
+		sampleMessage{host: "h1", tick: 11, producer: "", seq: ""},     // not numbered: stored
+		sampleMessage{host: "h1", tick: 8, producer: "p1", seq: "9"},   // a copy of the message after the gap
+		sampleMessage{host: "h0", tick: 9, producer: "p2", seq: "1"},   // a copy of p2's message
+		sampleMessage{host: "h0", tick: 6, producer: "p1", seq: "7"},   // h0 goes on
+		sampleMessage{host: "h0", tick: 12, producer: "p1", seq: "08"}, // malformed too
 	)
 	writeSampleMessages(t, broker, start, msgs)
 	const distinct = 12 + 1 + 1 + 1 + 1 + 1 + 1 // messages whose samples must be stored
@@ -171,9 +174,9 @@ func TestResentMessagesStoredOnce(t *testing.T) {
 	// offsets are past the originals, so only the stored marks can tell
 	// that these are copies.
 	writeSampleMessages(t, broker, start, []sampleMessage{
-		{"h0", 1, "p1", "2"}, // an old copy
-		{"h1", 8, "p1", "9"}, // a copy of the latest mark
-		{"h0", 7, "p1", "8"}, // new
+		{host: "h0", tick: 1, producer: "p1", seq: "2"}, // an old copy
+		{host: "h1", tick: 8, producer: "p1", seq: "9"}, // a copy of the latest mark
+		{host: "h0", tick: 7, producer: "p1", seq: "8"}, // new
 	})
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	defer cancel2()
@@ -352,5 +355,107 @@ func TestSpoolFullDropsCountedAsGaps(t *testing.T) {
 	}
 	if got := metricSum(t, reg, "heliostat_ingest_sequence_gaps_total"); got != 3 {
 		t.Errorf("heliostat_ingest_sequence_gaps_total = %v; want 3 (the dropped messages)", got)
+	}
+}
+
+// producerRows counts the rows of producer in table.
+func producerRows(t *testing.T, conn driver.Conn, table, producer string) uint64 {
+	t.Helper()
+	var n uint64
+	if err := conn.QueryRow(context.Background(), "SELECT count() FROM "+table+" WHERE producer = ?", producer).Scan(&n); err != nil {
+		t.Fatalf("count %s rows of %s: %v", producer, table, err)
+	}
+	return n
+}
+
+// waitProducerRows polls until table holds want rows of producer (deletes
+// are mutations that ClickHouse applies in the background).
+func waitProducerRows(t *testing.T, conn driver.Conn, table, producer string, want uint64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for producerRows(t, conn, table, producer) != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s holds %d rows of producer %s; want %d", table, producerRows(t, conn, table, producer), producer, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestIdleProducersForgotten checks that the marks of a producer that has
+// sent nothing to its partition for the dedupe window are dropped from
+// memory and deleted from ClickHouse, while an active producer's stay and
+// still catch its copies across a restart; and that a restart stores a time
+// for a producer whose marks have none (rows from before ingest_producers).
+func TestIdleProducersForgotten(t *testing.T) {
+	ch, conn := schematest.Database(t)
+	_, broker := schematest.Broker(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	if err := ingest.EnsureTopics(context.Background(), []string{broker}, 2, schemas.DataTopics()...); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 4, 1, 10, 0, 0, 0, time.UTC)
+	now := time.Now().Truncate(time.Millisecond)
+	// One key, so one partition: "old" sent an hour before "new", far more
+	// than the 2 s window, measured by the messages' own timestamps.
+	msgs := []sampleMessage{
+		{host: "h0", tick: 0, producer: "old", seq: "1", sent: now.Add(-time.Hour)},
+		{host: "h0", tick: 1, producer: "old", seq: "2", sent: now.Add(-time.Hour)},
+		{host: "h0", tick: 2, producer: "new", seq: "1", sent: now},
+		{host: "h0", tick: 3, producer: "new", seq: "2", sent: now},
+	}
+	writeSampleMessages(t, broker, start, msgs)
+	window := func(c *ingest.Config) { c.DedupeWindow = 2 * time.Second }
+	seqTable, prodTable := ch.Database+".ingest_sequences", ch.Database+".ingest_producers"
+
+	ctx, cancel := context.WithCancel(context.Background())
+	reg := prometheus.NewRegistry()
+	done := startIngestWith(t, ctx, broker, ch, reg, window)
+	waitMessages(t, reg, float64(len(msgs)))
+	waitCount(t, conn, ch.Database+".gpu_samples", uint64(len(msgs))*4, 30*time.Second)
+	waitProducerRows(t, conn, seqTable, "new", 1)
+	waitProducerRows(t, conn, prodTable, "new", 1)
+	// The sweep runs every window/8 = 250 ms of wall time.
+	deadline := time.Now().Add(30 * time.Second)
+	for metricSum(t, reg, "heliostat_ingest_sequence_producers_forgotten_total") < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the idle producer was not forgotten")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	waitProducerRows(t, conn, seqTable, "old", 0)
+	waitProducerRows(t, conn, prodTable, "old", 0)
+	if got := metricSum(t, reg, "heliostat_ingest_sequence_marks"); got != 1 {
+		t.Errorf("marks held = %v; want 1 (new's)", got)
+	}
+	if got := metricSum(t, reg, "heliostat_ingest_sequence_producers_forgotten_total"); got != 1 {
+		t.Errorf("producers forgotten = %v; want 1", got)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+
+	// Rows as written before ingest_producers existed: marks, no time.
+	if err := conn.Exec(context.Background(), "ALTER TABLE "+prodTable+" DELETE WHERE producer = 'new'"); err != nil {
+		t.Fatal(err)
+	}
+	waitProducerRows(t, conn, prodTable, "new", 0)
+	// A copy of new's latest message, sent again now: still recognised.
+	writeSampleMessages(t, broker, start, []sampleMessage{{host: "h0", tick: 3, producer: "new", seq: "2"}})
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	reg2 := prometheus.NewRegistry()
+	done2 := startIngestWith(t, ctx2, broker, ch, reg2, window)
+	waitMessages(t, reg2, 1)
+	if got := metricSum(t, reg2, "heliostat_ingest_messages_total", "outcome", "resent"); got != 1 {
+		t.Errorf("resent after the restart = %v; want 1", got)
+	}
+	waitProducerRows(t, conn, prodTable, "new", 1)
+	cancel2()
+	if err := <-done2; err != nil {
+		t.Fatalf("second Run: %v", err)
+	}
+	assertNoDuplicates(t, conn, ch.Database)
+	if got := schematest.Count(t, conn, ch.Database+".gpu_samples"); got != uint64(len(msgs))*4 {
+		t.Errorf("gpu_samples = %d rows; want %d", got, len(msgs)*4)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -101,11 +102,217 @@ func checkSequence(marks, pending map[seqKey]seqMark, k seqKey, seq uint64, offs
 	return seqNew, gap
 }
 
-// loadSequences adds to marks the stored marks of one assigned partition.
-func (in *Ingester) loadSequences(ctx context.Context, a assignment, marks map[seqKey]seqMark) error {
-	rows, err := in.conn.Query(ctx, "SELECT producer, msg_key, max(seq), argMax(kafka_offset, seq) FROM "+in.cfg.ClickHouse.Database+
+// Forgetting idle producers.
+//
+// A producer id is new at each collector start, and job events are keyed by
+// job, so marks would pile up for good. Ingest therefore also keeps, per
+// partition, when each producer last sent a message there (the message's
+// Kafka timestamp, capped at ingest's clock), and stores it in
+// ingest_producers. A partition's clock is the latest of those times; a
+// producer more than Config.DedupeWindow behind it is forgotten: its marks
+// are dropped from memory and deleted from both tables. Message time rather
+// than wall time keeps a backlog read after an ingest outage judged by when
+// its messages were sent.
+
+// prodKey identifies one producer's messages in one partition.
+type prodKey struct {
+	topic     string
+	partition int32
+	producer  string
+}
+
+func (k seqKey) prod() prodKey {
+	return prodKey{topic: k.topic, partition: k.partition, producer: k.producer}
+}
+
+// partKey identifies one partition.
+type partKey struct {
+	topic     string
+	partition int32
+}
+
+// producerSeen is when a producer last sent a message to a partition, and
+// the time last queued for ingest_producers.
+type producerSeen struct {
+	last, stored time.Time
+}
+
+// producerStoreEvery is how far a producer's time moves before it is stored
+// again: ingest_producers gets a row per producer a minute at most.
+const producerStoreEvery = time.Minute
+
+// minMessageTime is the earliest Kafka timestamp taken at face value; a
+// message without one (-1) counts as sent when ingest read it.
+var minMessageTime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// messageTime is when a message was sent, as far as forgetting producers
+// goes: its timestamp, unless that is missing or ahead of ingest's clock.
+func messageTime(ts, now time.Time) time.Time {
+	if ts.Before(minMessageTime) || ts.After(now) {
+		return now
+	}
+	return ts
+}
+
+// sequences is a generation's deduplication state. The sink goroutine alone
+// uses it.
+type sequences struct {
+	marks     map[seqKey]seqMark
+	producers map[prodKey]*producerSeen
+	swept     time.Time // wall clock of the last look for idle producers
+}
+
+func newSequences() *sequences {
+	return &sequences{marks: map[seqKey]seqMark{}, producers: map[prodKey]*producerSeen{}}
+}
+
+// seen notes a message of producer k sent at t. When the producer's time
+// moved by producerStoreEvery since it was last stored, it goes to pending.
+func (s *sequences) seen(k prodKey, t time.Time, pending map[prodKey]time.Time) {
+	p := s.producers[k]
+	if p == nil {
+		p = &producerSeen{}
+		s.producers[k] = p
+	}
+	if t.After(p.last) {
+		p.last = t
+	}
+	if p.last.Sub(p.stored) >= producerStoreEvery {
+		p.stored = p.last
+		pending[k] = p.last
+	}
+}
+
+// idle returns the producers whose last message in their partition is more
+// than window older than the partition's clock, in no particular order.
+func (s *sequences) idle(window time.Duration) []prodKey {
+	clocks := map[partKey]time.Time{}
+	for k, p := range s.producers {
+		pk := partKey{k.topic, k.partition}
+		if p.last.After(clocks[pk]) {
+			clocks[pk] = p.last
+		}
+	}
+	var out []prodKey
+	for k, p := range s.producers {
+		if clocks[partKey{k.topic, k.partition}].Sub(p.last) > window {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// forget drops producers and their marks; it returns how many marks went.
+func (s *sequences) forget(producers []prodKey) int {
+	gone := make(map[prodKey]bool, len(producers))
+	for _, k := range producers {
+		gone[k] = true
+		delete(s.producers, k)
+	}
+	n := 0
+	for k := range s.marks {
+		if gone[k.prod()] {
+			delete(s.marks, k)
+			n++
+		}
+	}
+	return n
+}
+
+// sweepEvery is how often the sink looks for idle producers: hourly, or
+// more often for a window under 8 hours.
+func sweepEvery(window time.Duration) time.Duration {
+	return min(time.Hour, window/8)
+}
+
+// sweepSequences forgets the producers idle for longer than the window and
+// queues the deletion of their rows in b: the flusher deletes them after the
+// batches before b, which may still hold their marks, are written. A failed
+// delete is retried at the next assignment, which loads the rows and finds
+// the producers idle again.
+func (in *Ingester) sweepSequences(s *sequences, b *batch) {
+	window := in.cfg.DedupeWindow
+	if window <= 0 || time.Since(s.swept) < sweepEvery(window) {
+		return
+	}
+	s.swept = time.Now()
+	idle := s.idle(window)
+	if len(idle) == 0 {
+		return
+	}
+	n := s.forget(idle)
+	b.forget = append(b.forget, idle...)
+	in.m.seqForgotten.Add(float64(len(idle)))
+	in.m.seqMarks.Set(float64(len(s.marks)))
+	in.logger.Info("forgot the sequence marks of producers silent for the dedupe window",
+		"producers", len(idle), "marks", n, "window", window)
+}
+
+// pruneChunk bounds the producers named in one DELETE, keeping the statement
+// well under ClickHouse's max_query_size (256 KiB).
+const pruneChunk = 500
+
+// pruneSequences deletes the rows of producers from ingest_producers and
+// ingest_sequences (an ALTER … DELETE mutation, which ClickHouse applies in
+// the background).
+func (in *Ingester) pruneSequences(ctx context.Context, producers []prodKey) error {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	for len(producers) > 0 {
+		chunk := producers[:min(len(producers), pruneChunk)]
+		producers = producers[len(chunk):]
+		var list strings.Builder
+		for i, k := range chunk {
+			if i > 0 {
+				list.WriteString(", ")
+			}
+			fmt.Fprintf(&list, "(%s, %d, %s)", quote(k.topic), k.partition, quote(k.producer))
+		}
+		for _, table := range []string{"ingest_producers", "ingest_sequences"} {
+			q := "ALTER TABLE " + in.cfg.ClickHouse.Database + "." + table +
+				" DELETE WHERE (topic, kafka_partition, producer) IN (" + list.String() + ")"
+			if err := in.conn.Exec(pctx, q); err != nil {
+				return fmt.Errorf("delete %d producers from %s: %w", len(chunk), table, err)
+			}
+		}
+	}
+	return nil
+}
+
+// loadSequences adds to s the stored marks and producer times of one
+// assigned partition. A producer with marks but no stored time (its row was
+// not written, or it predates ingest_producers) is given the partition's
+// clock, or now when the partition has none, and returned in unrecorded to be
+// stored: it is forgotten a window later unless it sends again.
+func (in *Ingester) loadSequences(ctx context.Context, a assignment, s *sequences, unrecorded map[prodKey]time.Time) error {
+	topic, db := a.h.topic(), in.cfg.ClickHouse.Database
+	prows, err := in.conn.Query(ctx, "SELECT producer, max(last_time) FROM "+db+
+		".ingest_producers WHERE topic = ? AND kafka_partition = ? GROUP BY producer", topic, uint32(a.partition))
+	if err != nil {
+		return fmt.Errorf("query ingest_producers: %w", err)
+	}
+	defer prows.Close()
+	var clock time.Time
+	for prows.Next() {
+		var producer string
+		var last time.Time
+		if err := prows.Scan(&producer, &last); err != nil {
+			return fmt.Errorf("scan ingest_producers: %w", err)
+		}
+		s.producers[prodKey{topic: topic, partition: a.partition, producer: producer}] = &producerSeen{last: last, stored: last}
+		if last.After(clock) {
+			clock = last
+		}
+	}
+	if err := prows.Err(); err != nil {
+		return fmt.Errorf("read ingest_producers: %w", err)
+	}
+	if clock.IsZero() {
+		clock = time.Now().UTC().Truncate(time.Second)
+	}
+	rows, err := in.conn.Query(ctx, "SELECT producer, msg_key, max(seq), argMax(kafka_offset, seq) FROM "+db+
 		".ingest_sequences WHERE topic = ? AND kafka_partition = ? GROUP BY producer, msg_key",
-		a.h.topic(), uint32(a.partition))
+		topic, uint32(a.partition))
 	if err != nil {
 		return fmt.Errorf("query ingest_sequences: %w", err)
 	}
@@ -116,21 +323,30 @@ func (in *Ingester) loadSequences(ctx context.Context, a assignment, marks map[s
 		if err := rows.Scan(&producer, &key, &seq, &off); err != nil {
 			return fmt.Errorf("scan ingest_sequences: %w", err)
 		}
-		marks[seqKey{topic: a.h.topic(), partition: a.partition, producer: producer, key: key}] = seqMark{seq: seq, offset: int64(off)}
+		k := seqKey{topic: topic, partition: a.partition, producer: producer, key: key}
+		s.marks[k] = seqMark{seq: seq, offset: int64(off)}
+		if pk := k.prod(); s.producers[pk] == nil {
+			s.producers[pk] = &producerSeen{last: clock, stored: clock}
+			unrecorded[pk] = clock
+		}
 	}
 	return rows.Err()
 }
 
-// writeSequences stores a batch's marks, retrying until ClickHouse takes them
-// or ctx ends. Rows are only added (the table keeps the highest number), so a
-// retry after an uncertain failure does no harm.
-func (in *Ingester) writeSequences(ctx context.Context, pending map[seqKey]seqMark) error {
-	if len(pending) == 0 {
+// writeSequences stores a batch's producer times and marks, retrying until
+// ClickHouse takes them or ctx ends. Rows are only added (the tables keep
+// the highest number and the latest time), so a retry after an uncertain
+// failure does no harm.
+func (in *Ingester) writeSequences(ctx context.Context, pending map[seqKey]seqMark, producers map[prodKey]time.Time) error {
+	if len(pending) == 0 && len(producers) == 0 {
 		return nil
 	}
 	backoff := newBackoff(100*time.Millisecond, in.cfg.RetryMax)
 	for {
-		err := in.sendSequences(ctx, pending)
+		err := in.sendProducers(ctx, producers)
+		if err == nil {
+			err = in.sendSequences(ctx, pending)
+		}
 		if err == nil {
 			in.m.clickhouseUp.Set(1)
 			return nil
@@ -144,7 +360,33 @@ func (in *Ingester) writeSequences(ctx context.Context, pending map[seqKey]seqMa
 	}
 }
 
+func (in *Ingester) sendProducers(ctx context.Context, producers map[prodKey]time.Time) error {
+	if len(producers) == 0 {
+		return nil
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	batch, err := in.conn.PrepareBatch(sctx, "INSERT INTO "+in.cfg.ClickHouse.Database+
+		".ingest_producers (topic, kafka_partition, producer, last_time)")
+	if err != nil {
+		return fmt.Errorf("prepare ingest_producers insert: %w", err)
+	}
+	defer batch.Abort()
+	for k, t := range producers {
+		if err := batch.Append(k.topic, uint32(k.partition), k.producer, t.UTC().Truncate(time.Second)); err != nil {
+			return fmt.Errorf("append ingest_producers row: %w", err)
+		}
+	}
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("send %d ingest_producers rows: %w", len(producers), err)
+	}
+	return nil
+}
+
 func (in *Ingester) sendSequences(ctx context.Context, pending map[seqKey]seqMark) error {
+	if len(pending) == 0 {
+		return nil
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	batch, err := in.conn.PrepareBatch(sctx, "INSERT INTO "+in.cfg.ClickHouse.Database+

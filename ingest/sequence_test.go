@@ -1,8 +1,10 @@
 package ingest
 
 import (
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 
@@ -101,4 +103,109 @@ func FuzzSequenceOf(f *testing.F) {
 			t.Fatalf("sequenceOf(%q) = %+v without error, not valid", hs, s)
 		}
 	})
+}
+
+func TestIdleProducers(t *testing.T) {
+	t0 := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)
+	pk := func(topic string, partition int32, producer string) prodKey {
+		return prodKey{topic: topic, partition: partition, producer: producer}
+	}
+	tests := []struct {
+		name   string
+		last   map[prodKey]time.Duration // after t0
+		window time.Duration
+		want   []prodKey
+	}{
+		{"none", nil, time.Hour, nil},
+		{"one producer is its partition's clock", map[prodKey]time.Duration{pk("t", 0, "a"): 0}, time.Hour, nil},
+		{"within the window", map[prodKey]time.Duration{pk("t", 0, "a"): 0, pk("t", 0, "b"): time.Hour}, time.Hour, nil},
+		{"beyond it", map[prodKey]time.Duration{pk("t", 0, "a"): 0, pk("t", 0, "b"): time.Hour + time.Second}, time.Hour,
+			[]prodKey{pk("t", 0, "a")}},
+		{"each partition has its own clock", map[prodKey]time.Duration{
+			pk("t", 0, "a"): 0, pk("t", 0, "b"): 2 * time.Hour, // a idle in t/0
+			pk("t", 1, "a"): 0, pk("t", 1, "c"): 30 * time.Minute, // a active in t/1
+			pk("u", 0, "a"): 0, // alone in u/0
+		}, time.Hour, []prodKey{pk("t", 0, "a")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newSequences()
+			for k, d := range tt.last {
+				s.producers[k] = &producerSeen{last: t0.Add(d)}
+			}
+			got := s.idle(tt.window)
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("idle(%v) = %v; want %v", tt.window, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestForgetProducers(t *testing.T) {
+	s := newSequences()
+	a0 := prodKey{topic: "t", partition: 0, producer: "a"}
+	a1 := prodKey{topic: "t", partition: 1, producer: "a"}
+	for _, pk := range []prodKey{a0, a1} {
+		s.producers[pk] = &producerSeen{}
+		for _, key := range []string{"h0", "h1"} {
+			s.marks[seqKey{topic: pk.topic, partition: pk.partition, producer: pk.producer, key: key}] = seqMark{seq: 1}
+		}
+	}
+	if n := s.forget([]prodKey{a0}); n != 2 {
+		t.Errorf("forget(a in t/0) dropped %d marks; want 2", n)
+	}
+	if len(s.marks) != 2 || s.producers[a0] != nil || s.producers[a1] == nil {
+		t.Errorf("after forget: %d marks, producers %v; want a's 2 marks in t/1 and a in t/1 only", len(s.marks), s.producers)
+	}
+	for k := range s.marks {
+		if k.prod() != a1 {
+			t.Errorf("mark %v left; want only a's in t/1", k)
+		}
+	}
+}
+
+func TestProducerSeen(t *testing.T) {
+	t0 := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)
+	k := prodKey{topic: "t", partition: 0, producer: "p"}
+	s := newSequences()
+	steps := []struct {
+		at        time.Duration // after t0
+		wantLast  time.Duration
+		wantStore bool
+	}{
+		{0, 0, true}, // first seen: stored
+		{30 * time.Second, 30 * time.Second, false}, // under a minute since stored
+		{10 * time.Second, 30 * time.Second, false}, // out of order: the time does not go back
+		{70 * time.Second, 70 * time.Second, true},  // a minute past the stored time
+	}
+	for i, st := range steps {
+		pending := map[prodKey]time.Time{}
+		s.seen(k, t0.Add(st.at), pending)
+		if got := s.producers[k].last; !got.Equal(t0.Add(st.wantLast)) {
+			t.Errorf("step %d: last = %v; want %v", i, got, t0.Add(st.wantLast))
+		}
+		if _, stored := pending[k]; stored != st.wantStore {
+			t.Errorf("step %d: queued for storing = %v; want %v", i, stored, st.wantStore)
+		}
+	}
+}
+
+func TestMessageTime(t *testing.T) {
+	now := time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name string
+		ts   time.Time
+		want time.Time
+	}{
+		{"past", now.Add(-time.Hour), now.Add(-time.Hour)},
+		{"now", now, now},
+		{"ahead of ingest's clock", now.Add(time.Hour), now},
+		{"no timestamp (-1 ms)", time.UnixMilli(-1), now},
+		{"zero", time.Time{}, now},
+	}
+	for _, tt := range tests {
+		if got := messageTime(tt.ts, now); !got.Equal(tt.want) {
+			t.Errorf("%s: messageTime(%v) = %v; want %v", tt.name, tt.ts, got, tt.want)
+		}
+	}
 }

@@ -178,7 +178,7 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
-	in, err := ingest.New(ingest.Config{Brokers: []string{broker}, ClickHouse: ch, Retention: *retention}, conn, logger, reg)
+	in, err := ingest.New(ingest.Config{Brokers: []string{broker}, ClickHouse: ch, Retention: *retention, DedupeWindow: ingest.DefaultDedupeWindow}, conn, logger, reg)
 	if err != nil {
 		return err
 	}

@@ -95,7 +95,7 @@ type Publisher struct {
 	done chan struct{} // closed by Close
 
 	// mu serialises Publish, so that a message cannot overtake one whose
-	// direct write is failing over to the spool, and guards seqs.
+	// direct write is failing over to the spool, and guards producer and seqs.
 	mu     sync.Mutex
 	closed bool
 	// producer is the id in the schemas.HeaderProducer header of the
