@@ -12,8 +12,8 @@ import (
 // before, with no deduplication beyond the Kafka offset.
 const (
 	// HeaderProducer names the publisher that numbered the message: a
-	// random id drawn when the publisher starts, so two processes never
-	// share one.
+	// random id drawn when the publisher starts (and again after it has
+	// numbered a bounded number of keys), so two processes never share one.
 	HeaderProducer = "heliostat-producer"
 	// HeaderSequence is the message's number among its producer's messages
 	// with the same topic and key, in decimal, counting from 1. Numbers go

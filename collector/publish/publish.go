@@ -22,12 +22,14 @@
 // bounded so that each partition's share goes in one produce request.
 //
 // Every message carries the headers schemas.HeaderProducer (an id drawn
-// when the Publisher is created) and schemas.HeaderSequence (its number
+// when the Publisher is created, and drawn again once Config.SequenceKeys
+// keys have been numbered under it) and schemas.HeaderSequence (its number
 // among this producer's messages with the same topic and key, from 1),
 // stored with it in the spool, so a copy sent again carries the same pair.
 // Ingest drops a message numbered at or below the highest number it stored
-// for that producer and key, which makes delivery to ClickHouse exactly once, and counts gaps in the numbers,
-// which are messages lost before Kafka (the drops below).
+// for that producer and key, which makes delivery to ClickHouse exactly
+// once, and counts gaps in the numbers, which are messages lost before
+// Kafka (the drops below).
 //
 // Messages are lost only when the spool is full (Publish then returns an
 // error wrapping spool.ErrFull and the drop is counted) or when the brokers

@@ -437,8 +437,9 @@ func TestMetricsLint(t *testing.T) {
 		t.Errorf("metric %s: %s", pr.Metric, pr.Text)
 	}
 	n, err := testutil.GatherAndCount(p.reg)
-	if err != nil || n != 4 {
-		t.Errorf("GatherAndCount() = %d, %v; want 4 series", n, err)
+	// messages{lint,spooled}, write errors, rotations, spool bytes, spool messages
+	if err != nil || n != 5 {
+		t.Errorf("GatherAndCount() = %d, %v; want 5 series", n, err)
 	}
 }
 
