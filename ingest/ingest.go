@@ -527,7 +527,9 @@ func (in *Ingester) flush(ctx context.Context, gen *kafka.Generation, b *batch) 
 			}
 		}
 	}
-	in.m.flushRows.Observe(float64(b.rows))
+	if b.msgs > 0 { // not a batch that only deletes forgotten producers' rows
+		in.m.flushRows.Observe(float64(b.rows))
+	}
 	for _, h := range b.handlers {
 		for _, blk := range h.blocks() {
 			if blk.rows() == 0 {

@@ -293,6 +293,7 @@ func (in *Ingester) loadSequences(ctx context.Context, a assignment, s *sequence
 	}
 	defer prows.Close()
 	var clock time.Time
+	recorded := map[string]bool{}
 	for prows.Next() {
 		var producer string
 		var last time.Time
@@ -300,6 +301,7 @@ func (in *Ingester) loadSequences(ctx context.Context, a assignment, s *sequence
 			return fmt.Errorf("scan ingest_producers: %w", err)
 		}
 		s.producers[prodKey{topic: topic, partition: a.partition, producer: producer}] = &producerSeen{last: last, stored: last}
+		recorded[producer] = true
 		if last.After(clock) {
 			clock = last
 		}
@@ -325,9 +327,11 @@ func (in *Ingester) loadSequences(ctx context.Context, a assignment, s *sequence
 		}
 		k := seqKey{topic: topic, partition: a.partition, producer: producer, key: key}
 		s.marks[k] = seqMark{seq: seq, offset: int64(off)}
-		if pk := k.prod(); s.producers[pk] == nil {
-			s.producers[pk] = &producerSeen{last: clock, stored: clock}
-			unrecorded[pk] = clock
+		if pk := k.prod(); !recorded[producer] {
+			if s.producers[pk] == nil { // not already given a time by an earlier, failed attempt
+				s.producers[pk] = &producerSeen{last: clock, stored: clock}
+			}
+			unrecorded[pk] = s.producers[pk].last
 		}
 	}
 	return rows.Err()
