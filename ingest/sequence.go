@@ -252,9 +252,10 @@ func (in *Ingester) sweepSequences(s *sequences, b *batch) {
 // well under ClickHouse's max_query_size (256 KiB).
 const pruneChunk = 500
 
-// pruneSequences deletes the rows of producers from ingest_producers and
-// ingest_sequences (an ALTER … DELETE mutation, which ClickHouse applies in
-// the background).
+// pruneSequences deletes the rows of producers from ingest_sequences and
+// then ingest_producers (ALTER … DELETE mutations, which ClickHouse applies
+// in the background). Marks go first: if the second delete fails, the
+// producer's stored time still shows it idle at the next assignment.
 func (in *Ingester) pruneSequences(ctx context.Context, producers []prodKey) error {
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
@@ -268,7 +269,7 @@ func (in *Ingester) pruneSequences(ctx context.Context, producers []prodKey) err
 			}
 			fmt.Fprintf(&list, "(%s, %d, %s)", quote(k.topic), k.partition, quote(k.producer))
 		}
-		for _, table := range []string{"ingest_producers", "ingest_sequences"} {
+		for _, table := range []string{"ingest_sequences", "ingest_producers"} {
 			q := "ALTER TABLE " + in.cfg.ClickHouse.Database + "." + table +
 				" DELETE WHERE (topic, kafka_partition, producer) IN (" + list.String() + ")"
 			if err := in.conn.Exec(pctx, q); err != nil {
