@@ -45,20 +45,32 @@ type SummaryConfig struct {
 	Delay time.Duration
 	// Batch caps the jobs summarized per query; default 5000.
 	Batch int
+	// FullEvery is how often a pass looks at every ended job instead of
+	// only those whose END reached ClickHouse since the last pass (the flag
+	// defaults to 1h; 0 makes every pass a full one). A full pass costs time
+	// linear in the jobs and summaries kept; it catches an END whose insert
+	// became visible later than SummaryOverlap after it was stamped.
+	FullEvery time.Duration
 }
+
+// SummaryOverlap is how far before the previous pass's cutoff an incremental
+// pass starts looking, so that an END whose insert took a while to become
+// visible, or a ClickHouse clock a little behind ingest's, is still seen.
+const SummaryOverlap = 10 * time.Minute
 
 // RegisterFlags adds the summarizer flags to fs.
 func (c *SummaryConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Interval, "summary.interval", 15*time.Second, "how often to summarize ended jobs (0 disables)")
 	fs.DurationVar(&c.Delay, "summary.delay", time.Minute, "wait this long after a job's end reached ClickHouse for its last GPU samples")
 	fs.IntVar(&c.Batch, "summary.batch", 5000, "jobs summarized per query")
+	fs.DurationVar(&c.FullEvery, "summary.full-every", time.Hour, "look at every ended job this often; other passes read only the jobs that ended since the last (0: every pass is full)")
 }
 
 // Validate reports a configuration error.
 func (c SummaryConfig) Validate() error {
 	var errs []error
-	if c.Interval < 0 || c.Delay < 0 {
-		errs = append(errs, errors.New("--summary.interval and --summary.delay must not be negative"))
+	if c.Interval < 0 || c.Delay < 0 || c.FullEvery < 0 {
+		errs = append(errs, errors.New("--summary.interval, --summary.delay and --summary.full-every must not be negative"))
 	}
 	if c.Batch < 0 {
 		errs = append(errs, errors.New("--summary.batch must not be negative"))
@@ -68,9 +80,14 @@ func (c SummaryConfig) Validate() error {
 
 // Summarizer writes job_summary rows for ended jobs: GPU hours, per-GPU mean
 // and max utilization from the samples that fall inside the job's run on its
-// allocated GPUs, energy, and the jobstats flags. It keeps no state: each pass
-// picks the ended jobs that have no summary yet, so it resumes after a restart
-// and several replicas only duplicate work (job_summary keeps one row per job).
+// allocated GPUs, energy, and the jobstats flags. Each pass picks ended jobs
+// that have no summary yet. The first pass, and one every FullEvery, looks at
+// every ended job; the others only at jobs whose END row reached ClickHouse
+// after the previous complete pass's cutoff less SummaryOverlap, which keeps
+// a pass cheap however many jobs the tables hold. The watermark lives in
+// memory only, so a restart begins with a full pass, and several replicas
+// only duplicate work (job_summary keeps one row per job). Once is not safe
+// for concurrent use.
 type Summarizer struct {
 	cfg    SummaryConfig
 	conn   driver.Conn
@@ -78,6 +95,13 @@ type Summarizer struct {
 	now    func() time.Time
 	jobs   prometheus.Counter
 	errs   prometheus.Counter
+	passes *prometheus.CounterVec
+
+	// since is the cutoff (Unix seconds) of the last pass that found
+	// every job of its window; 0 before the first. lastFull is when the last
+	// complete full pass ran.
+	since    int64
+	lastFull time.Time
 }
 
 // NewSummarizer returns a Summarizer writing through conn.
@@ -91,8 +115,10 @@ func NewSummarizer(cfg SummaryConfig, conn driver.Conn, logger *slog.Logger, reg
 	s := &Summarizer{cfg: cfg, conn: conn, logger: logger, now: now,
 		jobs: prometheus.NewCounter(prometheus.CounterOpts{Name: "heliostat_ingest_job_summaries_total", Help: "Job summaries written."}),
 		errs: prometheus.NewCounter(prometheus.CounterOpts{Name: "heliostat_ingest_job_summary_errors_total", Help: "Summarizer passes that failed."}),
+		passes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "heliostat_ingest_job_summary_passes_total",
+			Help: "Summarizer passes by kind: full (every ended job) or incremental (jobs ended since the last pass)."}, []string{"kind"}),
 	}
-	reg.MustRegister(s.jobs, s.errs)
+	reg.MustRegister(s.jobs, s.errs, s.passes)
 	return s, nil
 }
 
@@ -149,15 +175,28 @@ type gpuStats struct {
 // Once summarizes up to Batch ended jobs and returns how many it wrote.
 func (s *Summarizer) Once(ctx context.Context) (int, error) {
 	db := s.cfg.Database
-	cutoff := s.now().Add(-s.cfg.Delay).Unix()
+	now := s.now()
+	cutoff := now.Add(-s.cfg.Delay).Unix()
+	full := s.since == 0 || now.Sub(s.lastFull) >= s.cfg.FullEvery
+	kind, window, done := "full", "", fmt.Sprintf("SELECT cluster, job_id FROM %s.job_summary", db)
+	if !full {
+		// The jobs whose END row arrived in the window, found on the raw rows
+		// (no FINAL, no set of every summary), then read FINAL by key.
+		kind = "incremental"
+		recent := fmt.Sprintf("SELECT cluster, job_id FROM %s.jobs WHERE inserted_at >= %d AND last_event = 'END'",
+			db, s.since-int64(SummaryOverlap/time.Second))
+		window = "(cluster, job_id) IN (" + recent + ") AND "
+		done += " WHERE (cluster, job_id) IN (" + recent + ")"
+	}
 	rows, err := s.conn.Query(ctx, fmt.Sprintf(`SELECT cluster, job_id, user, account, partition_name, state, gpus, submit_time, start_time, end_time, time_limit_s
 FROM %[1]s.jobs FINAL
-WHERE last_event = 'END' AND start_time IS NOT NULL AND end_time IS NOT NULL AND toUInt32(inserted_at) <= %[2]d
-  AND (cluster, job_id) NOT IN (SELECT cluster, job_id FROM %[1]s.job_summary)
-LIMIT %[3]d`, db, cutoff, s.cfg.Batch))
+WHERE %[2]slast_event = 'END' AND start_time IS NOT NULL AND end_time IS NOT NULL AND toUInt32(inserted_at) <= %[3]d
+  AND (cluster, job_id) NOT IN (%[4]s)
+LIMIT %[5]d`, db, window, cutoff, done, s.cfg.Batch))
 	if err != nil {
-		return 0, fmt.Errorf("select ended jobs: %w", err)
+		return 0, fmt.Errorf("select ended jobs (%s pass): %w", kind, err)
 	}
+	s.passes.WithLabelValues(kind).Inc()
 	var jobs []summaryJob
 	for rows.Next() {
 		var j summaryJob
@@ -174,6 +213,7 @@ LIMIT %[3]d`, db, cutoff, s.cfg.Batch))
 		return 0, fmt.Errorf("select ended jobs: %w", err)
 	}
 	if len(jobs) == 0 {
+		s.passDone(full, now, cutoff, 0)
 		return 0, nil
 	}
 	allocs, err := s.allocations(ctx, jobs)
@@ -187,7 +227,6 @@ LIMIT %[3]d`, db, cutoff, s.cfg.Batch))
 		return 0, fmt.Errorf("prepare job_summary insert: %w", err)
 	}
 	defer batch.Abort()
-	now := s.now()
 	for _, j := range jobs {
 		key := j.cluster + "\x00" + j.jobID
 		var stats []gpuStats
@@ -207,7 +246,22 @@ LIMIT %[3]d`, db, cutoff, s.cfg.Batch))
 		return 0, fmt.Errorf("send %d job summaries: %w", len(jobs), err)
 	}
 	s.jobs.Add(float64(len(jobs)))
+	s.passDone(full, now, cutoff, len(jobs))
 	return len(jobs), nil
+}
+
+// passDone moves the watermark to the pass's cutoff once the pass has found
+// every job of its window (fewer than Batch); a full pass also restarts the
+// FullEvery clock. A pass that filled its batch leaves both alone, so the
+// next one looks at the same window again.
+func (s *Summarizer) passDone(full bool, now time.Time, cutoff int64, n int) {
+	if n >= s.cfg.Batch {
+		return
+	}
+	s.since = cutoff
+	if full {
+		s.lastFull = now
+	}
 }
 
 type gpuKey struct {

@@ -164,3 +164,104 @@ func TestSummarizer(t *testing.T) {
 		t.Errorf("flags = %v; want %v", flags, want)
 	}
 }
+
+// TestSummarizerIncremental checks the watermark: after the first (full)
+// pass, a pass reads only the jobs whose END reached ClickHouse since the
+// last pass, less SummaryOverlap; an END stamped before that window is left
+// to the next full pass, which runs once FullEvery has gone by.
+func TestSummarizerIncremental(t *testing.T) {
+	ch, conn := schematest.Database(t)
+	ctx := context.Background()
+	t0 := time.Now().UTC().Truncate(time.Second)
+	insert := func(id string, inserted time.Time) {
+		t.Helper()
+		b, err := conn.PrepareBatch(ctx, "INSERT INTO "+ch.Database+".jobs (cluster, job_id, user, state, submit_time, start_time, end_time, gpus, last_event, updated_at, inserted_at, version)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := inserted.Add(-time.Hour)
+		g := uint32(1)
+		if err := b.Append("c1", id, "u1", "COMPLETED", start, &start, &inserted, &g, "END", inserted, inserted, uint64(inserted.Unix())); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Send(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock := t0
+	reg := prometheus.NewRegistry()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	sum, err := ingest.NewSummarizer(ingest.SummaryConfig{Database: ch.Database, FullEvery: time.Hour}, conn, logger, reg, func() time.Time { return clock })
+	if err != nil {
+		t.Fatal(err)
+	}
+	passes := func() (full, incremental float64) {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "heliostat_ingest_job_summary_passes_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				switch m.GetLabel()[0].GetValue() {
+				case "full":
+					full = m.GetCounter().GetValue()
+				case "incremental":
+					incremental = m.GetCounter().GetValue()
+				}
+			}
+		}
+		return full, incremental
+	}
+	summarized := func() []string {
+		t.Helper()
+		rows, err := conn.Query(ctx, "SELECT job_id FROM "+ch.Database+".job_summary FINAL ORDER BY job_id")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var ids []string
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	step := func(name string, advance time.Duration, wantN int, wantFull, wantInc float64, wantIDs ...string) {
+		t.Helper()
+		clock = clock.Add(advance)
+		n, err := sum.Once(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		full, inc := passes()
+		if n != wantN || full != wantFull || inc != wantInc {
+			t.Fatalf("%s: Once = %d with %v full and %v incremental passes; want %d, %v, %v", name, n, full, inc, wantN, wantFull, wantInc)
+		}
+		if got := summarized(); !slices.Equal(got, wantIDs) {
+			t.Fatalf("%s: summaries of %v; want %v", name, got, wantIDs)
+		}
+	}
+
+	insert("a", t0.Add(-3*time.Hour))
+	insert("future", t0.Add(30*time.Minute)) // stamped after the cutoff: not yet
+	step("first pass", 0, 1, 1, 0, "a")
+
+	// Within the overlap of the last cutoff: found by an incremental pass.
+	insert("b", t0.Add(-5*time.Minute))
+	step("END in the window", time.Minute, 1, 1, 1, "a", "b")
+	step("END reaches the cutoff", 30*time.Minute, 1, 1, 2, "a", "b", "future")
+
+	// Stamped before the window (an insert that stayed invisible for hours):
+	// not seen until the next full pass.
+	insert("late", t0.Add(-2*time.Hour))
+	step("END before the window", time.Minute, 0, 1, 3, "a", "b", "future")
+	step("still within FullEvery", 20*time.Minute, 0, 1, 4, "a", "b", "future")
+	step("full pass after FullEvery", 10*time.Minute, 1, 2, 4, "a", "b", "future", "late")
+}
