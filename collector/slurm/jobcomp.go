@@ -201,8 +201,10 @@ func parseJobCompLine(line string, loc *time.Location) (*observation, error) {
 	}
 	o := &observation{ev: ev, kind: kindFinal, started: len(ev.Nodes) > 0 && ev.StartMillis != 0}
 	if !o.started {
-		ev.StartMillis = 0 // Slurm sets StartTime to the cancel time of a job that never ran
-		o.ev.StartMillis = 0
+		// As from squeue: a job holds nodes only once it runs. Slurm sets
+		// StartTime to the cancel time of a job that never ran, and a record
+		// with nodes but no start time cannot say when they were held.
+		o.ev.StartMillis, o.ev.Nodes = 0, nil
 	}
 	return o, nil
 }
