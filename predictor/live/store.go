@@ -37,15 +37,21 @@ type rec struct {
 func (r *rec) run() time.Duration { return r.job.Run }
 
 // loadJobs reads the jobs of the window (submit_time >= from) from jobs FINAL;
-// with since > 0 only those whose latest event reached ClickHouse at or after
-// since (Unix seconds). It returns the rows and the newest inserted_at seen.
+// with since > 0 only those with an event that reached ClickHouse at or after
+// since (Unix seconds), which may include a job whose latest state is older
+// (a late copy of an earlier event): callers keep the higher version. It
+// returns the rows and the newest inserted_at seen.
 func loadJobs(ctx context.Context, conn driver.Conn, db string, from time.Time, since int64) ([]*rec, int64, error) {
 	q := fmt.Sprintf(`SELECT cluster, job_id, array_job_id, user, job_name, command_hash, partition_name, state, last_event, gpus, cpus,
   time_limit_s, submit_time, start_time, end_time, version, toInt64(toUInt32(inserted_at))
 FROM %s.jobs FINAL
 WHERE submit_time >= %d`, db, from.Unix())
 	if since > 0 {
-		q += fmt.Sprintf(" AND inserted_at >= %d", since)
+		// The keys are found on the raw rows and only those are merged:
+		// filtering the merged rows on inserted_at merges the whole window
+		// first, about 4 times slower (BenchmarkLoadJobs).
+		q += fmt.Sprintf(" AND (cluster, job_id) IN (SELECT cluster, job_id FROM %s.jobs WHERE submit_time >= %d AND inserted_at >= %d)",
+			db, from.Unix(), since)
 	}
 	rows, err := conn.Query(ctx, q)
 	if err != nil {
