@@ -14,7 +14,7 @@ import (
 )
 
 // BenchmarkSummarizerPass measures one summarizer pass on tables that already
-// hold a million ended and summarized jobs: each iteration adds one ended job
+// hold a million ended and summarized jobs (schematest.FillJobs): each iteration adds one ended job
 // and runs the pass that summarizes it. "full" looks at every ended job each
 // pass (--summary.full-every 0, the behaviour before the watermark);
 // "incremental" reads only the jobs whose END arrived since the last pass.
@@ -23,21 +23,13 @@ func BenchmarkSummarizerPass(b *testing.B) {
 	ch, conn := schematest.Database(b)
 	ctx := context.Background()
 	db := ch.Database
-	base := time.Now().UTC().Add(-400 * 24 * time.Hour).Truncate(time.Second).Unix()
-	// One job every 30 s over about a year, ended 100 s after it started;
-	// each with its summary, so only new jobs are left to do.
-	for _, q := range []string{
-		fmt.Sprintf(`INSERT INTO %s.jobs (cluster, job_id, user, state, submit_time, start_time, end_time, gpus, last_event, updated_at, inserted_at, version)
-SELECT 'c1', toString(number), concat('u', toString(number %% 500)), 'COMPLETED', toDateTime(%d + number * 30), toDateTime(%d + number * 30 + 5),
-  toDateTime(%d + number * 30 + 105), 1, 'END', toDateTime(%d + number * 30 + 105), toDateTime(%d + number * 30 + 105), number * 8 + 4
-FROM system.numbers LIMIT %d`, db, base, base, base, base, base, jobs),
-		fmt.Sprintf(`INSERT INTO %s.job_summary (cluster, job_id, user, state, gpus, submit_time, start_time, end_time, elapsed_s, gpu_hours, computed_at, version)
-SELECT 'c1', toString(number), 'u', 'COMPLETED', 1, toDateTime(%d + number * 30), toDateTime(%d + number * 30 + 5), toDateTime(%d + number * 30 + 105), 100, 0.03, now(), 1
-FROM system.numbers LIMIT %d`, db, base, base, base, jobs),
-	} {
-		if err := conn.Exec(ctx, q); err != nil {
-			b.Fatal(err)
-		}
+	// A year of jobs, all ended at least an hour ago and summarized, so
+	// only the jobs each iteration adds are left to do.
+	schematest.FillJobs(b, conn, db, jobs, 400*24*time.Hour, time.Now().Add(-3*time.Hour))
+	if err := conn.Exec(ctx, `INSERT INTO `+db+`.job_summary (cluster, job_id, user, state, gpus, submit_time, start_time, end_time, elapsed_s, gpu_hours, computed_at, version)
+SELECT cluster, job_id, user, state, assumeNotNull(gpus), submit_time, assumeNotNull(start_time), assumeNotNull(end_time), 7140, 1.98, now(), 1
+FROM `+db+`.jobs WHERE last_event = 'END'`); err != nil {
+		b.Fatal(err)
 	}
 	next := jobs
 	for _, tc := range []struct {

@@ -119,3 +119,34 @@ func Count(t testing.TB, conn driver.Conn, from string) uint64 {
 	}
 	return n
 }
+
+// FillJobs inserts n synthetic jobs straight into db.jobs (not through
+// job_events), submitted one every span/n so that the last is submitted at
+// last: for each a SUBMIT row and, two hours after the submit, the END row of
+// a completed run that started a minute after it; user u0..u499, partition
+// "gpu", 1-8 GPUs, cluster "c1", job ids "0".."n-1", each row stamped
+// (inserted_at) at its event time. Benchmarks use it to give queries a large
+// table.
+func FillJobs(t testing.TB, conn driver.Conn, db string, n int, span time.Duration, last time.Time) {
+	t.Helper()
+	step := int64(span/time.Second) / int64(n)
+	base := last.Unix() - int64(n-1)*step
+	for _, ev := range []struct {
+		kind, state string
+		offset      int64 // event time after submit
+		version     int   // the JOB event order: SUBMIT 1, END 4
+	}{{"SUBMIT", "PENDING", 0, 1}, {"END", "COMPLETED", 7200, 4}} {
+		at := fmt.Sprintf("toDateTime(%d + number * %d + %d)", base, step, ev.offset)
+		start, end := "NULL", "NULL"
+		if ev.kind == "END" {
+			start, end = fmt.Sprintf("toDateTime(%d + number * %d + 60)", base, step), at
+		}
+		q := fmt.Sprintf(`INSERT INTO %s.jobs (cluster, job_id, user, partition_name, state, submit_time, start_time, end_time, gpus, last_event, updated_at, inserted_at, version)
+SELECT 'c1', toString(number), concat('u', toString(number %% 500)), 'gpu', '%s', toDateTime(%d + number * %d), %s, %s,
+  toUInt32(1 + number %% 8), '%s', %s, %s, toUInt64(%d + number * %d + %d) * 8 + %d
+FROM system.numbers LIMIT %d`, db, ev.state, base, step, start, end, ev.kind, at, at, base, step, ev.offset, ev.version, n)
+		if err := conn.Exec(context.Background(), q); err != nil {
+			t.Fatalf("fill %s.jobs: %v", db, err)
+		}
+	}
+}
