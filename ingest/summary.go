@@ -131,6 +131,10 @@ func (s *Summarizer) Run(ctx context.Context) error {
 	t := time.NewTicker(s.cfg.Interval)
 	defer t.Stop()
 	for {
+		// A pass that fills its batch is followed at once by another; a
+		// backlog (a first start on a cluster with history) says how far it
+		// has got.
+		backlog := 0
 		for {
 			n, err := s.Once(ctx)
 			if err != nil {
@@ -141,9 +145,14 @@ func (s *Summarizer) Run(ctx context.Context) error {
 				s.logger.Warn("job summary pass failed", "err", err)
 				break
 			}
+			backlog += n
 			if n < s.cfg.Batch {
+				if backlog > n {
+					s.logger.Info("job summary backlog done", "jobs", backlog)
+				}
 				break
 			}
+			s.logger.Info("summarizing a backlog of ended jobs", "jobs_so_far", backlog)
 		}
 		select {
 		case <-ctx.Done():

@@ -1,13 +1,17 @@
 package ingest_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -173,21 +177,7 @@ func TestSummarizerIncremental(t *testing.T) {
 	ch, conn := schematest.Database(t)
 	ctx := context.Background()
 	t0 := time.Now().UTC().Truncate(time.Second)
-	insert := func(id string, inserted time.Time) {
-		t.Helper()
-		b, err := conn.PrepareBatch(ctx, "INSERT INTO "+ch.Database+".jobs (cluster, job_id, user, state, submit_time, start_time, end_time, gpus, last_event, updated_at, inserted_at, version)")
-		if err != nil {
-			t.Fatal(err)
-		}
-		start := inserted.Add(-time.Hour)
-		g := uint32(1)
-		if err := b.Append("c1", id, "u1", "COMPLETED", start, &start, &inserted, &g, "END", inserted, inserted, uint64(inserted.Unix())); err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Send(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	insert := func(id string, inserted time.Time) { insertEndedJob(t, conn, ch.Database, id, inserted) }
 	clock := t0
 	reg := prometheus.NewRegistry()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -264,4 +254,52 @@ func TestSummarizerIncremental(t *testing.T) {
 	step("END before the window", time.Minute, 0, 1, 3, "a", "b", "future")
 	step("still within FullEvery", 20*time.Minute, 0, 1, 4, "a", "b", "future")
 	step("full pass after FullEvery", 10*time.Minute, 1, 2, 4, "a", "b", "future", "late")
+}
+
+// insertEndedJob writes the jobs row of a job that ran for the hour before
+// inserted and whose END reached ClickHouse at inserted.
+func insertEndedJob(t *testing.T, conn driver.Conn, db, id string, inserted time.Time) {
+	t.Helper()
+	b, err := conn.PrepareBatch(context.Background(), "INSERT INTO "+db+".jobs (cluster, job_id, user, state, submit_time, start_time, end_time, gpus, last_event, updated_at, inserted_at, version)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := inserted.Add(-time.Hour)
+	g := uint32(1)
+	if err := b.Append("c1", id, "u1", "COMPLETED", start, &start, &inserted, &g, "END", inserted, inserted, uint64(inserted.Unix())); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Send(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSummarizerBacklog checks that Run works through more ended jobs than
+// one batch holds without waiting for the next tick, and says how far it got.
+func TestSummarizerBacklog(t *testing.T) {
+	ch, conn := schematest.Database(t)
+	for i := range 5 {
+		insertEndedJob(t, conn, ch.Database, fmt.Sprint("j", i), time.Now().Add(-time.Hour))
+	}
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	sum, err := ingest.NewSummarizer(ingest.SummaryConfig{Database: ch.Database, Interval: time.Hour, Batch: 2}, conn, logger, prometheus.NewRegistry(), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sum.Run(ctx) }()
+	waitCount(t, conn, ch.Database+".job_summary", 5, 30*time.Second)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	out := logs.String()
+	if n := strings.Count(out, "summarizing a backlog of ended jobs"); n != 2 {
+		t.Errorf("%d backlog progress lines; want 2 (after 2 and 4 jobs):\n%s", n, out)
+	}
+	if !strings.Contains(out, "job summary backlog done") || !strings.Contains(out, "jobs=5") {
+		t.Errorf("no line saying the backlog of 5 jobs is done:\n%s", out)
+	}
 }
