@@ -14,10 +14,11 @@ import (
 )
 
 // BenchmarkSummarizerPass measures one summarizer pass on tables that already
-// hold a million ended and summarized jobs (schematest.FillJobs): each iteration adds one ended job
-// and runs the pass that summarizes it. "full" looks at every ended job each
-// pass (--summary.full-every 0, the behaviour before the watermark);
-// "incremental" reads only the jobs whose END arrived since the last pass.
+// hold a million ended and summarized jobs (schematest.FillJobs): each
+// iteration adds one ended job and times the pass that summarizes it. "full"
+// looks at every ended job each pass (--summary.full-every 0, the behaviour
+// before the watermark); "incremental" reads only the jobs whose END arrived
+// since the last pass.
 func BenchmarkSummarizerPass(b *testing.B) {
 	const jobs = 1_000_000
 	ch, conn := schematest.Database(b)
@@ -44,23 +45,10 @@ FROM `+db+`.jobs WHERE last_event = 'END'`); err != nil {
 			if _, err := sum.Once(ctx); err != nil { // the first pass is always full
 				b.Fatal(err)
 			}
-			b.ResetTimer()
 			for b.Loop() {
 				b.StopTimer()
-				now := time.Now().UTC().Truncate(time.Second)
-				id, start := fmt.Sprint(next), now.Add(-time.Minute)
+				insertEndedJob(b, conn, db, fmt.Sprint(next), time.Now().UTC().Truncate(time.Second))
 				next++
-				batch, err := conn.PrepareBatch(ctx, "INSERT INTO "+db+".jobs (cluster, job_id, user, state, submit_time, start_time, end_time, gpus, last_event, updated_at, inserted_at, version)")
-				if err != nil {
-					b.Fatal(err)
-				}
-				g := uint32(1)
-				if err := batch.Append("c1", id, "u1", "COMPLETED", start, &start, &now, &g, "END", now, now, uint64(now.Unix())); err != nil {
-					b.Fatal(err)
-				}
-				if err := batch.Send(); err != nil {
-					b.Fatal(err)
-				}
 				b.StartTimer()
 				if n, err := sum.Once(ctx); err != nil || n != 1 {
 					b.Fatalf("Once = %d, %v; want the new job summarized", n, err)

@@ -258,7 +258,7 @@ func TestSummarizerIncremental(t *testing.T) {
 
 // insertEndedJob writes the jobs row of a job that ran for the hour before
 // inserted and whose END reached ClickHouse at inserted.
-func insertEndedJob(t *testing.T, conn driver.Conn, db, id string, inserted time.Time) {
+func insertEndedJob(t testing.TB, conn driver.Conn, db, id string, inserted time.Time) {
 	t.Helper()
 	b, err := conn.PrepareBatch(context.Background(), "INSERT INTO "+db+".jobs (cluster, job_id, user, state, submit_time, start_time, end_time, gpus, last_event, updated_at, inserted_at, version)")
 	if err != nil {
