@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -110,5 +111,72 @@ func TestNewID(t *testing.T) {
 	}
 	if _, err := New(nil, "bad-name", nil); err == nil {
 		t.Error("New accepted a database name that is not an identifier")
+	}
+}
+
+// TestListWindows reads a history of a year through List's widening
+// windows: whatever window answers, the result is the newest Limit actions
+// that match, as one read of the whole table would give.
+func TestListWindows(t *testing.T) {
+	cfg, conn := schematest.Database(t)
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	l, err := New(conn, cfg.Database, func() time.Time { return now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var all []Record
+	add := func(at time.Time, target string) {
+		all = append(all, Record{Cluster: "c", Adapter: "slurm", Kind: "power_up", Target: target, DecidedAt: at})
+	}
+	add(now.Add(time.Hour), "ahead") // a clock ahead of this one
+	for i := range 300 {             // one every 6 h for 75 days
+		add(now.Add(-time.Duration(i)*6*time.Hour), "recent")
+	}
+	for i := range 3 {
+		add(now.AddDate(-1, 0, -i), "old")
+	}
+	// Oldest first for the ids, which increase with each call; then newest
+	// first, as List answers.
+	slices.SortFunc(all, func(a, b Record) int { return a.DecidedAt.Compare(b.DecidedAt) })
+	for i := range all {
+		all[i].ID = l.NewID(all[i].DecidedAt)
+	}
+	slices.Reverse(all)
+	if err := l.Plan(ctx, all); err != nil {
+		t.Fatal(err)
+	}
+	want := func(q Query) []string {
+		var ids []string
+		for _, r := range all {
+			if (q.Target == "" || r.Target == q.Target) && !r.DecidedAt.Before(q.Since) && len(ids) < q.Limit {
+				ids = append(ids, r.ID)
+			}
+		}
+		return ids
+	}
+	for _, q := range []Query{
+		{Cluster: "c", Limit: 1},                                   // the first window
+		{Cluster: "c", Limit: 10},                                  // 64 h
+		{Cluster: "c", Limit: 250},                                 // 171 d
+		{Cluster: "c", Limit: 302},                                 // everything but the oldest two: the whole read
+		{Cluster: "c", Limit: MaxLimit},                            // all
+		{Cluster: "c", Limit: 10, Target: "old"},                   // a filter that only old actions match
+		{Cluster: "c", Limit: 1000, Since: now.AddDate(0, 0, -10)}, // Since inside the fourth window
+		{Cluster: "c", Limit: 50, Since: now.AddDate(0, 0, -10)},   // which would hold 50
+		{Cluster: "c", Limit: 1000, Since: now.AddDate(0, 0, -100)},
+		{Cluster: "c", Limit: 2, Since: now.AddDate(-1, 0, -1), Target: "old"},
+	} {
+		got, err := l.List(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := []string{}
+		for _, r := range got {
+			ids = append(ids, r.ID)
+		}
+		if w := want(q); !slices.Equal(ids, w) {
+			t.Errorf("List(limit %d, since %v, target %q): %d actions\n%v\nwant %d\n%v", q.Limit, q.Since, q.Target, len(ids), ids, len(w), w)
+		}
 	}
 }
