@@ -32,6 +32,11 @@ type Action struct {
 	Partition string
 	// Priority is the new priority (SetPriority).
 	Priority int64
+	// At is when the action was decided, on the scheduler's clock
+	// (Snapshot.At): the rate limits count on it, so that on a simulated
+	// cluster running faster than real time a cap per hour is one per
+	// simulated hour. Zero: the Guard's own clock.
+	At time.Time
 }
 
 // Outcome is how an action ended.
@@ -209,7 +214,7 @@ func (g *Guard) Do(ctx context.Context, a Action) Result {
 	default:
 		return Result{Skipped, fmt.Errorf("adapter: unknown action kind %q", a.Kind)}
 	}
-	if err := g.take(a.Kind); err != nil {
+	if err := g.take(a); err != nil {
 		return Result{Skipped, err}
 	}
 	if !g.cfg.Apply {
@@ -270,15 +275,19 @@ func (g *Guard) checkNode(ctx context.Context, a Action) error {
 	return nil
 }
 
-// take spends one unit of kind's rate limit.
-func (g *Guard) take(k Kind) error {
+// take spends one unit of a's kind's rate limit at a.At (zero: now).
+func (g *Guard) take(a Action) error {
+	at := a.At
+	if at.IsZero() {
+		at = g.now()
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	w, what := &g.priority, "priority changes per minute"
-	if k != SetPriority {
+	if a.Kind != SetPriority {
 		w, what = &g.power, "power actions per hour"
 	}
-	if !w.take(g.now()) {
+	if !w.take(at) {
 		return fmt.Errorf("%w: %d %s", ErrRateLimited, w.max, what)
 	}
 	return nil

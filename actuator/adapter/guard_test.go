@@ -147,6 +147,36 @@ func TestGuardPowerUpAndRateLimit(t *testing.T) {
 	}
 }
 
+// TestGuardRateLimitSchedulerClock counts the caps on the actions' decision
+// times, the scheduler's clock, when they carry one: on a simulated cluster
+// an hour apart in simulated time is an hour apart, however little the
+// Guard's own clock moved.
+func TestGuardRateLimitSchedulerClock(t *testing.T) {
+	_, sched := newCluster(t)
+	g, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"*"}, Nodes: []string{"*"}, MaxPowerPerHour: 1, MaxPriorityPerMinute: 1},
+		sched, func() time.Time { return t0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		a    adapter.Action
+		want adapter.Outcome
+	}{
+		{adapter.Action{Kind: adapter.PowerDown, Target: "sim-node-003", At: t0}, adapter.Applied},
+		{adapter.Action{Kind: adapter.PowerUp, Target: "sim-node-003", At: t0.Add(59 * time.Minute)}, adapter.Skipped},
+		{adapter.Action{Kind: adapter.PowerUp, Target: "sim-node-003", At: t0.Add(time.Hour)}, adapter.Applied},
+		{adapter.Action{Kind: adapter.SetPriority, Target: "q", Partition: "vc1", Priority: 5, At: t0.Add(time.Hour)}, adapter.Applied},
+		{adapter.Action{Kind: adapter.SetPriority, Target: "q", Partition: "vc1", Priority: 7, At: t0.Add(time.Hour + 59*time.Second)}, adapter.Skipped},
+		{adapter.Action{Kind: adapter.SetPriority, Target: "q", Partition: "vc1", Priority: 8, At: t0.Add(time.Hour + time.Minute)}, adapter.Applied},
+	} {
+		r := g.Do(ctx, tc.a)
+		if r.Outcome != tc.want || tc.want == adapter.Skipped && !errors.Is(r.Err, adapter.ErrRateLimited) {
+			t.Errorf("%s %s at %v: %v %v; want %v", tc.a.Kind, tc.a.Target, tc.a.At, r.Outcome, r.Err, tc.want)
+		}
+	}
+}
+
 func TestGuardConfigValidate(t *testing.T) {
 	for _, tc := range []struct {
 		cfg adapter.GuardConfig

@@ -466,6 +466,7 @@ func (l *Loop) apply(ctx context.Context, now time.Time, todo []planned) ([]audi
 		return nil, fmt.Errorf("loop: record %d planned actions (none sent): %w", len(recs), err)
 	}
 	for i, p := range todo {
+		p.a.At = now // the guard's rate limits count on the scheduler's clock, as the plans do
 		res := l.g.Do(ctx, p.a)
 		recs[i].Outcome = string(res.Outcome)
 		if res.Err != nil {

@@ -103,7 +103,13 @@ func TestLoopSim(t *testing.T) {
 	cfg, conn := schematest.Database(t)
 	s := cluster(t)
 	sched := &checked{Scheduler: simadapter.New(s), t: t, conn: conn, db: cfg.Database}
-	g, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"*"}, Nodes: []string{"sim-node-*"}}, sched, func() time.Time { return s.Now() })
+	// The guard's own clock stands still: its caps count on the simulated
+	// time of each decision, as in heliostat up, where the simulated cluster
+	// runs faster than the wall clock. Two priority changes a minute let
+	// pass 1's two through, and pass 4's only if it is 31 simulated minutes
+	// later.
+	g, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"*"}, Nodes: []string{"sim-node-*"}, MaxPriorityPerMinute: 2},
+		sched, func() time.Time { return t0 })
 	if err != nil {
 		t.Fatal(err)
 	}

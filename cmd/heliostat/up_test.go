@@ -54,6 +54,7 @@ func TestUp(t *testing.T) {
 			Msg     string `json:"msg"`
 			Kind    string `json:"kind"`
 			Outcome string `json:"outcome"`
+			Err     string `json:"err"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			t.Errorf("log line is not JSON: %q", sc.Text())
@@ -65,6 +66,12 @@ func TestUp(t *testing.T) {
 		seen[l.Msg]++
 		if l.Msg == "action" && l.Kind == "power_down" && l.Outcome == "applied" {
 			seen["power down applied"]++
+		}
+		// The safety caps count simulated time, as the plans do (a cap of
+		// 20 power actions an hour on the wall clock would allow 20 in
+		// 1,200 simulated hours here).
+		if strings.Contains(l.Err, "rate limit") {
+			t.Errorf("action refused by a rate limit: %s", sc.Text())
 		}
 	}
 	for _, msg := range []string{"duration model trained", "power down applied", "sim stopped", "stopped"} {
