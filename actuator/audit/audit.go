@@ -180,7 +180,7 @@ const (
 // q.Limit actions holds the newest q.Limit of all. The usual question, the
 // latest actions, then costs a read of the last hour or days rather than of
 // the whole table under FINAL; a filter that matches fewer than q.Limit
-// actions costs about twice a whole read.
+// actions costs up to about twice a whole read.
 func (l *Log) List(ctx context.Context, q Query) ([]Record, error) {
 	if q.Limit < 1 || q.Limit > MaxLimit {
 		return nil, fmt.Errorf("audit: limit %d is not in 1..%d", q.Limit, MaxLimit)
