@@ -71,8 +71,13 @@ type GuardConfig struct {
 	Nodes []string
 	// MaxPriorityPerMinute caps priority changes per minute. Default 600.
 	MaxPriorityPerMinute int
-	// MaxPowerPerHour caps power actions (down and up, one per node) per
-	// hour. Default 20.
+	// MaxPowerPerHour caps node power transitions per hour. Power-ups and
+	// power-downs both count, one per node, but only power-downs are
+	// refused once the cap is reached: a power-up answers a shortfall (CES
+	// plans them without hysteresis or cap), and on a scheduler that does
+	// not wake nodes by itself a refused one would leave jobs waiting for
+	// nodes that are off. Each power-up but those of nodes that were
+	// already off follows a power-down the cap let through. Default 20.
 	MaxPowerPerHour int
 }
 
@@ -94,7 +99,7 @@ func (c *GuardConfig) RegisterFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.IntVar(&c.MaxPriorityPerMinute, "actuator.max-priority-updates-per-minute", DefaultMaxPriorityPerMinute, "cap on job priority changes per minute")
-	fs.IntVar(&c.MaxPowerPerHour, "actuator.max-power-actions-per-hour", DefaultMaxPowerPerHour, "cap on node power actions (down and up) per hour")
+	fs.IntVar(&c.MaxPowerPerHour, "actuator.max-power-actions-per-hour", DefaultMaxPowerPerHour, "cap on node power transitions per hour; power-ups and power-downs both count, but once it is reached only power-downs are refused")
 }
 
 func splitList(s string) []string {
@@ -199,7 +204,8 @@ func (g *Guard) NodeAllowed(n Node) bool {
 // Do checks and, unless this is a dry run, applies a. In order: the target
 // must be allowlisted; for power actions the node is read again (a fresh
 // Snapshot) and a power-down is refused on a node that is busy, unusable,
-// not on, or bound for a pending job; the rate limit must have room; then a
+// not on, or bound for a pending job; the rate limit must have room (a
+// power-up is counted but always has room); then a
 // dry run stops (Skipped, "dry run") and otherwise the scheduler is called.
 func (g *Guard) Do(ctx context.Context, a Action) Result {
 	switch a.Kind {
@@ -275,7 +281,8 @@ func (g *Guard) checkNode(ctx context.Context, a Action) error {
 	return nil
 }
 
-// take spends one unit of a's kind's rate limit at a.At (zero: now).
+// take spends one unit of a's kind's rate limit at a.At (zero: now). A
+// power-up is counted but never refused (see GuardConfig.MaxPowerPerHour).
 func (g *Guard) take(a Action) error {
 	at := a.At
 	if at.IsZero() {
@@ -285,9 +292,9 @@ func (g *Guard) take(a Action) error {
 	defer g.mu.Unlock()
 	w, what := &g.priority, "priority changes per minute"
 	if a.Kind != SetPriority {
-		w, what = &g.power, "power actions per hour"
+		w, what = &g.power, "power transitions per hour"
 	}
-	if !w.take(at) {
+	if !w.take(at, a.Kind == PowerUp) {
 		return fmt.Errorf("%w: %d %s", ErrRateLimited, w.max, what)
 	}
 	return nil
@@ -300,13 +307,15 @@ type window struct {
 	times []time.Time // oldest first
 }
 
-func (w *window) take(now time.Time) bool {
+// take records an event at now if the window has room, or regardless when
+// force is set, and reports whether it did.
+func (w *window) take(now time.Time, force bool) bool {
 	cut := 0
 	for cut < len(w.times) && !w.times[cut].After(now.Add(-w.span)) {
 		cut++
 	}
 	w.times = w.times[cut:]
-	if len(w.times) >= w.max {
+	if len(w.times) >= w.max && !force {
 		return false
 	}
 	w.times = append(w.times, now)

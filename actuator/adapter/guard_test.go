@@ -116,11 +116,12 @@ func TestGuard(t *testing.T) {
 }
 
 // TestGuardPowerUpAndRateLimit powers a node down and up again within a cap of
-// two power actions an hour: the third waits for the hour to pass.
+// one power transition an hour: the power-up is counted but passes, and the
+// next power-down waits for the hour to pass.
 func TestGuardPowerUpAndRateLimit(t *testing.T) {
 	s, sched := newCluster(t)
 	now := t0
-	g, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"*"}, Nodes: []string{"sim-node-00[0-9]"}, MaxPowerPerHour: 2}, sched, func() time.Time { return now })
+	g, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"*"}, Nodes: []string{"sim-node-00[0-9]"}, MaxPowerPerHour: 1}, sched, func() time.Time { return now })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +130,7 @@ func TestGuardPowerUpAndRateLimit(t *testing.T) {
 		t.Fatalf("power down: %v %v", r.Outcome, r.Err)
 	}
 	if r := g.Do(ctx, adapter.Action{Kind: adapter.PowerUp, Target: "sim-node-003"}); r.Outcome != adapter.Applied {
-		t.Fatalf("power up: %v %v", r.Outcome, r.Err)
+		t.Fatalf("power up with the cap reached: %v %v; want applied", r.Outcome, r.Err)
 	}
 	if st := nodeState(t, s, "sim-node-003"); st != sim.NodeWaking {
 		t.Errorf("node is %v; want waking", st)
@@ -138,11 +139,21 @@ func TestGuardPowerUpAndRateLimit(t *testing.T) {
 	if r := g.Do(ctx, adapter.Action{Kind: adapter.PowerDown, Target: "sim-node-003"}); r.Outcome != adapter.Skipped || !errors.Is(r.Err, adapter.ErrUnusable) {
 		t.Errorf("power down a waking node: %v %v; want skipped, not on", r.Outcome, r.Err)
 	}
-	if r := g.Do(ctx, adapter.Action{Kind: adapter.PowerUp, Target: "sim-node-003"}); r.Outcome != adapter.Skipped || !errors.Is(r.Err, adapter.ErrRateLimited) {
-		t.Errorf("third power action: %v %v; want rate limited", r.Outcome, r.Err)
+	if err := s.Advance(ctx, t0.Add(10*time.Second+sim.DefaultWakeDelay)); err != nil {
+		t.Fatal(err)
 	}
-	now = now.Add(time.Hour)
-	if r := g.Do(ctx, adapter.Action{Kind: adapter.PowerUp, Target: "sim-node-003"}); r.Outcome != adapter.Applied {
+	if st := nodeState(t, s, "sim-node-003"); st != sim.NodeUp {
+		t.Fatalf("node is %v after the wake-up delay; want up", st)
+	}
+	now = now.Add(59 * time.Minute)
+	if r := g.Do(ctx, adapter.Action{Kind: adapter.PowerDown, Target: "sim-node-003"}); r.Outcome != adapter.Skipped || !errors.Is(r.Err, adapter.ErrRateLimited) {
+		t.Errorf("power down within the hour: %v %v; want rate limited", r.Outcome, r.Err)
+	}
+	if st := nodeState(t, s, "sim-node-003"); st != sim.NodeUp {
+		t.Errorf("node is %v after a refused power-down; want up", st)
+	}
+	now = t0.Add(time.Hour)
+	if r := g.Do(ctx, adapter.Action{Kind: adapter.PowerDown, Target: "sim-node-003"}); r.Outcome != adapter.Applied {
 		t.Errorf("an hour later: %v %v; want applied", r.Outcome, r.Err)
 	}
 }
@@ -152,7 +163,7 @@ func TestGuardPowerUpAndRateLimit(t *testing.T) {
 // an hour apart in simulated time is an hour apart, however little the
 // Guard's own clock moved.
 func TestGuardRateLimitSchedulerClock(t *testing.T) {
-	_, sched := newCluster(t)
+	s, sched := newCluster(t)
 	g, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"*"}, Nodes: []string{"*"}, MaxPowerPerHour: 1, MaxPriorityPerMinute: 1},
 		sched, func() time.Time { return t0 })
 	if err != nil {
@@ -160,16 +171,23 @@ func TestGuardRateLimitSchedulerClock(t *testing.T) {
 	}
 	ctx := context.Background()
 	for _, tc := range []struct {
-		a    adapter.Action
-		want adapter.Outcome
+		a       adapter.Action
+		advance time.Duration // simulated time to run the cluster to first (the power-up's wake-up)
+		want    adapter.Outcome
 	}{
-		{adapter.Action{Kind: adapter.PowerDown, Target: "sim-node-003", At: t0}, adapter.Applied},
-		{adapter.Action{Kind: adapter.PowerUp, Target: "sim-node-003", At: t0.Add(59 * time.Minute)}, adapter.Skipped},
-		{adapter.Action{Kind: adapter.PowerUp, Target: "sim-node-003", At: t0.Add(time.Hour)}, adapter.Applied},
-		{adapter.Action{Kind: adapter.SetPriority, Target: "q", Partition: "vc1", Priority: 5, At: t0.Add(time.Hour)}, adapter.Applied},
-		{adapter.Action{Kind: adapter.SetPriority, Target: "q", Partition: "vc1", Priority: 7, At: t0.Add(time.Hour + 59*time.Second)}, adapter.Skipped},
-		{adapter.Action{Kind: adapter.SetPriority, Target: "q", Partition: "vc1", Priority: 8, At: t0.Add(time.Hour + time.Minute)}, adapter.Applied},
+		{a: adapter.Action{Kind: adapter.PowerDown, Target: "sim-node-003", At: t0}, want: adapter.Applied},
+		{a: adapter.Action{Kind: adapter.PowerUp, Target: "sim-node-003", At: t0}, want: adapter.Applied},
+		{a: adapter.Action{Kind: adapter.PowerDown, Target: "sim-node-003", At: t0.Add(59 * time.Minute)}, advance: 10*time.Second + sim.DefaultWakeDelay, want: adapter.Skipped},
+		{a: adapter.Action{Kind: adapter.PowerDown, Target: "sim-node-003", At: t0.Add(time.Hour)}, want: adapter.Applied},
+		{a: adapter.Action{Kind: adapter.SetPriority, Target: "q", Partition: "vc1", Priority: 5, At: t0.Add(time.Hour)}, want: adapter.Applied},
+		{a: adapter.Action{Kind: adapter.SetPriority, Target: "q", Partition: "vc1", Priority: 7, At: t0.Add(time.Hour + 59*time.Second)}, want: adapter.Skipped},
+		{a: adapter.Action{Kind: adapter.SetPriority, Target: "q", Partition: "vc1", Priority: 8, At: t0.Add(time.Hour + time.Minute)}, want: adapter.Applied},
 	} {
+		if tc.advance > 0 {
+			if err := s.Advance(ctx, t0.Add(tc.advance)); err != nil {
+				t.Fatal(err)
+			}
+		}
 		r := g.Do(ctx, tc.a)
 		if r.Outcome != tc.want || tc.want == adapter.Skipped && !errors.Is(r.Err, adapter.ErrRateLimited) {
 			t.Errorf("%s %s at %v: %v %v; want %v", tc.a.Kind, tc.a.Target, tc.a.At, r.Outcome, r.Err, tc.want)
