@@ -140,6 +140,9 @@ func TestGolden(t *testing.T) {
 		{"power_plan_partition", "GET", "/v1/power-plan?partition=debug", "", nil},
 		{"actions", "GET", "/v1/actions", "", nil},
 		{"actions_filtered", "GET", "/v1/actions?kind=power_down&since=2026-03-02T09:00:00Z&limit=5", "", nil},
+		{"actions_page", "GET", "/v1/actions?limit=1", "", nil},
+		{"actions_next_page", "GET", "/v1/actions?limit=1&before=1772442000_0002", "", nil},
+		{"err_before", "GET", "/v1/actions?before=0002", "", nil},
 		{"passes", "POST", "/v1/passes", "", auth},
 		{"healthz", "GET", "/healthz", "", nil},
 		{"readyz", "GET", "/readyz", "", nil},
@@ -278,6 +281,7 @@ func TestValidation(t *testing.T) {
 		{"GET", "/v1/actions?since=tomorrow", "", 400, "since"},
 		{"GET", "/v1/actions?kind=x", "", 400, "kind"},
 		{"GET", "/v1/actions?limit=10001", "", 400, "limit"},
+		{"GET", "/v1/actions?before=x_0002", "", 400, "before"},
 	} {
 		w := f.do(tc.method, tc.target, tc.body)
 		var e ErrorResponse
@@ -390,13 +394,13 @@ func FuzzDecodePredict(f *testing.F) {
 }
 
 func FuzzParseQuery(f *testing.F) {
-	for _, s := range []string{"limit=5&since=2026-03-02T09:00:00Z&kind=power_down", "since=1772441000&target=gpu2", "limit=0", "x=1"} {
+	for _, s := range []string{"limit=5&since=2026-03-02T09:00:00Z&kind=power_down", "since=1772441000&target=gpu2", "limit=0", "x=1", "before=1772442000_0002&limit=1", "before=_"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
 		r := httptest.NewRequest("GET", "/v1/actions", nil)
 		r.URL.RawQuery = raw
-		q, err := parseQuery(r.URL.Query(), 100, audit.MaxLimit, "since", "kind", "target")
+		q, err := parseQuery(r.URL.Query(), 100, audit.MaxLimit, "since", "kind", "target", "before")
 		if err != nil {
 			var fe *fieldError
 			if !errors.As(err, &fe) || fe.Field == "" {
@@ -406,6 +410,9 @@ func FuzzParseQuery(f *testing.F) {
 		}
 		if q.Limit < 1 || q.Limit > audit.MaxLimit {
 			t.Errorf("parseQuery(%q) limit %d", raw, q.Limit)
+		}
+		if !q.Before.IsZero() && q.Before.ID == "" {
+			t.Errorf("parseQuery(%q) cursor without an action id: %v", raw, q.Before)
 		}
 	})
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/heliostat-dev/heliostat/actuator/audit"
 )
 
 // fieldError is a bad request naming the field at fault.
@@ -147,10 +149,12 @@ type listQuery struct {
 	Kind      string
 	Target    string
 	Partition string
+	Before    audit.Cursor
 }
 
 // parseQuery reads limit (1..maxLimit, default def), since (RFC 3339 or Unix
-// seconds), kind, target and partition, rejecting any other parameter.
+// seconds), kind, target, partition and before (an audit cursor), rejecting
+// any other parameter.
 func parseQuery(v url.Values, def, maxLimit int, allowed ...string) (listQuery, error) {
 	q := listQuery{Limit: def}
 	for k, vals := range v {
@@ -195,6 +199,12 @@ func parseQuery(v url.Values, def, maxLimit int, allowed ...string) (listQuery, 
 			q.Target = val
 		case "partition":
 			q.Partition = val
+		case "before":
+			c, err := audit.ParseCursor(val)
+			if err != nil {
+				return q, bad("before", "%q is not the \"next\" of a previous answer (Unix seconds, \"_\", action id)", val)
+			}
+			q.Before = c
 		}
 	}
 	return q, nil

@@ -437,10 +437,13 @@ func (s *Server) powerPlan(w http.ResponseWriter, r *http.Request) {
 // ActionsResponse is the answer of GET /v1/actions.
 type ActionsResponse struct {
 	Actions []audit.Record `json:"actions"`
+	// Next is the before= of the next page, present when this page is full
+	// (there may be more).
+	Next string `json:"next,omitempty"`
 }
 
 func (s *Server) actions(w http.ResponseWriter, r *http.Request) {
-	q, err := parseQuery(r.URL.Query(), 100, audit.MaxLimit, "since", "kind", "target")
+	q, err := parseQuery(r.URL.Query(), 100, audit.MaxLimit, "since", "kind", "target", "before")
 	if err != nil {
 		s.badRequest(w, err)
 		return
@@ -449,7 +452,7 @@ func (s *Server) actions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "", "no audit table configured")
 		return
 	}
-	aq := audit.Query{Cluster: s.d.Cluster, Since: q.Since, Kind: q.Kind, Target: q.Target, Limit: q.Limit}
+	aq := audit.Query{Cluster: s.d.Cluster, Since: q.Since, Kind: q.Kind, Target: q.Target, Limit: q.Limit, Before: q.Before}
 	fetch := func(ctx context.Context) ([]byte, error) {
 		recs, err := s.d.Actions(ctx, aq)
 		if err != nil {
@@ -458,7 +461,7 @@ func (s *Server) actions(w http.ResponseWriter, r *http.Request) {
 		if recs == nil {
 			recs = []audit.Record{}
 		}
-		body, err := json.Marshal(ActionsResponse{Actions: recs})
+		body, err := json.Marshal(ActionsResponse{Actions: recs, Next: audit.Next(aq, recs).String()})
 		if err != nil {
 			return nil, fmt.Errorf("encode actions: %w", err)
 		}
@@ -466,7 +469,7 @@ func (s *Server) actions(w http.ResponseWriter, r *http.Request) {
 	}
 	var body []byte
 	if s.actionsCache != nil {
-		body, err = s.actionsCache.get(r.Context(), fmt.Sprintf("%d|%d|%q|%q", aq.Limit, aq.Since.UnixNano(), aq.Kind, aq.Target), fetch)
+		body, err = s.actionsCache.get(r.Context(), fmt.Sprintf("%d|%d|%q|%q|%q", aq.Limit, aq.Since.UnixNano(), aq.Kind, aq.Target, aq.Before), fetch)
 	} else {
 		body, err = fetch(r.Context())
 	}

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -157,7 +158,54 @@ type Query struct {
 	Target string
 	// Limit caps the rows, newest first; 1..10000.
 	Limit int
+	// Before keeps actions that come after it in List's order (older, or as
+	// old with a smaller id): the Next of the previous page. Zero: none.
+	Before Cursor
 }
+
+// Cursor is an action's place in List's order: decided_at, then action_id,
+// both descending. Its text form, "<decided_at Unix seconds>_<action_id>",
+// is what the advisory API hands out as the next page's "before".
+type Cursor struct {
+	DecidedAt time.Time
+	ID        string
+}
+
+// IsZero reports whether c marks no place.
+func (c Cursor) IsZero() bool { return c.ID == "" && c.DecidedAt.IsZero() }
+
+// Next returns the cursor of the page after recs, a List answer for q: the
+// place of its last action when the page is full, else zero (no more).
+func Next(q Query, recs []Record) Cursor {
+	if len(recs) == 0 || len(recs) < q.Limit {
+		return Cursor{}
+	}
+	last := recs[len(recs)-1]
+	return Cursor{DecidedAt: last.DecidedAt, ID: last.ID}
+}
+
+func (c Cursor) String() string {
+	if c.IsZero() {
+		return ""
+	}
+	return strconv.FormatInt(c.DecidedAt.Unix(), 10) + "_" + c.ID
+}
+
+// ParseCursor reads a Cursor's text form.
+func ParseCursor(s string) (Cursor, error) {
+	sec, id, ok := strings.Cut(s, "_")
+	if !ok || id == "" {
+		return Cursor{}, fmt.Errorf("audit: cursor %q: want <unix seconds>_<action id>", s)
+	}
+	n, err := strconv.ParseInt(sec, 10, 64)
+	if err != nil || n < 0 || n > maxCursorUnix {
+		return Cursor{}, fmt.Errorf("audit: cursor %q: %q is not Unix seconds in 0..%d", s, sec, int64(maxCursorUnix))
+	}
+	return Cursor{DecidedAt: time.Unix(n, 0).UTC(), ID: id}, nil
+}
+
+// maxCursorUnix is the last second a DateTime column holds (2106-02-07).
+const maxCursorUnix = 1<<32 - 1
 
 // MaxLimit is the largest Query.Limit.
 const MaxLimit = 10000
@@ -174,10 +222,10 @@ const (
 // List returns the actions that match q, newest first, each with its latest
 // row (its outcome, or "planned").
 //
-// It reads windows that reach further back from now each time, stopping at
-// the first that holds q.Limit actions: decided_at leads the table's sort
-// key, and both rows of an action share it, so a window [from, ∞) with
-// q.Limit actions holds the newest q.Limit of all. The usual question, the
+// It reads windows that reach further back from now (or from q.Before)
+// each time, stopping at the first that holds q.Limit actions: decided_at
+// leads the table's sort key, and both rows of an action share it, so a
+// window [from, ∞) with q.Limit actions holds the newest q.Limit of all. The usual question, the
 // latest actions, then costs a read of the last hour or days rather than of
 // the whole table under FINAL; a filter that matches fewer than q.Limit
 // actions costs up to about twice a whole read.
@@ -185,9 +233,13 @@ func (l *Log) List(ctx context.Context, q Query) ([]Record, error) {
 	if q.Limit < 1 || q.Limit > MaxLimit {
 		return nil, fmt.Errorf("audit: limit %d is not in 1..%d", q.Limit, MaxLimit)
 	}
-	now, window := l.now(), listFirstWindow
+	top := l.now()
+	if !q.Before.IsZero() {
+		top = q.Before.DecidedAt
+	}
+	window := listFirstWindow
 	for range listWindows {
-		from := now.Add(-window)
+		from := top.Add(-window)
 		if !q.Since.IsZero() && !from.After(q.Since) {
 			break
 		}
@@ -209,6 +261,11 @@ func (l *Log) list(ctx context.Context, q Query, from time.Time) ([]Record, erro
 	if !from.IsZero() {
 		where = append(where, "decided_at >= toDateTime(?, 'UTC')")
 		args = append(args, max(from.Unix(), 0))
+	}
+	if !q.Before.IsZero() {
+		where = append(where, "(decided_at < toDateTime(?, 'UTC') OR decided_at = toDateTime(?, 'UTC') AND action_id < ?)")
+		sec := max(q.Before.DecidedAt.Unix(), 0)
+		args = append(args, sec, sec, q.Before.ID)
 	}
 	if q.Kind != "" {
 		where = append(where, "kind = ?")

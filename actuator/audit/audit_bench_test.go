@@ -14,7 +14,8 @@ import (
 // outcome rows): "latest" is List with no Since, as an operator or
 // dashboard asks; "whole" the single read of the whole table under FINAL
 // that List did before it read in windows; "target" a filter that matches a
-// few actions a day.
+// few actions a day; "page_100d" the page after an action 100 days old
+// (before=, as a client paging through history asks).
 func BenchmarkList(b *testing.B) {
 	ch, conn := schematest.Database(b)
 	ctx := context.Background()
@@ -35,14 +36,19 @@ FROM system.numbers LIMIT %d`, ch.Database, columns, version, end.Unix()-(n-1)*s
 	if err != nil {
 		b.Fatal(err)
 	}
+	start := end.Add(-(n - 1) * step * time.Second)
+	k := int64(n - 100*24*3600/step) // the action 100 days old
+	page := Cursor{DecidedAt: start.Add(time.Duration(k*step) * time.Second), ID: fmt.Sprintf("bench-%d", 1000000000+k)}
 	for _, tc := range []struct {
 		name  string
 		q     Query
 		whole bool
+		top   time.Time // when the newest action of the answer was decided (zero: not checked)
 	}{
-		{"latest", Query{Cluster: "c", Limit: 100}, false},
-		{"whole", Query{Cluster: "c", Limit: 100}, true},
-		{"target", Query{Cluster: "c", Limit: 100, Target: "job17"}, false},
+		{"latest", Query{Cluster: "c", Limit: 100}, false, end},
+		{"whole", Query{Cluster: "c", Limit: 100}, true, end},
+		{"target", Query{Cluster: "c", Limit: 100, Target: "job17"}, false, time.Time{}},
+		{"page_100d", Query{Cluster: "c", Limit: 100, Before: page}, false, page.DecidedAt.Add(-step * time.Second)},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			var recs []Record
@@ -57,8 +63,8 @@ FROM system.numbers LIMIT %d`, ch.Database, columns, version, end.Unix()-(n-1)*s
 					b.Fatal(err)
 				}
 			}
-			if len(recs) != tc.q.Limit || recs[0].Outcome != Skipped || !recs[0].DecidedAt.Equal(end) && tc.q.Target == "" {
-				b.Fatalf("%d actions (%+v); want %d, the newest decided at %v and skipped", len(recs), recs, tc.q.Limit, end)
+			if len(recs) != tc.q.Limit || recs[0].Outcome != Skipped || !tc.top.IsZero() && !recs[0].DecidedAt.Equal(tc.top) {
+				b.Fatalf("%d actions (%+v); want %d, the newest decided at %v and skipped", len(recs), recs, tc.q.Limit, tc.top)
 			}
 		})
 	}

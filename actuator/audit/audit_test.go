@@ -114,52 +114,88 @@ func TestNewID(t *testing.T) {
 	}
 }
 
-// TestListWindows reads a history of a year through List's widening
-// windows: whatever window answers, the result is the newest Limit actions
-// that match, as one read of the whole table would give.
-func TestListWindows(t *testing.T) {
+// yearOfActions plans a year of actions: one an hour ahead of now (a clock
+// ahead of the Log's), one every 6 h for 75 days, five in one second 30 h
+// ago, and three a year ago. It returns them newest first, in List's order.
+func yearOfActions(t *testing.T, now time.Time) (*Log, []Record) {
+	t.Helper()
 	cfg, conn := schematest.Database(t)
-	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	l, err := New(conn, cfg.Database, func() time.Time { return now })
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
 	var all []Record
 	add := func(at time.Time, target string) {
 		all = append(all, Record{Cluster: "c", Adapter: "slurm", Kind: "power_up", Target: target, DecidedAt: at})
 	}
-	add(now.Add(time.Hour), "ahead") // a clock ahead of this one
-	for i := range 300 {             // one every 6 h for 75 days
+	add(now.Add(time.Hour), "ahead")
+	for i := range 300 {
 		add(now.Add(-time.Duration(i)*6*time.Hour), "recent")
+	}
+	for range 5 {
+		add(now.Add(-30*time.Hour), "burst")
 	}
 	for i := range 3 {
 		add(now.AddDate(-1, 0, -i), "old")
 	}
 	// Oldest first for the ids, which increase with each call; then newest
 	// first, as List answers.
-	slices.SortFunc(all, func(a, b Record) int { return a.DecidedAt.Compare(b.DecidedAt) })
+	slices.SortStableFunc(all, func(a, b Record) int { return a.DecidedAt.Compare(b.DecidedAt) })
 	for i := range all {
 		all[i].ID = l.NewID(all[i].DecidedAt)
 	}
 	slices.Reverse(all)
-	if err := l.Plan(ctx, all); err != nil {
+	if err := l.Plan(context.Background(), all); err != nil {
 		t.Fatal(err)
 	}
-	want := func(q Query) []string {
-		var ids []string
-		for _, r := range all {
-			if (q.Target == "" || r.Target == q.Target) && !r.DecidedAt.Before(q.Since) && len(ids) < q.Limit {
-				ids = append(ids, r.ID)
+	return l, all
+}
+
+// matching returns the ids of the actions of all (newest first) that q
+// asks for: what one read of the whole table gives.
+func matching(all []Record, q Query) []string {
+	ids := []string{}
+	for _, r := range all {
+		if len(ids) == q.Limit {
+			break
+		}
+		if q.Target != "" && r.Target != q.Target || r.DecidedAt.Before(q.Since) {
+			continue
+		}
+		if b := q.Before; !b.IsZero() {
+			if c := r.DecidedAt.Compare(b.DecidedAt); c > 0 || c == 0 && r.ID >= b.ID {
+				continue
 			}
 		}
-		return ids
+		ids = append(ids, r.ID)
 	}
+	return ids
+}
+
+func listIDs(t *testing.T, l *Log, q Query) []string {
+	t.Helper()
+	got, err := l.List(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{}
+	for _, r := range got {
+		ids = append(ids, r.ID)
+	}
+	return ids
+}
+
+// TestListWindows reads a history of a year through List's widening
+// windows: whatever window answers, the result is the newest Limit actions
+// that match, as one read of the whole table would give.
+func TestListWindows(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	l, all := yearOfActions(t, now)
 	for _, q := range []Query{
 		{Cluster: "c", Limit: 1},                                   // the first window
 		{Cluster: "c", Limit: 10},                                  // 64 h
 		{Cluster: "c", Limit: 250},                                 // 171 d
-		{Cluster: "c", Limit: 302},                                 // everything but the oldest two: the whole read
+		{Cluster: "c", Limit: 307},                                 // everything but the oldest two: the whole read
 		{Cluster: "c", Limit: MaxLimit},                            // all
 		{Cluster: "c", Limit: 10, Target: "old"},                   // a filter that only old actions match
 		{Cluster: "c", Limit: 1000, Since: now.AddDate(0, 0, -10)}, // Since inside the fourth window
@@ -167,16 +203,86 @@ func TestListWindows(t *testing.T) {
 		{Cluster: "c", Limit: 1000, Since: now.AddDate(0, 0, -100)},
 		{Cluster: "c", Limit: 2, Since: now.AddDate(-1, 0, -1), Target: "old"},
 	} {
-		got, err := l.List(ctx, q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids := []string{}
-		for _, r := range got {
-			ids = append(ids, r.ID)
-		}
-		if w := want(q); !slices.Equal(ids, w) {
+		if ids, w := listIDs(t, l, q), matching(all, q); !slices.Equal(ids, w) {
 			t.Errorf("List(limit %d, since %v, target %q): %d actions\n%v\nwant %d\n%v", q.Limit, q.Since, q.Target, len(ids), ids, len(w), w)
 		}
 	}
+}
+
+// TestListPages pages through the year with Next's cursors: each page is
+// what one read of the whole table gives after the cursor, and the pages
+// together are every matching action once, in order — across the five
+// actions that share a second, which only the id orders.
+func TestListPages(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	l, all := yearOfActions(t, now)
+	for _, q := range []Query{
+		{Cluster: "c", Limit: 2},
+		{Cluster: "c", Limit: 7},
+		{Cluster: "c", Limit: 100},
+		{Cluster: "c", Limit: 2, Target: "burst"},
+		{Cluster: "c", Limit: 1, Target: "old"},
+		{Cluster: "c", Limit: 40, Since: now.AddDate(0, 0, -20)},
+	} {
+		var got []string
+		for page := 0; ; page++ {
+			ids := listIDs(t, l, q)
+			if w := matching(all, q); !slices.Equal(ids, w) {
+				t.Fatalf("limit %d target %q, page %d (before %q): %v; want %v", q.Limit, q.Target, page, q.Before, ids, w)
+			}
+			got = append(got, ids...)
+			recs := make([]Record, len(ids))
+			for i, id := range ids {
+				recs[i] = Record{ID: id, DecidedAt: all[slices.IndexFunc(all, func(r Record) bool { return r.ID == id })].DecidedAt}
+			}
+			next := Next(q, recs)
+			if next.IsZero() {
+				break
+			}
+			if page > len(all) {
+				t.Fatalf("limit %d target %q: more pages than actions", q.Limit, q.Target)
+			}
+			q.Before = next
+		}
+		q.Before, q.Limit = Cursor{}, MaxLimit
+		if w := matching(all, q); !slices.Equal(got, w) {
+			t.Errorf("target %q since %v: pages hold %d actions\n%v\nwant %d\n%v", q.Target, q.Since, len(got), got, len(w), w)
+		}
+	}
+}
+
+func TestCursorText(t *testing.T) {
+	c := Cursor{DecidedAt: time.Unix(1_777_000_000, 0).UTC(), ID: "0001777000000000000001-a1b2c3"}
+	if s := c.String(); s != "1777000000_0001777000000000000001-a1b2c3" {
+		t.Errorf("String: %q", s)
+	}
+	if got, err := ParseCursor(c.String()); err != nil || got != c {
+		t.Errorf("ParseCursor(String()) = %v, %v; want %v", got, err, c)
+	}
+	if (Cursor{}).String() != "" || !(Cursor{}).IsZero() {
+		t.Error("the zero cursor is not empty")
+	}
+	for _, bad := range []string{"", "_", "1777000000", "1777000000_", "x_id", "-1_id", "4294967296_id", "1.5_id"} {
+		if _, err := ParseCursor(bad); err == nil {
+			t.Errorf("ParseCursor(%q) accepted", bad)
+		}
+	}
+}
+
+// FuzzParseCursor: whatever ParseCursor accepts reads back the same from
+// its text form, and it never panics.
+func FuzzParseCursor(f *testing.F) {
+	for _, s := range []string{"1777000000_0001777000000000000001-a1b2c3", "0_x", "_", "12_a_b", "99999999999_x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := ParseCursor(s)
+		if err != nil {
+			return
+		}
+		again, err := ParseCursor(c.String())
+		if err != nil || again != c {
+			t.Fatalf("ParseCursor(%q) = %v; its text %q reads back as %v, %v", s, c, c.String(), again, err)
+		}
+	})
 }
