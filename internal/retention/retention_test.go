@@ -1,4 +1,4 @@
-package ingest_test
+package retention_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heliostat-dev/heliostat/ingest"
+	"github.com/heliostat-dev/heliostat/internal/retention"
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
 
@@ -31,8 +31,8 @@ func TestDropExpired(t *testing.T) {
 	if err := b.Send(); err != nil {
 		t.Fatal(err)
 	}
-	rule := ingest.RetentionRule{Table: "gpu_samples", Keep: 30 * 24 * time.Hour, Daily: true}
-	dropped, err := ingest.DropExpired(ctx, conn, ch.Database, rule, now)
+	rule := retention.Rule{Table: "gpu_samples", Keep: 30 * 24 * time.Hour, Daily: true}
+	dropped, err := retention.DropExpired(ctx, conn, ch.Database, rule, now)
 	if err != nil {
 		t.Fatalf("DropExpired: %v", err)
 	}
@@ -44,7 +44,7 @@ func TestDropExpired(t *testing.T) {
 		t.Errorf("%d rows left; want 2", n)
 	}
 	// Keep 0 keeps everything.
-	if d, err := ingest.DropExpired(ctx, conn, ch.Database, ingest.RetentionRule{Table: "gpu_samples", Daily: true}, now.AddDate(5, 0, 0)); err != nil || len(d) != 0 {
+	if d, err := retention.DropExpired(ctx, conn, ch.Database, retention.Rule{Table: "gpu_samples", Daily: true}, now.AddDate(5, 0, 0)); err != nil || len(d) != 0 {
 		t.Errorf("DropExpired with Keep 0 = %v, %v; want nothing dropped", d, err)
 	}
 }
