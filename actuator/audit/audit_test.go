@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
 
@@ -285,4 +288,58 @@ func FuzzParseCursor(f *testing.F) {
 			t.Fatalf("ParseCursor(%q) = %v; its text %q reads back as %v, %v", s, c, c.String(), again, err)
 		}
 	})
+}
+
+// TestExpiry drops, at its first pass, the months whose every action is
+// older than the retention (April 2025 of yearOfActions), and keeps the
+// month that still holds one action within it.
+func TestExpiry(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	l, all := yearOfActions(t, now)
+	reg := prometheus.NewRegistry()
+	keep := 365 * 24 * time.Hour
+	e, err := NewExpiry(l, keep, nil, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	for deadline := time.Now().Add(30 * time.Second); testutil.ToFloat64(e.dropped) == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	if n := testutil.ToFloat64(e.dropped); n != 1 {
+		t.Errorf("%v partitions dropped; want 1 (202504)", n)
+	}
+	if n := testutil.ToFloat64(e.failed); n != 0 {
+		t.Errorf("%v failures", n)
+	}
+	var want []Record
+	for _, r := range all {
+		if r.DecidedAt.After(now.Add(-keep)) || r.DecidedAt.Month() == time.May {
+			want = append(want, r)
+		}
+	}
+	if len(want) != len(all)-2 {
+		t.Fatalf("the test's history changed: %d of %d actions kept", len(want), len(all))
+	}
+	q := Query{Cluster: "c", Limit: MaxLimit}
+	if ids, w := listIDs(t, l, q), matching(want, q); !slices.Equal(ids, w) {
+		t.Errorf("after expiry, %d actions; want %d", len(ids), len(w))
+	}
+	for _, k := range []time.Duration{keep, 0} {
+		if dropped, err := l.Expire(context.Background(), k); err != nil || len(dropped) != 0 {
+			t.Errorf("Expire(%v) again = %v, %v; want nothing dropped", k, dropped, err)
+		}
+	}
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Errorf("metrics lint: %v %v", problems, err)
+	}
+	if _, err := NewExpiry(l, -time.Hour, nil, nil); err == nil {
+		t.Error("NewExpiry accepted a negative retention")
+	}
 }

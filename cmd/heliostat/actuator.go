@@ -42,12 +42,14 @@ func runActuator(ctx context.Context, args []string, e *env) error {
 		pc   live.Config
 		kc   = publish.Config{SpoolDir: "data/actuator-spool"}
 		lf   logFlags
+		keep time.Duration
 		pubA = fs.Bool("actuator.publish-actions", true, "publish every action, once its outcome is in the actions table, to the "+schemas.TopicActions+" Kafka topic (--kafka.brokers; spooled in --spool.dir while Kafka is unreachable)")
 		pred = fs.String("actuator.predictor", "live", "run-time predictions: live (train the duration model from the jobs in ClickHouse in this process and write its predictions, like heliostat predictor run) or none (time limits only)")
 	)
 	ch.RegisterFlags(fs, e.getenv)
 	gc.RegisterFlags(fs)
 	lc.RegisterFlags(fs)
+	audit.RegisterRetentionFlag(fs, &keep)
 	ac.RegisterFlags(fs)
 	sc.RegisterFlags(fs)
 	pc.RegisterFlags(fs)
@@ -104,7 +106,7 @@ func runActuator(ctx context.Context, args []string, e *env) error {
 		defer pub.Close()
 		apub = pub
 	}
-	act, err := startActuator(ac, gc, lc, sched, predictor, apub, true, conn, ch.Database, e.getenv, reg, logger)
+	act, err := startActuator(ac, gc, lc, sched, predictor, apub, true, keep, conn, ch.Database, e.getenv, reg, logger)
 	if err != nil {
 		return err
 	}
@@ -123,6 +125,7 @@ func runActuator(ctx context.Context, args []string, e *env) error {
 		g.Go(func() error { return runner.Run(gctx) })
 	}
 	g.Go(func() error { return act.loop.Run(gctx) })
+	g.Go(func() error { return act.expiry.Run(gctx) })
 	g.Go(func() error { return serveAPI(gctx, act.ln, act.api) })
 	return g.Wait()
 }
@@ -130,18 +133,20 @@ func runActuator(ctx context.Context, args []string, e *env) error {
 // startedActuator is a started actuator: its control loop, and its advisory API
 // with the listener it serves on.
 type startedActuator struct {
-	loop  *loop.Loop
-	api   http.Handler
-	ln    net.Listener
-	token bool // a bearer token is configured
+	loop   *loop.Loop
+	expiry *audit.Expiry // of the actions table
+	api    http.Handler
+	ln     net.Listener
+	token  bool // a bearer token is configured
 }
 
 // startActuator builds the control loop and advisory API on sched, with p's
 // estimates (nil: time limits), publishing settled actions through pub (nil:
 // the actions table only), keeping the demand history in ClickHouse across
-// restarts when keepDemand, and opens the API's listener; heliostat actuator
-// runs it on Slurm, heliostat up on the simulated cluster.
-func startActuator(ac api.Config, gc adapter.GuardConfig, lc loop.Config, sched adapter.Scheduler, p loop.Predictor, pub audit.Publisher, keepDemand bool, conn driver.Conn, db string, getenv func(string) string, reg *prometheus.Registry, logger *slog.Logger) (*startedActuator, error) {
+// restarts when keepDemand, expiring actions older than auditRetention (0:
+// none), and opens the API's listener; heliostat actuator runs it on Slurm,
+// heliostat up on the simulated cluster.
+func startActuator(ac api.Config, gc adapter.GuardConfig, lc loop.Config, sched adapter.Scheduler, p loop.Predictor, pub audit.Publisher, keepDemand bool, auditRetention time.Duration, conn driver.Conn, db string, getenv func(string) string, reg *prometheus.Registry, logger *slog.Logger) (*startedActuator, error) {
 	al, err := audit.New(conn, db, time.Now)
 	if err != nil {
 		return nil, err
@@ -151,6 +156,10 @@ func startActuator(ac api.Config, gc adapter.GuardConfig, lc loop.Config, sched 
 		if auditor, err = audit.NewPublished(al, pub, logger, reg); err != nil {
 			return nil, err
 		}
+	}
+	expiry, err := audit.NewExpiry(al, auditRetention, logger, reg)
+	if err != nil {
+		return nil, err
 	}
 	guard, err := adapter.NewGuard(gc, sched, time.Now)
 	if err != nil {
@@ -178,7 +187,7 @@ func startActuator(ac api.Config, gc adapter.GuardConfig, lc loop.Config, sched 
 	if err != nil {
 		return nil, fmt.Errorf("actuator: listen on %s: %w", ac.Listen, err)
 	}
-	return &startedActuator{loop: lp, api: h, ln: ln, token: token != ""}, nil
+	return &startedActuator{loop: lp, expiry: expiry, api: h, ln: ln, token: token != ""}, nil
 }
 
 // newActuatorAPI returns the advisory API served from a loop, a predictor

@@ -14,6 +14,7 @@ import (
 
 	"github.com/heliostat-dev/heliostat/actuator/adapter"
 	"github.com/heliostat-dev/heliostat/actuator/api"
+	"github.com/heliostat-dev/heliostat/actuator/audit"
 	"github.com/heliostat-dev/heliostat/actuator/loop"
 	"github.com/heliostat-dev/heliostat/actuator/simadapter"
 	"github.com/heliostat-dev/heliostat/analytics"
@@ -56,6 +57,8 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	predc.RegisterFlags(fs)
 	gc.RegisterFlags(fs)
 	lc.RegisterFlags(fs)
+	var auditKeep time.Duration
+	audit.RegisterRetentionFlag(fs, &auditKeep)
 	ac.RegisterFlags(fs)
 	var lf logFlags
 	lf.register(fs)
@@ -213,7 +216,7 @@ func runUp(ctx context.Context, args []string, e *env) error {
 		// The simulated clock starts at the wall clock on every run and runs
 		// ahead of it, so demand saved by an earlier run would lie in this
 		// run's future: the loop keeps its demand history in memory.
-		if act, err = startActuator(ac, gc, lc, simadapter.New(s), runner, pub, false, conn, ch.Database, e.getenv, reg, logger); err != nil {
+		if act, err = startActuator(ac, gc, lc, simadapter.New(s), runner, pub, false, auditKeep, conn, ch.Database, e.getenv, reg, logger); err != nil {
 			_ = pub.Close()
 			return err
 		}
@@ -267,7 +270,7 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	// is closed.
 	var parts []func(context.Context) error
 	if act != nil {
-		parts = append(parts, act.loop.Run, func(ctx context.Context) error { return serveAPI(ctx, act.ln, act.api) })
+		parts = append(parts, act.loop.Run, act.expiry.Run, func(ctx context.Context) error { return serveAPI(ctx, act.ln, act.api) })
 	}
 	ig.Go(func() error {
 		return reportStatus(ingestCtx, conn, ch.Database, *statusEvery, e.stdout, simClock(s), logger)
