@@ -121,7 +121,8 @@ var (
 	ErrNodeBusy = errors.New("adapter: node is busy or about to receive a job")
 	// ErrUnknownNode: the scheduler has no node of that name.
 	ErrUnknownNode = errors.New("adapter: unknown node")
-	// ErrUnknownJob: the scheduler has no pending job of that id.
+	// ErrUnknownJob: the scheduler has no pending job of that id; for a job
+	// read from its queue, the job has started or ended since.
 	ErrUnknownJob = errors.New("adapter: no pending job with that id")
 	// ErrNotAllowed: the target is outside the allowlist.
 	ErrNotAllowed = errors.New("adapter: target is not allowlisted")

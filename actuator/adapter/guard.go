@@ -45,7 +45,7 @@ type Outcome string
 // Outcomes.
 const (
 	Applied Outcome = "applied" // the scheduler accepted it
-	Skipped Outcome = "skipped" // not sent: dry run, not allowlisted, rate limit, node busy
+	Skipped Outcome = "skipped" // not sent: dry run, not allowlisted, rate limit, node busy; or sent and moot: the job left the queue
 	Failed  Outcome = "failed"  // sent, and the scheduler refused or the command failed
 )
 
@@ -238,7 +238,9 @@ func (g *Guard) Do(ctx context.Context, a Action) Result {
 	switch {
 	case err == nil:
 		return Result{Applied, nil}
-	case errors.Is(err, ErrNodeBusy), errors.Is(err, ErrUnusable):
+	case errors.Is(err, ErrNodeBusy), errors.Is(err, ErrUnusable), errors.Is(err, ErrUnknownJob):
+		// The scheduler moved on since the pass read it: the node took a
+		// job, or the job started or ended. Not a failure of either side.
 		return Result{Skipped, err}
 	}
 	return Result{Failed, err}

@@ -244,3 +244,20 @@ func FuzzDecodeSinfo(f *testing.F) {
 		}
 	})
 }
+
+func TestJobGone(t *testing.T) {
+	for _, tc := range []struct {
+		msg  string
+		want bool
+	}{
+		{"scontrol: exit status 1: slurm_update error: Invalid job id specified", true},
+		{"scontrol: exit status 1: slurm_update error: Job is no longer pending execution", true},
+		{"scontrol: exit status 1: slurm_update error: Job/step already completing or completed", true},
+		{"scontrol: exit status 1: slurm_update error: Access/permission denied", false},
+		{"signal: killed", false},
+	} {
+		if got := jobGone(tc.msg); got != tc.want {
+			t.Errorf("jobGone(%q) = %v; want %v", tc.msg, got, tc.want)
+		}
+	}
+}

@@ -166,10 +166,22 @@ func (s *Scheduler) SetPriority(ctx context.Context, jobID string, priority int6
 		return fmt.Errorf("slurmadapter: set priority of job %s: %d is outside 1..4294967293", jobID, priority)
 	}
 	_, err := s.run(ctx, "scontrol", "update", "jobid="+jobID, "priority="+strconv.FormatInt(priority, 10))
-	if err != nil && strings.Contains(err.Error(), "Invalid job id") {
+	if err != nil && jobGone(err.Error()) {
 		return fmt.Errorf("%w: %s: %v", adapter.ErrUnknownJob, jobID, err)
 	}
 	return err
+}
+
+// jobGone reports whether scontrol's error says the job is not pending any
+// more: purged (ESLURM_INVALID_JOB_ID), started (ESLURM_JOB_NOT_PENDING) or
+// ended (ESLURM_ALREADY_DONE), in the words of Slurm's error table.
+func jobGone(msg string) bool {
+	for _, s := range []string{"Invalid job id", "Job is no longer pending execution", "already completing or completed"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // PowerDown reads the node and the queue again and, when the node is idle,
