@@ -225,10 +225,11 @@ const (
 // It reads windows that reach further back from now (or from q.Before)
 // each time, stopping at the first that holds q.Limit actions: decided_at
 // leads the table's sort key, and both rows of an action share it, so a
-// window [from, ∞) with q.Limit actions holds the newest q.Limit of all. The usual question, the
-// latest actions, then costs a read of the last hour or days rather than of
-// the whole table under FINAL; a filter that matches fewer than q.Limit
-// actions costs up to about twice a whole read.
+// window [from, ∞) with q.Limit actions holds the newest q.Limit of all.
+// The usual question, the latest actions (or the next page of them), then
+// costs a read of the last hour or days rather than of the whole table
+// under FINAL; a filter that matches fewer than q.Limit actions costs up to
+// about twice a whole read.
 func (l *Log) List(ctx context.Context, q Query) ([]Record, error) {
 	if q.Limit < 1 || q.Limit > MaxLimit {
 		return nil, fmt.Errorf("audit: limit %d is not in 1..%d", q.Limit, MaxLimit)
