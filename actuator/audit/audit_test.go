@@ -292,13 +292,16 @@ func FuzzParseCursor(f *testing.F) {
 
 // TestExpiry drops, at its first pass, the months whose every action is
 // older than the retention (April 2025 of yearOfActions), and keeps the
-// month that still holds one action within it.
+// month that still holds one action within it. It counts on the clock it is
+// given, the scheduler's, not the Log's (here four years ahead, as a wall
+// clock is of a replayed trace).
 func TestExpiry(t *testing.T) {
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	l, all := yearOfActions(t, now)
 	reg := prometheus.NewRegistry()
 	keep := 365 * 24 * time.Hour
-	e, err := NewExpiry(l, keep, nil, reg)
+	l.now = func() time.Time { return now.AddDate(4, 0, 0) }
+	e, err := NewExpiry(l, keep, func() time.Time { return now }, nil, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,14 +335,14 @@ func TestExpiry(t *testing.T) {
 		t.Errorf("after expiry, %d actions; want %d", len(ids), len(w))
 	}
 	for _, k := range []time.Duration{keep, 0} {
-		if dropped, err := l.Expire(context.Background(), k); err != nil || len(dropped) != 0 {
+		if dropped, err := l.Expire(context.Background(), k, now); err != nil || len(dropped) != 0 {
 			t.Errorf("Expire(%v) again = %v, %v; want nothing dropped", k, dropped, err)
 		}
 	}
 	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
 		t.Errorf("metrics lint: %v %v", problems, err)
 	}
-	if _, err := NewExpiry(l, -time.Hour, nil, nil); err == nil {
+	if _, err := NewExpiry(l, -time.Hour, time.Now, nil, nil); err == nil {
 		t.Error("NewExpiry accepted a negative retention")
 	}
 }

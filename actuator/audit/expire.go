@@ -26,8 +26,9 @@ func RegisterRetentionFlag(fs *flag.FlagSet, keep *time.Duration) {
 // Expire drops the partitions (months of decided_at) of the actions table
 // whose every action was decided more than keep before now, for every
 // cluster the table holds, and returns their ids. Keep 0 keeps everything.
-func (l *Log) Expire(ctx context.Context, keep time.Duration) ([]string, error) {
-	dropped, err := retention.DropExpired(ctx, l.conn, l.db, retention.Rule{Table: "actions", Keep: keep}, l.now())
+// now is on the clock actions are decided on, the scheduler's.
+func (l *Log) Expire(ctx context.Context, keep time.Duration, now time.Time) ([]string, error) {
+	dropped, err := retention.DropExpired(ctx, l.conn, l.db, retention.Rule{Table: "actions", Keep: keep}, now)
 	if err != nil {
 		return dropped, fmt.Errorf("audit: expire actions: %w", err)
 	}
@@ -38,6 +39,7 @@ func (l *Log) Expire(ctx context.Context, keep time.Duration) ([]string, error) 
 type Expiry struct {
 	l       *Log
 	keep    time.Duration
+	now     func() time.Time
 	every   time.Duration
 	logger  *slog.Logger
 	dropped prometheus.Counter
@@ -45,10 +47,13 @@ type Expiry struct {
 }
 
 // NewExpiry returns an Expiry of l's actions older than keep (0: it does
-// nothing). Metrics are registered on reg unless it is nil.
-func NewExpiry(l *Log, keep time.Duration, logger *slog.Logger, reg prometheus.Registerer) (*Expiry, error) {
-	if l == nil {
-		return nil, errors.New("audit: expiry needs a log")
+// nothing) on the scheduler's clock now: a simulated cluster replaying a
+// trace decides its actions in the trace's past, and a wall clock would
+// expire them as soon as they are written. Metrics are registered on reg
+// unless it is nil.
+func NewExpiry(l *Log, keep time.Duration, now func() time.Time, logger *slog.Logger, reg prometheus.Registerer) (*Expiry, error) {
+	if l == nil || now == nil {
+		return nil, errors.New("audit: expiry needs a log and a clock")
 	}
 	if keep < 0 {
 		return nil, fmt.Errorf("audit: --actuator.audit-retention %v is negative", keep)
@@ -56,7 +61,7 @@ func NewExpiry(l *Log, keep time.Duration, logger *slog.Logger, reg prometheus.R
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	e := &Expiry{l: l, keep: keep, every: time.Hour, logger: logger,
+	e := &Expiry{l: l, keep: keep, now: now, every: time.Hour, logger: logger,
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "heliostat_actuator_audit_dropped_partitions_total",
 			Help: "Monthly partitions of the actions table dropped by --actuator.audit-retention.",
@@ -85,7 +90,7 @@ func (e *Expiry) Run(ctx context.Context) error {
 	t := time.NewTicker(e.every)
 	defer t.Stop()
 	for {
-		dropped, err := e.l.Expire(ctx, e.keep)
+		dropped, err := e.l.Expire(ctx, e.keep, e.now())
 		e.dropped.Add(float64(len(dropped)))
 		if len(dropped) > 0 {
 			e.logger.Info("audit retention dropped partitions of the actions table", "partitions", dropped, "retention", e.keep)

@@ -106,7 +106,7 @@ func runActuator(ctx context.Context, args []string, e *env) error {
 		defer pub.Close()
 		apub = pub
 	}
-	act, err := startActuator(ac, gc, lc, sched, predictor, apub, true, keep, conn, ch.Database, e.getenv, reg, logger)
+	act, err := startActuator(ac, gc, lc, sched, predictor, apub, true, keep, time.Now, conn, ch.Database, e.getenv, reg, logger)
 	if err != nil {
 		return err
 	}
@@ -144,9 +144,9 @@ type startedActuator struct {
 // estimates (nil: time limits), publishing settled actions through pub (nil:
 // the actions table only), keeping the demand history in ClickHouse across
 // restarts when keepDemand, expiring actions older than auditRetention (0:
-// none), and opens the API's listener; heliostat actuator runs it on Slurm,
-// heliostat up on the simulated cluster.
-func startActuator(ac api.Config, gc adapter.GuardConfig, lc loop.Config, sched adapter.Scheduler, p loop.Predictor, pub audit.Publisher, keepDemand bool, auditRetention time.Duration, conn driver.Conn, db string, getenv func(string) string, reg *prometheus.Registry, logger *slog.Logger) (*startedActuator, error) {
+// none) on the scheduler's clock schedNow, and opens the API's listener;
+// heliostat actuator runs it on Slurm, heliostat up on the simulated cluster.
+func startActuator(ac api.Config, gc adapter.GuardConfig, lc loop.Config, sched adapter.Scheduler, p loop.Predictor, pub audit.Publisher, keepDemand bool, auditRetention time.Duration, schedNow func() time.Time, conn driver.Conn, db string, getenv func(string) string, reg *prometheus.Registry, logger *slog.Logger) (*startedActuator, error) {
 	al, err := audit.New(conn, db, time.Now)
 	if err != nil {
 		return nil, err
@@ -157,7 +157,7 @@ func startActuator(ac api.Config, gc adapter.GuardConfig, lc loop.Config, sched 
 			return nil, err
 		}
 	}
-	expiry, err := audit.NewExpiry(al, auditRetention, logger, reg)
+	expiry, err := audit.NewExpiry(al, auditRetention, schedNow, logger, reg)
 	if err != nil {
 		return nil, err
 	}

@@ -216,7 +216,7 @@ func runUp(ctx context.Context, args []string, e *env) error {
 		// The simulated clock starts at the wall clock on every run and runs
 		// ahead of it, so demand saved by an earlier run would lie in this
 		// run's future: the loop keeps its demand history in memory.
-		if act, err = startActuator(ac, gc, lc, simadapter.New(s), runner, pub, false, auditKeep, conn, ch.Database, e.getenv, reg, logger); err != nil {
+		if act, err = startActuator(ac, gc, lc, simadapter.New(s), runner, pub, false, auditKeep, s.Now, conn, ch.Database, e.getenv, reg, logger); err != nil {
 			_ = pub.Close()
 			return err
 		}
