@@ -206,6 +206,16 @@ func runUp(ctx context.Context, args []string, e *env) error {
 		actuatorLine string
 	)
 	if *source == "sim" {
+		// The simulated clock runs ahead of the wall clock. Unless told
+		// where to start, a second run continues the first one's timeline,
+		// so that its jobs, samples and demand follow the earlier ones
+		// instead of overlapping them.
+		if !set["sim.start"] {
+			if simf.cfg.Start, err = resumeSimStart(ctx, conn, ch.Database, dir, simf.cfg.Cluster, time.Now(), logger); err != nil {
+				_ = pub.Close()
+				return err
+			}
+		}
 		if s, err = sim.New(simf.cfg, work, nil, pub, logger, reg, time.Now); err != nil {
 			_ = pub.Close()
 			return err
@@ -213,10 +223,10 @@ func runUp(ctx context.Context, args []string, e *env) error {
 		c := s.Config()
 		describe = fmt.Sprintf("simulated cluster %q: %d nodes × %d GPUs, %g× real time, FIFO with backfill=%v", c.Cluster, c.Nodes, c.GPUsPerNode, c.Speedup, c.Backfill)
 		lc.Cluster = c.Cluster
-		// The simulated clock starts at the wall clock on every run and runs
-		// ahead of it, so demand saved by an earlier run would lie in this
-		// run's future: the loop keeps its demand history in memory.
-		if act, err = startActuator(ac, gc, lc, simadapter.New(s), runner, pub, false, auditKeep, s.Now, conn, ch.Database, e.getenv, reg, logger); err != nil {
+		// With the timeline continued, the demand the loop saved in an
+		// earlier run lies in this run's past: the loop keeps its demand
+		// history in ClickHouse and forecasts from it after a restart.
+		if act, err = startActuator(ac, gc, lc, simadapter.New(s), runner, pub, true, auditKeep, s.Now, conn, ch.Database, e.getenv, reg, logger); err != nil {
 			_ = pub.Close()
 			return err
 		}
@@ -272,12 +282,21 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	if act != nil {
 		parts = append(parts, act.loop.Run, act.expiry.Run, func(ctx context.Context) error { return serveAPI(ctx, act.ln, act.api) })
 	}
+	if s != nil {
+		parts = append(parts, func(ctx context.Context) error {
+			return keepSimClock(ctx, dir, s.Config().Cluster, s.Now, logger)
+		})
+	}
 	ig.Go(func() error {
 		return reportStatus(ingestCtx, conn, ch.Database, *statusEvery, e.stdout, simClock(s), logger)
 	})
 	srv.SetReady(true)
 	if s != nil {
 		err = runSimParts(ctx, s, pub, srv, parts...)
+		// Where the simulation stopped, now that it has.
+		if serr := saveSimClock(dir, s.Config().Cluster, s.Now()); serr != nil {
+			logger.Warn("could not save the simulated clock; a restart may overlap this run's timeline", "err", serr)
+		}
 	} else {
 		err = runCollectorParts(ctx, cc, src, pub, srv, logger, reg, parts...)
 	}

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -18,7 +20,10 @@ import (
 // jobs and GPU samples reach ClickHouse through the embedded broker, the
 // live predictor trains, the actuator powers idle nodes of the simulated
 // cluster down, and the whole stack stops on its own with no warning or
-// error logged (a part stopped out of order logs one).
+// error logged (a part stopped out of order logs one). Then it runs up
+// again on the same data directory: the simulated clock continues where the
+// first run stopped, and the actuator loads the demand history the first
+// run saved.
 func TestUp(t *testing.T) {
 	ports := make([]int, 4)
 	for i := range ports {
@@ -28,33 +33,94 @@ func TestUp(t *testing.T) {
 		}
 		ports[i] = p
 	}
+	dir := t.TempDir()
+
+	first := runUpFor(t, dir, ports, "3h")
+	for _, msg := range []string{"duration model trained", "power down applied", "sim stopped", "stopped", "no saved demand history; the demand model starts from what this run records"} {
+		if first.seen[msg] == 0 {
+			t.Errorf("first run: no %q in the log:\n%s", msg, first.logs)
+		}
+	}
+	if first.seen["the simulated clock resumes where the last run stopped"] != 0 {
+		t.Errorf("first run resumed a clock on an empty data directory:\n%s", first.logs)
+	}
+	// The status line counts what ClickHouse holds.
+	if first.jobs == 0 || first.samples == 0 {
+		t.Errorf("last status line: %d jobs, %d GPU samples in ClickHouse; want both > 0\n%s", first.jobs, first.samples, first.stdout)
+	}
+	started, stopped := first.simTime["sim started"], first.simTime["sim stopped"]
+	// Running jobs end a second after the last samples when the nodes
+	// report at the very end.
+	if got := stopped.Sub(started); got != 3*time.Hour && got != 3*time.Hour+time.Second {
+		t.Errorf("first run simulated %s (%s .. %s), want 3h (or 3h1s)", got, started, stopped)
+	}
+	clocks, err := readSimClocks(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !clocks["local"].Equal(stopped) {
+		t.Errorf("saved clock %v, want the first run's stop %s", clocks, stopped)
+	}
+
+	second := runUpFor(t, dir, ports, "1h")
+	for _, msg := range []string{"the simulated clock resumes where the last run stopped", "loaded the saved demand history", "sim stopped"} {
+		if second.seen[msg] == 0 {
+			t.Errorf("second run: no %q in the log:\n%s", msg, second.logs)
+		}
+	}
+	if got, want := second.simTime["sim started"], stopped.Add(time.Second); !got.Equal(want) {
+		t.Errorf("second run started its simulated clock at %s, want %s (a second after the first run stopped)", got, want)
+	}
+	if second.jobs <= first.jobs {
+		t.Errorf("second run: %d jobs in ClickHouse, first %d; want more", second.jobs, first.jobs)
+	}
+	if clocks, err = readSimClocks(dir); err != nil {
+		t.Fatal(err)
+	}
+	if want := second.simTime["sim stopped"]; !clocks["local"].Equal(want) {
+		t.Errorf("saved clock %v, want the second run's stop %s", clocks, want)
+	}
+}
+
+// upRun is what one run of up logged and printed.
+type upRun struct {
+	logs, stdout  string
+	seen          map[string]int       // log messages, and "power down applied"
+	simTime       map[string]time.Time // sim_time of "sim started" and "sim stopped"
+	jobs, samples int                  // the last status line's counts
+}
+
+// runUpFor runs up on dir's data with the simulated cluster for the given
+// simulated duration, and fails t on any log line above INFO and on an
+// action refused by a rate limit.
+func runUpFor(t *testing.T, dir string, ports []int, duration string) upRun {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var stdout strings.Builder
 	stderr := &lockedWriter{w: &strings.Builder{}}
-	err := run(ctx, []string{"up", "--data-dir", t.TempDir(),
+	err := run(ctx, []string{"up", "--data-dir", dir,
 		"--clickhouse.port", strconv.Itoa(ports[0]), "--kafka.port", strconv.Itoa(ports[1]),
 		"--web.listen-address", "127.0.0.1:" + strconv.Itoa(ports[2]), "--actuator.listen-address", "127.0.0.1:" + strconv.Itoa(ports[3]),
-		"--source", "sim", "--sim.duration", "3h", "--sim.speedup", "1200",
+		"--source", "sim", "--sim.duration", duration, "--sim.speedup", "1200",
 		"--actuator.interval", "1s", "--predictor.interval", "1s", "--status-interval", "1s",
 		"--actuator.apply", "--actuator.partitions", "*", "--actuator.nodes", "*",
 		"--log.format", "json"},
 		func(string) string { return "" }, &stdout, stderr)
-	logs := stderr.String()
+	r := upRun{logs: stderr.String(), stdout: stdout.String(), seen: map[string]int{}, simTime: map[string]time.Time{}}
 	if err != nil {
-		t.Fatalf("up: %v\n%s", err, logs)
+		t.Fatalf("up: %v\n%s", err, r.logs)
 	}
-
-	seen := map[string]int{}
-	sc := bufio.NewScanner(strings.NewReader(logs))
+	sc := bufio.NewScanner(strings.NewReader(r.logs))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		var l struct {
-			Level   string `json:"level"`
-			Msg     string `json:"msg"`
-			Kind    string `json:"kind"`
-			Outcome string `json:"outcome"`
-			Err     string `json:"err"`
+			Level   string    `json:"level"`
+			Msg     string    `json:"msg"`
+			Kind    string    `json:"kind"`
+			Outcome string    `json:"outcome"`
+			Err     string    `json:"err"`
+			SimTime time.Time `json:"sim_time"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			t.Errorf("log line is not JSON: %q", sc.Text())
@@ -63,9 +129,12 @@ func TestUp(t *testing.T) {
 		if l.Level != "INFO" && l.Level != "DEBUG" {
 			t.Errorf("%s logged: %s", l.Level, sc.Text())
 		}
-		seen[l.Msg]++
+		r.seen[l.Msg]++
+		if l.Msg == "sim started" || l.Msg == "sim stopped" {
+			r.simTime[l.Msg] = l.SimTime
+		}
 		if l.Msg == "action" && l.Kind == "power_down" && l.Outcome == "applied" {
-			seen["power down applied"]++
+			r.seen["power down applied"]++
 		}
 		// The safety caps count simulated time, as the plans do (a cap of
 		// 20 power actions an hour on the wall clock would allow 20 in
@@ -74,22 +143,43 @@ func TestUp(t *testing.T) {
 			t.Errorf("action refused by a rate limit: %s", sc.Text())
 		}
 	}
-	for _, msg := range []string{"duration model trained", "power down applied", "sim stopped", "stopped"} {
-		if seen[msg] == 0 {
-			t.Errorf("no %q in the log:\n%s", msg, logs)
-		}
-	}
-
-	// The status line counts what ClickHouse holds.
 	status := regexp.MustCompile(`jobs: (\d+) submitted.* · (\d+) GPU samples`)
-	var jobs, samples int
-	for _, line := range strings.Split(stdout.String(), "\n") {
+	for _, line := range strings.Split(r.stdout, "\n") {
 		if m := status.FindStringSubmatch(line); m != nil {
-			jobs, _ = strconv.Atoi(m[1])
-			samples, _ = strconv.Atoi(m[2])
+			r.jobs, _ = strconv.Atoi(m[1])
+			r.samples, _ = strconv.Atoi(m[2])
 		}
 	}
-	if jobs == 0 || samples == 0 {
-		t.Errorf("last status line: %d jobs, %d GPU samples in ClickHouse; want both > 0\n%s", jobs, samples, stdout.String())
+	return r
+}
+
+// TestSimClockFile: the saved clock keeps each cluster's entry, never moves
+// back, and a damaged file is an error that says what to do.
+func TestSimClockFile(t *testing.T) {
+	dir := t.TempDir()
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	for _, step := range []struct {
+		cluster string
+		at      time.Time
+	}{{"a", t0}, {"b", t0.Add(time.Hour)}, {"a", t0.Add(-time.Minute)}, {"a", t0.Add(90 * time.Second)}} {
+		if err := saveSimClock(dir, step.cluster, step.at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := readSimClocks(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got["a"].Equal(t0.Add(90*time.Second)) || !got["b"].Equal(t0.Add(time.Hour)) || len(got) != 2 {
+		t.Errorf("clocks %v, want a at %s and b at %s", got, t0.Add(90*time.Second), t0.Add(time.Hour))
+	}
+	if err := os.WriteFile(filepath.Join(dir, simClockFile), []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readSimClocks(dir); err == nil || !strings.Contains(err.Error(), "--sim.start") {
+		t.Errorf("damaged clock file: err %v, want one that names --sim.start", err)
+	}
+	if got, err := readSimClocks(t.TempDir()); err != nil || len(got) != 0 {
+		t.Errorf("no clock file: %v, %v; want no clocks", got, err)
 	}
 }

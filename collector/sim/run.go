@@ -36,7 +36,7 @@ func (s *Sim) Run(ctx context.Context) error {
 		endT = s.t0 + int64(math.Ceil(s.cfg.Duration.Seconds()))
 	}
 	if !fast {
-		s.live, s.realStart, s.realBase = true, s.now(), s.t
+		s.live, s.realStart, s.realBase, s.endT = true, s.now(), s.t, endT
 	}
 	start := s.t
 	s.mu.Unlock()
@@ -116,15 +116,16 @@ func (s *Sim) vnow() int64 {
 	return max(s.t, s.realBase+int64(el))
 }
 
-// catchUp brings the simulation up to the real clock's simulated time, so
-// that an action takes effect when it is made; without Run's real-time
-// clock, it takes effect at the time reached. The outbox may grow past its
-// bounds; flush splits what it holds.
+// catchUp brings the simulation up to the real clock's simulated time, but
+// not past the end of Run's --sim.duration, so that an action takes effect
+// when it is made; without Run's real-time clock, it takes effect at the
+// time reached. The outbox may grow past its bounds; flush splits what it
+// holds.
 func (s *Sim) catchUp() {
 	if !s.live {
 		return
 	}
-	target := s.vnow()
+	target := min(s.vnow(), s.endT)
 	for !s.advance(target, false) {
 	}
 }

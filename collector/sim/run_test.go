@@ -220,3 +220,43 @@ func TestNewErrors(t *testing.T) {
 		}
 	}
 }
+
+// slowPublisher takes a second of (bubble) time per message, as a broker
+// under load would.
+type slowPublisher struct{ recorder }
+
+func (p *slowPublisher) Publish(ctx context.Context, topic string, key, value []byte) error {
+	time.Sleep(time.Second)
+	return p.recorder.Publish(ctx, topic, key, value)
+}
+
+// TestRunStopsAtDuration: Run simulates Duration and no more, even when
+// publishing takes real time while the clock runs at 60× (before, the
+// catch-up at the stop went on to where the real clock had got to).
+func TestRunStopsAtDuration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now().Truncate(time.Second)
+		jobs := []JobSpec{
+			{ID: "a", VC: "vc1", GPUs: 8, Duration: 50 * time.Minute},
+			{ID: "b", VC: "vc1", GPUs: 8, Submit: time.Minute, Duration: 2 * time.Hour},
+		}
+		pub := &slowPublisher{}
+		s, err := New(Config{Cluster: "test", Nodes: 1, Speedup: 60, Duration: time.Hour, Start: start}, Jobs(jobs), nil, pub, nil, nil, time.Now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		// The nodes report at 1h, so the running job ends a second later
+		// (stop), inside its allocation's samples.
+		const want = time.Hour + time.Second
+		if got := s.Now().Sub(start); got != want {
+			t.Errorf("Now() after Run with Duration 1h = %v after the start; want %v", got, want)
+		}
+		p := pub.decode(t, "test")
+		if b := p.last["b"]; b.State != schemas.StateNodeFail || time.UnixMilli(b.EndMillis).Sub(start) != want {
+			t.Errorf("job b: %v at %v; want NODE_FAIL at %v", b.State, time.UnixMilli(b.EndMillis).Sub(start), want)
+		}
+	})
+}

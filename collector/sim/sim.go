@@ -133,6 +133,7 @@ type Sim struct {
 	live                bool // Run maps real to simulated time
 	realStart           time.Time
 	realBase            int64
+	endT                int64 // where Run stops (its Duration), in simulated Unix seconds
 	wake                chan struct{}
 	submitted, finished int64
 	rejected, gpusBusy  int64
