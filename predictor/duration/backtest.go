@@ -9,6 +9,10 @@ import (
 	"time"
 )
 
+// CalibrationHoldout is the share of the training rows, the latest, on
+// which Backtest calibrates each model's intervals (FitCalibrated).
+const CalibrationHoldout = 0.2
+
 // BacktestConfig configures Backtest.
 type BacktestConfig struct {
 	// TrainFrac is the chronological share of jobs used for training.
@@ -121,14 +125,14 @@ func Backtest(jobs []Job, cfg BacktestConfig) (Result, error) {
 		}
 		if i == nTrain {
 			start := time.Now()
-			m, err := Fit(rows, j.Submit)
+			m, err := FitCalibrated(rows, j.Submit, CalibrationHoldout)
 			if err != nil {
 				return res, err
 			}
 			res.TrainTime = time.Since(start).Seconds()
 			model = m
 		} else if model != nil && cfg.RefitEvery > 0 && pendingTest >= cfg.RefitEvery {
-			m, err := Fit(rows, j.Submit)
+			m, err := FitCalibrated(rows, j.Submit, CalibrationHoldout)
 			if err != nil {
 				return res, err
 			}
@@ -155,7 +159,7 @@ func Backtest(jobs []Job, cfg BacktestConfig) (Result, error) {
 			cfg.onPredict(j, f, p)
 		}
 		y, w := j.Run.Seconds(), width(j)
-		s := scored{pred: p.Point.Seconds(), true: y, width: w}
+		s := scored{pred: p.Point.Seconds(), true: y, width: w, low: p.Low.Seconds(), high: p.High.Seconds(), interval: true}
 		heli = append(heli, s)
 		if f.Segment == SegCold {
 			cold = append(cold, s)

@@ -18,11 +18,20 @@ type Metrics struct {
 	// time (run time × processors or GPUs): how well the prediction orders a
 	// queue of pending jobs for shortest-predicted-service-first.
 	SpearmanGPUTime float64 `json:"spearman_gpu_time_pending"`
+	// IntervalCoverage is the share of jobs whose run time fell within
+	// their prediction's interval (meant to hold IntervalLevel of them),
+	// and IntervalRatio the median ratio of the interval's upper end to its
+	// lower: how far the interval can be trusted, and how wide it is. Absent
+	// for a predictor without intervals (the baselines).
+	IntervalCoverage *float64 `json:"interval_coverage,omitempty"`
+	IntervalRatio    *float64 `json:"interval_ratio,omitempty"`
 }
 
 type scored struct {
 	pred, true float64 // seconds
 	width      float64 // processors or GPUs, >= 1
+	low, high  float64 // the prediction's interval, seconds, when interval
+	interval   bool
 }
 
 func score(s []scored) Metrics {
@@ -67,6 +76,19 @@ func score(s []scored) Metrics {
 		pw[i], tw[i] = x.pred*x.width, x.true*x.width
 	}
 	m.SpearmanGPUTime = spearman(pw, tw)
+	if s[0].interval {
+		var in float64
+		ratios := make([]float64, len(s))
+		for i, x := range s {
+			if x.low <= x.true && x.true <= x.high {
+				in++
+			}
+			ratios[i] = math.Max(x.high, 1) / math.Max(x.low, 1)
+		}
+		sort.Float64s(ratios)
+		cov, ratio := in/n, ratios[len(ratios)/2]
+		m.IntervalCoverage, m.IntervalRatio = &cov, &ratio
+	}
 	return m
 }
 

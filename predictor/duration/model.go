@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -26,6 +27,8 @@ type Model struct {
 	segs      [numSegments]*segModel
 	TrainedAt time.Time
 	Rows      int
+	// cal widens or narrows each segment's intervals (Calibrated).
+	cal Calibration
 }
 
 type segModel struct {
@@ -415,8 +418,15 @@ type Prediction struct {
 	Fitted bool
 }
 
+// LimitGrace is how long past its time limit a job may still run before the
+// scheduler has killed it (Slurm: OverTimeLimit plus KillWait, 30 s by
+// default); it caps a prediction's interval. In the SWF traces 7–9 % of jobs
+// ran past their request, 97–98 % of those by at most 10 minutes.
+const LimitGrace = 10 * time.Minute
+
 // Predict returns j's predicted run time. reqTime (when > 0) caps it: a job is
-// stopped at its limit.
+// stopped at its limit, so the point is at most reqTime and the interval's
+// upper end at most reqTime + LimitGrace.
 func (m *Model) Predict(f Features, reqTime time.Duration) (Prediction, error) {
 	if m == nil || m.Rows == 0 {
 		return Prediction{}, ErrNotTrained
@@ -424,19 +434,11 @@ func (m *Model) Predict(f Features, reqTime time.Duration) (Prediction, error) {
 	if err := check(f); err != nil {
 		return Prediction{}, err
 	}
-	var y, lo, hi float64
-	sm := m.segs[f.Segment]
-	fitted := sm != nil
-	if fitted {
-		sm = sm.leaf(f.X)
-		y = sm.predict(f.X)
-		lo, hi = y+sm.lo, y+sm.hi
-	} else {
-		y, lo, hi = f.Fallback, f.Fallback-1, f.Fallback+1
-	}
-	p := Prediction{Point: secs(y), Low: secs(lo), High: secs(hi), Fitted: fitted}
+	y, lo, hi, fitted := m.raw(f)
+	c := m.cal.scale(f.Segment)
+	p := Prediction{Point: secs(y), Low: secs(y + c*lo), High: secs(y + c*hi), Fitted: fitted}
 	if reqTime > 0 {
-		p.Point, p.Low, p.High = min(p.Point, reqTime), min(p.Low, reqTime), min(p.High, reqTime)
+		p.Point, p.Low, p.High = min(p.Point, reqTime), min(p.Low, reqTime), min(p.High, reqTime+LimitGrace)
 	}
 	return p, nil
 }
@@ -444,4 +446,123 @@ func (m *Model) Predict(f Features, reqTime time.Duration) (Prediction, error) {
 func secs(logSeconds float64) time.Duration {
 	logSeconds = math.Max(0, math.Min(logSeconds, math.Log(365*24*3600)))
 	return time.Duration(math.Exp(logSeconds) * float64(time.Second))
+}
+
+// raw returns the log point prediction for f and its interval's offsets from
+// it before calibration (lo < 0 < hi as a rule): a fitted segment's 10th and
+// 90th percentile training residuals, a history rule's ±1 (a factor e).
+func (m *Model) raw(f Features) (y, lo, hi float64, fitted bool) {
+	sm := m.segs[f.Segment]
+	if sm == nil {
+		return f.Fallback, -1, 1, false
+	}
+	sm = sm.leaf(f.X)
+	return sm.predict(f.X), sm.lo, sm.hi, true
+}
+
+// IntervalLevel is the share of run times a prediction's interval is meant
+// to cover.
+const IntervalLevel = 0.8
+
+// minCalibrationRows is the fewest held-out rows a segment needs for a
+// scale of its own; with fewer it takes the scale of all segments together.
+const minCalibrationRows = 50
+
+// Calibration scales the intervals of each segment so that they cover
+// IntervalLevel of run times out of sample. Training residuals understate
+// the error on later jobs (a cluster's workload drifts), so a model's raw
+// intervals cover less than they claim: 70–72 % for an "80 %" interval on
+// the SWF backtests.
+type Calibration struct {
+	// Scale multiplies the interval's offsets from the point prediction,
+	// in log space; 0 means 1 (uncalibrated).
+	Scale [numSegments]float64 `json:"scale"`
+	// Rows counts the held-out rows behind each segment's scale.
+	Rows [numSegments]int `json:"rows"`
+}
+
+func (c Calibration) scale(s Segment) float64 {
+	if v := c.Scale[s]; v > 0 {
+		return v
+	}
+	return 1
+}
+
+// Calibrate measures how held, a model fitted on earlier rows, covers the
+// later rows: for each segment, the factor by which its raw intervals must
+// be widened (or narrowed) to cover IntervalLevel of them — split conformal
+// prediction, with the interval's own offsets as the unit. A segment with
+// fewer than minCalibrationRows rows gets the factor of all rows together.
+func Calibrate(held *Model, rows []Row) Calibration {
+	var c Calibration
+	var bySeg [numSegments][]float64
+	all := make([]float64, 0, len(rows))
+	for _, r := range rows {
+		if check(r.F) != nil {
+			continue
+		}
+		y, lo, hi, _ := held.raw(r.F)
+		// The factor that puts r.Y just on the interval's edge.
+		var k float64
+		switch d := r.Y - y; {
+		case d >= 0:
+			k = d / math.Max(hi, 1e-3)
+		default:
+			k = d / math.Min(lo, -1e-3)
+		}
+		bySeg[r.F.Segment] = append(bySeg[r.F.Segment], k)
+		all = append(all, k)
+	}
+	pooled := conformalQuantile(all)
+	for s := range bySeg {
+		c.Rows[s] = len(bySeg[s])
+		if len(bySeg[s]) >= minCalibrationRows {
+			c.Scale[s] = conformalQuantile(bySeg[s])
+		} else {
+			c.Scale[s] = pooled
+		}
+	}
+	return c
+}
+
+// conformalQuantile returns the ⌈(n+1)·IntervalLevel⌉-th smallest of ks,
+// the split-conformal quantile; 0 (no scaling) when ks is empty.
+func conformalQuantile(ks []float64) float64 {
+	if len(ks) == 0 {
+		return 0
+	}
+	ks = slices.Clone(ks)
+	slices.Sort(ks)
+	i := min(int(math.Ceil(float64(len(ks)+1)*IntervalLevel))-1, len(ks)-1)
+	return ks[i]
+}
+
+// Calibrated returns a copy of m whose intervals are scaled by c.
+func (m *Model) Calibrated(c Calibration) *Model {
+	cp := *m
+	cp.cal = c
+	return &cp
+}
+
+// Calibration returns the interval scaling m applies.
+func (m *Model) Calibration() Calibration { return m.cal }
+
+// FitCalibrated fits a model on rows (in submit order) whose intervals are
+// calibrated on the latest holdout share of them, as predicted by a second
+// model fitted on the rest. With too few rows for the split it returns the
+// uncalibrated fit.
+func FitCalibrated(rows []Row, now time.Time, holdout float64) (*Model, error) {
+	m, err := Fit(rows, now)
+	if err != nil {
+		return nil, err
+	}
+	k := int(float64(len(rows)) * (1 - holdout))
+	if holdout <= 0 || holdout >= 1 || k < minSegmentRows || len(rows)-k < minCalibrationRows {
+		return m, nil
+	}
+	held, err := Fit(rows[:k], now)
+	if err != nil {
+		return nil, fmt.Errorf("duration: fit the calibration model on %d rows: %w", k, err)
+	}
+	return m.Calibrated(Calibrate(held, rows[k:])), nil
 }

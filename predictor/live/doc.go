@@ -12,8 +12,10 @@
 //     the jobs that had ended strictly before its submit time;
 //  3. every Config.RetrainInterval, fits a model on the ended jobs of the
 //     window (and a second one on all but the latest Config.Holdout share,
-//     to report held-out accuracy), writes its row to prediction_models and
-//     only then swaps it in atomically;
+//     to report held-out accuracy and to calibrate the served model's
+//     intervals: duration.Calibrate scales them to cover 80% of the
+//     held-out rows), writes its row to prediction_models and only then
+//     swaps it in atomically;
 //  4. writes one row to predictions for every job it has not predicted yet
 //     (model_version, predicted_s with its 80% interval lower_s..upper_s,
 //     gpu_service_s = predicted_s × max(gpus, 1)); a job already ended when

@@ -439,7 +439,10 @@ WHERE ran = 1 AND after_end = 0 ORDER BY end_time DESC, cluster DESC, job_id DES
 func (r *Runner) train(ctx context.Context, rows []duration.Row, recs []*rec, jobs int) error {
 	begin := time.Now()
 	trainedAt := r.now().UTC().Truncate(time.Second)
-	var hold Accuracy
+	var (
+		hold Accuracy
+		cal  duration.Calibration
+	)
 	if k := int(float64(len(rows)) * (1 - r.cfg.Holdout)); k >= 1 && k < len(rows) {
 		m, err := duration.Fit(rows[:k], trainedAt)
 		if err != nil {
@@ -448,11 +451,15 @@ func (r *Runner) train(ctx context.Context, rows []duration.Row, recs []*rec, jo
 		if hold, err = score(m, rows[k:], recs[k:]); err != nil {
 			return err
 		}
+		// The served model's intervals are scaled to cover 80 % of the
+		// held-out rows as the held-out model predicted them.
+		cal = duration.Calibrate(m, rows[k:])
 	}
 	m, err := duration.Fit(rows, trainedAt)
 	if err != nil {
 		return fmt.Errorf("live: fit model on %d rows: %w", len(rows), err)
 	}
+	m = m.Calibrated(cal)
 	in, err := score(m, rows, recs)
 	if err != nil {
 		return err
@@ -466,7 +473,7 @@ func (r *Runner) train(ctx context.Context, rows []duration.Row, recs []*rec, jo
 	}
 	cfg, _ := json.Marshal(map[string]any{
 		"model":     "duration (per-segment robust least squares on log run time)",
-		"history_s": r.cfg.History.Seconds(), "holdout": r.cfg.Holdout,
+		"history_s": r.cfg.History.Seconds(), "holdout": r.cfg.Holdout, "interval_calibration": calibrationJSON(cal),
 		"segment_rows": map[string]int{segmentName(duration.SegExact): segs[duration.SegExact], segmentName(duration.SegUser2): segs[duration.SegUser2],
 			segmentName(duration.SegUser1): segs[duration.SegUser1], segmentName(duration.SegCold): segs[duration.SegCold]},
 	})
@@ -494,6 +501,15 @@ func (r *Runner) train(ctx context.Context, rows []duration.Row, recs []*rec, jo
 	r.logger.Info("duration model trained", "model_version", info.Version, "rows", info.Train, "jobs", jobs,
 		"train_s", took, "holdout_within_2x", hold.Within2x, "holdout_r2_log", hold.R2Log)
 	return nil
+}
+
+// calibrationJSON names calibration's segments, for the config column.
+func calibrationJSON(c duration.Calibration) map[string]any {
+	scale, rows := map[string]float64{}, map[string]int{}
+	for _, s := range []duration.Segment{duration.SegExact, duration.SegUser2, duration.SegUser1, duration.SegCold} {
+		scale[segmentName(s)], rows[segmentName(s)] = c.Scale[s], c.Rows[s]
+	}
+	return map[string]any{"level": duration.IntervalLevel, "scale": scale, "held_out_rows": rows}
 }
 
 // score predicts rows with m and compares with their run times.
