@@ -102,7 +102,14 @@ func resumeSimStart(ctx context.Context, conn driver.Conn, db, dir, cluster stri
 	start := now.UTC().Truncate(time.Second)
 	if !last.Before(start) {
 		start = last.UTC().Truncate(time.Second).Add(time.Second)
-		logger.Info("the simulated clock resumes where the last run stopped", "cluster", cluster, "sim_time", start, "saved_clock", saved, "newest_job_event", event)
+		attrs := []any{"cluster", cluster, "sim_time", start}
+		if !saved.IsZero() {
+			attrs = append(attrs, "saved_clock", saved)
+		}
+		if !event.IsZero() {
+			attrs = append(attrs, "newest_job_event", event)
+		}
+		logger.Info("the simulated clock resumes where the last run stopped", attrs...)
 	}
 	return start, nil
 }
