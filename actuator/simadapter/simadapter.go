@@ -48,6 +48,9 @@ func (a *Scheduler) Snapshot(ctx context.Context) (adapter.Snapshot, error) {
 			an.Busy = len(n.Jobs) > 0 || n.FreeGPUs < n.GPUs
 		case sim.NodeWaking:
 			an.Power = adapter.PowerWaking
+			// Powered up for a pending job: allocated to it, as
+			// Slurm shows a node its ResumeProgram wakes.
+			an.Busy = n.ResumedFor != ""
 		case sim.NodeDown:
 			an.Power = adapter.PowerOff
 		}

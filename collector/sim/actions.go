@@ -48,10 +48,13 @@ func (s *Sim) PowerDown(name string) error {
 	if n.free < s.cfg.GPUsPerNode {
 		return fmt.Errorf("sim: power down %s: %w (jobs %v)", name, ErrNodeBusy, n.jobIDs())
 	}
+	if j := n.heldForPending(); j != nil {
+		return fmt.Errorf("sim: power down %s: %w (powered up for pending job %s)", name, ErrNodeBusy, j.id)
+	}
 	if n.state == NodeDown {
 		return nil
 	}
-	n.state, n.wakeAt = NodeDown, 0
+	n.state, n.wakeAt, n.resumedFor = NodeDown, 0, nil
 	clear(n.energy)
 	s.updateGauges()
 	s.poke()
@@ -72,12 +75,17 @@ func (s *Sim) PowerUp(name string) error {
 	if n.state != NodeDown {
 		return nil
 	}
-	n.state = NodeWaking
-	n.wakeAt = s.t + int64(s.cfg.WakeDelay/time.Second)
-	heap.Push(&s.events, event{t: n.wakeAt, kind: evWake, seq: int64(n.idx), node: n})
+	s.powerUp(n)
 	s.updateGauges()
 	s.poke()
 	return nil
+}
+
+// powerUp starts powering n up; it takes jobs after the wake-up delay.
+func (s *Sim) powerUp(n *node) {
+	n.state = NodeWaking
+	n.wakeAt = s.t + int64(s.cfg.WakeDelay/time.Second)
+	heap.Push(&s.events, event{t: n.wakeAt, kind: evWake, seq: int64(n.idx), node: n})
 }
 
 func (n *node) jobIDs() []string {
@@ -144,6 +152,9 @@ type NodeInfo struct {
 	FreeGPUs int       // GPUs a new job could take now (0 while reserved whole)
 	Jobs     []string  // ids of the jobs running on it
 	WakeAt   time.Time // when a waking node becomes usable; zero otherwise
+	// ResumedFor is the pending job the scheduler powered the node up for
+	// (Config.AutoResume); empty otherwise.
+	ResumedFor string
 }
 
 // Nodes returns the nodes in name order.
@@ -155,6 +166,9 @@ func (s *Sim) Nodes() []NodeInfo {
 		out[i] = NodeInfo{Name: n.name, VC: n.vc, State: n.state, GPUs: len(n.gpus), FreeGPUs: n.free, Jobs: n.jobIDs()}
 		if n.state == NodeWaking {
 			out[i].WakeAt = time.Unix(n.wakeAt, 0).In(s.cfg.Start.Location())
+		}
+		if j := n.heldForPending(); j != nil {
+			out[i].ResumedFor = j.id
 		}
 	}
 	return out

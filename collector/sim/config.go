@@ -79,6 +79,13 @@ type Config struct {
 	// usable; whole seconds.
 	// Default: 5m.
 	WakeDelay time.Duration
+	// AutoResume powers powered-down nodes up when the job at the head of
+	// a virtual cluster's queue could run on them, as Slurm's power saving
+	// does (ResumeProgram): the nodes are held for that job while they
+	// wake, and it starts on them once they are up. Without it only
+	// PowerUp wakes a node.
+	// Default: false (the --sim.auto-resume flag defaults to true).
+	AutoResume bool
 }
 
 // RegisterFlags registers the simulator's flags on fs, with the defaults
@@ -110,6 +117,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.DurationVar(&c.Duration, "sim.duration", 0, "simulated time to run; 0 runs until stopped (at speedup 0: until the workload is done)")
 	fs.BoolVar(&c.Backfill, "sim.backfill", false, "let a job start ahead of the job holding its queue if it ends, at its time limit, before that job could start")
 	fs.DurationVar(&c.WakeDelay, "sim.wake-delay", DefaultWakeDelay, "simulated time a powered-up node takes to become usable")
+	fs.BoolVar(&c.AutoResume, "sim.auto-resume", true, "power powered-down nodes up when the job at the head of their virtual cluster's queue could run on them, as Slurm's power saving does")
 }
 
 // Validate reports the first invalid field, named by its flag. Zero fields

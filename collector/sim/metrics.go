@@ -25,6 +25,7 @@ type metrics struct {
 	messages  *prometheus.CounterVec
 	samples   prometheus.Counter
 	simTime   prometheus.Gauge
+	resumed   prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -73,6 +74,10 @@ func newMetrics() *metrics {
 			Name: "heliostat_sim_time_seconds",
 			Help: "The simulated clock, Unix seconds.",
 		}),
+		resumed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "heliostat_sim_nodes_resumed_total",
+			Help: "Powered-down nodes the simulated scheduler powered up for a pending job (--sim.auto-resume, as Slurm's ResumeProgram).",
+		}),
 	}
 	for _, s := range []string{"COMPLETED", "FAILED", "CANCELLED"} {
 		m.finished.WithLabelValues(s)
@@ -85,7 +90,7 @@ func newMetrics() *metrics {
 
 func (m *metrics) all() []prometheus.Collector {
 	return []prometheus.Collector{m.submitted, m.started, m.finished, m.rejected, m.pending, m.running,
-		m.gpusBusy, m.nodes, m.messages, m.samples, m.simTime}
+		m.gpusBusy, m.nodes, m.messages, m.samples, m.simTime, m.resumed}
 }
 
 // register registers the metrics on reg, or none of them.

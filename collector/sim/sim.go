@@ -9,7 +9,9 @@
 // first; a job of at most one node's GPUs runs on one node (best fit), a
 // larger one on whole nodes. Actions change the cluster while it runs:
 // SetPriority, PowerDown (refused on a busy node) and PowerUp (usable after a
-// wake-up delay).
+// wake-up delay). With Config.AutoResume the scheduler also powers nodes up
+// itself when the job at the head of a VC's queue could run on them, as
+// Slurm's power saving does.
 //
 // Everything happens on a virtual clock that runs Speedup times faster than
 // real time, or as fast as possible. The simulator publishes what a real
@@ -152,6 +154,18 @@ type node struct {
 	ids    []schemas.GPU
 	energy []uint64  // mJ since the node powered up
 	idleW  []float64 // idle power of each GPU, W
+	// resumedFor is the job Config.AutoResume powered the node up for;
+	// while it is pending the node is not powered down.
+	resumedFor *job
+}
+
+// heldForPending returns the pending job the node was powered up for, or
+// nil.
+func (n *node) heldForPending() *job {
+	if n.resumedFor != nil && n.resumedFor.state == schemas.StatePending {
+		return n.resumedFor
+	}
+	return nil
 }
 
 type job struct {
@@ -502,6 +516,9 @@ func (s *Sim) schedule() {
 				// The first job of its VC that does not fit: the
 				// ones after it wait for it, or with backfill may
 				// start if they end before it could start.
+				if s.cfg.AutoResume {
+					s.resumeFor(j)
+				}
 				s.blocked[j.spec.VC] = s.shadow(j)
 			}
 			continue
@@ -512,6 +529,39 @@ func (s *Sim) schedule() {
 	if started {
 		s.pending = slices.DeleteFunc(s.pending, func(j *job) bool { return j.state != schemas.StatePending })
 	}
+}
+
+// resumeFor powers up the fewest powered-down nodes of j's virtual cluster
+// that let j run once they are up, counting the idle nodes already up and
+// the waking nodes not held for another pending job; it wakes none when even
+// all of them would not do. The nodes woken are held for j.
+func (s *Sim) resumeFor(j *job) {
+	gpn := s.cfg.GPUsPerNode
+	need := 1
+	if j.spec.GPUs > gpn {
+		need = (j.spec.GPUs + gpn - 1) / gpn
+	}
+	have := 0
+	var down []*node
+	for _, n := range s.vcNodes[j.spec.VC] {
+		switch {
+		case n.state == NodeDown:
+			down = append(down, n)
+		case n.state == NodeWaking && (n.heldForPending() == nil || n.resumedFor == j):
+			have++ // empty once up
+		case n.state == NodeUp && n.free == gpn:
+			have++ // only for a multi-node job: place found no room
+		}
+	}
+	if have >= need || have+len(down) < need {
+		return
+	}
+	for _, n := range down[:need-have] {
+		s.powerUp(n)
+		n.resumedFor = j
+		s.m.resumed.Inc()
+	}
+	s.updateGauges()
 }
 
 // limitS returns the run time the scheduler must assume for j: its time
