@@ -115,23 +115,19 @@ func resumeSimStart(ctx context.Context, conn driver.Conn, db, dir, cluster stri
 }
 
 // keepSimClock saves clock() as cluster's simulated clock in dir every
-// simClockSaveEvery until ctx ends, and once more then. A failed save is
-// logged and tried again.
+// simClockSaveEvery until ctx ends (up saves the final one once the
+// simulation has stopped). A failed save is logged and tried again.
 func keepSimClock(ctx context.Context, dir, cluster string, clock func() time.Time, logger *slog.Logger) error {
 	t := time.NewTicker(simClockSaveEvery)
 	defer t.Stop()
-	save := func() {
-		if err := saveSimClock(dir, cluster, clock()); err != nil {
-			logger.Warn("could not save the simulated clock; a restart may overlap this run's timeline", "err", err)
-		}
-	}
 	for {
 		select {
 		case <-ctx.Done():
-			save()
 			return nil
 		case <-t.C:
-			save()
+			if err := saveSimClock(dir, cluster, clock()); err != nil {
+				logger.Warn("could not save the simulated clock; a restart may overlap this run's timeline", "err", err)
+			}
 		}
 	}
 }

@@ -493,6 +493,10 @@ func (c Calibration) scale(s Segment) float64 {
 // be widened (or narrowed) to cover IntervalLevel of them — split conformal
 // prediction, with the interval's own offsets as the unit. A segment with
 // fewer than minCalibrationRows rows gets the factor of all rows together.
+// The factor is in the unit of held's interval for the segment; should held
+// answer a segment with its history rule where the served model has a fit
+// (or the reverse: the segment crossed the size a fit needs between the two
+// fits), the factor is applied to the other's interval as it is.
 func Calibrate(held *Model, rows []Row) Calibration {
 	var c Calibration
 	var bySeg [numSegments][]float64
