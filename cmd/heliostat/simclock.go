@@ -45,15 +45,22 @@ func readSimClocks(dir string) (simClocks, error) {
 	}
 	c := simClocks{}
 	if err := json.Unmarshal(b, &c); err != nil {
-		return nil, fmt.Errorf("read the simulated clock: %s: %w (delete it, or pass --sim.start)", path, err)
+		return nil, fmt.Errorf("read the simulated clock: %s: %w: %w (delete it, or pass --sim.start)", path, errDamagedClock, err)
 	}
 	return c, nil
 }
 
+// errDamagedClock: the clock file is not the JSON saveSimClock writes.
+var errDamagedClock = errors.New("damaged")
+
 // saveSimClock records in dir's clock file that cluster's simulated clock
 // reached t, keeping the other clusters' entries. A clock never moves back.
+// A damaged file is replaced (a run told --sim.start repairs it).
 func saveSimClock(dir, cluster string, t time.Time) error {
 	c, err := readSimClocks(dir)
+	if errors.Is(err, errDamagedClock) {
+		c, err = simClocks{}, nil
+	}
 	if err != nil {
 		return err
 	}

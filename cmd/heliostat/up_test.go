@@ -179,6 +179,13 @@ func TestSimClockFile(t *testing.T) {
 	if _, err := readSimClocks(dir); err == nil || !strings.Contains(err.Error(), "--sim.start") {
 		t.Errorf("damaged clock file: err %v, want one that names --sim.start", err)
 	}
+	// A run told --sim.start saves over the damaged file.
+	if err := saveSimClock(dir, "a", t0); err != nil {
+		t.Fatalf("save over a damaged clock file: %v", err)
+	}
+	if got, err := readSimClocks(dir); err != nil || len(got) != 1 || !got["a"].Equal(t0) {
+		t.Errorf("after saving over the damaged file: %v, %v; want a at %s", got, err, t0)
+	}
 	if got, err := readSimClocks(t.TempDir()); err != nil || len(got) != 0 {
 		t.Errorf("no clock file: %v, %v; want no clocks", got, err)
 	}

@@ -476,9 +476,9 @@ const minCalibrationRows = 50
 type Calibration struct {
 	// Scale multiplies the interval's offsets from the point prediction,
 	// in log space; 0 means 1 (uncalibrated).
-	Scale [numSegments]float64 `json:"scale"`
+	Scale [numSegments]float64
 	// Rows counts the held-out rows behind each segment's scale.
-	Rows [numSegments]int `json:"rows"`
+	Rows [numSegments]int
 }
 
 func (c Calibration) scale(s Segment) float64 {
