@@ -547,6 +547,16 @@ func setConf(conf string, set map[string]string) string {
 // process group when it returns, so slurmd starts in a session of its own;
 // -b makes it report a fresh boot, without which slurmctld does not count the
 // node as resumed.
+//
+// resume.sh waits a second before it starts slurmd. slurmctld counts the node
+// as booted only when its boot time (the registration's second less the
+// reported uptime) is not before the second of the power-up request, and
+// slurmd -b reports 0 or 1 s of uptime depending on whether its start-up
+// crossed a second of the system's uptime clock. A slurmd that registered in
+// the request's own second with an uptime of 1 was never counted, and the node
+// went down at ResumeTimeout: the logs of six such failures of the power-up
+// tests all show it. A second's wait rules that out (the boot time is then at
+// least the request's second), and a real node takes longer than that to boot.
 func (c *Cluster) powerScripts() (suspend, resume string, err error) {
 	bins := map[string]string{}
 	for _, b := range []string{"scontrol", "slurmd", "setsid"} {
@@ -562,7 +572,7 @@ func (c *Cluster) powerScripts() (suspend, resume string, err error) {
 		"  f=" + c.dir + "/slurmd.$n.pid\n" +
 		"  [ -f \"$f\" ] && kill \"$(cat \"$f\")\" 2>/dev/null\n" +
 		"done\nexit 0\n"
-	resume = head + "echo \"$@\" >> " + c.ResumeLog() + "\n" +
+	resume = head + "echo \"$@\" >> " + c.ResumeLog() + "\nsleep 1\n" +
 		"for n in $(" + bins["scontrol"] + " show hostnames \"$1\"); do\n" +
 		"  " + bins["setsid"] + " " + bins["slurmd"] + " -b -f " + c.conf + " -N \"$n\" >> " + c.dir + "/log/resume.out 2>&1 < /dev/null\n" +
 		"done\nexit 0\n"
