@@ -256,6 +256,90 @@ func TestSummarizerIncremental(t *testing.T) {
 	step("full pass after FullEvery", 10*time.Minute, 1, 2, 4, "a", "b", "future", "late")
 }
 
+// TestSummarizerManyJobs summarizes 600 ended jobs in one pass, more than
+// one sample query holds: each job ran on its own GPUs, whose samples all
+// read the job's own utilization, and every third job has no allocation
+// between the others. Each summary must hold its own job's samples and no
+// other's. Job 680 shared GPU 0 of job 1 for all of job 1's run (GPU
+// sharing), so it has that GPU's samples too.
+func TestSummarizerManyJobs(t *testing.T) {
+	const (
+		jobs  = 600
+		hosts = 12  // a host runs one job at a time: hosts*step >= 7,200 s
+		step  = 600 // s between submits, as schematest.FillJobs spaces them
+	)
+	ch, conn := schematest.Database(t)
+	ctx := context.Background()
+	db := ch.Database
+	last := time.Now().Add(-3 * time.Hour).Truncate(time.Second)
+	schematest.FillJobs(t, conn, db, jobs, jobs*step*time.Second, last)
+	base := last.Unix() - (jobs-1)*step
+	// Job j starts at base + j*step + 60 and ends 7,140 s later on 1 + j%8
+	// GPUs of host h(j%hosts); a sample a minute, 120 per GPU, all at j%97 %.
+	for _, q := range []string{
+		fmt.Sprintf(`INSERT INTO %[1]s.gpu_allocations (cluster, host, gpu_index, gpu_uuid, mig_uuid, job_id, user, alloc_start, alloc_end, source, version)
+SELECT 'c1', concat('h', toString(j %% %[2]d)), toInt32(g), '', '', toString(j), 'u', toDateTime(%[3]d + j * %[4]d + 60), toDateTime(%[3]d + j * %[4]d + 7200), 'slurm', 1
+FROM (SELECT j, arrayJoin(range(toUInt64(1 + j %% 8))) AS g FROM (SELECT number AS j FROM system.numbers LIMIT %[5]d)) WHERE j %% 3 != 0`, db, hosts, base, step, jobs),
+		fmt.Sprintf(`INSERT INTO %[1]s.gpu_samples (ts, ts_millis, cluster, host, gpu_index, gpu_uuid, mig_uuid, gpu_util, kafka_partition, kafka_offset)
+SELECT toDateTime(%[3]d + j * %[4]d + 60 + k * 60), 0, 'c1', concat('h', toString(j %% %[2]d)), toUInt16(g), '', '', toUInt8(j %% 97), 0, 0
+FROM (SELECT j, arrayJoin(range(toUInt64(1 + j %% 8))) AS g, arrayJoin(range(120)) AS k FROM (SELECT number AS j FROM system.numbers LIMIT %[5]d))`, db, hosts, base, step, jobs),
+		// Job 680: 680 %% 97 = 1 and 1 + 680 %% 8 = 1 GPU, as if it were job 1.
+		fmt.Sprintf(`INSERT INTO %[1]s.jobs (cluster, job_id, user, partition_name, state, submit_time, start_time, end_time, gpus, last_event, updated_at, inserted_at, version)
+SELECT cluster, '680', user, partition_name, state, submit_time, start_time, end_time, toUInt32(1), last_event, updated_at, inserted_at, version
+FROM %[1]s.jobs WHERE job_id = '1' AND last_event = 'END'`, db),
+		fmt.Sprintf(`INSERT INTO %[1]s.gpu_allocations (cluster, host, gpu_index, gpu_uuid, mig_uuid, job_id, user, alloc_start, alloc_end, source, version)
+SELECT cluster, host, gpu_index, gpu_uuid, mig_uuid, '680', user, alloc_start, alloc_end, source, version FROM %[1]s.gpu_allocations WHERE job_id = '1' AND gpu_index = 0`, db),
+	} {
+		if err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sum, err := ingest.NewSummarizer(ingest.SummaryConfig{Database: db}, conn, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := sum.Once(ctx); err != nil || n != jobs+1 {
+		t.Fatalf("Once = %d, %v; want %d", n, err, jobs+1)
+	}
+	rows, err := conn.Query(ctx, "SELECT toUInt64(job_id), gpus, samples, util_mean, length(gpu_hosts), flags FROM "+db+".job_summary FINAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	seen := 0
+	for rows.Next() {
+		var (
+			j, samples uint64
+			gpus       uint32
+			mean       *float32
+			hostsN     uint64
+			flags      []string
+		)
+		if err := rows.Scan(&j, &gpus, &samples, &mean, &hostsN, &flags); err != nil {
+			t.Fatal(err)
+		}
+		seen++
+		if j%3 == 0 {
+			if samples != 0 || mean != nil || hostsN != 0 {
+				t.Errorf("job %d (no allocation): samples %d, util_mean %v, %d GPUs listed; want none", j, samples, mean, hostsN)
+			}
+			continue
+		}
+		if want := uint64(120 * (1 + j%8)); samples != want || mean == nil || *mean != float32(j%97) || hostsN != 1+j%8 {
+			t.Errorf("job %d: samples %d, util_mean %v, %d GPUs listed; want %d, %d, %d", j, samples, mean, hostsN, want, j%97, 1+j%8)
+		}
+		if slices.Contains(flags, ingest.FlagNoSamples) {
+			t.Errorf("job %d flagged %v", j, flags)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if seen != jobs+1 {
+		t.Errorf("%d summaries; want %d", seen, jobs+1)
+	}
+}
+
 // insertEndedJob writes the jobs row of a job that ran for the hour before
 // inserted and whose END reached ClickHouse at inserted.
 func insertEndedJob(t testing.TB, conn driver.Conn, db, id string, inserted time.Time) {
