@@ -309,17 +309,23 @@ func (s *Summarizer) allocations(ctx context.Context, jobs []summaryJob) (map[st
 // well under ClickHouse's max_query_size (256 KiB).
 const sampleChunk = 64 << 10
 
+// jobGPU is one GPU allocated to jobs[job].
+type jobGPU struct {
+	job int
+	gpu gpuKey
+}
+
 // sampleStats aggregates, for each job with allocated GPUs, the samples of
 // those GPUs during its run: out[i] holds jobs[i]'s per-GPU aggregates.
 //
-// One query covers many jobs of one cluster (as many as fit in sampleChunk,
-// taken in start order so that their runs are close in time) and reads each
-// host's samples once, over the span of that host's jobs. A sample is filed
-// under every job of the chunk that held its GPU at its time. A query per
-// job instead read whole index granules of samples around each job's run:
+// One query covers many jobs' GPUs, all of one cluster (as many as fit in
+// sampleChunk, taken in start order so that their runs are close in time; a
+// job with more GPUs than that spans queries), and reads each host's samples
+// once, over the span of that host's jobs. A sample is filed under every job
+// of the query that held its GPU at its time. A query per job instead read
+// whole index granules of samples around each job's run:
 // BenchmarkSummarizerBacklog's 2,000 jobs took 12 s that way, 1 s this way.
 func (s *Summarizer) sampleStats(ctx context.Context, jobs []summaryJob, allocs map[string][]gpuKey) ([][]gpuStats, error) {
-	out := make([][]gpuStats, len(jobs))
 	var order []int
 	for i, j := range jobs {
 		if len(allocs[j.key()]) > 0 {
@@ -332,25 +338,33 @@ func (s *Summarizer) sampleStats(ctx context.Context, jobs []summaryJob, allocs 
 		}
 		return jobs[a].start.Compare(jobs[b].start)
 	})
-	for len(order) > 0 {
-		n, size := 0, 0
-		for n < len(order) && size < sampleChunk && jobs[order[n]].cluster == jobs[order[0]].cluster {
-			for _, g := range allocs[jobs[order[n]].key()] {
-				size += len(g.host) + 40 // its key, the job and its run in the arrays
+	out := make([][]gpuStats, len(jobs))
+	var chunk []jobGPU
+	size := 0
+	for n, i := range order {
+		for _, g := range allocs[jobs[i].key()] {
+			chunk = append(chunk, jobGPU{i, g})
+			size += len(g.host) + 40 // its key, the job and its run in the lists
+			if size >= sampleChunk {
+				if err := s.sampleQuery(ctx, jobs, chunk, out); err != nil {
+					return nil, err
+				}
+				chunk, size = chunk[:0], 0
 			}
-			n++
 		}
-		if err := s.sampleQuery(ctx, jobs, order[:n], allocs, out); err != nil {
-			return nil, err
+		if len(chunk) > 0 && (n+1 == len(order) || jobs[order[n+1]].cluster != jobs[i].cluster) {
+			if err := s.sampleQuery(ctx, jobs, chunk, out); err != nil {
+				return nil, err
+			}
+			chunk, size = chunk[:0], 0
 		}
-		order = order[n:]
 	}
 	return out, nil
 }
 
-// sampleQuery aggregates the samples of the jobs numbered chunk, all of one
+// sampleQuery aggregates the samples of the GPUs in chunk, all of one
 // cluster, into out.
-func (s *Summarizer) sampleQuery(ctx context.Context, jobs []summaryJob, chunk []int, allocs map[string][]gpuKey, out [][]gpuStats) error {
+func (s *Summarizer) sampleQuery(ctx context.Context, jobs []summaryJob, chunk []jobGPU, out [][]gpuStats) error {
 	// Each GPU's runs in the chunk as three aligned lists (job number, start,
 	// end), the GPUs numbered from 1 in keys.
 	type runs struct{ jobs, from, to []string }
@@ -360,27 +374,24 @@ func (s *Summarizer) sampleQuery(ctx context.Context, jobs []summaryJob, chunk [
 		hosts []string
 		spans = map[string][2]int64{} // host → first start, last end
 	)
-	for _, i := range chunk {
-		j := jobs[i]
-		from, to := j.start.Unix(), j.end.Unix()
-		for _, g := range allocs[j.key()] {
-			key := fmt.Sprintf("%s:%d", g.host, g.index)
-			r := byKey[key]
-			if r == nil {
-				r = &runs{}
-				byKey[key] = r
-				keys = append(keys, key)
-			}
-			r.jobs = append(r.jobs, strconv.Itoa(i))
-			r.from = append(r.from, strconv.FormatInt(from, 10))
-			r.to = append(r.to, strconv.FormatInt(to, 10))
-			sp, ok := spans[g.host]
-			if !ok {
-				hosts = append(hosts, g.host)
-				sp = [2]int64{from, to}
-			}
-			spans[g.host] = [2]int64{min(sp[0], from), max(sp[1], to)}
+	for _, e := range chunk {
+		from, to := jobs[e.job].start.Unix(), jobs[e.job].end.Unix()
+		key := fmt.Sprintf("%s:%d", e.gpu.host, e.gpu.index)
+		r := byKey[key]
+		if r == nil {
+			r = &runs{}
+			byKey[key] = r
+			keys = append(keys, key)
 		}
+		r.jobs = append(r.jobs, strconv.Itoa(e.job))
+		r.from = append(r.from, strconv.FormatInt(from, 10))
+		r.to = append(r.to, strconv.FormatInt(to, 10))
+		sp, ok := spans[e.gpu.host]
+		if !ok {
+			hosts = append(hosts, e.gpu.host)
+			sp = [2]int64{from, to}
+		}
+		spans[e.gpu.host] = [2]int64{min(sp[0], from), max(sp[1], to)}
 	}
 	var where []string
 	for _, h := range hosts {
@@ -408,11 +419,11 @@ FROM (
   )
   WHERE p > 0
 )
-GROUP BY j, host, gpu_index`, s.cfg.Database, quote(jobs[chunk[0]].cluster), strings.Join(quoted, ", "), strings.Join(nums, ", "),
+GROUP BY j, host, gpu_index`, s.cfg.Database, quote(jobs[chunk[0].job].cluster), strings.Join(quoted, ", "), strings.Join(nums, ", "),
 		strings.Join(jobLists, ", "), strings.Join(fromLists, ", "), strings.Join(toLists, ", "), strings.Join(where, " OR "))
 	rows, err := s.conn.Query(ctx, q)
 	if err != nil {
-		return fmt.Errorf("aggregate the samples of %d jobs: %w", len(chunk), err)
+		return fmt.Errorf("aggregate the samples of %d job GPUs: %w", len(chunk), err)
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -428,7 +439,7 @@ GROUP BY j, host, gpu_index`, s.cfg.Database, quote(jobs[chunk[0]].cluster), str
 		out[i] = append(out[i], g)
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("aggregate the samples of %d jobs: %w", len(chunk), err)
+		return fmt.Errorf("aggregate the samples of %d job GPUs: %w", len(chunk), err)
 	}
 	return nil
 }

@@ -261,7 +261,8 @@ func TestSummarizerIncremental(t *testing.T) {
 // read the job's own utilization, and every third job has no allocation
 // between the others. Each summary must hold its own job's samples and no
 // other's. Job 680 shared GPU 0 of job 1 for all of job 1's run (GPU
-// sharing), so it has that GPU's samples too.
+// sharing), so it has that GPU's samples too. Job 5000 ran on 2,000 GPUs
+// (250 hosts b*) during job 2's run, more than one query holds, at 42 %.
 func TestSummarizerManyJobs(t *testing.T) {
 	const (
 		jobs  = 600
@@ -289,6 +290,15 @@ SELECT cluster, '680', user, partition_name, state, submit_time, start_time, end
 FROM %[1]s.jobs WHERE job_id = '1' AND last_event = 'END'`, db),
 		fmt.Sprintf(`INSERT INTO %[1]s.gpu_allocations (cluster, host, gpu_index, gpu_uuid, mig_uuid, job_id, user, alloc_start, alloc_end, source, version)
 SELECT cluster, host, gpu_index, gpu_uuid, mig_uuid, '680', user, alloc_start, alloc_end, source, version FROM %[1]s.gpu_allocations WHERE job_id = '1' AND gpu_index = 0`, db),
+		fmt.Sprintf(`INSERT INTO %[1]s.jobs (cluster, job_id, user, partition_name, state, submit_time, start_time, end_time, gpus, last_event, updated_at, inserted_at, version)
+SELECT cluster, '5000', user, partition_name, state, submit_time, start_time, end_time, toUInt32(2000), last_event, updated_at, inserted_at, version
+FROM %[1]s.jobs WHERE job_id = '2' AND last_event = 'END'`, db),
+		fmt.Sprintf(`INSERT INTO %[1]s.gpu_allocations (cluster, host, gpu_index, gpu_uuid, mig_uuid, job_id, user, alloc_start, alloc_end, source, version)
+SELECT 'c1', concat('b', toString(intDiv(number, 8))), toInt32(number %% 8), '', '', '5000', 'u', toDateTime(%[2]d), toDateTime(%[3]d), 'slurm', 1
+FROM system.numbers LIMIT 2000`, db, base+2*step+60, base+2*step+7200),
+		fmt.Sprintf(`INSERT INTO %[1]s.gpu_samples (ts, ts_millis, cluster, host, gpu_index, gpu_uuid, mig_uuid, gpu_util, kafka_partition, kafka_offset)
+SELECT toDateTime(%[2]d + k * 60), 0, 'c1', concat('b', toString(intDiv(g, 8))), toUInt16(g %% 8), '', '', toUInt8(42), 0, 0
+FROM (SELECT g, arrayJoin(range(120)) AS k FROM (SELECT number AS g FROM system.numbers LIMIT 2000))`, db, base+2*step+60),
 	} {
 		if err := conn.Exec(ctx, q); err != nil {
 			t.Fatal(err)
@@ -298,8 +308,8 @@ SELECT cluster, host, gpu_index, gpu_uuid, mig_uuid, '680', user, alloc_start, a
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := sum.Once(ctx); err != nil || n != jobs+1 {
-		t.Fatalf("Once = %d, %v; want %d", n, err, jobs+1)
+	if n, err := sum.Once(ctx); err != nil || n != jobs+2 {
+		t.Fatalf("Once = %d, %v; want %d", n, err, jobs+2)
 	}
 	rows, err := conn.Query(ctx, "SELECT toUInt64(job_id), gpus, samples, util_mean, length(gpu_hosts), flags FROM "+db+".job_summary FINAL")
 	if err != nil {
@@ -319,6 +329,12 @@ SELECT cluster, host, gpu_index, gpu_uuid, mig_uuid, '680', user, alloc_start, a
 			t.Fatal(err)
 		}
 		seen++
+		if j == 5000 {
+			if samples != 120*2000 || mean == nil || *mean != 42 || hostsN != 2000 {
+				t.Errorf("job 5000: samples %d, util_mean %v, %d GPUs listed; want %d, 42, 2000", samples, mean, hostsN, 120*2000)
+			}
+			continue
+		}
 		if j%3 == 0 {
 			if samples != 0 || mean != nil || hostsN != 0 {
 				t.Errorf("job %d (no allocation): samples %d, util_mean %v, %d GPUs listed; want none", j, samples, mean, hostsN)
@@ -335,8 +351,8 @@ SELECT cluster, host, gpu_index, gpu_uuid, mig_uuid, '680', user, alloc_start, a
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if seen != jobs+1 {
-		t.Errorf("%d summaries; want %d", seen, jobs+1)
+	if seen != jobs+2 {
+		t.Errorf("%d summaries; want %d", seen, jobs+2)
 	}
 }
 
