@@ -316,7 +316,8 @@ type jobGPU struct {
 }
 
 // sampleStats aggregates, for each job with allocated GPUs, the samples of
-// those GPUs during its run: out[i] holds jobs[i]'s per-GPU aggregates.
+// those GPUs during its run: out[i] holds jobs[i]'s per-GPU aggregates, by
+// host and GPU index.
 //
 // One query covers many jobs' GPUs, all of one cluster (as many as fit in
 // sampleChunk, taken in start order so that their runs are close in time; a
@@ -358,6 +359,15 @@ func (s *Summarizer) sampleStats(ctx context.Context, jobs []summaryJob, allocs 
 			}
 			chunk, size = chunk[:0], 0
 		}
+	}
+	for _, st := range out {
+		// The per-GPU arrays of the summary list GPUs by host, then index.
+		slices.SortFunc(st, func(a, b gpuStats) int {
+			if c := strings.Compare(a.host, b.host); c != 0 {
+				return c
+			}
+			return int(a.index - b.index)
+		})
 	}
 	return out, nil
 }

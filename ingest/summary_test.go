@@ -311,7 +311,7 @@ FROM (SELECT g, arrayJoin(range(120)) AS k FROM (SELECT number AS g FROM system.
 	if n, err := sum.Once(ctx); err != nil || n != jobs+2 {
 		t.Fatalf("Once = %d, %v; want %d", n, err, jobs+2)
 	}
-	rows, err := conn.Query(ctx, "SELECT toUInt64(job_id), gpus, samples, util_mean, length(gpu_hosts), flags FROM "+db+".job_summary FINAL")
+	rows, err := conn.Query(ctx, "SELECT toUInt64(job_id), gpus, samples, util_mean, length(gpu_hosts), flags, gpu_hosts, gpu_indexes FROM "+db+".job_summary FINAL")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,11 +324,19 @@ FROM (SELECT g, arrayJoin(range(120)) AS k FROM (SELECT number AS g FROM system.
 			mean       *float32
 			hostsN     uint64
 			flags      []string
+			gpuHosts   []string
+			gpuIndexes []int32
 		)
-		if err := rows.Scan(&j, &gpus, &samples, &mean, &hostsN, &flags); err != nil {
+		if err := rows.Scan(&j, &gpus, &samples, &mean, &hostsN, &flags, &gpuHosts, &gpuIndexes); err != nil {
 			t.Fatal(err)
 		}
 		seen++
+		for k := 1; k < len(gpuHosts); k++ {
+			if gpuHosts[k] < gpuHosts[k-1] || gpuHosts[k] == gpuHosts[k-1] && gpuIndexes[k] <= gpuIndexes[k-1] {
+				t.Errorf("job %d lists GPU %s:%d after %s:%d; want them by host, then index", j, gpuHosts[k], gpuIndexes[k], gpuHosts[k-1], gpuIndexes[k-1])
+				break
+			}
+		}
 		if j == 5000 {
 			if samples != 120*2000 || mean == nil || *mean != 42 || hostsN != 2000 {
 				t.Errorf("job 5000: samples %d, util_mean %v, %d GPUs listed; want %d, 42, 2000", samples, mean, hostsN, 120*2000)
