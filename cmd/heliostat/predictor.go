@@ -44,6 +44,7 @@ func runBacktest(_ context.Context, args []string, e *env) error {
 	trainFrac := fs.Float64("train-frac", 0.7, "chronological share of jobs used for training")
 	baseline := fs.String("baseline", "", "report a baseline at the top level instead of heliostat's model: reqtime, last1 or last2")
 	refit := fs.Int("refit-every", 5000, "refit after this many more test jobs have ended (negative: never)")
+	adapt := fs.Float64("adapt-rate", duration.DefaultAdaptRate, "step per ended test job of the online interval correction, in log space (negative: off)")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -56,7 +57,7 @@ func runBacktest(_ context.Context, args []string, e *env) error {
 		return err
 	}
 	jobs := durationJobs(tr)
-	res, err := duration.Backtest(jobs, duration.BacktestConfig{TrainFrac: *trainFrac, RefitEvery: *refit})
+	res, err := duration.Backtest(jobs, duration.BacktestConfig{TrainFrac: *trainFrac, RefitEvery: *refit, AdaptRate: *adapt})
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,10 @@ type BacktestConfig struct {
 	// ended (their outcomes join the training rows, as they would live).
 	// Default 5,000; negative never refits.
 	RefitEvery int
+	// AdaptRate is the step of the Adaptive that widens or narrows the
+	// intervals as test jobs end (0: DefaultAdaptRate; negative: intervals
+	// are only those of each fit's calibration).
+	AdaptRate float64
 	// Width returns a job's service-time multiplier (processors or GPUs) for
 	// the Spearman figure; nil means Procs (at least 1).
 	Width func(*Job) float64
@@ -105,8 +109,14 @@ func Backtest(jobs []Job, cfg BacktestConfig) (Result, error) {
 	h := NewHistory()
 	q := &endQueue{}
 	rows := make([]Row, 0, len(js))
-	// pending holds the submit-time features of test jobs not yet ended.
-	pending := map[*Job]Features{}
+	// pending holds the submit-time features and prediction of test jobs
+	// not yet ended.
+	type served struct {
+		f Features
+		p Prediction
+	}
+	pending := map[*Job]served{}
+	adapt := NewAdaptive(cfg.AdaptRate)
 	var (
 		model       *Model
 		pendingTest int
@@ -117,8 +127,9 @@ func Backtest(jobs []Job, cfg BacktestConfig) (Result, error) {
 		for q.Len() > 0 && (*q)[0].End.Before(j.Submit) {
 			e := heap.Pop(q).(*Job)
 			h.Add(e)
-			if f, ok := pending[e]; ok {
-				rows = append(rows, Row{F: f, Y: math.Log(e.Run.Seconds())})
+			if sv, ok := pending[e]; ok {
+				rows = append(rows, Row{F: sv.f, Y: math.Log(e.Run.Seconds())})
+				adapt.Observe(sv.p.Covers(e.Run))
 				delete(pending, e)
 				pendingTest++
 			}
@@ -150,11 +161,11 @@ func Backtest(jobs []Job, cfg BacktestConfig) (Result, error) {
 			continue
 		}
 		// A test job's row joins the training set only once it has ended.
-		pending[j] = f
-		p, err := model.Predict(f, j.ReqTime)
+		p, err := model.PredictWidened(f, j.ReqTime, adapt.Widen())
 		if err != nil {
 			return res, err
 		}
+		pending[j] = served{f, p}
 		if cfg.onPredict != nil {
 			cfg.onPredict(j, f, p)
 		}

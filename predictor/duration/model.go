@@ -418,6 +418,9 @@ type Prediction struct {
 	Fitted bool
 }
 
+// Covers reports whether run lies within the prediction's interval.
+func (p Prediction) Covers(run time.Duration) bool { return p.Low <= run && run <= p.High }
+
 // LimitGrace is how long past its time limit a job may still run before the
 // scheduler has killed it (Slurm: OverTimeLimit plus KillWait, 30 s by
 // default); it caps a prediction's interval. In the SWF traces 7–9 % of jobs
@@ -428,6 +431,14 @@ const LimitGrace = 10 * time.Minute
 // stopped at its limit, so the point is at most reqTime and the interval's
 // upper end at most reqTime + LimitGrace.
 func (m *Model) Predict(f Features, reqTime time.Duration) (Prediction, error) {
+	return m.PredictWidened(f, reqTime, 1)
+}
+
+// PredictWidened is Predict with the interval's offsets from the point, in
+// log space, multiplied by widen on top of the model's calibration: the
+// online correction of an Adaptive (Widen). A widen of 0 or less is taken
+// as 1.
+func (m *Model) PredictWidened(f Features, reqTime time.Duration, widen float64) (Prediction, error) {
 	if m == nil || m.Rows == 0 {
 		return Prediction{}, ErrNotTrained
 	}
@@ -436,6 +447,9 @@ func (m *Model) Predict(f Features, reqTime time.Duration) (Prediction, error) {
 	}
 	y, lo, hi, fitted := m.raw(f)
 	c := m.cal.scale(f.Segment)
+	if widen > 0 {
+		c *= widen
+	}
 	p := Prediction{Point: secs(y), Low: secs(y + c*lo), High: secs(y + c*hi), Fitted: fitted}
 	if reqTime > 0 {
 		p.Point, p.Low, p.High = min(p.Point, reqTime), min(p.Low, reqTime), min(p.High, reqTime+LimitGrace)

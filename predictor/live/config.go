@@ -4,6 +4,8 @@ import (
 	"errors"
 	"flag"
 	"time"
+
+	"github.com/heliostat-dev/heliostat/predictor/duration"
 )
 
 // Config configures a Runner.
@@ -31,6 +33,10 @@ type Config struct {
 	// AccuracyWindow is how many of the latest outcomes the rolling accuracy
 	// gauges cover. Default 1000.
 	AccuracyWindow int
+	// AdaptRate is the step per ended job of the online correction of the
+	// intervals (duration.Adaptive). 0 means duration.DefaultAdaptRate;
+	// negative turns the correction off.
+	AdaptRate float64
 }
 
 // RegisterFlags adds the --predictor.* flags to fs.
@@ -41,6 +47,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.Holdout, "predictor.holdout", 0.2, "share of the latest training rows held out to report the model's accuracy")
 	fs.IntVar(&c.Batch, "predictor.batch", 10000, "rows per insert")
 	fs.IntVar(&c.AccuracyWindow, "predictor.accuracy-window", 1000, "outcomes covered by the rolling accuracy gauges")
+	fs.Float64Var(&c.AdaptRate, "predictor.adapt-rate", duration.DefaultAdaptRate,
+		"step per ended job, in log space, of the online correction that keeps the 80% intervals covering 80% of run times (negative: off)")
 }
 
 // Validate reports a configuration error. Zero values mean the defaults.

@@ -18,7 +18,10 @@
 //     swaps it in atomically;
 //  4. writes one row to predictions for every job it has not predicted yet
 //     (model_version, predicted_s with its 80% interval lower_s..upper_s,
-//     gpu_service_s = predicted_s × max(gpus, 1)); a job already ended when
+//     widened or narrowed by a duration.Adaptive that each outcome of step
+//     5 moves, so the intervals keep covering 80% while the workload
+//     drifts between fits; gpu_service_s = predicted_s × max(gpus, 1));
+//     a job already ended when
 //     first seen is predicted too, flagged after_end, except for the backlog
 //     found by the very first pass, which is history, not work;
 //  5. writes one row to prediction_outcomes for every predicted job that has
@@ -27,7 +30,8 @@
 //
 // The Runner's memory is a cache of those tables: a new Runner (a restart)
 // reads back the predictions and outcomes of the window and writes neither
-// twice. Should a row be written twice anyway (an insert that failed after
+// twice, and replays the outcomes' within_interval, in end order, through
+// its interval correction. Should a row be written twice anyway (an insert that failed after
 // it landed, two replicas), both tables are ReplacingMergeTree keyed by
 // (cluster, job_id): the first prediction and the latest outcome win under
 // FINAL.

@@ -356,6 +356,15 @@ func TestRunner(t *testing.T) {
 	if got := testutil.ToFloat64(r.m.modelVersion); got != 1 {
 		t.Errorf("model_version gauge = %v; want 1", got)
 	}
+	// The interval correction saw the same two outcomes.
+	missed := 2 - int(outs["p-alice"].inside) - int(outs["p-bob"].inside)
+	adapt := r.adapt.State()
+	if adapt.Observed != 2 || adapt.Missed != missed {
+		t.Errorf("interval correction %+v; want 2 observed, %d missed", adapt, missed)
+	}
+	if got := gaugeValue(t, reg, "heliostat_predictor_interval_widen"); got != adapt.Widen {
+		t.Errorf("interval_widen gauge = %v; want %v", got, adapt.Widen)
+	}
 	lint(t, reg)
 
 	// A restart (a new runner on the same tables) retrains as version 2 and
@@ -374,6 +383,9 @@ func TestRunner(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(r2.m.rollingN); got != 2 {
 		t.Errorf("rolling outcomes after restart = %v; want 2 (read back)", got)
+	}
+	if got := r2.adapt.State(); got != adapt {
+		t.Errorf("interval correction after restart %+v; want %+v (replayed from prediction_outcomes)", got, adapt)
 	}
 	insertJobs(t, conn, db, tjob{id: "p-dave", user: "dave", gpus: 4, submit: now, start: now.Add(time.Minute), end: now.Add(time.Hour)})
 	c.t = c.t.Add(time.Minute)
@@ -400,6 +412,22 @@ func TestRunner(t *testing.T) {
 			t.Errorf("%s holds %d rows (without FINAL); want %d: nothing written twice", table, n, want)
 		}
 	}
+}
+
+// gaugeValue returns the value of the unlabelled gauge name in reg.
+func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no gauge %s", name)
+	return 0
 }
 
 func lint(t *testing.T, reg *prometheus.Registry) {

@@ -32,7 +32,7 @@ type metrics struct {
 	errors        *prometheus.CounterVec
 }
 
-func newMetrics(reg prometheus.Registerer, age func() float64) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, age, widen func() float64) (*metrics, error) {
 	m := &metrics{
 		trainDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "heliostat_predictor_train_duration_seconds",
 			Help: "Time to fit a duration model (held-out and served fits, with their scoring).", Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 12)}),
@@ -55,6 +55,8 @@ func newMetrics(reg prometheus.Registerer, age func() float64) (*metrics, error)
 	}
 	ageGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "heliostat_predictor_model_age_seconds",
 		Help: "Seconds since the model serving predictions was trained (0: none yet)."}, age)
+	widenGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "heliostat_predictor_interval_widen",
+		Help: "Online multiplier of the predicted intervals' log offsets, moved by each outcome so that 80% of run times fall inside (1: as the model calibrated them)."}, widen)
 	for _, s := range []string{stageLoad, stageTrain, stagePredict, stageOutcome} {
 		m.errors.WithLabelValues(s)
 	}
@@ -62,7 +64,7 @@ func newMetrics(reg prometheus.Registerer, age func() float64) (*metrics, error)
 		return nil, errors.New("live: nil prometheus.Registerer")
 	}
 	for _, c := range []prometheus.Collector{m.trainDuration, m.passDuration, m.modelVersion, m.trainRows, m.jobs, m.predictions, m.outcomes,
-		m.within2x, m.absLogError, m.coverage, m.rollingN, m.errors, ageGauge} {
+		m.within2x, m.absLogError, m.coverage, m.rollingN, m.errors, ageGauge, widenGauge} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("live: register metrics: %w", err)
 		}

@@ -62,10 +62,12 @@ func (r *Runner) Predict(s Spec) (Estimate, error) {
 	if t == nil || hs == nil {
 		return Estimate{}, ErrNoModel
 	}
-	return estimate(t, hs, s)
+	return estimate(t, hs, s, r.adapt.Widen())
 }
 
-func estimate(t *Trained, hs *historySnap, s Spec) (Estimate, error) {
+// estimate predicts s with t's model, its intervals widened by widen
+// (duration.Adaptive).
+func estimate(t *Trained, hs *historySnap, s Spec, widen float64) (Estimate, error) {
 	if s.GPUs < 0 {
 		return Estimate{}, fmt.Errorf("live: predict: gpus %d is negative", s.GPUs)
 	}
@@ -87,7 +89,7 @@ func estimate(t *Trained, hs *historySnap, s Spec) (Estimate, error) {
 	hs.mu.Lock()
 	f := hs.h.Features(&j)
 	hs.mu.Unlock()
-	p, err := t.Model.Predict(f, s.TimeLimit)
+	p, err := t.Model.PredictWidened(f, s.TimeLimit, widen)
 	if err != nil {
 		return Estimate{}, fmt.Errorf("live: predict: %w", err)
 	}

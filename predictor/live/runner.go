@@ -131,6 +131,10 @@ type Runner struct {
 	nextVersion uint64
 	lastTrain   time.Time
 	roll        *rolling
+
+	// adapt widens or narrows the served intervals as outcomes arrive
+	// (safe for concurrent use: Predict reads it outside a pass).
+	adapt *duration.Adaptive
 }
 
 // refreshOverlap is how far before the newest inserted_at seen an
@@ -149,13 +153,13 @@ func New(cfg Config, conn driver.Conn, logger *slog.Logger, reg prometheus.Regis
 	}
 	cfg = cfg.withDefaults()
 	r := &Runner{cfg: cfg, conn: conn, logger: logger, now: now, roll: newRolling(cfg.AccuracyWindow),
-		store: map[key]*rec{}, predicted: map[key]predRow{}, recorded: map[key]bool{}}
+		store: map[key]*rec{}, predicted: map[key]predRow{}, recorded: map[key]bool{}, adapt: duration.NewAdaptive(cfg.AdaptRate)}
 	m, err := newMetrics(reg, func() float64 {
 		if t := r.model.Load(); t != nil {
 			return since(now, t.Info.TrainedAt)
 		}
 		return 0
-	})
+	}, r.adapt.Widen)
 	if err != nil {
 		return nil, err
 	}
@@ -426,11 +430,37 @@ WHERE ran = 1 AND after_end = 0 ORDER BY end_time DESC, cluster DESC, job_id DES
 		r.roll.add(latest[i])
 	}
 	r.m.setRolling(r.roll)
+	if err := r.restoreAdaptive(ctx, from); err != nil {
+		return err
+	}
 	var top uint64
 	if err := r.conn.QueryRow(ctx, fmt.Sprintf("SELECT max(model_version) FROM %s.prediction_models", db)).Scan(&top); err != nil {
 		return fmt.Errorf("live: select model version: %w", err)
 	}
 	r.nextVersion = top + 1
+	return nil
+}
+
+// restoreAdaptive replays, in end order, whether each outcome of the
+// window's jobs fell inside its interval, so that a restarted predictor
+// serves intervals as wide as the one before it did.
+func (r *Runner) restoreAdaptive(ctx context.Context, from time.Time) error {
+	rows, err := r.conn.Query(ctx, fmt.Sprintf(`SELECT within_interval FROM %s.prediction_outcomes FINAL
+WHERE ran = 1 AND after_end = 0 AND submit_time >= %d ORDER BY end_time, cluster, job_id`, r.cfg.Database, from.Unix()))
+	if err != nil {
+		return fmt.Errorf("live: select outcomes for the interval correction: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var inside uint8
+		if err := rows.Scan(&inside); err != nil {
+			return fmt.Errorf("live: scan outcome for the interval correction: %w", err)
+		}
+		r.adapt.Observe(inside == 1)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("live: select outcomes for the interval correction: %w", err)
+	}
 	return nil
 }
 
@@ -612,6 +642,7 @@ func (r *Runner) predict(ctx context.Context, features map[*rec]duration.Feature
 	})
 	written := 0
 	var errs []error
+	widen := r.adapt.Widen()
 	for start := 0; start < len(jobs); start += r.cfg.Batch {
 		chunk := jobs[start:min(start+r.cfg.Batch, len(jobs))]
 		at := r.now().UTC().Truncate(time.Second)
@@ -623,7 +654,7 @@ func (r *Runner) predict(ctx context.Context, features map[*rec]duration.Feature
 		made := map[key]predRow{}
 		for _, rc := range chunk {
 			f := features[rc]
-			p, err := t.Model.Predict(f, rc.job.ReqTime)
+			p, err := t.Model.PredictWidened(f, rc.job.ReqTime, widen)
 			if err != nil {
 				// A model that cannot take a job's features is a bug; the
 				// job is retried at the next pass and counted each time.
@@ -710,6 +741,7 @@ func (r *Runner) recordOutcomes(ctx context.Context) (int, error) {
 		}
 		for _, s := range scores {
 			r.roll.add(s)
+			r.adapt.Observe(s.inside)
 		}
 		written += len(chunk)
 		r.m.outcomes.Add(float64(len(chunk)))

@@ -153,7 +153,7 @@ func TestEstimate(t *testing.T) {
 		{Spec{User: "u1", GPUs: -1}, false},
 		{Spec{User: "u1", TimeLimit: -time.Second}, false},
 	} {
-		e, err := estimate(tr, hs, tc.spec)
+		e, err := estimate(tr, hs, tc.spec, 1)
 		if (err == nil) != tc.ok {
 			t.Errorf("estimate(%+v) error %v; want ok %v", tc.spec, err, tc.ok)
 			continue
@@ -192,7 +192,7 @@ func TestEstimateOpenJob(t *testing.T) {
 	hs.open = map[key]openJob{{"c1", "slow"}: {Executable: "slow", Procs: 2}, {"c1", "cpu"}: {Executable: "slow", Procs: 2}, {"c1", "nameless"}: {}}
 	est := func(s Spec) Estimate {
 		t.Helper()
-		e, err := estimate(tr, hs, s)
+		e, err := estimate(tr, hs, s, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -240,7 +240,7 @@ func FuzzEstimate(f *testing.F) {
 		if submit != 0 {
 			s.Submit = time.Unix(submit, 0)
 		}
-		e, err := estimate(tr, hs, s)
+		e, err := estimate(tr, hs, s, 1)
 		if err != nil {
 			return
 		}
