@@ -280,33 +280,53 @@ type gpuKey struct {
 	index int32
 }
 
-// allocations returns the GPUs allocated to each job (by cluster NUL job id),
-// one entry per host and GPU index whatever the number of sources that saw it.
+// allocations returns the GPUs allocated to each job (by summaryJob.key),
+// one entry per host and GPU index whatever the number of sources that saw
+// it, in queries of at most about sampleChunk of job IDs each.
 func (s *Summarizer) allocations(ctx context.Context, jobs []summaryJob) (map[string][]gpuKey, error) {
+	out := map[string][]gpuKey{}
 	var ids []string
-	for _, j := range jobs {
-		ids = append(ids, quote(j.jobID))
+	size := 0
+	for n, j := range jobs {
+		q := quote(j.jobID)
+		ids = append(ids, q)
+		size += len(q) + 1
+		if size < sampleChunk && n < len(jobs)-1 {
+			continue
+		}
+		if err := s.allocationsOf(ctx, ids, out); err != nil {
+			return nil, err
+		}
+		ids, size = ids[:0], 0
 	}
+	return out, nil
+}
+
+// allocationsOf adds to out the GPUs allocated to the jobs of ids (quoted),
+// under summaryJob.key.
+func (s *Summarizer) allocationsOf(ctx context.Context, ids []string, out map[string][]gpuKey) error {
 	rows, err := s.conn.Query(ctx, fmt.Sprintf("SELECT DISTINCT cluster, job_id, host, gpu_index FROM %s.gpu_allocations WHERE gpu_index >= 0 AND job_id IN (%s)",
 		s.cfg.Database, strings.Join(ids, ",")))
 	if err != nil {
-		return nil, fmt.Errorf("select allocations: %w", err)
+		return fmt.Errorf("select allocations: %w", err)
 	}
 	defer rows.Close()
-	out := map[string][]gpuKey{}
 	for rows.Next() {
-		var cluster, id string
+		var j summaryJob
 		var k gpuKey
-		if err := rows.Scan(&cluster, &id, &k.host, &k.index); err != nil {
-			return nil, fmt.Errorf("scan allocation: %w", err)
+		if err := rows.Scan(&j.cluster, &j.jobID, &k.host, &k.index); err != nil {
+			return fmt.Errorf("scan allocation: %w", err)
 		}
-		out[cluster+"\x00"+id] = append(out[cluster+"\x00"+id], k)
+		out[j.key()] = append(out[j.key()], k)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("select allocations: %w", err)
+	}
+	return nil
 }
 
-// sampleChunk bounds the query text of one sampleStats query, keeping it
-// well under ClickHouse's max_query_size (256 KiB).
+// sampleChunk bounds the query text of one allocations or sampleStats
+// query, keeping it well under ClickHouse's max_query_size (256 KiB).
 const sampleChunk = 64 << 10
 
 // jobGPU is one GPU allocated to jobs[job].

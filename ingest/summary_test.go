@@ -364,6 +364,50 @@ FROM (SELECT g, arrayJoin(range(120)) AS k FROM (SELECT number AS g FROM system.
 	}
 }
 
+// TestSummarizerLongJobIDs: a pass's job IDs are spread over several
+// allocation queries when together they would exceed ClickHouse's
+// max_query_size (256 KiB): 1,000 IDs of 280 bytes.
+func TestSummarizerLongJobIDs(t *testing.T) {
+	const jobs = 1000
+	ch, conn := schematest.Database(t)
+	ctx := context.Background()
+	db := ch.Database
+	prefix := strings.Repeat("x", 276)
+	base := time.Now().Add(-3*time.Hour).Unix() - jobs*60
+	// Job j runs from base + 60j for an hour on GPU 0 of host h<j>, with two
+	// samples at 7 %.
+	for _, q := range []string{
+		fmt.Sprintf(`INSERT INTO %[1]s.jobs (cluster, job_id, user, partition_name, state, submit_time, start_time, end_time, gpus, last_event, updated_at, inserted_at, version)
+SELECT 'c1', concat('%[2]s', toString(number)), 'u', 'gpu', 'COMPLETED', toDateTime(%[3]d + number * 60), toDateTime(%[3]d + number * 60),
+  toDateTime(%[3]d + number * 60 + 3600), toUInt32(1), 'END', toDateTime(%[3]d + number * 60 + 3600), toDateTime(%[3]d + number * 60 + 3600), toUInt64(4)
+FROM system.numbers LIMIT %[4]d`, db, prefix, base, jobs),
+		fmt.Sprintf(`INSERT INTO %[1]s.gpu_allocations (cluster, host, gpu_index, gpu_uuid, mig_uuid, job_id, user, alloc_start, alloc_end, source, version)
+SELECT 'c1', concat('h', toString(number)), toInt32(0), '', '', concat('%[2]s', toString(number)), 'u', toDateTime(%[3]d + number * 60), toDateTime(%[3]d + number * 60 + 3600), 'slurm', 1
+FROM system.numbers LIMIT %[4]d`, db, prefix, base, jobs),
+		fmt.Sprintf(`INSERT INTO %[1]s.gpu_samples (ts, ts_millis, cluster, host, gpu_index, gpu_uuid, mig_uuid, gpu_util, kafka_partition, kafka_offset)
+SELECT toDateTime(%[2]d + j * 60 + 60 * (k + 1)), 0, 'c1', concat('h', toString(j)), toUInt16(0), '', '', toUInt8(7), 0, 0
+FROM (SELECT j, arrayJoin([0, 1]) AS k FROM (SELECT number AS j FROM system.numbers LIMIT %[3]d))`, db, base, jobs),
+	} {
+		if err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sum, err := ingest.NewSummarizer(ingest.SummaryConfig{Database: db}, conn, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := sum.Once(ctx); err != nil || n != jobs {
+		t.Fatalf("Once = %d, %v; want %d", n, err, jobs)
+	}
+	var n, withSamples uint64
+	if err := conn.QueryRow(ctx, "SELECT count(), countIf(samples = 2 AND length(gpu_hosts) = 1) FROM "+db+".job_summary FINAL").Scan(&n, &withSamples); err != nil {
+		t.Fatal(err)
+	}
+	if n != jobs || withSamples != jobs {
+		t.Errorf("%d summaries, %d with their GPU and its 2 samples; want %d, %d", n, withSamples, jobs, jobs)
+	}
+}
+
 // insertEndedJob writes the jobs row of a job that ran for the hour before
 // inserted and whose END reached ClickHouse at inserted.
 func insertEndedJob(t testing.TB, conn driver.Conn, db, id string, inserted time.Time) {
