@@ -11,7 +11,9 @@
 // SetPriority, PowerDown (refused on a busy node) and PowerUp (usable after a
 // wake-up delay). With Config.AutoResume the scheduler also powers nodes up
 // itself when the job at the head of a VC's queue could run on them, as
-// Slurm's power saving does.
+// Slurm's power saving does, and like Slurm gives that job the nodes at
+// once: no other job takes them while they boot, and the job starts on them
+// when they are up, even if another job has been ranked above it since.
 //
 // Everything happens on a virtual clock that runs Speedup times faster than
 // real time, or as fast as possible. The simulator publishes what a real
@@ -168,6 +170,14 @@ func (n *node) heldForPending() *job {
 	return nil
 }
 
+// heldForOther reports whether the node was powered up for a pending job
+// other than j. As in Slurm, where a job that powers nodes up is allocated
+// them while they boot, no other job may take such a node.
+func (n *node) heldForOther(j *job) bool {
+	h := n.heldForPending()
+	return h != nil && h != j
+}
+
 type job struct {
 	spec     JobSpec
 	id       string
@@ -185,6 +195,9 @@ type job struct {
 	mem      float64 // share of framebuffer used while running
 	uid      int64
 	cmdHash  string
+	// woke is set once Config.AutoResume powered nodes up for the job
+	// (node.resumedFor); a job that never did skips the holds' checks.
+	woke bool
 }
 
 // New returns a simulated cluster for cfg (validated, zero fields
@@ -508,7 +521,9 @@ func (s *Sim) schedule() {
 			continue
 		}
 		shadow, blocked := s.blocked[j.spec.VC]
-		if blocked && (!s.cfg.Backfill || s.t+j.limitS() > shadow) {
+		if blocked && (!s.cfg.Backfill || s.t+j.limitS() > shadow) && !s.heldReady(j) {
+			// A job whose woken nodes are up starts on them whatever
+			// blocks its queue: it was given them when they powered up.
 			continue
 		}
 		if !s.place(j) {
@@ -532,36 +547,78 @@ func (s *Sim) schedule() {
 }
 
 // resumeFor powers up the fewest powered-down nodes of j's virtual cluster
-// that let j run once they are up, counting the idle nodes already up and
-// the waking nodes not held for another pending job; it wakes none when even
-// all of them would not do. The nodes woken are held for j.
+// that let j run once they are up, counting the waking nodes and (for a
+// multi-node job) the empty nodes up that are not held for another pending
+// job; it wakes none when even all of them would not do. As Slurm allocates
+// a job the nodes it powers up for it, the nodes j will run on, woken or
+// counted, are held for j: no other job takes them and they are not powered
+// down while j is pending.
 func (s *Sim) resumeFor(j *job) {
 	gpn := s.cfg.GPUsPerNode
 	need := 1
 	if j.spec.GPUs > gpn {
 		need = (j.spec.GPUs + gpn - 1) / gpn
 	}
-	have := 0
-	var down []*node
+	var ready, down []*node
 	for _, n := range s.vcNodes[j.spec.VC] {
 		switch {
+		case n.heldForOther(j):
 		case n.state == NodeDown:
 			down = append(down, n)
-		case n.state == NodeWaking && (n.heldForPending() == nil || n.resumedFor == j):
-			have++ // empty once up
+		case n.state == NodeWaking:
+			ready = append(ready, n) // empty once up
 		case n.state == NodeUp && n.free == gpn:
-			have++ // only for a multi-node job: place found no room
+			ready = append(ready, n) // only for a multi-node job: place found no room
 		}
 	}
-	if have >= need || have+len(down) < need {
+	if len(ready)+len(down) < need {
 		return
 	}
-	for _, n := range down[:need-have] {
+	// The nodes already held for j first, so that it keeps them.
+	slices.SortStableFunc(ready, func(a, b *node) int {
+		return b2i(b.heldForPending() == j) - b2i(a.heldForPending() == j)
+	})
+	for _, n := range ready[:min(need, len(ready))] {
+		n.resumedFor, j.woke = j, true
+	}
+	woken := down[:max(0, need-len(ready))]
+	for _, n := range woken {
 		s.powerUp(n)
-		n.resumedFor = j
+		n.resumedFor, j.woke = j, true
 		s.m.resumed.Inc()
 	}
-	s.updateGauges()
+	if len(woken) > 0 {
+		s.updateGauges()
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// heldReady reports whether the nodes powered up for j are up, and enough
+// to run it on (Sim.place puts it there).
+func (s *Sim) heldReady(j *job) bool {
+	if !j.woke {
+		return false
+	}
+	gpn := s.cfg.GPUsPerNode
+	need := (j.spec.GPUs + gpn - 1) / gpn
+	up := 0
+	for _, n := range s.vcNodes[j.spec.VC] {
+		if n.heldForPending() == j {
+			if n.state != NodeUp {
+				return false
+			}
+			if n.free == gpn {
+				up++
+			}
+		}
+	}
+	return up > 0 && up >= need
 }
 
 // limitS returns the run time the scheduler must assume for j: its time
@@ -592,6 +649,11 @@ func (s *Sim) shadow(j *job) int64 {
 			from = n.wakeAt
 		default:
 			continue
+		}
+		if h := n.heldForPending(); h != nil && h != j {
+			// Given to the job it was powered up for: free once that
+			// job has run to its limit.
+			from += h.limitS()
 		}
 		var rel []release
 		seen := map[*job]bool{}
@@ -644,11 +706,21 @@ func (s *Sim) shadow(j *job) int64 {
 func (s *Sim) place(j *job) bool {
 	gpn := s.cfg.GPUsPerNode
 	g := j.spec.GPUs
-	cands := s.vcNodes[j.spec.VC]
+	// A job runs on the nodes it powered up, else on the tightest fit among
+	// the nodes up and not held for another job.
+	nodes := s.vcNodes[j.spec.VC]
+	usable := func(n *node) bool { return n.state == NodeUp && !n.heldForOther(j) }
 	if g <= gpn {
 		var best *node
-		for _, n := range cands {
-			if n.state == NodeUp && n.free >= g && (best == nil || n.free < best.free) {
+		for _, n := range nodes {
+			if !usable(n) || n.free < g {
+				continue
+			}
+			if j.woke && n.heldForPending() == j {
+				best = n
+				break
+			}
+			if best == nil || n.free < best.free {
 				best = n
 			}
 		}
@@ -668,10 +740,17 @@ func (s *Sim) place(j *job) bool {
 	}
 	need := (g + gpn - 1) / gpn
 	var picked []*node
-	for _, n := range cands {
-		if n.state == NodeUp && n.free == gpn {
-			if picked = append(picked, n); len(picked) == need {
+	for pass := range 2 {
+		if pass == 0 && !j.woke {
+			continue
+		}
+		for _, n := range nodes {
+			if len(picked) == need {
 				break
+			}
+			// Pass 0 takes the nodes woken for j, pass 1 the others.
+			if usable(n) && n.free == gpn && (n.heldForPending() == j) == (pass == 0) {
+				picked = append(picked, n)
 			}
 		}
 	}
