@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/heliostat-dev/heliostat/internal/metricsreg"
 )
 
 type metrics struct {
@@ -34,10 +36,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Unix time (runner clock) of the last window run that succeeded.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.runs, m.errors, m.duration, m.lastOK} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("analytics: register metrics: %w", err)
-		}
+	if err := metricsreg.Register(reg, m.runs, m.errors, m.duration, m.lastOK); err != nil {
+		return nil, fmt.Errorf("analytics: register metrics: %w", err)
 	}
 	return m, nil
 }

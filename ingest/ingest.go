@@ -43,11 +43,15 @@ func New(cfg Config, conn driver.Conn, logger *slog.Logger, reg prometheus.Regis
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
 	in := &Ingester{
 		cfg:     cfg,
 		conn:    conn,
 		logger:  logger,
-		m:       newMetrics(reg),
+		m:       m,
 		byTopic: map[string]handler{},
 		warn:    logthrottle.Throttle{Every: 10 * time.Second},
 		dead: &kafka.Writer{

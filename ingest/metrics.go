@@ -1,8 +1,12 @@
 package ingest
 
 import (
+	"fmt"
+
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/heliostat-dev/heliostat/internal/metricsreg"
 )
 
 type metrics struct {
@@ -20,7 +24,7 @@ type metrics struct {
 	seqForgotten  prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		rows: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_ingest_rows_total", Help: "Rows inserted into ClickHouse, by table.",
@@ -66,9 +70,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Producers whose sequence marks were deleted after --dedupe.window without a message in a partition, counted per partition.",
 		}),
 	}
-	reg.MustRegister(m.rows, m.messages, m.errors, m.batchSeconds, m.lag, m.flushRows, m.assigned, m.clickhouseUp, m.retentionDrop, m.seqGaps,
-		m.seqMarks, m.seqForgotten)
-	return m
+	if err := metricsreg.Register(reg, m.rows, m.messages, m.errors, m.batchSeconds, m.lag, m.flushRows, m.assigned, m.clickhouseUp, m.retentionDrop, m.seqGaps,
+		m.seqMarks, m.seqForgotten); err != nil {
+		return nil, fmt.Errorf("ingest: register metrics: %w", err)
+	}
+	return m, nil
 }
 
 // counterValue reads a counter's current value.

@@ -14,6 +14,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/heliostat-dev/heliostat/internal/metricsreg"
 )
 
 // Jobstats-style thresholds that operators already use (FIELDS.md).
@@ -120,7 +122,9 @@ func NewSummarizer(cfg SummaryConfig, conn driver.Conn, logger *slog.Logger, reg
 		passes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "heliostat_ingest_job_summary_passes_total",
 			Help: "Summarizer passes by kind: full (every ended job) or incremental (jobs ended since the last pass)."}, []string{"kind"}),
 	}
-	reg.MustRegister(s.jobs, s.errs, s.passes)
+	if err := metricsreg.Register(reg, s.jobs, s.errs, s.passes); err != nil {
+		return nil, fmt.Errorf("ingest: register summarizer metrics: %w", err)
+	}
 	return s, nil
 }
 

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/heliostat-dev/heliostat/internal/metricsreg"
 )
 
 type metrics struct {
@@ -34,10 +36,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.requests, m.duration, m.badRequests, m.authFailures} {
-			if err := reg.Register(c); err != nil {
-				return nil, fmt.Errorf("api: register metrics: %w", err)
-			}
+		if err := metricsreg.Register(reg, m.requests, m.duration, m.badRequests, m.authFailures); err != nil {
+			return nil, fmt.Errorf("api: register metrics: %w", err)
 		}
 	}
 	return m, nil

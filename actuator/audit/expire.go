@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/heliostat-dev/heliostat/internal/metricsreg"
 	"github.com/heliostat-dev/heliostat/internal/retention"
 )
 
@@ -72,10 +73,8 @@ func NewExpiry(l *Log, keep time.Duration, now func() time.Time, logger *slog.Lo
 		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{e.dropped, e.failed} {
-			if err := reg.Register(c); err != nil {
-				return nil, fmt.Errorf("audit: register metrics: %w", err)
-			}
+		if err := metricsreg.Register(reg, e.dropped, e.failed); err != nil {
+			return nil, fmt.Errorf("audit: register metrics: %w", err)
 		}
 	}
 	return e, nil

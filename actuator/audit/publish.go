@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/heliostat-dev/heliostat/internal/metricsreg"
 	"github.com/heliostat-dev/heliostat/schemas"
 )
 
@@ -53,10 +54,8 @@ func NewPublished(l *Log, pub Publisher, logger *slog.Logger, reg prometheus.Reg
 		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{p.sent, p.failed} {
-			if err := reg.Register(c); err != nil {
-				return nil, fmt.Errorf("audit: register metrics: %w", err)
-			}
+		if err := metricsreg.Register(reg, p.sent, p.failed); err != nil {
+			return nil, fmt.Errorf("audit: register metrics: %w", err)
 		}
 	}
 	return p, nil

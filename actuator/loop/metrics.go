@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/heliostat-dev/heliostat/internal/metricsreg"
 )
 
 type metrics struct {
@@ -65,10 +67,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.actions, m.predictions, m.duration, m.lastSuccess, m.errors, m.pending, m.forecastErrors, m.demandStore, m.demandRejected, m.demandRebuilt} {
-			if err := reg.Register(c); err != nil {
-				return nil, fmt.Errorf("loop: register metrics: %w", err)
-			}
+		if err := metricsreg.Register(reg, m.actions, m.predictions, m.duration, m.lastSuccess, m.errors, m.pending, m.forecastErrors, m.demandStore, m.demandRejected, m.demandRebuilt); err != nil {
+			return nil, fmt.Errorf("loop: register metrics: %w", err)
 		}
 	}
 	return m, nil

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/heliostat-dev/heliostat/internal/metricsreg"
 )
 
 type metrics struct {
@@ -29,10 +31,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"command", "kind"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.commands, m.cmdDuration, m.decodeErrors} {
-			if err := reg.Register(c); err != nil {
-				return nil, fmt.Errorf("slurmadapter: register metrics: %w", err)
-			}
+		if err := metricsreg.Register(reg, m.commands, m.cmdDuration, m.decodeErrors); err != nil {
+			return nil, fmt.Errorf("slurmadapter: register metrics: %w", err)
 		}
 	}
 	return m, nil

@@ -2,6 +2,8 @@ package attrib
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/heliostat-dev/heliostat/internal/metricsreg"
 )
 
 // Stages of a poll, the values of the stage label of
@@ -87,15 +89,6 @@ func newMetrics() *metrics {
 
 // register registers every metric on reg, or none.
 func (m *metrics) register(reg prometheus.Registerer) error {
-	all := []prometheus.Collector{m.polls, m.pollDuration, m.pollSuccess, m.errors, m.vanished,
-		m.unattributed, m.opened, m.closed, m.open, m.pending, m.dropped}
-	for i, c := range all {
-		if err := reg.Register(c); err != nil {
-			for _, d := range all[:i] {
-				reg.Unregister(d)
-			}
-			return err
-		}
-	}
-	return nil
+	return metricsreg.Register(reg, m.polls, m.pollDuration, m.pollSuccess, m.errors, m.vanished,
+		m.unattributed, m.opened, m.closed, m.open, m.pending, m.dropped)
 }

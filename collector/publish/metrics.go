@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/heliostat-dev/heliostat/collector/spool"
+	"github.com/heliostat-dev/heliostat/internal/metricsreg"
 )
 
 // Values of the outcome label of heliostat_publisher_messages_total.
@@ -49,15 +50,5 @@ func newMetrics(sp *spool.Spool) *metrics {
 
 // register registers all metrics on reg, or none of them.
 func (m *metrics) register(reg prometheus.Registerer) error {
-	var done []prometheus.Collector
-	for _, c := range []prometheus.Collector{m.messages, m.writeErrors, m.rotations, m.spoolBytes, m.spoolMessages} {
-		if err := reg.Register(c); err != nil {
-			for _, d := range done {
-				reg.Unregister(d)
-			}
-			return err
-		}
-		done = append(done, c)
-	}
-	return nil
+	return metricsreg.Register(reg, m.messages, m.writeErrors, m.rotations, m.spoolBytes, m.spoolMessages)
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/heliostat-dev/heliostat/internal/metricsreg"
 )
 
 // Values of the outcome label of heliostat_sim_messages_total.
@@ -95,15 +97,8 @@ func (m *metrics) all() []prometheus.Collector {
 
 // register registers the metrics on reg, or none of them.
 func (m *metrics) register(reg prometheus.Registerer) error {
-	var done []prometheus.Collector
-	for _, c := range m.all() {
-		if err := reg.Register(c); err != nil {
-			for _, d := range done {
-				reg.Unregister(d)
-			}
-			return fmt.Errorf("sim: register metrics: %w", err)
-		}
-		done = append(done, c)
+	if err := metricsreg.Register(reg, m.all()...); err != nil {
+		return fmt.Errorf("sim: register metrics: %w", err)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package slurm
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/heliostat-dev/heliostat/internal/metricsreg"
 	"github.com/heliostat-dev/heliostat/schemas"
 )
 
@@ -76,10 +77,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, in := range []string{inputSqueue, inputJobComp} {
 		m.parseErrors.WithLabelValues(in)
 	}
-	for _, c := range []prometheus.Collector{m.polls, m.pollErrors, m.pollDuration, m.events, m.parseErrors, m.cmdErrors, m.lost, m.noGPUIndex, m.tracked, m.jobCompBytes} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	if err := metricsreg.Register(reg, m.polls, m.pollErrors, m.pollDuration, m.events, m.parseErrors, m.cmdErrors, m.lost, m.noGPUIndex, m.tracked, m.jobCompBytes); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -1,12 +1,13 @@
 package live
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/heliostat-dev/heliostat/internal/metricsreg"
 )
 
 // Error stages of heliostat_predictor_errors_total.
@@ -60,14 +61,9 @@ func newMetrics(reg prometheus.Registerer, age, widen func() float64) (*metrics,
 	for _, s := range []string{stageLoad, stageTrain, stagePredict, stageOutcome} {
 		m.errors.WithLabelValues(s)
 	}
-	if reg == nil {
-		return nil, errors.New("live: nil prometheus.Registerer")
-	}
-	for _, c := range []prometheus.Collector{m.trainDuration, m.passDuration, m.modelVersion, m.trainRows, m.jobs, m.predictions, m.outcomes,
-		m.within2x, m.absLogError, m.coverage, m.rollingN, m.errors, ageGauge, widenGauge} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("live: register metrics: %w", err)
-		}
+	if err := metricsreg.Register(reg, m.trainDuration, m.passDuration, m.modelVersion, m.trainRows, m.jobs, m.predictions, m.outcomes,
+		m.within2x, m.absLogError, m.coverage, m.rollingN, m.errors, ageGauge, widenGauge); err != nil {
+		return nil, fmt.Errorf("live: register metrics: %w", err)
 	}
 	return m, nil
 }
