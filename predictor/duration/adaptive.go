@@ -81,6 +81,9 @@ type AdaptiveState struct {
 
 // State returns the multiplier and the counts behind it.
 func (a *Adaptive) State() AdaptiveState {
+	if a == nil {
+		return AdaptiveState{Widen: 1}
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return AdaptiveState{Widen: math.Exp(a.logW), Observed: a.observed, Missed: a.miss}

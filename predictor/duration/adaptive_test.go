@@ -46,6 +46,9 @@ func TestAdaptiveSteps(t *testing.T) {
 	if w := none.Widen(); w != 1 {
 		t.Errorf("a nil Adaptive widens by %v; want 1", w)
 	}
+	if s := none.State(); s != (AdaptiveState{Widen: 1}) {
+		t.Errorf("a nil Adaptive's state %+v; want widen 1, nothing observed", s)
+	}
 }
 
 // TestPredictWidened: widen multiplies the interval's log offsets and leaves
