@@ -49,7 +49,7 @@ func (s *Sim) PowerDown(name string) error {
 		return fmt.Errorf("sim: power down %s: %w (jobs %v)", name, ErrNodeBusy, n.jobIDs())
 	}
 	if j := n.heldForPending(); j != nil {
-		return fmt.Errorf("sim: power down %s: %w (powered up for pending job %s)", name, ErrNodeBusy, j.id)
+		return fmt.Errorf("sim: power down %s: %w (held for pending job %s, which woke it or counted it for its run)", name, ErrNodeBusy, j.id)
 	}
 	if n.state == NodeDown {
 		return nil
@@ -152,8 +152,10 @@ type NodeInfo struct {
 	FreeGPUs int       // GPUs a new job could take now (0 while reserved whole)
 	Jobs     []string  // ids of the jobs running on it
 	WakeAt   time.Time // when a waking node becomes usable; zero otherwise
-	// ResumedFor is the pending job the scheduler powered the node up for
-	// (Config.AutoResume); empty otherwise.
+	// ResumedFor is the pending job the node is held for (Config.AutoResume):
+	// the scheduler powered it up for that job, or counted it, empty, among
+	// the nodes the job will run on once those it woke are up; empty
+	// otherwise.
 	ResumedFor string
 }
 

@@ -156,13 +156,14 @@ type node struct {
 	ids    []schemas.GPU
 	energy []uint64  // mJ since the node powered up
 	idleW  []float64 // idle power of each GPU, W
-	// resumedFor is the job Config.AutoResume powered the node up for;
-	// while it is pending the node is not powered down.
+	// resumedFor is the job Config.AutoResume holds the node for (it woke
+	// the node, or counted it among the nodes it will run on); while that
+	// job is pending no other job takes the node and it is not powered
+	// down.
 	resumedFor *job
 }
 
-// heldForPending returns the pending job the node was powered up for, or
-// nil.
+// heldForPending returns the pending job the node is held for, or nil.
 func (n *node) heldForPending() *job {
 	if n.resumedFor != nil && n.resumedFor.state == schemas.StatePending {
 		return n.resumedFor
@@ -170,8 +171,8 @@ func (n *node) heldForPending() *job {
 	return nil
 }
 
-// heldForOther reports whether the node was powered up for a pending job
-// other than j. As in Slurm, where a job that powers nodes up is allocated
+// heldForOther reports whether the node is held for a pending job other
+// than j. As in Slurm, where a job that powers nodes up is allocated
 // them while they boot, no other job may take such a node.
 func (n *node) heldForOther(j *job) bool {
 	h := n.heldForPending()
@@ -195,8 +196,8 @@ type job struct {
 	mem      float64 // share of framebuffer used while running
 	uid      int64
 	cmdHash  string
-	// woke is set once Config.AutoResume powered nodes up for the job
-	// (node.resumedFor); a job that never did skips the holds' checks.
+	// woke is set once Config.AutoResume held nodes for the job
+	// (node.resumedFor); a job that never had one skips the holds' checks.
 	woke bool
 }
 
@@ -599,7 +600,7 @@ func b2i(b bool) int {
 	return 0
 }
 
-// heldReady reports whether the nodes powered up for j are up, and enough
+// heldReady reports whether the nodes held for j are up, and enough
 // to run it on (Sim.place puts it there).
 func (s *Sim) heldReady(j *job) bool {
 	if !j.woke {
@@ -651,7 +652,7 @@ func (s *Sim) shadow(j *job) int64 {
 			continue
 		}
 		if h := n.heldForPending(); h != nil && h != j {
-			// Given to the job it was powered up for: free once that
+			// Given to the job it is held for: free once that
 			// job has run to its limit.
 			from += h.limitS()
 		}
