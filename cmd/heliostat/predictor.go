@@ -79,6 +79,12 @@ func runBacktest(_ context.Context, args []string, e *env) error {
 		fmt.Fprintf(e.stdout, "  %-10s within 2x %.3f  R² (log) %6.3f  MAE %8.0f s\n", name, m.Within2x, m.R2Log, m.MAES)
 	}
 	fmt.Fprintf(e.stdout, "  cold starts: %d jobs, within 2x %.3f\n", res.Cold.N, res.Cold.Within2x)
+	fmt.Fprintf(e.stdout, "  by history at submit (segment: jobs, within 2x, 80%% interval coverage, median upper/lower):\n")
+	for s := duration.SegExact; s <= duration.SegCold; s++ {
+		if m, ok := res.Segments[s.String()]; ok && m.IntervalCoverage != nil && m.IntervalRatio != nil {
+			fmt.Fprintf(e.stdout, "    %-6s %7d  %.3f  %.3f  %.1f\n", s, m.N, m.Within2x, *m.IntervalCoverage, *m.IntervalRatio)
+		}
+	}
 	return nil
 }
 

@@ -44,6 +44,11 @@ type Result struct {
 	// Cold is the same figures for the test jobs whose user had no ended job
 	// at submit time (cold starts; they are also in the totals).
 	Cold Metrics `json:"cold_start"`
+	// Segments is the same figures for the test jobs of each segment (by how
+	// much of their user's history had ended at submit: exact, user2, user1,
+	// cold), so that accuracy and interval coverage show where history is
+	// thin. Segments without test jobs are left out.
+	Segments map[string]Metrics `json:"segments"`
 	// Baselines are the published baselines computed on the same split:
 	// reqtime (the user's time limit), last1 (the user's last job), last2
 	// (mean of the user's last two; Tsafrir et al.). Where a baseline has no
@@ -121,6 +126,7 @@ func Backtest(jobs []Job, cfg BacktestConfig) (Result, error) {
 		model       *Model
 		pendingTest int
 		heli, cold  []scored
+		bySeg       [numSegments][]scored
 		base        = map[string][]scored{}
 	)
 	for i, j := range js {
@@ -175,12 +181,19 @@ func Backtest(jobs []Job, cfg BacktestConfig) (Result, error) {
 		if f.Segment == SegCold {
 			cold = append(cold, s)
 		}
+		bySeg[f.Segment] = append(bySeg[f.Segment], s)
 		for name, v := range baselines(h, j, f, medianRun) {
 			base[name] = append(base[name], scored{pred: v, true: y, width: w})
 		}
 	}
 	res.Metrics = score(heli)
 	res.Cold = score(cold)
+	res.Segments = map[string]Metrics{}
+	for seg, s := range bySeg {
+		if len(s) > 0 {
+			res.Segments[Segment(seg).String()] = score(s)
+		}
+	}
 	for name, s := range base {
 		res.Baselines[name] = score(s)
 	}

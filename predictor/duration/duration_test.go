@@ -146,6 +146,29 @@ func TestBacktestLearns(t *testing.T) {
 	if res.NTrain+res.NTest != 20000 {
 		t.Errorf("n_train + n_test = %d; want 20000", res.NTrain+res.NTest)
 	}
+	// Every test job is in exactly one segment, and the cold segment is the
+	// cold-start figure reported apart.
+	n := 0
+	for name, m := range res.Segments {
+		if m.N == 0 || m.IntervalCoverage == nil {
+			t.Errorf("segment %s: n %d, interval_coverage %v; want jobs and an interval", name, m.N, m.IntervalCoverage)
+		}
+		n += m.N
+	}
+	if n != res.NTest {
+		t.Errorf("segments hold %d test jobs; want n_test %d", n, res.NTest)
+	}
+	if cold, ok := res.Segments["cold"]; ok && (cold.N != res.Cold.N || cold.Within2x != res.Cold.Within2x) {
+		t.Errorf("segment cold %+v differs from cold_start %+v", cold, res.Cold)
+	}
+}
+
+func TestSegmentString(t *testing.T) {
+	for s, want := range map[Segment]string{SegExact: "exact", SegUser2: "user2", SegUser1: "user1", SegCold: "cold", numSegments: "segment4"} {
+		if got := s.String(); got != want {
+			t.Errorf("Segment(%d).String() = %q; want %q", int(s), got, want)
+		}
+	}
 }
 
 func TestSpearman(t *testing.T) {

@@ -165,6 +165,22 @@ const (
 	numSegments
 )
 
+// String names the segment as the predictions table and the backtest's
+// JSON do: exact, user2, user1, cold.
+func (s Segment) String() string {
+	switch s {
+	case SegExact:
+		return "exact"
+	case SegUser2:
+		return "user2"
+	case SegUser1:
+		return "user1"
+	case SegCold:
+		return "cold"
+	}
+	return "segment" + strconv.Itoa(int(s))
+}
+
 // Features is the input of Model.Predict.
 type Features struct {
 	Segment Segment

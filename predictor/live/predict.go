@@ -95,5 +95,5 @@ func estimate(t *Trained, hs *historySnap, s Spec, widen float64) (Estimate, err
 	}
 	return Estimate{ModelVersion: t.Info.Version, Point: p.Point, Low: p.Low, High: p.High,
 		PredictedS: p.Point.Seconds(), LowerS: p.Low.Seconds(), UpperS: p.High.Seconds(),
-		GPUServiceS: p.Point.Seconds() * math.Max(float64(s.GPUs), 1), Segment: segmentName(f.Segment), Fitted: p.Fitted}, nil
+		GPUServiceS: p.Point.Seconds() * math.Max(float64(s.GPUs), 1), Segment: f.Segment.String(), Fitted: p.Fitted}, nil
 }

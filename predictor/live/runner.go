@@ -504,8 +504,8 @@ func (r *Runner) train(ctx context.Context, rows []duration.Row, recs []*rec, jo
 	cfg, _ := json.Marshal(map[string]any{
 		"model":     "duration (per-segment robust least squares on log run time)",
 		"history_s": r.cfg.History.Seconds(), "holdout": r.cfg.Holdout, "interval_calibration": calibrationJSON(cal),
-		"segment_rows": map[string]int{segmentName(duration.SegExact): segs[duration.SegExact], segmentName(duration.SegUser2): segs[duration.SegUser2],
-			segmentName(duration.SegUser1): segs[duration.SegUser1], segmentName(duration.SegCold): segs[duration.SegCold]},
+		"segment_rows": map[string]int{duration.SegExact.String(): segs[duration.SegExact], duration.SegUser2.String(): segs[duration.SegUser2],
+			duration.SegUser1.String(): segs[duration.SegUser1], duration.SegCold.String(): segs[duration.SegCold]},
 	})
 	info := ModelInfo{Version: r.nextVersion, TrainedAt: trainedAt, DataFrom: recs[0].job.Submit, DataTo: recs[len(recs)-1].job.Submit,
 		Jobs: jobs, Train: len(rows), TrainSeconds: took, InSample: in, Holdout: hold, Config: string(cfg)}
@@ -537,7 +537,7 @@ func (r *Runner) train(ctx context.Context, rows []duration.Row, recs []*rec, jo
 func calibrationJSON(c duration.Calibration) map[string]any {
 	scale, rows := map[string]float64{}, map[string]int{}
 	for _, s := range []duration.Segment{duration.SegExact, duration.SegUser2, duration.SegUser1, duration.SegCold} {
-		scale[segmentName(s)], rows[segmentName(s)] = c.Scale[s], c.Rows[s]
+		scale[s.String()], rows[s.String()] = c.Scale[s], c.Rows[s]
 	}
 	return map[string]any{"level": duration.IntervalLevel, "scale": scale, "held_out_rows": rows}
 }
@@ -603,21 +603,6 @@ func outcomeOf(p predRow, actual float64) outcome {
 	return o
 }
 
-// segmentName names a duration segment in the predictions table.
-func segmentName(s duration.Segment) string {
-	switch s {
-	case duration.SegExact:
-		return "exact"
-	case duration.SegUser2:
-		return "user2"
-	case duration.SegUser1:
-		return "user1"
-	case duration.SegCold:
-		return "cold"
-	}
-	return fmt.Sprintf("segment%d", int(s))
-}
-
 // firstWins turns a prediction time into the predictions table's version,
 // which is higher for an earlier prediction: of two predictions of one job,
 // ReplacingMergeTree keeps the first.
@@ -669,7 +654,7 @@ func (r *Runner) predict(ctx context.Context, features map[*rec]duration.Feature
 			if pr.afterEnd {
 				after = 1
 			}
-			if err := b.Append(rc.cluster, rc.jobID, rc.user, rc.partition, rc.gpus, rc.limit, rc.job.Submit, pr.version, segmentName(f.Segment), fitted,
+			if err := b.Append(rc.cluster, rc.jobID, rc.user, rc.partition, rc.gpus, rc.limit, rc.job.Submit, pr.version, f.Segment.String(), fitted,
 				pr.point, pr.lower, pr.upper, pr.point*math.Max(float64(rc.gpus), 1), after, at, firstWins(at)); err != nil {
 				b.Abort()
 				return written, fmt.Errorf("live: append prediction of job %s/%s: %w", rc.cluster, rc.jobID, err)
