@@ -42,7 +42,7 @@ func runBacktest(_ context.Context, args []string, e *env) error {
 	path := fs.String("trace", "", "trace file (.swf, .swf.gz, Helios .csv)")
 	format := fs.String("format", "", "swf or helios (default: from the file name)")
 	trainFrac := fs.Float64("train-frac", 0.7, "chronological share of jobs used for training")
-	baseline := fs.String("baseline", "", "report a baseline at the top level instead of heliostat's model: reqtime, last1 or last2")
+	baseline := fs.String("baseline", "", "report a baseline at the top level instead of heliostat's model: reqtime, last1 or last2 (cold_start and segments stay heliostat's)")
 	refit := fs.Int("refit-every", 5000, "refit after this many more test jobs have ended (negative: never)")
 	adapt := fs.Float64("adapt-rate", duration.DefaultAdaptRate, "step per ended test job of the online interval correction, in log space (negative: off)")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
@@ -73,13 +73,13 @@ func runBacktest(_ context.Context, args []string, e *env) error {
 		return json.NewEncoder(e.stdout).Encode(out)
 	}
 	fmt.Fprintf(e.stdout, "%s: %d jobs (%d rejected), %d train / %d test, model %s\n", *path, out.Jobs, out.Rejected, res.NTrain, res.NTest, out.Model)
-	fmt.Fprintf(e.stdout, "  %-10s within 2x %.3f  R² (log) %6.3f  MAE %8.0f s\n", out.Model, out.Within2x, out.R2Log, out.MAES)
+	fmt.Fprintf(e.stdout, "  %-10s within 2x %.3f  R² (log) %6.3f  MAE %8.0f s\n", "heliostat", res.Within2x, res.R2Log, res.MAES)
 	for _, name := range []string{"reqtime", "last1", "last2"} {
 		m := res.Baselines[name]
 		fmt.Fprintf(e.stdout, "  %-10s within 2x %.3f  R² (log) %6.3f  MAE %8.0f s\n", name, m.Within2x, m.R2Log, m.MAES)
 	}
-	fmt.Fprintf(e.stdout, "  cold starts: %d jobs, within 2x %.3f\n", res.Cold.N, res.Cold.Within2x)
-	fmt.Fprintf(e.stdout, "  by history at submit (segment: jobs, within 2x, 80%% interval coverage, median upper/lower):\n")
+	fmt.Fprintf(e.stdout, "  heliostat on cold starts: %d jobs, within 2x %.3f\n", res.Cold.N, res.Cold.Within2x)
+	fmt.Fprintf(e.stdout, "  heliostat by history at submit (segment: jobs, within 2x, 80%% interval coverage, median upper/lower):\n")
 	for s := duration.SegExact; s <= duration.SegCold; s++ {
 		if m, ok := res.Segments[s.String()]; ok && m.IntervalCoverage != nil && m.IntervalRatio != nil {
 			fmt.Fprintf(e.stdout, "    %-6s %7d  %.3f  %.3f  %.1f\n", s, m.N, m.Within2x, *m.IntervalCoverage, *m.IntervalRatio)

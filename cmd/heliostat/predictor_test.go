@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -20,6 +22,52 @@ func sharedData(t *testing.T, rel string) string {
 		t.Skipf("trace %s is missing; skipped", rel)
 	}
 	return p
+}
+
+// TestBacktestText checks the text output against the JSON of the same run:
+// with --baseline at the top level of the JSON, the text still lists
+// heliostat's own figures first, then every baseline, then heliostat's per
+// segment of history.
+func TestBacktestText(t *testing.T) {
+	path := sharedData(t, "helios/venus_sept_2vc.csv")
+	args := []string{"predictor", "backtest", "--trace", path, "--baseline", "last2"}
+	var js, text bytes.Buffer
+	if err := run(context.Background(), append(args, "--json"), os.Getenv, &js, os.Stderr); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(context.Background(), args, os.Getenv, &text, os.Stderr); err != nil {
+		t.Fatal(err)
+	}
+	type metrics struct {
+		N        int      `json:"n"`
+		Within2x float64  `json:"within_2x"`
+		Coverage *float64 `json:"interval_coverage"`
+	}
+	var res struct {
+		Model     string             `json:"model"`
+		Within2x  float64            `json:"within_2x"`
+		Segments  map[string]metrics `json:"segments"`
+		Baselines map[string]metrics `json:"baselines"`
+	}
+	if err := json.Unmarshal(js.Bytes(), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Model != "last2" || res.Within2x != res.Baselines["last2"].Within2x {
+		t.Errorf("JSON top level is %s at %.4f; want last2's %.4f", res.Model, res.Within2x, res.Baselines["last2"].Within2x)
+	}
+	lines := strings.Split(text.String(), "\n")
+	if len(lines) < 2 || !strings.HasPrefix(strings.TrimSpace(lines[1]), "heliostat ") {
+		t.Fatalf("text output does not list heliostat first:\n%s", text.String())
+	}
+	for seg, m := range res.Segments {
+		want := fmt.Sprintf("    %-6s %7d  %.3f  %.3f", seg, m.N, m.Within2x, *m.Coverage)
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text output lacks segment line %q:\n%s", want, text.String())
+		}
+	}
+	if len(res.Segments) == 0 {
+		t.Errorf("no segments in %s", js.String())
+	}
 }
 
 // TestBacktestAccuracyFloors runs the evaluation command on both SWF traces and
