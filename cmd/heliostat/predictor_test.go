@@ -60,6 +60,10 @@ func TestBacktestText(t *testing.T) {
 		t.Fatalf("text output does not list heliostat first:\n%s", text.String())
 	}
 	for seg, m := range res.Segments {
+		if m.Coverage == nil {
+			t.Errorf("segment %s has no interval_coverage", seg)
+			continue
+		}
 		want := fmt.Sprintf("    %-6s %7d  %.3f  %.3f", seg, m.N, m.Within2x, *m.Coverage)
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text output lacks segment line %q:\n%s", want, text.String())

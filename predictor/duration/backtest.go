@@ -125,7 +125,7 @@ func Backtest(jobs []Job, cfg BacktestConfig) (Result, error) {
 	var (
 		model       *Model
 		pendingTest int
-		heli, cold  []scored
+		heli        []scored
 		bySeg       [numSegments][]scored
 		base        = map[string][]scored{}
 	)
@@ -178,16 +178,13 @@ func Backtest(jobs []Job, cfg BacktestConfig) (Result, error) {
 		y, w := j.Run.Seconds(), width(j)
 		s := scored{pred: p.Point.Seconds(), true: y, width: w, low: p.Low.Seconds(), high: p.High.Seconds(), interval: true}
 		heli = append(heli, s)
-		if f.Segment == SegCold {
-			cold = append(cold, s)
-		}
 		bySeg[f.Segment] = append(bySeg[f.Segment], s)
 		for name, v := range baselines(h, j, f, medianRun) {
 			base[name] = append(base[name], scored{pred: v, true: y, width: w})
 		}
 	}
 	res.Metrics = score(heli)
-	res.Cold = score(cold)
+	res.Cold = score(bySeg[SegCold])
 	res.Segments = map[string]Metrics{}
 	for seg, s := range bySeg {
 		if len(s) > 0 {
