@@ -125,7 +125,7 @@ func (d *dashboard) variable(name string) (variable, bool) {
 }
 
 // loadDashboards parses every *.json file of Files.
-func loadDashboards(t *testing.T) []*dashboard {
+func loadDashboards(t testing.TB) []*dashboard {
 	t.Helper()
 	names, err := fs.Glob(Files, "*.json")
 	if err != nil {
