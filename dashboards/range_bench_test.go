@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -16,20 +15,40 @@ import (
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
 
-// submitBound is how the panels that count jobs or scored predictions ended
-// in the range bound the submit times they read. jobs, predictions and
-// prediction_outcomes are partitioned by month of submit, so a filter on
-// end_time alone makes FINAL merge every partition; a row that ended in the
-// range was submitted before its end and no earlier than the earliest submit
-// among the rows (of any version) that ended in it.
-var submitBound = regexp.MustCompile(` AND submit_time <= \$__toTime AND submit_time >= \(SELECT min\(submit_time\) FROM \w+ WHERE \$__timeFilter\(end_time\)\)`)
+// submitBounds are how the panels that read jobs ended in the range, or
+// jobs not ended, bound the submit times they read. jobs, predictions and
+// prediction_outcomes are partitioned by month of submit, and FINAL merges
+// every partition a filter on end_time or state leaves possible. A row that
+// FINAL keeps and that passes such a filter is one of the rows (of any
+// version) that pass it, so its submit time is no earlier than their
+// earliest; a job that ended in the range was submitted before its end.
+var submitBounds = []string{
+	" AND submit_time <= $__toTime AND submit_time >= (SELECT min(submit_time) FROM prediction_outcomes WHERE $__timeFilter(end_time))",
+	" AND submit_time <= $__toTime AND submit_time >= (SELECT min(submit_time) FROM jobs WHERE $__timeFilter(end_time))",
+	"\n            AND submit_time >= (SELECT min(submit_time) FROM jobs WHERE end_time IS NULL OR end_time >= $__fromTime)",
+	" AND submit_time >= (SELECT min(submit_time) FROM jobs WHERE state IN ('RUNNING', 'PENDING'))",
+	" AND submit_time >= (SELECT min(submit_time) FROM jobs WHERE state = 'PENDING')",
+}
 
-// BenchmarkEndedInRange runs the panels that read jobs or prediction
-// outcomes ended in the dashboard's range, over the last 7 days of a year's
-// history (1,000,000 jobs, each with a RUNNING row and its final row, a
-// prediction and an outcome; one in 97 runs 30 days), as they stand
-// ("bounded") and without their submit-time bound ("unbounded", what they
-// read before). Both must return the same rows.
+// unbound returns sql without its submit-time bounds, and whether it had any.
+func unbound(sql string) (string, bool) {
+	out := sql
+	for _, b := range submitBounds {
+		out = strings.ReplaceAll(out, b, "")
+	}
+	return out, out != sql
+}
+
+// BenchmarkEndedInRange runs the panels that bound their submit times
+// (submitBounds) over the last 7 days of a year's history: 1,000,000 jobs,
+// each with the rows its job events give it (PENDING; RUNNING, except for
+// the last 200 submitted, which still pend; the final row once ended), a
+// prediction, and an outcome once ended; one job in 97 runs 30 days. Each runs as it stands ("bounded") and without its bounds
+// ("unbounded", what it read before), first on the rows as inserted
+// ("fresh": every superseded row still beside the current one, as
+// before ClickHouse merges a month's parts) and then after OPTIMIZE … FINAL
+// ("merged"). Both forms must return the same rows, with now() pinned to
+// the range's end for that check.
 func BenchmarkEndedInRange(b *testing.B) {
 	ch, conn := schematest.Database(b)
 	ctx := context.Background()
@@ -39,17 +58,22 @@ func BenchmarkEndedInRange(b *testing.B) {
 	first := to.Add(-365 * 24 * time.Hour).Unix()
 	const span = 360 * 24 * 3600 // submits over 360 days; the last 5 days' jobs still run
 	// job n: submitted at s, runs r seconds (10 min to a day; 30 days for
-	// one in 97) after a minute in the queue, ends at e if e <= to.
+	// one in 97) after a minute in the queue, ends at e if e <= to; the
+	// last 200 submitted still pend.
 	job := fmt.Sprintf(`toDateTime(%d + intDiv(number * %d, %d), 'UTC') AS s,
     if(number %% 97 = 0, 30 * 86400, 600 + (number * 7919) %% 85800) AS r,
-    s + 60 + r AS e, toString(number) AS id, concat('u', toString(number %% 500)) AS u`, first, span, n)
-	ended := fmt.Sprintf("e <= toDateTime(%d, 'UTC')", to.Unix())
+    s + 60 + r AS e, toString(number) AS id, concat('u', toString(number %% 500)) AS u,
+    number >= %d AS pending`, first, span, n, n-200)
+	ended := fmt.Sprintf("e <= toDateTime(%d, 'UTC') AND NOT pending", to.Unix())
 	fills := []string{
 		fmt.Sprintf(`INSERT INTO %[1]s.jobs (cluster, job_id, source, user, partition_name, state, submit_time, start_time, end_time, gpus, version)
-SELECT 'c', id, 'bench', u, concat('vc', toString(number %% 4)), 'RUNNING', s, s + 60, NULL, toUInt32(1 + number %% 8), 1
+SELECT 'c', id, 'bench', u, concat('vc', toString(number %% 4)), 'PENDING', s, NULL, NULL, toUInt32(1 + number %% 8), 1
 FROM (SELECT number, %[2]s FROM system.numbers LIMIT %[3]d)`, ch.Database, job, n),
 		fmt.Sprintf(`INSERT INTO %[1]s.jobs (cluster, job_id, source, user, partition_name, state, submit_time, start_time, end_time, gpus, version)
-SELECT 'c', id, 'bench', u, concat('vc', toString(number %% 4)), ['COMPLETED', 'FAILED', 'CANCELLED'][number %% 3 + 1], s, s + 60, e, toUInt32(1 + number %% 8), 2
+SELECT 'c', id, 'bench', u, concat('vc', toString(number %% 4)), 'RUNNING', s, s + 60, NULL, toUInt32(1 + number %% 8), 2
+FROM (SELECT number, %[2]s FROM system.numbers LIMIT %[3]d) WHERE NOT pending`, ch.Database, job, n),
+		fmt.Sprintf(`INSERT INTO %[1]s.jobs (cluster, job_id, source, user, partition_name, state, submit_time, start_time, end_time, gpus, version)
+SELECT 'c', id, 'bench', u, concat('vc', toString(number %% 4)), ['COMPLETED', 'FAILED', 'CANCELLED'][number %% 3 + 1], s, s + 60, e, toUInt32(1 + number %% 8), 3
 FROM (SELECT number, %[2]s FROM system.numbers LIMIT %[3]d) WHERE %[4]s`, ch.Database, job, n, ended),
 		fmt.Sprintf(`INSERT INTO %[1]s.predictions
 SELECT 'c', id, u, concat('vc', toString(number %% 4)), toUInt32(1 + number %% 8), NULL, s, 1,
@@ -72,7 +96,8 @@ FROM (SELECT number, %[2]s FROM system.numbers LIMIT %[3]d) WHERE %[4]s`, ch.Dat
 	b.Cleanup(func() { grafana.Close() })
 	s := &seeded{db: ch.Database, conn: conn, grafana: grafana, from: from, to: to}
 
-	benched := 0
+	type query struct{ name, bounded, unbounded string }
+	var queries []query
 	for _, d := range loadDashboards(b) {
 		sel := map[string]selection{}
 		for _, v := range d.Templating.List {
@@ -80,45 +105,57 @@ FROM (SELECT number, %[2]s FROM system.numbers LIMIT %[3]d) WHERE %[4]s`, ch.Dat
 		}
 		for _, p := range d.allPanels() {
 			for _, tg := range p.Targets {
-				if !submitBound.MatchString(tg.RawSQL) {
+				raw, ok := unbound(tg.RawSQL)
+				if !ok {
 					continue
 				}
 				bounded, err := s.expand(d, tg.RawSQL, sel)
 				if err != nil {
 					b.Fatal(err)
 				}
-				unbounded, err := s.expand(d, submitBound.ReplaceAllString(tg.RawSQL, ""), sel)
+				unbounded, err := s.expand(d, raw, sel)
 				if err != nil {
 					b.Fatal(err)
 				}
-				want, err := allRows(ctx, grafana, unbounded)
-				if err != nil {
-					b.Fatalf("%s: %v\n%s", panelName(d, p), err, unbounded)
-				}
-				got, err := allRows(ctx, grafana, bounded)
-				if err != nil {
-					b.Fatalf("%s: %v\n%s", panelName(d, p), err, bounded)
-				}
-				if len(want) == 0 || !slices.Equal(got, want) {
-					b.Fatalf("%s: bounded by submit time it returns %d rows %.300q, without the bound %d rows %.300q",
-						panelName(d, p), len(got), got, len(want), want)
-				}
-				benched++
-				name := strings.TrimSuffix(d.file, ".json") + "_" + fmt.Sprint(p.ID)
-				for _, v := range []struct{ name, sql string }{{"bounded", bounded}, {"unbounded", unbounded}} {
-					b.Run(name+"/"+v.name, func(b *testing.B) {
-						for b.Loop() {
-							if _, err := allRows(ctx, grafana, v.sql); err != nil {
-								b.Fatal(err)
-							}
-						}
-					})
-				}
+				queries = append(queries, query{strings.TrimSuffix(d.file, ".json") + "_" + fmt.Sprint(p.ID), bounded, unbounded})
 			}
 		}
 	}
-	if benched == 0 {
-		b.Fatal("no panel bounds its submit times as submitBound expects")
+	if len(queries) == 0 {
+		b.Fatal("no panel bounds its submit times as submitBounds expects")
+	}
+	now := fmt.Sprintf("toDateTime(%d)", to.Unix())
+	for _, state := range []string{"fresh", "merged"} {
+		if state == "merged" {
+			for _, t := range []string{"jobs", "predictions", "prediction_outcomes"} {
+				if err := conn.Exec(ctx, "OPTIMIZE TABLE "+ch.Database+"."+t+" FINAL"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		for _, q := range queries {
+			want, err := allRows(ctx, grafana, strings.ReplaceAll(q.unbounded, "now()", now))
+			if err != nil {
+				b.Fatalf("%s: %v\n%s", q.name, err, q.unbounded)
+			}
+			got, err := allRows(ctx, grafana, strings.ReplaceAll(q.bounded, "now()", now))
+			if err != nil {
+				b.Fatalf("%s: %v\n%s", q.name, err, q.bounded)
+			}
+			if len(want) == 0 || !slices.Equal(got, want) {
+				b.Fatalf("%s (%s): bounded by submit time it returns %d rows %.300q, without the bounds %d rows %.300q",
+					q.name, state, len(got), got, len(want), want)
+			}
+			for _, v := range []struct{ name, sql string }{{"bounded", q.bounded}, {"unbounded", q.unbounded}} {
+				b.Run(state+"/"+q.name+"/"+v.name, func(b *testing.B) {
+					for b.Loop() {
+						if _, err := allRows(ctx, grafana, v.sql); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		}
 	}
 }
 
