@@ -27,6 +27,8 @@ import (
 // variable at All it must return rows holding data (not only zeros and
 // NULLs, which an aggregate over nothing returns), and no choice may empty
 // every panel.
+// The panels that bound their submit times (submitBounds) must return the
+// same rows without the bound.
 // Then every Prometheus metric a panel names must be exposed by the
 // components' registries, with the labels the query uses, and those
 // registries must pass promlint.
@@ -57,6 +59,9 @@ func TestPanels(t *testing.T) {
 			}
 		})
 	}
+	// On the pipeline's own rows (superseded PENDING and RUNNING rows
+	// among them), a panel's submit-time bound must not change its answer.
+	t.Run("submit bounds", func(t *testing.T) { s.checkSubmitBounds(t, s.boundedQueries(t), "seeded") })
 	t.Run("prometheus", func(t *testing.T) { s.checkPrometheus(t) })
 }
 

@@ -39,24 +39,83 @@ func unbound(sql string) (string, bool) {
 	return out, out != sql
 }
 
-// BenchmarkEndedInRange runs the panels that bound their submit times
+// boundedQuery is a panel target that bounds its submit times, expanded
+// with every variable at All, as it stands and without its bounds.
+type boundedQuery struct{ name, bounded, unbounded string }
+
+// boundedQueries returns every dashboard target that holds a submit bound.
+func (s *seeded) boundedQueries(tb testing.TB) []boundedQuery {
+	tb.Helper()
+	var out []boundedQuery
+	for _, d := range loadDashboards(tb) {
+		sel := map[string]selection{}
+		for _, v := range d.Templating.List {
+			sel[v.Name] = selection{all: true}
+		}
+		for _, p := range d.allPanels() {
+			for _, tg := range p.Targets {
+				raw, ok := unbound(tg.RawSQL)
+				if !ok {
+					continue
+				}
+				bounded, err := s.expand(d, tg.RawSQL, sel)
+				if err != nil {
+					tb.Fatal(err)
+				}
+				unbounded, err := s.expand(d, raw, sel)
+				if err != nil {
+					tb.Fatal(err)
+				}
+				out = append(out, boundedQuery{strings.TrimSuffix(d.file, ".json") + "_" + fmt.Sprint(p.ID), bounded, unbounded})
+			}
+		}
+	}
+	if len(out) == 0 {
+		tb.Fatal("no panel bounds its submit times as submitBounds expects")
+	}
+	return out
+}
+
+// checkSubmitBounds fails unless every bounded query returns rows, the same
+// with its bounds as without, with now() pinned to s.to.
+func (s *seeded) checkSubmitBounds(tb testing.TB, qs []boundedQuery, state string) {
+	tb.Helper()
+	ctx := context.Background()
+	now := fmt.Sprintf("toDateTime(%d)", s.to.Unix())
+	for _, q := range qs {
+		want, err := allRows(ctx, s.grafana, strings.ReplaceAll(q.unbounded, "now()", now))
+		if err != nil {
+			tb.Fatalf("%s: %v\n%s", q.name, err, q.unbounded)
+		}
+		got, err := allRows(ctx, s.grafana, strings.ReplaceAll(q.bounded, "now()", now))
+		if err != nil {
+			tb.Fatalf("%s: %v\n%s", q.name, err, q.bounded)
+		}
+		if len(want) == 0 || !slices.Equal(got, want) {
+			tb.Errorf("%s (%s): bounded by submit time it returns %d rows %.300q, without the bounds %d rows %.300q",
+				q.name, state, len(got), got, len(want), want)
+		}
+	}
+}
+
+// BenchmarkSubmitBounds runs the panels that bound their submit times
 // (submitBounds) over the last 7 days of a year's history: 1,000,000 jobs,
 // each with the rows its job events give it (PENDING; RUNNING, except for
 // the last 200 submitted, which still pend; the final row once ended), a
-// prediction, and an outcome once ended; one job in 97 runs 30 days. Each runs as it stands ("bounded") and without its bounds
-// ("unbounded", what it read before), first on the rows as inserted
-// ("fresh": every superseded row still beside the current one, as
-// before ClickHouse merges a month's parts) and then after OPTIMIZE … FINAL
-// ("merged"). Both forms must return the same rows, with now() pinned to
-// the range's end for that check.
-func BenchmarkEndedInRange(b *testing.B) {
+// prediction, and an outcome once ended; one job in 97 runs 30 days. Each
+// runs as it stands ("bounded") and without its bounds ("unbounded", what
+// it read before), first on the rows as inserted ("fresh": every
+// superseded row still beside the current one, as before ClickHouse merges
+// a month's parts) and then after OPTIMIZE … FINAL ("merged"). Both forms
+// must return the same rows (checkSubmitBounds).
+func BenchmarkSubmitBounds(b *testing.B) {
 	ch, conn := schematest.Database(b)
 	ctx := context.Background()
 	const n = 1_000_000
 	to := time.Now().UTC().Truncate(time.Second)
 	from := to.Add(-7 * 24 * time.Hour)
 	first := to.Add(-365 * 24 * time.Hour).Unix()
-	const span = 360 * 24 * 3600 // submits over 360 days; the last 5 days' jobs still run
+	const span = 360 * 24 * 3600 // submits over 360 days, none in the last 5
 	// job n: submitted at s, runs r seconds (10 min to a day; 30 days for
 	// one in 97) after a minute in the queue, ends at e if e <= to; the
 	// last 200 submitted still pend.
@@ -96,35 +155,7 @@ FROM (SELECT number, %[2]s FROM system.numbers LIMIT %[3]d) WHERE %[4]s`, ch.Dat
 	b.Cleanup(func() { grafana.Close() })
 	s := &seeded{db: ch.Database, conn: conn, grafana: grafana, from: from, to: to}
 
-	type query struct{ name, bounded, unbounded string }
-	var queries []query
-	for _, d := range loadDashboards(b) {
-		sel := map[string]selection{}
-		for _, v := range d.Templating.List {
-			sel[v.Name] = selection{all: true}
-		}
-		for _, p := range d.allPanels() {
-			for _, tg := range p.Targets {
-				raw, ok := unbound(tg.RawSQL)
-				if !ok {
-					continue
-				}
-				bounded, err := s.expand(d, tg.RawSQL, sel)
-				if err != nil {
-					b.Fatal(err)
-				}
-				unbounded, err := s.expand(d, raw, sel)
-				if err != nil {
-					b.Fatal(err)
-				}
-				queries = append(queries, query{strings.TrimSuffix(d.file, ".json") + "_" + fmt.Sprint(p.ID), bounded, unbounded})
-			}
-		}
-	}
-	if len(queries) == 0 {
-		b.Fatal("no panel bounds its submit times as submitBounds expects")
-	}
-	now := fmt.Sprintf("toDateTime(%d)", to.Unix())
+	qs := s.boundedQueries(b)
 	for _, state := range []string{"fresh", "merged"} {
 		if state == "merged" {
 			for _, t := range []string{"jobs", "predictions", "prediction_outcomes"} {
@@ -133,19 +164,8 @@ FROM (SELECT number, %[2]s FROM system.numbers LIMIT %[3]d) WHERE %[4]s`, ch.Dat
 				}
 			}
 		}
-		for _, q := range queries {
-			want, err := allRows(ctx, grafana, strings.ReplaceAll(q.unbounded, "now()", now))
-			if err != nil {
-				b.Fatalf("%s: %v\n%s", q.name, err, q.unbounded)
-			}
-			got, err := allRows(ctx, grafana, strings.ReplaceAll(q.bounded, "now()", now))
-			if err != nil {
-				b.Fatalf("%s: %v\n%s", q.name, err, q.bounded)
-			}
-			if len(want) == 0 || !slices.Equal(got, want) {
-				b.Fatalf("%s (%s): bounded by submit time it returns %d rows %.300q, without the bounds %d rows %.300q",
-					q.name, state, len(got), got, len(want), want)
-			}
+		s.checkSubmitBounds(b, qs, state)
+		for _, q := range qs {
 			for _, v := range []struct{ name, sql string }{{"bounded", q.bounded}, {"unbounded", q.unbounded}} {
 				b.Run(state+"/"+q.name+"/"+v.name, func(b *testing.B) {
 					for b.Loop() {
