@@ -16,7 +16,8 @@ import (
 // TestSourceReadsJobCompLog runs jobs while no source runs, then restarts
 // slurmctld with a clean state so that squeue forgets them: only the
 // job-completion log still has them, and the source must report them from
-// there, once. A job running across the restart vanishes and is counted lost.
+// there, once. A job running across the restart vanishes: it is counted lost
+// and ended as UNKNOWN at the last listing that showed it.
 func TestSourceReadsJobCompLog(t *testing.T) {
 	c := slurmtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -46,7 +47,9 @@ func TestSourceReadsJobCompLog(t *testing.T) {
 	if _, err := c.WaitState(ctx, func(s string) bool { return s == "RUNNING" }, long); err != nil {
 		t.Fatal(err)
 	}
+	seenFrom := time.Now().UnixMilli()
 	poll(src)
+	seenTo := time.Now().UnixMilli()
 	if got := types(rec.jobEvents(long)); got != "SUBMIT START" {
 		t.Fatalf("job %s: events %q; want SUBMIT START", long, got)
 	}
@@ -101,8 +104,20 @@ func TestSourceReadsJobCompLog(t *testing.T) {
 			t.Errorf("job %s END: state %v exit %d start %d end %d; want %v %d %d %d", j.id, end.State, end.ExitCode, end.StartMillis, end.EndMillis, j.state, j.exit, j.start, j.end)
 		}
 	}
-	if got := types(rec.jobEvents(long)); got != "SUBMIT START" {
-		t.Errorf("job %s that vanished: events %q; want SUBMIT START (no END is invented)", long, got)
+	if evs := rec.jobEvents(long); types(evs) != "SUBMIT START END" {
+		t.Errorf("job %s that vanished: events %q; want SUBMIT START END", long, types(evs))
+	} else if end := evs[2]; end.State != schemas.StateUnknown || end.ExitCode != schemas.Unknown ||
+		end.EndMillis < seenFrom || end.EndMillis > seenTo || end.EventMillis != end.EndMillis || end.StartMillis != evs[1].StartMillis {
+		t.Errorf("job %s that vanished: END %v exit %d at %d end %d start %d; want UNKNOWN, exit -1, ending in [%d, %d] (the poll that last listed it), start %d",
+			long, end.State, end.ExitCode, end.EventMillis, end.EndMillis, end.StartMillis, seenFrom, seenTo, evs[1].StartMillis)
+	}
+	for _, a := range rec.jobAllocs(long) {
+		if a.EndMillis != 0 && (a.EndMillis < seenFrom || a.EndMillis > seenTo) {
+			t.Errorf("job %s GPU %s/%d closed at %d; want in [%d, %d]", long, a.Host, a.GPUIndex, a.EndMillis, seenFrom, seenTo)
+		}
+	}
+	if a := rec.jobAllocs(long); len(a) != 2 || a[1].EndMillis == 0 {
+		t.Errorf("job %s (1 GPU): allocation records %+v; want its interval opened and closed", long, a)
 	}
 	if got := testutil.ToFloat64(src.m.lost); got != 1 {
 		t.Errorf("heliostat_slurm_jobs_lost_total = %v; want 1 (job %s)", got, long)

@@ -56,7 +56,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"command"}),
 		lost: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "heliostat_slurm_jobs_lost_total",
-			Help: "Jobs that vanished from squeue without an end in squeue or the job-completion log; no END was emitted for them.",
+			Help: "Jobs that vanished from squeue without an end in squeue or the job-completion log; each was ended as UNKNOWN at the last listing that showed it.",
 		}),
 		noGPUIndex: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "heliostat_slurm_allocations_unknown_total",

@@ -7,6 +7,13 @@
 // Event times are Slurm's own submit, start and end times, so an event sent
 // again after a crash is the same message and collapses downstream. What was
 // emitted is kept in a small state file, written after the publishes succeed.
+//
+// A job that leaves squeue without an end that squeue or the log shows (it
+// ended while the source was down for longer than slurmctld's MinJobAge, or
+// slurmctld lost it) is lost: the source ends it as UNKNOWN at the last
+// listing that showed it, so that the record does not hold its GPUs for
+// ever. Should Slurm list it again, its events resume and a later end
+// supersedes the lost one.
 package slurm
 
 import (
@@ -47,7 +54,11 @@ type Source struct {
 	now    func() time.Time
 	st     *state
 	dirty  bool
-	logs   logthrottle.Throttle // per-record warnings, keyed by input
+	// savedPolled is st.Polled as last saved; the state is saved at least
+	// once a minute while polls succeed, so that a restart knows when
+	// squeue last listed the jobs it tracks.
+	savedPolled int64
+	logs        logthrottle.Throttle // per-record warnings, keyed by input
 	// scripts caches script hashes within one poll, by Slurm job id.
 	scripts map[string]string
 }
@@ -69,13 +80,14 @@ func New(cfg Config, pub collector.Publisher, logger *slog.Logger, reg prometheu
 	}
 	m.tracked.Set(float64(len(st.Jobs)))
 	return &Source{
-		cfg:    cfg,
-		pub:    collector.JobPublisher{Pub: pub, Cluster: cfg.Cluster, Source: schemas.SourceSlurm},
-		logger: logger,
-		m:      m,
-		now:    now,
-		st:     st,
-		logs:   logthrottle.Throttle{Every: 10 * time.Second},
+		cfg:         cfg,
+		pub:         collector.JobPublisher{Pub: pub, Cluster: cfg.Cluster, Source: schemas.SourceSlurm},
+		logger:      logger,
+		m:           m,
+		now:         now,
+		st:          st,
+		savedPolled: st.Polled,
+		logs:        logthrottle.Throttle{Every: 10 * time.Second},
 	}, nil
 }
 
@@ -111,21 +123,28 @@ func (s *Source) Poll(ctx context.Context) (err error) {
 		}
 		// What was published is in the state even when the poll failed
 		// later: save it so that it is not published again.
-		if s.dirty {
+		if s.dirty || s.st.Polled-s.savedPolled >= time.Minute.Milliseconds() {
 			if serr := s.st.save(s.cfg.StateFile); serr != nil {
 				err = errors.Join(err, serr)
 			} else {
-				s.dirty = false
+				s.dirty, s.savedPolled = false, s.st.Polled
 			}
 		}
 		s.m.tracked.Set(float64(len(s.st.Jobs)))
 	}()
 	s.scripts = map[string]string{}
 
+	listed := s.now()
 	out, err := s.command(ctx, s.cfg.Squeue, "--json", "--all", "--states=all")
 	if err != nil {
 		return err
 	}
+	return s.apply(ctx, out, listed)
+}
+
+// apply handles one squeue --json listing, taken at listed, and the new part
+// of the job-completion log.
+func (s *Source) apply(ctx context.Context, out []byte, listed time.Time) error {
 	resp, err := decodeSqueue(out)
 	if err != nil {
 		s.m.parseErrors.WithLabelValues(inputSqueue).Inc()
@@ -151,18 +170,27 @@ func (s *Source) Poll(ctx context.Context) (err error) {
 		}
 	}
 	if s.cfg.JobCompLog != "" {
-		if err := s.readJobComp(ctx, pctx); err != nil {
+		atEnd, err := s.readJobComp(ctx, pctx)
+		if err != nil {
 			return err
 		}
+		// A job absent from squeue may be in the part of the log not read yet.
+		complete = complete && atEnd
 	}
-	s.forget(seen, complete)
+	if err := s.forget(pctx, seen, complete); err != nil {
+		return err
+	}
+	if complete {
+		s.st.Polled = listed.UnixMilli()
+	}
 	return nil
 }
 
-// forget drops jobs from the state: ended ones squeue no longer lists after
-// the retention, and unended ones that vanished without a trace (counted as
-// lost; the job-completion log, read to its end, did not have them either).
-func (s *Source) forget(seen map[string]bool, complete bool) {
+// forget drops ended jobs that squeue no longer lists from the state after
+// the retention, and ends the unended ones that two complete listings in a
+// row did not show (and the job-completion log, read to its end, did not
+// have either): they are lost.
+func (s *Source) forget(pctx context.Context, seen map[string]bool, complete bool) error {
 	cutoff := s.now().Add(-s.cfg.Retention).UnixMilli()
 	for id, r := range s.st.Jobs {
 		switch {
@@ -176,16 +204,65 @@ func (s *Source) forget(seen map[string]bool, complete bool) {
 				s.dirty = true
 			}
 		case complete:
+			if r.Missing == 0 {
+				// The last complete listing showed it (or it is newer).
+				r.SeenMillis = s.st.Polled
+			}
 			r.Missing++
 			s.dirty = true
 			if r.Missing >= 2 {
-				s.m.lost.Inc()
-				s.logger.Warn("slurm job vanished without an end; no END emitted", "job_id", id,
-					"state", r.Last.State.String(), "jobcomp_log", s.cfg.JobCompLog)
-				delete(s.st.Jobs, id)
+				if err := s.endLost(pctx, id, r); err != nil {
+					return err
+				}
 			}
 		}
 	}
+	return nil
+}
+
+// endLost ends a lost job as UNKNOWN, with no exit code, at the last listing
+// that showed it (or its last event, when later): what is known to have
+// happened, so that its run time is a lower bound. Its open allocation
+// intervals close then too.
+func (s *Source) endLost(pctx context.Context, id string, r *jobRecord) error {
+	e := r.Last
+	end := max(r.SeenMillis, e.EventMillis, e.SubmitMillis, e.StartMillis)
+	e.Type, e.EventMillis, e.EndMillis = schemas.JobEnd, end, end
+	e.State, e.ExitCode = schemas.StateUnknown, schemas.Unknown
+	allocs := make([]schemas.Alloc, len(r.Allocs))
+	for i, a := range r.Allocs {
+		a.EndMillis = end
+		allocs[i] = a
+	}
+	if err := s.emit(pctx, id, []schemas.JobEvent{e}, allocs); err != nil {
+		return err
+	}
+	s.m.lost.Inc()
+	s.logger.Warn("slurm job vanished without an end; ended as UNKNOWN at the last listing that showed it", "job_id", id,
+		"state", r.Last.State.String(), "end", time.UnixMilli(end).UTC(), "jobcomp_log", s.cfg.JobCompLog)
+	r.Ended, r.Lost, r.Last, r.Allocs, r.Missing = true, true, e, nil, 0
+	s.dirty = true
+	return nil
+}
+
+// emit publishes a job's events, then its allocation changes, and counts the
+// events.
+func (s *Source) emit(pctx context.Context, id string, evs []schemas.JobEvent, allocs []schemas.Alloc) error {
+	if err := s.pub.PublishJob(pctx, evs); err != nil {
+		return fmt.Errorf("slurm: %w", err)
+	}
+	key := string(schemas.JobKey(s.cfg.Cluster, id))
+	for len(allocs) > 0 {
+		n := min(len(allocs), schemas.MaxEventsPerMessage)
+		if err := s.pub.PublishAllocs(pctx, key, allocs[:n]); err != nil {
+			return fmt.Errorf("slurm: %w", err)
+		}
+		allocs = allocs[n:]
+	}
+	for _, e := range evs {
+		s.m.events.WithLabelValues(e.Type.String()).Inc()
+	}
+	return nil
 }
 
 // handle publishes what o shows that was not published yet: SUBMIT, START,
@@ -193,11 +270,20 @@ func (s *Source) forget(seen map[string]bool, complete bool) {
 // that open at START and close at END.
 func (s *Source) handle(ctx, pctx context.Context, o *observation) error {
 	r := s.st.Jobs[o.ev.JobID]
+	resumed := false
 	if r != nil && r.Ended {
-		if r.Last.SubmitMillis == o.ev.SubmitMillis || o.slurmID == "" {
+		switch {
+		case r.Lost && r.Last.SubmitMillis == o.ev.SubmitMillis:
+			// Ended as lost, and Slurm shows it again: its events resume,
+			// and the end Slurm gives it later supersedes the lost one.
+			// Its GPUs' allocation intervals stay closed.
+			s.logger.Info("slurm job ended as lost is listed again; its events resume", "job_id", o.ev.JobID, "state", o.ev.State.String())
+			r.Ended, r.Lost, resumed = false, false, true
+		case r.Last.SubmitMillis == o.ev.SubmitMillis || o.slurmID == "":
 			return nil
+		default:
+			r = nil // Slurm reused the id (job ids wrap, or the cluster was rebuilt)
 		}
-		r = nil // Slurm reused the id (job ids wrap, or the cluster was rebuilt)
 	}
 	if r == nil {
 		r = &jobRecord{}
@@ -239,9 +325,10 @@ func (s *Source) handle(ctx, pctx context.Context, o *observation) error {
 		}
 		opened = nil
 	}
-	if len(evs) == 0 && (o.ev.Priority != r.Last.Priority || o.ev.TimeLimitS != r.Last.TimeLimitS) {
+	if len(evs) == 0 && (resumed || o.ev.Priority != r.Last.Priority || o.ev.TimeLimitS != r.Last.TimeLimitS) {
 		// Slurm does not say when a priority or limit changed: the event
-		// time is when it was seen.
+		// time is when it was seen. A resumed job's event puts its state
+		// back after the lost end.
 		e := o.ev
 		e.Type, e.EventMillis = schemas.JobUpdate, s.now().UnixMilli()
 		evs = append(evs, e)
@@ -249,19 +336,8 @@ func (s *Source) handle(ctx, pctx context.Context, o *observation) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	if err := s.pub.PublishJob(pctx, evs); err != nil {
-		return fmt.Errorf("slurm: %w", err)
-	}
-	key := string(schemas.JobKey(s.cfg.Cluster, o.ev.JobID))
-	for len(allocs) > 0 {
-		n := min(len(allocs), schemas.MaxEventsPerMessage)
-		if err := s.pub.PublishAllocs(pctx, key, allocs[:n]); err != nil {
-			return fmt.Errorf("slurm: %w", err)
-		}
-		allocs = allocs[n:]
-	}
-	for _, e := range evs {
-		s.m.events.WithLabelValues(e.Type.String()).Inc()
+	if err := s.emit(pctx, o.ev.JobID, evs, allocs); err != nil {
+		return err
 	}
 	r.Submitted, r.Started, r.Ended = true, r.Started || o.started, o.kind == kindFinal
 	r.Last, r.Allocs, r.Missing = evs[len(evs)-1], opened, 0
@@ -334,7 +410,7 @@ func openAllocs(o *observation) []schemas.Alloc {
 // readJobComp handles the lines appended to the job-completion log since the
 // remembered offset. On the first run it starts at the log's end: jobs that
 // ended before the source ever ran are the trace importer's.
-func (s *Source) readJobComp(ctx, pctx context.Context) error {
+func (s *Source) readJobComp(ctx, pctx context.Context) (atEnd bool, err error) {
 	jc := &s.st.JobComp
 	f, err := os.Open(s.cfg.JobCompLog)
 	if errors.Is(err, os.ErrNotExist) {
@@ -342,15 +418,15 @@ func (s *Source) readJobComp(ctx, pctx context.Context) error {
 		if !jc.Known {
 			jc.Known, s.dirty = true, true
 		}
-		return nil
+		return true, nil
 	}
 	if err != nil {
-		return fmt.Errorf("slurm: open job-completion log: %w", err)
+		return false, fmt.Errorf("slurm: open job-completion log: %w", err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("slurm: job-completion log: %w", err)
+		return false, fmt.Errorf("slurm: job-completion log: %w", err)
 	}
 	ino := inode(fi)
 	switch {
@@ -358,7 +434,7 @@ func (s *Source) readJobComp(ctx, pctx context.Context) error {
 		jc.Known, jc.Inode, jc.Offset = true, ino, fi.Size()
 		s.dirty = true
 		s.m.jobCompBytes.Set(float64(jc.Offset))
-		return nil
+		return true, nil
 	case jc.Inode == 0 && jc.Offset == 0:
 		jc.Inode, s.dirty = ino, true // the log did not exist when first looked for
 	case ino != jc.Inode || fi.Size() < jc.Offset:
@@ -368,10 +444,10 @@ func (s *Source) readJobComp(ctx, pctx context.Context) error {
 		s.dirty = true
 	}
 	if fi.Size() == jc.Offset {
-		return nil
+		return true, nil
 	}
 	if _, err := f.Seek(jc.Offset, io.SeekStart); err != nil {
-		return fmt.Errorf("slurm: job-completion log: %w", err)
+		return false, fmt.Errorf("slurm: job-completion log: %w", err)
 	}
 	br := bufio.NewReader(io.LimitReader(f, maxJobCompRead))
 	for {
@@ -380,26 +456,26 @@ func (s *Source) readJobComp(ctx, pctx context.Context) error {
 			// A line without its newline is still being written (or the
 			// read limit cut it): take it next time.
 			if len(line) == maxJobCompRead {
-				return fmt.Errorf("slurm: job-completion log: line at offset %d longer than %d bytes", jc.Offset, maxJobCompRead)
+				return false, fmt.Errorf("slurm: job-completion log: line at offset %d longer than %d bytes", jc.Offset, maxJobCompRead)
 			}
-			break
+			// A cut or unfinished line is not the end.
+			return jc.Offset >= fi.Size(), nil
 		}
 		if err != nil {
-			return fmt.Errorf("slurm: read job-completion log: %w", err)
+			return false, fmt.Errorf("slurm: read job-completion log: %w", err)
 		}
 		if strings.TrimSpace(line) != "" {
 			o, perr := parseJobCompLine(line, s.cfg.JobCompLocation)
 			if perr != nil {
 				s.parseError(inputJobComp, perr, "offset", jc.Offset, "path", s.cfg.JobCompLog)
 			} else if err := s.handle(ctx, pctx, o); err != nil {
-				return err
+				return false, err
 			}
 		}
 		jc.Offset += int64(len(line))
 		s.dirty = true
 		s.m.jobCompBytes.Set(float64(jc.Offset))
 	}
-	return nil
 }
 
 // scriptHash returns the sha256 of a batch job's script as scontrol prints

@@ -23,6 +23,8 @@ type state struct {
 		Offset int64  `json:"offset"` // bytes of the log fully handled
 	} `json:"jobcomp"`
 	Jobs map[string]*jobRecord `json:"jobs"`
+	// Polled is when (Unix ms) the last complete squeue listing was taken.
+	Polled int64 `json:"polled,omitempty"`
 }
 
 // jobRecord is one job's emitted history.
@@ -30,9 +32,13 @@ type jobRecord struct {
 	Submitted bool             `json:"submitted"`
 	Started   bool             `json:"started"`
 	Ended     bool             `json:"ended"`
-	Last      schemas.JobEvent `json:"last"`             // the last event emitted
-	Allocs    []schemas.Alloc  `json:"allocs,omitempty"` // open allocation intervals
-	Missing   int              `json:"missing,omitempty"`
+	Last      schemas.JobEvent `json:"last"`              // the last event emitted
+	Allocs    []schemas.Alloc  `json:"allocs,omitempty"`  // open allocation intervals
+	Missing   int              `json:"missing,omitempty"` // complete listings in a row that did not show it
+	// SeenMillis is the last complete listing that showed the job, noted
+	// when a listing first misses it.
+	SeenMillis int64 `json:"seen,omitempty"`
+	Lost       bool  `json:"lost,omitempty"` // Ended by endLost, not by Slurm
 }
 
 // loadState reads the state file; a missing file is an empty state.
