@@ -23,12 +23,17 @@ import (
 // version) that pass it, so its submit time is no earlier than their
 // earliest; a job that ended in the range was submitted before its end.
 var submitBounds = []string{
-	" AND submit_time <= $__toTime AND submit_time >= (SELECT min(submit_time) FROM prediction_outcomes WHERE $__timeFilter(end_time))",
-	" AND submit_time <= $__toTime AND submit_time >= (SELECT min(submit_time) FROM jobs WHERE $__timeFilter(end_time))",
-	"\n            AND submit_time >= (SELECT min(submit_time) FROM jobs WHERE end_time IS NULL OR end_time >= $__fromTime)",
-	" AND submit_time >= (SELECT min(submit_time) FROM jobs WHERE state IN ('RUNNING', 'PENDING'))",
-	" AND submit_time >= (SELECT min(submit_time) FROM jobs WHERE state = 'PENDING')",
+	" AND submit_time <= $__toTime AND submit_time >= (SELECT min(submit_time) FROM prediction_outcomes WHERE " + clusterFilter + " AND $__timeFilter(end_time))",
+	" AND submit_time <= $__toTime AND submit_time >= (SELECT min(submit_time) FROM jobs WHERE " + clusterFilter + " AND $__timeFilter(end_time))",
+	"\n            AND submit_time >= (SELECT min(submit_time) FROM jobs WHERE " + clusterFilter + " AND (end_time IS NULL OR end_time >= $__fromTime))",
+	" AND submit_time >= (SELECT min(submit_time) FROM jobs WHERE " + clusterFilter + " AND state IN ('RUNNING', 'PENDING'))",
+	" AND submit_time >= (SELECT min(submit_time) FROM jobs WHERE " + clusterFilter + " AND state = 'PENDING')",
 }
+
+// clusterFilter is the panels' cluster filter. A bound reads only the
+// clusters its panel shows, so that another cluster's old pending job, or
+// its long job ended in the range, does not widen it.
+const clusterFilter = "('__all' IN (${cluster:singlequote}) OR cluster IN (${cluster:singlequote}))"
 
 // unbound returns sql without its submit-time bounds, and whether it had any.
 func unbound(sql string) (string, bool) {
@@ -43,14 +48,18 @@ func unbound(sql string) (string, bool) {
 // with every variable at All, as it stands and without its bounds.
 type boundedQuery struct{ name, bounded, unbounded string }
 
-// boundedQueries returns every dashboard target that holds a submit bound.
-func (s *seeded) boundedQueries(tb testing.TB) []boundedQuery {
+// boundedQueries returns every dashboard target that holds a submit bound,
+// with cluster selected ("" for All) and every other variable at All.
+func (s *seeded) boundedQueries(tb testing.TB, cluster string) []boundedQuery {
 	tb.Helper()
 	var out []boundedQuery
 	for _, d := range loadDashboards(tb) {
 		sel := map[string]selection{}
 		for _, v := range d.Templating.List {
 			sel[v.Name] = selection{all: true}
+			if v.Name == "cluster" && cluster != "" {
+				sel[v.Name] = selection{values: []string{cluster}}
+			}
 		}
 		for _, p := range d.allPanels() {
 			for _, tg := range p.Targets {
@@ -155,7 +164,7 @@ FROM (SELECT number, %[2]s FROM system.numbers LIMIT %[3]d) WHERE %[4]s`, ch.Dat
 	b.Cleanup(func() { grafana.Close() })
 	s := &seeded{db: ch.Database, conn: conn, grafana: grafana, from: from, to: to}
 
-	qs := s.boundedQueries(b)
+	qs := s.boundedQueries(b, "")
 	for _, state := range []string{"fresh", "merged"} {
 		if state == "merged" {
 			for _, t := range []string{"jobs", "predictions", "prediction_outcomes"} {

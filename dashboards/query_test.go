@@ -60,8 +60,12 @@ func TestPanels(t *testing.T) {
 		})
 	}
 	// On the pipeline's own rows (superseded PENDING and RUNNING rows
-	// among them), a panel's submit-time bound must not change its answer.
-	t.Run("submit bounds", func(t *testing.T) { s.checkSubmitBounds(t, s.boundedQueries(t), "seeded") })
+	// among them), a panel's submit-time bound must not change its answer,
+	// whether the bound reads every cluster or the one selected.
+	t.Run("submit bounds", func(t *testing.T) {
+		s.checkSubmitBounds(t, s.boundedQueries(t, ""), "seeded, all clusters")
+		s.checkSubmitBounds(t, s.boundedQueries(t, seedCluster), "seeded, cluster "+seedCluster)
+	})
 	t.Run("prometheus", func(t *testing.T) { s.checkPrometheus(t) })
 }
 
