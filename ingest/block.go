@@ -17,13 +17,43 @@ import (
 type block interface {
 	table() string
 	partKey() uint32
+	// partExpr is the table's partition key expression, as in its DDL: rows
+	// of the block have partExpr = partKey().
+	partExpr() string
 	rows() int
-	// witness names one Kafka message that contributed rows; the ledger holds
-	// it exactly when the block's INSERT landed.
-	witness() (partition int32, offset int64)
+	// origin names the Kafka messages that contributed rows.
+	origin() *origin
 	insert(ctx context.Context, conn driver.Conn, db string) error
 	reset()
 }
+
+// origin records which Kafka messages a block's rows came from: per Kafka
+// partition, the first and last offset. A batch reads each partition in
+// order, so every message between the two that has rows of the block's part
+// key contributed them.
+type origin struct{ spans []span }
+
+type span struct {
+	partition   int32
+	first, last int64
+}
+
+// note records that the message at partition p, offset off contributed rows.
+func (o *origin) note(p int32, off int64) {
+	for i := range o.spans {
+		if s := &o.spans[i]; s.partition == p {
+			s.first, s.last = min(s.first, off), max(s.last, off)
+			return
+		}
+	}
+	o.spans = append(o.spans, span{partition: p, first: off, last: off})
+}
+
+// witness names one message that contributed rows: the ledger holds it
+// exactly when the block's INSERT landed with its ledger rows.
+func (o *origin) witness() (int32, int64) { return o.spans[0].partition, o.spans[0].first }
+
+func (o *origin) reset() { o.spans = o.spans[:0] }
 
 // dayKey returns toYYYYMMDD of a Unix-seconds UTC time without allocating.
 func dayKey(sec int64) uint32 {
@@ -77,8 +107,7 @@ func floorDiv(ms int64) (sec int64, rem uint16) {
 // sampleBlock is the columns of gpu_samples for one day.
 type sampleBlock struct {
 	key        uint32
-	wPart      int32
-	wOff       int64
+	from       origin
 	ts         []int64
 	millis     []uint16
 	cluster    []string
@@ -109,11 +138,11 @@ var sampleInsert = func() string {
 	return "INSERT INTO %s.gpu_samples (" + strings.Join(cols, ", ") + ")"
 }()
 
-func (b *sampleBlock) table() string                 { return "gpu_samples" }
-func (b *sampleBlock) partKey() uint32               { return b.key }
-func (b *sampleBlock) rows() int                     { return len(b.ts) }
-func (b *sampleBlock) witness() (int32, int64)       { return b.wPart, b.wOff }
-func (b *sampleBlock) setWitness(p int32, off int64) { b.wPart, b.wOff = p, off }
+func (b *sampleBlock) table() string    { return "gpu_samples" }
+func (b *sampleBlock) partKey() uint32  { return b.key }
+func (b *sampleBlock) rows() int        { return len(b.ts) }
+func (b *sampleBlock) partExpr() string { return "toYYYYMMDD(ts)" }
+func (b *sampleBlock) origin() *origin  { return &b.from }
 func (b *sampleBlock) appendSample(batch *schemas.SampleBatch, s *schemas.Sample, sec int64, ms uint16, p int32, off int64) {
 	g := &batch.GPUs[s.GPU]
 	b.ts = append(b.ts, sec)
@@ -166,13 +195,13 @@ func (b *sampleBlock) reset() {
 		c.reset()
 	}
 	b.kPartition, b.kOffset = b.kPartition[:0], b.kOffset[:0]
+	b.from.reset()
 }
 
 // eventBlock is the columns of gpu_events for one month.
 type eventBlock struct {
 	key        uint32
-	wPart      int32
-	wOff       int64
+	from       origin
 	ts         []int64
 	millis     []uint16
 	cluster    []string
@@ -184,11 +213,11 @@ type eventBlock struct {
 	kOffset    []uint64
 }
 
-func (b *eventBlock) table() string                 { return "gpu_events" }
-func (b *eventBlock) partKey() uint32               { return b.key }
-func (b *eventBlock) rows() int                     { return len(b.ts) }
-func (b *eventBlock) witness() (int32, int64)       { return b.wPart, b.wOff }
-func (b *eventBlock) setWitness(p int32, off int64) { b.wPart, b.wOff = p, off }
+func (b *eventBlock) table() string    { return "gpu_events" }
+func (b *eventBlock) partKey() uint32  { return b.key }
+func (b *eventBlock) rows() int        { return len(b.ts) }
+func (b *eventBlock) partExpr() string { return "toYYYYMM(ts_received)" }
+func (b *eventBlock) origin() *origin  { return &b.from }
 
 func (b *eventBlock) insert(ctx context.Context, conn driver.Conn, db string) error {
 	return insertColumns(ctx, conn,
@@ -200,6 +229,7 @@ func (b *eventBlock) reset() {
 	b.ts, b.millis, b.cluster, b.host = b.ts[:0], b.millis[:0], b.cluster[:0], b.host[:0]
 	b.gpuUUID, b.eventType, b.xid = b.gpuUUID[:0], b.eventType[:0], b.xid[:0]
 	b.kPartition, b.kOffset = b.kPartition[:0], b.kOffset[:0]
+	b.from.reset()
 }
 
 // partBlocks files a batch's rows into one block per part key, creating each

@@ -106,7 +106,7 @@ func (h *sampleHandler) add(d any, partition int32, offset int64, skip []uint32)
 		}
 		if cur == nil || key != curKey {
 			cur, curKey = h.block(key), key
-			cur.setWitness(partition, offset)
+			cur.from.note(partition, offset)
 		}
 		cur.appendSample(batch, s, sec, ms, partition, offset)
 		added++
@@ -189,7 +189,7 @@ func (h *eventHandler) add(d any, partition int32, offset int64, skip []uint32) 
 			continue
 		}
 		b := h.get(key)
-		b.setWitness(partition, offset)
+		b.from.note(partition, offset)
 		b.ts = append(b.ts, sec)
 		b.millis = append(b.millis, ms)
 		b.cluster = append(b.cluster, batch.Cluster)

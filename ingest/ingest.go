@@ -35,6 +35,9 @@ type Ingester struct {
 	// onAssigned, when set, is called once a generation's partitions are
 	// recovered and reading starts (the bench times from there).
 	onAssigned func()
+
+	mu     sync.Mutex
+	doubts []doubt // blocks whose INSERT may have landed, left when a generation ended
 }
 
 // New returns an Ingester writing through conn, which must reach the database
@@ -68,6 +71,8 @@ func New(cfg Config, conn driver.Conn, logger *slog.Logger, reg prometheus.Regis
 	for _, h := range in.handlers {
 		in.byTopic[h.topic()] = h
 		in.m.rows.WithLabelValues(h.table())
+		in.m.ledgerRepairs.WithLabelValues(h.table(), "ledger_written")
+		in.m.ledgerRepairs.WithLabelValues(h.table(), "sent_again")
 	}
 	in.m.clickhouseUp.Set(1)
 	return in, nil
@@ -201,6 +206,11 @@ func (in *Ingester) recover(ctx context.Context, as []assignment) ([]map[int64][
 	done := make([]map[int64][]uint32, len(as))
 	seqs := newSequences()
 	backoff := newBackoff(200*time.Millisecond, in.cfg.RetryMax)
+	for !in.settleDoubts(ctx) {
+		if !backoff.wait(ctx) {
+			return nil, nil, false
+		}
+	}
 	for i, a := range as {
 		for {
 			d, err := in.loadLedger(ctx, a)
@@ -228,27 +238,6 @@ func (in *Ingester) recover(ctx context.Context, as []assignment) ([]map[int64][
 		}
 	}
 	return done, seqs, true
-}
-
-func (in *Ingester) loadLedger(ctx context.Context, a assignment) (map[int64][]uint32, error) {
-	from := max(a.offset, 0)
-	rows, err := in.conn.Query(ctx, "SELECT kafka_offset, part_key FROM "+in.cfg.ClickHouse.Database+
-		".ingest_ledger WHERE tbl = ? AND kafka_partition = ? AND kafka_offset >= ? GROUP BY kafka_offset, part_key",
-		a.h.table(), uint32(a.partition), uint64(from))
-	if err != nil {
-		return nil, fmt.Errorf("query ingest ledger: %w", err)
-	}
-	defer rows.Close()
-	done := map[int64][]uint32{}
-	for rows.Next() {
-		var off uint64
-		var key uint32
-		if err := rows.Scan(&off, &key); err != nil {
-			return nil, fmt.Errorf("scan ingest ledger: %w", err)
-		}
-		done[int64(off)] = append(done[int64(off)], key)
-	}
-	return done, rows.Err()
 }
 
 // read fetches one partition from offset a.offset, decodes each message and
@@ -577,17 +566,20 @@ func (in *Ingester) flush(ctx context.Context, gen *kafka.Generation, b *batch) 
 
 // insert writes one block, retrying with backoff until it lands or ctx ends.
 // After a failed attempt the INSERT may have landed all the same (the
-// connection died after the server committed), so before sending again it asks
-// the ledger; it never sends a block twice without the ledger saying it is
-// absent.
+// connection died after the server committed, or the rows were written and
+// the ledger view failed), so before sending again it asks ClickHouse
+// (landed); it never sends a block twice without ClickHouse saying it is
+// absent. When ctx ends while that is unknown, the block is kept as a doubt
+// that the next partition assignment settles first.
 func (in *Ingester) insert(ctx context.Context, blk block) error {
 	backoff := newBackoff(100*time.Millisecond, in.cfg.RetryMax)
 	uncertain := false
+	var d doubt // set once the outcome is unknown
 	for {
 		var err error
 		if uncertain {
 			var landed bool
-			if landed, err = in.inLedger(ctx, blk); err == nil {
+			if landed, err = in.landed(ctx, d); err == nil {
 				if landed {
 					in.m.clickhouseUp.Set(1)
 					return nil
@@ -605,27 +597,16 @@ func (in *Ingester) insert(ctx context.Context, blk block) error {
 				in.m.clickhouseUp.Set(1)
 				return nil
 			}
-			uncertain = true
+			uncertain, d = true, doubtOf(blk)
 		}
 		in.m.clickhouseUp.Set(0)
 		in.m.errors.WithLabelValues("insert").Inc()
 		in.warnf("insert", "clickhouse insert failed, retrying", "table", blk.table(), "rows", blk.rows(), "err", err)
 		if !backoff.wait(ctx) {
+			in.addDoubt(d)
 			return ctx.Err()
 		}
 	}
-}
-
-func (in *Ingester) inLedger(ctx context.Context, blk block) (bool, error) {
-	p, off := blk.witness()
-	var n uint64
-	err := in.conn.QueryRow(ctx, "SELECT count() FROM "+in.cfg.ClickHouse.Database+
-		".ingest_ledger WHERE tbl = ? AND kafka_partition = ? AND kafka_offset = ? AND part_key = ?",
-		blk.table(), uint32(p), uint64(off), blk.partKey()).Scan(&n)
-	if err != nil {
-		return false, fmt.Errorf("query ingest ledger: %w", err)
-	}
-	return n > 0, nil
 }
 
 // warnf logs a warning of kind at most once per 10 s, with the number of

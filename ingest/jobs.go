@@ -52,7 +52,7 @@ func (h *jobEventHandler) add(d any, partition int32, offset int64, skip []uint3
 			continue
 		}
 		b := h.get(key)
-		b.setWitness(partition, offset)
+		b.from.note(partition, offset)
 		b.add(batch.Cluster, batch.Source, e, uint32(partition), uint64(offset))
 		added++
 	}
@@ -65,10 +65,9 @@ func (h *jobEventHandler) flushExtra(context.Context, driver.Conn, string) error
 // (thousands per second at most), so rows are kept as structs and turned into
 // columns at insert time.
 type jobEventBlock struct {
-	key   uint32
-	wPart int32
-	wOff  int64
-	rs    []jobEventRow
+	key  uint32
+	from origin
+	rs   []jobEventRow
 }
 
 type jobEventRow struct {
@@ -79,12 +78,15 @@ type jobEventRow struct {
 	offset    uint64
 }
 
-func (b *jobEventBlock) table() string                 { return "job_events" }
-func (b *jobEventBlock) partKey() uint32               { return b.key }
-func (b *jobEventBlock) rows() int                     { return len(b.rs) }
-func (b *jobEventBlock) witness() (int32, int64)       { return b.wPart, b.wOff }
-func (b *jobEventBlock) setWitness(p int32, off int64) { b.wPart, b.wOff = p, off }
-func (b *jobEventBlock) reset()                        { b.rs = b.rs[:0] }
+func (b *jobEventBlock) table() string    { return "job_events" }
+func (b *jobEventBlock) partKey() uint32  { return b.key }
+func (b *jobEventBlock) rows() int        { return len(b.rs) }
+func (b *jobEventBlock) partExpr() string { return "toYYYYMM(event_ts)" }
+func (b *jobEventBlock) origin() *origin  { return &b.from }
+func (b *jobEventBlock) reset() {
+	b.rs = b.rs[:0]
+	b.from.reset()
+}
 
 func (b *jobEventBlock) add(cluster string, src schemas.JobSource, e *schemas.JobEvent, partition uint32, offset uint64) {
 	b.rs = append(b.rs, jobEventRow{cluster: cluster, source: src, e: *e, partition: partition, offset: offset})
@@ -233,7 +235,7 @@ func (h *allocHandler) add(d any, partition int32, offset int64, skip []uint32) 
 			continue
 		}
 		b := h.get(key)
-		b.setWitness(partition, offset)
+		b.from.note(partition, offset)
 		b.cluster = append(b.cluster, batch.Cluster)
 		b.host = append(b.host, a.Host)
 		idx := int32(-1)
@@ -265,8 +267,7 @@ func (h *allocHandler) flushExtra(context.Context, driver.Conn, string) error { 
 // allocBlock is the columns of gpu_allocations for one month of start time.
 type allocBlock struct {
 	key        uint32
-	wPart      int32
-	wOff       int64
+	from       origin
 	cluster    []string
 	host       []string
 	gpuIndex   []int32
@@ -282,11 +283,11 @@ type allocBlock struct {
 	kOffset    []uint64
 }
 
-func (b *allocBlock) table() string                 { return "gpu_allocations" }
-func (b *allocBlock) partKey() uint32               { return b.key }
-func (b *allocBlock) rows() int                     { return len(b.start) }
-func (b *allocBlock) witness() (int32, int64)       { return b.wPart, b.wOff }
-func (b *allocBlock) setWitness(p int32, off int64) { b.wPart, b.wOff = p, off }
+func (b *allocBlock) table() string    { return "gpu_allocations" }
+func (b *allocBlock) partKey() uint32  { return b.key }
+func (b *allocBlock) rows() int        { return len(b.start) }
+func (b *allocBlock) partExpr() string { return "toYYYYMM(alloc_start)" }
+func (b *allocBlock) origin() *origin  { return &b.from }
 
 func (b *allocBlock) insert(ctx context.Context, conn driver.Conn, db string) error {
 	return insertColumns(ctx, conn,
@@ -295,7 +296,8 @@ func (b *allocBlock) insert(ctx context.Context, conn driver.Conn, db string) er
 }
 
 func (b *allocBlock) reset() {
-	*b = allocBlock{key: b.key, cluster: b.cluster[:0], host: b.host[:0], gpuIndex: b.gpuIndex[:0], gpuUUID: b.gpuUUID[:0],
+	b.from.reset()
+	*b = allocBlock{key: b.key, from: b.from, cluster: b.cluster[:0], host: b.host[:0], gpuIndex: b.gpuIndex[:0], gpuUUID: b.gpuUUID[:0],
 		migUUID: b.migUUID[:0], jobID: b.jobID[:0], user: b.user[:0], start: b.start[:0], end: b.end[:0],
 		source: b.source[:0], version: b.version[:0], kPartition: b.kPartition[:0], kOffset: b.kOffset[:0]}
 }

@@ -22,6 +22,7 @@ type metrics struct {
 	seqGaps       *prometheus.CounterVec // topic
 	seqMarks      prometheus.Gauge
 	seqForgotten  prometheus.Counter
+	ledgerRepairs *prometheus.CounterVec // table, action
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -69,9 +70,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "heliostat_ingest_sequence_producers_forgotten_total",
 			Help: "Producers whose sequence marks were deleted after --dedupe.window without a message in a partition, counted per partition.",
 		}),
+		ledgerRepairs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "heliostat_ingest_ledger_repairs_total",
+			Help: "Inserts found in their table without ingest_ledger rows after a failure (the server died between the parts, or a view failed), by table and action: ledger_written instead of inserting again, or sent_again when another view of the table may lack them.",
+		}, []string{"table", "action"}),
 	}
 	if err := metricsreg.Register(reg, m.rows, m.messages, m.errors, m.batchSeconds, m.lag, m.flushRows, m.assigned, m.clickhouseUp, m.retentionDrop, m.seqGaps,
-		m.seqMarks, m.seqForgotten); err != nil {
+		m.seqMarks, m.seqForgotten, m.ledgerRepairs); err != nil {
 		return nil, fmt.Errorf("ingest: register metrics: %w", err)
 	}
 	return m, nil

@@ -1,0 +1,178 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// The ledger: a materialized view on each raw table writes one ingest_ledger
+// row per (Kafka partition, offset, part key) of every INSERT. ClickHouse
+// writes the table's part first and its views' parts after it, each committed
+// on its own, so the ledger can miss an INSERT whose rows landed: the server
+// died between the parts, or a view's insert failed. The INSERT then reports
+// an error, and landed, asked before sending it again, finds the rows in the
+// table itself. What it does then depends on the table's other views, whose
+// parts may be missing too:
+//
+//   - gpu_events, gpu_allocations (no other view): it writes the missing
+//     ledger rows, and the block is not sent again.
+//   - gpu_samples (the gpu_samples_1m rollup view): the same when the rollup
+//     counts every sample of the block's GPUs and minutes; when it does not,
+//     the block is sent again, so that the rollup gets it, and gpu_samples
+//     holds that block twice.
+//   - job_events (the jobs view): it is sent again. The copy collapses in
+//     job_events (ReplacingMergeTree) and the jobs view gets its rows.
+
+// loadLedger returns, by offset, the part keys the ledger holds for a's
+// partition at or after its committed offset.
+func (in *Ingester) loadLedger(ctx context.Context, a assignment) (map[int64][]uint32, error) {
+	from := max(a.offset, 0)
+	rows, err := in.conn.Query(ctx, "SELECT kafka_offset, part_key FROM "+in.cfg.ClickHouse.Database+
+		".ingest_ledger WHERE tbl = ? AND kafka_partition = ? AND kafka_offset >= ? GROUP BY kafka_offset, part_key",
+		a.h.table(), uint32(a.partition), uint64(from))
+	if err != nil {
+		return nil, fmt.Errorf("query ingest ledger: %w", err)
+	}
+	defer rows.Close()
+	done := map[int64][]uint32{}
+	for rows.Next() {
+		var off uint64
+		var key uint32
+		if err := rows.Scan(&off, &key); err != nil {
+			return nil, fmt.Errorf("scan ingest ledger: %w", err)
+		}
+		done[int64(off)] = append(done[int64(off)], key)
+	}
+	return done, rows.Err()
+}
+
+// A doubt is a block whose INSERT failed and may have landed all the same: its
+// table, part key and origin, copied, since the block itself is reused.
+type doubt struct {
+	table, expr string
+	key         uint32
+	spans       []span
+}
+
+func doubtOf(blk block) doubt {
+	return doubt{table: blk.table(), expr: blk.partExpr(), key: blk.partKey(), spans: slices.Clone(blk.origin().spans)}
+}
+
+// landed reports whether d's INSERT is in ClickHouse. One that completed is in
+// the ledger. One whose rows were written without their ledger rows is found
+// in the table by its witness message; its ledger rows are written then, so
+// that whoever owns the partitions next skips it too.
+func (in *Ingester) landed(ctx context.Context, d doubt) (bool, error) {
+	db := in.cfg.ClickHouse.Database
+	p, off := d.spans[0].partition, d.spans[0].first
+	var n uint64
+	if err := in.conn.QueryRow(ctx, "SELECT count() FROM "+db+
+		".ingest_ledger WHERE tbl = ? AND kafka_partition = ? AND kafka_offset = ? AND part_key = ?",
+		d.table, uint32(p), uint64(off), d.key).Scan(&n); err != nil {
+		return false, fmt.Errorf("query ingest ledger: %w", err)
+	}
+	if n > 0 {
+		return true, nil
+	}
+	if err := in.conn.QueryRow(ctx, "SELECT count() FROM "+db+"."+d.table+" WHERE "+d.expr+
+		" = ? AND kafka_partition = ? AND kafka_offset = ?", d.key, uint32(p), uint64(off)).Scan(&n); err != nil {
+		return false, fmt.Errorf("query %s for an unrecorded insert: %w", d.table, err)
+	}
+	if n == 0 {
+		return false, nil
+	}
+	rows, rowArgs := d.rows()
+	switch d.table {
+	case "job_events":
+		in.m.ledgerRepairs.WithLabelValues(d.table, "sent_again").Inc()
+		in.logger.Warn("rows were in clickhouse without their ingest ledger rows; inserting them again so that the jobs view gets them (the copy collapses)",
+			"table", d.table, "part_key", d.key, "kafka_partition", p, "kafka_offset", off)
+		return false, nil
+	case "gpu_samples":
+		complete, err := in.rollupComplete(ctx, d.key, rows, rowArgs)
+		if err != nil {
+			return false, err
+		}
+		if !complete {
+			in.m.ledgerRepairs.WithLabelValues(d.table, "sent_again").Inc()
+			in.logger.Warn("rows were in clickhouse without their ingest ledger rows or their gpu_samples_1m rollup; inserting them again, so gpu_samples holds them twice",
+				"table", d.table, "part_key", d.key, "kafka_partition", p, "kafka_offset", off)
+			return false, nil
+		}
+	}
+	// Messages of the spans that a previous owner wrote with their ledger
+	// rows are left out, so that the ledger counts every row once.
+	q := "INSERT INTO " + db + ".ingest_ledger (tbl, kafka_partition, kafka_offset, part_key, rows) " +
+		"SELECT ? AS tbl, kafka_partition, kafka_offset, " + d.expr + " AS pk, count() " +
+		"FROM " + db + "." + d.table + " WHERE " + rows +
+		" AND (kafka_partition, kafka_offset) NOT IN (SELECT kafka_partition, kafka_offset FROM " + db +
+		".ingest_ledger WHERE tbl = ? AND part_key = ?) " +
+		"GROUP BY kafka_partition, kafka_offset, pk"
+	args := append(append([]any{d.table}, rowArgs...), d.table, d.key)
+	if err := in.conn.Exec(ctx, q, args...); err != nil {
+		return false, fmt.Errorf("write ledger rows of an unrecorded %s insert: %w", d.table, err)
+	}
+	in.m.ledgerRepairs.WithLabelValues(d.table, "ledger_written").Inc()
+	in.logger.Warn("rows were in clickhouse without their ingest ledger rows; wrote the ledger rows instead of inserting again",
+		"table", d.table, "part_key", d.key, "kafka_partition", p, "kafka_offset", off, "rows", n)
+	return true, nil
+}
+
+// rows returns a WHERE condition, with its arguments, that holds for the
+// rows of d's block: its part key, and the offsets of its messages in each
+// Kafka partition. Rows of messages between those that a previous owner wrote
+// match it too.
+func (d doubt) rows() (string, []any) {
+	conds := make([]string, len(d.spans))
+	args := []any{d.key}
+	for i, s := range d.spans {
+		conds[i] = "(kafka_partition = ? AND kafka_offset BETWEEN ? AND ?)"
+		args = append(args, uint32(s.partition), uint64(s.first), uint64(s.last))
+	}
+	return d.expr + " = ? AND (" + strings.Join(conds, " OR ") + ")", args
+}
+
+// rollupComplete reports whether gpu_samples_1m counts as many samples as
+// gpu_samples holds for every GPU and minute that the rows matching cond
+// have; day is their part key. A rollup part missing for those rows makes
+// the first count lower.
+func (in *Ingester) rollupComplete(ctx context.Context, day uint32, cond string, args []any) (bool, error) {
+	db := in.cfg.ClickHouse.Database
+	keys := "SELECT cluster, host, gpu_uuid, mig_uuid, toStartOfMinute(ts) FROM " + db + ".gpu_samples WHERE " + cond
+	var rolled, raw uint64
+	both := append(append(append([]any{day}, args...), day), args...)
+	err := in.conn.QueryRow(ctx, "SELECT (SELECT countMerge(samples) FROM "+db+".gpu_samples_1m "+
+		"WHERE toYYYYMMDD(minute) = ? AND (cluster, host, gpu_uuid, mig_uuid, minute) IN ("+keys+")), "+
+		"(SELECT count() FROM "+db+".gpu_samples WHERE toYYYYMMDD(ts) = ? AND (cluster, host, gpu_uuid, mig_uuid, toStartOfMinute(ts)) IN ("+keys+"))",
+		both...).Scan(&rolled, &raw)
+	if err != nil {
+		return false, fmt.Errorf("compare gpu_samples_1m with gpu_samples: %w", err)
+	}
+	return rolled >= raw, nil
+}
+
+func (in *Ingester) addDoubt(d doubt) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.doubts = append(in.doubts, d)
+}
+
+// settleDoubts asks ClickHouse about the blocks a previous generation left in
+// doubt, so that a block that landed without its ledger rows gets them before
+// the ledger is read. It reports false when ClickHouse did not answer; the
+// doubts not settled stay.
+func (in *Ingester) settleDoubts(ctx context.Context) bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for len(in.doubts) > 0 {
+		if _, err := in.landed(ctx, in.doubts[0]); err != nil {
+			in.m.errors.WithLabelValues("ledger").Inc()
+			in.warnf("ledger", "checking an insert left in doubt failed, retrying", "table", in.doubts[0].table, "err", err)
+			return false
+		}
+		in.doubts = in.doubts[1:]
+	}
+	return true
+}

@@ -1,0 +1,181 @@
+package ingest_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/heliostat-dev/heliostat/ingest"
+	"github.com/heliostat-dev/heliostat/schemas"
+	"github.com/heliostat-dev/heliostat/schemas/schematest"
+)
+
+// rawTables are the tables ingest writes rows to and records only in the
+// ledger (gpu_samples also in its rollup, whose view ClickHouse 18.16 runs
+// before the ledger's), with their partition key expressions as in the DDL.
+// job_events is not among them: ingest sends a block of it again when its
+// ledger rows are missing, which a failing ledger view would repeat for ever.
+var rawTables = []struct{ table, expr string }{
+	{"gpu_samples", "toYYYYMMDD(ts)"},
+	{"gpu_events", "toYYYYMM(ts_received)"},
+	{"gpu_allocations", "toYYYYMM(alloc_start)"},
+}
+
+// breakLedgerViews replaces the ledger view of each of rawTables with one that
+// fails each INSERT after ClickHouse wrote the table's part. The INSERT
+// reports an error and its rows stay without ledger rows: what a server dying
+// between the parts leaves, made repeatable.
+func breakLedgerViews(t *testing.T, conn driver.Conn, db string) {
+	t.Helper()
+	for _, r := range rawTables {
+		for _, q := range []string{
+			fmt.Sprintf("DETACH TABLE %s.%s_ledger_mv", db, r.table),
+			fmt.Sprintf("CREATE MATERIALIZED VIEW %[1]s.%[2]s_ledger_broken TO %[1]s.ingest_ledger AS "+
+				"SELECT '%[2]s' AS tbl, kafka_partition, kafka_offset, %[3]s AS part_key, toUInt64(count() + throwIf(count() > 0)) AS rows "+
+				"FROM %[1]s.%[2]s GROUP BY kafka_partition, kafka_offset, part_key", db, r.table, r.expr),
+		} {
+			if err := conn.Exec(context.Background(), q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+	}
+}
+
+// ledgerMatches reports whether the ledger records every row of table once:
+// one ledger entry per message and part key, and as many rows.
+func ledgerMatches(t *testing.T, conn driver.Conn, db, table, expr string) (bool, string) {
+	t.Helper()
+	var rawRows, rawKeys, ledgerRows, ledgerKeys uint64
+	if err := conn.QueryRow(context.Background(), fmt.Sprintf(
+		"SELECT count(), uniqExact(kafka_partition, kafka_offset, %s) FROM %s.%s", expr, db, table)).Scan(&rawRows, &rawKeys); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.QueryRow(context.Background(), fmt.Sprintf(
+		"SELECT sum(rows), count() FROM (SELECT kafka_partition, kafka_offset, part_key, sum(rows) AS rows FROM %s.ingest_ledger "+
+			"WHERE tbl = '%s' GROUP BY kafka_partition, kafka_offset, part_key)", db, table)).Scan(&ledgerRows, &ledgerKeys); err != nil {
+		t.Fatal(err)
+	}
+	return rawRows == ledgerRows && rawKeys == ledgerKeys,
+		fmt.Sprintf("%s: %d rows of %d messages×part keys; ledger: %d rows of %d", table, rawRows, rawKeys, ledgerRows, ledgerKeys)
+}
+
+// TestLedgerViewFailure runs ingest against tables whose ledger views fail
+// after every insert of rows: each block must be stored once, its ledger rows
+// written by ingest instead, and a second consumer group reading the topics
+// from the start must find everything in the ledger and insert nothing. Job
+// events, whose ledger view works, go through as usual.
+func TestLedgerViewFailure(t *testing.T) {
+	ch, conn := schematest.Database(t)
+	_, broker := schematest.Broker(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	if err := ingest.EnsureTopics(context.Background(), []string{broker}, 2, schemas.DataTopics()...); err != nil {
+		t.Fatal(err)
+	}
+	db := ch.Database
+	breakLedgerViews(t, conn, db)
+
+	start := time.Date(2026, 3, 1, 23, 59, 0, 0, time.UTC) // across midnight: two gpu_samples parts
+	samples := produceSamples(t, broker, 200, 4, 8, 10, start)
+	var events []kafka.Message
+	for h := range 3 {
+		b := schemas.EventBatch{Cluster: "test", Host: fmt.Sprintf("node%03d", h), Events: []schemas.GPUEvent{
+			{TSMillis: start.UnixMilli(), GPUUUID: "GPU-a", Type: schemas.EventXID, XID: 79},
+			{TSMillis: start.Add(time.Second).UnixMilli(), GPUUUID: "GPU-a", Type: schemas.EventXID, XID: 48},
+		}}
+		v, err := schemas.AppendEventBatch(nil, &b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, kafka.Message{Topic: schemas.TopicGPUEvents, Key: []byte(b.Host), Value: v})
+	}
+	w := &kafka.Writer{Addr: kafka.TCP(broker), Balancer: &kafka.Hash{}, RequiredAcks: kafka.RequireAll}
+	if err := w.WriteMessages(context.Background(), events...); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	t0 := time.Date(2026, 1, 31, 23, 30, 0, 0, time.UTC) // job 2 ends in February: two job_events parts
+	produceJobs(t, broker, "c1", map[string][]schemas.JobEvent{"1": testJob("1", t0.Add(-5*time.Hour)), "2": testJob("2", t0)},
+		[]schemas.Alloc{{Host: "gpu1", GPUIndex: 0, JobID: "2", User: "alice", StartMillis: t0.Add(time.Minute).UnixMilli(), Source: schemas.AllocScontrol}})
+	want := map[string]uint64{"gpu_samples": uint64(samples), "gpu_events": 6, "gpu_allocations": 1}
+	const messages = 200 + 3 + 2 + 1 // with rows; produceJobs adds one dead letter
+
+	ctx, cancel := context.WithCancel(context.Background())
+	reg := prometheus.NewRegistry()
+	done := startIngest(t, ctx, broker, ch, reg)
+	// Wait until every row is in and recorded in the ledger, which only
+	// ingest can have written.
+	deadline := time.Now().Add(60 * time.Second)
+	for _, r := range rawTables {
+		for {
+			n := schematest.Count(t, conn, db+"."+r.table)
+			ok, desc := ledgerMatches(t, conn, db, r.table, r.expr)
+			if n >= want[r.table] && ok {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("after 60 s: %d rows of %d; %s", n, want[r.table], desc)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	for _, r := range rawTables {
+		if n := schematest.Count(t, conn, db+"."+r.table); n != want[r.table] {
+			t.Errorf("%s holds %d rows; want %d (a block inserted again)", r.table, n, want[r.table])
+		}
+		if ok, desc := ledgerMatches(t, conn, db, r.table, r.expr); !ok {
+			t.Errorf("ledger does not match: %s", desc)
+		}
+		if n := metricSum(t, reg, "heliostat_ingest_ledger_repairs_total", "table", r.table, "action", "ledger_written"); n == 0 {
+			t.Errorf("heliostat_ingest_ledger_repairs_total{table=%q,action=\"ledger_written\"} = 0", r.table)
+		}
+	}
+	if n := metricSum(t, reg, "heliostat_ingest_ledger_repairs_total", "action", "sent_again"); n != 0 {
+		t.Errorf("%v blocks sent again; want 0", n)
+	}
+	assertNoDuplicates(t, conn, db)
+	if n := schematest.Count(t, conn, db+".job_events"); n != 6 {
+		t.Errorf("job_events holds %d rows; want 6", n)
+	}
+	var rolled uint64
+	if err := conn.QueryRow(context.Background(), "SELECT countMerge(samples) FROM "+db+".gpu_samples_1m").Scan(&rolled); err != nil {
+		t.Fatal(err)
+	}
+	if rolled != want["gpu_samples"] {
+		t.Errorf("gpu_samples_1m counts %d samples; want %d", rolled, want["gpu_samples"])
+	}
+
+	// A second group reads everything again: the ledger rows ingest wrote make
+	// it skip every message.
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	reg = prometheus.NewRegistry()
+	done = startIngestWith(t, ctx, broker, ch, reg, func(c *ingest.Config) { c.Group = "again-" + db })
+	deadline = time.Now().Add(60 * time.Second)
+	for metricSum(t, reg, "heliostat_ingest_messages_total", "outcome", "duplicate") < messages {
+		if time.Now().After(deadline) {
+			t.Fatalf("second group: %v messages found in the ledger; want %d", metricSum(t, reg, "heliostat_ingest_messages_total", "outcome", "duplicate"), messages)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if n := metricSum(t, reg, "heliostat_ingest_messages_total", "outcome", "inserted"); n != 0 {
+		t.Errorf("second group inserted %v messages; want 0", n)
+	}
+	for _, r := range rawTables {
+		if n := schematest.Count(t, conn, db+"."+r.table); n != want[r.table] {
+			t.Errorf("after the second group, %s holds %d rows; want %d", r.table, n, want[r.table])
+		}
+	}
+}
