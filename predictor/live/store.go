@@ -10,6 +10,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/heliostat-dev/heliostat/predictor/duration"
+	"github.com/heliostat-dev/heliostat/schemas"
 )
 
 // key identifies a job.
@@ -42,7 +43,7 @@ func (r *rec) run() time.Duration { return r.job.Run }
 // (a late copy of an earlier event): callers keep the higher version. It
 // returns the rows and the newest inserted_at seen.
 func loadJobs(ctx context.Context, conn driver.Conn, db string, from time.Time, since int64) ([]*rec, int64, error) {
-	q := fmt.Sprintf(`SELECT cluster, job_id, array_job_id, user, job_name, command_hash, partition_name, state, last_event, gpus, cpus,
+	q := fmt.Sprintf(`SELECT cluster, job_id, source, array_job_id, user, job_name, command_hash, partition_name, state, last_event, gpus, cpus,
   time_limit_s, submit_time, start_time, end_time, version, toInt64(toUInt32(inserted_at))
 FROM %s.jobs FINAL
 WHERE submit_time >= %d`, db, from.Unix())
@@ -65,12 +66,13 @@ WHERE submit_time >= %d`, db, from.Unix())
 	for rows.Next() {
 		r := &rec{}
 		var (
-			name, hash, lastEvent string
-			gpus, cpus            *uint32
-			end                   *time.Time
-			inserted              int64
+			source, name, hash string
+			lastEvent          string
+			gpus, cpus         *uint32
+			end                *time.Time
+			inserted           int64
 		)
-		if err := rows.Scan(&r.cluster, &r.jobID, &r.arrayJobID, &r.user, &name, &hash, &r.partition, &r.state, &lastEvent, &gpus, &cpus,
+		if err := rows.Scan(&r.cluster, &r.jobID, &source, &r.arrayJobID, &r.user, &name, &hash, &r.partition, &r.state, &lastEvent, &gpus, &cpus,
 			&r.limit, &r.job.Submit, &r.start, &end, &r.version, &inserted); err != nil {
 			return nil, 0, fmt.Errorf("scan job: %w", err)
 		}
@@ -97,7 +99,7 @@ WHERE submit_time >= %d`, db, from.Unix())
 		if lastEvent == "END" && end != nil {
 			r.ended = true
 			r.job.End = *end
-			if r.start != nil && end.After(*r.start) {
+			if r.start != nil && end.After(*r.start) && !lostSlurmJob(source, r.state) {
 				r.job.Run = end.Sub(*r.start)
 			}
 		}
@@ -107,6 +109,17 @@ WHERE submit_time >= %d`, db, from.Unix())
 		return nil, 0, fmt.Errorf("select jobs: %w", err)
 	}
 	return out, newest, nil
+}
+
+// lostSlurmJob reports whether a job's row is that of a Slurm job the
+// collector lost track of (gone from squeue without an end; see
+// collector/slurm): ended as UNKNOWN at the last listing that showed it, so
+// its run time is only a lower bound. Such a job counts as ended with no run
+// time: it neither trains the model nor joins a user's history, and a
+// prediction for it is recorded as not scored. Traces also end jobs as
+// UNKNOWN, with a run time they give; those keep it.
+func lostSlurmJob(source, state string) bool {
+	return source == schemas.SourceSlurm.String() && state == schemas.StateUnknown.String()
 }
 
 // endHeap orders jobs by end time.

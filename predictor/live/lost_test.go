@@ -1,0 +1,57 @@
+package live
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/heliostat-dev/heliostat/ingest"
+	"github.com/heliostat-dev/heliostat/schemas"
+	"github.com/heliostat-dev/heliostat/schemas/schematest"
+)
+
+// TestLostSlurmJobHasNoRunTime checks that a Slurm job the collector lost
+// track of (ended as UNKNOWN) loads as ended with no run time, while a
+// trace's UNKNOWN job and a Slurm job that completed keep theirs.
+func TestLostSlurmJobHasNoRunTime(t *testing.T) {
+	ch, conn := schematest.Database(t)
+	db := ch.Database
+	submit := t0
+	start, end := submit.Add(time.Minute), submit.Add(2*time.Hour)
+	for _, tc := range []struct {
+		id    string
+		src   schemas.JobSource
+		state schemas.JobState
+	}{
+		{"lost", schemas.SourceSlurm, schemas.StateUnknown},
+		{"slurm-done", schemas.SourceSlurm, schemas.StateCompleted},
+		{"trace-unknown", schemas.SourceTrace, schemas.StateUnknown},
+	} {
+		evs := tjob{id: tc.id, user: "alice", gpus: 1, submit: submit, start: start, end: end}.events()
+		evs[len(evs)-1].State = tc.state
+		if err := ingest.InsertJobEvents(context.Background(), conn, db, "c1", tc.src, evs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs, _, err := loadJobs(context.Background(), conn, db, time.Unix(0, 0), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]time.Duration{"lost": 0, "slurm-done": end.Sub(start), "trace-unknown": end.Sub(start)}
+	if len(recs) != len(want) {
+		t.Fatalf("loaded %d jobs; want %d", len(recs), len(want))
+	}
+	for _, r := range recs {
+		if !r.ended {
+			t.Errorf("%s: not ended", r.jobID)
+		}
+		if r.run() != want[r.jobID] {
+			t.Errorf("%s: run %v; want %v", r.jobID, r.run(), want[r.jobID])
+		}
+	}
+	// The lost job neither trains nor joins the history.
+	h := replay(recs, func(*rec) bool { return false }, nil)
+	if n := h.Len(); n != 2 {
+		t.Errorf("history holds %d jobs; want 2", n)
+	}
+}
