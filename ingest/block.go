@@ -30,7 +30,8 @@ type block interface {
 // origin records which Kafka messages a block's rows came from: per Kafka
 // partition, the first and last offset. A batch reads each partition in
 // order, so every message between the two that has rows of the block's part
-// key contributed them.
+// key contributed them. The first span's first message is the block's
+// witness: its ledger rows exist exactly when the INSERT landed whole.
 type origin struct{ spans []span }
 
 type span struct {
@@ -48,10 +49,6 @@ func (o *origin) note(p int32, off int64) {
 	}
 	o.spans = append(o.spans, span{partition: p, first: off, last: off})
 }
-
-// witness names one message that contributed rows: the ledger holds it
-// exactly when the block's INSERT landed with its ledger rows.
-func (o *origin) witness() (int32, int64) { return o.spans[0].partition, o.spans[0].first }
 
 func (o *origin) reset() { o.spans = o.spans[:0] }
 

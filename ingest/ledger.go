@@ -62,7 +62,7 @@ func doubtOf(blk block) doubt {
 
 // landed reports whether d's INSERT is in ClickHouse. One that completed is in
 // the ledger. One whose rows were written without their ledger rows is found
-// in the table by its witness message; its ledger rows are written then, so
+// in the table by its witness message (see origin); its ledger rows are written then, so
 // that whoever owns the partitions next skips it too.
 func (in *Ingester) landed(ctx context.Context, d doubt) (bool, error) {
 	db := in.cfg.ClickHouse.Database
