@@ -2,12 +2,12 @@ package ingest
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -15,19 +15,25 @@ import (
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
 
+// testIngester returns an Ingester on a fresh database of the test
+// ClickHouse, with a connection to it. Its broker is never dialled.
+func testIngester(t *testing.T) (*Ingester, driver.Conn, string) {
+	t.Helper()
+	ch, conn := schematest.Database(t)
+	in, err := New(Config{Brokers: []string{"127.0.0.1:1"}, ClickHouse: ch}, conn, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in, conn, ch.Database
+}
+
 // TestSettleDoubts checks that the blocks a generation left in doubt are
 // settled against ClickHouse before the next one reads the ledger: one that
 // landed keeps its ledger rows, one that landed without them gets them, one
 // that never landed gets none, and a doubt ClickHouse cannot answer stays.
 func TestSettleDoubts(t *testing.T) {
-	ch, conn := schematest.Database(t)
+	in, conn, db := testIngester(t)
 	ctx := context.Background()
-	reg := prometheus.NewRegistry()
-	in, err := New(Config{Brokers: []string{"127.0.0.1:1"}, ClickHouse: ch}, conn, slog.New(slog.NewTextHandler(io.Discard, nil)), reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := ch.Database
 	month := time.Date(2026, 5, 10, 0, 0, 0, 0, time.UTC)
 	// blockOf is an eventBlock of one event for each of the given messages of
 	// Kafka partition 0.
@@ -111,13 +117,8 @@ func TestSettleDoubts(t *testing.T) {
 // rows when nothing else can be missing, and ask for the block again when
 // another view may lack it.
 func TestLandedWithOtherViews(t *testing.T) {
-	ch, conn := schematest.Database(t)
+	in, conn, db := testIngester(t)
 	ctx := context.Background()
-	in, err := New(Config{Brokers: []string{"127.0.0.1:1"}, ClickHouse: ch}, conn, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := ch.Database
 	at := time.Date(2026, 5, 10, 12, 0, 0, 0, time.UTC)
 	samples := func(host string, off int64) block {
 		b := newSampleBlock(dayKey(at.Unix()))
