@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -605,36 +606,31 @@ func readLines(path string) ([]string, error) {
 	return out, nil
 }
 
+// Slurm's ports are drawn from [portLow, portHigh), below Linux's default
+// ephemeral range (32768–60999), from which the other test servers (kfake,
+// ClickHouse) take theirs by binding port 0. slurmctld keeps sending RPCs to
+// a slurmd port after that slurmd stopped (power-down tests, restarts); were
+// the port handed to an embedded Kafka broker of another test package, the
+// broker would read a Slurm header as a request of an unknown API key, and
+// kfake panics on that (seen in CI: kfake client_conn.go:128).
+const (
+	portLow  = 20000
+	portHigh = 32000
+)
+
 // freePorts returns a free port for slurmctld and the first of n consecutive
-// free ports for the slurmd (slurm.conf gives them as one range).
+// free ports for the slurmd (slurm.conf gives them as one range), all in
+// [portLow, portHigh).
 func freePorts(n int) (ctld, first int, err error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, 0, fmt.Errorf("slurmtest: find a free port: %w", err)
-	}
-	ctld = l.Addr().(*net.TCPAddr).Port
-	defer l.Close()
-	for try := 0; try < 50; try++ {
-		ls := []net.Listener{}
-		base := 0
+	for try := 0; try < 200; try++ {
+		base := portLow + rand.IntN(portHigh-portLow-n)
+		var ls []net.Listener
 		ok := true
-		for i := 0; i < n; i++ {
-			addr := "127.0.0.1:0"
-			if i > 0 {
-				addr = "127.0.0.1:" + strconv.Itoa(base+i)
-			}
-			li, err := net.Listen("tcp", addr)
+		for p := base; p <= base+n; p++ { // base: slurmctld; base+1…base+n: slurmd
+			li, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
 			if err != nil {
 				ok = false
 				break
-			}
-			if i == 0 {
-				base = li.Addr().(*net.TCPAddr).Port
-				if base+n > 65535 {
-					ok = false
-					li.Close()
-					break
-				}
 			}
 			ls = append(ls, li)
 		}
@@ -642,10 +638,10 @@ func freePorts(n int) (ctld, first int, err error) {
 			li.Close()
 		}
 		if ok {
-			return ctld, base, nil
+			return base, base + 1, nil
 		}
 	}
-	return 0, 0, fmt.Errorf("slurmtest: no %d consecutive free ports found", n)
+	return 0, 0, fmt.Errorf("slurmtest: no %d consecutive free ports found in %d..%d", n+1, portLow, portHigh-1)
 }
 
 // sharedDir finds shared/slurm beside the repository: it walks up from the
