@@ -62,8 +62,10 @@ func doubtOf(blk block) doubt {
 
 // landed reports whether d's INSERT is in ClickHouse. One that completed is in
 // the ledger. One whose rows were written without their ledger rows is found
-// in the table by its witness message (see origin); its ledger rows are written then, so
-// that whoever owns the partitions next skips it too.
+// in the table by its witness message (see origin); then the table's other
+// views decide (see the list above): either landed writes the ledger rows,
+// so that whoever owns the partitions next skips the block too, and reports
+// true, or it reports false so that the block is sent again.
 func (in *Ingester) landed(ctx context.Context, d doubt) (bool, error) {
 	db := in.cfg.ClickHouse.Database
 	p, off := d.spans[0].partition, d.spans[0].first

@@ -611,8 +611,9 @@ func readLines(path string) ([]string, error) {
 // ClickHouse) take theirs by binding port 0. slurmctld keeps sending RPCs to
 // a slurmd port after that slurmd stopped (power-down tests, restarts); were
 // the port handed to an embedded Kafka broker of another test package, the
-// broker would read a Slurm header as a request of an unknown API key, and
-// kfake panics on that (seen in CI: kfake client_conn.go:128).
+// broker would read the Slurm header's protocol version as an API key it does
+// not know, and kfake panics on that. A CI run died of such a panic (kfake
+// client_conn.go:128); that a Slurm RPC caused it is inferred, not observed.
 const (
 	portLow  = 20000
 	portHigh = 32000
