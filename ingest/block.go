@@ -12,19 +12,26 @@ import (
 )
 
 // A block holds the rows of one table partition (one part key) to be written in
-// one INSERT. ClickHouse writes such an INSERT as a single part, together with
-// its ingest_ledger rows, so it lands entirely or not at all.
+// one INSERT. ClickHouse writes such an INSERT as a single part, so its rows
+// land entirely or not at all; its ingest_ledger rows follow in a part of
+// their own (see ledger.go).
 type block interface {
 	table() string
 	partKey() uint32
-	// partExpr is the table's partition key expression, as in its DDL: rows
-	// of the block have partExpr = partKey().
-	partExpr() string
 	rows() int
 	// origin names the Kafka messages that contributed rows.
 	origin() *origin
 	insert(ctx context.Context, conn driver.Conn, db string) error
 	reset()
+}
+
+// partExprs are the partition key expressions of the tables ingest writes,
+// as in their DDL: the rows of a block have partExprs[table] = its part key.
+var partExprs = map[string]string{
+	"gpu_samples":     "toYYYYMMDD(ts)",
+	"gpu_events":      "toYYYYMM(ts_received)",
+	"job_events":      "toYYYYMM(event_ts)",
+	"gpu_allocations": "toYYYYMM(alloc_start)",
 }
 
 // origin records which Kafka messages a block's rows came from: per Kafka
@@ -135,11 +142,10 @@ var sampleInsert = func() string {
 	return "INSERT INTO %s.gpu_samples (" + strings.Join(cols, ", ") + ")"
 }()
 
-func (b *sampleBlock) table() string    { return "gpu_samples" }
-func (b *sampleBlock) partKey() uint32  { return b.key }
-func (b *sampleBlock) rows() int        { return len(b.ts) }
-func (b *sampleBlock) partExpr() string { return "toYYYYMMDD(ts)" }
-func (b *sampleBlock) origin() *origin  { return &b.from }
+func (b *sampleBlock) table() string   { return "gpu_samples" }
+func (b *sampleBlock) partKey() uint32 { return b.key }
+func (b *sampleBlock) rows() int       { return len(b.ts) }
+func (b *sampleBlock) origin() *origin { return &b.from }
 func (b *sampleBlock) appendSample(batch *schemas.SampleBatch, s *schemas.Sample, sec int64, ms uint16, p int32, off int64) {
 	g := &batch.GPUs[s.GPU]
 	b.ts = append(b.ts, sec)
@@ -210,11 +216,10 @@ type eventBlock struct {
 	kOffset    []uint64
 }
 
-func (b *eventBlock) table() string    { return "gpu_events" }
-func (b *eventBlock) partKey() uint32  { return b.key }
-func (b *eventBlock) rows() int        { return len(b.ts) }
-func (b *eventBlock) partExpr() string { return "toYYYYMM(ts_received)" }
-func (b *eventBlock) origin() *origin  { return &b.from }
+func (b *eventBlock) table() string   { return "gpu_events" }
+func (b *eventBlock) partKey() uint32 { return b.key }
+func (b *eventBlock) rows() int       { return len(b.ts) }
+func (b *eventBlock) origin() *origin { return &b.from }
 
 func (b *eventBlock) insert(ctx context.Context, conn driver.Conn, db string) error {
 	return insertColumns(ctx, conn,

@@ -84,8 +84,9 @@ func TestClickHouseOutage(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 	assertNoDuplicates(t, conn, ch.Database)
-	if n := gather(t, reg, "heliostat_ingest_errors_total")["insert"] + gather(t, reg, "heliostat_ingest_errors_total")["ledger"]; n == 0 {
-		t.Error("no insert or ledger errors counted during the outage")
+	errs := gather(t, reg, "heliostat_ingest_errors_total")
+	if n := errs["intents"] + errs["insert"] + errs["ledger"]; n == 0 {
+		t.Error("no intents, insert or ledger errors counted during the outage")
 	}
 }
 

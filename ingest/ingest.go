@@ -35,9 +35,6 @@ type Ingester struct {
 	// onAssigned, when set, is called once a generation's partitions are
 	// recovered and reading starts (the bench times from there).
 	onAssigned func()
-
-	mu     sync.Mutex
-	doubts []doubt // blocks whose INSERT may have landed, left when a generation ended
 }
 
 // New returns an Ingester writing through conn, which must reach the database
@@ -200,20 +197,22 @@ func (in *Ingester) startGeneration(gen *kafka.Generation) {
 }
 
 // recover loads, for each assigned partition, what the ledger holds at or after
-// the committed offset and the stored sequence marks and producer times,
-// retrying until ClickHouse answers or ctx ends.
+// the committed offset, once the intents recorded there are settled, and the
+// stored sequence marks and producer times, retrying until ClickHouse
+// answers or ctx ends.
 func (in *Ingester) recover(ctx context.Context, as []assignment) ([]map[int64][]uint32, *sequences, bool) {
 	done := make([]map[int64][]uint32, len(as))
 	seqs := newSequences()
 	backoff := newBackoff(200*time.Millisecond, in.cfg.RetryMax)
-	for !in.settleDoubts(ctx) {
-		if !backoff.wait(ctx) {
-			return nil, nil, false
-		}
-	}
 	for i, a := range as {
 		for {
 			d, err := in.loadLedger(ctx, a)
+			if err == nil {
+				var landed bool
+				if landed, err = in.settleIntents(ctx, a, d); err == nil && landed {
+					d, err = in.loadLedger(ctx, a)
+				}
+			}
 			unrecorded := map[prodKey]time.Time{}
 			if err == nil {
 				err = in.loadSequences(ctx, a, seqs, unrecorded)
@@ -306,6 +305,7 @@ type batch struct {
 	seqs     map[seqKey]seqMark       // sequence marks to store before the commit
 	senders  map[prodKey]time.Time    // producer times to store with them
 	forget   []prodKey                // idle producers whose rows to delete after them
+	blks     []block                  // the blocks with rows, gathered at flush (reused)
 	first    time.Time
 }
 
@@ -502,9 +502,10 @@ func (in *Ingester) deadletter(b *batch, it item) {
 	})
 }
 
-// flush writes dead letters, then every block, then commits the offsets. It
-// returns false when ctx ended before everything was written; nothing is
-// committed then, and the next owner of the partitions resumes from the ledger.
+// flush writes dead letters, then the blocks' intents, then every block, then
+// commits the offsets. It returns false when ctx ended before everything was
+// written; nothing is committed then, and the next owner of the partitions
+// resumes from the intents and the ledger.
 func (in *Ingester) flush(ctx context.Context, gen *kafka.Generation, b *batch) bool {
 	if len(b.dead) > 0 {
 		backoff := newBackoff(100*time.Millisecond, in.cfg.RetryMax)
@@ -523,18 +524,27 @@ func (in *Ingester) flush(ctx context.Context, gen *kafka.Generation, b *batch) 
 	if b.msgs > 0 { // not a batch that only deletes forgotten producers' rows
 		in.m.flushRows.Observe(float64(b.rows))
 	}
+	blks := b.blks[:0]
 	for _, h := range b.handlers {
 		for _, blk := range h.blocks() {
-			if blk.rows() == 0 {
-				continue
+			if blk.rows() > 0 {
+				blks = append(blks, blk)
 			}
-			start := time.Now()
-			if err := in.insert(ctx, blk); err != nil {
-				return false
-			}
-			in.m.batchSeconds.WithLabelValues(blk.table()).Observe(time.Since(start).Seconds())
-			in.m.rows.WithLabelValues(blk.table()).Add(float64(blk.rows()))
 		}
+	}
+	b.blks = blks
+	if err := in.writeIntents(ctx, blks); err != nil {
+		return false
+	}
+	for _, blk := range blks {
+		start := time.Now()
+		if err := in.insert(ctx, blk); err != nil {
+			return false
+		}
+		in.m.batchSeconds.WithLabelValues(blk.table()).Observe(time.Since(start).Seconds())
+		in.m.rows.WithLabelValues(blk.table()).Add(float64(blk.rows()))
+	}
+	for _, h := range b.handlers {
 		xctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		err := h.flushExtra(xctx, in.conn, in.cfg.ClickHouse.Database)
 		cancel()
@@ -569,8 +579,8 @@ func (in *Ingester) flush(ctx context.Context, gen *kafka.Generation, b *batch) 
 // connection died after the server committed, or the rows were written and
 // the ledger view failed), so before sending again it asks ClickHouse
 // (landed); it never sends a block twice without ClickHouse saying it is
-// absent. When ctx ends while that is unknown, the block is kept as a doubt
-// that the next partition assignment settles first.
+// absent. When ctx ends while that is unknown, the block's intent, written
+// before, lets the next owner of its partitions settle it (settleIntents).
 func (in *Ingester) insert(ctx context.Context, blk block) error {
 	backoff := newBackoff(100*time.Millisecond, in.cfg.RetryMax)
 	uncertain := false
@@ -603,7 +613,6 @@ func (in *Ingester) insert(ctx context.Context, blk block) error {
 		in.m.errors.WithLabelValues("insert").Inc()
 		in.warnf("insert", "clickhouse insert failed, retrying", "table", blk.table(), "rows", blk.rows(), "err", err)
 		if !backoff.wait(ctx) {
-			in.addDoubt(d)
 			return ctx.Err()
 		}
 	}

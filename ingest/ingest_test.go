@@ -70,15 +70,27 @@ func startIngest(t *testing.T, ctx context.Context, broker string, ch chconn.Con
 // adjust (when not nil).
 func startIngestWith(t *testing.T, ctx context.Context, broker string, ch chconn.Config, reg prometheus.Registerer, adjust func(*ingest.Config)) chan error {
 	t.Helper()
+	return startIngestConn(t, ctx, broker, ch, reg, adjust, nil)
+}
+
+// startIngestConn is startIngestWith on a connection wrapped by wrap (when
+// not nil).
+func startIngestConn(t *testing.T, ctx context.Context, broker string, ch chconn.Config, reg prometheus.Registerer,
+	adjust func(*ingest.Config), wrap func(driver.Conn) driver.Conn) chan error {
+	t.Helper()
 	conn, err := ch.Open(ctx, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
+	}
+	ingestConn := conn
+	if wrap != nil {
+		ingestConn = wrap(conn)
 	}
 	cfg := ingest.Config{Brokers: []string{broker}, Group: "g-" + ch.Database, ClickHouse: ch, BatchRows: 50_000, BatchInterval: 200 * time.Millisecond, SessionTimeout: time.Second}
 	if adjust != nil {
 		adjust(&cfg)
 	}
-	in, err := ingest.New(cfg, conn, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), reg)
+	in, err := ingest.New(cfg, ingestConn, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), reg)
 	if err != nil {
 		t.Fatal(err)
 	}

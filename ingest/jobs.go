@@ -78,11 +78,10 @@ type jobEventRow struct {
 	offset    uint64
 }
 
-func (b *jobEventBlock) table() string    { return "job_events" }
-func (b *jobEventBlock) partKey() uint32  { return b.key }
-func (b *jobEventBlock) rows() int        { return len(b.rs) }
-func (b *jobEventBlock) partExpr() string { return "toYYYYMM(event_ts)" }
-func (b *jobEventBlock) origin() *origin  { return &b.from }
+func (b *jobEventBlock) table() string   { return "job_events" }
+func (b *jobEventBlock) partKey() uint32 { return b.key }
+func (b *jobEventBlock) rows() int       { return len(b.rs) }
+func (b *jobEventBlock) origin() *origin { return &b.from }
 func (b *jobEventBlock) reset() {
 	b.rs = b.rs[:0]
 	b.from.reset()
@@ -283,11 +282,10 @@ type allocBlock struct {
 	kOffset    []uint64
 }
 
-func (b *allocBlock) table() string    { return "gpu_allocations" }
-func (b *allocBlock) partKey() uint32  { return b.key }
-func (b *allocBlock) rows() int        { return len(b.start) }
-func (b *allocBlock) partExpr() string { return "toYYYYMM(alloc_start)" }
-func (b *allocBlock) origin() *origin  { return &b.from }
+func (b *allocBlock) table() string   { return "gpu_allocations" }
+func (b *allocBlock) partKey() uint32 { return b.key }
+func (b *allocBlock) rows() int       { return len(b.start) }
+func (b *allocBlock) origin() *origin { return &b.from }
 
 func (b *allocBlock) insert(ctx context.Context, conn driver.Conn, db string) error {
 	return insertColumns(ctx, conn,

@@ -49,15 +49,16 @@ func (in *Ingester) loadLedger(ctx context.Context, a assignment) (map[int64][]u
 }
 
 // A doubt is a block whose INSERT failed and may have landed all the same: its
-// table, part key and origin, copied, since the block itself is reused.
+// table, part key and origin, copied, since the block itself is reused. A
+// block recorded in ingest_intents gives one doubt per Kafka partition.
 type doubt struct {
-	table, expr string
-	key         uint32
-	spans       []span
+	table string
+	key   uint32
+	spans []span
 }
 
 func doubtOf(blk block) doubt {
-	return doubt{table: blk.table(), expr: blk.partExpr(), key: blk.partKey(), spans: slices.Clone(blk.origin().spans)}
+	return doubt{table: blk.table(), key: blk.partKey(), spans: slices.Clone(blk.origin().spans)}
 }
 
 // landed reports whether d's INSERT is in ClickHouse. One that completed is in
@@ -78,7 +79,7 @@ func (in *Ingester) landed(ctx context.Context, d doubt) (bool, error) {
 	if n > 0 {
 		return true, nil
 	}
-	if err := in.conn.QueryRow(ctx, "SELECT count() FROM "+db+"."+d.table+" WHERE "+d.expr+
+	if err := in.conn.QueryRow(ctx, "SELECT count() FROM "+db+"."+d.table+" WHERE "+partExprs[d.table]+
 		" = ? AND kafka_partition = ? AND kafka_offset = ?", d.key, uint32(p), uint64(off)).Scan(&n); err != nil {
 		return false, fmt.Errorf("query %s for an unrecorded insert: %w", d.table, err)
 	}
@@ -107,7 +108,7 @@ func (in *Ingester) landed(ctx context.Context, d doubt) (bool, error) {
 	// Messages of the spans that a previous owner wrote with their ledger
 	// rows are left out, so that the ledger counts every row once.
 	q := "INSERT INTO " + db + ".ingest_ledger (tbl, kafka_partition, kafka_offset, part_key, rows) " +
-		"SELECT ? AS tbl, kafka_partition, kafka_offset, " + d.expr + " AS pk, count() " +
+		"SELECT ? AS tbl, kafka_partition, kafka_offset, " + partExprs[d.table] + " AS pk, count() " +
 		"FROM " + db + "." + d.table + " WHERE " + rows +
 		" AND (kafka_partition, kafka_offset) NOT IN (SELECT kafka_partition, kafka_offset FROM " + db +
 		".ingest_ledger WHERE tbl = ? AND part_key = ?) " +
@@ -133,7 +134,7 @@ func (d doubt) rows() (string, []any) {
 		conds[i] = "(kafka_partition = ? AND kafka_offset BETWEEN ? AND ?)"
 		args = append(args, uint32(s.partition), uint64(s.first), uint64(s.last))
 	}
-	return d.expr + " = ? AND (" + strings.Join(conds, " OR ") + ")", args
+	return partExprs[d.table] + " = ? AND (" + strings.Join(conds, " OR ") + ")", args
 }
 
 // rollupComplete reports whether gpu_samples_1m counts as many samples as
@@ -153,28 +154,4 @@ func (in *Ingester) rollupComplete(ctx context.Context, day uint32, cond string,
 		return false, fmt.Errorf("compare gpu_samples_1m with gpu_samples: %w", err)
 	}
 	return rolled >= raw, nil
-}
-
-func (in *Ingester) addDoubt(d doubt) {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	in.doubts = append(in.doubts, d)
-}
-
-// settleDoubts asks ClickHouse about the blocks a previous generation left in
-// doubt, so that a block that landed without its ledger rows gets them before
-// the ledger is read. It reports false when ClickHouse did not answer; the
-// doubts not settled stay.
-func (in *Ingester) settleDoubts(ctx context.Context) bool {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	for len(in.doubts) > 0 {
-		if _, err := in.landed(ctx, in.doubts[0]); err != nil {
-			in.m.errors.WithLabelValues("ledger").Inc()
-			in.warnf("ledger", "checking an insert left in doubt failed, retrying", "table", in.doubts[0].table, "err", err)
-			return false
-		}
-		in.doubts = in.doubts[1:]
-	}
-	return true
 }

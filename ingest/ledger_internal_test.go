@@ -27,25 +27,28 @@ func testIngester(t *testing.T) (*Ingester, driver.Conn, string) {
 	return in, conn, ch.Database
 }
 
-// TestSettleDoubts checks that the blocks a generation left in doubt are
-// settled against ClickHouse before the next one reads the ledger: one that
-// landed keeps its ledger rows, one that landed without them gets them, one
-// that never landed gets none, and a doubt ClickHouse cannot answer stays.
-func TestSettleDoubts(t *testing.T) {
+// TestSettleIntents checks that the blocks recorded in ingest_intents at or
+// after a partition's committed offset are settled before its new owner
+// reads the ledger: one that landed keeps its ledger rows, one that landed
+// without them gets them (each partition's share by that partition's owner),
+// one that never landed gets none, and one before the committed offset is
+// not read.
+func TestSettleIntents(t *testing.T) {
 	in, conn, db := testIngester(t)
 	ctx := context.Background()
 	month := time.Date(2026, 5, 10, 0, 0, 0, 0, time.UTC)
-	// blockOf is an eventBlock of one event for each of the given messages of
-	// Kafka partition 0.
-	blockOf := func(offsets ...int64) *eventBlock {
+	// blockOf is an eventBlock of one event for each of the given messages,
+	// as partition, offset pairs.
+	blockOf := func(msgs ...[2]int64) *eventBlock {
 		b := &eventBlock{key: monthKey(month.Unix())}
-		for _, off := range offsets {
-			b.from.note(0, off)
+		for _, m := range msgs {
+			p, off := int32(m[0]), m[1]
+			b.from.note(p, off)
 			b.ts = append(b.ts, month.Unix()+off)
 			b.millis = append(b.millis, 0)
 			b.cluster, b.host, b.gpuUUID = append(b.cluster, "c"), append(b.host, "h"), append(b.gpuUUID, "GPU-1")
 			b.eventType, b.xid = append(b.eventType, "xid"), append(b.xid, 79)
-			b.kPartition, b.kOffset = append(b.kPartition, 0), append(b.kOffset, uint64(off))
+			b.kPartition, b.kOffset = append(b.kPartition, uint32(p)), append(b.kOffset, uint64(off))
 		}
 		return b
 	}
@@ -55,60 +58,95 @@ func TestSettleDoubts(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
+	// without inserts blk while the ledger view is away: what an INSERT cut
+	// short between its parts leaves.
+	without := func(blk block) {
+		t.Helper()
+		exec("DETACH TABLE " + db + ".gpu_events_ledger_mv")
+		err := blk.insert(ctx, conn, db)
+		exec("ATTACH TABLE " + db + ".gpu_events_ledger_mv")
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	// Offset 4 lies inside the unrecorded block's span but came with its
 	// ledger rows (a previous owner wrote it): it must not be counted twice.
-	recorded := blockOf(1, 2, 4)
+	recorded := blockOf([2]int64{0, 1}, [2]int64{0, 2}, [2]int64{0, 4})
+	unrecorded := blockOf([2]int64{0, 3}, [2]int64{0, 5}, [2]int64{1, 7})
+	absent := blockOf([2]int64{0, 6})
+	old := blockOf([2]int64{0, 0}) // before the committed offset
+	if err := in.writeIntents(ctx, []block{recorded, unrecorded, absent, old}); err != nil {
+		t.Fatal(err)
+	}
 	if err := recorded.insert(ctx, conn, db); err != nil {
 		t.Fatal(err)
 	}
-	unrecorded := blockOf(3, 5) // written while the ledger view was away
-	exec("DETACH TABLE " + db + ".gpu_events_ledger_mv")
-	if err := unrecorded.insert(ctx, conn, db); err != nil {
-		t.Fatal(err)
-	}
-	exec("ATTACH TABLE " + db + ".gpu_events_ledger_mv")
-	absent := blockOf(6)
-	for _, b := range []block{recorded, unrecorded, absent} {
-		in.addDoubt(doubtOf(b))
-	}
-	if !in.settleDoubts(ctx) {
-		t.Fatal("settleDoubts = false with ClickHouse up")
-	}
-	if len(in.doubts) != 0 {
-		t.Errorf("%d doubts left; want 0", len(in.doubts))
-	}
-	rows, err := conn.Query(ctx, "SELECT kafka_offset, sum(rows) FROM "+db+".ingest_ledger WHERE tbl = 'gpu_events' GROUP BY kafka_offset ORDER BY kafka_offset")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []uint64
-	for rows.Next() {
-		var off, n uint64
-		if err := rows.Scan(&off, &n); err != nil {
+	without(unrecorded)
+	without(old)
+
+	h := in.byTopic[schemas.TopicGPUEvents]
+	ledger := func(p int32) []uint64 {
+		t.Helper()
+		rows, err := conn.Query(ctx, "SELECT kafka_offset, sum(rows) FROM "+db+".ingest_ledger "+
+			"WHERE tbl = 'gpu_events' AND kafka_partition = ? GROUP BY kafka_offset ORDER BY kafka_offset", uint32(p))
+		if err != nil {
 			t.Fatal(err)
 		}
-		if n != 1 {
-			t.Errorf("ledger counts %d rows at offset %d; want 1", n, off)
+		defer rows.Close()
+		var got []uint64
+		for rows.Next() {
+			var off, n uint64
+			if err := rows.Scan(&off, &n); err != nil {
+				t.Fatal(err)
+			}
+			if n != 1 {
+				t.Errorf("ledger counts %d rows at %d/%d; want 1", n, p, off)
+			}
+			got = append(got, off)
 		}
-		got = append(got, off)
+		return got
 	}
-	rows.Close()
-	if want := []uint64{1, 2, 3, 4, 5}; !slices.Equal(got, want) {
-		t.Errorf("ledger offsets %v; want %v", got, want)
+	settle := func(a assignment) bool {
+		t.Helper()
+		done, err := in.loadLedger(ctx, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		landed, err := in.settleIntents(ctx, a, done)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return landed
 	}
-	if n := testutil.ToFloat64(in.m.ledgerRepairs.WithLabelValues("gpu_events", "ledger_written")); n != 1 {
-		t.Errorf("ledger repairs = %v; want 1", n)
+	p0 := assignment{h: h, partition: 0, offset: 1}
+	if !settle(p0) {
+		t.Error("settleIntents(partition 0) = false; want true (it wrote ledger rows)")
+	}
+	if got, want := ledger(0), []uint64{1, 2, 3, 4, 5}; !slices.Equal(got, want) {
+		t.Errorf("partition 0 ledger offsets %v; want %v", got, want)
+	}
+	if got := ledger(1); len(got) != 0 {
+		t.Errorf("partition 1 ledger offsets %v before its owner settled; want none", got)
+	}
+	if settle(p0) {
+		t.Error("settleIntents(partition 0) again = true; want false (nothing left to write)")
+	}
+	if !settle(assignment{h: h, partition: 1, offset: 0}) {
+		t.Error("settleIntents(partition 1) = false; want true")
+	}
+	if got, want := ledger(1), []uint64{7}; !slices.Equal(got, want) {
+		t.Errorf("partition 1 ledger offsets %v; want %v", got, want)
+	}
+	if n := testutil.ToFloat64(in.m.ledgerRepairs.WithLabelValues("gpu_events", "ledger_written")); n != 2 {
+		t.Errorf("ledger repairs = %v; want 2 (one per partition)", n)
 	}
 
-	// A doubt ClickHouse cannot answer is kept for the next assignment.
-	bad := doubtOf(absent)
-	bad.table = "no_such_table"
-	in.addDoubt(bad)
-	if in.settleDoubts(ctx) {
-		t.Error("settleDoubts = true for a table that does not exist")
-	}
-	if len(in.doubts) != 1 {
-		t.Errorf("%d doubts left; want the unanswered one", len(in.doubts))
+	// ClickHouse not answering is an error; recover retries it.
+	exec("RENAME TABLE " + db + ".ingest_intents TO " + db + ".intents_away")
+	_, err := in.settleIntents(ctx, p0, nil)
+	exec("RENAME TABLE " + db + ".intents_away TO " + db + ".ingest_intents")
+	if err == nil {
+		t.Error("settleIntents without ingest_intents: no error")
 	}
 }
 

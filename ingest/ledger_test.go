@@ -2,6 +2,7 @@ package ingest_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -178,4 +179,94 @@ func TestLedgerViewFailure(t *testing.T) {
 			t.Errorf("after the second group, %s holds %d rows; want %d", r.table, n, want[r.table])
 		}
 	}
+}
+
+// unanswered is a ClickHouse connection whose single-row queries fail, as if
+// the server stopped answering right after each INSERT: an ingester on it
+// can never learn whether an INSERT that reported an error landed.
+type unanswered struct{ driver.Conn }
+
+var errNoAnswer = errors.New("test: no answer")
+
+func (unanswered) QueryRow(context.Context, string, ...any) driver.Row { return errRow{} }
+
+type errRow struct{}
+
+func (errRow) Err() error           { return errNoAnswer }
+func (errRow) Scan(...any) error    { return errNoAnswer }
+func (errRow) ScanStruct(any) error { return errNoAnswer }
+
+// TestIntentOutlivesIngester stops an ingester while an INSERT it sent is in
+// doubt: the rows landed without their ledger rows (the ledger views fail
+// after the table's part) and the ingester cannot ask whether they did. The
+// next ingester of the group, with working views, must find the block through
+// ingest_intents, write its ledger rows and not store it again.
+func TestIntentOutlivesIngester(t *testing.T) {
+	ch, conn := schematest.Database(t)
+	_, broker := schematest.Broker(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	if err := ingest.EnsureTopics(context.Background(), []string{broker}, 2, schemas.DataTopics()...); err != nil {
+		t.Fatal(err)
+	}
+	db := ch.Database
+	breakLedgerViews(t, conn, db)
+	const messages = 100
+	samples := uint64(produceSamples(t, broker, messages, 4, 8, 10, time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	reg := prometheus.NewRegistry()
+	done := startIngestConn(t, ctx, broker, ch, reg, nil, func(c driver.Conn) driver.Conn { return unanswered{c} })
+	deadline := time.Now().Add(60 * time.Second)
+	for schematest.Count(t, conn, db+".gpu_samples") == 0 || metricSum(t, reg, "heliostat_ingest_errors_total", "kind", "insert") < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("after 60 s the first ingester had not inserted rows and failed to check them")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if ok, desc := ledgerMatches(t, conn, db, "gpu_samples", "toYYYYMMDD(ts)"); ok {
+		t.Fatalf("the first ingester's rows have their ledger rows (%s); the test needs rows without", desc)
+	}
+	for _, r := range rawTables {
+		for _, q := range []string{
+			fmt.Sprintf("DROP TABLE %s.%s_ledger_broken", db, r.table),
+			fmt.Sprintf("ATTACH TABLE %s.%s_ledger_mv", db, r.table),
+		} {
+			if err := conn.Exec(context.Background(), q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+	}
+
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	reg = prometheus.NewRegistry()
+	done = startIngest(t, ctx, broker, ch, reg)
+	deadline = time.Now().Add(60 * time.Second)
+	for metricSum(t, reg, "heliostat_ingest_messages_total", "topic", schemas.TopicGPUSamples) < messages {
+		if time.Now().After(deadline) {
+			t.Fatalf("second ingester: %v messages handled; want %d", metricSum(t, reg, "heliostat_ingest_messages_total", "topic", schemas.TopicGPUSamples), messages)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	waitCount(t, conn, db+".gpu_samples", samples, 30*time.Second)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if n := schematest.Count(t, conn, db+".gpu_samples"); n != samples {
+		t.Errorf("gpu_samples holds %d rows; want %d (the block in doubt was stored again)", n, samples)
+	}
+	if ok, desc := ledgerMatches(t, conn, db, "gpu_samples", "toYYYYMMDD(ts)"); !ok {
+		t.Errorf("ledger does not match: %s", desc)
+	}
+	if n := metricSum(t, reg, "heliostat_ingest_ledger_repairs_total", "table", "gpu_samples", "action", "ledger_written"); n == 0 {
+		t.Error("the second ingester wrote no ledger rows for the block in doubt")
+	}
+	if n := metricSum(t, reg, "heliostat_ingest_ledger_repairs_total", "action", "sent_again"); n != 0 {
+		t.Errorf("%v blocks sent again; want 0", n)
+	}
+	assertNoDuplicates(t, conn, db)
 }

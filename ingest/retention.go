@@ -16,6 +16,7 @@ func (in *Ingester) retentionLoop(ctx context.Context) {
 			{Table: "gpu_samples", Keep: in.cfg.Retention, Daily: true},
 			{Table: "gpu_events", Keep: in.cfg.Retention},
 			{Table: "gpu_samples_1m", Keep: in.cfg.RollupRetention},
+			{Table: "ingest_intents", Keep: intentsKeep, Daily: true},
 		}
 		for _, r := range rules {
 			dropped, err := retention.DropExpired(ctx, in.conn, in.cfg.ClickHouse.Database, r, time.Now())
