@@ -17,7 +17,7 @@ import (
 
 // testIngester returns an Ingester on a fresh database of the test
 // ClickHouse, with a connection to it. Its broker is never dialled.
-func testIngester(t *testing.T) (*Ingester, driver.Conn, string) {
+func testIngester(t testing.TB) (*Ingester, driver.Conn, string) {
 	t.Helper()
 	ch, conn := schematest.Database(t)
 	in, err := New(Config{Brokers: []string{"127.0.0.1:1"}, ClickHouse: ch}, conn, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
