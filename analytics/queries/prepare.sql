@@ -8,7 +8,10 @@
 -- Times are Unix seconds, 0 where unknown. g is the job's GPUs; where a trace
 -- gives none (SWF), its processors play the role of GPUs. state_class maps
 -- final states (see 0015_analytics_jobs.sql); '' for a job not ended.
--- run_s and queue_s are -1 where unknown. cv and cvu key a cluster's VC and
+-- run_s and queue_s are -1 where unknown; run_s also for a Slurm job that
+-- vanished from squeue (source slurm, state UNKNOWN), whose end is only the
+-- last listing that showed it: a lower bound (its GPUs still count as held
+-- until then in hold_*). cv and cvu key a cluster's VC and
 -- a VC's user; state_code numbers state (every state schemas defines;
 -- 0 for another, which the jobs table never holds). hold_* is when the job held its GPUs
 -- (a running job until computed_until), wait_* when it waited for them (an
@@ -31,7 +34,8 @@ FROM (
         toUInt32(ifNull(start_time, toDateTime(0))) AS start_s,
         toUInt32(ifNull(end_time, toDateTime(0))) AS end_s,
         toUInt32(if(isNull(gpus) AND source = 'trace', ifNull(cpus, 0), ifNull(gpus, 0))) AS g,
-        toInt64(if(state_class != '' AND start_s > 0 AND end_s >= start_s, toInt64(end_s) - start_s, -1)) AS run_s,
+        toInt64(if(state_class != '' AND start_s > 0 AND end_s >= start_s AND NOT (source = 'slurm' AND state = 'UNKNOWN'),
+            toInt64(end_s) - start_s, -1)) AS run_s,
         toInt64(if(start_s > 0 AND start_s >= submit_s, toInt64(start_s) - submit_s, -1)) AS queue_s,
         toUInt8(submit_s >= {since}) AS in_window,
         -- numeric keys for the jobs' GROUP BYs (hashing strings once here,
