@@ -42,7 +42,7 @@ func TestLostSlurmJobs(t *testing.T) {
 	if err := b.Send(); err != nil {
 		t.Fatal(err)
 	}
-	w := analytics.Window{Since: submit.Truncate(24 * time.Hour), Until: submit.Truncate(24 * time.Hour).AddDate(0, 0, 1)}
+	w := analytics.Window{Since: submit.Truncate(24 * time.Hour), Until: submit.Truncate(24*time.Hour).AddDate(0, 0, 1)}
 	if _, err := newRunner(t, conn, db, farFuture).RunWindow(ctx, w, "jobs"); err != nil {
 		t.Fatal(err)
 	}
