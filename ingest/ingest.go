@@ -70,6 +70,7 @@ func New(cfg Config, conn driver.Conn, logger *slog.Logger, reg prometheus.Regis
 		in.m.rows.WithLabelValues(h.table())
 		in.m.ledgerRepairs.WithLabelValues(h.table(), "ledger_written")
 		in.m.ledgerRepairs.WithLabelValues(h.table(), "sent_again")
+		in.m.seqGaps.WithLabelValues(h.topic())
 	}
 	in.m.clickhouseUp.Set(1)
 	return in, nil
