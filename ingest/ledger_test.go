@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/heliostat-dev/heliostat/ingest"
+	"github.com/heliostat-dev/heliostat/internal/chconn"
 	"github.com/heliostat-dev/heliostat/schemas"
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
@@ -48,6 +49,35 @@ func breakLedgerViews(t *testing.T, conn driver.Conn, db string) {
 	}
 }
 
+// mendLedgerViews puts back the ledger views that breakLedgerViews replaced.
+func mendLedgerViews(t *testing.T, conn driver.Conn, db string) {
+	t.Helper()
+	for _, r := range rawTables {
+		for _, q := range []string{
+			fmt.Sprintf("DROP TABLE %s.%s_ledger_broken", db, r.table),
+			fmt.Sprintf("ATTACH TABLE %s.%s_ledger_mv", db, r.table),
+		} {
+			if err := conn.Exec(context.Background(), q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+	}
+}
+
+// brokenLedgerSetup returns a fresh database whose ledger views are broken
+// (breakLedgerViews) and a broker with the data topics, two partitions each.
+func brokenLedgerSetup(t *testing.T) (chconn.Config, driver.Conn, string) {
+	t.Helper()
+	ch, conn := schematest.Database(t)
+	_, broker := schematest.Broker(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	if err := ingest.EnsureTopics(context.Background(), []string{broker}, 2, schemas.DataTopics()...); err != nil {
+		t.Fatal(err)
+	}
+	db := ch.Database
+	breakLedgerViews(t, conn, db)
+	return ch, conn, broker
+}
+
 // ledgerMatches reports whether the ledger records every row of table once:
 // one ledger entry per message and part key, and as many rows.
 func ledgerMatches(t *testing.T, conn driver.Conn, db, table, expr string) (bool, string) {
@@ -72,13 +102,8 @@ func ledgerMatches(t *testing.T, conn driver.Conn, db, table, expr string) (bool
 // from the start must find everything in the ledger and insert nothing. Job
 // events, whose ledger view works, go through as usual.
 func TestLedgerViewFailure(t *testing.T) {
-	ch, conn := schematest.Database(t)
-	_, broker := schematest.Broker(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err := ingest.EnsureTopics(context.Background(), []string{broker}, 2, schemas.DataTopics()...); err != nil {
-		t.Fatal(err)
-	}
+	ch, conn, broker := brokenLedgerSetup(t)
 	db := ch.Database
-	breakLedgerViews(t, conn, db)
 
 	start := time.Date(2026, 3, 1, 23, 59, 0, 0, time.UTC) // across midnight: two gpu_samples parts
 	samples := produceSamples(t, broker, 200, 4, 8, 10, start)
@@ -202,13 +227,8 @@ func (errRow) ScanStruct(any) error { return errNoAnswer }
 // next ingester of the group, with working views, must find the block through
 // ingest_intents, write its ledger rows and not store it again.
 func TestIntentOutlivesIngester(t *testing.T) {
-	ch, conn := schematest.Database(t)
-	_, broker := schematest.Broker(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err := ingest.EnsureTopics(context.Background(), []string{broker}, 2, schemas.DataTopics()...); err != nil {
-		t.Fatal(err)
-	}
+	ch, conn, broker := brokenLedgerSetup(t)
 	db := ch.Database
-	breakLedgerViews(t, conn, db)
 	const messages = 100
 	samples := uint64(produceSamples(t, broker, messages, 4, 8, 10, time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)))
 
@@ -229,16 +249,7 @@ func TestIntentOutlivesIngester(t *testing.T) {
 	if ok, desc := ledgerMatches(t, conn, db, "gpu_samples", "toYYYYMMDD(ts)"); ok {
 		t.Fatalf("the first ingester's rows have their ledger rows (%s); the test needs rows without", desc)
 	}
-	for _, r := range rawTables {
-		for _, q := range []string{
-			fmt.Sprintf("DROP TABLE %s.%s_ledger_broken", db, r.table),
-			fmt.Sprintf("ATTACH TABLE %s.%s_ledger_mv", db, r.table),
-		} {
-			if err := conn.Exec(context.Background(), q); err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
-		}
-	}
+	mendLedgerViews(t, conn, db)
 
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
