@@ -26,3 +26,24 @@ func (b *backoff) wait(ctx context.Context) bool {
 		return true
 	}
 }
+
+// retryWrite calls send until it succeeds or ctx ends, with backoff, and keeps
+// heliostat_ingest_clickhouse_up in step. Each failure counts as an error of
+// kind and logs msg (throttled) with args and the error. send must be safe to
+// repeat after an uncertain failure.
+func (in *Ingester) retryWrite(ctx context.Context, kind, msg string, send func() error, args ...any) error {
+	backoff := newBackoff(100*time.Millisecond, in.cfg.RetryMax)
+	for {
+		err := send()
+		if err == nil {
+			in.m.clickhouseUp.Set(1)
+			return nil
+		}
+		in.m.clickhouseUp.Set(0)
+		in.m.errors.WithLabelValues(kind).Inc()
+		in.warnf(kind, msg, append(args, "err", err)...)
+		if !backoff.wait(ctx) {
+			return ctx.Err()
+		}
+	}
+}

@@ -28,20 +28,8 @@ func (in *Ingester) writeIntents(ctx context.Context, blks []block) error {
 	if len(blks) == 0 {
 		return nil
 	}
-	backoff := newBackoff(100*time.Millisecond, in.cfg.RetryMax)
-	for {
-		err := in.sendIntents(ctx, blks)
-		if err == nil {
-			in.m.clickhouseUp.Set(1)
-			return nil
-		}
-		in.m.clickhouseUp.Set(0)
-		in.m.errors.WithLabelValues("intents").Inc()
-		in.warnf("intents", "recording the blocks about to be inserted failed, retrying", "blocks", len(blks), "err", err)
-		if !backoff.wait(ctx) {
-			return ctx.Err()
-		}
-	}
+	return in.retryWrite(ctx, "intents", "recording the blocks about to be inserted failed, retrying",
+		func() error { return in.sendIntents(ctx, blks) }, "blocks", len(blks))
 }
 
 func (in *Ingester) sendIntents(ctx context.Context, blks []block) error {

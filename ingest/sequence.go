@@ -346,23 +346,12 @@ func (in *Ingester) writeSequences(ctx context.Context, pending map[seqKey]seqMa
 	if len(pending) == 0 && len(producers) == 0 {
 		return nil
 	}
-	backoff := newBackoff(100*time.Millisecond, in.cfg.RetryMax)
-	for {
-		err := in.sendProducers(ctx, producers)
-		if err == nil {
-			err = in.sendSequences(ctx, pending)
+	return in.retryWrite(ctx, "sequences", "writing message sequence marks failed, retrying", func() error {
+		if err := in.sendProducers(ctx, producers); err != nil {
+			return err
 		}
-		if err == nil {
-			in.m.clickhouseUp.Set(1)
-			return nil
-		}
-		in.m.clickhouseUp.Set(0)
-		in.m.errors.WithLabelValues("sequences").Inc()
-		in.warnf("sequences", "writing message sequence marks failed, retrying", "marks", len(pending), "err", err)
-		if !backoff.wait(ctx) {
-			return ctx.Err()
-		}
-	}
+		return in.sendSequences(ctx, pending)
+	}, "marks", len(pending))
 }
 
 func (in *Ingester) sendProducers(ctx context.Context, producers map[prodKey]time.Time) error {
