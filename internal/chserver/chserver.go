@@ -41,6 +41,23 @@ type Config struct {
 	// Install lets Start install Debian's clickhouse-server package with apt-get
 	// when the binary is missing and the process runs as root.
 	Install bool
+	// TLS, when set, opens the secure native-protocol port (tcp_port_secure)
+	// with these files. Default nil: no secure port, as the packaged config
+	// leaves it (its tcp_port_secure is commented out).
+	TLS *TLSFiles
+	// TCPSecurePort is the secure native-protocol port when TLS is set; 0
+	// picks a free one. Ignored without TLS.
+	TCPSecurePort int
+}
+
+// TLSFiles are the PEM files of the server's secure native port.
+type TLSFiles struct {
+	// CertFile and KeyFile are the server's certificate and key. Required.
+	CertFile, KeyFile string
+	// ClientCAFile, when set, makes the server require a client certificate
+	// signed by one of the CAs in it (openSSL verificationMode strict); the
+	// system CAs are then not trusted for clients.
+	ClientCAFile string
 }
 
 // Server is a running child clickhouse-server.
@@ -137,7 +154,30 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error
 			return nil, fmt.Errorf("chserver: create %s: %w", sub, err)
 		}
 	}
-	for _, p := range []*int{&cfg.TCPPort, &cfg.HTTPPort, &cfg.InterserverPort} {
+	ports := []*int{&cfg.TCPPort, &cfg.HTTPPort, &cfg.InterserverPort}
+	if cfg.TLS != nil {
+		if cfg.TLS.CertFile == "" || cfg.TLS.KeyFile == "" {
+			return nil, errors.New("chserver: Config.TLS needs CertFile and KeyFile")
+		}
+		tlsFiles := *cfg.TLS // the caller's copy keeps its paths
+		cfg.TLS = &tlsFiles
+		for _, f := range []*string{&tlsFiles.CertFile, &tlsFiles.KeyFile, &tlsFiles.ClientCAFile} {
+			if *f == "" {
+				continue
+			}
+			// The server runs in Dir, so relative paths would resolve there.
+			abs, err := filepath.Abs(*f)
+			if err != nil {
+				return nil, fmt.Errorf("chserver: TLS file: %w", err)
+			}
+			if _, err := os.Stat(abs); err != nil {
+				return nil, fmt.Errorf("chserver: TLS file: %w", err)
+			}
+			*f = abs
+		}
+		ports = append(ports, &cfg.TCPSecurePort)
+	}
+	for _, p := range ports {
 		if *p == 0 {
 			if *p, err = FreePort(); err != nil {
 				return nil, err
@@ -166,6 +206,23 @@ func (s *Server) start(ctx context.Context) error {
 		"--logger.log=" + c.Dir + "/log/clickhouse-server.log",
 		"--logger.errorlog=" + c.Dir + "/log/clickhouse-server.err.log",
 		"--logger.level=warning",
+	}
+	if t := c.TLS; t != nil {
+		// An empty dhParamsFile keeps 18.16 from loading the packaged
+		// /etc/clickhouse-server/dhparam.pem, which Debian does not ship.
+		args = append(args,
+			"--tcp_port_secure="+strconv.Itoa(c.TCPSecurePort),
+			"--openSSL.server.certificateFile="+t.CertFile,
+			"--openSSL.server.privateKeyFile="+t.KeyFile,
+			"--openSSL.server.dhParamsFile=",
+		)
+		if t.ClientCAFile != "" {
+			args = append(args,
+				"--openSSL.server.verificationMode=strict",
+				"--openSSL.server.caConfig="+t.ClientCAFile,
+				"--openSSL.server.loadDefaultCAFile=false",
+			)
+		}
 	}
 	cmd := exec.Command(c.Binary, args...)
 	cmd.Dir = c.Dir
@@ -223,6 +280,15 @@ func (s *Server) ping(ctx context.Context) error {
 
 // Addr returns the native-protocol address, host:port.
 func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.cfg.TCPPort) }
+
+// SecureAddr returns the TLS native-protocol address, host:port, or "" when
+// the server was started without TLS.
+func (s *Server) SecureAddr() string {
+	if s.cfg.TLS == nil {
+		return ""
+	}
+	return "127.0.0.1:" + strconv.Itoa(s.cfg.TCPSecurePort)
+}
 
 // PID returns the server's process id.
 func (s *Server) PID() int { return s.cmd.Process.Pid }

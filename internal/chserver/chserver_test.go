@@ -1,0 +1,82 @@
+package chserver
+
+import (
+	"context"
+	"crypto/tls"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/heliostat-dev/heliostat/internal/testpki"
+)
+
+func TestStartTLSFilesChecked(t *testing.T) {
+	pki := testpki.New(t)
+	for _, tc := range []struct {
+		name  string
+		files TLSFiles
+		want  string
+	}{
+		{"no key", TLSFiles{CertFile: pki.CertFile}, "needs CertFile and KeyFile"},
+		{"no cert", TLSFiles{KeyFile: pki.KeyFile}, "needs CertFile and KeyFile"},
+		{"missing cert", TLSFiles{CertFile: pki.CertFile + ".missing", KeyFile: pki.KeyFile}, pki.CertFile + ".missing"},
+		{"missing client ca", TLSFiles{CertFile: pki.CertFile, KeyFile: pki.KeyFile, ClientCAFile: pki.CAFile + ".missing"}, pki.CAFile + ".missing"},
+	} {
+		// /bin/true and the pki's own CA file stand in for the binary and
+		// config: Start checks the TLS files before it runs anything.
+		cfg := Config{Dir: t.TempDir(), Binary: "/bin/true", ConfigFile: pki.CAFile, TLS: &tc.files}
+		_, err := Start(context.Background(), cfg, slog.New(slog.DiscardHandler))
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "chserver: ") {
+			t.Errorf("%s: Start() = %v; want chserver: … %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestStartTLS starts a real server with a secure port from relative file
+// names and no client CA: a client with only the CA reaches it over TLS.
+func TestStartTLS(t *testing.T) {
+	pki := testpki.New(t)
+	t.Chdir(pki.Dir)
+	files := &TLSFiles{CertFile: "server.crt", KeyFile: "server.key"}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	s, err := Start(ctx, Config{Dir: t.TempDir(), Install: true, TLS: files}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("Start with TLS: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Stop(); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	})
+	if files.CertFile != "server.crt" {
+		t.Errorf("Start changed the caller's TLSFiles.CertFile to %q", files.CertFile)
+	}
+	if s.SecureAddr() == "" || s.SecureAddr() == s.Addr() {
+		t.Fatalf("SecureAddr() = %q, Addr() = %q; want two ports", s.SecureAddr(), s.Addr())
+	}
+	conn, err := clickhouse.Open(&clickhouse.Options{
+		Addr:        []string{s.SecureAddr()},
+		DialTimeout: 5 * time.Second,
+		TLS:         &tls.Config{RootCAs: pki.CAPool, MinVersion: tls.VersionTLS12},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var version string
+	if err := conn.QueryRow(ctx, "SELECT version()").Scan(&version); err != nil {
+		t.Fatalf("SELECT version() over TLS at %s: %v", s.SecureAddr(), err)
+	}
+	t.Logf("server %s over TLS at %s", version, s.SecureAddr())
+}
+
+func TestSecureAddrWithoutTLS(t *testing.T) {
+	s := &Server{cfg: Config{TCPPort: 9000, TCPSecurePort: 9440}}
+	if got := s.SecureAddr(); got != "" {
+		t.Errorf("SecureAddr() without TLS = %q; want \"\"", got)
+	}
+}
