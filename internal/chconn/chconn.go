@@ -4,6 +4,8 @@ package chconn
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -33,6 +35,23 @@ type Config struct {
 	// Compression is the native-protocol block compression: "lz4" (default)
 	// or "none" (cheaper on loopback).
 	Compression string
+
+	// TLS turns on TLS for the native protocol (ClickHouse's tcp_port_secure,
+	// 9440 by convention). Any of the TLS* settings below implies it. Default
+	// off: plain TCP, as before.
+	TLS bool
+	// TLSCAFile names a PEM file of CA certificates to trust instead of the
+	// system pool. Default empty: the system pool.
+	TLSCAFile string
+	// TLSCertFile and TLSKeyFile are a PEM client certificate and its key, for
+	// servers that require one. Both or neither.
+	TLSCertFile, TLSKeyFile string
+	// TLSServerName is the name to verify in the server's certificate. Default
+	// empty: the host of Addr.
+	TLSServerName string
+	// TLSInsecureSkipVerify accepts any server certificate. For testing only:
+	// it leaves the connection open to a man in the middle.
+	TLSInsecureSkipVerify bool
 }
 
 // RegisterFlags adds the --clickhouse.* flags to fs, with defaults from getenv.
@@ -47,6 +66,19 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&c.PasswordFile, "clickhouse.password-file", "", "file holding the ClickHouse password (default: $HELIOSTAT_CLICKHOUSE_PASSWORD)")
 	fs.DurationVar(&c.DialTimeout, "clickhouse.dial-timeout", 5*time.Second, "timeout for connecting to ClickHouse")
 	fs.StringVar(&c.Compression, "clickhouse.compression", "lz4", "block compression on the wire: lz4 or none")
+	fs.BoolVar(&c.TLS, "clickhouse.tls", false, "connect with TLS (the server's secure native port, usually 9440); implied by any --clickhouse.tls.* flag")
+	fs.StringVar(&c.TLSCAFile, "clickhouse.tls.ca", "", "PEM file of CA certificates that sign the server's certificate (default: the system pool)")
+	fs.StringVar(&c.TLSCertFile, "clickhouse.tls.cert", "", "PEM client certificate, for servers that require one (with --clickhouse.tls.key)")
+	fs.StringVar(&c.TLSKeyFile, "clickhouse.tls.key", "", "PEM key of the client certificate (with --clickhouse.tls.cert)")
+	fs.StringVar(&c.TLSServerName, "clickhouse.tls.server-name", "", "name to verify in the server's certificate (default: the host of --clickhouse.addr)")
+	fs.BoolVar(&c.TLSInsecureSkipVerify, "clickhouse.tls.insecure-skip-verify", false, "accept any server certificate without verifying it; for testing only, never in production")
+}
+
+// TLSEnabled reports whether connections use TLS: --clickhouse.tls or any
+// --clickhouse.tls.* setting.
+func (c *Config) TLSEnabled() bool {
+	return c.TLS || c.TLSCAFile != "" || c.TLSCertFile != "" || c.TLSKeyFile != "" ||
+		c.TLSServerName != "" || c.TLSInsecureSkipVerify
 }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -62,7 +94,42 @@ func (c *Config) Validate() error {
 	if c.Compression != "" && c.Compression != "lz4" && c.Compression != "none" {
 		return fmt.Errorf("chconn: --clickhouse.compression %q: want lz4 or none", c.Compression)
 	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return errors.New("chconn: --clickhouse.tls.cert and --clickhouse.tls.key go together: give both or neither")
+	}
 	return nil
+}
+
+// tlsConfig builds the client TLS settings, or returns nil when TLS is off.
+// It reads the CA and client key files, so its errors name the flag and file.
+func (c *Config) tlsConfig() (*tls.Config, error) {
+	if !c.TLSEnabled() {
+		return nil, nil
+	}
+	tc := &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		ServerName:         c.TLSServerName,
+		InsecureSkipVerify: c.TLSInsecureSkipVerify,
+	}
+	if c.TLSCAFile != "" {
+		b, err := os.ReadFile(c.TLSCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("chconn: --clickhouse.tls.ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("chconn: --clickhouse.tls.ca %s: no PEM certificate in the file", c.TLSCAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if c.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("chconn: --clickhouse.tls.cert %s and --clickhouse.tls.key %s: %w", c.TLSCertFile, c.TLSKeyFile, err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
 }
 
 // Open connects and pings. getenv supplies $HELIOSTAT_CLICKHOUSE_PASSWORD.
@@ -86,6 +153,10 @@ func (c *Config) Open(ctx context.Context, getenv func(string) string) (driver.C
 	if user == "" {
 		user = "default"
 	}
+	tc, err := c.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
 	comp := &clickhouse.Compression{Method: clickhouse.CompressionLZ4}
 	if c.Compression == "none" {
 		comp = &clickhouse.Compression{Method: clickhouse.CompressionNone}
@@ -98,6 +169,7 @@ func (c *Config) Open(ctx context.Context, getenv func(string) string) (driver.C
 		MaxIdleConns:    4,
 		ConnMaxLifetime: time.Hour,
 		Compression:     comp,
+		TLS:             tc,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("chconn: open %s: %w", c.Addr, err)
@@ -106,6 +178,9 @@ func (c *Config) Open(ctx context.Context, getenv func(string) string) (driver.C
 	defer cancel()
 	if err := conn.Ping(pctx); err != nil {
 		conn.Close()
+		if tc != nil {
+			return nil, fmt.Errorf("chconn: ping %s over TLS: %w", c.Addr, err)
+		}
 		return nil, fmt.Errorf("chconn: ping %s: %w", c.Addr, err)
 	}
 	return conn, nil

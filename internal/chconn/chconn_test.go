@@ -1,0 +1,184 @@
+package chconn
+
+import (
+	"context"
+	"flag"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heliostat-dev/heliostat/internal/chserver"
+	"github.com/heliostat-dev/heliostat/internal/testpki"
+)
+
+func noenv(string) string { return "" }
+
+func TestValidate(t *testing.T) {
+	base := Config{Addr: "127.0.0.1:9000", Database: "heliostat"}
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		want string // substring of the error; "" means valid
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"empty addr", func(c *Config) { c.Addr = "" }, "--clickhouse.addr is empty"},
+		{"bad database", func(c *Config) { c.Database = "a-b" }, "--clickhouse.database"},
+		{"bad compression", func(c *Config) { c.Compression = "zstd" }, "--clickhouse.compression"},
+		{"tls alone", func(c *Config) { c.TLS = true }, ""},
+		{"ca only", func(c *Config) { c.TLSCAFile = "ca.pem" }, ""},
+		{"cert and key", func(c *Config) { c.TLSCertFile, c.TLSKeyFile = "c.pem", "k.pem" }, ""},
+		{"cert without key", func(c *Config) { c.TLSCertFile = "c.pem" }, "--clickhouse.tls.cert and --clickhouse.tls.key"},
+		{"key without cert", func(c *Config) { c.TLSKeyFile = "k.pem" }, "--clickhouse.tls.cert and --clickhouse.tls.key"},
+		{"server name", func(c *Config) { c.TLSServerName = "ch.example" }, ""},
+		{"skip verify", func(c *Config) { c.TLSInsecureSkipVerify = true }, ""},
+	} {
+		c := base
+		tc.edit(&c)
+		err := c.Validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: Validate() = %v; want nil", tc.name, err)
+		case tc.want != "" && err == nil:
+			t.Errorf("%s: Validate() = nil; want error with %q", tc.name, tc.want)
+		case tc.want != "" && (!strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "chconn: ")):
+			t.Errorf("%s: Validate() = %q; want chconn: … %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		tls  bool
+	}{
+		{nil, false},
+		{[]string{"--clickhouse.tls"}, true},
+		{[]string{"--clickhouse.tls.ca=/ca.pem"}, true},
+		{[]string{"--clickhouse.tls.cert=/c.pem", "--clickhouse.tls.key=/k.pem"}, true},
+		{[]string{"--clickhouse.tls.server-name=ch.example"}, true},
+		{[]string{"--clickhouse.tls.insecure-skip-verify"}, true},
+		{[]string{"--clickhouse.tls=false"}, false},
+	} {
+		var c Config
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		c.RegisterFlags(fs, noenv)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatalf("parse %q: %v", tc.args, err)
+		}
+		if got := c.TLSEnabled(); got != tc.tls {
+			t.Errorf("TLSEnabled() after %q = %v; want %v", tc.args, got, tc.tls)
+		}
+	}
+	var c Config
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	c.RegisterFlags(fs, noenv)
+	if err := fs.Parse([]string{"--clickhouse.tls.ca=/ca.pem", "--clickhouse.tls.cert=/c.pem", "--clickhouse.tls.key=/k.pem",
+		"--clickhouse.tls.server-name=ch.example", "--clickhouse.tls.insecure-skip-verify"}); err != nil {
+		t.Fatal(err)
+	}
+	want := Config{Addr: "127.0.0.1:9000", Database: "heliostat", User: "default", DialTimeout: 5 * time.Second, Compression: "lz4",
+		TLSCAFile: "/ca.pem", TLSCertFile: "/c.pem", TLSKeyFile: "/k.pem", TLSServerName: "ch.example", TLSInsecureSkipVerify: true}
+	if c != want {
+		t.Errorf("flags = %+v; want %+v", c, want)
+	}
+}
+
+// TestOpenTLS runs one real ClickHouse with a secure native port that
+// requires a client certificate signed by the test CA, and opens connections
+// to it with the flags' settings.
+func TestOpenTLS(t *testing.T) {
+	pki := testpki.New(t)
+	other := testpki.New(t) // a second CA that signed nothing the server trusts
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	srv, err := chserver.Start(ctx, chserver.Config{
+		Dir:     dir,
+		Install: true,
+		TLS:     &chserver.TLSFiles{CertFile: pki.CertFile, KeyFile: pki.KeyFile, ClientCAFile: pki.CAFile},
+	}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("start ClickHouse with TLS: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Stop(); err != nil {
+			t.Errorf("stop ClickHouse: %v", err)
+		}
+	})
+	if srv.SecureAddr() == "" || srv.SecureAddr() == srv.Addr() {
+		t.Fatalf("SecureAddr() = %q with plain Addr() %q; want a second port", srv.SecureAddr(), srv.Addr())
+	}
+
+	garbage := filepath.Join(t.TempDir(), "garbage.pem")
+	if err := os.WriteFile(garbage, []byte("not a certificate\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	client := func(c *Config) { c.TLSCertFile, c.TLSKeyFile = pki.ClientCertFile, pki.ClientKeyFile }
+	for _, tc := range []struct {
+		name  string
+		plain bool // connect to the plain port instead of the secure one
+		edit  func(*Config)
+		want  []string // substrings of the error; nil means SELECT 1 works
+	}{
+		{name: "ca and client cert", edit: func(c *Config) { c.TLSCAFile = pki.CAFile; client(c) }},
+		{name: "server name localhost", edit: func(c *Config) { c.TLSCAFile, c.TLSServerName = pki.CAFile, "localhost"; client(c) }},
+		{name: "skip verify", edit: func(c *Config) { c.TLSInsecureSkipVerify = true; client(c) }},
+		{name: "no tls flags on the plain port", plain: true, edit: func(*Config) {}},
+		{name: "system pool", edit: func(c *Config) { c.TLS = true; client(c) },
+			want: []string{"over TLS", "certificate"}},
+		{name: "other ca", edit: func(c *Config) { c.TLSCAFile = other.CAFile; client(c) },
+			want: []string{"over TLS", "certificate"}},
+		{name: "wrong server name", edit: func(c *Config) { c.TLSCAFile, c.TLSServerName = pki.CAFile, "ch.example"; client(c) },
+			want: []string{"over TLS", "ch.example"}},
+		// TLS 1.3 finishes the client's handshake before the server checks
+		// the client certificate, so the refusal comes on the first read or
+		// write: "tls: certificate required" or a reset, depending on timing.
+		{name: "no client cert", edit: func(c *Config) { c.TLSCAFile = pki.CAFile },
+			want: []string{"over TLS"}},
+		{name: "client cert from another ca", edit: func(c *Config) {
+			c.TLSCAFile, c.TLSCertFile, c.TLSKeyFile = pki.CAFile, other.ClientCertFile, other.ClientKeyFile
+		}, want: []string{"over TLS"}},
+		{name: "tls on the plain port", plain: true, edit: func(c *Config) { c.TLSCAFile = pki.CAFile; client(c) },
+			want: []string{"over TLS"}},
+		{name: "garbage ca", edit: func(c *Config) { c.TLSCAFile = garbage; client(c) },
+			want: []string{"--clickhouse.tls.ca", garbage, "no PEM certificate"}},
+		{name: "missing ca", edit: func(c *Config) { c.TLSCAFile = garbage + ".missing"; client(c) },
+			want: []string{"--clickhouse.tls.ca", garbage + ".missing"}},
+		{name: "key of another cert", edit: func(c *Config) {
+			c.TLSCAFile, c.TLSCertFile, c.TLSKeyFile = pki.CAFile, pki.ClientCertFile, pki.KeyFile
+		}, want: []string{"--clickhouse.tls.cert", "--clickhouse.tls.key", pki.KeyFile}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Config{Addr: srv.SecureAddr(), Database: "default", DialTimeout: 5 * time.Second}
+			if tc.plain {
+				c.Addr = srv.Addr()
+			}
+			tc.edit(&c)
+			conn, err := c.Open(ctx, noenv)
+			if tc.want != nil {
+				if err == nil {
+					conn.Close()
+					t.Fatalf("Open(%+v) = nil error; want one with %q", c, tc.want)
+				}
+				t.Logf("error: %v", err)
+				for _, w := range tc.want {
+					if !strings.Contains(err.Error(), w) || !strings.HasPrefix(err.Error(), "chconn: ") {
+						t.Errorf("Open(%+v) = %q; want chconn: … %q", c, err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Open(%+v) = %v", c, err)
+			}
+			defer conn.Close()
+			var one uint8
+			if err := conn.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil || one != 1 {
+				t.Fatalf("SELECT 1 = %d, %v; want 1", one, err)
+			}
+		})
+	}
+}
