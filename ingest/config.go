@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/heliostat-dev/heliostat/internal/chconn"
+	"github.com/heliostat-dev/heliostat/internal/kafkaconn"
 )
 
 // Config configures an Ingester.
@@ -22,6 +23,9 @@ type Config struct {
 	// Brokers are the Kafka bootstrap addresses; required (the flag defaults
 	// to $HELIOSTAT_KAFKA_BROKERS, else 127.0.0.1:9092).
 	Brokers []string
+	// Kafka secures the connections to the brokers (TLS, SASL); the zero
+	// value is plaintext.
+	Kafka kafkaconn.Config
 	// Group is the Kafka consumer group; replicas sharing it split the
 	// partitions. Default "heliostat-ingest".
 	Group string
@@ -75,6 +79,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.DurationVar(&c.RollupRetention, "retention.rollup", 400*24*time.Hour, "drop 1-minute rollup partitions older than this (0 keeps all)")
 	fs.DurationVar(&c.DedupeWindow, "dedupe.window", DefaultDedupeWindow,
 		"forget the message numbers of a producer silent this long in a partition; a copy it sends later is stored again (0 never forgets)")
+	c.Kafka.RegisterFlags(fs, getenv)
 	c.ClickHouse.RegisterFlags(fs, getenv)
 }
 
@@ -122,6 +127,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DedupeWindow < 0 {
 		return fmt.Errorf("ingest: --dedupe.window %s is negative", c.DedupeWindow)
+	}
+	if err := c.Kafka.Validate(); err != nil {
+		return fmt.Errorf("ingest: %w", err)
 	}
 	return c.ClickHouse.Validate()
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/heliostat-dev/heliostat/internal/kafkaconn"
 	"github.com/heliostat-dev/heliostat/internal/logthrottle"
 	"github.com/heliostat-dev/heliostat/schemas"
 )
@@ -22,6 +23,7 @@ import (
 // process or many) with the same Config.Group split the partitions.
 type Ingester struct {
 	cfg      Config
+	sec      *kafkaconn.Security
 	conn     driver.Conn
 	logger   *slog.Logger
 	m        *metrics
@@ -43,12 +45,17 @@ func New(cfg Config, conn driver.Conn, logger *slog.Logger, reg prometheus.Regis
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	sec, err := cfg.Kafka.Load()
+	if err != nil {
+		return nil, fmt.Errorf("ingest: %w", err)
+	}
 	m, err := newMetrics(reg)
 	if err != nil {
 		return nil, err
 	}
 	in := &Ingester{
 		cfg:     cfg,
+		sec:     sec,
 		conn:    conn,
 		logger:  logger,
 		m:       m,
@@ -61,6 +68,7 @@ func New(cfg Config, conn driver.Conn, logger *slog.Logger, reg prometheus.Regis
 			AllowAutoTopicCreation: true,
 			BatchTimeout:           10 * time.Millisecond,
 			WriteTimeout:           10 * time.Second,
+			Transport:              sec.Transport("heliostat-ingest"),
 		},
 	}
 	in.samplePool = &sync.Pool{New: func() any { return new(schemas.SampleBatch) }}
@@ -75,6 +83,10 @@ func New(cfg Config, conn driver.Conn, logger *slog.Logger, reg prometheus.Regis
 	in.m.clickhouseUp.Set(1)
 	return in, nil
 }
+
+// Security returns how the Ingester's Kafka connections are secured (nil:
+// plaintext), for EnsureTopicsVia.
+func (in *Ingester) Security() *kafkaconn.Security { return in.sec }
 
 // Topics returns the topics the Ingester consumes.
 func (in *Ingester) Topics() []string {
@@ -101,6 +113,7 @@ func (in *Ingester) Run(ctx context.Context) error {
 		WatchPartitionChanges:  true,
 		PartitionWatchInterval: 5 * time.Second,
 		Timeout:                5 * time.Second,
+		Dialer:                 in.sec.Dialer(5 * time.Second),
 	})
 	if err != nil {
 		return fmt.Errorf("ingest: create consumer group %s: %w", in.cfg.Group, err)
@@ -253,6 +266,7 @@ func (in *Ingester) read(ctx context.Context, a assignment, done map[int64][]uin
 		QueueCapacity:  1024,
 		ReadBackoffMin: 100 * time.Millisecond,
 		ReadBackoffMax: 2 * time.Second,
+		Dialer:         in.sec.Dialer(10 * time.Second),
 	})
 	defer r.Close()
 	if err := r.SetOffset(a.offset); err != nil {

@@ -9,16 +9,24 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/heliostat-dev/heliostat/internal/kafkaconn"
 )
 
 // EnsureTopics creates the topics that do not exist yet, with the given
-// partitions (replication factor 1 when the cluster has one broker, else 3).
-// Existing topics are left as they are.
+// partitions (replication factor 1 when the cluster has one broker, else 3),
+// over a plaintext connection. Existing topics are left as they are.
 func EnsureTopics(ctx context.Context, brokers []string, partitions int, topics ...string) error {
+	return EnsureTopicsVia(ctx, nil, brokers, partitions, topics...)
+}
+
+// EnsureTopicsVia is EnsureTopics over connections secured by sec (nil:
+// plaintext).
+func EnsureTopicsVia(ctx context.Context, sec *kafkaconn.Security, brokers []string, partitions int, topics ...string) error {
 	if len(brokers) == 0 {
 		return errors.New("ingest: no brokers")
 	}
-	d := &kafka.Dialer{Timeout: 5 * time.Second}
+	d := sec.Dialer(5 * time.Second)
 	conn, err := d.DialContext(ctx, "tcp", brokers[0])
 	if err != nil {
 		return fmt.Errorf("ingest: connect to %s: %w", brokers[0], err)

@@ -53,7 +53,7 @@ func runActuator(ctx context.Context, args []string, e *env) error {
 	ac.RegisterFlags(fs)
 	sc.RegisterFlags(fs)
 	pc.RegisterFlags(fs)
-	kc.RegisterFlags(fs)
+	kc.RegisterFlags(fs, e.getenv)
 	lf.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err

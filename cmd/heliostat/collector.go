@@ -25,7 +25,7 @@ func runCollector(ctx context.Context, args []string, e *env) error {
 	var cc collector.Config
 	cc.RegisterFlags(fs, e.getenv)
 	var pc publish.Config
-	pc.RegisterFlags(fs)
+	pc.RegisterFlags(fs, e.getenv)
 	var lf logFlags
 	lf.register(fs)
 	var ac attrib.Config

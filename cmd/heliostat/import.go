@@ -18,6 +18,7 @@ import (
 	"github.com/heliostat-dev/heliostat/ingest"
 	"github.com/heliostat-dev/heliostat/ingest/trace"
 	"github.com/heliostat-dev/heliostat/internal/chconn"
+	"github.com/heliostat-dev/heliostat/internal/kafkaconn"
 	"github.com/heliostat-dev/heliostat/schemas"
 	"github.com/heliostat-dev/heliostat/schemas/migrate"
 )
@@ -34,6 +35,7 @@ type importFlags struct {
 	dryRun      bool
 	asJSON      bool
 	brokers     []string
+	kafka       kafkaconn.Config
 	partitions  int
 	kafkaBatch  int
 	chBatch     int
@@ -61,6 +63,7 @@ func (f *importFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.IntVar(&f.partitions, "kafka.partitions", 12, "partitions of the job-events topic when import has to create it")
 	fs.IntVar(&f.kafkaBatch, "kafka.batch-messages", 1000, "messages (jobs) per Kafka write")
 	fs.DurationVar(&f.kafkaWriteT, "kafka.write-timeout", 30*time.Second, "timeout of one Kafka write")
+	f.kafka.RegisterFlags(fs, getenv)
 	fs.IntVar(&f.chBatch, "clickhouse.batch-events", 50_000, "job events per ClickHouse insert")
 	fs.DurationVar(&f.progress, "progress-interval", 5*time.Second, "log progress on stderr this often during a long import (0: never)")
 	f.clickhouse.RegisterFlags(fs, getenv)
@@ -86,6 +89,9 @@ func (f *importFlags) validate() error {
 	}
 	if !f.dryRun && f.to == "clickhouse" {
 		return f.clickhouse.Validate()
+	}
+	if err := f.kafka.Validate(); err != nil {
+		return fmt.Errorf("import: %w", err)
 	}
 	return nil
 }
@@ -248,7 +254,7 @@ func (imp *importer) run(ctx context.Context, getenv func(string) string) (*impo
 			s, err = imp.clickHouseSink(ctx, getenv)
 		}
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("import %s to %s: stopped before the first job, 0 of %d jobs written: %w", imp.path, imp.flags.to, out.Jobs, err)
 		}
 	}
 
@@ -322,7 +328,17 @@ type kafkaSink struct {
 }
 
 func (imp *importer) kafkaSink(ctx context.Context) (*kafkaSink, error) {
-	if err := ingest.EnsureTopics(ctx, imp.flags.brokers, imp.flags.partitions, schemas.TopicJobEvents); err != nil {
+	sec, err := imp.flags.kafka.Load()
+	if err != nil {
+		return nil, err
+	}
+	if err := ingest.EnsureTopicsVia(ctx, sec, imp.flags.brokers, imp.flags.partitions, schemas.TopicJobEvents); err != nil {
+		// A broker that refuses the login or the certificate refuses the
+		// writes too, and the writer would only say "EOF": stop here with
+		// the reason.
+		if perr := kafkaconn.Probe(ctx, sec, imp.flags.brokers, 10*time.Second); perr != nil {
+			return nil, perr
+		}
 		// The writer may still create it (auto-creation) or it may exist on a
 		// cluster that refuses topic creation to this client.
 		imp.logger.Warn("could not create topic; expecting it to exist", "topic", schemas.TopicJobEvents, "err", err)
@@ -341,6 +357,7 @@ func (imp *importer) kafkaSink(ctx context.Context) (*kafkaSink, error) {
 			// adds the timeout to every write.
 			BatchTimeout: time.Millisecond,
 			WriteTimeout: imp.flags.kafkaWriteT,
+			Transport:    sec.Transport("heliostat-import"),
 		},
 		cluster: imp.flags.cluster,
 		max:     imp.flags.kafkaBatch,
@@ -413,13 +430,13 @@ func (imp *importer) clickHouseSink(ctx context.Context, getenv func(string) str
 	ch := imp.flags.clickhouse
 	conn, err := ch.Open(ctx, getenv)
 	if err != nil {
-		return nil, fmt.Errorf("import: %w", err)
+		return nil, err
 	}
 	// With no ingest running there may be no schema yet; applying it is
 	// idempotent.
 	if _, err := migrate.Apply(ctx, conn, ch.Database, imp.logger); err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("import: apply schema: %w", err)
+		return nil, fmt.Errorf("apply schema: %w", err)
 	}
 	return &clickHouseSink{conn: conn, db: ch.Database, cluster: imp.flags.cluster, max: imp.flags.chBatch}, nil
 }

@@ -51,10 +51,10 @@ func runIngest(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
-	if err := ingest.EnsureTopics(ctx, cfg.Brokers, *partitions, append(in.Topics(), schemas.TopicDeadletter)...); err != nil {
+	if err := ingest.EnsureTopicsVia(ctx, in.Security(), cfg.Brokers, *partitions, append(in.Topics(), schemas.TopicDeadletter)...); err != nil {
 		logger.Warn("could not create topics; expecting them to exist", "err", err)
 	}
-	logger.Info("ingest running", "brokers", cfg.Brokers, "group", cfg.Group, "clickhouse", cfg.ClickHouse.Addr,
+	logger.Info("ingest running", "brokers", cfg.Brokers, "kafka_security", in.Security().String(), "group", cfg.Group, "clickhouse", cfg.ClickHouse.Addr,
 		"database", cfg.ClickHouse.Database, "metrics", "http://"+httpAddr(srv.Addr())+"/metrics")
 	srv.SetReady(true)
 	g, gctx := errgroup.WithContext(ctx)

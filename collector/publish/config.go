@@ -8,6 +8,8 @@ import (
 	"net"
 	"strings"
 	"time"
+
+	"github.com/heliostat-dev/heliostat/internal/kafkaconn"
 )
 
 // Defaults for the zero values of Config fields.
@@ -46,12 +48,16 @@ type Config struct {
 	// many counters and ingest can forget the old id once it falls idle.
 	// Default: 65,536.
 	SequenceKeys int
+	// Kafka secures the connections to the brokers (TLS, SASL); the zero
+	// value is plaintext.
+	Kafka kafkaconn.Config
 }
 
 // RegisterFlags registers the publisher's flags on fs, with the defaults
 // filled in. A SpoolDir set before the call is its flag's default, so that
-// two programs on one host can default to spools of their own.
-func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+// two programs on one host can default to spools of their own. getenv
+// supplies the SASL credentials' defaults (kafkaconn.Config.RegisterFlags).
+func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	c.Brokers = []string{DefaultBroker}
 	fs.Var((*brokerList)(&c.Brokers), "kafka.brokers", "comma-separated Kafka bootstrap brokers, host:port")
 	fs.DurationVar(&c.WriteTimeout, "kafka.write-timeout", DefaultWriteTimeout,
@@ -61,6 +67,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		"directory of the on-disk spool for messages Kafka has not taken yet (one process at a time)")
 	fs.Int64Var(&c.SpoolMaxBytes, "spool.max-bytes", DefaultSpoolMaxBytes,
 		"size bound of the spool in bytes; beyond it new messages are dropped")
+	c.Kafka.RegisterFlags(fs, getenv)
 }
 
 // Validate reports the first invalid field, named by its flag.
@@ -82,6 +89,9 @@ func (c Config) Validate() error {
 	}
 	if c.SequenceKeys < 0 {
 		return fmt.Errorf("publish: SequenceKeys: %d is negative", c.SequenceKeys)
+	}
+	if err := c.Kafka.Validate(); err != nil {
+		return fmt.Errorf("publish: %w", err)
 	}
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/heliostat-dev/heliostat/internal/kafkaconn"
 )
 
 func TestRegisterFlags(t *testing.T) {
@@ -22,7 +24,7 @@ func TestRegisterFlags(t *testing.T) {
 	for _, tt := range tests {
 		var c Config
 		fs := flag.NewFlagSet("test", flag.ContinueOnError)
-		c.RegisterFlags(fs)
+		c.RegisterFlags(fs, func(string) string { return "" })
 		if err := fs.Parse(tt.args); err != nil {
 			t.Fatalf("Parse(%q) = %v", tt.args, err)
 		}
@@ -48,6 +50,8 @@ func TestValidate(t *testing.T) {
 		{"broker without host", Config{Brokers: []string{":9092"}}, true},
 		{"negative timeout", Config{WriteTimeout: -time.Second}, true},
 		{"negative spool size", Config{SpoolMaxBytes: -1}, true},
+		{"SASL without a user", Config{Kafka: kafkaconn.Config{SASLMechanism: "plain", SASLPassword: "p"}}, true},
+		{"TLS client certificate without its key", Config{Kafka: kafkaconn.Config{CertFile: "c.pem"}}, true},
 	}
 	for _, tt := range tests {
 		if err := tt.cfg.Validate(); (err != nil) != tt.wantErr {
@@ -60,7 +64,7 @@ func TestBrokersFlagEmpty(t *testing.T) {
 	var c Config
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	c.RegisterFlags(fs)
+	c.RegisterFlags(fs, func(string) string { return "" })
 	if err := fs.Parse([]string{"--kafka.brokers= , "}); err == nil {
 		t.Errorf("Parse(--kafka.brokers= , ) = nil; want error")
 	}

@@ -53,6 +53,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/heliostat-dev/heliostat/collector/spool"
+	"github.com/heliostat-dev/heliostat/internal/kafkaconn"
 	"github.com/heliostat-dev/heliostat/internal/logthrottle"
 	"github.com/heliostat-dev/heliostat/schemas"
 )
@@ -87,6 +88,7 @@ type Publisher struct {
 	logger    *slog.Logger
 	spool     *spool.Spool
 	transport *kafka.Transport
+	sec       *kafkaconn.Security
 	w         *kafka.Writer
 	m         *metrics
 	now       func() time.Time
@@ -137,16 +139,21 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Publisher
 		logger = slog.New(slog.DiscardHandler)
 	}
 	producer := newProducerID()
+	sec, err := cfg.Kafka.Load()
+	if err != nil {
+		return nil, fmt.Errorf("publish: %w", err)
+	}
 	sp, err := spool.Open(cfg.SpoolDir, cfg.SpoolMaxBytes, logger)
 	if err != nil {
 		return nil, fmt.Errorf("publish: open spool: %w", err)
 	}
-	transport := &kafka.Transport{ClientID: "heliostat-collector"}
+	transport := sec.Transport("heliostat-collector")
 	p := &Publisher{
 		cfg:       cfg,
 		logger:    logger,
 		spool:     sp,
 		transport: transport,
+		sec:       sec,
 		producer:  producer,
 		seqs:      map[string]uint64{},
 		drops:     logthrottle.Throttle{Every: dropLogInterval},
@@ -177,7 +184,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Publisher
 		}
 	}
 	// The id lets an operator tie ingest's sequence warnings to this process.
-	logger.Info("publisher ready", "producer", producer, "spool_dir", cfg.SpoolDir, "spooled_messages", sp.Len())
+	logger.Info("publisher ready", "producer", producer, "brokers", cfg.Brokers, "kafka_security", sec.String(), "spool_dir", cfg.SpoolDir, "spooled_messages", sp.Len())
 	return p, nil
 }
 
@@ -526,6 +533,24 @@ func (p *Publisher) enterSpooling(err error) {
 	}
 	p.spooling = true
 	p.logger.Warn("broker unreachable, spooling", "err", err, "spool_messages", p.spool.Len())
+	go p.explain()
+}
+
+// explain logs why the brokers refuse connections, when they do: kafka-go's
+// writer reports a refused TLS handshake or SASL login only as "EOF".
+func (p *Publisher) explain() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go func() {
+		select {
+		case <-p.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := kafkaconn.Probe(ctx, p.sec, p.cfg.Brokers, 5*time.Second); err != nil && ctx.Err() == nil {
+		p.logger.Warn("brokers refuse connections", "reason", err)
+	}
 }
 
 // logDrop logs spool-full drops at most once per dropLogInterval, with the

@@ -6,13 +6,16 @@
 package kafkaconn
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -215,6 +218,52 @@ func (s *Security) Transport(clientID string) *kafka.Transport {
 		t.TLS, t.SASL = s.tlsCopy(), s.sasl
 	}
 	return t
+}
+
+// Probe connects to each broker in turn, with s's TLS and SASL, until one
+// accepts; it returns nil then, else why the last one refused. kafka-go's
+// writers report a refused TLS handshake or SASL login as a bare "EOF";
+// Probe gets the reason ("SASL Authentication failed", "certificate signed
+// by unknown authority") for the logs and errors around them.
+func Probe(ctx context.Context, s *Security, brokers []string, timeout time.Duration) error {
+	if len(brokers) == 0 {
+		return errors.New("kafkaconn: no brokers")
+	}
+	var last error
+	for _, b := range brokers {
+		conn, err := s.Dialer(timeout).DialContext(ctx, "tcp", b)
+		if err == nil {
+			// A broker that wants SASL takes the TLS handshake and then
+			// hangs up on the first request that did not log in.
+			_ = conn.SetDeadline(time.Now().Add(timeout))
+			_, err = conn.Brokers()
+			conn.Close()
+			if err == nil {
+				return nil
+			}
+		}
+		last = fmt.Errorf("kafkaconn: connect to %s (%s): %w%s", b, s, err, hint(s, err))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return last
+}
+
+// hint says what a broker that hangs up at once usually wants.
+func hint(s *Security, err error) string {
+	if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, syscall.ECONNRESET) {
+		return ""
+	}
+	switch {
+	case s == nil:
+		return " (the broker hung up: does it want TLS, --kafka.tls, or SASL, --kafka.sasl.mechanism?)"
+	case s.sasl == nil:
+		return " (the broker hung up: does it want SASL, --kafka.sasl.mechanism?)"
+	case s.tls == nil:
+		return " (the broker hung up: does it want TLS, --kafka.tls?)"
+	}
+	return " (the broker hung up: check the SASL mechanism and whether it wants TLS)"
 }
 
 // tlsCopy gives each client its own tls.Config: kafka-go fills ServerName

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/heliostat-dev/heliostat/internal/kafkaconn"
+	"github.com/heliostat-dev/heliostat/internal/testpki"
+	"github.com/heliostat-dev/heliostat/schemas/schematest"
+)
+
+// TestSecureKafka runs the collector, import and ingest commands against a
+// Kafka-protocol broker that accepts only TLS connections authenticated
+// with SCRAM-SHA-512, as a managed Kafka does, and checks that telemetry
+// and jobs reach ClickHouse; a wrong password stops import with the
+// broker's reason.
+func TestSecureKafka(t *testing.T) {
+	pki := testpki.New(t)
+	const user, pass = "heliostat-ingest", "correct horse battery staple"
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.TLS(pki.ServerTLS(false)),
+		kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", user, pass))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	broker := c.ListenAddrs()[0]
+	ch, conn := schematest.Database(t)
+	dir := t.TempDir()
+	pwFile := filepath.Join(dir, "kafka-password")
+	if err := os.WriteFile(pwFile, []byte(pass+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	secure := []string{"--kafka.brokers", broker, "--kafka.tls.ca", pki.CAFile,
+		"--kafka.sasl.mechanism", "scram-sha-512", "--kafka.sasl.user", user}
+	envPass := func(k string) string {
+		if k == kafkaconn.EnvSASLPassword {
+			return pass
+		}
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+
+	// ingest creates the topics over the secured connection, then consumes.
+	ingestErr := make(chan error, 1)
+	ingestLog := &lockedWriter{w: &strings.Builder{}}
+	go func() {
+		ingestErr <- run(runCtx, append([]string{"ingest", "--clickhouse.addr", ch.Addr, "--clickhouse.database", ch.Database,
+			"--ingest.batch-interval", "100ms", "--kafka.partitions", "2", "--web.listen-address", "127.0.0.1:0"}, secure...),
+			envPass, &bytes.Buffer{}, ingestLog)
+	}()
+	collectorErr := make(chan error, 1)
+	collectorLog := &lockedWriter{w: &strings.Builder{}}
+	go func() {
+		collectorErr <- run(runCtx, append([]string{"collector", "--source", "synthetic", "--synthetic.gpus", "2",
+			"--collector.interval", "100ms", "--spool.dir", filepath.Join(dir, "spool"), "--web.listen-address", "127.0.0.1:0"}, secure...),
+			envPass, &bytes.Buffer{}, collectorLog)
+	}()
+
+	// import reads its password from a file.
+	path := fixture(t, "import_small.swf.in", "secure-site.swf")
+	res, _ := runImportJSON(t, append([]string{path, "--to", "kafka", "--kafka.sasl.password-file", pwFile}, secure...)...)
+	if res.SentJobs != 5 {
+		t.Fatalf("import over TLS+SCRAM sent %d jobs; want 5", res.SentJobs)
+	}
+
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		jobs := schematest.Count(t, conn, ch.Database+".jobs FINAL WHERE cluster = 'secure-site'")
+		samples := schematest.Count(t, conn, ch.Database+".gpu_samples")
+		if jobs == 5 && samples >= 10 {
+			t.Logf("over TLS + SCRAM-SHA-512: %d jobs, %d GPU samples in ClickHouse", jobs, samples)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 90 s: %d of 5 jobs, %d GPU samples in ClickHouse\ningest log:\n%s\ncollector log:\n%s",
+				jobs, samples, ingestLog.String(), collectorLog.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for _, want := range []string{`kafka_security="tls+sasl/scram-sha-512 as heliostat-ingest"`, "kafka_security=\"tls+sasl/scram-sha-512"} {
+		if !strings.Contains(ingestLog.String(), want) && !strings.Contains(collectorLog.String(), want) {
+			t.Errorf("neither log says %s", want)
+		}
+	}
+	stop()
+	for name, ch := range map[string]chan error{"ingest": ingestErr, "collector": collectorErr} {
+		if err := <-ch; err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+
+	// A wrong password: import fails and says the broker refused it.
+	var stderr bytes.Buffer
+	argv := append([]string{"import", "--json", "--progress-interval", "0", path, "--to", "kafka", "--kafka.write-timeout", "5s"}, secure...)
+	err = run(ctx, argv, func(k string) string {
+		if k == kafkaconn.EnvSASLPassword {
+			return "wrong"
+		}
+		return ""
+	}, &bytes.Buffer{}, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "SASL Authentication failed") {
+		t.Fatalf("import with a wrong password: %v; want the broker's SASL authentication error\nstderr: %s", err, stderr.String())
+	}
+}
