@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/heliostat-dev/heliostat/internal/chconn"
+	"github.com/heliostat-dev/heliostat/internal/chserver"
 	"github.com/heliostat-dev/heliostat/internal/kafkaconn"
 	"github.com/heliostat-dev/heliostat/internal/testpki"
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
@@ -18,9 +21,10 @@ import (
 
 // TestSecureKafka runs the collector, import and ingest commands against a
 // Kafka-protocol broker that accepts only TLS connections authenticated
-// with SCRAM-SHA-512, as a managed Kafka does, and checks that telemetry
-// and jobs reach ClickHouse; a wrong password stops import with the
-// broker's reason.
+// with SCRAM-SHA-512, as a managed Kafka does, and a ClickHouse server
+// reached only on its TLS port with a client certificate; it checks that
+// telemetry and jobs reach ClickHouse, and that a wrong password stops
+// import with the broker's reason.
 func TestSecureKafka(t *testing.T) {
 	pki := testpki.New(t)
 	const user, pass = "heliostat-ingest", "correct horse battery staple"
@@ -31,8 +35,16 @@ func TestSecureKafka(t *testing.T) {
 	}
 	t.Cleanup(c.Close)
 	broker := c.ListenAddrs()[0]
-	ch, conn := schematest.Database(t)
 	dir := t.TempDir()
+	srv, err := chserver.Start(context.Background(), chserver.Config{Dir: filepath.Join(dir, "clickhouse"), Install: true,
+		TLS: &chserver.TLSFiles{CertFile: pki.CertFile, KeyFile: pki.KeyFile, ClientCAFile: pki.CAFile}}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop() })
+	ch := chconn.Config{Addr: srv.SecureAddr(), Database: "heliostat", TLSCAFile: pki.CAFile, TLSCertFile: pki.ClientCertFile, TLSKeyFile: pki.ClientKeyFile}
+	chFlags := []string{"--clickhouse.addr", ch.Addr, "--clickhouse.database", ch.Database,
+		"--clickhouse.tls.ca", pki.CAFile, "--clickhouse.tls.cert", pki.ClientCertFile, "--clickhouse.tls.key", pki.ClientKeyFile}
 	pwFile := filepath.Join(dir, "kafka-password")
 	if err := os.WriteFile(pwFile, []byte(pass+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -47,6 +59,10 @@ func TestSecureKafka(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	var schemaOut bytes.Buffer
+	if err := run(ctx, append([]string{"schema", "apply"}, chFlags...), noEnv, &schemaOut, &schemaOut); err != nil {
+		t.Fatalf("schema apply over TLS: %v\n%s", err, schemaOut.String())
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 
@@ -54,8 +70,8 @@ func TestSecureKafka(t *testing.T) {
 	ingestErr := make(chan error, 1)
 	ingestLog := &lockedWriter{w: &strings.Builder{}}
 	go func() {
-		ingestErr <- run(runCtx, append([]string{"ingest", "--clickhouse.addr", ch.Addr, "--clickhouse.database", ch.Database,
-			"--ingest.batch-interval", "100ms", "--kafka.partitions", "2", "--web.listen-address", "127.0.0.1:0"}, secure...),
+		ingestErr <- run(runCtx, append(append([]string{"ingest", "--ingest.batch-interval", "100ms", "--kafka.partitions", "2",
+			"--web.listen-address", "127.0.0.1:0"}, chFlags...), secure...),
 			envPass, &bytes.Buffer{}, ingestLog)
 	}()
 	collectorErr := make(chan error, 1)
@@ -73,12 +89,17 @@ func TestSecureKafka(t *testing.T) {
 		t.Fatalf("import over TLS+SCRAM sent %d jobs; want 5", res.SentJobs)
 	}
 
+	conn, err := ch.Open(ctx, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		jobs := schematest.Count(t, conn, ch.Database+".jobs FINAL WHERE cluster = 'secure-site'")
 		samples := schematest.Count(t, conn, ch.Database+".gpu_samples")
 		if jobs == 5 && samples >= 10 {
-			t.Logf("over TLS + SCRAM-SHA-512: %d jobs, %d GPU samples in ClickHouse", jobs, samples)
+			t.Logf("over TLS + SCRAM-SHA-512 to Kafka, TLS with a client certificate to ClickHouse: %d jobs, %d GPU samples", jobs, samples)
 			break
 		}
 		if time.Now().After(deadline) {
