@@ -120,6 +120,29 @@ func TestSecureKafka(t *testing.T) {
 		}
 	}
 
+	// A wrong password: ingest keeps trying and logs the broker's reason.
+	wrongPass := func(k string) string {
+		if k == kafkaconn.EnvSASLPassword {
+			return "wrong"
+		}
+		return ""
+	}
+	badCtx, badStop := context.WithCancel(ctx)
+	badLog := &lockedWriter{w: &strings.Builder{}}
+	badErr := make(chan error, 1)
+	go func() {
+		badErr <- run(badCtx, append(append([]string{"ingest", "--ingest.group", "wrong-password", "--web.listen-address", "127.0.0.1:0"},
+			chFlags...), secure...), wrongPass, &bytes.Buffer{}, badLog)
+	}()
+	for i := 0; i < 100 && strings.Count(badLog.String(), "SASL Authentication failed") < 2; i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
+	badStop()
+	<-badErr
+	if n := strings.Count(badLog.String(), "SASL Authentication failed"); n < 2 {
+		t.Errorf("ingest with a wrong password logged the broker's reason %d times in 10 s; want it for the topics and the consumer group:\n%s", n, badLog.String())
+	}
+
 	// A wrong password: import fails and says the broker refused it.
 	var stderr bytes.Buffer
 	argv := append([]string{"import", "--json", "--progress-interval", "0", path, "--to", "kafka", "--kafka.write-timeout", "5s"}, secure...)
