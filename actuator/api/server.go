@@ -53,6 +53,12 @@ type Config struct {
 	TokenFile string
 	// MaxBodyBytes caps a request body. Default 64 KiB.
 	MaxBodyBytes int64
+	// TLSCertFile and TLSKeyFile, when set, serve the API over HTTPS with
+	// this certificate, reloaded when the files change (TLSConfig).
+	TLSCertFile, TLSKeyFile string
+	// TLSClientCAFile, with a certificate, requires clients to present a
+	// certificate signed by one of these CAs.
+	TLSClientCAFile string
 	// ActionsCacheTTL is how long an /v1/actions answer is reused for the
 	// same query; up to twice as old it is still served while one
 	// background query refreshes it, and concurrent misses of one query
@@ -66,6 +72,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "actuator.listen-address", ":9403", "address of the advisory API, /metrics and the probes")
 	fs.StringVar(&c.TokenFile, "actuator.token-file", "", "file holding the bearer token of the endpoints that change anything (default: $HELIOSTAT_ACTUATOR_TOKEN)")
 	fs.Int64Var(&c.MaxBodyBytes, "actuator.max-body-bytes", 64<<10, "largest request body accepted")
+	fs.StringVar(&c.TLSCertFile, "actuator.tls.cert", "", "PEM certificate (chain) to serve the API over HTTPS, read again when it changes (with --actuator.tls.key)")
+	fs.StringVar(&c.TLSKeyFile, "actuator.tls.key", "", "PEM key of --actuator.tls.cert")
+	fs.StringVar(&c.TLSClientCAFile, "actuator.tls.client-ca", "", "PEM CAs whose client certificates the API requires (mutual TLS; default: none required)")
 	fs.DurationVar(&c.ActionsCacheTTL, "actuator.actions-cache-ttl", time.Second, "how long a /v1/actions answer is reused for the same query; up to twice as old it is served while one query refreshes it (negative: never cached)")
 }
 
@@ -73,6 +82,12 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 func (c Config) Validate() error {
 	if c.MaxBodyBytes < 0 {
 		return fmt.Errorf("api: --actuator.max-body-bytes %d is negative", c.MaxBodyBytes)
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return errors.New("api: --actuator.tls.cert and --actuator.tls.key go together: give both or neither")
+	}
+	if c.TLSClientCAFile != "" && c.TLSCertFile == "" {
+		return errors.New("api: --actuator.tls.client-ca needs --actuator.tls.cert and --actuator.tls.key")
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -116,7 +117,7 @@ func runActuator(ctx context.Context, args []string, e *env) error {
 		mode = "APPLYING actions"
 	}
 	logger.Info("actuator running", "mode", mode, "scheduler", "slurm", "partitions", gc.Partitions, "nodes", gc.Nodes,
-		"api", "http://"+httpAddr(act.ln.Addr().String())+"/v1/queue", "token_set", act.token, "predictor", *pred)
+		"api", act.scheme+"://"+httpAddr(act.ln.Addr().String())+"/v1/queue", "token_set", act.token, "predictor", *pred)
 	g, gctx := errgroup.WithContext(ctx)
 	if pub != nil {
 		g.Go(func() error { return pub.Run(gctx) })
@@ -137,7 +138,14 @@ type startedActuator struct {
 	expiry *audit.Expiry // of the actions table
 	api    http.Handler
 	ln     net.Listener
-	token  bool // a bearer token is configured
+	scheme string // http, or https with --actuator.tls.cert
+	token  bool   // a bearer token is configured
+}
+
+// loopback reports whether a listener's address is a loopback one.
+func loopback(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
 }
 
 // startActuator builds the control loop and advisory API on sched, with p's
@@ -183,11 +191,22 @@ func startActuator(ac api.Config, gc adapter.GuardConfig, lc loop.Config, sched 
 	if err != nil {
 		return nil, err
 	}
+	tc, err := ac.TLSConfig(time.Now, logger)
+	if err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", ac.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("actuator: listen on %s: %w", ac.Listen, err)
 	}
-	return &startedActuator{loop: lp, expiry: expiry, api: h, ln: ln, token: token != ""}, nil
+	scheme := "http"
+	if tc != nil {
+		ln, scheme = tls.NewListener(ln, tc), "https"
+	} else if token != "" && !loopback(ln.Addr()) {
+		logger.Warn("the API takes its bearer token over plain HTTP on a non-loopback address; anyone on the path can read it: serve HTTPS with --actuator.tls.cert and --actuator.tls.key, or listen on 127.0.0.1 behind a TLS proxy",
+			"listen", ln.Addr().String())
+	}
+	return &startedActuator{loop: lp, expiry: expiry, api: h, ln: ln, scheme: scheme, token: token != ""}, nil
 }
 
 // newActuatorAPI returns the advisory API served from a loop, a predictor

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"io"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/heliostat-dev/heliostat/collector/slurm/slurmtest"
+	"github.com/heliostat-dev/heliostat/internal/testpki"
 	"github.com/heliostat-dev/heliostat/schemas"
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
@@ -55,6 +57,7 @@ func TestActuatorCommand(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	const tok = "actuator-test-token-0123456789"
+	pki := testpki.New(t)
 	env := map[string]string{"HELIOSTAT_ACTUATOR_TOKEN": tok}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -63,16 +66,19 @@ func TestActuatorCommand(t *testing.T) {
 		done <- run(runCtx, []string{"actuator", "--clickhouse.addr", cfg.Addr, "--clickhouse.database", cfg.Database,
 			"--slurm.conf", c.Conf(), "--actuator.listen-address", addr, "--actuator.partitions", "batch", "--actuator.nodes", "gpu*",
 			"--actuator.predictor", "none", "--actuator.interval", "1s", "--actuator.cluster", "t", "--log.level", "warn",
-			"--kafka.brokers", broker, "--spool.dir", filepath.Join(t.TempDir(), "spool")},
+			"--kafka.brokers", broker, "--spool.dir", filepath.Join(t.TempDir(), "spool"),
+			"--actuator.tls.cert", pki.CertFile, "--actuator.tls.key", pki.KeyFile},
 			func(k string) string { return env[k] }, io.Discard, stderr)
 	}()
+	// The API is served over HTTPS; clients trust the test CA.
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.CAPool}}}
 	get := func(method, path, auth string) (int, []byte) {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(ctx, method, "http://"+addr+path, nil)
+		req, _ := http.NewRequestWithContext(ctx, method, "https://"+addr+path, nil)
 		if auth != "" {
 			req.Header.Set("Authorization", "Bearer "+auth)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := client.Do(req)
 		if err != nil {
 			return 0, nil
 		}
@@ -90,6 +96,13 @@ func TestActuatorCommand(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatalf("actuator not ready\n%s", stderr.String())
 		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	// Plain HTTP gets no answer from the HTTPS listener.
+	if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Error("the API answered plain HTTP with 200; want HTTPS only")
 		}
 	}
 	code, body := get("GET", "/v1/queue", "")

@@ -235,7 +235,7 @@ func runUp(ctx context.Context, args []string, e *env) error {
 		if gc.Apply {
 			mode = "applying QSSF priorities and power plans to the simulated cluster"
 		}
-		actuatorLine = fmt.Sprintf("  actuator        http://%s/v1/queue   (%s; /v1/power-plan, /v1/actions)\n", httpAddr(act.ln.Addr().String()), mode)
+		actuatorLine = fmt.Sprintf("  actuator        %s://%s/v1/queue   (%s; /v1/power-plan, /v1/actions)\n", act.scheme, httpAddr(act.ln.Addr().String()), mode)
 	} else {
 		describe = fmt.Sprintf("%s source, %s interval, host %s", src.Name(), cc.Interval, cc.Host)
 	}
