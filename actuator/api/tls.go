@@ -2,13 +2,14 @@ package api
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"sync"
 	"time"
+
+	"github.com/heliostat-dev/heliostat/internal/tlsfiles"
 )
 
 // TLSConfig returns the server TLS configuration of --actuator.tls.cert and
@@ -34,13 +35,9 @@ func (c Config) TLSConfig(now func() time.Time, logger *slog.Logger) (*tls.Confi
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: r.get}
 	if c.TLSClientCAFile != "" {
-		b, err := os.ReadFile(c.TLSClientCAFile)
+		pool, err := tlsfiles.CertPool("--actuator.tls.client-ca", c.TLSClientCAFile)
 		if err != nil {
-			return nil, fmt.Errorf("api: --actuator.tls.client-ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(b) {
-			return nil, fmt.Errorf("api: --actuator.tls.client-ca %s: no PEM certificate in it", c.TLSClientCAFile)
+			return nil, fmt.Errorf("api: %w", err)
 		}
 		tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}
@@ -81,9 +78,9 @@ func (k *keyPair) load() error {
 	if err != nil {
 		return err
 	}
-	pair, err := tls.LoadX509KeyPair(k.cert, k.key)
+	pair, err := tlsfiles.KeyPair("--actuator.tls", k.cert, k.key)
 	if err != nil {
-		return fmt.Errorf("api: --actuator.tls.cert %s and --actuator.tls.key %s: %w", k.cert, k.key, err)
+		return fmt.Errorf("api: %w", err)
 	}
 	k.pair, k.stamp, k.checked = &pair, s, k.now()
 	return nil

@@ -5,7 +5,6 @@ package chconn
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,6 +15,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/heliostat-dev/heliostat/internal/tlsfiles"
 )
 
 // Config says how to reach ClickHouse.
@@ -106,28 +107,10 @@ func (c *Config) tlsConfig() (*tls.Config, error) {
 	if !c.TLSEnabled() {
 		return nil, nil
 	}
-	tc := &tls.Config{
-		MinVersion:         tls.VersionTLS12,
-		ServerName:         c.TLSServerName,
-		InsecureSkipVerify: c.TLSInsecureSkipVerify,
-	}
-	if c.TLSCAFile != "" {
-		b, err := os.ReadFile(c.TLSCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("chconn: --clickhouse.tls.ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(b) {
-			return nil, fmt.Errorf("chconn: --clickhouse.tls.ca %s: no PEM certificate in the file", c.TLSCAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if c.TLSCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("chconn: --clickhouse.tls.cert %s and --clickhouse.tls.key %s: %w", c.TLSCertFile, c.TLSKeyFile, err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
+	tc, err := tlsfiles.Client{Prefix: "--clickhouse.tls", CAFile: c.TLSCAFile, CertFile: c.TLSCertFile, KeyFile: c.TLSKeyFile,
+		ServerName: c.TLSServerName, InsecureSkipVerify: c.TLSInsecureSkipVerify}.Config()
+	if err != nil {
+		return nil, fmt.Errorf("chconn: %w", err)
 	}
 	return tc, nil
 }

@@ -8,7 +8,6 @@ package kafkaconn
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,6 +21,8 @@ import (
 	"github.com/segmentio/kafka-go/sasl"
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
+
+	"github.com/heliostat-dev/heliostat/internal/tlsfiles"
 )
 
 // SASL mechanisms, as --kafka.sasl.mechanism takes them.
@@ -135,24 +136,10 @@ func (c Config) Load() (*Security, error) {
 	}
 	s := &Security{}
 	if c.TLSOn() {
-		tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.ServerName, InsecureSkipVerify: c.InsecureSkipVerify} //nolint:gosec // the flag says it is for tests
-		if c.CAFile != "" {
-			b, err := os.ReadFile(c.CAFile)
-			if err != nil {
-				return nil, fmt.Errorf("kafkaconn: --kafka.tls.ca: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(b) {
-				return nil, fmt.Errorf("kafkaconn: --kafka.tls.ca %s: no PEM certificate in it", c.CAFile)
-			}
-			tc.RootCAs = pool
-		}
-		if c.CertFile != "" {
-			pair, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
-			if err != nil {
-				return nil, fmt.Errorf("kafkaconn: --kafka.tls.cert %s and --kafka.tls.key %s: %w", c.CertFile, c.KeyFile, err)
-			}
-			tc.Certificates = []tls.Certificate{pair}
+		tc, err := tlsfiles.Client{Prefix: "--kafka.tls", CAFile: c.CAFile, CertFile: c.CertFile, KeyFile: c.KeyFile,
+			ServerName: c.ServerName, InsecureSkipVerify: c.InsecureSkipVerify}.Config()
+		if err != nil {
+			return nil, fmt.Errorf("kafkaconn: %w", err)
 		}
 		s.tls = tc
 		s.desc = "tls"
