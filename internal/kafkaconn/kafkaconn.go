@@ -96,8 +96,8 @@ func (c Config) Validate() error {
 	}
 	switch strings.ToLower(c.SASLMechanism) {
 	case "":
-		if c.SASLUser != "" && c.SASLPasswordFile != "" {
-			errs = append(errs, errors.New("--kafka.sasl.user and --kafka.sasl.password-file are set but --kafka.sasl.mechanism is not (plain, scram-sha-256 or scram-sha-512)"))
+		if c.SASLPasswordFile != "" {
+			errs = append(errs, errors.New("--kafka.sasl.password-file is set but --kafka.sasl.mechanism is not (plain, scram-sha-256 or scram-sha-512)"))
 		}
 	case MechanismPlain, MechanismSCRAMSHA256, MechanismSCRAMSHA512:
 		if c.SASLUser == "" {

@@ -31,6 +31,8 @@ func TestValidate(t *testing.T) {
 		{"mechanism without user", kafkaconn.Config{SASLMechanism: "plain", SASLPassword: "p"}, "needs --kafka.sasl.user"},
 		{"mechanism without password", kafkaconn.Config{SASLMechanism: "SCRAM-SHA-512", SASLUser: "u"}, "needs --kafka.sasl.password-file"},
 		{"password file without mechanism", kafkaconn.Config{SASLUser: "u", SASLPasswordFile: "f"}, "--kafka.sasl.mechanism is not"},
+		{"password file alone", kafkaconn.Config{SASLPasswordFile: "f"}, "--kafka.sasl.mechanism is not"},
+		{"user from the environment alone", kafkaconn.Config{SASLUser: "u", SASLPassword: "p"}, ""},
 		{"scram upper case", kafkaconn.Config{SASLMechanism: "SCRAM-SHA-256", SASLUser: "u", SASLPassword: "p"}, ""},
 	}
 	for _, tc := range tests {
