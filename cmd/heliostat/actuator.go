@@ -127,7 +127,7 @@ func runActuator(ctx context.Context, args []string, e *env) error {
 	}
 	g.Go(func() error { return act.loop.Run(gctx) })
 	g.Go(func() error { return act.expiry.Run(gctx) })
-	g.Go(func() error { return serveAPI(gctx, act.ln, act.api) })
+	g.Go(func() error { return serveAPI(gctx, act.ln, act.api, logger) })
 	return g.Wait()
 }
 
@@ -219,9 +219,12 @@ func newActuatorAPI(ac api.Config, lp *loop.Loop, p loop.Predictor, al *audit.Lo
 	}, logger, reg)
 }
 
-// serveAPI serves h on ln until ctx ends, then shuts down within 5s.
-func serveAPI(ctx context.Context, ln net.Listener, h http.Handler) error {
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, MaxHeaderBytes: 64 << 10}
+// serveAPI serves h on ln until ctx ends, then shuts down within 5s. What
+// the HTTP server itself reports (a failed TLS handshake, a client speaking
+// plain HTTP to the HTTPS port) goes to logger at Info.
+func serveAPI(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Logger) error {
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, MaxHeaderBytes: 64 << 10,
+		ErrorLog: slog.NewLogLogger(logger.With("component", "api_server").Handler(), slog.LevelInfo)}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {

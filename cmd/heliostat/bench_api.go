@@ -207,7 +207,7 @@ func runBenchAPI(ctx context.Context, args []string, e *env) error {
 	}
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go func() { _ = serveAPI(sctx, ln, srv) }()
+	go func() { _ = serveAPI(sctx, ln, srv, logger) }()
 	base := "http://" + ln.Addr().String()
 
 	users := make([]string, 0, len(view.Queue))

@@ -280,7 +280,7 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	// is closed.
 	var parts []func(context.Context) error
 	if act != nil {
-		parts = append(parts, act.loop.Run, act.expiry.Run, func(ctx context.Context) error { return serveAPI(ctx, act.ln, act.api) })
+		parts = append(parts, act.loop.Run, act.expiry.Run, func(ctx context.Context) error { return serveAPI(ctx, act.ln, act.api, logger) })
 	}
 	if s != nil {
 		parts = append(parts, func(ctx context.Context) error {

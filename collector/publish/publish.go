@@ -245,12 +245,20 @@ func (p *Publisher) Publish(ctx context.Context, topic string, key, value []byte
 			p.m.messages.WithLabelValues(topic, outcomeSent).Inc()
 			return nil
 		}
-		p.m.writeErrors.Inc()
-		if permanent(err) {
+		switch {
+		case ctx.Err() != nil:
+			// The caller gave up (a shutdown), not the brokers: keep
+			// the message for Run or the next start without claiming
+			// the brokers are down.
+			p.logger.Debug("publish cancelled by the caller, spooling the message", "topic", topic, "err", err)
+		case permanent(err):
+			p.m.writeErrors.Inc()
 			p.m.messages.WithLabelValues(topic, outcomeDropped).Inc()
 			return fmt.Errorf("publish: write to %s: %w", topic, err)
+		default:
+			p.m.writeErrors.Inc()
+			p.enterSpooling(err)
 		}
-		p.enterSpooling(err)
 	}
 	hs := []spool.Header{{Key: schemas.HeaderProducer, Value: []byte(seq.Producer)}, {Key: schemas.HeaderSequence, Value: seq.FormatSeq()}}
 	if err := p.spool.Append(topic, key, value, hs...); err != nil {

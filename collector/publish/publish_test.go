@@ -271,6 +271,29 @@ func TestPublishDirect(t *testing.T) {
 	checkSequences(t, addr, topic, 30, p.Producer(), "none")
 }
 
+// TestPublishCancelledByCaller: a caller that gives up (a shutdown) while
+// the brokers are fine loses nothing, and the publisher does not claim the
+// brokers are unreachable.
+func TestPublishCancelledByCaller(t *testing.T) {
+	const topic = "cancelled"
+	c := startCluster(t, topic)
+	addr := c.ListenAddrs()[0]
+	p := newPublisher(t, Config{Brokers: []string{addr}, SpoolDir: t.TempDir()})
+	publishRange(t, p, topic, 0, 2)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := p.Publish(ctx, topic, key(2), []byte("2")); err != nil {
+		t.Fatalf("Publish with a cancelled context = %v; want nil (spooled)", err)
+	}
+	if got := p.logs.count("broker unreachable, spooling"); got != 0 {
+		t.Errorf("%d logs of the broker being unreachable after a caller cancelled; want 0", got)
+	}
+	p.run(t)
+	waitFor(t, "spool to drain", func() bool { return p.spool.Len() == 0 })
+	checkDelivered(t, addr, topic, 3)
+}
+
 func TestBrokerDownAtStart(t *testing.T) {
 	const topic = "down-at-start"
 	addr, port := closedAddr(t)

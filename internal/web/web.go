@@ -40,7 +40,7 @@ func Listen(addr string, g prometheus.Gatherer, logger *slog.Logger) (*Server, e
 		}
 		fmt.Fprintln(w, "ready")
 	})
-	s.srv = &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second}
+	s.srv = &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.With("component", "http_server").Handler(), slog.LevelInfo)}
 	return s, nil
 }
 
