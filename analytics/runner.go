@@ -15,6 +15,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/heliostat-dev/heliostat/internal/health"
 )
 
 // Config configures a Runner.
@@ -132,6 +134,9 @@ type Runner struct {
 	now    func() time.Time
 	loc    *time.Location
 	m      *metrics
+	// health holds the outcome of the last scheduled pass, for Ready.
+	health *health.Status
+	passes *health.Cond
 }
 
 // NewRunner returns a Runner writing through conn. It reads
@@ -159,7 +164,19 @@ func NewRunner(cfg Config, conn driver.Conn, logger *slog.Logger, reg prometheus
 	if err != nil {
 		return nil, err
 	}
-	return &Runner{cfg: cfg, conn: conn, logger: logger, now: now, loc: loc, m: m}, nil
+	r := &Runner{cfg: cfg, conn: conn, logger: logger, now: now, loc: loc, m: m, health: health.New(time.Now)}
+	r.passes = r.health.Add("analytics", "waiting for the first scheduled pass")
+	return r, nil
+}
+
+// Ready returns nil once a scheduled pass ran every window, and otherwise
+// why the last one did not: what the analytics command's /-/ready reports.
+// A zero Interval (no schedule) is ready.
+func (r *Runner) Ready() error {
+	if r.cfg.Interval == 0 {
+		return nil
+	}
+	return r.health.Err()
 }
 
 // JobResult is what one job of a run did.
@@ -452,7 +469,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	t := time.NewTicker(r.cfg.Interval)
 	defer t.Stop()
 	for {
-		r.Pass(ctx)
+		if _, err := r.Pass(ctx); ctx.Err() == nil {
+			r.passes.Report(err)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -483,7 +502,7 @@ func (r *Runner) Pass(ctx context.Context) ([]Window, error) {
 				}
 				r.logger.Warn("analytics window failed", "window", w.ID(), "period", p, "err", err)
 				if first == nil {
-					first = err
+					first = fmt.Errorf("window %s: %w", w.ID(), err)
 				}
 				continue
 			}

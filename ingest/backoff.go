@@ -35,15 +35,25 @@ func (in *Ingester) retryWrite(ctx context.Context, kind, msg string, send func(
 	backoff := newBackoff(100*time.Millisecond, in.cfg.RetryMax)
 	for {
 		err := send()
+		in.clickhouseReport(err)
 		if err == nil {
-			in.m.clickhouseUp.Set(1)
 			return nil
 		}
-		in.m.clickhouseUp.Set(0)
 		in.m.errors.WithLabelValues(kind).Inc()
 		in.warnf(kind, msg, append(args, "err", err)...)
 		if !backoff.wait(ctx) {
 			return ctx.Err()
 		}
 	}
+}
+
+// clickhouseReport records the outcome of a ClickHouse request in
+// heliostat_ingest_clickhouse_up and in the readiness: nil is a success.
+func (in *Ingester) clickhouseReport(err error) {
+	if err == nil {
+		in.m.clickhouseUp.Set(1)
+	} else {
+		in.m.clickhouseUp.Set(0)
+	}
+	in.chHealth.Report(err)
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -58,13 +59,16 @@ func TestClickHouseOutage(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	reg := prometheus.NewRegistry()
-	done := startIngest(t, ctx, broker, ch, reg)
+	in, done := startIngester(t, ctx, broker, ch, reg, nil, nil)
 	deadline := time.Now().Add(30 * time.Second)
 	for schematest.Count(t, conn, ch.Database+".gpu_samples") == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("no rows within 30s")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	if err := in.Ready(); err != nil {
+		t.Errorf("Ready() with rows landing = %v; want nil", err)
 	}
 	if err := server.Stop(); err != nil {
 		t.Fatalf("stop ClickHouse: %v", err)
@@ -75,10 +79,16 @@ func TestClickHouseOutage(t *testing.T) {
 	if up := gather(t, reg, "heliostat_ingest_clickhouse_up")[""]; up != 0 {
 		t.Errorf("heliostat_ingest_clickhouse_up = %v during the outage; want 0", up)
 	}
+	if err := in.Ready(); err == nil || !strings.Contains(err.Error(), "clickhouse: failing for") {
+		t.Errorf("Ready() during the outage = %v; want clickhouse failing", err)
+	}
 	if err := server.Restart(context.Background()); err != nil {
 		t.Fatalf("restart ClickHouse: %v", err)
 	}
 	waitCount(t, conn, ch.Database+".gpu_samples", uint64(want), 90*time.Second)
+	if err := in.Ready(); err != nil {
+		t.Errorf("Ready() once every row landed = %v; want nil", err)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/heliostat-dev/heliostat/internal/health"
 	"github.com/heliostat-dev/heliostat/internal/kafkaconn"
 	"github.com/heliostat-dev/heliostat/internal/logthrottle"
 	"github.com/heliostat-dev/heliostat/schemas"
@@ -37,6 +38,11 @@ type Ingester struct {
 	// onAssigned, when set, is called once a generation's partitions are
 	// recovered and reading starts (the bench times from there).
 	onAssigned func()
+	// health is what Ready reports: the consumer group joined, fetches
+	// and ClickHouse requests not failing.
+	health                             *health.Status
+	groupHealth, fetchHealth, chHealth *health.Cond
+	deadHealth                         *health.Cond
 }
 
 // New returns an Ingester writing through conn, which must reach the database
@@ -81,8 +87,21 @@ func New(cfg Config, conn driver.Conn, logger *slog.Logger, reg prometheus.Regis
 		in.m.seqGaps.WithLabelValues(h.topic())
 	}
 	in.m.clickhouseUp.Set(1)
+	in.health = health.New(time.Now)
+	in.groupHealth = in.health.Add("kafka", "joining consumer group "+cfg.Group)
+	// A partition reader reports failures, but nothing once it recovers
+	// on an idle topic; it retries at least every few seconds.
+	in.fetchHealth = in.health.AddExpiring("kafka fetch", 30*time.Second)
+	in.chHealth = in.health.Add("clickhouse", "")
+	in.deadHealth = in.health.Add("kafka dead letters", "")
 	return in, nil
 }
+
+// Ready returns nil once the Ingester joined its consumer group while its
+// fetches and ClickHouse requests succeed, and otherwise what is failing
+// and since when: what ingest's /-/ready reports. An idle Ingester makes no
+// requests, so it notices a lost ClickHouse only at its next write.
+func (in *Ingester) Ready() error { return in.health.Err() }
 
 // Security returns how the Ingester's Kafka connections are secured (nil:
 // plaintext), for EnsureTopicsVia.
@@ -136,6 +155,7 @@ func (in *Ingester) Run(ctx context.Context) error {
 				return nil
 			}
 			in.m.errors.WithLabelValues("group").Inc()
+			in.groupHealth.Report(fmt.Errorf("joining consumer group %s: %w", in.cfg.Group, err))
 			in.warnf("group", "joining consumer group failed, retrying", "group", in.cfg.Group, "err", err)
 			if !backoff.wait(ctx) {
 				return nil
@@ -143,6 +163,7 @@ func (in *Ingester) Run(ctx context.Context) error {
 			continue
 		}
 		backoff.reset()
+		in.groupHealth.OK()
 		in.startGeneration(gen)
 	}
 }
@@ -235,6 +256,7 @@ func (in *Ingester) recover(ctx context.Context, as []assignment) ([]map[int64][
 				err = in.sendProducers(ctx, unrecorded)
 			}
 			if err == nil {
+				in.clickhouseReport(nil)
 				done[i] = d
 				if len(d) > 0 {
 					in.logger.Info("resuming past rows already in clickhouse", "topic", a.h.topic(), "partition", a.partition,
@@ -243,7 +265,7 @@ func (in *Ingester) recover(ctx context.Context, as []assignment) ([]map[int64][
 				break
 			}
 			in.m.errors.WithLabelValues("ledger").Inc()
-			in.m.clickhouseUp.Set(0)
+			in.clickhouseReport(fmt.Errorf("reading the ingest ledger: %w", err))
 			in.warnf("ledger", "reading ingest ledger or sequence marks failed, retrying", "topic", a.h.topic(), "partition", a.partition, "err", err)
 			if !backoff.wait(ctx) {
 				return nil, nil, false
@@ -281,6 +303,7 @@ func (in *Ingester) read(ctx context.Context, a assignment, done map[int64][]uin
 				return
 			}
 			in.m.errors.WithLabelValues("fetch").Inc()
+			in.fetchHealth.Report(fmt.Errorf("fetching %s partition %d: %w", a.h.topic(), a.partition, err))
 			in.warnf("fetch", "fetching from kafka failed, retrying", "topic", a.h.topic(), "partition", a.partition, "err", err)
 			select {
 			case <-ctx.Done():
@@ -527,8 +550,10 @@ func (in *Ingester) flush(ctx context.Context, gen *kafka.Generation, b *batch) 
 		for {
 			err := in.dead.WriteMessages(ctx, b.dead...)
 			if err == nil {
+				in.deadHealth.OK()
 				break
 			}
+			in.deadHealth.Report(fmt.Errorf("writing dead letters: %w", err))
 			in.m.errors.WithLabelValues("deadletter").Inc()
 			in.warnf("deadletter-write", "writing dead letters failed, retrying", "messages", len(b.dead), "err", err)
 			if !backoff.wait(ctx) {
@@ -606,7 +631,7 @@ func (in *Ingester) insert(ctx context.Context, blk block) error {
 			var landed bool
 			if landed, err = in.landed(ctx, d); err == nil {
 				if landed {
-					in.m.clickhouseUp.Set(1)
+					in.clickhouseReport(nil)
 					return nil
 				}
 				uncertain = false
@@ -619,12 +644,12 @@ func (in *Ingester) insert(ctx context.Context, blk block) error {
 			err = blk.insert(sctx, in.conn, in.cfg.ClickHouse.Database)
 			cancel()
 			if err == nil {
-				in.m.clickhouseUp.Set(1)
+				in.clickhouseReport(nil)
 				return nil
 			}
 			uncertain, d = true, doubtOf(blk)
 		}
-		in.m.clickhouseUp.Set(0)
+		in.clickhouseReport(fmt.Errorf("inserting into %s: %w", blk.table(), err))
 		in.m.errors.WithLabelValues("insert").Inc()
 		in.warnf("insert", "clickhouse insert failed, retrying", "table", blk.table(), "rows", blk.rows(), "err", err)
 		if !backoff.wait(ctx) {

@@ -78,6 +78,14 @@ func startIngestWith(t *testing.T, ctx context.Context, broker string, ch chconn
 func startIngestConn(t *testing.T, ctx context.Context, broker string, ch chconn.Config, reg prometheus.Registerer,
 	adjust func(*ingest.Config), wrap func(driver.Conn) driver.Conn) chan error {
 	t.Helper()
+	_, done := startIngester(t, ctx, broker, ch, reg, adjust, wrap)
+	return done
+}
+
+// startIngester is startIngestConn that also returns the running Ingester.
+func startIngester(t *testing.T, ctx context.Context, broker string, ch chconn.Config, reg prometheus.Registerer,
+	adjust func(*ingest.Config), wrap func(driver.Conn) driver.Conn) (*ingest.Ingester, chan error) {
+	t.Helper()
 	conn, err := ch.Open(ctx, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +104,7 @@ func startIngestConn(t *testing.T, ctx context.Context, broker string, ch chconn
 	}
 	done := make(chan error, 1)
 	go func() { done <- in.Run(ctx); conn.Close() }()
-	return done
+	return in, done
 }
 
 // waitCount polls until from holds want rows or the deadline passes.

@@ -15,6 +15,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/heliostat-dev/heliostat/internal/health"
 	"github.com/heliostat-dev/heliostat/internal/metricsreg"
 )
 
@@ -106,6 +107,10 @@ type Summarizer struct {
 	// complete full pass ran.
 	since    int64
 	lastFull time.Time
+
+	// health holds the outcome of the last pass Run made, for Ready.
+	health *health.Status
+	passOK *health.Cond
 }
 
 // NewSummarizer returns a Summarizer writing through conn.
@@ -125,7 +130,18 @@ func NewSummarizer(cfg SummaryConfig, conn driver.Conn, logger *slog.Logger, reg
 	if err := metricsreg.Register(reg, s.jobs, s.errs, s.passes); err != nil {
 		return nil, fmt.Errorf("ingest: register summarizer metrics: %w", err)
 	}
+	s.health = health.New(time.Now)
+	s.passOK = s.health.Add("job summaries", "waiting for the first pass")
 	return s, nil
+}
+
+// Ready returns nil once the last pass Run made succeeded, and otherwise
+// why it failed and since when. A zero Interval (no schedule) is ready.
+func (s *Summarizer) Ready() error {
+	if s.cfg.Interval == 0 {
+		return nil
+	}
+	return s.health.Err()
 }
 
 // Run summarizes every Interval until ctx is done. A failed pass is logged
@@ -148,9 +164,11 @@ func (s *Summarizer) Run(ctx context.Context) error {
 					return nil
 				}
 				s.errs.Inc()
+				s.passOK.Report(err)
 				s.logger.Warn("job summary pass failed", "err", err)
 				break
 			}
+			s.passOK.OK()
 			backlog += n
 			if n < s.cfg.Batch {
 				if backlog > n {

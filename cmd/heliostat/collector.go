@@ -87,6 +87,7 @@ func runCollector(ctx context.Context, args []string, e *env) error {
 		}
 		extra = append(extra, a.Run)
 	}
+	srv.SetCheck(pub.Ready)
 	srv.SetReady(true)
 	return runCollectorParts(ctx, cc, src, pub, srv, logger, reg, extra...)
 }

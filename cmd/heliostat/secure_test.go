@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -69,16 +70,17 @@ func TestSecureKafka(t *testing.T) {
 	// ingest creates the topics over the secured connection, then consumes.
 	ingestErr := make(chan error, 1)
 	ingestLog := &lockedWriter{w: &strings.Builder{}}
+	ingestWeb, collectorWeb := freeAddr(t), freeAddr(t)
 	go func() {
 		ingestErr <- run(runCtx, append(append([]string{"ingest", "--ingest.batch-interval", "100ms", "--kafka.partitions", "2",
-			"--web.listen-address", "127.0.0.1:0"}, chFlags...), secure...),
+			"--web.listen-address", ingestWeb}, chFlags...), secure...),
 			envPass, &bytes.Buffer{}, ingestLog)
 	}()
 	collectorErr := make(chan error, 1)
 	collectorLog := &lockedWriter{w: &strings.Builder{}}
 	go func() {
 		collectorErr <- run(runCtx, append([]string{"collector", "--source", "synthetic", "--synthetic.gpus", "2",
-			"--collector.interval", "100ms", "--spool.dir", filepath.Join(dir, "spool"), "--web.listen-address", "127.0.0.1:0"}, secure...),
+			"--collector.interval", "100ms", "--spool.dir", filepath.Join(dir, "spool"), "--web.listen-address", collectorWeb}, secure...),
 			envPass, &bytes.Buffer{}, collectorLog)
 	}()
 
@@ -108,6 +110,9 @@ func TestSecureKafka(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	// Both say they are ready: the group joined, rows and messages delivered.
+	waitProbe(t, ingestWeb, http.StatusOK, "ready")
+	waitProbe(t, collectorWeb, http.StatusOK, "ready")
 	for _, want := range []string{`kafka_security="tls+sasl/scram-sha-512 as heliostat-ingest"`, "kafka_security=\"tls+sasl/scram-sha-512"} {
 		if !strings.Contains(ingestLog.String(), want) && !strings.Contains(collectorLog.String(), want) {
 			t.Errorf("neither log says %s", want)
@@ -130,10 +135,14 @@ func TestSecureKafka(t *testing.T) {
 	badCtx, badStop := context.WithCancel(ctx)
 	badLog := &lockedWriter{w: &strings.Builder{}}
 	badErr := make(chan error, 1)
+	badWeb := freeAddr(t)
 	go func() {
-		badErr <- run(badCtx, append(append([]string{"ingest", "--ingest.group", "wrong-password", "--web.listen-address", "127.0.0.1:0"},
+		badErr <- run(badCtx, append(append([]string{"ingest", "--ingest.group", "wrong-password", "--web.listen-address", badWeb},
 			chFlags...), secure...), wrongPass, &bytes.Buffer{}, badLog)
 	}()
+	// Not ready, and /-/ready says why.
+	waitProbe(t, badWeb, http.StatusServiceUnavailable, "kafka: failing for")
+	waitProbe(t, badWeb, http.StatusServiceUnavailable, "SASL Authentication failed")
 	for i := 0; i < 100 && strings.Count(badLog.String(), "SASL Authentication failed") < 2; i++ {
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -99,6 +101,26 @@ func runUpFor(t *testing.T, dir string, ports []int, duration string) upRun {
 	defer cancel()
 	var stdout strings.Builder
 	stderr := &lockedWriter{w: &strings.Builder{}}
+	// /-/ready, polled while up runs: whether it said ready, and the last
+	// answer that was not.
+	probeCtx, stopProbe := context.WithCancel(ctx)
+	probed := make(chan [2]string, 1)
+	go func() {
+		var ready, last string
+		for probeCtx.Err() == nil {
+			if resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(ports[2]) + "/-/ready"); err == nil {
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					ready = string(body)
+				} else {
+					last = resp.Status + " " + string(body)
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		probed <- [2]string{ready, last}
+	}()
 	err := run(ctx, []string{"up", "--data-dir", dir,
 		"--clickhouse.port", strconv.Itoa(ports[0]), "--kafka.port", strconv.Itoa(ports[1]),
 		"--web.listen-address", "127.0.0.1:" + strconv.Itoa(ports[2]), "--actuator.listen-address", "127.0.0.1:" + strconv.Itoa(ports[3]),
@@ -107,10 +129,16 @@ func runUpFor(t *testing.T, dir string, ports []int, duration string) upRun {
 		"--actuator.apply", "--actuator.partitions", "*", "--actuator.nodes", "*",
 		"--log.format", "json"},
 		func(string) string { return "" }, &stdout, stderr)
+	stopProbe()
+	probe := <-probed
 	r := upRun{logs: stderr.String(), stdout: stdout.String(), seen: map[string]int{}, simTime: map[string]time.Time{}}
 	if err != nil {
 		t.Fatalf("up: %v\n%s", err, r.logs)
 	}
+	if probe[0] == "" {
+		t.Errorf("/-/ready never answered 200 while up ran; last answer: %s", probe[1])
+	}
+	t.Logf("/-/ready while up started: %s", probe[1])
 	sc := bufio.NewScanner(strings.NewReader(r.logs))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {

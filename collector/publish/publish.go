@@ -53,6 +53,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/heliostat-dev/heliostat/collector/spool"
+	"github.com/heliostat-dev/heliostat/internal/health"
 	"github.com/heliostat-dev/heliostat/internal/kafkaconn"
 	"github.com/heliostat-dev/heliostat/internal/logthrottle"
 	"github.com/heliostat-dev/heliostat/schemas"
@@ -118,6 +119,9 @@ type Publisher struct {
 	replayed int
 	// drops throttles the spool-full log line.
 	drops logthrottle.Throttle
+	// health is failing from entering spooling until the spool drains.
+	health  *health.Status
+	brokers *health.Cond
 }
 
 // replayBatch is a batch taken from the spool. records is what to commit
@@ -177,6 +181,8 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Publisher
 		wake:       make(chan struct{}, 1),
 		done:       make(chan struct{}),
 	}
+	p.health = health.New(func() time.Time { return p.now() })
+	p.brokers = p.health.Add("kafka", "")
 	if reg != nil {
 		if err := p.m.register(reg); err != nil {
 			_ = sp.Close()
@@ -391,6 +397,7 @@ func (p *Publisher) replayOnce(ctx context.Context) (retry bool, err error) {
 			p.logger.Info("replayed spooled messages", "messages", p.replayed)
 		}
 		p.spooling, p.replayed = false, 0
+		p.brokers.OK()
 	}
 	return false, nil
 }
@@ -536,6 +543,7 @@ func permanent(err error) bool {
 func (p *Publisher) enterSpooling(err error) {
 	p.stateMu.Lock()
 	defer p.stateMu.Unlock()
+	p.brokers.Report(fmt.Errorf("brokers unreachable, spooling: %w", err))
 	if p.spooling {
 		return
 	}
@@ -558,7 +566,22 @@ func (p *Publisher) explain() {
 	}()
 	if err := kafkaconn.Probe(ctx, p.sec, p.cfg.Brokers, 5*time.Second); err != nil && ctx.Err() == nil {
 		p.logger.Warn("brokers refuse connections", "reason", err)
+		p.stateMu.Lock()
+		if p.spooling {
+			p.brokers.Report(fmt.Errorf("brokers refuse connections, spooling: %w", err))
+		}
+		p.stateMu.Unlock()
 	}
+}
+
+// Ready returns nil while messages reach the brokers, and otherwise why
+// they do not and how many wait in the spool: what the collector's /-/ready
+// reports.
+func (p *Publisher) Ready() error {
+	if err := p.health.Err(); err != nil {
+		return fmt.Errorf("%w (%d messages spooled)", err, p.spool.Len())
+	}
+	return nil
 }
 
 // logDrop logs spool-full drops at most once per dropLogInterval, with the

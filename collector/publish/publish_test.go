@@ -307,9 +307,15 @@ func TestBrokerDownAtStart(t *testing.T) {
 	if got := p.logs.count("broker unreachable, spooling"); got != 1 {
 		t.Errorf("%d logs of entering spooling; want 1", got)
 	}
+	if err := p.Ready(); err == nil || !strings.Contains(err.Error(), "kafka: failing for") || !strings.Contains(err.Error(), "messages spooled)") {
+		t.Errorf("Ready() while spooling = %v; want the brokers failing and the spooled count", err)
+	}
 
 	startCluster(t, topic, kfake.Ports(port))
 	waitFor(t, "spool to drain", func() bool { return p.spool.Len() == 0 })
+	if err := p.Ready(); err != nil {
+		t.Errorf("Ready() after the spool drained = %v; want nil", err)
+	}
 	// Once drained, publishing goes straight to the broker again.
 	publishRange(t, p, topic, 40, 45)
 

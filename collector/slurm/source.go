@@ -36,6 +36,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/heliostat-dev/heliostat/collector"
+	"github.com/heliostat-dev/heliostat/internal/health"
 	"github.com/heliostat-dev/heliostat/internal/logthrottle"
 	"github.com/heliostat-dev/heliostat/schemas"
 )
@@ -61,6 +62,9 @@ type Source struct {
 	logs        logthrottle.Throttle // per-record warnings, keyed by input
 	// scripts caches script hashes within one poll, by Slurm job id.
 	scripts map[string]string
+	// health holds the outcome of the last poll Run made, for Ready.
+	health *health.Status
+	polls  *health.Cond
 }
 
 // New returns a Source that publishes through pub, with the state loaded from
@@ -79,7 +83,7 @@ func New(cfg Config, pub collector.Publisher, logger *slog.Logger, reg prometheu
 		return nil, fmt.Errorf("slurm: register metrics: %w", err)
 	}
 	m.tracked.Set(float64(len(st.Jobs)))
-	return &Source{
+	s := &Source{
 		cfg:         cfg,
 		pub:         collector.JobPublisher{Pub: pub, Cluster: cfg.Cluster, Source: schemas.SourceSlurm},
 		logger:      logger,
@@ -88,8 +92,15 @@ func New(cfg Config, pub collector.Publisher, logger *slog.Logger, reg prometheu
 		st:          st,
 		savedPolled: st.Polled,
 		logs:        logthrottle.Throttle{Every: 10 * time.Second},
-	}, nil
+		health:      health.New(time.Now),
+	}
+	s.polls = s.health.Add("slurm", "waiting for the first poll")
+	return s, nil
 }
+
+// Ready returns nil once the last poll Run made succeeded, and otherwise
+// why it failed and since when: what the collector's /-/ready reports.
+func (s *Source) Ready() error { return s.health.Err() }
 
 // Run polls at the configured interval until ctx ends, starting at once. A
 // failed poll is logged and counted, and the next poll tries again. It
@@ -100,8 +111,11 @@ func (s *Source) Run(ctx context.Context) error {
 	t := time.NewTicker(s.cfg.PollInterval)
 	defer t.Stop()
 	for {
-		if err := s.Poll(ctx); err != nil && ctx.Err() == nil {
-			s.logger.Warn("slurm poll failed", "err", err)
+		if err := s.Poll(ctx); ctx.Err() == nil {
+			s.polls.Report(err)
+			if err != nil {
+				s.logger.Warn("slurm poll failed", "err", err)
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -21,6 +21,7 @@ type Server struct {
 	srv   *http.Server
 	ln    net.Listener
 	ready atomic.Bool
+	check atomic.Pointer[func() error]
 	mux   *http.ServeMux
 }
 
@@ -35,8 +36,14 @@ func Listen(addr string, g prometheus.Gatherer, logger *slog.Logger) (*Server, e
 	s.mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	s.mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) {
 		if !s.ready.Load() {
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			http.Error(w, "not ready: starting", http.StatusServiceUnavailable)
 			return
+		}
+		if check := s.check.Load(); check != nil {
+			if err := (*check)(); err != nil {
+				http.Error(w, "not ready:\n"+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
 		}
 		fmt.Fprintln(w, "ready")
 	})
@@ -53,6 +60,10 @@ func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, 
 
 // SetReady flips /-/ready.
 func (s *Server) SetReady(ok bool) { s.ready.Store(ok) }
+
+// SetCheck makes /-/ready, once SetReady(true), also ask check: a non-nil
+// error is a 503 whose body names what is failing (one line each).
+func (s *Server) SetCheck(check func() error) { s.check.Store(&check) }
 
 // Run serves until ctx is done, then shuts down within 5s.
 func (s *Server) Run(ctx context.Context) error {

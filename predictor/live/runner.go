@@ -15,6 +15,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/heliostat-dev/heliostat/internal/health"
 	"github.com/heliostat-dev/heliostat/predictor/duration"
 )
 
@@ -135,6 +136,10 @@ type Runner struct {
 	// adapt widens or narrows the served intervals as outcomes arrive
 	// (safe for concurrent use: Predict reads it outside a pass).
 	adapt *duration.Adaptive
+
+	// health holds the outcome of the last pass Run made, for Ready.
+	health *health.Status
+	passes *health.Cond
 }
 
 // refreshOverlap is how far before the newest inserted_at seen an
@@ -165,8 +170,14 @@ func New(cfg Config, conn driver.Conn, logger *slog.Logger, reg prometheus.Regis
 	}
 	r.m = m
 	r.m.setRolling(r.roll)
+	r.health = health.New(time.Now)
+	r.passes = r.health.Add("predictor", "waiting for the first pass")
 	return r, nil
 }
+
+// Ready returns nil once the last pass Run made succeeded, and otherwise
+// why it failed and since when: what the predictor's /-/ready reports.
+func (r *Runner) Ready() error { return r.health.Err() }
 
 // Model returns the model serving predictions, or nil before the first one
 // is trained. Safe for concurrent use.
@@ -178,10 +189,12 @@ func (r *Runner) Run(ctx context.Context) error {
 	t := time.NewTicker(r.cfg.Interval)
 	defer t.Stop()
 	for {
-		if _, err := r.Once(ctx); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
+		_, err := r.Once(ctx)
+		if err != nil && ctx.Err() != nil {
+			return nil
+		}
+		r.passes.Report(err)
+		if err != nil {
 			r.logger.Warn("predictor pass failed", "err", err)
 		}
 		select {

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// freeAddr returns a loopback address whose port was free a moment ago, for
+// a command's --web.listen-address.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// waitProbe polls http://addr/-/ready until it answers code with a body
+// containing want, and fails the test after 30 s with the last answer.
+func waitProbe(t *testing.T, addr string, code int, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var last string
+	for {
+		resp, err := http.Get("http://" + addr + "/-/ready")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == code && strings.Contains(string(body), want) {
+				return
+			}
+			last = resp.Status + ": " + string(body)
+		} else {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/-/ready on %s: still %q after 30 s; want %d with %q", addr, last, code, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
