@@ -28,11 +28,17 @@ func TestStatus(t *testing.T) {
 		}},
 		{"failing since the first failure, until a success", []step{
 			{func(_ *Status, c map[string]*Cond, _ *clock) { c["kafka"].OK(); c["clickhouse"].Report(refused) }, []string{"clickhouse: failing for 0s (since 2026-11-22T12:00:00Z): connection refused"}},
-			{func(_ *Status, c map[string]*Cond, k *clock) { k.advance(40 * time.Second); c["clickhouse"].Report(errors.New("timeout")) }, []string{"clickhouse: failing for 40s (since 2026-11-22T12:00:00Z): timeout"}},
+			{func(_ *Status, c map[string]*Cond, k *clock) {
+				k.advance(40 * time.Second)
+				c["clickhouse"].Report(errors.New("timeout"))
+			}, []string{"clickhouse: failing for 40s (since 2026-11-22T12:00:00Z): timeout"}},
 			{func(_ *Status, c map[string]*Cond, k *clock) { k.advance(time.Hour); c["clickhouse"].Report(nil) }, nil},
 		}},
 		{"every failing condition is named", []step{
-			{func(_ *Status, c map[string]*Cond, _ *clock) { c["kafka"].Report(refused); c["clickhouse"].Report(refused) }, []string{"kafka: failing", "clickhouse: failing"}},
+			{func(_ *Status, c map[string]*Cond, _ *clock) {
+				c["kafka"].Report(refused)
+				c["clickhouse"].Report(refused)
+			}, []string{"kafka: failing", "clickhouse: failing"}},
 		}},
 		{"an expiring failure is over once not repeated", []step{
 			{func(_ *Status, c map[string]*Cond, _ *clock) { c["kafka"].OK(); c["fetch"].Report(refused) }, []string{"fetch: failing for 0s"}},
