@@ -134,7 +134,7 @@ type Runner struct {
 	now    func() time.Time
 	loc    *time.Location
 	m      *metrics
-	// health holds the outcome of the last scheduled pass, for Ready.
+	// health holds the outcome of the last Pass, for Ready.
 	health *health.Status
 	passes *health.Cond
 }
@@ -169,8 +169,8 @@ func NewRunner(cfg Config, conn driver.Conn, logger *slog.Logger, reg prometheus
 	return r, nil
 }
 
-// Ready returns nil once a scheduled pass ran every window, and otherwise
-// why the last one did not: what the analytics command's /-/ready reports.
+// Ready returns nil once the last scheduled pass ran every window, and
+// otherwise why it did not: what the analytics command's /-/ready reports.
 // A zero Interval (no schedule) is ready.
 func (r *Runner) Ready() error {
 	if r.cfg.Interval == 0 {
@@ -469,9 +469,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	t := time.NewTicker(r.cfg.Interval)
 	defer t.Stop()
 	for {
-		if _, err := r.Pass(ctx); ctx.Err() == nil {
-			r.passes.Report(err)
-		}
+		_, _ = r.Pass(ctx) // failures are logged and reported to Ready
 		select {
 		case <-ctx.Done():
 			return nil
@@ -481,8 +479,16 @@ func (r *Runner) Run(ctx context.Context) error {
 }
 
 // Pass runs one scheduled pass and returns the windows it ran and the first
-// error.
+// error, which Ready reports until the next pass.
 func (r *Runner) Pass(ctx context.Context) ([]Window, error) {
+	done, err := r.pass(ctx)
+	if ctx.Err() == nil {
+		r.passes.Report(err)
+	}
+	return done, err
+}
+
+func (r *Runner) pass(ctx context.Context) ([]Window, error) {
 	now := r.now()
 	var (
 		done  []Window

@@ -3,6 +3,7 @@ package analytics_test
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,10 +30,16 @@ func TestPass(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := r.Ready(); err == nil || !strings.Contains(err.Error(), "waiting for the first scheduled pass") {
+		t.Errorf("Ready() before a pass = %v; want waiting for the first pass", err)
+	}
 	for pass := range 2 {
 		done, err := r.Pass(ctx)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if err := r.Ready(); err != nil {
+			t.Errorf("Ready() after pass %d = %v; want nil", pass, err)
 		}
 		if len(done) != 2 || done[0].Since != day.AddDate(0, 0, -1) || done[1].Since != day {
 			t.Fatalf("pass %d ran %v; want the 3rd and the 4th of May", pass, done)

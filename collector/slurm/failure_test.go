@@ -40,9 +40,15 @@ func TestPublishFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := src.Ready(); err == nil || !strings.Contains(err.Error(), "slurm: waiting for the first poll") {
+		t.Errorf("Ready() before a poll = %v; want waiting for the first poll", err)
+	}
 	rec.failAfter = 1
 	if err := src.Poll(ctx); err == nil || !strings.Contains(err.Error(), "refused") {
 		t.Fatalf("Poll with a failing publisher = %v; want the publish error", err)
+	}
+	if err := src.Ready(); err == nil || !strings.Contains(err.Error(), "slurm: failing for") || !strings.Contains(err.Error(), "refused") {
+		t.Errorf("Ready() after a failed poll = %v; want slurm failing with the publish error", err)
 	}
 	if got := testutil.ToFloat64(src.m.pollErrors); got != 1 {
 		t.Errorf("heliostat_slurm_poll_errors_total = %v; want 1", got)
@@ -64,6 +70,9 @@ func TestPublishFailure(t *testing.T) {
 	}
 	if err := src2.Poll(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if err := src2.Ready(); err != nil {
+		t.Errorf("Ready() after a poll that succeeded = %v; want nil", err)
 	}
 	for _, id := range ids {
 		if got := types(rec.jobEvents(id)); got != "SUBMIT" {

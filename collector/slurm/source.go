@@ -62,7 +62,7 @@ type Source struct {
 	logs        logthrottle.Throttle // per-record warnings, keyed by input
 	// scripts caches script hashes within one poll, by Slurm job id.
 	scripts map[string]string
-	// health holds the outcome of the last poll Run made, for Ready.
+	// health holds the outcome of the last poll, for Ready.
 	health *health.Status
 	polls  *health.Cond
 }
@@ -98,7 +98,7 @@ func New(cfg Config, pub collector.Publisher, logger *slog.Logger, reg prometheu
 	return s, nil
 }
 
-// Ready returns nil once the last poll Run made succeeded, and otherwise
+// Ready returns nil once the last poll succeeded, and otherwise
 // why it failed and since when: what the collector's /-/ready reports.
 func (s *Source) Ready() error { return s.health.Err() }
 
@@ -111,11 +111,8 @@ func (s *Source) Run(ctx context.Context) error {
 	t := time.NewTicker(s.cfg.PollInterval)
 	defer t.Stop()
 	for {
-		if err := s.Poll(ctx); ctx.Err() == nil {
-			s.polls.Report(err)
-			if err != nil {
-				s.logger.Warn("slurm poll failed", "err", err)
-			}
+		if err := s.Poll(ctx); err != nil && ctx.Err() == nil {
+			s.logger.Warn("slurm poll failed", "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -145,6 +142,9 @@ func (s *Source) Poll(ctx context.Context) (err error) {
 			}
 		}
 		s.m.tracked.Set(float64(len(s.st.Jobs)))
+		if ctx.Err() == nil {
+			s.polls.Report(err)
+		}
 	}()
 	s.scripts = map[string]string{}
 

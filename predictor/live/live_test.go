@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -166,10 +167,16 @@ func TestRunner(t *testing.T) {
 	if _, err := r.Predict(Spec{User: "alice"}); err != ErrNoModel {
 		t.Fatalf("Predict before the first pass: err %v; want ErrNoModel", err)
 	}
+	if err := r.Ready(); err == nil || !strings.Contains(err.Error(), "predictor: waiting for the first pass") {
+		t.Errorf("Ready() before the first pass = %v; want waiting", err)
+	}
 
 	pass, err := r.Once(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if err := r.Ready(); err != nil {
+		t.Errorf("Ready() after a pass = %v; want nil", err)
 	}
 	if want := (Pass{Trained: true, Jobs: len(hist) + len(pending), Predictions: len(pending)}); pass != want {
 		t.Fatalf("first pass = %+v; want %+v (the ended backlog is not predicted)", pass, want)
@@ -497,5 +504,18 @@ func TestConcurrentPredict(t *testing.T) {
 	}
 	if v := r.Model().Info.Version; v < 3 {
 		t.Errorf("model version %d after 5 passes; want retrains", v)
+	}
+}
+
+// TestReadyAfterFailedPass: a pass that cannot read its tables leaves the
+// runner not ready, saying why.
+func TestReadyAfterFailedPass(t *testing.T) {
+	_, conn := schematest.Database(t)
+	r, _ := newRunner(t, conn, "no_such_database", &clock{t: time.Date(2026, 4, 6, 8, 0, 0, 0, time.UTC)})
+	if _, err := r.Once(context.Background()); err == nil {
+		t.Fatal("Once on a missing database = nil; want an error")
+	}
+	if err := r.Ready(); err == nil || !strings.Contains(err.Error(), "predictor: failing for") {
+		t.Errorf("Ready() after a failed pass = %v; want the predictor failing", err)
 	}
 }

@@ -137,7 +137,7 @@ type Runner struct {
 	// (safe for concurrent use: Predict reads it outside a pass).
 	adapt *duration.Adaptive
 
-	// health holds the outcome of the last pass Run made, for Ready.
+	// health holds the outcome of the last pass, for Ready.
 	health *health.Status
 	passes *health.Cond
 }
@@ -175,7 +175,7 @@ func New(cfg Config, conn driver.Conn, logger *slog.Logger, reg prometheus.Regis
 	return r, nil
 }
 
-// Ready returns nil once the last pass Run made succeeded, and otherwise
+// Ready returns nil once the last pass succeeded, and otherwise
 // why it failed and since when: what the predictor's /-/ready reports.
 func (r *Runner) Ready() error { return r.health.Err() }
 
@@ -189,12 +189,10 @@ func (r *Runner) Run(ctx context.Context) error {
 	t := time.NewTicker(r.cfg.Interval)
 	defer t.Stop()
 	for {
-		_, err := r.Once(ctx)
-		if err != nil && ctx.Err() != nil {
-			return nil
-		}
-		r.passes.Report(err)
-		if err != nil {
+		if _, err := r.Once(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
 			r.logger.Warn("predictor pass failed", "err", err)
 		}
 		select {
@@ -207,8 +205,16 @@ func (r *Runner) Run(ctx context.Context) error {
 
 // Once makes one pass: refresh the window of jobs, retrain if due, predict
 // the jobs not predicted yet, record the outcomes of the predicted jobs that
-// have ended.
+// have ended. Its error is what Ready reports until the next pass.
 func (r *Runner) Once(ctx context.Context) (Pass, error) {
+	pass, err := r.once(ctx)
+	if ctx.Err() == nil {
+		r.passes.Report(err)
+	}
+	return pass, err
+}
+
+func (r *Runner) once(ctx context.Context) (Pass, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	begin := time.Now()
