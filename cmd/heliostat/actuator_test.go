@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -50,12 +49,7 @@ func TestActuatorCommand(t *testing.T) {
 	}
 	prioBefore, _ := c.Run(ctx, "squeue", "-h", "-t", "PD", "-o", "%i %Q")
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	const tok = "actuator-test-token-0123456789"
 	pki := testpki.New(t)
 	env := map[string]string{"HELIOSTAT_ACTUATOR_TOKEN": tok}

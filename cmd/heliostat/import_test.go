@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -382,15 +381,10 @@ func TestImportClickHouse(t *testing.T) {
 // TestImportKafkaDown: an import that cannot reach Kafka fails, naming the
 // file and how far it got; it does not stop silently.
 func TestImportKafkaDown(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close() // nothing listens there now
+	addr := freeAddr(t) // nothing listens there now
 	path := fixture(t, "import_small.swf.in", "small-site.swf")
 	var stdout, stderr bytes.Buffer
-	err = run(context.Background(), []string{"import", path, "--kafka.brokers", addr, "--kafka.write-timeout", "5s", "--json"}, noEnv, &stdout, &stderr)
+	err := run(context.Background(), []string{"import", path, "--kafka.brokers", addr, "--kafka.write-timeout", "5s", "--json"}, noEnv, &stdout, &stderr)
 	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "0 of 5 jobs written") {
 		t.Errorf("import to a dead broker: error %v; want one naming %s and 0 of 5 jobs written", err, path)
 	}
