@@ -41,7 +41,8 @@ func runAnalytics(ctx context.Context, args []string, e *env) error {
 	cfg.RegisterFlags(fs)
 	var lf logFlags
 	lf.register(fs)
-	listen := fs.String("web.listen-address", ":9402", "address of /metrics and the /-/healthy, /-/ready probes")
+	var wf webFlags
+	wf.register(fs, ":9402")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -62,7 +63,7 @@ func runAnalytics(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
-	reg, srv, err := serveMetrics(*listen, logger)
+	reg, srv, err := serveMetrics(wf, logger)
 	if err != nil {
 		return err
 	}
@@ -76,7 +77,7 @@ func runAnalytics(ctx context.Context, args []string, e *env) error {
 		return err
 	}
 	logger.Info("analytics running", "clickhouse", ch.Addr, "database", ch.Database, "interval", cfg.Interval,
-		"windows", cfg.Periods, "metrics", "http://"+httpAddr(srv.Addr())+"/metrics")
+		"windows", cfg.Periods, "metrics", srv.URL("/metrics"))
 	srv.SetCheck(r.Ready)
 	srv.SetReady(true)
 	g, gctx := errgroup.WithContext(ctx)

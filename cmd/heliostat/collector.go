@@ -34,7 +34,8 @@ func runCollector(ctx context.Context, args []string, e *env) error {
 	simf := registerSimFlags(fs, e.getenv)
 	source := fs.String("source", "auto", "GPU source: nvml, synthetic, or auto (nvml when a driver is present, else synthetic); or slurm: job events from Slurm (--slurm.*) instead of GPU samples; or sim: a simulated cluster's samples and job events (--sim.*)")
 	gpus := fs.Int("synthetic.gpus", 8, "GPUs the synthetic source reports")
-	listen := fs.String("web.listen-address", ":9400", "address of /metrics and the /-/healthy, /-/ready probes")
+	var wf webFlags
+	wf.register(fs, ":9400")
 	if b := e.getenv("HELIOSTAT_KAFKA_BROKERS"); b != "" {
 		_ = fs.Set("kafka.brokers", b)
 	}
@@ -55,12 +56,12 @@ func runCollector(ctx context.Context, args []string, e *env) error {
 		return err
 	}
 	if *source == "slurm" {
-		return runSlurmSource(ctx, *sc, cc.Cluster, pc, *listen, logger)
+		return runSlurmSource(ctx, *sc, cc.Cluster, pc, wf, logger)
 	}
 	if *source == "sim" {
-		return runSimSource(ctx, simf, cc.Cluster, pc, *listen, logger)
+		return runSimSource(ctx, simf, cc.Cluster, pc, wf, logger)
 	}
-	reg, srv, err := serveMetrics(*listen, logger)
+	reg, srv, err := serveMetrics(wf, logger)
 	if err != nil {
 		return err
 	}
@@ -74,7 +75,7 @@ func runCollector(ctx context.Context, args []string, e *env) error {
 		return err
 	}
 	logger.Info("collector running", "source", src.Name(), "host", cc.Host, "interval", cc.Interval,
-		"brokers", pc.Brokers, "spool", pc.SpoolDir, "metrics", "http://"+httpAddr(srv.Addr())+"/metrics")
+		"brokers", pc.Brokers, "spool", pc.SpoolDir, "metrics", srv.URL("/metrics"))
 	// Attribution needs the driver's process lists: it runs with the nvml
 	// source only (--source nvml, or auto on a host with a driver).
 	var extra []func(context.Context) error

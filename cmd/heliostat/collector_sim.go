@@ -38,7 +38,7 @@ func registerSimFlags(fs *flag.FlagSet, getenv func(string) string) *simFlags {
 // runSimSource runs `collector --source sim`: the simulated cluster and its
 // publisher, until ctx ends (or the simulation does). The cluster is named
 // by --sim.cluster when given, else by --collector.cluster.
-func runSimSource(ctx context.Context, f *simFlags, cluster string, pc publish.Config, listen string, logger *slog.Logger) error {
+func runSimSource(ctx context.Context, f *simFlags, cluster string, pc publish.Config, wf webFlags, logger *slog.Logger) error {
 	explicit := false
 	f.fs.Visit(func(fl *flag.Flag) { explicit = explicit || fl.Name == "sim.cluster" })
 	if !explicit {
@@ -51,7 +51,7 @@ func runSimSource(ctx context.Context, f *simFlags, cluster string, pc publish.C
 	if err != nil {
 		return err
 	}
-	reg, srv, err := serveMetrics(listen, logger)
+	reg, srv, err := serveMetrics(wf, logger)
 	if err != nil {
 		return err
 	}
@@ -65,7 +65,7 @@ func runSimSource(ctx context.Context, f *simFlags, cluster string, pc publish.C
 		return err
 	}
 	logger.Info("collector running", "source", "sim", "cluster", s.Config().Cluster, "brokers", pc.Brokers,
-		"spool", pc.SpoolDir, "metrics", "http://"+httpAddr(srv.Addr())+"/metrics")
+		"spool", pc.SpoolDir, "metrics", srv.URL("/metrics"))
 	srv.SetCheck(pub.Ready)
 	srv.SetReady(true)
 	return runSimParts(ctx, s, pub, srv)

@@ -25,12 +25,12 @@ func registerSlurmFlags(fs *flag.FlagSet, getenv func(string) string) *slurm.Con
 // (on a host that can run squeue, typically the slurmctld host) and its
 // publisher, until ctx ends. It stops in order: the source finishes its poll,
 // then the publisher delivers or spools what it holds, then closes.
-func runSlurmSource(ctx context.Context, sc slurm.Config, cluster string, pc publish.Config, listen string, logger *slog.Logger) error {
+func runSlurmSource(ctx context.Context, sc slurm.Config, cluster string, pc publish.Config, wf webFlags, logger *slog.Logger) error {
 	sc.Cluster = cluster
 	if err := sc.Validate(); err != nil {
 		return err
 	}
-	reg, srv, err := serveMetrics(listen, logger)
+	reg, srv, err := serveMetrics(wf, logger)
 	if err != nil {
 		return err
 	}
@@ -44,7 +44,7 @@ func runSlurmSource(ctx context.Context, sc slurm.Config, cluster string, pc pub
 		return err
 	}
 	logger.Info("collector running", "source", "slurm", "cluster", cluster, "brokers", pc.Brokers,
-		"spool", pc.SpoolDir, "metrics", "http://"+httpAddr(srv.Addr())+"/metrics")
+		"spool", pc.SpoolDir, "metrics", srv.URL("/metrics"))
 	pubCtx, stopPub := context.WithCancel(context.WithoutCancel(ctx))
 	pubDone := make(chan error, 1)
 	go func() { pubDone <- pub.Run(pubCtx) }()

@@ -19,7 +19,8 @@ func runIngest(ctx context.Context, args []string, e *env) error {
 	sc.RegisterFlags(fs)
 	var lf logFlags
 	lf.register(fs)
-	listen := fs.String("web.listen-address", ":9401", "address of /metrics and the /-/healthy, /-/ready probes")
+	var wf webFlags
+	wf.register(fs, ":9401")
 	partitions := fs.Int("kafka.partitions", 12, "partitions of the topics ingest creates when they are missing")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -34,7 +35,7 @@ func runIngest(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
-	reg, srv, err := serveMetrics(*listen, logger)
+	reg, srv, err := serveMetrics(wf, logger)
 	if err != nil {
 		return err
 	}
@@ -56,7 +57,7 @@ func runIngest(ctx context.Context, args []string, e *env) error {
 		logger.Warn("could not create topics; expecting them to exist", "err", err)
 	}
 	logger.Info("ingest running", "brokers", cfg.Brokers, "kafka_security", in.Security().String(), "group", cfg.Group, "clickhouse", cfg.ClickHouse.Addr,
-		"database", cfg.ClickHouse.Database, "metrics", "http://"+httpAddr(srv.Addr())+"/metrics")
+		"database", cfg.ClickHouse.Database, "metrics", srv.URL("/metrics"))
 	srv.SetCheck(func() error { return errors.Join(in.Ready(), sum.Ready()) })
 	srv.SetReady(true)
 	g, gctx := errgroup.WithContext(ctx)

@@ -13,10 +13,12 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/heliostat-dev/heliostat/internal/tlsfiles"
 	"github.com/heliostat-dev/heliostat/internal/web"
 )
 
@@ -145,12 +147,31 @@ func newFlagSet(name string, e *env) *flag.FlagSet {
 	return fs
 }
 
+// webFlags are where a process serves /metrics and its probes:
+// --web.listen-address, and --web.tls.* for HTTPS.
+type webFlags struct {
+	listen string
+	tls    tlsfiles.Server
+}
+
+func (w *webFlags) register(fs *flag.FlagSet, defaultAddr string) {
+	fs.StringVar(&w.listen, "web.listen-address", defaultAddr, "address of /metrics and the /-/healthy, /-/ready probes")
+	w.tls.Prefix = "--web.tls"
+	fs.StringVar(&w.tls.CertFile, "web.tls.cert", "", "PEM certificate (chain) to serve /metrics and the probes over HTTPS, read again when it changes (with --web.tls.key)")
+	fs.StringVar(&w.tls.KeyFile, "web.tls.key", "", "PEM key of --web.tls.cert")
+	fs.StringVar(&w.tls.ClientCAFile, "web.tls.client-ca", "", "PEM CAs whose client certificates /metrics and the probes require (mutual TLS; default: none required)")
+}
+
 // serveMetrics builds a process's registry (Go and process collectors
 // included) and binds its /metrics and probe endpoint.
-func serveMetrics(listen string, logger *slog.Logger) (*prometheus.Registry, *web.Server, error) {
+func serveMetrics(w webFlags, logger *slog.Logger) (*prometheus.Registry, *web.Server, error) {
+	tc, err := w.tls.Config(time.Now, logger)
+	if err != nil {
+		return nil, nil, err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	srv, err := web.Listen(listen, reg, logger)
+	srv, err := web.Listen(w.listen, tc, reg, logger)
 	if err != nil {
 		return nil, nil, err
 	}

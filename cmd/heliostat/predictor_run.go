@@ -21,7 +21,8 @@ func runPredictorRun(ctx context.Context, args []string, e *env) error {
 	cfg.RegisterFlags(fs)
 	var lf logFlags
 	lf.register(fs)
-	listen := fs.String("web.listen-address", ":9402", "address of /metrics and the /-/healthy, /-/ready probes")
+	var wf webFlags
+	wf.register(fs, ":9402")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -38,7 +39,7 @@ func runPredictorRun(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
-	reg, srv, err := serveMetrics(*listen, logger)
+	reg, srv, err := serveMetrics(wf, logger)
 	if err != nil {
 		return err
 	}
@@ -53,7 +54,7 @@ func runPredictorRun(ctx context.Context, args []string, e *env) error {
 		return err
 	}
 	logger.Info("predictor running", "clickhouse", ch.Addr, "database", ch.Database, "interval", cfg.Interval,
-		"retrain_interval", cfg.RetrainInterval, "history", cfg.History, "metrics", "http://"+httpAddr(srv.Addr())+"/metrics")
+		"retrain_interval", cfg.RetrainInterval, "history", cfg.History, "metrics", srv.URL("/metrics"))
 	srv.SetCheck(r.Ready)
 	srv.SetReady(true)
 	g, gctx := errgroup.WithContext(ctx)

@@ -96,7 +96,7 @@ func TestPredictorRun(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	waitProbe(t, addr, http.StatusOK, "ready")
+	waitProbe(t, http.DefaultClient, "http://"+addr, http.StatusOK, "ready")
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("predictor run: %v", err)

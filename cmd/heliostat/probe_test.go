@@ -21,14 +21,15 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// waitProbe polls http://addr/-/ready until it answers code with a body
-// containing want, and fails the test after 30 s with the last answer.
-func waitProbe(t *testing.T, addr string, code int, want string) {
+// waitProbe polls base+"/-/ready" (base: "http://127.0.0.1:9400") with
+// client until it answers code with a body containing want, and fails the
+// test after 30 s with the last answer.
+func waitProbe(t *testing.T, client *http.Client, base string, code int, want string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	var last string
 	for {
-		resp, err := http.Get("http://" + addr + "/-/ready")
+		resp, err := client.Get(base + "/-/ready")
 		if err == nil {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
@@ -40,7 +41,7 @@ func waitProbe(t *testing.T, addr string, code int, want string) {
 			last = err.Error()
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("/-/ready on %s: still %q after 30 s; want %d with %q", addr, last, code, want)
+			t.Fatalf("%s/-/ready: still %q after 30 s; want %d with %q", base, last, code, want)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"net/http"
 	"os"
@@ -80,7 +81,8 @@ func TestSecureKafka(t *testing.T) {
 	collectorLog := &lockedWriter{w: &strings.Builder{}}
 	go func() {
 		collectorErr <- run(runCtx, append([]string{"collector", "--source", "synthetic", "--synthetic.gpus", "2",
-			"--collector.interval", "100ms", "--spool.dir", filepath.Join(dir, "spool"), "--web.listen-address", collectorWeb}, secure...),
+			"--collector.interval", "100ms", "--spool.dir", filepath.Join(dir, "spool"), "--web.listen-address", collectorWeb,
+			"--web.tls.cert", pki.CertFile, "--web.tls.key", pki.KeyFile}, secure...),
 			envPass, &bytes.Buffer{}, collectorLog)
 	}()
 
@@ -111,8 +113,13 @@ func TestSecureKafka(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	// Both say they are ready: the group joined, rows and messages delivered.
-	waitProbe(t, ingestWeb, http.StatusOK, "ready")
-	waitProbe(t, collectorWeb, http.StatusOK, "ready")
+	// The collector serves its metrics and probes over HTTPS.
+	pkiClient := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.CAPool}}}
+	waitProbe(t, http.DefaultClient, "http://"+ingestWeb, http.StatusOK, "ready")
+	waitProbe(t, pkiClient, "https://"+collectorWeb, http.StatusOK, "ready")
+	if want := "metrics=https://" + collectorWeb + "/metrics"; !strings.Contains(collectorLog.String(), want) {
+		t.Errorf("the collector's log does not say %s:\n%s", want, collectorLog.String())
+	}
 	for _, want := range []string{`kafka_security="tls+sasl/scram-sha-512 as heliostat-ingest"`, "kafka_security=\"tls+sasl/scram-sha-512"} {
 		if !strings.Contains(ingestLog.String(), want) && !strings.Contains(collectorLog.String(), want) {
 			t.Errorf("neither log says %s", want)
@@ -141,8 +148,8 @@ func TestSecureKafka(t *testing.T) {
 			chFlags...), secure...), wrongPass, &bytes.Buffer{}, badLog)
 	}()
 	// Not ready, and /-/ready says why.
-	waitProbe(t, badWeb, http.StatusServiceUnavailable, "kafka: failing for")
-	waitProbe(t, badWeb, http.StatusServiceUnavailable, "SASL Authentication failed")
+	waitProbe(t, http.DefaultClient, "http://"+badWeb, http.StatusServiceUnavailable, "kafka: failing for")
+	waitProbe(t, http.DefaultClient, "http://"+badWeb, http.StatusServiceUnavailable, "SASL Authentication failed")
 	for i := 0; i < 100 && strings.Count(badLog.String(), "SASL Authentication failed") < 2; i++ {
 		time.Sleep(100 * time.Millisecond)
 	}

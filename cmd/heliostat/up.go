@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -27,6 +26,7 @@ import (
 	"github.com/heliostat-dev/heliostat/ingest"
 	"github.com/heliostat-dev/heliostat/internal/chconn"
 	"github.com/heliostat-dev/heliostat/internal/devstack"
+	"github.com/heliostat-dev/heliostat/internal/web"
 	"github.com/heliostat-dev/heliostat/predictor/live"
 	"github.com/heliostat-dev/heliostat/schemas"
 	"github.com/heliostat-dev/heliostat/schemas/migrate"
@@ -37,7 +37,8 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	dataDir := fs.String("data-dir", "data", "directory for the broker's log, ClickHouse's data and the collector's spool; a second run resumes from it")
 	kafkaPort := fs.Int("kafka.port", 9092, "port of the embedded Kafka-protocol broker on 127.0.0.1")
 	chPort := fs.Int("clickhouse.port", 19000, "native port of the local ClickHouse server on 127.0.0.1")
-	listen := fs.String("web.listen-address", ":9400", "address of /metrics and the /-/healthy, /-/ready probes")
+	var wf webFlags
+	wf.register(fs, ":9400")
 	source := fs.String("source", "auto", "what runs the cluster: sim (a simulated GPU cluster with jobs), nvml (this host's GPUs), synthetic (fake GPUs, no jobs), or auto (nvml when a driver is present, else sim)")
 	gpus := fs.Int("synthetic.gpus", 8, "GPUs the synthetic source reports")
 	interval := fs.Duration("collector.interval", 5*time.Second, "sampling interval of the nvml and synthetic sources (>= 100ms)")
@@ -177,7 +178,7 @@ func runUp(ctx context.Context, args []string, e *env) error {
 		return err
 	}
 
-	reg, srv, err := serveMetrics(*listen, logger)
+	reg, srv, err := serveMetrics(wf, logger)
 	if err != nil {
 		return err
 	}
@@ -258,12 +259,12 @@ func runUp(ctx context.Context, args []string, e *env) error {
   kafka broker    %s   (topics %s, %s, %s, %s)
   clickhouse      %s   (native protocol; database %s)
                   clickhouse-client --port %d --query "SELECT state, count() FROM %s.jobs FINAL GROUP BY state"
-  metrics         http://%s/metrics
-  report          http://%s/report   (characterization, recomputed every %s)
+  metrics         %s
+  report          %s   (characterization, recomputed every %s)
   collector       %s
   predictor       live duration model, retrained every %s (tables predictions, prediction_outcomes)
 %s`, dir, broker, schemas.TopicGPUSamples, schemas.TopicGPUEvents, schemas.TopicJobEvents, schemas.TopicAllocations,
-		ch.Addr, ch.Database, *chPort, ch.Database, httpAddr(srv.Addr()), httpAddr(srv.Addr()), anc.Interval, describe, predc.RetrainInterval, actuatorLine)
+		ch.Addr, ch.Database, *chPort, ch.Database, srv.URL("/metrics"), srv.URL("/report"), anc.Interval, describe, predc.RetrainInterval, actuatorLine)
 
 	// Ingest, the summarizer and the status line run under their own context
 	// so that they stop only after the collector has published its last
@@ -324,13 +325,4 @@ func simClock(s *sim.Sim) func() string {
 }
 
 // httpAddr turns a listener address into one a browser can open.
-func httpAddr(addr string) string {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return addr
-	}
-	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-		host = "localhost"
-	}
-	return net.JoinHostPort(host, port)
-}
+func httpAddr(addr string) string { return web.DisplayAddr(addr) }

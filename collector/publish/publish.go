@@ -245,7 +245,10 @@ func (p *Publisher) Publish(ctx context.Context, topic string, key, value []byte
 	// Numbered before anything can fail, so a message dropped below leaves
 	// a gap that ingest counts.
 	seq := p.nextSequence(topic, key)
-	if p.spool.Len() == 0 {
+	// A caller that already gave up (a shutdown) gets its message spooled
+	// without a write that kafka-go might still complete, which the replay
+	// would then send a second time.
+	if p.spool.Len() == 0 && ctx.Err() == nil {
 		err := p.writeDirect(ctx, topic, key, value, seq)
 		if err == nil {
 			p.m.messages.WithLabelValues(topic, outcomeSent).Inc()
@@ -253,9 +256,11 @@ func (p *Publisher) Publish(ctx context.Context, topic string, key, value []byte
 		}
 		switch {
 		case ctx.Err() != nil:
-			// The caller gave up (a shutdown), not the brokers: keep
-			// the message for Run or the next start without claiming
-			// the brokers are down.
+			// The caller gave up during the write (a shutdown), not the
+			// brokers: keep the message for Run or the next start
+			// without claiming the brokers are down. kafka-go may yet
+			// deliver it; the replay then sends a copy with the same
+			// sequence number, which ingest drops.
 			p.logger.Debug("publish cancelled by the caller, spooling the message", "topic", topic, "err", err)
 		case permanent(err):
 			p.m.writeErrors.Inc()

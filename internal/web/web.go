@@ -4,6 +4,7 @@ package web
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,20 +19,25 @@ import (
 
 // Server is the HTTP endpoint of one process.
 type Server struct {
-	srv   *http.Server
-	ln    net.Listener
-	ready atomic.Bool
-	check atomic.Pointer[func() error]
-	mux   *http.ServeMux
+	srv    *http.Server
+	ln     net.Listener
+	scheme string // http or https
+	ready  atomic.Bool
+	check  atomic.Pointer[func() error]
+	mux    *http.ServeMux
 }
 
-// Listen binds addr (":0" picks a free port) and prepares the handlers for g.
-func Listen(addr string, g prometheus.Gatherer, logger *slog.Logger) (*Server, error) {
+// Listen binds addr (":0" picks a free port) and prepares the handlers for g,
+// served over HTTPS with tc, or plain HTTP when tc is nil.
+func Listen(addr string, tc *tls.Config, g prometheus.Gatherer, logger *slog.Logger) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("web: listen on %s: %w", addr, err)
 	}
-	s := &Server{ln: ln, mux: http.NewServeMux()}
+	s := &Server{ln: ln, mux: http.NewServeMux(), scheme: "http"}
+	if tc != nil {
+		s.ln, s.scheme = tls.NewListener(ln, tc), "https"
+	}
 	s.mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}))
 	s.mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	s.mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) {
@@ -53,6 +59,23 @@ func Listen(addr string, g prometheus.Gatherer, logger *slog.Logger) (*Server, e
 
 // Addr returns the bound address.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// URL returns the address of path on this server for people and logs:
+// its scheme, and localhost for a wildcard address ("https://localhost:9400/metrics").
+func (s *Server) URL(path string) string { return s.scheme + "://" + DisplayAddr(s.Addr()) + path }
+
+// DisplayAddr returns a bound address as a client would dial it: localhost
+// for a wildcard host (":9400", "[::]:9400").
+func DisplayAddr(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return net.JoinHostPort(host, port)
+}
 
 // Handle serves h at pattern beside the metrics and probes (heliostat up
 // mounts the report at /report). Call it before Run.

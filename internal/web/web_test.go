@@ -1,6 +1,8 @@
 package web
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -8,8 +10,12 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/heliostat-dev/heliostat/internal/testpki"
+	"github.com/heliostat-dev/heliostat/internal/tlsfiles"
 )
 
 func TestReadyProbe(t *testing.T) {
@@ -30,7 +36,7 @@ func TestReadyProbe(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := Listen("127.0.0.1:0", prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+			s, err := Listen("127.0.0.1:0", nil, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -46,5 +52,55 @@ func TestReadyProbe(t *testing.T) {
 				t.Errorf("/-/ready = %d %q; want %d with %q", w.Code, body, tt.wantCode, tt.wantBody)
 			}
 		})
+	}
+}
+
+// TestHTTPS: with a TLS configuration the probes and /metrics are served
+// over HTTPS only, and URL says so.
+func TestHTTPS(t *testing.T) {
+	pki := testpki.New(t)
+	tc, err := tlsfiles.Server{Prefix: "--web.tls", CertFile: pki.CertFile, KeyFile: pki.KeyFile}.Config(time.Now, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Listen("127.0.0.1:0", tc, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	if want := "https://" + s.Addr() + "/metrics"; s.URL("/metrics") != want {
+		t.Errorf("URL = %q; want %q", s.URL("/metrics"), want)
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.CAPool}}}
+	resp, err := client.Get(s.URL("/-/healthy"))
+	if err != nil {
+		t.Fatalf("GET over HTTPS: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /-/healthy over HTTPS: %s", resp.Status)
+	}
+	if resp, err := http.Get("http://" + s.Addr() + "/-/healthy"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Error("plain HTTP answered 200; want HTTPS only")
+		}
+	}
+}
+
+func TestDisplayAddr(t *testing.T) {
+	for in, want := range map[string]string{":9400": "localhost:9400", "0.0.0.0:9400": "localhost:9400", "[::]:9400": "localhost:9400",
+		"127.0.0.1:9400": "127.0.0.1:9400", "[::1]:9400": "[::1]:9400", "metrics.example:443": "metrics.example:443", "nonsense": "nonsense"} {
+		if got := DisplayAddr(in); got != want {
+			t.Errorf("DisplayAddr(%q) = %q; want %q", in, got, want)
+		}
 	}
 }

@@ -1,0 +1,154 @@
+package tlsfiles
+
+import (
+	"bytes"
+	"crypto/tls"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/heliostat-dev/heliostat/internal/testpki"
+)
+
+// TestTLSReload serves HTTPS from a certificate file, replaces the files
+// with a pair from another CA, and checks that new connections get the new
+// certificate after the next check, that a half-written pair keeps the old
+// one served (and logged), and that a client certificate is required with
+// a client CA file.
+func TestServerReload(t *testing.T) {
+	a, b := testpki.New(t), testpki.New(t)
+	dir := t.TempDir()
+	cert, key := dir+"/api.crt", dir+"/api.key"
+	copyFile(t, a.CertFile, cert)
+	copyFile(t, a.KeyFile, key)
+	var (
+		mu  sync.Mutex
+		now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	var logs syncBuffer
+	tc, err := Server{Prefix: "--web.tls", CertFile: cert, KeyFile: key, ClientCAFile: a.CAFile}.Config(clock, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }),
+		ReadHeaderTimeout: 5 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
+	go func() { _ = srv.Serve(tls.NewListener(ln, tc)) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	addr := ln.Addr().String()
+	clientCert, err := tls.LoadX509KeyPair(a.ClientCertFile, a.ClientKeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// served returns which CA's pool verifies the certificate served now.
+	served := func() string {
+		t.Helper()
+		for name, p := range map[string]*testpki.PKI{"a": a, "b": b} {
+			c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: p.CAPool, Certificates: []tls.Certificate{clientCert}})
+			if err == nil {
+				_, rerr := c.Write([]byte("GET / HTTP/1.0\r\n\r\n"))
+				buf := make([]byte, 64)
+				n, _ := c.Read(buf)
+				c.Close()
+				if rerr == nil && bytes.Contains(buf[:n], []byte("200")) {
+					return name
+				}
+			}
+		}
+		return "none"
+	}
+	if got := served(); got != "a" {
+		t.Fatalf("served a certificate of CA %s; want a", got)
+	}
+	if c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: a.CAPool}); err == nil {
+		_, werr := c.Write([]byte("GET / HTTP/1.0\r\n\r\n"))
+		buf := make([]byte, 64)
+		n, rerr := c.Read(buf)
+		c.Close()
+		if werr == nil && rerr == nil && bytes.Contains(buf[:n], []byte("200")) {
+			t.Error("answered a client without a certificate; want it refused")
+		}
+	}
+
+	// Half-written: the certificate of b with the key of a. The old pair is
+	// kept and the error logged.
+	copyFile(t, b.CertFile, cert)
+	bump(t, cert, key)
+	advance(11 * time.Second)
+	if got := served(); got != "a" {
+		t.Errorf("with a mismatched pair on disk, served CA %s; want the previous (a)", got)
+	}
+	if !strings.Contains(logs.String(), "cannot reload the TLS certificate") {
+		t.Errorf("no warning about the unreadable pair; logs:\n%s", logs.String())
+	}
+	// Complete: b's pair. Served after the next check, not before.
+	copyFile(t, b.KeyFile, key)
+	bump(t, cert, key)
+	advance(time.Second)
+	if got := served(); got != "a" {
+		t.Errorf("1 s after the last check, served CA %s; want a (checked every %s)", got, ReloadEvery)
+	}
+	advance(ReloadEvery)
+	if got := served(); got != "b" {
+		t.Errorf("after the next check, served CA %s; want b", got)
+	}
+	if !strings.Contains(logs.String(), "reloaded the TLS certificate") {
+		t.Errorf("no log of the reload; logs:\n%s", logs.String())
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// bump moves the files' modification times forward, as a rewrite a
+// second later would.
+func bump(t *testing.T, files ...string) {
+	t.Helper()
+	for _, f := range files {
+		st, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := st.ModTime().Add(time.Second)
+		if err := os.Chtimes(f, m, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
