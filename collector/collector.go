@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/heliostat-dev/heliostat/internal/health"
 	"github.com/heliostat-dev/heliostat/internal/logthrottle"
 	"github.com/heliostat-dev/heliostat/schemas"
 )
@@ -195,6 +196,10 @@ type Collector struct {
 	evBuf   []byte
 
 	logs logthrottle.Throttle // keys: collect, samples, events
+
+	// health holds the outcome of the last tick, for Ready.
+	health *health.Status
+	ticked *health.Cond
 }
 
 // New returns a Collector of src's samples (and events, if src is an
@@ -246,10 +251,16 @@ func New(cfg Config, src Source, pub Publisher, logger *slog.Logger, reg prometh
 	if es, ok := src.(EventSource); ok {
 		c.events = es
 	}
+	c.health = health.New(time.Now)
+	c.ticked = c.health.Add(name+" samples", "waiting for the first sample")
 	c.batch.Cluster, c.batch.Host = cfg.Cluster, cfg.Host
 	c.evBatch.Cluster, c.evBatch.Host = cfg.Cluster, cfg.Host
 	return c, nil
 }
+
+// Ready returns nil once the last sample tick succeeded, and otherwise why
+// it failed and since when: part of the collector's /-/ready.
+func (c *Collector) Ready() error { return c.health.Err() }
 
 // Run samples the source every Interval and publishes until ctx is done;
 // then it lets a publish in flight finish, publishes what is pending, with up
@@ -385,6 +396,9 @@ func (c *Collector) tick(ctx, pctx context.Context) {
 	}
 	c.m.duration.Observe(time.Since(start).Seconds())
 	c.ticks++
+	if ctx.Err() == nil {
+		c.ticked.Report(err)
+	}
 	if err != nil {
 		// The Source contract: a failed tick's samples are not kept. The
 		// GPUs it added go too (kept samples refer only to earlier ones),

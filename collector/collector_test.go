@@ -321,6 +321,9 @@ func TestRunFailingTicks(t *testing.T) {
 					if got, want := h.metric(h.c.m.errors), float64(tick/2); got != want {
 						t.Errorf("after tick %d: errors = %v; want %v", tick, got, want)
 					}
+					if err := h.c.Ready(); (err == nil) != (tick%2 == 1) || err != nil && !strings.Contains(err.Error(), "fake samples: failing for") {
+						t.Errorf("after tick %d: Ready() = %v; want nil after a good tick, fake samples failing after a bad one", tick, err)
+					}
 				}
 				h.stop(t)
 

@@ -78,7 +78,7 @@ func runAnalytics(ctx context.Context, args []string, e *env) error {
 	}
 	logger.Info("analytics running", "clickhouse", ch.Addr, "database", ch.Database, "interval", cfg.Interval,
 		"windows", cfg.Periods, "metrics", srv.URL("/metrics"))
-	srv.SetCheck(r.Ready)
+	srv.AddCheck(r.Ready)
 	srv.SetReady(true)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Run(gctx) })

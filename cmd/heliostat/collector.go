@@ -88,7 +88,7 @@ func runCollector(ctx context.Context, args []string, e *env) error {
 		}
 		extra = append(extra, a.Run)
 	}
-	srv.SetCheck(pub.Ready)
+	srv.AddCheck(pub.Ready)
 	srv.SetReady(true)
 	return runCollectorParts(ctx, cc, src, pub, srv, logger, reg, extra...)
 }
@@ -102,6 +102,9 @@ func runCollectorParts(ctx context.Context, cc collector.Config, src collector.S
 	c, err := collector.New(cc, src, pub, logger, reg, time.Now)
 	if err != nil {
 		return err
+	}
+	if srv != nil {
+		srv.AddCheck(c.Ready)
 	}
 	pubCtx, stopPub := context.WithCancel(context.WithoutCancel(ctx))
 	pubDone := make(chan error, 1)

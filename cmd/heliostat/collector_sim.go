@@ -66,7 +66,7 @@ func runSimSource(ctx context.Context, f *simFlags, cluster string, pc publish.C
 	}
 	logger.Info("collector running", "source", "sim", "cluster", s.Config().Cluster, "brokers", pc.Brokers,
 		"spool", pc.SpoolDir, "metrics", srv.URL("/metrics"))
-	srv.SetCheck(pub.Ready)
+	srv.AddCheck(pub.Ready)
 	srv.SetReady(true)
 	return runSimParts(ctx, s, pub, srv)
 }

@@ -48,7 +48,7 @@ func runSlurmSource(ctx context.Context, sc slurm.Config, cluster string, pc pub
 	pubCtx, stopPub := context.WithCancel(context.WithoutCancel(ctx))
 	pubDone := make(chan error, 1)
 	go func() { pubDone <- pub.Run(pubCtx) }()
-	srv.SetCheck(func() error { return errors.Join(src.Ready(), pub.Ready()) })
+	srv.AddCheck(func() error { return errors.Join(src.Ready(), pub.Ready()) })
 	srv.SetReady(true)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Run(gctx) })

@@ -58,7 +58,7 @@ func runIngest(ctx context.Context, args []string, e *env) error {
 	}
 	logger.Info("ingest running", "brokers", cfg.Brokers, "kafka_security", in.Security().String(), "group", cfg.Group, "clickhouse", cfg.ClickHouse.Addr,
 		"database", cfg.ClickHouse.Database, "metrics", srv.URL("/metrics"))
-	srv.SetCheck(func() error { return errors.Join(in.Ready(), sum.Ready()) })
+	srv.AddCheck(func() error { return errors.Join(in.Ready(), sum.Ready()) })
 	srv.SetReady(true)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Run(gctx) })

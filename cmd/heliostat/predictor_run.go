@@ -55,7 +55,7 @@ func runPredictorRun(ctx context.Context, args []string, e *env) error {
 	}
 	logger.Info("predictor running", "clickhouse", ch.Addr, "database", ch.Database, "interval", cfg.Interval,
 		"retrain_interval", cfg.RetrainInterval, "history", cfg.History, "metrics", srv.URL("/metrics"))
-	srv.SetCheck(r.Ready)
+	srv.AddCheck(r.Ready)
 	srv.SetReady(true)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Run(gctx) })

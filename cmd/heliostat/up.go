@@ -291,7 +291,7 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	ig.Go(func() error {
 		return reportStatus(ingestCtx, conn, ch.Database, *statusEvery, e.stdout, simClock(s), logger)
 	})
-	srv.SetCheck(func() error {
+	srv.AddCheck(func() error {
 		return errors.Join(pub.Ready(), in.Ready(), summarizer.Ready(), runner.Ready(), characterize.Ready())
 	})
 	srv.SetReady(true)

@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,12 +21,13 @@ import (
 
 // Server is the HTTP endpoint of one process.
 type Server struct {
-	srv    *http.Server
-	ln     net.Listener
-	scheme string // http or https
-	ready  atomic.Bool
-	check  atomic.Pointer[func() error]
-	mux    *http.ServeMux
+	srv     *http.Server
+	ln      net.Listener
+	scheme  string // http or https
+	ready   atomic.Bool
+	checkMu sync.Mutex
+	checks  []func() error
+	mux     *http.ServeMux
 }
 
 // Listen binds addr (":0" picks a free port) and prepares the handlers for g,
@@ -45,11 +48,16 @@ func Listen(addr string, tc *tls.Config, g prometheus.Gatherer, logger *slog.Log
 			http.Error(w, "not ready: starting", http.StatusServiceUnavailable)
 			return
 		}
-		if check := s.check.Load(); check != nil {
-			if err := (*check)(); err != nil {
-				http.Error(w, "not ready:\n"+err.Error(), http.StatusServiceUnavailable)
-				return
-			}
+		s.checkMu.Lock()
+		checks := s.checks
+		s.checkMu.Unlock()
+		var errs []error
+		for _, check := range checks {
+			errs = append(errs, check())
+		}
+		if err := errors.Join(errs...); err != nil {
+			http.Error(w, "not ready:\n"+err.Error(), http.StatusServiceUnavailable)
+			return
 		}
 		fmt.Fprintln(w, "ready")
 	})
@@ -84,9 +92,14 @@ func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, 
 // SetReady flips /-/ready.
 func (s *Server) SetReady(ok bool) { s.ready.Store(ok) }
 
-// SetCheck makes /-/ready, once SetReady(true), also ask check: a non-nil
-// error is a 503 whose body names what is failing (one line each).
-func (s *Server) SetCheck(check func() error) { s.check.Store(&check) }
+// AddCheck makes /-/ready, once SetReady(true), also ask check: a non-nil
+// error from any check is a 503 whose body names what is failing (one line
+// each).
+func (s *Server) AddCheck(check func() error) {
+	s.checkMu.Lock()
+	defer s.checkMu.Unlock()
+	s.checks = append(slices.Clip(s.checks), check)
+}
 
 // Run serves until ctx is done, then shuts down within 5s.
 func (s *Server) Run(ctx context.Context) error {

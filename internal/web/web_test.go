@@ -42,7 +42,7 @@ func TestReadyProbe(t *testing.T) {
 			}
 			defer s.ln.Close()
 			if tt.check != nil {
-				s.SetCheck(tt.check)
+				s.AddCheck(tt.check)
 			}
 			s.SetReady(tt.ready)
 			w := httptest.NewRecorder()
