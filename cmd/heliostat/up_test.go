@@ -107,8 +107,9 @@ func runUpFor(t *testing.T, dir string, ports []int, duration string) upRun {
 	probed := make(chan [2]string, 1)
 	go func() {
 		var ready, last string
+		client := &http.Client{Timeout: 2 * time.Second}
 		for probeCtx.Err() == nil {
-			if resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(ports[2]) + "/-/ready"); err == nil {
+			if resp, err := client.Get("http://127.0.0.1:" + strconv.Itoa(ports[2]) + "/-/ready"); err == nil {
 				body, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
 				if resp.StatusCode == http.StatusOK {

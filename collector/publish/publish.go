@@ -548,11 +548,13 @@ func permanent(err error) bool {
 func (p *Publisher) enterSpooling(err error) {
 	p.stateMu.Lock()
 	defer p.stateMu.Unlock()
-	p.brokers.Report(fmt.Errorf("brokers unreachable, spooling: %w", err))
 	if p.spooling {
+		// Readiness keeps the first failure, or the reason explain
+		// found, over the bare EOF of later replays.
 		return
 	}
 	p.spooling = true
+	p.brokers.Report(fmt.Errorf("brokers unreachable, spooling: %w", err))
 	p.logger.Warn("broker unreachable, spooling", "err", err, "spool_messages", p.spool.Len())
 	go p.explain()
 }

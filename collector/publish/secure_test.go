@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/heliostat-dev/heliostat/internal/kafkaconn"
@@ -40,5 +41,12 @@ func TestSecureBroker(t *testing.T) {
 	bad.logs.mu.Unlock()
 	if !strings.Contains(logs, "SASL Authentication failed") {
 		t.Errorf("the log does not give the broker's reason:\n%s", logs)
+	}
+	// Readiness keeps the broker's reason while replays fail with kafka-go's
+	// bare EOF.
+	bad.run(t)
+	waitFor(t, "two failed replays", func() bool { return testutil.ToFloat64(bad.m.writeErrors) >= 3 })
+	if err := bad.Ready(); err == nil || !strings.Contains(err.Error(), "SASL Authentication failed") {
+		t.Errorf("Ready() after failed replays = %v; want the broker's reason", err)
 	}
 }
