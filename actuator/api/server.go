@@ -97,6 +97,10 @@ type Deps struct {
 	// View returns the control loop's latest view; nil before the first
 	// pass (then /readyz is 503 and the queue is empty).
 	View func() *loop.View
+	// Ready says why the actuator cannot do its work (a failing pass, the
+	// scheduler refusing actions, the predictor or publisher failing);
+	// /readyz answers 503 with it. Nil: ready once there is a View.
+	Ready func() error
 	// Predictor answers /v1/predict; nil or failing: the time limit.
 	Predictor loop.Predictor
 	// Actions reads the audit table; nil: /v1/actions answers 503.
@@ -536,6 +540,12 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	if s.d.View() == nil {
 		writeError(w, http.StatusServiceUnavailable, "", "no pass of the control loop yet")
 		return
+	}
+	if s.d.Ready != nil {
+		if err := s.d.Ready(); err != nil {
+			writeError(w, http.StatusServiceUnavailable, "", "not ready:\n"+err.Error())
+			return
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }

@@ -45,6 +45,7 @@ import (
 	"github.com/heliostat-dev/heliostat/actuator/ces"
 	"github.com/heliostat-dev/heliostat/actuator/demandlog"
 	"github.com/heliostat-dev/heliostat/actuator/qssf"
+	"github.com/heliostat-dev/heliostat/internal/health"
 	"github.com/heliostat-dev/heliostat/predictor/live"
 )
 
@@ -102,6 +103,10 @@ type Loop struct {
 	stored storedDemand // the demand history's DemandStore side
 
 	view viewBox
+
+	health  *health.Status
+	passes  *health.Cond // the last pass failed (scheduler or audit table)
+	actions *health.Cond // the last pass's actions: some failed
 }
 
 // poolState is what the loop remembers of one partition between passes.
@@ -152,9 +157,17 @@ func New(cfg Config, g *adapter.Guard, a Auditor, p Predictor, d DemandStore, lo
 	if jr, ok := d.(JobRecords); ok {
 		stored.jobs = jr
 	}
-	return &Loop{cfg: cfg, g: g, audit: a, pred: p, logger: logger, m: m, now: now,
-		pool: map[string]*poolState{}, seen: map[string]recent{}, stored: stored}, nil
+	l := &Loop{cfg: cfg, g: g, audit: a, pred: p, logger: logger, m: m, now: now,
+		pool: map[string]*poolState{}, seen: map[string]recent{}, stored: stored, health: health.New(time.Now)}
+	l.passes = l.health.Add("actuator", "no pass of the control loop yet")
+	l.actions = l.health.Add("scheduler actions", "")
+	return l, nil
 }
+
+// Ready returns nil while the loop does its work: a pass has completed, the
+// last one did not fail, and the scheduler accepted every action it sent.
+// Otherwise it says what fails, since when and why.
+func (l *Loop) Ready() error { return l.health.Err() }
 
 // Config returns the loop's settings, defaults filled in.
 func (l *Loop) Config() Config { return l.cfg }
@@ -205,6 +218,9 @@ func (l *Loop) Once(ctx context.Context) (Report, error) {
 	begin := l.now()
 	defer func() { l.m.duration.Observe(l.now().Sub(begin).Seconds()) }()
 	rep, err := l.once(ctx)
+	if ctx.Err() == nil {
+		l.passes.Report(err)
+	}
 	if err != nil {
 		l.m.errors.Inc()
 		return rep, err
@@ -287,7 +303,9 @@ func (l *Loop) once(ctx context.Context) (Report, error) {
 
 	// Record, act, record.
 	todo = l.dedupe(now, todo)
-	if len(todo) > 0 {
+	if len(todo) == 0 {
+		l.actions.OK() // nothing sent, so nothing is failing
+	} else {
 		recs, err := l.apply(ctx, now, todo)
 		rep.Actions = recs
 		if err != nil {
@@ -491,11 +509,30 @@ func (l *Loop) apply(ctx context.Context, now time.Time, todo []planned) ([]audi
 		}
 		l.logger.Log(ctx, lv, "action", "kind", p.a.Kind, "target", p.a.Target, "outcome", res.Outcome, "err", recs[i].Error, "dry_run", dry)
 	}
+	l.actions.Report(failedActions(recs))
 	if err := l.audit.Settle(ctx, recs); err != nil {
 		l.owed = append(l.owed, recs...)
 		return recs, fmt.Errorf("loop: record the outcomes of %d actions (retried next pass): %w", len(recs), err)
 	}
 	return recs, nil
+}
+
+// failedActions returns nil when no action of recs failed, and otherwise
+// an error counting them and quoting the first.
+func failedActions(recs []audit.Record) error {
+	n, first := 0, -1
+	for i, r := range recs {
+		if r.Outcome == string(adapter.Failed) {
+			if n++; first < 0 {
+				first = i
+			}
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	r := recs[first]
+	return fmt.Errorf("%d of %d actions failed in the last pass; first: %s %s: %s", n, len(recs), r.Kind, r.Target, r.Error)
 }
 
 // settleOwed writes outcomes an earlier pass could not.

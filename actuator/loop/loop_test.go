@@ -2,6 +2,8 @@ package loop
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -345,4 +347,88 @@ func TestPriorityOrder(t *testing.T) {
 			t.Errorf("Priority(%+v) = %d; want %d", tc.j, got, tc.want)
 		}
 	}
+}
+
+// flaky is the simulated cluster's scheduler with failures switched on and
+// off: reading the queue, or every action.
+type flaky struct {
+	*simadapter.Scheduler
+	readErr, actErr error
+}
+
+func (f *flaky) Snapshot(ctx context.Context) (adapter.Snapshot, error) {
+	if f.readErr != nil {
+		return adapter.Snapshot{}, f.readErr
+	}
+	return f.Scheduler.Snapshot(ctx)
+}
+
+func (f *flaky) SetPriority(ctx context.Context, id string, p int64) error {
+	if f.actErr != nil {
+		return f.actErr
+	}
+	return f.Scheduler.SetPriority(ctx, id, p)
+}
+
+// TestLoopReady: Ready fails before the first pass, while passes fail
+// (the scheduler cannot be read) and while the scheduler refuses the
+// actions sent, naming the cause, and holds again after a clean pass.
+func TestLoopReady(t *testing.T) {
+	cfg, conn := schematest.Database(t)
+	s := cluster(t)
+	sched := &flaky{Scheduler: simadapter.New(s)}
+	g, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"*"}}, sched, func() time.Time { return t0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	al, err := audit.New(conn, cfg.Database, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := New(testConfig(), g, al, nil, nil, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := s.Advance(ctx, t0.Add(10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	want := func(step string, wants ...string) {
+		t.Helper()
+		err := l.Ready()
+		if len(wants) == 0 {
+			if err != nil {
+				t.Errorf("%s: Ready() = %v; want nil", step, err)
+			}
+			return
+		}
+		for _, w := range wants {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: Ready() = %v; want it to say %q", step, err, w)
+			}
+		}
+	}
+	want("before a pass", "actuator: no pass of the control loop yet")
+
+	sched.readErr = errors.New("squeue: exit status 1: Unable to contact slurm controller")
+	if _, err := l.Once(ctx); err == nil {
+		t.Fatal("Once with squeue failing succeeded")
+	}
+	want("scheduler unreadable", "actuator: failing for", "Unable to contact slurm controller")
+
+	sched.readErr, sched.actErr = nil, errors.New("scontrol: Access/permission denied")
+	rep, err := l.Once(ctx)
+	if err != nil || len(rep.Actions) == 0 {
+		t.Fatalf("Once with scontrol refusing = %+v, %v; want priority actions and no error", rep, err)
+	}
+	want("actions refused", "scheduler actions: failing for", fmt.Sprintf("%d of %d actions failed", len(rep.Actions), len(rep.Actions)), "Access/permission denied")
+	if err := l.Ready(); err != nil && strings.Contains(err.Error(), "actuator:") {
+		t.Errorf("a pass succeeded but Ready() still reports it failing: %v", err)
+	}
+
+	sched.actErr = nil
+	if _, err := l.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want("recovered")
 }

@@ -187,7 +187,22 @@ func startActuator(ac api.Config, gc adapter.GuardConfig, lc loop.Config, sched 
 	if err != nil {
 		return nil, err
 	}
-	h, err := newActuatorAPI(ac, lp, p, al, token, reg, logger)
+	// /readyz also reports the predictor and the publisher the actuator
+	// depends on (live.Runner, publish.Publisher).
+	checks := []func() error{lp.Ready}
+	for _, d := range []any{p, pub} {
+		if r, ok := d.(interface{ Ready() error }); ok {
+			checks = append(checks, r.Ready)
+		}
+	}
+	ready := func() error {
+		var errs []error
+		for _, c := range checks {
+			errs = append(errs, c())
+		}
+		return errors.Join(errs...)
+	}
+	h, err := newActuatorAPI(ac, lp, p, ready, al, token, reg, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -210,11 +225,11 @@ func startActuator(ac api.Config, gc adapter.GuardConfig, lc loop.Config, sched 
 }
 
 // newActuatorAPI returns the advisory API served from a loop, a predictor
-// (nil: time limits) and the audit log.
-func newActuatorAPI(ac api.Config, lp *loop.Loop, p loop.Predictor, al *audit.Log, token string, reg *prometheus.Registry, logger *slog.Logger) (*api.Server, error) {
+// (nil: time limits) and the audit log, ready (/readyz) when ready says so.
+func newActuatorAPI(ac api.Config, lp *loop.Loop, p loop.Predictor, ready func() error, al *audit.Log, token string, reg *prometheus.Registry, logger *slog.Logger) (*api.Server, error) {
 	c := lp.Config()
 	return api.New(ac, api.Deps{
-		View: lp.View, Predictor: p, Actions: al.List, Pass: lp.Once, Cluster: c.Cluster,
+		View: lp.View, Ready: ready, Predictor: p, Actions: al.List, Pass: lp.Once, Cluster: c.Cluster,
 		UnknownDuration: c.UnknownDuration, QSSF: c.QSSF, Token: token, Gatherer: reg,
 	}, logger, reg)
 }

@@ -197,7 +197,7 @@ func runBenchAPI(ctx context.Context, args []string, e *env) error {
 		}
 	}
 	view := lp.View()
-	srv, err := newActuatorAPI(api.Config{}, lp, runner, al, strings.Repeat("t", 32), reg, logger)
+	srv, err := newActuatorAPI(api.Config{}, lp, runner, lp.Ready, al, strings.Repeat("t", 32), reg, logger)
 	if err != nil {
 		return err
 	}

@@ -294,6 +294,9 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	srv.AddCheck(func() error {
 		return errors.Join(pub.Ready(), in.Ready(), summarizer.Ready(), runner.Ready(), characterize.Ready())
 	})
+	if act != nil {
+		srv.AddCheck(act.loop.Ready)
+	}
 	srv.SetReady(true)
 	if s != nil {
 		err = runSimParts(ctx, s, pub, srv, parts...)
