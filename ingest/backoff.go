@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -47,9 +48,53 @@ func (in *Ingester) retryWrite(ctx context.Context, kind, msg string, send func(
 	}
 }
 
+// idleCheckLoop pings ClickHouse whenever no request has reported to
+// the readiness for IdleCheck. A failed ping makes ingest not ready; a
+// successful one clears only a failure a ping reported, not one of a write
+// still being retried.
+func (in *Ingester) idleCheckLoop(ctx context.Context) {
+	t := time.NewTicker(in.cfg.IdleCheck / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		in.chMu.Lock()
+		idle := time.Since(in.chLast) >= in.cfg.IdleCheck
+		in.chMu.Unlock()
+		if !idle {
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, in.cfg.IdleCheck)
+		err := in.conn.Ping(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		in.chMu.Lock()
+		if err != nil {
+			in.chLast, in.chByPing = time.Now(), true
+			in.chReport(fmt.Errorf("ping (idle for %s): %w", in.cfg.IdleCheck, err))
+		} else if in.chByPing {
+			in.chLast, in.chByPing = time.Now(), false
+			in.chReport(nil)
+		}
+		in.chMu.Unlock()
+	}
+}
+
 // clickhouseReport records the outcome of a ClickHouse request in
 // heliostat_ingest_clickhouse_up and in the readiness: nil is a success.
 func (in *Ingester) clickhouseReport(err error) {
+	in.chMu.Lock()
+	in.chLast, in.chByPing = time.Now(), false
+	in.chMu.Unlock()
+	in.chReport(err)
+}
+
+func (in *Ingester) chReport(err error) {
 	if err == nil {
 		in.m.clickhouseUp.Set(1)
 	} else {

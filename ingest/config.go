@@ -53,6 +53,10 @@ type Config struct {
 	// copies of its messages; then its sequence marks are deleted. 0 never
 	// forgets (the --dedupe.window flag defaults to DefaultDedupeWindow).
 	DedupeWindow time.Duration
+	// IdleCheck: when ingest has sent ClickHouse nothing for this long, it
+	// pings it, so that readiness notices a ClickHouse lost while no data
+	// flows. Default 15s.
+	IdleCheck time.Duration
 }
 
 // DefaultDedupeWindow is the --dedupe.window default: a copy of a message
@@ -79,6 +83,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.DurationVar(&c.RollupRetention, "retention.rollup", 400*24*time.Hour, "drop 1-minute rollup partitions older than this (0 keeps all)")
 	fs.DurationVar(&c.DedupeWindow, "dedupe.window", DefaultDedupeWindow,
 		"forget the message numbers of a producer silent this long in a partition; a copy it sends later is stored again (0 never forgets)")
+	fs.DurationVar(&c.IdleCheck, "ingest.idle-check", 15*time.Second, "ping ClickHouse after this long without a request, so /-/ready notices it gone while no data flows")
 	c.Kafka.RegisterFlags(fs, getenv)
 	c.ClickHouse.RegisterFlags(fs, getenv)
 }
@@ -121,6 +126,12 @@ func (c *Config) Validate() error {
 	}
 	if c.RetryMax == 0 {
 		c.RetryMax = 30 * time.Second
+	}
+	if c.IdleCheck == 0 {
+		c.IdleCheck = 15 * time.Second
+	}
+	if c.IdleCheck < 10*time.Millisecond {
+		return fmt.Errorf("ingest: --ingest.idle-check %s is below 10ms", c.IdleCheck)
 	}
 	if c.Retention < 0 || c.RollupRetention < 0 {
 		return errors.New("ingest: retention must not be negative")

@@ -49,6 +49,8 @@ func gather(t *testing.T, reg *prometheus.Registry, name string) map[string]floa
 
 // TestClickHouseOutage stops the ClickHouse server mid-stream and starts it
 // again: ingest waits and retries, loses nothing and duplicates nothing.
+// Then it stops it again while no data flows: the idle check's ping makes
+// ingest not ready, and ready again once ClickHouse is back.
 func TestClickHouseOutage(t *testing.T) {
 	ch, conn := schematest.Database(t)
 	server := schematest.ClickHouse(t)
@@ -59,7 +61,7 @@ func TestClickHouseOutage(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	reg := prometheus.NewRegistry()
-	in, done := startIngester(t, ctx, broker, ch, reg, nil, nil)
+	in, done := startIngester(t, ctx, broker, ch, reg, func(c *ingest.Config) { c.IdleCheck = 200 * time.Millisecond }, nil)
 	deadline := time.Now().Add(30 * time.Second)
 	for schematest.Count(t, conn, ch.Database+".gpu_samples") == 0 {
 		if time.Now().After(deadline) {
@@ -89,6 +91,31 @@ func TestClickHouseOutage(t *testing.T) {
 	if err := in.Ready(); err != nil {
 		t.Errorf("Ready() once every row landed = %v; want nil", err)
 	}
+
+	// Idle: no data comes, and ClickHouse goes away.
+	if err := server.Stop(); err != nil {
+		t.Fatalf("stop ClickHouse: %v", err)
+	}
+	waitReady := func(what string, ok func(error) bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for err := in.Ready(); !ok(err); err = in.Ready() {
+			if time.Now().After(deadline) {
+				t.Fatalf("Ready() = %v after 30s; want %s", err, what)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitReady("a failed ping while idle", func(err error) bool {
+		return err != nil && strings.Contains(err.Error(), "clickhouse: failing for") && strings.Contains(err.Error(), "ping (idle for 200ms)")
+	})
+	if up := gather(t, reg, "heliostat_ingest_clickhouse_up")[""]; up != 0 {
+		t.Errorf("heliostat_ingest_clickhouse_up = %v while idle with ClickHouse down; want 0", up)
+	}
+	if err := server.Restart(context.Background()); err != nil {
+		t.Fatalf("restart ClickHouse: %v", err)
+	}
+	waitReady("nil once ClickHouse is back", func(err error) bool { return err == nil })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)

@@ -43,6 +43,11 @@ type Ingester struct {
 	health                             *health.Status
 	groupHealth, fetchHealth, chHealth *health.Cond
 	deadHealth                         *health.Cond
+	// chLast is when a ClickHouse request last reported to chHealth, and
+	// chByPing whether that was the idle check's ping.
+	chMu     sync.Mutex
+	chLast   time.Time
+	chByPing bool
 }
 
 // New returns an Ingester writing through conn, which must reach the database
@@ -99,8 +104,9 @@ func New(cfg Config, conn driver.Conn, logger *slog.Logger, reg prometheus.Regis
 
 // Ready returns nil once the Ingester joined its consumer group while its
 // fetches and ClickHouse requests succeed, and otherwise what is failing
-// and since when: what ingest's /-/ready reports. An idle Ingester makes no
-// requests, so it notices a lost ClickHouse only at its next write.
+// and since when: what ingest's /-/ready reports. An idle Ingester pings
+// ClickHouse every Config.IdleCheck, so it notices a lost ClickHouse also
+// while no data flows.
 func (in *Ingester) Ready() error { return in.health.Err() }
 
 // Security returns how the Ingester's Kafka connections are secured (nil:
@@ -138,10 +144,14 @@ func (in *Ingester) Run(ctx context.Context) error {
 		return fmt.Errorf("ingest: create consumer group %s: %w", in.cfg.Group, err)
 	}
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		in.retentionLoop(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		in.idleCheckLoop(ctx)
 	}()
 	defer wg.Wait()
 	stop := context.AfterFunc(ctx, func() { group.Close() })
