@@ -87,6 +87,7 @@ func runCollector(ctx context.Context, args []string, e *env) error {
 			return err
 		}
 		extra = append(extra, a.Run)
+		srv.AddCheck(a.Ready)
 	}
 	srv.AddCheck(pub.Ready)
 	srv.SetReady(true)

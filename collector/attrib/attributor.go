@@ -1,6 +1,7 @@
 package attrib
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -13,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/heliostat-dev/heliostat/collector"
+	"github.com/heliostat-dev/heliostat/internal/health"
 	"github.com/heliostat-dev/heliostat/internal/logthrottle"
 	"github.com/heliostat-dev/heliostat/schemas"
 )
@@ -163,6 +165,9 @@ type Attributor struct {
 	tracker  *Tracker
 	pending  []schemas.Alloc
 	logs     logthrottle.Throttle // keyed by stage
+	health   *health.Status
+	polls    *health.Cond // the last poll: its first failure
+	pollErr  error        // the current poll's first failure
 }
 
 // New returns an Attributor, having loaded the state file. A state file that
@@ -201,7 +206,9 @@ func New(cfg Config, lister ProcessLister, pub Publisher, logger *slog.Logger, r
 		resolver: NewResolver(cfg.ProcRoot, cfg.LookupUser),
 		tracker:  NewTracker(cfg.Host, cfg.Grace),
 		logs:     logthrottle.Throttle{Every: logInterval},
+		health:   health.New(time.Now),
 	}
+	a.polls = a.health.Add("gpu attribution", "waiting for the first poll")
 	st, err := LoadState(cfg.StateFile)
 	if err != nil {
 		m.errors.WithLabelValues(stageState).Inc()
@@ -213,6 +220,13 @@ func New(cfg Config, lister ProcessLister, pub Publisher, logger *slog.Logger, r
 	m.pending.Set(float64(len(a.pending)))
 	return a, nil
 }
+
+// Ready returns nil once a poll has run and while the last one did not
+// fail (listing the GPUs' processes, resolving every process to its job,
+// publishing, saving the state file), and otherwise the first failure of
+// the last poll, since when the polls fail. A poll that resolved some
+// processes and failed on others holds: those are counted and logged.
+func (a *Attributor) Ready() error { return a.health.Err() }
 
 // Run polls at once and then every Interval until ctx is done. Failures are
 // counted and logged, never returned: attribution must not stop the
@@ -244,7 +258,9 @@ func (a *Attributor) poll(ctx context.Context) {
 	start := a.now()
 	a.m.polls.Inc()
 	ok := true
+	a.pollErr = nil
 	defer func() {
+		a.polls.Report(a.pollErr)
 		a.m.pollDuration.Observe(a.now().Sub(start).Seconds())
 		if ok {
 			a.m.pollSuccess.Set(1)
@@ -303,7 +319,8 @@ func (a *Attributor) resolve(lists []collector.GPUProcesses) ([]Seen, bool) {
 		p   Process
 		err error
 	}
-	ok := true
+	ok, resolved := true, 0
+	var firstErr error
 	cache := make(map[uint32]result)
 	var seen []Seen
 	a.m.unattributed.Reset()
@@ -320,7 +337,10 @@ func (a *Attributor) resolve(lists []collector.GPUProcesses) ([]Seen, bool) {
 					a.m.vanished.Inc()
 				case r.err != nil:
 					ok = false
+					firstErr = cmp.Or(firstErr, r.err)
 					a.fail(stageResolve, r.err, "pid", pid)
+				default:
+					resolved++
 				}
 			}
 			switch {
@@ -332,6 +352,11 @@ func (a *Attributor) resolve(lists []collector.GPUProcesses) ([]Seen, bool) {
 			}
 		}
 		a.m.unattributed.WithLabelValues(g.UUID, g.MIGUUID).Set(float64(unattributed))
+	}
+	// One process the collector cannot read is counted and logged; none
+	// readable (no permission to read /proc) also fails the readiness.
+	if firstErr != nil && resolved == 0 && a.pollErr == nil {
+		a.pollErr = fmt.Errorf("%s: no process on the GPUs could be resolved to a job: %w", stageResolve, firstErr)
 	}
 	return seen, ok
 }
@@ -358,6 +383,9 @@ func (a *Attributor) publish(ctx context.Context) bool {
 // per stage; the log says how many failures it stands for.
 func (a *Attributor) fail(stage string, err error, attrs ...any) {
 	a.m.errors.WithLabelValues(stage).Inc()
+	if a.pollErr == nil && stage != stageResolve {
+		a.pollErr = fmt.Errorf("%s: %w", stage, err)
+	}
 	n, ok := a.logs.Note(stage, a.now(), 1)
 	if !ok {
 		return

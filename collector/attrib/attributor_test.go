@@ -122,6 +122,19 @@ func TestAttributor(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "attribution.json")
 	h := newHarness(t, state)
 	m := h.a.m
+	ready := func(a *Attributor, step string, wants ...string) {
+		t.Helper()
+		err := a.Ready()
+		if len(wants) == 0 && err != nil {
+			t.Errorf("%s: Ready() = %v; want nil", step, err)
+		}
+		for _, w := range wants {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: Ready() = %v; want it to say %q", step, err, w)
+			}
+		}
+	}
+	ready(h.a, "before a poll", "gpu attribution: waiting for the first poll")
 
 	// Poll 0: pid 1234 (job 1234) on GPU 0 and on MIG instance a, with a
 	// non-Slurm process and one that vanished; pid 4000 (array task
@@ -151,6 +164,7 @@ func TestAttributor(t *testing.T) {
 	h.metric(t, m.opened, 3, "opened")
 	h.metric(t, m.open, 3, "open intervals")
 	h.metric(t, m.pollSuccess, 0, "poll success")
+	ready(h.a, "poll 0 (one process unresolved, the others resolved)")
 
 	// Poll 1: job 1234 left GPU 0, the publisher is down.
 	h.pub.fail = errors.New("brokers unreachable")
@@ -164,6 +178,7 @@ func TestAttributor(t *testing.T) {
 	h.metric(t, m.errors.WithLabelValues(stagePublish), 1, "publish errors")
 	h.metric(t, m.pending, 1, "pending")
 	h.metric(t, m.pollSuccess, 0, "poll success at poll 2")
+	ready(h.a, "poll 2", "gpu attribution: failing for", "publish: brokers unreachable")
 	st, err := LoadState(state)
 	if err != nil {
 		t.Fatalf("LoadState() = %v", err)
@@ -180,6 +195,7 @@ func TestAttributor(t *testing.T) {
 	}
 	h.metric(t, m.errors.WithLabelValues(stageList), 3, "list errors")
 	h.metric(t, m.open, 2, "open intervals after failed listings")
+	ready(h.a, "failed listings", "list: nvml: source is closed")
 
 	// Restart: a new Attributor on the same state file publishes the
 	// pending record and continues the open intervals.
@@ -190,6 +206,7 @@ func TestAttributor(t *testing.T) {
 		t.Errorf("after restart published %+v; want only the pending %+v", got, closed)
 	}
 	h2.metric(t, h2.a.m.opened, 0, "opened after restart")
+	ready(h2.a, "after restart")
 	h2.lister.set([]collector.GPUProcesses{procs(gpu1), procs(migA)}, nil)
 	h2.pollAt(11)
 	h2.pollAt(12)
@@ -200,6 +217,10 @@ func TestAttributor(t *testing.T) {
 	if st, err := LoadState(state); err != nil || len(st.Open) != 0 || len(st.Pending) != 0 {
 		t.Errorf("final state = %+v, %v; want empty", st, err)
 	}
+	// Only processes that cannot be resolved: attribution fails as a whole.
+	h2.lister.set([]collector.GPUProcesses{procs(gpu1, 5000)}, nil)
+	h2.pollAt(13)
+	ready(h2.a, "nothing resolvable", "resolve: no process on the GPUs could be resolved to a job")
 
 	problems, err := promlint.NewWithMetricFamilies(mustGather(t, h2.reg)).Lint()
 	if err != nil || len(problems) > 0 {
