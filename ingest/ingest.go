@@ -56,6 +56,7 @@ func New(cfg Config, conn driver.Conn, logger *slog.Logger, reg prometheus.Regis
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg.Kafka.Logger = logger
 	sec, err := cfg.Kafka.Load()
 	if err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)

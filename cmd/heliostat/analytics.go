@@ -167,6 +167,7 @@ func runAnalyticsRun(ctx context.Context, args []string, e *env) error {
 	if err := applySchema(ctx, ch, e, logger); err != nil {
 		return fmt.Errorf("apply schema: %w", err)
 	}
+	ch.Logger = logger
 	conn, err := ch.Open(ctx, e.getenv)
 	if err != nil {
 		return err

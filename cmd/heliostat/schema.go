@@ -64,6 +64,7 @@ func applySchema(ctx context.Context, ch chconn.Config, e *env, logger *slog.Log
 // openMigrated opens ClickHouse and brings the database's schema up to date,
 // as every long-running component does at start-up.
 func openMigrated(ctx context.Context, ch chconn.Config, e *env, logger *slog.Logger) (driver.Conn, error) {
+	ch.Logger = logger
 	conn, err := ch.Open(ctx, e.getenv)
 	if err != nil {
 		return nil, err

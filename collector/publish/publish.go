@@ -143,6 +143,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Publisher
 		logger = slog.New(slog.DiscardHandler)
 	}
 	producer := newProducerID()
+	cfg.Kafka.Logger = logger
 	sec, err := cfg.Kafka.Load()
 	if err != nil {
 		return nil, fmt.Errorf("publish: %w", err)

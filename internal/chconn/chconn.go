@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"regexp"
 	"strings"
@@ -53,6 +54,9 @@ type Config struct {
 	// TLSInsecureSkipVerify accepts any server certificate. For testing only:
 	// it leaves the connection open to a man in the middle.
 	TLSInsecureSkipVerify bool
+	// Logger reports the client certificate reloaded after a renewal (it
+	// is read again when its files change); nil discards. Not a flag.
+	Logger *slog.Logger
 }
 
 // RegisterFlags adds the --clickhouse.* flags to fs, with defaults from getenv.
@@ -108,7 +112,7 @@ func (c *Config) tlsConfig() (*tls.Config, error) {
 		return nil, nil
 	}
 	tc, err := tlsfiles.Client{Prefix: "--clickhouse.tls", CAFile: c.TLSCAFile, CertFile: c.TLSCertFile, KeyFile: c.TLSKeyFile,
-		ServerName: c.TLSServerName, InsecureSkipVerify: c.TLSInsecureSkipVerify}.Config()
+		ServerName: c.TLSServerName, InsecureSkipVerify: c.TLSInsecureSkipVerify, Logger: c.Logger}.Config()
 	if err != nil {
 		return nil, fmt.Errorf("chconn: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"syscall"
@@ -66,6 +67,9 @@ type Config struct {
 	// takes it from $HELIOSTAT_KAFKA_SASL_PASSWORD; it has no flag, so it
 	// never shows in a process listing).
 	SASLPassword string
+	// Logger reports the client certificate reloaded after a renewal (it
+	// is read again when its files change); nil discards. Not a flag.
+	Logger *slog.Logger
 }
 
 // RegisterFlags adds the --kafka.tls* and --kafka.sasl.* flags to fs.
@@ -137,7 +141,7 @@ func (c Config) Load() (*Security, error) {
 	s := &Security{}
 	if c.TLSOn() {
 		tc, err := tlsfiles.Client{Prefix: "--kafka.tls", CAFile: c.CAFile, CertFile: c.CertFile, KeyFile: c.KeyFile,
-			ServerName: c.ServerName, InsecureSkipVerify: c.InsecureSkipVerify}.Config()
+			ServerName: c.ServerName, InsecureSkipVerify: c.InsecureSkipVerify, Logger: c.Logger}.Config()
 		if err != nil {
 			return nil, fmt.Errorf("kafkaconn: %w", err)
 		}

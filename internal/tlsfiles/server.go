@@ -42,8 +42,8 @@ func (s Server) Config(now func() time.Time, logger *slog.Logger) (*tls.Config, 
 	if s.CertFile == "" || s.KeyFile == "" {
 		return nil, errors.New(s.Prefix + ".cert and " + s.Prefix + ".key go together: give both or neither")
 	}
-	r := &keyPair{prefix: s.Prefix, cert: s.CertFile, key: s.KeyFile, now: now, logger: logger}
-	if err := r.load(); err != nil {
+	r, err := newKeyPair(s.Prefix, s.CertFile, s.KeyFile, now, logger)
+	if err != nil {
 		return nil, err
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: r.get}
@@ -57,7 +57,7 @@ func (s Server) Config(now func() time.Time, logger *slog.Logger) (*tls.Config, 
 	return tc, nil
 }
 
-// ReloadEvery bounds how often a Server's key pair files are looked at.
+// ReloadEvery bounds how often a key pair's files are looked at.
 const ReloadEvery = 10 * time.Second
 
 // keyPair serves a certificate and key from files, reading them again when
@@ -71,6 +71,21 @@ type keyPair struct {
 	pair    *tls.Certificate
 	stamp   [2]time.Time // modification times of cert and key when read
 	checked time.Time
+}
+
+// newKeyPair reads the pair; nil now is time.Now, a nil logger discards.
+func newKeyPair(prefix, cert, key string, now func() time.Time, logger *slog.Logger) (*keyPair, error) {
+	if now == nil {
+		now = time.Now
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	k := &keyPair{prefix: prefix, cert: cert, key: key, now: now, logger: logger}
+	if err := k.load(); err != nil {
+		return nil, err
+	}
+	return k, nil
 }
 
 func (k *keyPair) stamps() ([2]time.Time, error) {
@@ -87,11 +102,11 @@ func (k *keyPair) stamps() ([2]time.Time, error) {
 
 // load reads the pair; the caller holds mu or owns k.
 func (k *keyPair) load() error {
-	s, err := k.stamps()
+	pair, err := KeyPair(k.prefix, k.cert, k.key)
 	if err != nil {
 		return err
 	}
-	pair, err := KeyPair(k.prefix, k.cert, k.key)
+	s, err := k.stamps()
 	if err != nil {
 		return err
 	}
@@ -99,7 +114,15 @@ func (k *keyPair) load() error {
 	return nil
 }
 
-func (k *keyPair) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+func (k *keyPair) get(*tls.ClientHelloInfo) (*tls.Certificate, error) { return k.current(), nil }
+
+func (k *keyPair) getClient(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	return k.current(), nil
+}
+
+// current returns the pair, read again first when a check is due and the
+// files changed.
+func (k *keyPair) current() *tls.Certificate {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if now := k.now(); now.Sub(k.checked) >= ReloadEvery {
@@ -113,8 +136,8 @@ func (k *keyPair) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 		if err != nil {
 			// A pair being replaced can be read half-written; the old
 			// pair is still valid, so serve it and retry at the next check.
-			k.logger.Warn("cannot reload the TLS certificate; serving the previous one", "flags", k.prefix, "err", err)
+			k.logger.Warn("cannot reload the TLS certificate; using the previous one", "flags", k.prefix, "err", err)
 		}
 	}
-	return k.pair, nil
+	return k.pair
 }

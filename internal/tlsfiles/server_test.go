@@ -152,3 +152,88 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestClientReload: a client's key pair is read again when its files
+// change, at the first handshake after the next check, and a half-written
+// pair keeps the previous one in use.
+func TestClientReload(t *testing.T) {
+	a, b := testpki.New(t), testpki.New(t)
+	dir := t.TempDir()
+	cert, key := dir+"/client.crt", dir+"/client.key"
+	copyFile(t, a.ClientCertFile, cert)
+	copyFile(t, a.ClientKeyFile, key)
+	var (
+		mu  sync.Mutex
+		now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	var logs syncBuffer
+	cc, err := Client{Prefix: "--kafka.tls", CAFile: a.CAFile, CertFile: cert, KeyFile: key, ServerName: "localhost",
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)), Now: clock}.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The server trusts client certificates of either CA.
+	sc := a.ServerTLS(true)
+	sc.ClientCAs = a.CAPool.Clone()
+	caB, err := os.ReadFile(b.CAFile)
+	if err != nil || !sc.ClientCAs.AppendCertsFromPEM(caB) {
+		t.Fatalf("read CA b: %v", err)
+	}
+	leaf := map[string][]byte{}
+	for name, p := range map[string]*testpki.PKI{"a": a, "b": b} {
+		pair, err := tls.LoadX509KeyPair(p.ClientCertFile, p.ClientKeyFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf[name] = pair.Certificate[0]
+	}
+	// presented handshakes once and says whose client certificate the
+	// server got.
+	presented := func() string {
+		t.Helper()
+		c1, c2 := net.Pipe()
+		srv, cli := tls.Server(c1, sc), tls.Client(c2, cc.Clone())
+		errc := make(chan error, 1)
+		go func() { errc <- srv.Handshake() }()
+		cerr := cli.Handshake()
+		serr := <-errc
+		defer c1.Close() // not the TLS conns: their close_notify would wait on the unread pipe
+		defer c2.Close()
+		if cerr != nil || serr != nil {
+			t.Fatalf("handshake: client %v, server %v", cerr, serr)
+		}
+		got := srv.ConnectionState().PeerCertificates[0].Raw
+		for name, der := range leaf {
+			if bytes.Equal(got, der) {
+				return name
+			}
+		}
+		return "unknown"
+	}
+	if got := presented(); got != "a" {
+		t.Fatalf("presented client certificate %s; want a", got)
+	}
+	copyFile(t, b.ClientCertFile, cert) // half-written: b's certificate, a's key
+	bump(t, cert, key)
+	advance(ReloadEvery + time.Second)
+	if got := presented(); got != "a" {
+		t.Errorf("with a mismatched pair on disk, presented %s; want the previous (a)", got)
+	}
+	if !strings.Contains(logs.String(), "cannot reload the TLS certificate") || !strings.Contains(logs.String(), "--kafka.tls") {
+		t.Errorf("no warning naming the flags about the unreadable pair; logs:\n%s", logs.String())
+	}
+	copyFile(t, b.ClientKeyFile, key)
+	bump(t, cert, key)
+	if got := presented(); got != "a" {
+		t.Errorf("before the next check, presented %s; want a", got)
+	}
+	advance(ReloadEvery)
+	if got := presented(); got != "b" {
+		t.Errorf("after the next check, presented %s; want b", got)
+	}
+	if !strings.Contains(logs.String(), "reloaded the TLS certificate") {
+		t.Errorf("no log of the reload; logs:\n%s", logs.String())
+	}
+}

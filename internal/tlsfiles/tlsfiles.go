@@ -8,7 +8,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"log/slog"
 	"os"
+	"time"
 )
 
 // CertPool reads a PEM file of CA certificates; flag (e.g.
@@ -48,11 +50,19 @@ type Client struct {
 	ServerName string
 	// InsecureSkipVerify accepts any server certificate (tests only).
 	InsecureSkipVerify bool
+	// Logger reports a client certificate reloaded, or one that could not
+	// be; nil discards.
+	Logger *slog.Logger
+	// Now is the clock of the reload checks; nil: time.Now.
+	Now func() time.Time
 }
 
 // Config returns the client configuration: TLS 1.2 or later, verifying the
 // server against CAFile (or the system's CAs), presenting the client
-// certificate when one is given.
+// certificate when one is given. Like a Server's, the client key pair is
+// read again when its files change (checked at most every ReloadEvery, at
+// a handshake), so a renewed certificate is used without a restart; the CA
+// file is read once.
 func (c Client) Config() (*tls.Config, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.ServerName, InsecureSkipVerify: c.InsecureSkipVerify} //nolint:gosec // a flag documented as for tests
 	if c.CAFile != "" {
@@ -63,11 +73,14 @@ func (c Client) Config() (*tls.Config, error) {
 		tc.RootCAs = pool
 	}
 	if c.CertFile != "" || c.KeyFile != "" {
-		pair, err := KeyPair(c.Prefix, c.CertFile, c.KeyFile)
+		if c.CertFile == "" || c.KeyFile == "" {
+			return nil, fmt.Errorf("%s.cert and %s.key go together: give both or neither", c.Prefix, c.Prefix)
+		}
+		r, err := newKeyPair(c.Prefix, c.CertFile, c.KeyFile, c.Now, c.Logger)
 		if err != nil {
 			return nil, err
 		}
-		tc.Certificates = []tls.Certificate{pair}
+		tc.GetClientCertificate = r.getClient
 	}
 	return tc, nil
 }

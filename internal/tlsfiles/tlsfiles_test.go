@@ -1,6 +1,7 @@
 package tlsfiles_test
 
 import (
+	"crypto/tls"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,7 +27,7 @@ func TestClientConfig(t *testing.T) {
 		{"missing CA", tlsfiles.Client{Prefix: "--x.tls", CAFile: garbage + ".missing"}, "--x.tls.ca: open " + garbage + ".missing"},
 		{"CA without certificates", tlsfiles.Client{Prefix: "--x.tls", CAFile: garbage}, "--x.tls.ca " + garbage + ": no PEM certificate"},
 		{"mismatched pair", tlsfiles.Client{Prefix: "--x.tls", CertFile: p.ClientCertFile, KeyFile: p.KeyFile}, "--x.tls.cert " + p.ClientCertFile + " and --x.tls.key " + p.KeyFile},
-		{"key without certificate", tlsfiles.Client{Prefix: "--x.tls", KeyFile: p.KeyFile}, "--x.tls.cert  and --x.tls.key"},
+		{"key without certificate", tlsfiles.Client{Prefix: "--x.tls", KeyFile: p.KeyFile}, "--x.tls.cert and --x.tls.key go together"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -35,8 +36,13 @@ func TestClientConfig(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Config: %v", err)
 				}
-				if (tc.c.CAFile != "") != (cfg.RootCAs != nil) || (tc.c.CertFile != "") != (len(cfg.Certificates) == 1) {
-					t.Fatalf("Config = %+v; want RootCAs and Certificates as given", cfg)
+				if (tc.c.CAFile != "") != (cfg.RootCAs != nil) || (tc.c.CertFile != "") != (cfg.GetClientCertificate != nil) {
+					t.Fatalf("Config = %+v; want RootCAs and GetClientCertificate as given", cfg)
+				}
+				if cfg.GetClientCertificate != nil {
+					if c, err := cfg.GetClientCertificate(&tls.CertificateRequestInfo{}); err != nil || c == nil || c.Leaf == nil {
+						t.Fatalf("GetClientCertificate() = %v, %v; want the pair", c, err)
+					}
 				}
 				return
 			}
