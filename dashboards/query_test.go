@@ -378,4 +378,5 @@ func (s *seeded) checkPrometheus(t *testing.T) {
 		}
 	}
 	t.Logf("%d metric references checked against %d components", checked, len(s.registries))
+	checkAlerts(t, families)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/heliostat-dev/heliostat/collector"
 	"github.com/heliostat-dev/heliostat/collector/publish"
 	"github.com/heliostat-dev/heliostat/collector/sim"
+	"github.com/heliostat-dev/heliostat/collector/attrib"
 	"github.com/heliostat-dev/heliostat/collector/slurm"
 	"github.com/heliostat-dev/heliostat/collector/synthetic"
 	"github.com/heliostat-dev/heliostat/ingest"
@@ -291,9 +292,10 @@ func seed(t *testing.T) *seeded {
 		}
 	}
 
-	// Components whose metrics the pipeline dashboard shows but that did not
-	// take part: a GPU collector and the Slurm job source, each with its own
-	// publisher, built as their commands build them.
+	// Components whose metrics the pipeline dashboard and the alerts read
+	// but that did not take part: a GPU collector with its GPU attribution,
+	// and the Slurm job source, each with its own publisher, built as their
+	// commands build them.
 	colReg := reg("collector")
 	colPub, err := publish.New(publish.Config{Brokers: []string{broker}, SpoolDir: t.TempDir()}, logger, colReg)
 	if err != nil {
@@ -301,6 +303,10 @@ func seed(t *testing.T) *seeded {
 	}
 	defer colPub.Close()
 	if _, err := collector.New(collector.Config{Cluster: seedCluster, Host: "gpu-host"}, synthetic.New("gpu-host", 2, 1), colPub, logger, colReg, nil); err != nil {
+		t.Fatal(err)
+	}
+	jobPub := &collector.JobPublisher{Pub: colPub, Cluster: seedCluster, Source: schemas.SourceSlurm}
+	if _, err := attrib.New(attrib.Config{Host: "gpu-host", StateFile: t.TempDir() + "/attribution.json"}, noProcesses{}, jobPub, logger, colReg, nil); err != nil {
 		t.Fatal(err)
 	}
 	slurmReg := reg("collector --source slurm")
@@ -325,6 +331,12 @@ func seed(t *testing.T) *seeded {
 	}
 	return s
 }
+
+// noProcesses lists no GPU process: the attribution beside the GPU
+// collector, for its metrics.
+type noProcesses struct{}
+
+func (noProcesses) GPUProcesses() ([]collector.GPUProcesses, error) { return nil, nil }
 
 // publishExtras publishes, through the same publisher as the simulator, what
 // the simulated cluster does not produce: XID and ECC events on GPUs of two
