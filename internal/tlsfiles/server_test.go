@@ -24,16 +24,8 @@ import (
 // a client CA file.
 func TestServerReload(t *testing.T) {
 	a, b := testpki.New(t), testpki.New(t)
-	dir := t.TempDir()
-	cert, key := dir+"/api.crt", dir+"/api.key"
-	copyFile(t, a.CertFile, cert)
-	copyFile(t, a.KeyFile, key)
-	var (
-		mu  sync.Mutex
-		now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	cert, key := pairFiles(t, a.CertFile, a.KeyFile)
+	clock, advance := fakeClock()
 	var logs syncBuffer
 	tc, err := Server{Prefix: "--web.tls", CertFile: cert, KeyFile: key, ClientCAFile: a.CAFile}.Config(clock, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
@@ -109,6 +101,28 @@ func TestServerReload(t *testing.T) {
 	}
 }
 
+// pairFiles copies a certificate and its key to files of their own, which
+// the test then replaces.
+func pairFiles(t *testing.T, certFrom, keyFrom string) (cert, key string) {
+	t.Helper()
+	dir := t.TempDir()
+	cert, key = dir+"/tls.crt", dir+"/tls.key"
+	copyFile(t, certFrom, cert)
+	copyFile(t, keyFrom, key)
+	return cert, key
+}
+
+// fakeClock returns a clock standing still until advanced.
+func fakeClock() (clock func() time.Time, advance func(time.Duration)) {
+	var (
+		mu  sync.Mutex
+		now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	)
+	clock = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance = func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	return clock, advance
+}
+
 func copyFile(t *testing.T, from, to string) {
 	t.Helper()
 	b, err := os.ReadFile(from)
@@ -158,16 +172,8 @@ func (s *syncBuffer) String() string {
 // pair keeps the previous one in use.
 func TestClientReload(t *testing.T) {
 	a, b := testpki.New(t), testpki.New(t)
-	dir := t.TempDir()
-	cert, key := dir+"/client.crt", dir+"/client.key"
-	copyFile(t, a.ClientCertFile, cert)
-	copyFile(t, a.ClientKeyFile, key)
-	var (
-		mu  sync.Mutex
-		now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	cert, key := pairFiles(t, a.ClientCertFile, a.ClientKeyFile)
+	clock, advance := fakeClock()
 	var logs syncBuffer
 	cc, err := Client{Prefix: "--kafka.tls", CAFile: a.CAFile, CertFile: cert, KeyFile: key, ServerName: "localhost",
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)), Now: clock}.Config()
