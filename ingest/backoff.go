@@ -67,7 +67,8 @@ func (in *Ingester) idleCheckLoop(ctx context.Context) {
 		if !idle {
 			continue
 		}
-		pctx, cancel := context.WithTimeout(ctx, in.cfg.IdleCheck)
+		// A slow answer is not a lost server: the timeout is never under 5s.
+		pctx, cancel := context.WithTimeout(ctx, max(in.cfg.IdleCheck, 5*time.Second))
 		err := in.conn.Ping(pctx)
 		cancel()
 		if ctx.Err() != nil {
