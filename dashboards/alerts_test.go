@@ -130,33 +130,13 @@ func keptLabels(expr string) (kept map[string]bool, all bool) {
 func checkAlerts(t *testing.T, families map[string]family) {
 	checked := 0
 	for _, r := range loadAlerts(t) {
-		metrics, labels, err := promQLNames(r.Expr)
-		if err != nil {
-			t.Errorf("%s: %v", r.Alert, err)
-			continue
-		}
-		known := map[string]bool{"instance": true, "job": true}
-		for _, m := range metrics {
-			f, ok := families[m]
-			if !ok {
-				t.Errorf("alert %s: metric %s is not exposed by any component", r.Alert, m)
-				continue
-			}
-			checked++
-			for l := range f.labels {
-				known[l] = true
-			}
-		}
+		var read []string // labels the templates read
 		for _, a := range r.Annotations {
 			for _, m := range templateLabel.FindAllStringSubmatch(a, -1) {
-				labels = append(labels, m[1])
+				read = append(read, m[1])
 			}
 		}
-		for _, l := range labels {
-			if !known[l] {
-				t.Errorf("alert %s: label %q is on none of the metrics of %s", r.Alert, l, r.Expr)
-			}
-		}
+		checked += checkExpr(t, families, "alert "+r.Alert, r.Expr, read...)
 	}
 	t.Logf("alerts: %d metric references checked", checked)
 }

@@ -352,31 +352,41 @@ func (s *seeded) checkPrometheus(t *testing.T) {
 				if tg.Datasource == nil || tg.Datasource.Type != pluginPrometheus {
 					continue
 				}
-				metrics, labels, err := promQLNames(tg.Expr)
-				if err != nil {
-					t.Errorf("%s: %v", panelName(d, p), err)
-					continue
-				}
-				known := map[string]bool{"instance": true, "job": true} // added by the scrape
-				for _, m := range metrics {
-					f, ok := families[m]
-					if !ok {
-						t.Errorf("%s: metric %s is not exposed by any component (%s)", panelName(d, p), m, tg.Expr)
-						continue
-					}
-					checked++
-					for l := range f.labels {
-						known[l] = true
-					}
-				}
-				for _, l := range labels {
-					if !known[l] {
-						t.Errorf("%s: label %q is on none of the metrics of %s", panelName(d, p), l, tg.Expr)
-					}
-				}
+				checked += checkExpr(t, families, panelName(d, p), tg.Expr)
 			}
 		}
 	}
 	t.Logf("%d metric references checked against %d components", checked, len(s.registries))
 	checkAlerts(t, families)
+}
+
+// checkExpr checks that every metric expr selects is exposed by a component
+// and every label it matches or groups on (and each of extraLabels) is on one
+// of its metrics or added by the scrape; it returns the metrics found.
+func checkExpr(t *testing.T, families map[string]family, where, expr string, extraLabels ...string) int {
+	t.Helper()
+	metrics, labels, err := promQLNames(expr)
+	if err != nil {
+		t.Errorf("%s: %v", where, err)
+		return 0
+	}
+	checked := 0
+	known := map[string]bool{"instance": true, "job": true} // added by the scrape
+	for _, m := range metrics {
+		f, ok := families[m]
+		if !ok {
+			t.Errorf("%s: metric %s is not exposed by any component (%s)", where, m, expr)
+			continue
+		}
+		checked++
+		for l := range f.labels {
+			known[l] = true
+		}
+	}
+	for _, l := range append(labels, extraLabels...) {
+		if !known[l] {
+			t.Errorf("%s: label %q is on none of the metrics of %s", where, l, expr)
+		}
+	}
+	return checked
 }
