@@ -63,7 +63,8 @@ var (
 
 // TestAlertsStructure checks alerts.yaml without a server: a Prometheus
 // rule file whose alerts have unique Heliostat… names, an expression that
-// selects heliostat metrics only, a valid "for", a severity, and a summary
+// selects heliostat metrics only (up only for the scrape jobs of
+// deploy/prometheus/scrape.yaml), a valid "for", a severity, and a summary
 // and description whose templates use only $value and labels the
 // expression keeps.
 func TestAlertsStructure(t *testing.T) {
@@ -73,8 +74,12 @@ func TestAlertsStructure(t *testing.T) {
 			t.Errorf("alert %q: want a unique name matching %s", r.Alert, alertName)
 		}
 		names[r.Alert] = true
-		if _, _, err := promQLNames(r.Expr); err != nil || strings.TrimSpace(r.Expr) == "" {
+		metrics, _, err := promQLNames(r.Expr)
+		if err != nil || strings.TrimSpace(r.Expr) == "" {
 			t.Errorf("%s: expr %q: %v", r.Alert, r.Expr, err)
+		}
+		if slices.Contains(metrics, "up") && !strings.Contains(r.Expr, `up{job=~"heliostat-.*"}`) {
+			t.Errorf("%s: expr %q reads up of other scrape jobs than heliostat's; select up{job=~\"heliostat-.*\"}", r.Alert, r.Expr)
 		}
 		if r.For != "" {
 			if d, err := time.ParseDuration(r.For); err != nil || d <= 0 {

@@ -26,7 +26,8 @@ var (
 // label names it matches on or groups by. It knows the PromQL that
 // dashboards use: function and aggregation calls, by/without/on/ignoring
 // clauses, label matchers, range selectors, offsets, numbers and strings.
-// Every metric must be one of heliostat's (heliostat_…).
+// Every metric must be one of heliostat's (heliostat_…), or up, which
+// Prometheus records for each scrape.
 func promQLNames(expr string) (metrics, labels []string, err error) {
 	s := promString.ReplaceAllString(expr, "''")
 	s = promRange.ReplaceAllString(s, " ")
@@ -57,7 +58,7 @@ func promQLNames(expr string) (metrics, labels []string, err error) {
 		if rest := strings.TrimLeft(s[loc[1]:], " \t\n"); strings.HasPrefix(rest, "(") {
 			continue // a function or aggregation
 		}
-		if !strings.HasPrefix(id, "heliostat_") {
+		if !strings.HasPrefix(id, "heliostat_") && id != "up" {
 			return nil, nil, fmt.Errorf("PromQL %q selects %q, not a heliostat metric", expr, id)
 		}
 		if !slices.Contains(metrics, id) {
@@ -81,7 +82,8 @@ func TestPromQLNames(t *testing.T) {
 			metrics: []string{"heliostat_ingest_messages_total"}, labels: []string{"outcome", "topic"}},
 		{expr: `time() - max(heliostat_analytics_last_success_timestamp_seconds) > 1e3`, metrics: []string{"heliostat_analytics_last_success_timestamp_seconds"}},
 		{expr: `heliostat_a / on (instance) group_left heliostat_b offset 5m`, metrics: []string{"heliostat_a", "heliostat_b"}, labels: []string{"instance"}},
-		{expr: `rate(up[5m])`, err: true},
+		{expr: `up{job=~"heliostat-.*"} == 0`, metrics: []string{"up"}, labels: []string{"job"}},
+		{expr: `rate(node_cpu_seconds_total[5m])`, err: true},
 	}
 	for _, tc := range tests {
 		m, l, err := promQLNames(tc.expr)

@@ -334,27 +334,40 @@ func TestNotReady(t *testing.T) {
 }
 
 // TestReadyFollowsDeps: with a view, /readyz answers 503 with what
-// Deps.Ready says is failing, and 200 again once it holds.
+// Deps.Ready says is failing, and 200 again once it holds; Ready (what
+// heliostat_ready follows) says the same.
 func TestReadyFollowsDeps(t *testing.T) {
 	view := fixedView(t)
 	var failing error
-	srv, err := New(Config{}, Deps{View: func() *loop.View { return view }, Ready: func() error { return failing }, Now: func() time.Time { return t0 }}, nil, nil)
+	var v *loop.View
+	srv, err := New(Config{}, Deps{View: func() *loop.View { return v }, Ready: func() error { return failing }, Now: func() time.Time { return t0 }}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	get := func() (int, ErrorResponse) {
+	get := func() (int, string) {
 		w := httptest.NewRecorder()
 		srv.ServeHTTP(w, httptest.NewRequest("GET", "/readyz", nil))
 		var e ErrorResponse
 		_ = json.Unmarshal(w.Body.Bytes(), &e)
-		return w.Code, e
+		ready := ""
+		if err := srv.Ready(); err != nil {
+			ready = err.Error()
+		}
+		if ready != e.Error {
+			t.Errorf("Ready() = %q; /readyz said %q", ready, e.Error)
+		}
+		return w.Code, e.Error
 	}
+	if code, e := get(); code != http.StatusServiceUnavailable || e != "no pass of the control loop yet" {
+		t.Errorf("/readyz before a pass: %d %q; want 503", code, e)
+	}
+	v = view
 	if code, _ := get(); code != http.StatusOK {
 		t.Errorf("/readyz with nothing failing: %d; want 200", code)
 	}
 	failing = errors.New("actuator: failing for 42s (since 2026-03-02T09:00:00Z): loop: read scheduler: squeue: exit status 1")
-	if code, e := get(); code != http.StatusServiceUnavailable || e.Error != "not ready:\n"+failing.Error() {
-		t.Errorf("/readyz with a failing pass: %d %q; want 503 naming it", code, e.Error)
+	if code, e := get(); code != http.StatusServiceUnavailable || e != "not ready:\n"+failing.Error() {
+		t.Errorf("/readyz with a failing pass: %d %q; want 503 naming it", code, e)
 	}
 	failing = nil
 	if code, _ := get(); code != http.StatusOK {

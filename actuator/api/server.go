@@ -537,17 +537,25 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
-	if s.d.View() == nil {
-		writeError(w, http.StatusServiceUnavailable, "", "no pass of the control loop yet")
+	if err := s.Ready(); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "", err.Error())
 		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// Ready returns nil when /readyz answers 200, and otherwise the error its
+// 503 carries (what the actuator command's heliostat_ready gauge follows).
+func (s *Server) Ready() error {
+	if s.d.View() == nil {
+		return errors.New("no pass of the control loop yet")
 	}
 	if s.d.Ready != nil {
 		if err := s.d.Ready(); err != nil {
-			writeError(w, http.StatusServiceUnavailable, "", "not ready:\n"+err.Error())
-			return
+			return fmt.Errorf("not ready:\n%w", err)
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	return nil
 }
 
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {

@@ -507,7 +507,11 @@ func (l *Loop) apply(ctx context.Context, now time.Time, todo []planned) ([]audi
 		if res.Outcome == adapter.Failed {
 			lv = slog.LevelWarn
 		}
-		l.logger.Log(ctx, lv, "action", "kind", p.a.Kind, "target", p.a.Target, "outcome", res.Outcome, "err", recs[i].Error, "dry_run", dry)
+		attrs := []any{"kind", p.a.Kind, "target", p.a.Target, "outcome", res.Outcome, "dry_run", dry, "reason", recs[i].Reason}
+		if recs[i].Error != "" {
+			attrs = append(attrs, "err", recs[i].Error)
+		}
+		l.logger.Log(ctx, lv, "action", attrs...)
 	}
 	l.actions.Report(failedActions(recs))
 	if err := l.audit.Settle(ctx, recs); err != nil {

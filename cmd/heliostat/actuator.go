@@ -24,6 +24,7 @@ import (
 	"github.com/heliostat-dev/heliostat/actuator/slurmadapter"
 	"github.com/heliostat-dev/heliostat/collector/publish"
 	"github.com/heliostat-dev/heliostat/internal/chconn"
+	"github.com/heliostat-dev/heliostat/internal/health"
 	"github.com/heliostat-dev/heliostat/predictor/live"
 	"github.com/heliostat-dev/heliostat/schemas"
 )
@@ -112,6 +113,7 @@ func runActuator(ctx context.Context, args []string, e *env) error {
 		return err
 	}
 	defer act.ln.Close()
+	reg.MustRegister(health.Gauge(act.ready))
 	mode := "dry run (--actuator.apply not set)"
 	if gc.Apply {
 		mode = "APPLYING actions"
@@ -137,6 +139,7 @@ type startedActuator struct {
 	loop   *loop.Loop
 	expiry *audit.Expiry // of the actions table
 	api    http.Handler
+	ready  func() error // what /readyz answers
 	ln     net.Listener
 	scheme string // http, or https with --actuator.tls.cert
 	token  bool   // a bearer token is configured
@@ -221,7 +224,7 @@ func startActuator(ac api.Config, gc adapter.GuardConfig, lc loop.Config, sched 
 		logger.Warn("the API takes its bearer token over plain HTTP on a non-loopback address; anyone on the path can read it: serve HTTPS with --actuator.tls.cert and --actuator.tls.key, or listen on 127.0.0.1 behind a TLS proxy",
 			"listen", ln.Addr().String())
 	}
-	return &startedActuator{loop: lp, expiry: expiry, api: h, ln: ln, scheme: scheme, token: token != ""}, nil
+	return &startedActuator{loop: lp, expiry: expiry, api: h, ready: h.Ready, ln: ln, scheme: scheme, token: token != ""}, nil
 }
 
 // newActuatorAPI returns the advisory API served from a loop, a predictor

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/heliostat-dev/heliostat/internal/health"
 	"github.com/heliostat-dev/heliostat/internal/tlsfiles"
 	"github.com/heliostat-dev/heliostat/internal/web"
 )
@@ -175,5 +176,6 @@ func serveMetrics(w webFlags, logger *slog.Logger) (*prometheus.Registry, *web.S
 	if err != nil {
 		return nil, nil, err
 	}
+	reg.MustRegister(health.Gauge(srv.Ready))
 	return reg, srv, nil
 }

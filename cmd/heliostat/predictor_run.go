@@ -22,7 +22,7 @@ func runPredictorRun(ctx context.Context, args []string, e *env) error {
 	var lf logFlags
 	lf.register(fs)
 	var wf webFlags
-	wf.register(fs, ":9402")
+	wf.register(fs, ":9404")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

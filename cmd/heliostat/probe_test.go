@@ -22,22 +22,35 @@ func freeAddr(t *testing.T) string {
 }
 
 // waitProbe polls base+"/-/ready" (base: "http://127.0.0.1:9400") with
-// client until it answers code with a body containing want, and fails the
-// test after 30 s with the last answer.
+// client until it answers code with a body containing want and /metrics
+// says the same (heliostat_ready 1 for 200, 0 otherwise), and fails the test
+// after 30 s with the last answer.
 func waitProbe(t *testing.T, client *http.Client, base string, code int, want string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
+	gauge := "\nheliostat_ready 0\n"
+	if code == http.StatusOK {
+		gauge = "\nheliostat_ready 1\n"
+	}
 	var last string
 	for {
 		resp, err := client.Get(base + "/-/ready")
 		if err == nil {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode == code && strings.Contains(string(body), want) {
-				return
-			}
 			last = resp.Status + ": " + string(body)
-		} else {
+			if resp.StatusCode == code && strings.Contains(string(body), want) {
+				if resp, err = client.Get(base + "/metrics"); err == nil {
+					metrics, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if strings.Contains(string(metrics), gauge) {
+						return
+					}
+					last += " (/metrics without " + strings.TrimSpace(gauge) + ")"
+				}
+			}
+		}
+		if err != nil {
 			last = err.Error()
 		}
 		if time.Now().After(deadline) {

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Status is the readiness of one component: ready once every condition
@@ -117,4 +119,21 @@ func (s *Status) Err() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Gauge returns the heliostat_ready gauge of a component whose readiness
+// ready reports (what its /-/ready or /readyz answers): 1 while ready returns
+// nil, 0 otherwise, asked at every scrape. Prometheus does not probe
+// /-/ready itself, so this is what an alert on a component that stays
+// unready (HeliostatNotReady) reads.
+func Gauge(ready func() error) prometheus.GaugeFunc {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "heliostat_ready",
+		Help: "1 while the component's readiness probe (/-/ready, the actuator's /readyz) answers 200, 0 while it answers 503; the probe's body says why.",
+	}, func() float64 {
+		if ready() != nil {
+			return 0
+		}
+		return 1
+	})
 }

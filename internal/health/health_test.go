@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 type clock struct{ t time.Time }
@@ -87,5 +89,26 @@ func TestNilStatus(t *testing.T) {
 	c.Report(errors.New("x"))
 	if err := s.Err(); err != nil {
 		t.Errorf("nil Status: Err() = %v; want nil", err)
+	}
+}
+
+// TestGauge: heliostat_ready is 1 while ready returns nil and 0 while it
+// fails, asked again at each collection.
+func TestGauge(t *testing.T) {
+	var failing error
+	g := Gauge(func() error { return failing })
+	steps := []struct {
+		err  error
+		want float64
+	}{
+		{nil, 1},
+		{errors.New("clickhouse: failing for 3s"), 0},
+		{nil, 1},
+	}
+	for i, s := range steps {
+		failing = s.err
+		if got := testutil.ToFloat64(g); got != s.want {
+			t.Errorf("step %d (ready: %v): heliostat_ready = %v; want %v", i, s.err, got, s.want)
+		}
 	}
 }

@@ -44,18 +44,7 @@ func Listen(addr string, tc *tls.Config, g prometheus.Gatherer, logger *slog.Log
 	s.mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}))
 	s.mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	s.mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) {
-		if !s.ready.Load() {
-			http.Error(w, "not ready: starting", http.StatusServiceUnavailable)
-			return
-		}
-		s.checkMu.Lock()
-		checks := s.checks
-		s.checkMu.Unlock()
-		var errs []error
-		for _, check := range checks {
-			errs = append(errs, check())
-		}
-		if err := errors.Join(errs...); err != nil {
+		if err := s.Ready(); err != nil {
 			http.Error(w, "not ready:\n"+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
@@ -91,6 +80,25 @@ func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, 
 
 // SetReady flips /-/ready.
 func (s *Server) SetReady(ok bool) { s.ready.Store(ok) }
+
+// errStarting is what Ready says before SetReady(true).
+var errStarting = errors.New("starting")
+
+// Ready returns nil when /-/ready answers 200, and otherwise what its 503
+// names: "starting" before SetReady(true), then each failing check.
+func (s *Server) Ready() error {
+	if !s.ready.Load() {
+		return errStarting
+	}
+	s.checkMu.Lock()
+	checks := s.checks
+	s.checkMu.Unlock()
+	var errs []error
+	for _, check := range checks {
+		errs = append(errs, check())
+	}
+	return errors.Join(errs...)
+}
 
 // AddCheck makes /-/ready, once SetReady(true), also ask check: a non-nil
 // error from any check is a 503 whose body names what is failing (one line

@@ -26,13 +26,13 @@ func TestReadyProbe(t *testing.T) {
 		wantCode int
 		wantBody string
 	}{
-		{"starting", false, nil, http.StatusServiceUnavailable, "not ready: starting"},
+		{"starting", false, nil, http.StatusServiceUnavailable, "not ready:\nstarting"},
 		{"ready without a check", true, nil, http.StatusOK, "ready"},
 		{"check passes", true, func() error { return nil }, http.StatusOK, "ready"},
 		{"check fails", true, func() error {
 			return errors.Join(errors.New("kafka: joining consumer group g"), errors.New("clickhouse: failing for 3s"))
 		}, http.StatusServiceUnavailable, "not ready:\nkafka: joining consumer group g\nclickhouse: failing for 3s\n"},
-		{"a failing check waits for SetReady", false, func() error { return errors.New("x") }, http.StatusServiceUnavailable, "not ready: starting"},
+		{"a failing check waits for SetReady", false, func() error { return errors.New("x") }, http.StatusServiceUnavailable, "not ready:\nstarting"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
