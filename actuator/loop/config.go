@@ -15,7 +15,8 @@ import (
 // Config is the control loop's configuration. The safety settings (dry run,
 // allowlists, rate limits) are the Guard's (adapter.GuardConfig).
 type Config struct {
-	// Cluster names the cluster in the audit table. Default "local".
+	// Cluster is the cluster the loop acts on, as the collector names it:
+	// its jobs, demand history and audit records. Default DefaultCluster.
 	Cluster string
 	// Interval between passes. Default 30s.
 	Interval time.Duration
@@ -46,10 +47,22 @@ type Config struct {
 	RepeatAfter time.Duration
 }
 
+// DefaultCluster is the cluster the loop acts on when none is configured:
+// the collector's default name (collector.DefaultCluster), so that a
+// collector and an actuator left at their defaults agree.
+const DefaultCluster = "default"
+
 // RegisterFlags adds the loop's flags, and the QSSF and CES policies' flags,
-// to fs.
-func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.Cluster, "actuator.cluster", "local", "cluster name in the audit table (as the collector names it)")
+// to fs. getenv supplies the default cluster (HELIOSTAT_CLUSTER, as the
+// collector reads it); nil means none.
+func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
+	cluster := DefaultCluster
+	if getenv != nil {
+		if v := getenv("HELIOSTAT_CLUSTER"); v != "" {
+			cluster = v
+		}
+	}
+	fs.StringVar(&c.Cluster, "actuator.cluster", cluster, "the cluster the actuator acts on, as the collector names it (--collector.cluster): its jobs, demand history and audit records (env HELIOSTAT_CLUSTER)")
 	fs.DurationVar(&c.Interval, "actuator.interval", 30*time.Second, "time between two passes of the control loop")
 	fs.DurationVar(&c.UnknownDuration, "actuator.unknown-duration", 24*time.Hour, "run time assumed for a job with neither a prediction nor a time limit")
 	fs.DurationVar(&c.PeakWindow, "actuator.peak-window", time.Hour, "until the demand model takes over (--actuator.forecast), power plans keep powered the peak demand of this window; nothing is powered down before the loop has watched demand this long")
@@ -86,7 +99,7 @@ func (c Config) Validate() error {
 
 func (c Config) withDefaults() Config {
 	if c.Cluster == "" {
-		c.Cluster = "local"
+		c.Cluster = DefaultCluster
 	}
 	if c.Interval == 0 {
 		c.Interval = 30 * time.Second

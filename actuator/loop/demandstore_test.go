@@ -121,12 +121,12 @@ func TestDemandStoreLateLoad(t *testing.T) {
 	for at := day0; at.Before(day0.Add(25 * time.Hour)); at = at.Add(10 * time.Minute) {
 		saved = append(saved, demandlog.Mark{Partition: "gpu", Step: at, Demand: daily(at)})
 	}
-	if err := dl.Save(ctx, "local", saved); err != nil {
+	if err := dl.Save(ctx, DefaultCluster, saved); err != nil {
 		t.Fatal(err)
 	}
 	// A step from the future (a clock that went back) is not used.
 	future := day0.Add(40 * time.Hour)
-	if err := dl.Save(ctx, "local", []demandlog.Mark{{Partition: "gpu", Step: future, Demand: 3}}); err != nil {
+	if err := dl.Save(ctx, DefaultCluster, []demandlog.Mark{{Partition: "gpu", Step: future, Demand: 3}}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -216,7 +216,7 @@ func TestDemandRebuild(t *testing.T) {
 		for i := range int(daily(s)) {
 			id++
 			node := []string{fmt.Sprintf("n%02d", i)}
-			if err := b.Append("local", strconv.Itoa(id), "gpu", s, s, s.Add(step), node, uint32(1), uint32(8), uint64(1), s.Add(step)); err != nil {
+			if err := b.Append(DefaultCluster, strconv.Itoa(id), "gpu", s, s, s.Add(step), node, uint32(1), uint32(8), uint64(1), s.Add(step)); err != nil {
 				t.Fatal(err)
 			}
 			switch {
@@ -231,7 +231,7 @@ func TestDemandRebuild(t *testing.T) {
 		}
 	}
 	pendingFrom := now.Truncate(step).Add(-time.Hour)
-	if err := b.Append("local", "pending", "gpu", pendingFrom, nil, nil, []string{}, nil, uint32(16), uint64(1), pendingFrom); err != nil {
+	if err := b.Append(DefaultCluster, "pending", "gpu", pendingFrom, nil, nil, []string{}, nil, uint32(16), uint64(1), pendingFrom); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Send(); err != nil {
@@ -285,7 +285,7 @@ func TestDemandRebuild(t *testing.T) {
 	for s := savedFrom; s.Before(now.Truncate(step)); s = s.Add(step) {
 		saved = append(saved, demandlog.Mark{Partition: "gpu", Step: s, Demand: want(s) + 1})
 	}
-	if err := dl.Save(ctx, "local", saved); err != nil {
+	if err := dl.Save(ctx, DefaultCluster, saved); err != nil {
 		t.Fatal(err)
 	}
 	r := storeLoop(t, Config{}, dl)

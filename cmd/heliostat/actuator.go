@@ -50,7 +50,7 @@ func runActuator(ctx context.Context, args []string, e *env) error {
 	)
 	ch.RegisterFlags(fs, e.getenv)
 	gc.RegisterFlags(fs)
-	lc.RegisterFlags(fs)
+	lc.RegisterFlags(fs, e.getenv)
 	audit.RegisterRetentionFlag(fs, &keep)
 	ac.RegisterFlags(fs)
 	sc.RegisterFlags(fs)

@@ -57,7 +57,7 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	anc.RegisterFlags(fs)
 	predc.RegisterFlags(fs)
 	gc.RegisterFlags(fs)
-	lc.RegisterFlags(fs)
+	lc.RegisterFlags(fs, e.getenv)
 	var auditKeep time.Duration
 	audit.RegisterRetentionFlag(fs, &auditKeep)
 	ac.RegisterFlags(fs)

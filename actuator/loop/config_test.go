@@ -1,0 +1,59 @@
+package loop
+
+import (
+	"flag"
+	"io"
+	"testing"
+
+	"github.com/heliostat-dev/heliostat/collector"
+)
+
+// TestClusterFlag: --actuator.cluster defaults to the name the collector
+// gives the cluster (HELIOSTAT_CLUSTER, else collector.DefaultCluster), so
+// that an actuator and a collector left at their defaults act on the same
+// jobs; the flag wins over both.
+func TestClusterFlag(t *testing.T) {
+	tests := []struct {
+		name string
+		env  string
+		args []string
+		want string
+	}{
+		{"default", "", nil, collector.DefaultCluster},
+		{"environment", "helios", nil, "helios"},
+		{"flag", "helios", []string{"--actuator.cluster", "venus"}, "venus"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("actuator", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			var c Config
+			c.RegisterFlags(fs, func(k string) string {
+				if k == "HELIOSTAT_CLUSTER" {
+					return tt.env
+				}
+				return ""
+			})
+			if err := fs.Parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			if c.Cluster != tt.want {
+				t.Errorf("cluster = %q; want %q", c.Cluster, tt.want)
+			}
+			var cc collector.Config
+			cfs := flag.NewFlagSet("collector", flag.ContinueOnError)
+			cc.RegisterFlags(cfs, func(k string) string {
+				if k == "HELIOSTAT_CLUSTER" {
+					return tt.env
+				}
+				return ""
+			})
+			if tt.args == nil && cc.Cluster != c.Cluster {
+				t.Errorf("collector cluster %q, actuator cluster %q: want the same default", cc.Cluster, c.Cluster)
+			}
+		})
+	}
+	if (Config{}).withDefaults().Cluster != collector.DefaultCluster {
+		t.Errorf("zero Config acts on cluster %q; want %q", Config{}.withDefaults().Cluster, collector.DefaultCluster)
+	}
+}
