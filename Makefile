@@ -21,11 +21,12 @@ build: ## build bin/heliostat
 run: build deps ## run the whole pipeline on the embedded default (Ctrl-C stops it)
 	./$(BIN) up
 
-deps: ## install clickhouse-server, Slurm (slurmctld, slurmd, munge) and chromium (the report's browser test) when missing (Debian, as root); otherwise say what to install
+deps: ## install clickhouse-server, Slurm (slurmctld, slurmd, munge), chromium (the report's browser test) and systemd (systemd-analyze, for the units' test) when missing (Debian, as root); otherwise say what to install
 	@missing=""; \
 	command -v clickhouse-server >/dev/null 2>&1 || [ -x /usr/bin/clickhouse-server ] || missing="$$missing clickhouse-server clickhouse-client"; \
 	command -v slurmctld >/dev/null 2>&1 || [ -x /usr/sbin/slurmctld ] || missing="$$missing slurmctld slurmd slurm-client munge"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v systemd-analyze >/dev/null 2>&1 || missing="$$missing systemd"; \
 	if [ -z "$$missing" ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		echo "installing$$missing (Debian)"; \
