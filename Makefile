@@ -6,6 +6,8 @@ GO       ?= go
 BIN      ?= bin/heliostat
 ROWS     ?= 2000000
 PKGS     := ./...
+# the version stamped into bin/heliostat; empty (outside a git checkout) leaves it to the Go build information
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 # staticcheck, pinned; `go run` fetches it through the module proxy on first use.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 export GOFLAGS ?= -buildvcs=false
@@ -15,8 +17,8 @@ export GOFLAGS ?= -buildvcs=false
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## build bin/heliostat
-	$(GO) build -o $(BIN) ./cmd/heliostat
+build: ## build bin/heliostat, its version (heliostat version, heliostat_build_info) from git describe
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/heliostat
 
 run: build deps ## run the whole pipeline on the embedded default (Ctrl-C stops it)
 	./$(BIN) up

@@ -113,7 +113,7 @@ func runActuator(ctx context.Context, args []string, e *env) error {
 		return err
 	}
 	defer act.ln.Close()
-	reg.MustRegister(health.Gauge(act.ready))
+	reg.MustRegister(health.Gauge(act.ready), buildInfo())
 	mode := "dry run (--actuator.apply not set)"
 	if gc.Apply {
 		mode = "APPLYING actions"
