@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -434,6 +435,20 @@ func TestSystemdUnits(t *testing.T) {
 	running = running[:len(running)-1]
 	act := start("heliostat-actuator")
 	ready(act)
+	// The unit as shipped is a dry run: nothing reaches Slurm until an
+	// operator adds --actuator.apply.
+	resp, err := http.Get(act.base + "/v1/queue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var q struct {
+		Apply *bool `json:"apply"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&q)
+	resp.Body.Close()
+	if err != nil || q.Apply == nil || *q.Apply {
+		t.Errorf("heliostat-actuator's /v1/queue: apply = %v (%v); want false, a dry run", q.Apply, err)
+	}
 	running = append(running, act)
 	for i := len(running) - 1; i >= 0; i-- {
 		stopUnit(running[i])
