@@ -18,7 +18,7 @@ help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## build bin/heliostat, its version (heliostat version, heliostat_build_info) from git describe
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/heliostat
+	$(GO) build -ldflags "-X github.com/heliostat-dev/heliostat/internal/buildinfo.version=$(VERSION)" -o $(BIN) ./cmd/heliostat
 
 run: build deps ## run the whole pipeline on the embedded default (Ctrl-C stops it)
 	./$(BIN) up

@@ -44,15 +44,17 @@ func (v variable) sql() (string, error) {
 }
 
 type target struct {
-	Datasource *dsRef  `json:"datasource"`
-	RefID      string  `json:"refId"`
-	RawSQL     string  `json:"rawSql"`
-	EditorType string  `json:"editorType"`
-	QueryType  string  `json:"queryType"`
-	Format     *int    `json:"format"`
-	Expr       string  `json:"expr"`
-	Hide       bool    `json:"hide"`
-	Legend     *string `json:"legendFormat"`
+	Datasource *dsRef `json:"datasource"`
+	RefID      string `json:"refId"`
+	RawSQL     string `json:"rawSql"`
+	EditorType string `json:"editorType"`
+	QueryType  string `json:"queryType"`
+	// Format is a number for ClickHouse (0 time series, 1 table) and a
+	// string for Prometheus ("time_series", "table", "heatmap").
+	Format json.RawMessage `json:"format"`
+	Expr   string          `json:"expr"`
+	Hide   bool            `json:"hide"`
+	Legend *string         `json:"legendFormat"`
 }
 
 type override struct {

@@ -27,6 +27,7 @@ import (
 	"github.com/heliostat-dev/heliostat/collector/slurm"
 	"github.com/heliostat-dev/heliostat/collector/synthetic"
 	"github.com/heliostat-dev/heliostat/ingest"
+	"github.com/heliostat-dev/heliostat/internal/buildinfo"
 	"github.com/heliostat-dev/heliostat/internal/health"
 	"github.com/heliostat-dev/heliostat/predictor/live"
 	"github.com/heliostat-dev/heliostat/schemas"
@@ -157,10 +158,11 @@ func seed(t *testing.T) *seeded {
 	s := &seeded{db: db, conn: conn, registries: map[string]*prometheus.Registry{}}
 	reg := func(name string) *prometheus.Registry {
 		r := prometheus.NewRegistry()
-		// Every command registers heliostat_ready beside its
-		// components' metrics (serveMetrics, the actuator's API); its
-		// values are tested with the probes in cmd/heliostat.
-		r.MustRegister(health.Gauge(func() error { return nil }))
+		// Every command registers heliostat_ready and
+		// heliostat_build_info beside its components' metrics
+		// (serveMetrics, the actuator command); heliostat_ready's values
+		// are tested with the probes in cmd/heliostat.
+		r.MustRegister(health.Gauge(func() error { return nil }), buildinfo.Collector())
 		s.registries[name] = r
 		return r
 	}

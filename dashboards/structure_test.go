@@ -1,8 +1,10 @@
 package dashboards
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -187,13 +189,20 @@ func checkPanel(t *testing.T, d *dashboard, p panel) {
 			if tg.EditorType != "sql" || strings.TrimSpace(tg.RawSQL) == "" {
 				t.Errorf("%s: ClickHouse target %s: want editorType sql and rawSql", name, tg.RefID)
 			}
-			if tg.Format == nil || (tg.QueryType == "timeseries") != (*tg.Format == 0) || (tg.QueryType == "table") != (*tg.Format == 1) {
-				t.Errorf("%s: target %s: queryType %q and format %v disagree (timeseries 0, table 1)", name, tg.RefID, tg.QueryType, tg.Format)
+			var format *int
+			if err := json.Unmarshal(tg.Format, &format); err != nil || format == nil || (tg.QueryType == "timeseries") != (*format == 0) || (tg.QueryType == "table") != (*format == 1) {
+				t.Errorf("%s: target %s: queryType %q and format %s disagree (timeseries 0, table 1)", name, tg.RefID, tg.QueryType, tg.Format)
 			}
 			checkSQLText(t, name, tg.RawSQL, d, nil)
 		case pluginPrometheus:
 			if strings.TrimSpace(tg.Expr) == "" {
 				t.Errorf("%s: Prometheus target %s has no expr", name, tg.RefID)
+			}
+			if tg.Format != nil {
+				var format string
+				if err := json.Unmarshal(tg.Format, &format); err != nil || !slices.Contains([]string{"time_series", "table", "heatmap"}, format) {
+					t.Errorf("%s: Prometheus target %s: format %s; want time_series, table or heatmap", name, tg.RefID, tg.Format)
+				}
 			}
 			for _, r := range references(tg.Expr) {
 				if _, ok := d.variable(r.name); !ok && !grafanaBuiltins[r.name] {

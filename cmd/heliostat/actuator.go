@@ -23,6 +23,7 @@ import (
 	"github.com/heliostat-dev/heliostat/actuator/loop"
 	"github.com/heliostat-dev/heliostat/actuator/slurmadapter"
 	"github.com/heliostat-dev/heliostat/collector/publish"
+	"github.com/heliostat-dev/heliostat/internal/buildinfo"
 	"github.com/heliostat-dev/heliostat/internal/chconn"
 	"github.com/heliostat-dev/heliostat/internal/health"
 	"github.com/heliostat-dev/heliostat/predictor/live"
@@ -113,7 +114,7 @@ func runActuator(ctx context.Context, args []string, e *env) error {
 		return err
 	}
 	defer act.ln.Close()
-	reg.MustRegister(health.Gauge(act.ready), buildInfo())
+	reg.MustRegister(health.Gauge(act.ready), buildinfo.Collector())
 	mode := "dry run (--actuator.apply not set)"
 	if gc.Apply {
 		mode = "APPLYING actions"

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/heliostat-dev/heliostat/internal/buildinfo"
 	"github.com/heliostat-dev/heliostat/internal/health"
 	"github.com/heliostat-dev/heliostat/internal/tlsfiles"
 	"github.com/heliostat-dev/heliostat/internal/web"
@@ -64,54 +64,10 @@ func commands() []command {
 		{"schema", "ClickHouse schema: `schema apply`, `schema show`", runSchema},
 		{"bench", "benchmarks: `bench ingest [--rows N] [--json]` (Kafka → ClickHouse), `bench api [--rate 5000 --duration 10s] [--json]` (advisory API latency)", runBench},
 		{"version", "print the version", func(_ context.Context, _ []string, e *env) error {
-			fmt.Fprintln(e.stdout, "heliostat", buildVersion(), runtime.Version())
+			fmt.Fprintln(e.stdout, "heliostat", buildinfo.Version(), runtime.Version())
 			return nil
 		}},
 	}
-}
-
-// version is set at link time (make build: -X main.version=$(git describe));
-// empty, buildVersion asks the Go build information.
-var version = ""
-
-// buildVersion returns the binary's version: the one set at link time, else
-// the module version (go install …@v1.2.3), else the VCS revision the Go
-// toolchain stamped (with -dirty for uncommitted changes), else "dev".
-func buildVersion() string {
-	if version != "" {
-		return version
-	}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "dev"
-	}
-	if v := bi.Main.Version; v != "" && v != "(devel)" {
-		return v
-	}
-	var rev, dirty string
-	for _, kv := range bi.Settings {
-		switch {
-		case kv.Key == "vcs.revision":
-			rev = kv.Value
-		case kv.Key == "vcs.modified" && kv.Value == "true":
-			dirty = "-dirty"
-		}
-	}
-	if rev == "" {
-		return "dev"
-	}
-	return rev[:min(12, len(rev))] + dirty
-}
-
-// buildInfo is heliostat_build_info: 1, labelled with the binary's version
-// and Go version, on every part's /metrics, so a dashboard or an alert can
-// tell which parts run which release (during a rolling upgrade).
-func buildInfo() prometheus.Collector {
-	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name:        "heliostat_build_info",
-		Help:        "Always 1; the labels are the heliostat version and the Go version the binary was built with.",
-		ConstLabels: prometheus.Labels{"version": buildVersion(), "goversion": runtime.Version()},
-	}, func() float64 { return 1 })
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -220,6 +176,6 @@ func serveMetrics(w webFlags, logger *slog.Logger) (*prometheus.Registry, *web.S
 	if err != nil {
 		return nil, nil, err
 	}
-	reg.MustRegister(health.Gauge(srv.Ready), buildInfo())
+	reg.MustRegister(health.Gauge(srv.Ready), buildinfo.Collector())
 	return reg, srv, nil
 }
