@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/heliostat-dev/heliostat/internal/envdefault"
 	"github.com/heliostat-dev/heliostat/internal/health"
 	"github.com/heliostat-dev/heliostat/internal/logthrottle"
 	"github.com/heliostat-dev/heliostat/schemas"
@@ -84,12 +85,7 @@ type Config struct {
 // filled in. getenv supplies defaults from the environment
 // (HELIOSTAT_CLUSTER); nil means none.
 func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
-	cluster := DefaultCluster
-	if getenv != nil {
-		if v := getenv("HELIOSTAT_CLUSTER"); v != "" {
-			cluster = v
-		}
-	}
+	cluster := envdefault.String(getenv, "HELIOSTAT_CLUSTER", DefaultCluster)
 	// An unknown hostname leaves the default empty; New then fails and
 	// names the flag to set.
 	host, _ := os.Hostname()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/heliostat-dev/heliostat/internal/chconn"
+	"github.com/heliostat-dev/heliostat/internal/envdefault"
 	"github.com/heliostat-dev/heliostat/internal/kafkaconn"
 )
 
@@ -65,10 +66,7 @@ const DefaultDedupeWindow = 7 * 24 * time.Hour
 
 // RegisterFlags adds the ingest flags to fs.
 func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
-	brokers := getenv("HELIOSTAT_KAFKA_BROKERS")
-	if brokers == "" {
-		brokers = "127.0.0.1:9092"
-	}
+	brokers := envdefault.String(getenv, "HELIOSTAT_KAFKA_BROKERS", "127.0.0.1:9092")
 	fs.Func("kafka.brokers", "comma-separated Kafka bootstrap addresses ($HELIOSTAT_KAFKA_BROKERS, default "+brokers+")", func(s string) error {
 		c.Brokers = splitList(s)
 		return nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/heliostat-dev/heliostat/actuator/ces"
 	"github.com/heliostat-dev/heliostat/actuator/qssf"
+	"github.com/heliostat-dev/heliostat/internal/envdefault"
 	"github.com/heliostat-dev/heliostat/predictor/demand"
 )
 
@@ -56,12 +57,7 @@ const DefaultCluster = "default"
 // to fs. getenv supplies the default cluster (HELIOSTAT_CLUSTER, as the
 // collector reads it); nil means none.
 func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
-	cluster := DefaultCluster
-	if getenv != nil {
-		if v := getenv("HELIOSTAT_CLUSTER"); v != "" {
-			cluster = v
-		}
-	}
+	cluster := envdefault.String(getenv, "HELIOSTAT_CLUSTER", DefaultCluster)
 	fs.StringVar(&c.Cluster, "actuator.cluster", cluster, "the cluster the actuator acts on, as the collector names it (--collector.cluster): its jobs, demand history and audit records (env HELIOSTAT_CLUSTER)")
 	fs.DurationVar(&c.Interval, "actuator.interval", 30*time.Second, "time between two passes of the control loop")
 	fs.DurationVar(&c.UnknownDuration, "actuator.unknown-duration", 24*time.Hour, "run time assumed for a job with neither a prediction nor a time limit")

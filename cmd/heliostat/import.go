@@ -18,6 +18,7 @@ import (
 	"github.com/heliostat-dev/heliostat/ingest"
 	"github.com/heliostat-dev/heliostat/ingest/trace"
 	"github.com/heliostat-dev/heliostat/internal/chconn"
+	"github.com/heliostat-dev/heliostat/internal/envdefault"
 	"github.com/heliostat-dev/heliostat/internal/kafkaconn"
 	"github.com/heliostat-dev/heliostat/schemas"
 	"github.com/heliostat-dev/heliostat/schemas/migrate"
@@ -51,10 +52,7 @@ func (f *importFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&f.to, "to", "kafka", "where the job events go: kafka (topic "+schemas.TopicJobEvents+") or clickhouse (straight into job_events, for sites without Kafka)")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "read and convert the file, send nothing")
 	fs.BoolVar(&f.asJSON, "json", false, "print the summary as one JSON object on stdout")
-	brokers := getenv("HELIOSTAT_KAFKA_BROKERS")
-	if brokers == "" {
-		brokers = "127.0.0.1:9092"
-	}
+	brokers := envdefault.String(getenv, "HELIOSTAT_KAFKA_BROKERS", "127.0.0.1:9092")
 	f.brokers = splitComma(brokers)
 	fs.Func("kafka.brokers", "comma-separated Kafka bootstrap addresses ($HELIOSTAT_KAFKA_BROKERS, default "+brokers+")", func(s string) error {
 		f.brokers = splitComma(s)

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/heliostat-dev/heliostat/collector"
+	"github.com/heliostat-dev/heliostat/internal/envdefault"
 	"github.com/heliostat-dev/heliostat/internal/health"
 	"github.com/heliostat-dev/heliostat/internal/logthrottle"
 	"github.com/heliostat-dev/heliostat/schemas"
@@ -90,12 +91,7 @@ type Config struct {
 // filled in. getenv supplies defaults from the environment
 // (HELIOSTAT_PROC_ROOT); nil means none.
 func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
-	procRoot := DefaultProcRoot
-	if getenv != nil {
-		if v := getenv("HELIOSTAT_PROC_ROOT"); v != "" {
-			procRoot = v
-		}
-	}
+	procRoot := envdefault.String(getenv, "HELIOSTAT_PROC_ROOT", DefaultProcRoot)
 	fs.BoolVar(&c.Enabled, "attribution", true,
 		"attribute GPUs to Slurm jobs from their processes and publish allocation intervals (needs the nvml source)")
 	fs.DurationVar(&c.Interval, "attribution.interval", DefaultInterval,

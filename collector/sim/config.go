@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/heliostat-dev/heliostat/internal/envdefault"
 	"github.com/heliostat-dev/heliostat/schemas"
 )
 
@@ -92,12 +93,7 @@ type Config struct {
 // filled in. getenv supplies defaults from the environment
 // (HELIOSTAT_CLUSTER); nil means none.
 func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
-	cluster := DefaultCluster
-	if getenv != nil {
-		if v := getenv("HELIOSTAT_CLUSTER"); v != "" {
-			cluster = v
-		}
-	}
+	cluster := envdefault.String(getenv, "HELIOSTAT_CLUSTER", DefaultCluster)
 	fs.StringVar(&c.Cluster, "sim.cluster", cluster, "name of the simulated cluster (env HELIOSTAT_CLUSTER)")
 	fs.IntVar(&c.Nodes, "sim.nodes", DefaultNodes, "nodes of the simulated cluster; must match --sim.vcs")
 	fs.IntVar(&c.GPUsPerNode, "sim.gpus-per-node", DefaultGPUsPerNode, "GPUs of each simulated node")

@@ -17,6 +17,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/heliostat-dev/heliostat/internal/envdefault"
 	"github.com/heliostat-dev/heliostat/internal/tlsfiles"
 )
 
@@ -61,10 +62,7 @@ type Config struct {
 
 // RegisterFlags adds the --clickhouse.* flags to fs, with defaults from getenv.
 func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
-	addr := getenv("HELIOSTAT_CLICKHOUSE_ADDR")
-	if addr == "" {
-		addr = "127.0.0.1:9000"
-	}
+	addr := envdefault.String(getenv, "HELIOSTAT_CLICKHOUSE_ADDR", "127.0.0.1:9000")
 	fs.StringVar(&c.Addr, "clickhouse.addr", addr, "ClickHouse native-protocol address host:port ($HELIOSTAT_CLICKHOUSE_ADDR)")
 	fs.StringVar(&c.Database, "clickhouse.database", "heliostat", "ClickHouse database that holds heliostat's tables")
 	fs.StringVar(&c.User, "clickhouse.user", "default", "ClickHouse user")
