@@ -23,18 +23,21 @@ build: ## build bin/heliostat, its version (heliostat version, heliostat_build_i
 run: build deps ## run the whole pipeline on the embedded default (Ctrl-C stops it)
 	./$(BIN) up
 
-deps: ## install clickhouse-server, Slurm (slurmctld, slurmd, munge), chromium (the report's browser test) and systemd (systemd-analyze, for the units' test) when missing (Debian, as root); otherwise say what to install
+deps: ## install clickhouse-server, Slurm (slurmctld, slurmd, munge), chromium (the report's browser test), systemd (systemd-analyze, for the units' test) and prometheus (promtool and the server, for the alert and dashboard tests; not its node exporter) when missing (Debian, as root); otherwise say what to install
 	@missing=""; \
 	command -v clickhouse-server >/dev/null 2>&1 || [ -x /usr/bin/clickhouse-server ] || missing="$$missing clickhouse-server clickhouse-client"; \
 	command -v slurmctld >/dev/null 2>&1 || [ -x /usr/sbin/slurmctld ] || missing="$$missing slurmctld slurmd slurm-client munge"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v systemd-analyze >/dev/null 2>&1 || missing="$$missing systemd"; \
-	if [ -z "$$missing" ]; then :; \
+	norec=""; command -v promtool >/dev/null 2>&1 || norec="prometheus"; \
+	if [ -z "$$missing$$norec" ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		echo "installing$$missing (Debian)"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+		echo "installing$$missing $$norec (Debian)"; \
+		apt-get update -qq && \
+		if [ -n "$$missing" ]; then DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi && \
+		if [ -n "$$norec" ]; then DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$norec >/dev/null; fi; \
 	else \
-		echo "missing:$$missing — run 'sudo apt-get install$$missing'" >&2; exit 1; \
+		echo "missing:$$missing $$norec — run 'sudo apt-get install$$missing $$norec'" >&2; exit 1; \
 	fi
 
 test: deps vet ## everything CI checks: vet, unit and integration tests against real ClickHouse and Kafka-protocol servers

@@ -1,7 +1,10 @@
 package dashboards
 
 import (
+	"bytes"
+	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -9,6 +12,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/heliostat-dev/heliostat/internal/promtest"
 )
 
 // ruleFile is a Prometheus rule file, as far as alerts.yaml uses it.
@@ -144,4 +149,165 @@ func checkAlerts(t *testing.T, families map[string]family) {
 		checked += checkExpr(t, families, "alert "+r.Alert, r.Expr, read...)
 	}
 	t.Logf("alerts: %d metric references checked", checked)
+}
+
+// ruleTests is a promtool rule test file, as far as alerts_test.yaml uses
+// it.
+type ruleTests struct {
+	RuleFiles []string `yaml:"rule_files"`
+	Tests     []struct {
+		Name  string `yaml:"name"`
+		Cases []struct {
+			EvalTime  string `yaml:"eval_time"`
+			AlertName string `yaml:"alertname"`
+			ExpAlerts []any  `yaml:"exp_alerts"`
+		} `yaml:"alert_rule_test"`
+	} `yaml:"tests"`
+}
+
+// TestAlertRules has Prometheus's promtool check alerts.yaml (expressions,
+// durations, templates) and run the unit tests of alerts_test.yaml, which
+// must test every alert both firing and silent. promtool compares the
+// annotations whole, so the tests run on a copy of alerts.yaml without the
+// descriptions: they check the summaries as rendered. It also checks
+// deploy/prometheus/scrape.yaml as a Prometheus config loading alerts.yaml,
+// with job names that the HeliostatComponentDown alert watches.
+func TestAlertRules(t *testing.T) {
+	rules := loadAlerts(t)
+	out, err := promtest.Promtool(t, ".", "check", "rules", "alerts.yaml")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if want := fmt.Sprintf("SUCCESS: %d rules found", len(rules)); !strings.Contains(out, want) {
+		t.Errorf("promtool check rules: want %q in\n%s", want, out)
+	}
+
+	// Every alert is tested firing and silent.
+	b, err := os.ReadFile("alerts_test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tests ruleTests
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&tests); err != nil {
+		t.Fatalf("alerts_test.yaml: %v", err)
+	}
+	if !slices.Equal(tests.RuleFiles, []string{"alerts.yaml"}) {
+		t.Errorf("alerts_test.yaml: rule_files %v; want [alerts.yaml]", tests.RuleFiles)
+	}
+	firing, silent := map[string]int{}, map[string]int{}
+	for _, tc := range tests.Tests {
+		for _, c := range tc.Cases {
+			if len(c.ExpAlerts) > 0 {
+				firing[c.AlertName]++
+			} else {
+				silent[c.AlertName]++
+			}
+		}
+	}
+	names := map[string]bool{}
+	for _, r := range rules {
+		names[r.Alert] = true
+		if firing[r.Alert] == 0 || silent[r.Alert] == 0 {
+			t.Errorf("alerts_test.yaml tests %s firing in %d cases and silent in %d; want both", r.Alert, firing[r.Alert], silent[r.Alert])
+		}
+	}
+	for n := range firing {
+		if !names[n] {
+			t.Errorf("alerts_test.yaml tests %s, which alerts.yaml does not define", n)
+		}
+	}
+
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "alerts.yaml"), withoutDescriptions(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "alerts_test.yaml"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := promtest.Promtool(t, dir, "test", "rules", "alerts_test.yaml"); err != nil {
+		t.Errorf("%v\n%s", err, out)
+	}
+
+	// The scrape jobs, as a config that loads these rules.
+	scrape, err := os.ReadFile(filepath.Join("..", "deploy", "prometheus", "scrape.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rulesAbs, err := filepath.Abs("alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(conf, append(fmt.Appendf(nil, "rule_files: [%q]\n", rulesAbs), scrape...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := promtest.Promtool(t, dir, "check", "config", "prometheus.yml"); err != nil {
+		t.Errorf("deploy/prometheus/scrape.yaml: %v\n%s", err, out)
+	}
+	for _, j := range scrapeJobs(t) {
+		if !strings.HasPrefix(j.Name, "heliostat-") {
+			t.Errorf("deploy/prometheus/scrape.yaml: job %s is not watched by HeliostatComponentDown (up{job=~\"heliostat-.*\"})", j.Name)
+		}
+	}
+}
+
+// withoutDescriptions is alerts.yaml without the alerts' description
+// annotations.
+func withoutDescriptions(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile("alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f map[string]any
+	if err := yaml.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	groups, _ := f["groups"].([]any)
+	for _, g := range groups {
+		rules, _ := g.(map[string]any)["rules"].([]any)
+		for _, r := range rules {
+			if ann, ok := r.(map[string]any)["annotations"].(map[string]any); ok {
+				delete(ann, "description")
+			}
+		}
+	}
+	out, err := yaml.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// scrapeJobs returns the jobs of deploy/prometheus/scrape.yaml.
+func scrapeJobs(t *testing.T) []promtest.Job {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "deploy", "prometheus", "scrape.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		ScrapeConfigs []struct {
+			JobName       string `yaml:"job_name"`
+			StaticConfigs []struct {
+				Targets []string `yaml:"targets"`
+			} `yaml:"static_configs"`
+		} `yaml:"scrape_configs"`
+	}
+	if err := yaml.Unmarshal(b, &f); err != nil {
+		t.Fatalf("deploy/prometheus/scrape.yaml: %v", err)
+	}
+	var jobs []promtest.Job
+	for _, sc := range f.ScrapeConfigs {
+		j := promtest.Job{Name: sc.JobName}
+		for _, s := range sc.StaticConfigs {
+			j.Targets = append(j.Targets, s.Targets...)
+		}
+		jobs = append(jobs, j)
+	}
+	if len(jobs) == 0 {
+		t.Fatal("deploy/prometheus/scrape.yaml has no scrape jobs")
+	}
+	return jobs
 }
