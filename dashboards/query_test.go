@@ -31,7 +31,8 @@ import (
 // same rows without the bound.
 // Then every Prometheus metric a panel names must be exposed by the
 // components' registries, with the labels the query uses, and those
-// registries must pass promlint.
+// registries must pass promlint; and a real Prometheus scraping them must
+// evaluate every panel query and alert (checkPrometheusServer).
 func TestPanels(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts ClickHouse and a broker and runs the pipeline; skipped with -short")
@@ -67,6 +68,7 @@ func TestPanels(t *testing.T) {
 		s.checkSubmitBounds(t, s.boundedQueries(t, seedCluster), "seeded, cluster "+seedCluster)
 	})
 	t.Run("prometheus", func(t *testing.T) { s.checkPrometheus(t) })
+	t.Run("prometheus server", func(t *testing.T) { s.checkPrometheusServer(t) })
 }
 
 var dumpDir = flag.String("dump", "", "write every panel query (expanded) and its first rows to files in this directory, for review")

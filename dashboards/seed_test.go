@@ -309,13 +309,19 @@ func seed(t *testing.T) *seeded {
 		t.Fatal(err)
 	}
 	defer colPub.Close()
-	if _, err := collector.New(collector.Config{Cluster: seedCluster, Host: "gpu-host"}, synthetic.New("gpu-host", 2, 1), colPub, logger, colReg, nil); err != nil {
+	col, err := collector.New(collector.Config{Cluster: seedCluster, Host: "gpu-host", Interval: collector.MinInterval}, synthetic.New("gpu-host", 2, 1), colPub, logger, colReg, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	jobPub := &collector.JobPublisher{Pub: colPub, Cluster: seedCluster, Source: schemas.SourceSlurm}
-	if _, err := attrib.New(attrib.Config{Host: "gpu-host", StateFile: t.TempDir() + "/attribution.json"}, noProcesses{}, jobPub, logger, colReg, nil); err != nil {
+	att, err := attrib.New(attrib.Config{Host: "gpu-host", StateFile: t.TempDir() + "/attribution.json"}, noProcesses{}, jobPub, logger, colReg, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
+	// Both run until ready (a tick, a poll), so their gauges say what a
+	// running collector's do, not what they say before the first tick.
+	runUntilReady(t, "GPU collector", col.Run, col.Ready)
+	runUntilReady(t, "GPU attribution", att.Run, att.Ready)
 	slurmReg := reg("collector --source slurm")
 	slurmPub, err := publish.New(publish.Config{Brokers: []string{broker}, SpoolDir: t.TempDir()}, logger, slurmReg)
 	if err != nil {
@@ -337,6 +343,26 @@ func seed(t *testing.T) *seeded {
 		t.Logf("seeded %s: %d rows", table, schematest.Count(t, conn, db+"."+table))
 	}
 	return s
+}
+
+// runUntilReady runs a component until ready reports no error, then stops
+// it and waits for run to return.
+func runUntilReady(t *testing.T, what string, run func(context.Context) error, ready func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for ready() != nil && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if err := ready(); err != nil {
+		t.Fatalf("%s not ready within 30s: %v", what, err)
+	}
 }
 
 // noProcesses lists no GPU process: the attribution beside the GPU

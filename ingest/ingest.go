@@ -91,6 +91,14 @@ func New(cfg Config, conn driver.Conn, logger *slog.Logger, reg prometheus.Regis
 		in.m.ledgerRepairs.WithLabelValues(h.table(), "ledger_written")
 		in.m.ledgerRepairs.WithLabelValues(h.table(), "sent_again")
 		in.m.seqGaps.WithLabelValues(h.topic())
+		// Series start at zero, so that increase() and rate() count a
+		// first dead letter or resend (HeliostatDeadLetters).
+		for _, o := range []string{"inserted", "duplicate", "resent", "deadletter"} {
+			in.m.messages.WithLabelValues(h.topic(), o)
+		}
+	}
+	for _, k := range []string{"insert", "intents", "commit", "deadletter", "fetch", "group", "ledger", "retention", "inventory", "sequences", "sequence_header"} {
+		in.m.errors.WithLabelValues(k)
 	}
 	in.m.clickhouseUp.Set(1)
 	in.health = health.New(time.Now)

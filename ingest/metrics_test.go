@@ -30,6 +30,45 @@ func TestMetricsLint(t *testing.T) {
 	}
 }
 
+// TestMetricsStartAtZero: the series the alerts read with increase() or
+// rate() exist at zero before anything happened, since those functions see
+// no increase in a series' first sample (a first dead letter exported as a
+// new series at 1 would not fire HeliostatDeadLetters).
+func TestMetricsStartAtZero(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	cfg := ingest.Config{Brokers: []string{"127.0.0.1:9092"}, ClickHouse: chconn.Config{Addr: "127.0.0.1:9000", Database: "heliostat"}}
+	in, err := ingest.New(cfg, nil, slog.New(slog.DiscardHandler), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			key := mf.GetName()
+			for _, l := range m.GetLabel() {
+				key += " " + l.GetName() + "=" + l.GetValue()
+			}
+			series[key] = m.GetCounter().GetValue()
+		}
+	}
+	want := []string{"heliostat_ingest_errors_total kind=insert", "heliostat_ingest_errors_total kind=commit"}
+	for _, topic := range in.Topics() {
+		want = append(want,
+			"heliostat_ingest_messages_total outcome=deadletter topic="+topic,
+			"heliostat_ingest_messages_total outcome=resent topic="+topic,
+			"heliostat_ingest_sequence_gaps_total topic="+topic)
+	}
+	for _, k := range want {
+		if v, ok := series[k]; !ok || v != 0 {
+			t.Errorf("%s: present %v, value %v; want a series at 0", k, ok, v)
+		}
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	ch := chconn.Config{Addr: "127.0.0.1:9000", Database: "heliostat"}
 	for _, tc := range []struct {

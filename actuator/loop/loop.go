@@ -479,7 +479,7 @@ func (l *Loop) apply(ctx context.Context, now time.Time, todo []planned) ([]audi
 	}
 	if err := l.audit.Plan(ctx, recs); err != nil {
 		for _, p := range todo {
-			l.m.actions.WithLabelValues(string(p.a.Kind), "not_recorded").Inc()
+			l.m.actions.WithLabelValues(string(p.a.Kind), outcomeNotRecorded).Inc()
 		}
 		return nil, fmt.Errorf("loop: record %d planned actions (none sent): %w", len(recs), err)
 	}

@@ -5,8 +5,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/heliostat-dev/heliostat/actuator/adapter"
 	"github.com/heliostat-dev/heliostat/internal/metricsreg"
 )
+
+// outcomeNotRecorded counts actions not sent because their audit row
+// could not be written.
+const outcomeNotRecorded = "not_recorded"
 
 type metrics struct {
 	actions     *prometheus.CounterVec
@@ -65,6 +70,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "heliostat_actuator_demand_rebuilt_steps_total",
 			Help: "Demand steps rebuilt from the job records for the time before the saved demand history (so a new actuator forecasts without watching the cluster for a day first).",
 		}),
+	}
+	// Every kind and outcome starts at zero: increase() and rate() see no
+	// increase in a series' first sample, so a first failure would not
+	// fire HeliostatActuatorActionsFailing if its series appeared at 1.
+	for _, k := range []adapter.Kind{adapter.SetPriority, adapter.PowerDown, adapter.PowerUp} {
+		for _, o := range []string{string(adapter.Applied), string(adapter.Skipped), string(adapter.Failed), outcomeNotRecorded} {
+			m.actions.WithLabelValues(string(k), o)
+		}
 	}
 	if reg != nil {
 		if err := metricsreg.Register(reg, m.actions, m.predictions, m.duration, m.lastSuccess, m.errors, m.pending, m.forecastErrors, m.demandStore, m.demandRejected, m.demandRebuilt); err != nil {

@@ -387,7 +387,9 @@ type Rule struct {
 	Health    string `json:"health"` // ok, err or unknown (not evaluated yet)
 	LastError string `json:"lastError"`
 	State     string `json:"state"` // inactive, pending or firing
-	Alerts    []struct {
+	// LastEvaluation is when the rule was last evaluated (zero before).
+	LastEvaluation time.Time `json:"lastEvaluation"`
+	Alerts         []struct {
 		Labels map[string]string `json:"labels"`
 		State  string            `json:"state"`
 	} `json:"alerts"`
@@ -421,6 +423,8 @@ type Target struct {
 	Instance  string
 	Health    string `json:"health"` // up, down or unknown (not scraped yet)
 	LastError string `json:"lastError"`
+	// LastScrape is when the target was last scraped (zero before).
+	LastScrape time.Time `json:"lastScrape"`
 }
 
 // Targets returns the active targets.
