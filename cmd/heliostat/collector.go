@@ -36,9 +36,6 @@ func runCollector(ctx context.Context, args []string, e *env) error {
 	gpus := fs.Int("synthetic.gpus", 8, "GPUs the synthetic source reports")
 	var wf webFlags
 	wf.register(fs, ":9400")
-	if b := e.getenv("HELIOSTAT_KAFKA_BROKERS"); b != "" {
-		_ = fs.Set("kafka.brokers", b)
-	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -351,8 +352,12 @@ func TestSystemdUnits(t *testing.T) {
 		switch name {
 		case "heliostat-collector":
 			args = append(args, "--source=synthetic", "--synthetic.gpus=2")
-		case "heliostat-slurm-source", "heliostat-actuator":
+		case "heliostat-slurm-source":
 			args = append(args, "--slurm.conf="+c.Conf())
+		case "heliostat-actuator":
+			// The partition allowlist the unit's comment says to add,
+			// still without --actuator.apply.
+			args = append(args, "--slurm.conf="+c.Conf(), "--actuator.partitions=batch")
 		}
 		if name != "heliostat-collector" && name != "heliostat-slurm-source" {
 			args = append(args, "--clickhouse.database="+cfg.Database)
@@ -433,8 +438,26 @@ func TestSystemdUnits(t *testing.T) {
 	}
 	stopUnit(running[len(running)-1]) // the predictor
 	running = running[:len(running)-1]
+	// A job that stays pending in the allowlisted partition, so that the
+	// actuator decides a priority (and skips it: a dry run).
+	if _, err := c.Submit(ctx, "--begin=now+3600", "--wrap", "sleep 1"); err != nil {
+		t.Fatal(err)
+	}
 	act := start("heliostat-actuator")
 	ready(act)
+	// It logs each action to heliostat.actions on the brokers of
+	// heliostat.env, whether applied or, in this dry run, skipped.
+	sent := `heliostat_publisher_messages_total{outcome="sent",topic="` + schemas.TopicActions + `"}`
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		v, err := metricValue(act.base+"/metrics", sent)
+		if err == nil && v > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("heliostat-actuator: %s = %v (%v) after 60 s; want its actions published to $HELIOSTAT_KAFKA_BROKERS\n%s", sent, v, err, act.log.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	// The unit as shipped is a dry run: nothing reaches Slurm until an
 	// operator adds --actuator.apply.
 	resp, err := http.Get(act.base + "/v1/queue")
@@ -453,4 +476,24 @@ func TestSystemdUnits(t *testing.T) {
 	for i := len(running) - 1; i >= 0; i-- {
 		stopUnit(running[i])
 	}
+}
+
+// metricValue returns the value of series (its name and labels, sorted, as
+// the text exposition writes them) at the metrics URL.
+func metricValue(url, series string) (float64, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	for l := range strings.SplitSeq(string(body), "\n") {
+		if v, ok := strings.CutPrefix(l, series+" "); ok {
+			return strconv.ParseFloat(v, 64)
+		}
+	}
+	return 0, fmt.Errorf("no series %s", series)
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/heliostat-dev/heliostat/internal/envdefault"
 	"github.com/heliostat-dev/heliostat/internal/kafkaconn"
 )
 
@@ -56,10 +57,16 @@ type Config struct {
 // RegisterFlags registers the publisher's flags on fs, with the defaults
 // filled in. A SpoolDir set before the call is its flag's default, so that
 // two programs on one host can default to spools of their own. getenv
-// supplies the SASL credentials' defaults (kafkaconn.Config.RegisterFlags).
+// supplies the brokers' default ($HELIOSTAT_KAFKA_BROKERS) and the SASL
+// credentials' (kafkaconn.Config.RegisterFlags).
 func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	c.Brokers = []string{DefaultBroker}
-	fs.Var((*brokerList)(&c.Brokers), "kafka.brokers", "comma-separated Kafka bootstrap brokers, host:port")
+	if b := envdefault.String(getenv, "HELIOSTAT_KAFKA_BROKERS", ""); b != "" {
+		if err := (*brokerList)(&c.Brokers).Set(b); err != nil {
+			c.Brokers = []string{b} // Validate names what is wrong with it
+		}
+	}
+	fs.Var((*brokerList)(&c.Brokers), "kafka.brokers", "comma-separated Kafka bootstrap brokers, host:port (env HELIOSTAT_KAFKA_BROKERS)")
 	fs.DurationVar(&c.WriteTimeout, "kafka.write-timeout", DefaultWriteTimeout,
 		"timeout of one write to Kafka; messages that time out are spooled")
 	spool := cmp.Or(c.SpoolDir, DefaultSpoolDir)

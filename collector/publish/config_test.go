@@ -4,6 +4,7 @@ import (
 	"flag"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,6 +35,40 @@ func TestRegisterFlags(t *testing.T) {
 		}
 		if err := c.Validate(); err != nil {
 			t.Errorf("Validate(%+v) = %v; want nil", c, err)
+		}
+	}
+}
+
+// TestBrokersFromEnv: $HELIOSTAT_KAFKA_BROKERS is the default of
+// --kafka.brokers for every command with a publisher (the collector, the
+// actuator's action log), as the systemd units' heliostat.env expects.
+func TestBrokersFromEnv(t *testing.T) {
+	tests := []struct {
+		env  string
+		args []string
+		want []string
+	}{
+		{"", nil, []string{"127.0.0.1:9092"}},
+		{"k1:9092, k2:9092", nil, []string{"k1:9092", "k2:9092"}},
+		{"k1:9092", []string{"--kafka.brokers=k3:9092"}, []string{"k3:9092"}},
+	}
+	for _, tt := range tests {
+		var c Config
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		c.RegisterFlags(fs, func(k string) string {
+			if k == "HELIOSTAT_KAFKA_BROKERS" {
+				return tt.env
+			}
+			return ""
+		})
+		if err := fs.Parse(tt.args); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(c.Brokers, tt.want) {
+			t.Errorf("env %q, args %q: brokers %q; want %q", tt.env, tt.args, c.Brokers, tt.want)
+		}
+		if def := fs.Lookup("kafka.brokers").DefValue; tt.env != "" && def != strings.Join(tt.want, ",") && tt.args == nil {
+			t.Errorf("env %q: -h shows default %q", tt.env, def)
 		}
 	}
 }
