@@ -11,8 +11,12 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 # staticcheck, pinned; `go run` fetches it through the module proxy on first use.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 export GOFLAGS ?= -buildvcs=false
+# make install: where (DESTDIR stages the tree for a package)
+PREFIX     ?= /usr/local
+SYSCONFDIR ?= /etc
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
 
-.PHONY: help build run test test-short deps bench bench-go lint fmt vet fuzz generate clean
+.PHONY: help build run test test-short deps bench bench-go lint fmt vet fuzz generate install uninstall clean
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -73,6 +77,30 @@ fmt: ## gofmt the tree
 
 generate: ## regenerate golden test vectors (review the diff)
 	$(GO) test ./schemas/ -run TestGolden -update
+
+install: build ## install bin/heliostat to $(PREFIX)/bin, the systemd units to $(UNITDIR), $(SYSCONFDIR)/heliostat/heliostat.env (an existing one is kept), the alert rules, scrape jobs and Grafana dashboards to $(PREFIX)/share/heliostat; DESTDIR stages it elsewhere
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/heliostat \
+		$(DESTDIR)$(PREFIX)/share/heliostat/prometheus $(DESTDIR)$(PREFIX)/share/heliostat/grafana/provisioning
+	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/heliostat
+	for u in deploy/systemd/*.service; do \
+		sed -e 's|/usr/local/bin/heliostat|$(PREFIX)/bin/heliostat|g' -e 's|/etc/heliostat/|$(SYSCONFDIR)/heliostat/|g' $$u > $(DESTDIR)$(UNITDIR)/$$(basename $$u).tmp && \
+		chmod 0644 $(DESTDIR)$(UNITDIR)/$$(basename $$u).tmp && mv $(DESTDIR)$(UNITDIR)/$$(basename $$u).tmp $(DESTDIR)$(UNITDIR)/$$(basename $$u) || exit 1; \
+	done
+	@if [ -e $(DESTDIR)$(SYSCONFDIR)/heliostat/heliostat.env ]; then \
+		echo "kept $(DESTDIR)$(SYSCONFDIR)/heliostat/heliostat.env (the shipped one is deploy/systemd/heliostat.env)"; \
+	else \
+		install -m 0644 deploy/systemd/heliostat.env $(DESTDIR)$(SYSCONFDIR)/heliostat/heliostat.env; \
+	fi
+	install -m 0644 dashboards/alerts.yaml deploy/prometheus/scrape.yaml $(DESTDIR)$(PREFIX)/share/heliostat/prometheus/
+	install -m 0644 dashboards/*.json $(DESTDIR)$(PREFIX)/share/heliostat/grafana/
+	install -m 0644 dashboards/provisioning/*.yaml $(DESTDIR)$(PREFIX)/share/heliostat/grafana/provisioning/
+	@echo "installed heliostat $(VERSION) under $(DESTDIR)$(PREFIX); next (docs/OPERATIONS.md, Deploying): useradd --system heliostat," \
+		"edit $(SYSCONFDIR)/heliostat/heliostat.env, systemctl daemon-reload, systemctl enable --now the host's units"
+
+uninstall: ## remove what make install installed, except $(SYSCONFDIR)/heliostat/heliostat.env (stop and disable the units first)
+	rm -f $(DESTDIR)$(PREFIX)/bin/heliostat
+	for u in deploy/systemd/*.service; do rm -f $(DESTDIR)$(UNITDIR)/$$(basename $$u); done
+	rm -rf $(DESTDIR)$(PREFIX)/share/heliostat
 
 clean: ## remove build output (not the data directory of `make run`)
 	rm -rf bin

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -496,4 +498,94 @@ func metricValue(url, series string) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no series %s", series)
+}
+
+// shippedPath matches the paths of the shipped units that make install
+// replaces with PREFIX's and SYSCONFDIR's.
+var shippedPath = regexp.MustCompile(`(^|[\s=:])(/usr/local/bin/|/etc/heliostat/)`)
+
+// TestMakeInstall runs make install as an operator would (the paths under a
+// temporary directory, so that they exist as the units name them): the
+// binary stamped with VERSION, every unit pointing at it and at the
+// installed heliostat.env and passing systemd-analyze verify, the alert
+// rules, scrape jobs and dashboards beside them; a second install keeps an
+// edited heliostat.env; make uninstall removes the rest.
+func TestMakeInstall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make")
+	}
+	dir := t.TempDir()
+	prefix, etc := filepath.Join(dir, "usr"), filepath.Join(dir, "etc")
+	vars := []string{"PREFIX=" + prefix, "SYSCONFDIR=" + etc, "BIN=" + filepath.Join(dir, "build", "heliostat"), "VERSION=v9.9.9-test"}
+	make := func(target string) string {
+		t.Helper()
+		out, err := exec.Command("make", append([]string{"-C", "../..", target}, vars...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("make %s: %v\n%s", target, err, out)
+		}
+		return string(out)
+	}
+	make("install")
+
+	bin := filepath.Join(prefix, "bin", "heliostat")
+	if out, err := exec.Command(bin, "version").CombinedOutput(); err != nil || !strings.Contains(string(out), "v9.9.9-test") {
+		t.Errorf("%s version: %v: %q; want v9.9.9-test", bin, err, out)
+	}
+	envFile := filepath.Join(etc, "heliostat", "heliostat.env")
+	units, err := filepath.Glob(filepath.Join(deployDir, "systemd", "*.service"))
+	if err != nil || len(units) == 0 {
+		t.Fatalf("no units in deploy/systemd: %v", err)
+	}
+	var installed []string
+	for _, u := range units {
+		f := filepath.Join(prefix, "lib", "systemd", "system", filepath.Base(u))
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Errorf("unit %s not installed: %v", filepath.Base(u), err)
+			continue
+		}
+		installed = append(installed, f)
+		for _, want := range []string{"ExecStart=" + bin + " ", "EnvironmentFile=" + envFile + "\n"} {
+			if !strings.Contains(string(b), want) {
+				t.Errorf("%s: no %q", f, want)
+			}
+		}
+		if m := shippedPath.FindString(string(b)); m != "" {
+			t.Errorf("%s still names %q", f, m)
+		}
+	}
+	if out, err := exec.Command("systemd-analyze", append([]string{"verify"}, installed...)...).CombinedOutput(); err != nil || len(strings.TrimSpace(string(out))) > 0 {
+		t.Errorf("systemd-analyze verify of the installed units: %v\n%s", err, out)
+	}
+	share := filepath.Join(prefix, "share", "heliostat")
+	for _, f := range []string{"prometheus/alerts.yaml", "prometheus/scrape.yaml", "grafana/pipeline.json", "grafana/provisioning/dashboards.yaml"} {
+		if _, err := os.Stat(filepath.Join(share, f)); err != nil {
+			t.Errorf("not installed: %v", err)
+		}
+	}
+
+	// An operator's heliostat.env survives the next release's install.
+	edited := []byte("HELIOSTAT_CLUSTER=edited\n")
+	if err := os.WriteFile(envFile, edited, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := make("install"); !strings.Contains(out, "kept "+envFile) {
+		t.Errorf("second make install does not say it kept %s:\n%s", envFile, out)
+	}
+	if b, _ := os.ReadFile(envFile); !bytes.Equal(b, edited) {
+		t.Errorf("make install replaced the edited heliostat.env with %q", b)
+	}
+
+	make("uninstall")
+	for _, f := range append([]string{bin, share}, installed...) {
+		if _, err := os.Stat(f); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("make uninstall left %s (%v)", f, err)
+		}
+	}
+	if _, err := os.Stat(envFile); err != nil {
+		t.Errorf("make uninstall removed heliostat.env: %v", err)
+	}
 }
