@@ -283,28 +283,9 @@ func withoutDescriptions(t *testing.T) []byte {
 // scrapeJobs returns the jobs of deploy/prometheus/scrape.yaml.
 func scrapeJobs(t *testing.T) []promtest.Job {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "deploy", "prometheus", "scrape.yaml"))
+	jobs, err := promtest.ReadScrapeJobs(filepath.Join("..", "deploy", "prometheus", "scrape.yaml"))
 	if err != nil {
 		t.Fatal(err)
-	}
-	var f struct {
-		ScrapeConfigs []struct {
-			JobName       string `yaml:"job_name"`
-			StaticConfigs []struct {
-				Targets []string `yaml:"targets"`
-			} `yaml:"static_configs"`
-		} `yaml:"scrape_configs"`
-	}
-	if err := yaml.Unmarshal(b, &f); err != nil {
-		t.Fatalf("deploy/prometheus/scrape.yaml: %v", err)
-	}
-	var jobs []promtest.Job
-	for _, sc := range f.ScrapeConfigs {
-		j := promtest.Job{Name: sc.JobName}
-		for _, s := range sc.StaticConfigs {
-			j.Targets = append(j.Targets, s.Targets...)
-		}
-		jobs = append(jobs, j)
 	}
 	if len(jobs) == 0 {
 		t.Fatal("deploy/prometheus/scrape.yaml has no scrape jobs")

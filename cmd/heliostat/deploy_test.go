@@ -21,9 +21,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/heliostat-dev/heliostat/collector/slurm/slurmtest"
+	"github.com/heliostat-dev/heliostat/internal/promtest"
 	"github.com/heliostat-dev/heliostat/schemas"
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
@@ -180,31 +180,18 @@ func loadUnits(t *testing.T, env map[string]string, stateRoot, credDir string) m
 	if err != nil {
 		t.Fatal(err)
 	}
-	var scrape struct {
-		ScrapeConfigs []struct {
-			JobName       string `yaml:"job_name"`
-			StaticConfigs []struct {
-				Targets []string `yaml:"targets"`
-			} `yaml:"static_configs"`
-		} `yaml:"scrape_configs"`
-	}
-	b, err := os.ReadFile(filepath.Join(deployDir, "prometheus", "scrape.yaml"))
+	jobs, err := promtest.ReadScrapeJobs(filepath.Join(deployDir, "prometheus", "scrape.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := yaml.Unmarshal(b, &scrape); err != nil {
-		t.Fatalf("scrape.yaml: %v", err)
-	}
 	ports := map[string][]string{} // scrape job → target ports
-	for _, sc := range scrape.ScrapeConfigs {
-		for _, st := range sc.StaticConfigs {
-			for _, target := range st.Targets {
-				_, port, err := net.SplitHostPort(target)
-				if err != nil {
-					t.Errorf("scrape.yaml: job %s: target %q: %v", sc.JobName, target, err)
-				}
-				ports[sc.JobName] = append(ports[sc.JobName], port)
+	for _, j := range jobs {
+		for _, target := range j.Targets {
+			_, port, err := net.SplitHostPort(target)
+			if err != nil {
+				t.Errorf("scrape.yaml: job %s: target %q: %v", j.Name, target, err)
 			}
+			ports[j.Name] = append(ports[j.Name], port)
 		}
 	}
 	units := map[string]deployedUnit{}

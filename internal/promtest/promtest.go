@@ -446,3 +446,32 @@ func (s *Server) Targets(ctx context.Context) ([]Target, error) {
 	}
 	return out, nil
 }
+
+// ReadScrapeJobs reads the static scrape jobs of a Prometheus configuration
+// file (deploy/prometheus/scrape.yaml): each job's name and targets.
+func ReadScrapeJobs(path string) ([]Job, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("promtest: %w", err)
+	}
+	var f struct {
+		ScrapeConfigs []struct {
+			JobName       string `yaml:"job_name"`
+			StaticConfigs []struct {
+				Targets []string `yaml:"targets"`
+			} `yaml:"static_configs"`
+		} `yaml:"scrape_configs"`
+	}
+	if err := yaml.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("promtest: %s: %w", path, err)
+	}
+	jobs := make([]Job, 0, len(f.ScrapeConfigs))
+	for _, sc := range f.ScrapeConfigs {
+		j := Job{Name: sc.JobName}
+		for _, s := range sc.StaticConfigs {
+			j.Targets = append(j.Targets, s.Targets...)
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs, nil
+}
