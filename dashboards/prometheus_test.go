@@ -33,6 +33,10 @@ var scrapeJob = map[string]string{
 // $__range for a dashboard showing the last hour.
 var grafanaRanges = strings.NewReplacer("$__rate_interval", "4s", "$__range", "1h")
 
+// partsQuery is the Parts panel's query of pipeline.json: each scraped
+// part's readiness with its version.
+const partsQuery = `max by (job, instance, version) (heliostat_ready * on (job, instance) group_left (version) heliostat_build_info)`
+
 // vectorSelector matches a metric and its label matchers in an expression.
 var vectorSelector = regexp.MustCompile(`\b(heliostat_[a-z0-9_]+|up)(\{[^}]*\})?`)
 
@@ -184,7 +188,7 @@ func (s *seeded) checkPrometheusServer(t *testing.T) {
 	t.Logf("prometheus: %d targets up, %d alerts evaluated, %d panel queries evaluated, %d of them with series", len(targets), len(rules), evaluated, withData)
 
 	// Each part's row of the Parts panel: ready, with its version.
-	res, err := prom.Query(ctx, `max by (job, instance, version) (heliostat_ready * on (job, instance) group_left (version) heliostat_build_info)`)
+	res, err := prom.Query(ctx, partsQuery)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +202,7 @@ func (s *seeded) checkPrometheusServer(t *testing.T) {
 	if len(parts) != len(targets) {
 		t.Errorf("the Parts panel shows %d parts %v; %d targets are scraped", len(parts), parts, len(targets))
 	}
-	if !slices.Contains(pipelineExprs(t), `max by (job, instance, version) (heliostat_ready * on (job, instance) group_left (version) heliostat_build_info)`) {
+	if !slices.Contains(pipelineExprs(t), partsQuery) {
 		t.Error("pipeline.json no longer has the Parts query this test checks; update it")
 	}
 }
