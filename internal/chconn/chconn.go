@@ -119,6 +119,58 @@ func (c *Config) tlsConfig() (*tls.Config, error) {
 
 // Open connects and pings. getenv supplies $HELIOSTAT_CLICKHOUSE_PASSWORD.
 func (c *Config) Open(ctx context.Context, getenv func(string) string) (driver.Conn, error) {
+	opts, err := c.options(getenv)
+	if err != nil {
+		return nil, err
+	}
+	return c.connect(ctx, opts)
+}
+
+// Backoff bounds OpenWait's pauses between attempts: the first is
+// MinBackoff, each next one twice the last, up to MaxBackoff.
+const (
+	MinBackoff = time.Second
+	MaxBackoff = 30 * time.Second
+)
+
+// OpenWait opens a connection as Open does and runs prepare on it (a
+// long-running part's schema migration at start-up). While ClickHouse
+// cannot be reached or prepare fails, it tells report the error and
+// tries again, after MinBackoff doubling up to MaxBackoff, until it
+// succeeds or ctx ends (then it returns ctx's error). Settings that cannot
+// work (Validate, an unreadable password or TLS file) fail at once. So a
+// part started before its ClickHouse (a whole site powered on at once)
+// waits for it, serving its metrics and a not-ready probe that says why,
+// instead of exiting.
+func (c *Config) OpenWait(ctx context.Context, getenv func(string) string, prepare func(context.Context, driver.Conn) error, report func(err error, attempt int, retryIn time.Duration)) (driver.Conn, error) {
+	opts, err := c.options(getenv)
+	if err != nil {
+		return nil, err
+	}
+	pause := MinBackoff
+	for attempt := 1; ; attempt++ {
+		conn, err := c.connect(ctx, opts)
+		if err == nil {
+			if err = prepare(ctx, conn); err == nil {
+				return conn, nil
+			}
+			conn.Close()
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		report(err, attempt, pause)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, MaxBackoff)
+	}
+}
+
+// options checks the settings and reads the password and TLS files.
+func (c *Config) options(getenv func(string) string) (*clickhouse.Options, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -129,10 +181,6 @@ func (c *Config) Open(ctx context.Context, getenv func(string) string) (driver.C
 			return nil, fmt.Errorf("chconn: read password file: %w", err)
 		}
 		password = strings.TrimSpace(string(b))
-	}
-	timeout := c.DialTimeout
-	if timeout == 0 {
-		timeout = 5 * time.Second
 	}
 	user := c.User
 	if user == "" {
@@ -146,24 +194,36 @@ func (c *Config) Open(ctx context.Context, getenv func(string) string) (driver.C
 	if c.Compression == "none" {
 		comp = &clickhouse.Compression{Method: clickhouse.CompressionNone}
 	}
-	conn, err := clickhouse.Open(&clickhouse.Options{
+	return &clickhouse.Options{
 		Addr:            []string{c.Addr},
 		Auth:            clickhouse.Auth{Username: user, Password: password},
-		DialTimeout:     timeout,
+		DialTimeout:     c.dialTimeout(),
 		MaxOpenConns:    8,
 		MaxIdleConns:    4,
 		ConnMaxLifetime: time.Hour,
 		Compression:     comp,
 		TLS:             tc,
-	})
+	}, nil
+}
+
+func (c *Config) dialTimeout() time.Duration {
+	if c.DialTimeout == 0 {
+		return 5 * time.Second
+	}
+	return c.DialTimeout
+}
+
+// connect opens a connection pool with opts and pings the server.
+func (c *Config) connect(ctx context.Context, opts *clickhouse.Options) (driver.Conn, error) {
+	conn, err := clickhouse.Open(opts)
 	if err != nil {
 		return nil, fmt.Errorf("chconn: open %s: %w", c.Addr, err)
 	}
-	pctx, cancel := context.WithTimeout(ctx, timeout)
+	pctx, cancel := context.WithTimeout(ctx, c.dialTimeout())
 	defer cancel()
 	if err := conn.Ping(pctx); err != nil {
 		conn.Close()
-		if tc != nil {
+		if opts.TLS != nil {
 			return nil, fmt.Errorf("chconn: ping %s over TLS: %w", c.Addr, err)
 		}
 		return nil, fmt.Errorf("chconn: ping %s: %w", c.Addr, err)

@@ -2,13 +2,19 @@ package chconn
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/heliostat-dev/heliostat/internal/chserver"
 	"github.com/heliostat-dev/heliostat/internal/testpki"
@@ -180,5 +186,119 @@ func TestOpenTLS(t *testing.T) {
 				t.Fatalf("SELECT 1 = %d, %v; want 1", one, err)
 			}
 		})
+	}
+}
+
+// TestOpenWait starts waiting for a ClickHouse that is not there yet, then
+// starts one on the awaited port: OpenWait reports each failed attempt,
+// retries prepare until it succeeds, and returns a working connection.
+// Settings that cannot work fail at once, and a canceled wait returns.
+func TestOpenWait(t *testing.T) {
+	port, err := chserver.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Config{Addr: "127.0.0.1:" + strconv.Itoa(port), Database: "default", DialTimeout: time.Second}
+	never := func(error, int, time.Duration) { t.Error("report called for settings that cannot work") }
+	nop := func(context.Context, driver.Conn) error { return nil }
+
+	t.Run("unreadable password file", func(t *testing.T) {
+		bad := c
+		bad.PasswordFile = filepath.Join(t.TempDir(), "missing")
+		if _, err := bad.OpenWait(context.Background(), noenv, nop, never); err == nil || !strings.Contains(err.Error(), "password file") {
+			t.Fatalf("OpenWait = %v; want the password file's error at once", err)
+		}
+	})
+	t.Run("canceled while waiting", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		var attempts int
+		_, err := c.OpenWait(ctx, noenv, nop, func(err error, attempt int, _ time.Duration) {
+			attempts = attempt
+			cancel()
+		})
+		if !errors.Is(err, context.Canceled) || attempts != 1 {
+			t.Fatalf("OpenWait = %v after %d attempts; want context.Canceled after 1", err, attempts)
+		}
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	type result struct {
+		conn driver.Conn
+		err  error
+	}
+	var (
+		mu       sync.Mutex
+		reports  []string
+		pauses   []time.Duration
+		prepared int
+	)
+	done := make(chan result, 1)
+	go func() {
+		conn, err := c.OpenWait(ctx, noenv, func(ctx context.Context, conn driver.Conn) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if prepared++; prepared == 1 {
+				return errors.New("the first migration attempt fails")
+			}
+			return conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS default.waited (x UInt8) ENGINE = Memory")
+		}, func(err error, attempt int, retryIn time.Duration) {
+			mu.Lock()
+			defer mu.Unlock()
+			reports = append(reports, fmt.Sprintf("%d: %v", attempt, err))
+			pauses = append(pauses, retryIn)
+		})
+		done <- result{conn, err}
+	}()
+	// Let it fail at least twice before ClickHouse starts.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		mu.Lock()
+		n := len(reports)
+		mu.Unlock()
+		if n >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("OpenWait reported fewer than 2 failures in 30 s with no ClickHouse")
+		}
+	}
+	srv, err := chserver.Start(ctx, chserver.Config{Dir: t.TempDir(), Install: true, TCPPort: port}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("start ClickHouse: %v", err)
+	}
+	t.Cleanup(func() { _ = srv.Stop() })
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("OpenWait still waiting 2 minutes after ClickHouse started")
+	}
+	if r.err != nil {
+		t.Fatalf("OpenWait = %v", r.err)
+	}
+	defer r.conn.Close()
+	var n uint64
+	if err := r.conn.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = 'default' AND name = 'waited'").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("the table prepare created: %d, %v; want 1", n, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("reports: %q", reports)
+	for i, rep := range reports {
+		if want := fmt.Sprintf("%d: ", i+1); !strings.HasPrefix(rep, want) {
+			t.Errorf("report %d = %q; want attempt %d", i, rep, i+1)
+		}
+		if want := min(MinBackoff<<i, MaxBackoff); pauses[i] != want {
+			t.Errorf("report %d: retry in %v; want %v", i, pauses[i], want)
+		}
+	}
+	if !strings.Contains(reports[0], "chconn: ping "+c.Addr) {
+		t.Errorf("first report %q; want the failed ping of %s", reports[0], c.Addr)
+	}
+	if last := reports[len(reports)-1]; !strings.Contains(last, "the first migration attempt fails") {
+		t.Errorf("last report %q; want prepare's failure, retried", last)
+	}
+	if prepared != 2 {
+		t.Errorf("prepare ran %d times; want 2 (a failure, then success)", prepared)
 	}
 }

@@ -25,6 +25,7 @@ type Server struct {
 	ln      net.Listener
 	scheme  string // http or https
 	ready   atomic.Bool
+	waiting atomic.Pointer[error] // why it is still starting (Starting)
 	checkMu sync.Mutex
 	checks  []func() error
 	mux     *http.ServeMux
@@ -84,10 +85,25 @@ func (s *Server) SetReady(ok bool) { s.ready.Store(ok) }
 // errStarting is what Ready says before SetReady(true).
 var errStarting = errors.New("starting")
 
+// Starting says what the process waits for before it can SetReady(true),
+// such as a dependency that does not answer yet: /-/ready's 503 names it
+// after "starting". nil clears it.
+func (s *Server) Starting(reason error) {
+	if reason == nil {
+		s.waiting.Store(nil)
+		return
+	}
+	s.waiting.Store(&reason)
+}
+
 // Ready returns nil when /-/ready answers 200, and otherwise what its 503
-// names: "starting" before SetReady(true), then each failing check.
+// names: "starting" before SetReady(true) (with what it waits for, from
+// Starting), then each failing check.
 func (s *Server) Ready() error {
 	if !s.ready.Load() {
+		if why := s.waiting.Load(); why != nil {
+			return fmt.Errorf("%w: %w", errStarting, *why)
+		}
 		return errStarting
 	}
 	s.checkMu.Lock()

@@ -22,17 +22,20 @@ func TestReadyProbe(t *testing.T) {
 	tests := []struct {
 		name     string
 		ready    bool
+		waiting  error // given to Starting
 		check    func() error
 		wantCode int
 		wantBody string
 	}{
-		{"starting", false, nil, http.StatusServiceUnavailable, "not ready:\nstarting"},
-		{"ready without a check", true, nil, http.StatusOK, "ready"},
-		{"check passes", true, func() error { return nil }, http.StatusOK, "ready"},
-		{"check fails", true, func() error {
+		{"starting", false, nil, nil, http.StatusServiceUnavailable, "not ready:\nstarting"},
+		{"starting, waiting for a dependency", false, errors.New("clickhouse: connection refused"), nil, http.StatusServiceUnavailable, "not ready:\nstarting: clickhouse: connection refused\n"},
+		{"ready without a check", true, nil, nil, http.StatusOK, "ready"},
+		{"ready once the wait is over", true, errors.New("clickhouse: connection refused"), nil, http.StatusOK, "ready"},
+		{"check passes", true, nil, func() error { return nil }, http.StatusOK, "ready"},
+		{"check fails", true, nil, func() error {
 			return errors.Join(errors.New("kafka: joining consumer group g"), errors.New("clickhouse: failing for 3s"))
 		}, http.StatusServiceUnavailable, "not ready:\nkafka: joining consumer group g\nclickhouse: failing for 3s\n"},
-		{"a failing check waits for SetReady", false, func() error { return errors.New("x") }, http.StatusServiceUnavailable, "not ready:\nstarting"},
+		{"a failing check waits for SetReady", false, nil, func() error { return errors.New("x") }, http.StatusServiceUnavailable, "not ready:\nstarting"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -44,6 +47,7 @@ func TestReadyProbe(t *testing.T) {
 			if tt.check != nil {
 				s.AddCheck(tt.check)
 			}
+			s.Starting(tt.waiting)
 			s.SetReady(tt.ready)
 			w := httptest.NewRecorder()
 			s.mux.ServeHTTP(w, httptest.NewRequest("GET", "/-/ready", nil))
