@@ -76,74 +76,93 @@ func runActuator(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
+	token, err := api.ReadToken(ac, e.getenv, os.ReadFile)
+	if err != nil {
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	conn, err := openMigrated(ctx, ch, e, logger)
+	// The API's port answers from the start: /metrics, and /readyz saying
+	// what the actuator waits for until ClickHouse is reachable.
+	ln, scheme, err := listenAPI(ac, token != "", time.Now, logger)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	sched, err := slurmadapter.New(sc, nil, reg, time.Now)
-	if err != nil {
-		return err
-	}
-	var (
-		runner    *live.Runner
-		predictor loop.Predictor
-	)
-	if *pred == "live" {
-		pc.Database = ch.Database
-		if runner, err = live.New(pc, conn, logger, reg, time.Now); err != nil {
-			return err
-		}
-		predictor = runner
-	}
-	var (
-		pub  *publish.Publisher
-		apub audit.Publisher
-	)
-	if *pubA {
-		if pub, err = publish.New(kc, logger, reg); err != nil {
-			return err
-		}
-		defer pub.Close()
-		apub = pub
-	}
-	act, err := startActuator(ac, gc, lc, sched, predictor, apub, true, keep, time.Now, conn, ch.Database, e.getenv, reg, logger)
-	if err != nil {
-		return err
-	}
-	defer act.ln.Close()
-	reg.MustRegister(health.Gauge(act.ready), buildinfo.Collector())
-	mode := "dry run (--actuator.apply not set)"
-	if gc.Apply {
-		mode = "APPLYING actions"
-	}
-	logger.Info("actuator running", "mode", mode, "scheduler", "slurm", "partitions", gc.Partitions, "nodes", gc.Nodes,
-		"api", act.scheme+"://"+httpAddr(act.ln.Addr().String())+"/v1/queue", "token_set", act.token, "predictor", *pred)
+	defer ln.Close()
+	gate := api.NewGate(reg)
+	reg.MustRegister(health.Gauge(gate.Ready), buildinfo.Collector())
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
-	if pub != nil {
-		g.Go(func() error { return pub.Run(gctx) })
-	}
-	if runner != nil {
-		g.Go(func() error { return runner.Run(gctx) })
-	}
-	g.Go(func() error { return act.loop.Run(gctx) })
-	g.Go(func() error { return act.expiry.Run(gctx) })
-	g.Go(func() error { return serveAPI(gctx, act.ln, act.api, logger) })
+	g.Go(func() error { return serveAPI(gctx, ln, gate, logger) })
+	g.Go(func() error {
+		defer cancel()
+		conn, err := waitMigrated(gctx, ch, e, logger, gate.Waiting)
+		if err != nil {
+			if gctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		defer conn.Close()
+		sched, err := slurmadapter.New(sc, nil, reg, time.Now)
+		if err != nil {
+			return err
+		}
+		var (
+			runner    *live.Runner
+			predictor loop.Predictor
+		)
+		if *pred == "live" {
+			pc.Database = ch.Database
+			if runner, err = live.New(pc, conn, logger, reg, time.Now); err != nil {
+				return err
+			}
+			predictor = runner
+		}
+		var (
+			pub  *publish.Publisher
+			apub audit.Publisher
+		)
+		if *pubA {
+			if pub, err = publish.New(kc, logger, reg); err != nil {
+				return err
+			}
+			defer pub.Close()
+			apub = pub
+		}
+		act, err := startActuator(ac, gc, lc, sched, predictor, apub, true, keep, time.Now, conn, ch.Database, token, reg, logger)
+		if err != nil {
+			return err
+		}
+		gate.Open(act.api, act.ready)
+		mode := "dry run (--actuator.apply not set)"
+		if gc.Apply {
+			mode = "APPLYING actions"
+		}
+		logger.Info("actuator running", "mode", mode, "scheduler", "slurm", "partitions", gc.Partitions, "nodes", gc.Nodes,
+			"api", scheme+"://"+httpAddr(ln.Addr().String())+"/v1/queue", "token_set", token != "", "predictor", *pred)
+		parts, pctx := errgroup.WithContext(gctx)
+		if pub != nil {
+			parts.Go(func() error { return pub.Run(pctx) })
+		}
+		if runner != nil {
+			parts.Go(func() error { return runner.Run(pctx) })
+		}
+		parts.Go(func() error { return act.loop.Run(pctx) })
+		parts.Go(func() error { return act.expiry.Run(pctx) })
+		return parts.Wait()
+	})
 	return g.Wait()
 }
 
-// startedActuator is a started actuator: its control loop, and its advisory API
-// with the listener it serves on.
+// startedActuator is a started actuator: its control loop and its advisory
+// API.
 type startedActuator struct {
 	loop   *loop.Loop
 	expiry *audit.Expiry // of the actions table
 	api    http.Handler
 	ready  func() error // what /readyz answers
-	ln     net.Listener
-	scheme string // http, or https with --actuator.tls.cert
-	token  bool   // a bearer token is configured
 }
 
 // loopback reports whether a listener's address is a loopback one.
@@ -156,9 +175,10 @@ func loopback(a net.Addr) bool {
 // estimates (nil: time limits), publishing settled actions through pub (nil:
 // the actions table only), keeping the demand history in ClickHouse across
 // restarts when keepDemand, expiring actions older than auditRetention (0:
-// none) on the scheduler's clock schedNow, and opens the API's listener;
-// heliostat actuator runs it on Slurm, heliostat up on the simulated cluster.
-func startActuator(ac api.Config, gc adapter.GuardConfig, lc loop.Config, sched adapter.Scheduler, p loop.Predictor, pub audit.Publisher, keepDemand bool, auditRetention time.Duration, schedNow func() time.Time, conn driver.Conn, db string, getenv func(string) string, reg *prometheus.Registry, logger *slog.Logger) (*startedActuator, error) {
+// none) on the scheduler's clock schedNow, the API's mutating endpoints
+// behind token (empty: none); heliostat actuator runs it on Slurm, heliostat
+// up on the simulated cluster. listenAPI opens the port it is served on.
+func startActuator(ac api.Config, gc adapter.GuardConfig, lc loop.Config, sched adapter.Scheduler, p loop.Predictor, pub audit.Publisher, keepDemand bool, auditRetention time.Duration, schedNow func() time.Time, conn driver.Conn, db string, token string, reg *prometheus.Registry, logger *slog.Logger) (*startedActuator, error) {
 	al, err := audit.New(conn, db, time.Now)
 	if err != nil {
 		return nil, err
@@ -187,10 +207,6 @@ func startActuator(ac api.Config, gc adapter.GuardConfig, lc loop.Config, sched 
 	if err != nil {
 		return nil, err
 	}
-	token, err := api.ReadToken(ac, getenv, os.ReadFile)
-	if err != nil {
-		return nil, err
-	}
 	// /readyz also reports the predictor and the publisher the actuator
 	// depends on (live.Runner, publish.Publisher).
 	checks := []func() error{lp.Ready}
@@ -210,22 +226,29 @@ func startActuator(ac api.Config, gc adapter.GuardConfig, lc loop.Config, sched 
 	if err != nil {
 		return nil, err
 	}
-	tc, err := ac.TLSConfig(time.Now, logger)
+	return &startedActuator{loop: lp, expiry: expiry, api: h, ready: h.Ready}, nil
+}
+
+// listenAPI opens the advisory API's port, with TLS when configured, and
+// warns when a bearer token (tokenSet) would cross a non-loopback network in
+// plain HTTP. It returns the listener and its scheme, http or https.
+func listenAPI(ac api.Config, tokenSet bool, now func() time.Time, logger *slog.Logger) (net.Listener, string, error) {
+	tc, err := ac.TLSConfig(now, logger)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	ln, err := net.Listen("tcp", ac.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("actuator: listen on %s: %w", ac.Listen, err)
+		return nil, "", fmt.Errorf("actuator: listen on %s: %w", ac.Listen, err)
 	}
 	scheme := "http"
 	if tc != nil {
 		ln, scheme = tls.NewListener(ln, tc), "https"
-	} else if token != "" && !loopback(ln.Addr()) {
+	} else if tokenSet && !loopback(ln.Addr()) {
 		logger.Warn("the API takes its bearer token over plain HTTP on a non-loopback address; anyone on the path can read it: serve HTTPS with --actuator.tls.cert and --actuator.tls.key, or listen on 127.0.0.1 behind a TLS proxy",
 			"listen", ln.Addr().String())
 	}
-	return &startedActuator{loop: lp, expiry: expiry, api: h, ready: h.Ready, ln: ln, scheme: scheme, token: token != ""}, nil
+	return ln, scheme, nil
 }
 
 // newActuatorAPI returns the advisory API served from a loop, a predictor

@@ -12,7 +12,6 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/heliostat-dev/heliostat/analytics"
 	"github.com/heliostat-dev/heliostat/internal/chconn"
@@ -67,23 +66,25 @@ func runAnalytics(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
-	conn, err := openMigrated(ctx, ch, e, logger)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	r, err := analytics.NewRunner(cfg, conn, logger, reg, time.Now)
-	if err != nil {
-		return err
-	}
-	logger.Info("analytics running", "clickhouse", ch.Addr, "database", ch.Database, "interval", cfg.Interval,
-		"windows", cfg.Periods, "metrics", srv.URL("/metrics"))
-	srv.AddCheck(r.Ready)
-	srv.SetReady(true)
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return srv.Run(gctx) })
-	g.Go(func() error { return r.Run(gctx) })
-	return g.Wait()
+	return serveWhile(ctx, srv, func(ctx context.Context) error {
+		conn, err := waitMigrated(ctx, ch, e, logger, srv.Starting)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		defer conn.Close()
+		r, err := analytics.NewRunner(cfg, conn, logger, reg, time.Now)
+		if err != nil {
+			return err
+		}
+		logger.Info("analytics running", "clickhouse", ch.Addr, "database", ch.Database, "interval", cfg.Interval,
+			"windows", cfg.Periods, "metrics", srv.URL("/metrics"))
+		srv.AddCheck(r.Ready)
+		srv.SetReady(true)
+		return r.Run(ctx)
+	})
 }
 
 // windowFlags are --since and --until.

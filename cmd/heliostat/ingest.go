@@ -39,30 +39,34 @@ func runIngest(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
-	conn, err := openMigrated(ctx, cfg.ClickHouse, e, logger)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	in, err := ingest.New(cfg, conn, logger, reg)
-	if err != nil {
-		return err
-	}
-	sc.Database = cfg.ClickHouse.Database
-	sum, err := ingest.NewSummarizer(sc, conn, logger, reg, time.Now)
-	if err != nil {
-		return err
-	}
-	if err := ingest.EnsureTopicsVia(ctx, in.Security(), cfg.Brokers, *partitions, append(in.Topics(), schemas.TopicDeadletter)...); err != nil {
-		logger.Warn("could not create topics; expecting them to exist", "err", err)
-	}
-	logger.Info("ingest running", "brokers", cfg.Brokers, "kafka_security", in.Security().String(), "group", cfg.Group, "clickhouse", cfg.ClickHouse.Addr,
-		"database", cfg.ClickHouse.Database, "metrics", srv.URL("/metrics"))
-	srv.AddCheck(func() error { return errors.Join(in.Ready(), sum.Ready()) })
-	srv.SetReady(true)
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return srv.Run(gctx) })
-	g.Go(func() error { return in.Run(gctx) })
-	g.Go(func() error { return sum.Run(gctx) })
-	return g.Wait()
+	return serveWhile(ctx, srv, func(ctx context.Context) error {
+		conn, err := waitMigrated(ctx, cfg.ClickHouse, e, logger, srv.Starting)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		defer conn.Close()
+		in, err := ingest.New(cfg, conn, logger, reg)
+		if err != nil {
+			return err
+		}
+		sc.Database = cfg.ClickHouse.Database
+		sum, err := ingest.NewSummarizer(sc, conn, logger, reg, time.Now)
+		if err != nil {
+			return err
+		}
+		if err := ingest.EnsureTopicsVia(ctx, in.Security(), cfg.Brokers, *partitions, append(in.Topics(), schemas.TopicDeadletter)...); err != nil {
+			logger.Warn("could not create topics; expecting them to exist", "err", err)
+		}
+		logger.Info("ingest running", "brokers", cfg.Brokers, "kafka_security", in.Security().String(), "group", cfg.Group, "clickhouse", cfg.ClickHouse.Addr,
+			"database", cfg.ClickHouse.Database, "metrics", srv.URL("/metrics"))
+		srv.AddCheck(func() error { return errors.Join(in.Ready(), sum.Ready()) })
+		srv.SetReady(true)
+		g, gctx := errgroup.WithContext(ctx)
+		g.Go(func() error { return in.Run(gctx) })
+		g.Go(func() error { return sum.Run(gctx) })
+		return g.Wait()
+	})
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/heliostat-dev/heliostat/internal/buildinfo"
 	"github.com/heliostat-dev/heliostat/internal/health"
@@ -178,4 +179,21 @@ func serveMetrics(w webFlags, logger *slog.Logger) (*prometheus.Registry, *web.S
 	}
 	reg.MustRegister(health.Gauge(srv.Ready), buildinfo.Collector())
 	return reg, srv, nil
+}
+
+// serveWhile serves srv's metrics and probes from the start while run
+// waits for the part's dependencies and then runs it, so that a part
+// waiting for ClickHouse is scraped and says why it is not ready. It
+// returns once both have stopped: the server's error or run's. run returns
+// nil when its context ends (the process is stopping).
+func serveWhile(ctx context.Context, srv *web.Server, run func(context.Context) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return srv.Run(gctx) })
+	g.Go(func() error {
+		defer cancel()
+		return run(gctx)
+	})
+	return g.Wait()
 }

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/heliostat-dev/heliostat/internal/chconn"
 	"github.com/heliostat-dev/heliostat/predictor/live"
 )
@@ -43,22 +41,24 @@ func runPredictorRun(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
-	conn, err := openMigrated(ctx, ch, e, logger)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	cfg.Database = ch.Database
-	r, err := live.New(cfg, conn, logger, reg, time.Now)
-	if err != nil {
-		return err
-	}
-	logger.Info("predictor running", "clickhouse", ch.Addr, "database", ch.Database, "interval", cfg.Interval,
-		"retrain_interval", cfg.RetrainInterval, "history", cfg.History, "metrics", srv.URL("/metrics"))
-	srv.AddCheck(r.Ready)
-	srv.SetReady(true)
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return srv.Run(gctx) })
-	g.Go(func() error { return r.Run(gctx) })
-	return g.Wait()
+	return serveWhile(ctx, srv, func(ctx context.Context) error {
+		conn, err := waitMigrated(ctx, ch, e, logger, srv.Starting)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		defer conn.Close()
+		cfg.Database = ch.Database
+		r, err := live.New(cfg, conn, logger, reg, time.Now)
+		if err != nil {
+			return err
+		}
+		logger.Info("predictor running", "clickhouse", ch.Addr, "database", ch.Database, "interval", cfg.Interval,
+			"retrain_interval", cfg.RetrainInterval, "history", cfg.History, "metrics", srv.URL("/metrics"))
+		srv.AddCheck(r.Ready)
+		srv.SetReady(true)
+		return r.Run(ctx)
+	})
 }

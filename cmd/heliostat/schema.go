@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
@@ -62,7 +63,8 @@ func applySchema(ctx context.Context, ch chconn.Config, e *env, logger *slog.Log
 }
 
 // openMigrated opens ClickHouse and brings the database's schema up to date,
-// as every long-running component does at start-up.
+// failing at once when it cannot (one-shot commands; long-running parts
+// wait, with waitMigrated).
 func openMigrated(ctx context.Context, ch chconn.Config, e *env, logger *slog.Logger) (driver.Conn, error) {
 	ch.Logger = logger
 	conn, err := ch.Open(ctx, e.getenv)
@@ -72,6 +74,36 @@ func openMigrated(ctx context.Context, ch chconn.Config, e *env, logger *slog.Lo
 	if _, err := migrate.Apply(ctx, conn, ch.Database, logger); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("apply schema at start-up: %w", err)
+	}
+	return conn, nil
+}
+
+// waitMigrated is openMigrated for a long-running part: while ClickHouse
+// cannot be reached or the migration fails, it logs each attempt, tells
+// starting what it waits for (the part's not-ready probe), and tries again
+// with backoff (chconn.OpenWait) until ctx ends.
+func waitMigrated(ctx context.Context, ch chconn.Config, e *env, logger *slog.Logger, starting func(error)) (driver.Conn, error) {
+	ch.Logger = logger
+	var since time.Time
+	conn, err := ch.OpenWait(ctx, e.getenv, func(ctx context.Context, conn driver.Conn) error {
+		if _, err := migrate.Apply(ctx, conn, ch.Database, logger); err != nil {
+			return fmt.Errorf("apply schema at start-up: %w", err)
+		}
+		return nil
+	}, func(err error, attempt int, retryIn time.Duration) {
+		if attempt == 1 {
+			since = time.Now()
+		}
+		logger.Warn("ClickHouse not usable at start-up; waiting for it", "addr", ch.Addr, "database", ch.Database,
+			"attempt", attempt, "retry_in", retryIn, "err", err)
+		starting(fmt.Errorf("waiting for ClickHouse at %s since %s (attempt %d): %w", ch.Addr, since.UTC().Format(time.RFC3339), attempt, err))
+	})
+	if err != nil {
+		return nil, err
+	}
+	starting(nil)
+	if !since.IsZero() {
+		logger.Info("ClickHouse reached", "addr", ch.Addr, "waited", time.Since(since).Round(time.Second))
 	}
 	return conn, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -204,6 +205,8 @@ func runUp(ctx context.Context, args []string, e *env) error {
 		s            *sim.Sim
 		describe     string
 		act          *startedActuator
+		actLn        net.Listener
+		actScheme    string
 		actuatorLine string
 	)
 	if *source == "sim" {
@@ -227,16 +230,23 @@ func runUp(ctx context.Context, args []string, e *env) error {
 		// With the timeline continued, the demand the loop saved in an
 		// earlier run lies in this run's past: the loop keeps its demand
 		// history in ClickHouse and forecasts from it after a restart.
-		if act, err = startActuator(ac, gc, lc, simadapter.New(s), runner, pub, true, auditKeep, s.Now, conn, ch.Database, e.getenv, reg, logger); err != nil {
+		token, err := api.ReadToken(ac, e.getenv, os.ReadFile)
+		if err == nil {
+			act, err = startActuator(ac, gc, lc, simadapter.New(s), runner, pub, true, auditKeep, s.Now, conn, ch.Database, token, reg, logger)
+		}
+		if err == nil {
+			actLn, actScheme, err = listenAPI(ac, token != "", time.Now, logger)
+		}
+		if err != nil {
 			_ = pub.Close()
 			return err
 		}
-		defer act.ln.Close()
+		defer actLn.Close()
 		mode := "dry run"
 		if gc.Apply {
 			mode = "applying QSSF priorities and power plans to the simulated cluster"
 		}
-		actuatorLine = fmt.Sprintf("  actuator        %s://%s/v1/queue   (%s; /v1/power-plan, /v1/actions)\n", act.scheme, httpAddr(act.ln.Addr().String()), mode)
+		actuatorLine = fmt.Sprintf("  actuator        %s://%s/v1/queue   (%s; /v1/power-plan, /v1/actions)\n", actScheme, httpAddr(actLn.Addr().String()), mode)
 	} else {
 		describe = fmt.Sprintf("%s source, %s interval, host %s", src.Name(), cc.Interval, cc.Host)
 	}
@@ -281,7 +291,7 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	// is closed.
 	var parts []func(context.Context) error
 	if act != nil {
-		parts = append(parts, act.loop.Run, act.expiry.Run, func(ctx context.Context) error { return serveAPI(ctx, act.ln, act.api, logger) })
+		parts = append(parts, act.loop.Run, act.expiry.Run, func(ctx context.Context) error { return serveAPI(ctx, actLn, act.api, logger) })
 	}
 	if s != nil {
 		parts = append(parts, func(ctx context.Context) error {
