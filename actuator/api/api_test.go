@@ -361,6 +361,11 @@ func TestReadyFollowsDeps(t *testing.T) {
 	if code, e := get(); code != http.StatusServiceUnavailable || e != "no pass of the control loop yet" {
 		t.Errorf("/readyz before a pass: %d %q; want 503", code, e)
 	}
+	failing = errors.New("actuator: failing for 1s (since 2026-03-02T09:00:00Z): loop: read scheduler: sinfo: exit status 1")
+	if code, e := get(); code != http.StatusServiceUnavailable || e != "not ready:\n"+failing.Error() {
+		t.Errorf("/readyz after a failed first pass: %d %q; want 503 naming the failure", code, e)
+	}
+	failing = nil
 	v = view
 	if code, _ := get(); code != http.StatusOK {
 		t.Errorf("/readyz with nothing failing: %d; want 200", code)

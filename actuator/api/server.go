@@ -547,13 +547,15 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 // Ready returns nil when /readyz answers 200, and otherwise the error its
 // 503 carries (what the actuator command's heliostat_ready gauge follows).
 func (s *Server) Ready() error {
-	if s.d.View() == nil {
-		return errors.New("no pass of the control loop yet")
-	}
+	// What Deps.Ready says comes first: before a view, it says why there
+	// is none (a first pass that failed, and how).
 	if s.d.Ready != nil {
 		if err := s.d.Ready(); err != nil {
 			return fmt.Errorf("not ready:\n%w", err)
 		}
+	}
+	if s.d.View() == nil {
+		return errors.New("no pass of the control loop yet")
 	}
 	return nil
 }
