@@ -31,7 +31,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		polls: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "heliostat_slurm_polls_total",
-			Help: "Polls of Slurm (squeue --json and the job-completion log), failed ones included.",
+			Help: "Polls of Slurm (squeue --json and the job-completion log) that ended, failed ones included; counted when each ends.",
 		}),
 		pollErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "heliostat_slurm_poll_errors_total",

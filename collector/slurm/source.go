@@ -126,9 +126,13 @@ func (s *Source) Run(ctx context.Context) error {
 // publishes the events and allocation changes they show, and saves the state.
 func (s *Source) Poll(ctx context.Context) (err error) {
 	start := time.Now()
-	s.m.polls.Inc()
 	defer func() {
 		s.m.pollDuration.Observe(time.Since(start).Seconds())
+		// Counted when the poll ends, with its outcome: a poll that
+		// hangs in squeue (a controller that does not answer) is not
+		// counted while it runs, so that polls and errors go up
+		// together while every poll fails (HeliostatSlurmSourceFailing).
+		s.m.polls.Inc()
 		if err != nil {
 			s.m.pollErrors.Inc()
 		}

@@ -390,8 +390,9 @@ type Rule struct {
 	// LastEvaluation is when the rule was last evaluated (zero before).
 	LastEvaluation time.Time `json:"lastEvaluation"`
 	Alerts         []struct {
-		Labels map[string]string `json:"labels"`
-		State  string            `json:"state"`
+		Labels      map[string]string `json:"labels"`
+		Annotations map[string]string `json:"annotations"` // rendered
+		State       string            `json:"state"`
 	} `json:"alerts"`
 }
 
