@@ -82,6 +82,23 @@ func runActuator(ctx context.Context, args []string, e *env) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// What needs no ClickHouse is set up first, so that its errors (a
+	// spool another process holds) come at once.
+	sched, err := slurmadapter.New(sc, nil, reg, time.Now)
+	if err != nil {
+		return err
+	}
+	var (
+		pub  *publish.Publisher
+		apub audit.Publisher
+	)
+	if *pubA {
+		if pub, err = publish.New(kc, logger, reg); err != nil {
+			return err
+		}
+		defer pub.Close()
+		apub = pub
+	}
 	// The API's port answers from the start: /metrics, and /readyz saying
 	// what the actuator waits for until ClickHouse is reachable.
 	ln, scheme, err := listenAPI(ac, token != "", time.Now, logger)
@@ -95,6 +112,9 @@ func runActuator(ctx context.Context, args []string, e *env) error {
 	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serveAPI(gctx, ln, gate, logger) })
+	if pub != nil {
+		g.Go(func() error { return pub.Run(gctx) })
+	}
 	g.Go(func() error {
 		defer cancel()
 		conn, err := waitMigrated(gctx, ch, e, logger, gate.Waiting)
@@ -105,10 +125,6 @@ func runActuator(ctx context.Context, args []string, e *env) error {
 			return err
 		}
 		defer conn.Close()
-		sched, err := slurmadapter.New(sc, nil, reg, time.Now)
-		if err != nil {
-			return err
-		}
 		var (
 			runner    *live.Runner
 			predictor loop.Predictor
@@ -119,17 +135,6 @@ func runActuator(ctx context.Context, args []string, e *env) error {
 				return err
 			}
 			predictor = runner
-		}
-		var (
-			pub  *publish.Publisher
-			apub audit.Publisher
-		)
-		if *pubA {
-			if pub, err = publish.New(kc, logger, reg); err != nil {
-				return err
-			}
-			defer pub.Close()
-			apub = pub
 		}
 		act, err := startActuator(ac, gc, lc, sched, predictor, apub, true, keep, time.Now, conn, ch.Database, token, reg, logger)
 		if err != nil {
@@ -143,9 +148,6 @@ func runActuator(ctx context.Context, args []string, e *env) error {
 		logger.Info("actuator running", "mode", mode, "scheduler", "slurm", "partitions", gc.Partitions, "nodes", gc.Nodes,
 			"api", scheme+"://"+httpAddr(ln.Addr().String())+"/v1/queue", "token_set", token != "", "predictor", *pred)
 		parts, pctx := errgroup.WithContext(gctx)
-		if pub != nil {
-			parts.Go(func() error { return pub.Run(pctx) })
-		}
 		if runner != nil {
 			parts.Go(func() error { return runner.Run(pctx) })
 		}
