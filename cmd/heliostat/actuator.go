@@ -119,10 +119,7 @@ func runActuator(ctx context.Context, args []string, e *env) error {
 		defer cancel()
 		conn, err := waitMigrated(gctx, ch, e, logger, gate.Waiting)
 		if err != nil {
-			if gctx.Err() != nil {
-				return nil
-			}
-			return err
+			return stoppedIsNil(gctx, err)
 		}
 		defer conn.Close()
 		var (

@@ -69,9 +69,6 @@ func runAnalytics(ctx context.Context, args []string, e *env) error {
 	return serveWhile(ctx, srv, func(ctx context.Context) error {
 		conn, err := waitMigrated(ctx, ch, e, logger, srv.Starting)
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
 			return err
 		}
 		defer conn.Close()

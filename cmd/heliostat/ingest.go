@@ -42,9 +42,6 @@ func runIngest(ctx context.Context, args []string, e *env) error {
 	return serveWhile(ctx, srv, func(ctx context.Context) error {
 		conn, err := waitMigrated(ctx, cfg.ClickHouse, e, logger, srv.Starting)
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
 			return err
 		}
 		defer conn.Close()

@@ -184,8 +184,8 @@ func serveMetrics(w webFlags, logger *slog.Logger) (*prometheus.Registry, *web.S
 // serveWhile serves srv's metrics and probes from the start while run
 // waits for the part's dependencies and then runs it, so that a part
 // waiting for ClickHouse is scraped and says why it is not ready. It
-// returns once both have stopped: the server's error or run's. run returns
-// nil when its context ends (the process is stopping).
+// returns once both have stopped: the server's error or run's (none when
+// run only says that it was stopped while waiting).
 func serveWhile(ctx context.Context, srv *web.Server, run func(context.Context) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -193,7 +193,16 @@ func serveWhile(ctx context.Context, srv *web.Server, run func(context.Context) 
 	g.Go(func() error { return srv.Run(gctx) })
 	g.Go(func() error {
 		defer cancel()
-		return run(gctx)
+		return stoppedIsNil(gctx, run(gctx))
 	})
 	return g.Wait()
+}
+
+// stoppedIsNil returns nil for the error of a wait that ctx ended (a stop
+// signal while a part waited for ClickHouse), and err otherwise.
+func stoppedIsNil(ctx context.Context, err error) error {
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return nil
+	}
+	return err
 }
