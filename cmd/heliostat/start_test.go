@@ -99,7 +99,7 @@ func TestStartBeforeClickHouse(t *testing.T) {
 		start("analytics", "/-/ready"),
 		start("predictor run", "/-/ready"),
 		// No Slurm here: the actuator runs, but its passes fail.
-		start("actuator", "/readyz", "--actuator.predictor=none"),
+		start("actuator", "/readyz", "--actuator.predictor=none", "--spool.dir="+t.TempDir()),
 		start("predictor run", "/-/ready"), // stopped while it waits
 	}
 	waiting := "waiting for ClickHouse at " + chAddr
