@@ -71,11 +71,22 @@ func openMigrated(ctx context.Context, ch chconn.Config, e *env, logger *slog.Lo
 	if err != nil {
 		return nil, err
 	}
-	if _, err := migrate.Apply(ctx, conn, ch.Database, logger); err != nil {
+	if err := migrateAtStart(ch.Database, logger)(ctx, conn); err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("apply schema at start-up: %w", err)
+		return nil, err
 	}
 	return conn, nil
+}
+
+// migrateAtStart returns the start-up migration of database on a
+// connection.
+func migrateAtStart(database string, logger *slog.Logger) func(context.Context, driver.Conn) error {
+	return func(ctx context.Context, conn driver.Conn) error {
+		if _, err := migrate.Apply(ctx, conn, database, logger); err != nil {
+			return fmt.Errorf("apply schema at start-up: %w", err)
+		}
+		return nil
+	}
 }
 
 // waitMigrated is openMigrated for a long-running part: while ClickHouse
@@ -85,12 +96,7 @@ func openMigrated(ctx context.Context, ch chconn.Config, e *env, logger *slog.Lo
 func waitMigrated(ctx context.Context, ch chconn.Config, e *env, logger *slog.Logger, starting func(error)) (driver.Conn, error) {
 	ch.Logger = logger
 	var since time.Time
-	conn, err := ch.OpenWait(ctx, e.getenv, func(ctx context.Context, conn driver.Conn) error {
-		if _, err := migrate.Apply(ctx, conn, ch.Database, logger); err != nil {
-			return fmt.Errorf("apply schema at start-up: %w", err)
-		}
-		return nil
-	}, func(err error, attempt int, retryIn time.Duration) {
+	conn, err := ch.OpenWait(ctx, e.getenv, migrateAtStart(ch.Database, logger), func(err error, attempt int, retryIn time.Duration) {
 		if attempt == 1 {
 			since = time.Now()
 		}
