@@ -163,6 +163,12 @@ func seed(t *testing.T) *seeded {
 		// (serveMetrics, the actuator command); heliostat_ready's values
 		// are tested with the probes in cmd/heliostat.
 		r.MustRegister(health.Gauge(func() error { return nil }), buildinfo.Collector())
+		// The parts that wait for ClickHouse at start-up, and have it.
+		if name == "ingest" || name == "predictor" || name == "actuator" || name == "analytics" {
+			w := health.StartWaiting()
+			w.WithLabelValues("clickhouse").Set(0)
+			r.MustRegister(w)
+		}
 		s.registries[name] = r
 		return r
 	}

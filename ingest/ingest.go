@@ -97,7 +97,11 @@ func New(cfg Config, conn driver.Conn, logger *slog.Logger, reg prometheus.Regis
 			in.m.messages.WithLabelValues(h.topic(), o)
 		}
 	}
-	for _, k := range []string{"insert", "intents", "commit", "deadletter", "fetch", "group", "ledger", "retention", "inventory", "sequences", "sequence_header"} {
+	kinds := []string{"decode", "insert", "intents", "commit", "deadletter", "fetch", "group", "ledger", "retention", "inventory", "sequences", "sequence_header"}
+	for _, k := range schemas.DecodeErrorKinds() {
+		kinds = append(kinds, "decode_"+k)
+	}
+	for _, k := range kinds {
 		in.m.errors.WithLabelValues(k)
 	}
 	in.m.clickhouseUp.Set(1)

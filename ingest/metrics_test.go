@@ -9,6 +9,7 @@ import (
 
 	"github.com/heliostat-dev/heliostat/ingest"
 	"github.com/heliostat-dev/heliostat/internal/chconn"
+	"github.com/heliostat-dev/heliostat/schemas"
 )
 
 func TestMetricsLint(t *testing.T) {
@@ -56,6 +57,9 @@ func TestMetricsStartAtZero(t *testing.T) {
 		}
 	}
 	want := []string{"heliostat_ingest_errors_total kind=insert", "heliostat_ingest_errors_total kind=commit"}
+	for _, k := range schemas.DecodeErrorKinds() {
+		want = append(want, "heliostat_ingest_errors_total kind=decode_"+k) // HeliostatIngestErrors
+	}
 	for _, topic := range in.Topics() {
 		want = append(want,
 			"heliostat_ingest_messages_total outcome=deadletter topic="+topic,

@@ -45,6 +45,13 @@ const (
 	ErrKindUnknownEnum = "unknown_enum"
 )
 
+// DecodeErrorKinds returns every ErrKind constant, so that counters by kind
+// can start at zero.
+func DecodeErrorKinds() []string {
+	return []string{ErrKindTruncated, ErrKindMagic, ErrKindKind, ErrKindVersion, ErrKindRange, ErrKindUTF8, ErrKindTrailing,
+		ErrKindVarint, ErrKindUnknownEnum}
+}
+
 // DecodeError says what is wrong with a message: which field, at which byte
 // offset, and why.
 type DecodeError struct {

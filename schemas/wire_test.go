@@ -3,6 +3,11 @@ package schemas_test
 import (
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -14,6 +19,39 @@ func TestDecodeErrorError(t *testing.T) {
 	const want = "schemas: decode sample batch: samples[12].gpu at byte 345: out_of_range: GPU 9 of a batch with 8 GPUs"
 	if got := err.Error(); got != want {
 		t.Errorf("DecodeError.Error() = %q; want %q", got, want)
+	}
+}
+
+// TestDecodeErrorKinds: DecodeErrorKinds lists every ErrKind constant of
+// wire.go once, so that ingest's counters by kind all start at zero.
+func TestDecodeErrorKinds(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "wire.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var consts []string
+	for _, d := range f.Decls {
+		gd, ok := d.(*ast.GenDecl)
+		if !ok || gd.Tok != token.CONST {
+			continue
+		}
+		for _, sp := range gd.Specs {
+			for i, n := range sp.(*ast.ValueSpec).Names {
+				if strings.HasPrefix(n.Name, "ErrKind") {
+					v, err := strconv.Unquote(sp.(*ast.ValueSpec).Values[i].(*ast.BasicLit).Value)
+					if err != nil {
+						t.Fatalf("%s: %v", n.Name, err)
+					}
+					consts = append(consts, v)
+				}
+			}
+		}
+	}
+	got := schemas.DecodeErrorKinds()
+	slices.Sort(consts)
+	slices.Sort(got)
+	if len(consts) == 0 || !slices.Equal(got, consts) {
+		t.Errorf("DecodeErrorKinds() = %v; wire.go's ErrKind constants are %v", got, consts)
 	}
 }
 

@@ -117,7 +117,7 @@ func runActuator(ctx context.Context, args []string, e *env) error {
 	}
 	g.Go(func() error {
 		defer cancel()
-		conn, err := waitMigrated(gctx, ch, e, logger, gate.Waiting)
+		conn, err := waitMigrated(gctx, ch, e, logger, reg, gate.Waiting)
 		if err != nil {
 			return stoppedIsNil(gctx, err)
 		}

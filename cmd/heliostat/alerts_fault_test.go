@@ -43,8 +43,9 @@ var alertSelector = regexp.MustCompile(`\bheliostat_[a-z0-9_]+(\{[^}]*\})?`)
 // dashboards/alerts.yaml loaded, and breaks things as they break on a
 // cluster: a GPU node's collector is gone, another collector's brokers are
 // unreachable, the Slurm source cannot read its slurm.conf, the actuator
-// has no Slurm, a message that no decoder takes and two numbered messages
-// with one missing between them reach Kafka, and then ClickHouse stops. Each
+// has no Slurm, a predictor starts while its ClickHouse is unreachable, a
+// message that no decoder takes and two numbered messages with one missing
+// between them reach Kafka, and then ClickHouse stops. Each
 // alert these faults should raise must become active (pending or firing)
 // for the part at fault, with its summary rendered; no alert may be active
 // for a part that is not at fault. The alerts no fault here raises are
@@ -99,6 +100,8 @@ func TestAlertsOnFaults(t *testing.T) {
 		"--collector.interval=200ms", "--kafka.brokers="+deadBroker, "--spool.dir="+t.TempDir())
 	slurmSrc := start("heliostat-slurm-source", "collector", "--source=slurm", "--slurm.conf="+t.TempDir()+"/missing.conf",
 		"--slurm.poll-interval=1s", "--slurm.state-file="+t.TempDir()+"/state.json", "--kafka.brokers="+broker, "--spool.dir="+t.TempDir())
+	// A predictor (re)started while its ClickHouse is unreachable.
+	waiting := start("heliostat-predictor", "predictor", "run", "--clickhouse.addr="+freeAddr(t), db, "--predictor.interval=1s")
 	goneNode := freeAddr(t) // a GPU node whose collector is not running
 
 	jobs := map[string][]string{"heliostat-collector": {goneNode}}
@@ -189,7 +192,8 @@ func TestAlertsOnFaults(t *testing.T) {
 	target := func(p *part) alertKey { return alertKey{job: p.job, instance: p.addr} }
 	want := map[string][]alertKey{
 		"HeliostatComponentDown":           {{job: "heliostat-collector", instance: goneNode}},
-		"HeliostatComponentNotReady":       {target(ingest), target(analytics), target(predictor), target(actuator), target(spooling), target(slurmSrc)},
+		"HeliostatComponentNotReady":       {target(ingest), target(analytics), target(predictor), target(actuator), target(spooling), target(slurmSrc), target(waiting)},
+		"HeliostatWaitingForClickHouse":    {target(waiting)},
 		"HeliostatIngestClickHouseDown":    {target(ingest)},
 		"HeliostatIngestErrors":            {{instance: ingest.addr}},
 		"HeliostatDeadLetters":             {{instance: ingest.addr, topic: schemas.TopicJobEvents}},

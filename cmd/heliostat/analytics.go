@@ -67,7 +67,7 @@ func runAnalytics(ctx context.Context, args []string, e *env) error {
 		return err
 	}
 	return serveWhile(ctx, srv, func(ctx context.Context) error {
-		conn, err := waitMigrated(ctx, ch, e, logger, srv.Starting)
+		conn, err := waitMigrated(ctx, ch, e, logger, reg, srv.Starting)
 		if err != nil {
 			return err
 		}

@@ -40,7 +40,7 @@ func runIngest(ctx context.Context, args []string, e *env) error {
 		return err
 	}
 	return serveWhile(ctx, srv, func(ctx context.Context) error {
-		conn, err := waitMigrated(ctx, cfg.ClickHouse, e, logger, srv.Starting)
+		conn, err := waitMigrated(ctx, cfg.ClickHouse, e, logger, reg, srv.Starting)
 		if err != nil {
 			return err
 		}

@@ -8,8 +8,11 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/heliostat-dev/heliostat/internal/chconn"
+	"github.com/heliostat-dev/heliostat/internal/health"
+	"github.com/heliostat-dev/heliostat/internal/metricsreg"
 	"github.com/heliostat-dev/heliostat/schemas"
 	"github.com/heliostat-dev/heliostat/schemas/migrate"
 )
@@ -91,14 +94,22 @@ func migrateAtStart(database string, logger *slog.Logger) func(context.Context, 
 
 // waitMigrated is openMigrated for a long-running part: while ClickHouse
 // cannot be reached or the migration fails, it logs each attempt, tells
-// starting what it waits for (the part's not-ready probe), and tries again
-// with backoff (chconn.OpenWait) until ctx ends.
-func waitMigrated(ctx context.Context, ch chconn.Config, e *env, logger *slog.Logger, starting func(error)) (driver.Conn, error) {
+// starting what it waits for (the part's not-ready probe), sets
+// heliostat_start_waiting{dependency="clickhouse"} on reg to 1
+// (HeliostatWaitingForClickHouse), and tries again with backoff
+// (chconn.OpenWait) until ctx ends.
+func waitMigrated(ctx context.Context, ch chconn.Config, e *env, logger *slog.Logger, reg prometheus.Registerer, starting func(error)) (driver.Conn, error) {
 	ch.Logger = logger
+	waiting := health.StartWaiting()
+	if err := metricsreg.Register(reg, waiting); err != nil {
+		return nil, fmt.Errorf("register start-up metrics: %w", err)
+	}
+	chWaiting := waiting.WithLabelValues("clickhouse")
 	var since time.Time
 	conn, err := ch.OpenWait(ctx, e.getenv, migrateAtStart(ch.Database, logger), func(err error, attempt int, retryIn time.Duration) {
 		if attempt == 1 {
 			since = time.Now()
+			chWaiting.Set(1)
 		}
 		logger.Warn("ClickHouse not usable at start-up; waiting for it", "addr", ch.Addr, "database", ch.Database,
 			"attempt", attempt, "retry_in", retryIn, "err", err)
@@ -108,6 +119,7 @@ func waitMigrated(ctx context.Context, ch chconn.Config, e *env, logger *slog.Lo
 		return nil, err
 	}
 	starting(nil)
+	chWaiting.Set(0)
 	if !since.IsZero() {
 		logger.Info("ClickHouse reached", "addr", ch.Addr, "waited", time.Since(since).Round(time.Second))
 	}

@@ -103,6 +103,7 @@ func TestStartBeforeClickHouse(t *testing.T) {
 		start("predictor run", "/-/ready"), // stopped while it waits
 	}
 	waiting := "waiting for ClickHouse at " + chAddr
+	const waitingMetric = `heliostat_start_waiting{dependency="clickhouse"}` // HeliostatWaitingForClickHouse
 	for _, p := range parts {
 		until(p, "probe while ClickHouse is down", func() string {
 			code, body := get(p.base + p.probe)
@@ -111,8 +112,11 @@ func TestStartBeforeClickHouse(t *testing.T) {
 				!strings.Contains(body, "(attempt 3)") {
 				return strconv.Itoa(code) + " " + body
 			}
-			if _, m := get(p.base + "/metrics"); !strings.Contains(m, "\nheliostat_ready 0\n") {
-				return "/metrics without heliostat_ready 0"
+			_, m := get(p.base + "/metrics")
+			for _, want := range []string{"\nheliostat_ready 0\n", waitingMetric + " 1\n"} {
+				if !strings.Contains(m, want) {
+					return "/metrics without " + strings.TrimSpace(want)
+				}
 			}
 			return ""
 		})
@@ -152,6 +156,9 @@ func TestStartBeforeClickHouse(t *testing.T) {
 	for _, p := range parts {
 		if !strings.Contains(p.log.String(), "ClickHouse reached") {
 			t.Errorf("%s's log does not say when ClickHouse was reached:\n%s", p.name, p.log.String())
+		}
+		if _, m := get(p.base + "/metrics"); !strings.Contains(m, "\n"+waitingMetric+" 0\n") {
+			t.Errorf("%s: /metrics without %s 0 once ClickHouse is reached", p.name, waitingMetric)
 		}
 	}
 	for i := len(parts) - 1; i >= 0; i-- {

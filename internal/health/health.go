@@ -137,3 +137,14 @@ func Gauge(ready func() error) prometheus.GaugeFunc {
 		return 1
 	})
 }
+
+// StartWaiting returns heliostat_start_waiting, by dependency: 1 while a
+// part, starting, waits for a dependency it cannot run without, 0 once it
+// has it. The parts that wait for ClickHouse register it
+// (HeliostatWaitingForClickHouse reads it).
+func StartWaiting() *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "heliostat_start_waiting",
+		Help: "1 while this part, starting, waits for a dependency it cannot run without (clickhouse: reachable, and the schema migrated); 0 once it has it. The readiness probe says why.",
+	}, []string{"dependency"})
+}
