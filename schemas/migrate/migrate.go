@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -96,7 +97,12 @@ func split(sql string) []string {
 // Result reports what Apply did.
 type Result struct {
 	Applied []string // NNNN_name of migrations applied now
-	Current uint32   // highest version present after Apply
+	Current uint32   // highest version of this binary's present after Apply
+	// Newer are the versions recorded in the database that this binary
+	// does not have: a newer heliostat applied them (a rolling upgrade, or
+	// a downgrade). Migrations only add tables and views, so an older part
+	// runs on such a schema; Apply warns about it.
+	Newer []uint32
 }
 
 // Apply creates database db if needed and applies every embedded migration not
@@ -139,6 +145,22 @@ func apply(ctx context.Context, conn driver.Conn, db string, migs []Migration, l
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return res, fmt.Errorf("migrate: read applied migrations: %w", err)
+	}
+	known := map[uint32]bool{}
+	var latest uint32
+	for _, m := range migs {
+		known[m.Version] = true
+		latest = max(latest, m.Version)
+	}
+	for v := range applied {
+		if !known[v] {
+			res.Newer = append(res.Newer, v)
+		}
+	}
+	slices.Sort(res.Newer)
+	if len(res.Newer) > 0 {
+		logger.Warn("the database's schema is newer than this binary: a newer heliostat applied migrations this one does not know; running on it, as migrations only add tables and views",
+			"database", db, "unknown_versions", res.Newer, "binary_latest", latest)
 	}
 	for _, m := range migs {
 		label := fmt.Sprintf("%04d_%s", m.Version, m.Name)

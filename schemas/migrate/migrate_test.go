@@ -11,6 +11,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -409,6 +410,67 @@ func TestApplyNewMigration(t *testing.T) {
 	}
 	if !slices.Contains(tables(t, conn, db), "extra") {
 		t.Errorf("table %s.extra missing after its migration", db)
+	}
+}
+
+// TestApplyNewerDatabase: a database a newer heliostat migrated (a rolling
+// upgrade, a downgrade) is used as it is: Apply applies nothing, reports the
+// versions it does not know and warns.
+func TestApplyNewerDatabase(t *testing.T) {
+	db, conn := emptyDatabase(t)
+	ctx := context.Background()
+	migs, err := migrate.Load(schemas.Migrations, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := migs[len(migs)-1].Version
+	newer := append(slices.Clone(migs), migrate.Migration{Version: last + 1, Name: "newer", Checksum: checksum("newer"),
+		Statements: []string{"CREATE TABLE IF NOT EXISTS " + db + ".newer (x UInt8) ENGINE = Memory"}})
+	if _, err := migrate.ApplyMigrations(ctx, conn, db, newer, discard); err != nil {
+		t.Fatalf("apply the newer binary's migrations: %v", err)
+	}
+	var logs strings.Builder
+	res, err := migrate.Apply(ctx, conn, db, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatalf("Apply on a newer schema: %v", err)
+	}
+	if len(res.Applied) != 0 || res.Current != last || !slices.Equal(res.Newer, []uint32{last + 1}) {
+		t.Errorf("Apply on a newer schema = %+v; want nothing applied, Current %d, Newer [%d]", res, last, last+1)
+	}
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "newer than this binary") {
+		t.Errorf("Apply on a newer schema logged %q; want a warning", logs.String())
+	}
+}
+
+// TestApplyConcurrent: every part migrates at start-up, so on a site
+// powered on at once several apply the same migrations to an empty database
+// together. They all succeed, and the database ends as one Apply leaves it.
+func TestApplyConcurrent(t *testing.T) {
+	db, conn := emptyDatabase(t)
+	ctx := context.Background()
+	const parts = 4
+	errs := make(chan error, parts)
+	for range parts {
+		go func() {
+			_, err := migrate.Apply(ctx, conn, db, discard)
+			errs <- err
+		}()
+	}
+	for range parts {
+		if err := <-errs; err != nil {
+			t.Errorf("concurrent Apply: %v", err)
+		}
+	}
+	res, err := migrate.Apply(ctx, conn, db, discard)
+	if err != nil {
+		t.Fatalf("Apply after the concurrent ones: %v", err)
+	}
+	_, last := embeddedLabels(t, db)
+	if len(res.Applied) != 0 || res.Current != last || len(res.Newer) != 0 {
+		t.Errorf("Apply after the concurrent ones = %+v; want nothing applied, Current %d", res, last)
+	}
+	if got := queryStrings(t, conn, "SELECT toString(uniqExact(version)) FROM "+db+".schema_migrations"); len(got) != 1 || got[0] != strconv.Itoa(int(last)) {
+		t.Errorf("schema_migrations holds versions %v; want %d distinct", got, last)
 	}
 }
 
