@@ -119,7 +119,10 @@ func TestAlertsOnFaults(t *testing.T) {
 		}
 		pjobs = append(pjobs, promtest.Job{Name: j.Name, Targets: jobs[j.Name]})
 	}
-	prom := promtest.Start(t, promtest.Config{Jobs: pjobs, RuleFiles: []string{"../../dashboards/alerts.yaml"}, Interval: time.Second})
+	prom := promtest.Start(t, promtest.Config{Jobs: pjobs, RuleFiles: []string{"../../dashboards/alerts.yaml"},
+		// 2 s: a scrape that times out under load would make HeliostatComponentDown
+		// pending for a healthy part.
+		Interval: 2 * time.Second})
 
 	// Ingest runs (so that its counters exist before the faults), then the
 	// messages: one that no decoder takes, and numbers 1 and 3 of one
