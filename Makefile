@@ -27,10 +27,12 @@ build: ## build bin/heliostat, its version (heliostat version, heliostat_build_i
 run: build deps ## run the whole pipeline on the embedded default (Ctrl-C stops it)
 	./$(BIN) up
 
-deps: ## install clickhouse-server, Slurm (slurmctld, slurmd, munge), chromium (the report's browser test), systemd (systemd-analyze, for the units' test) and prometheus (promtool and the server, for the alert and dashboard tests; not its node exporter) when missing (Debian, as root); otherwise say what to install
+deps: ## install clickhouse-server, Slurm (slurmctld, slurmd, munge; slurmdbd and mariadb-server for accounting), chromium (the report's browser test), systemd (systemd-analyze, for the units' test) and prometheus (promtool and the server, for the alert and dashboard tests; not its node exporter) when missing (Debian, as root); otherwise say what to install
 	@missing=""; \
 	command -v clickhouse-server >/dev/null 2>&1 || [ -x /usr/bin/clickhouse-server ] || missing="$$missing clickhouse-server clickhouse-client"; \
 	command -v slurmctld >/dev/null 2>&1 || [ -x /usr/sbin/slurmctld ] || missing="$$missing slurmctld slurmd slurm-client munge"; \
+	command -v slurmdbd >/dev/null 2>&1 || [ -x /usr/sbin/slurmdbd ] || missing="$$missing slurmdbd"; \
+	command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || missing="$$missing mariadb-server"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v systemd-analyze >/dev/null 2>&1 || missing="$$missing systemd"; \
 	norec=""; command -v promtool >/dev/null 2>&1 || norec="prometheus"; \
