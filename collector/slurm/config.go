@@ -15,6 +15,8 @@ const (
 	DefaultStateFile      = "data/slurm-state.json"
 	DefaultCommandTimeout = 30 * time.Second
 	DefaultRetention      = time.Hour
+	DefaultSacct          = "sacct"
+	DefaultAcctInterval   = time.Minute
 )
 
 // Config configures a Source. Zero durations and empty command paths mean
@@ -52,6 +54,16 @@ type Config struct {
 	// Retention is how long an ended job is remembered once squeue no longer
 	// lists it. Default: 1h.
 	Retention time.Duration
+	// Accounting reads ended jobs from Slurm's accounting (sacct --json,
+	// which needs slurmdbd) too: a job that ended while the source was down
+	// for longer than slurmctld's MinJobAge gets its real end instead of
+	// being ended as lost, with or without the job-completion log.
+	Accounting bool
+	// Sacct is the sacct command. Default: "sacct".
+	Sacct string
+	// AccountingInterval is the time between two reads of the accounting;
+	// a job missing from squeue is looked up at once. Default: 1m.
+	AccountingInterval time.Duration
 }
 
 // RegisterFlags registers the source's flags on fs, with defaults filled in;
@@ -74,6 +86,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.BoolVar(&c.HashScripts, "slurm.hash-scripts", true, "hash batch scripts that squeue does not show (one scontrol run per new job)")
 	fs.DurationVar(&c.CommandTimeout, "slurm.command-timeout", DefaultCommandTimeout, "timeout of one squeue or scontrol run")
 	fs.DurationVar(&c.Retention, "slurm.retention", DefaultRetention, "how long ended jobs are remembered after squeue drops them")
+	fs.BoolVar(&c.Accounting, "slurm.accounting", false, "also read ended jobs from Slurm's accounting (sacct --json; needs slurmdbd), so that jobs that ended while the source was down longer than MinJobAge get their real end instead of being ended as lost")
+	fs.StringVar(&c.Sacct, "slurm.sacct", DefaultSacct, "sacct command, used with --slurm.accounting")
+	fs.DurationVar(&c.AccountingInterval, "slurm.accounting-interval", DefaultAcctInterval, "time between two reads of the accounting (a job missing from squeue is looked up at once)")
 }
 
 // Validate reports the first invalid field, named by its flag.
@@ -84,7 +99,7 @@ func (c Config) Validate() error {
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
-	}{{"slurm.poll-interval", c.PollInterval}, {"slurm.command-timeout", c.CommandTimeout}, {"slurm.retention", c.Retention}} {
+	}{{"slurm.poll-interval", c.PollInterval}, {"slurm.command-timeout", c.CommandTimeout}, {"slurm.retention", c.Retention}, {"slurm.accounting-interval", c.AccountingInterval}} {
 		if d.v < 0 {
 			return fmt.Errorf("slurm: --%s: %v is negative", d.flag, d.v)
 		}
@@ -113,6 +128,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Retention == 0 {
 		c.Retention = DefaultRetention
+	}
+	if c.Sacct == "" {
+		c.Sacct = DefaultSacct
+	}
+	if c.AccountingInterval == 0 {
+		c.AccountingInterval = DefaultAcctInterval
 	}
 	return c
 }

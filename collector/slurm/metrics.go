@@ -11,6 +11,7 @@ import (
 const (
 	inputSqueue  = "squeue"  // a job record of squeue --json
 	inputJobComp = "jobcomp" // a line of the job-completion log
+	inputSacct   = "sacct"   // a job record of sacct --json
 )
 
 // metrics are the source's self-metrics.
@@ -25,6 +26,8 @@ type metrics struct {
 	noGPUIndex   prometheus.Counter
 	tracked      prometheus.Gauge
 	jobCompBytes prometheus.Gauge
+	acctTo        prometheus.Gauge
+	acctRecovered prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -48,7 +51,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"type"}),
 		parseErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_slurm_parse_errors_total",
-			Help: "Job records or log lines that could not be parsed and were skipped, by input (squeue, jobcomp).",
+			Help: "Job records or log lines that could not be parsed and were skipped, by input (squeue, jobcomp, sacct).",
 		}, []string{"input"}),
 		cmdErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_slurm_command_errors_total",
@@ -70,14 +73,23 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "heliostat_slurm_jobcomp_offset_bytes",
 			Help: "Bytes of the job-completion log handled so far.",
 		}),
+		acctTo: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "heliostat_slurm_accounting_read_until_timestamp_seconds",
+			Help: "End of the last window of job end times read from Slurm's accounting (--slurm.accounting); behind now while it catches up or while sacct fails.",
+		}),
+		acctRecovered: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "heliostat_slurm_accounting_recovered_total",
+			Help: "Jobs whose end (and start, or whole record) only the accounting showed: they ended while the source could not see them in squeue or the job-completion log.",
+		}),
 	}
 	for _, t := range []schemas.JobEventType{schemas.JobSubmit, schemas.JobUpdate, schemas.JobStart, schemas.JobEnd} {
 		m.events.WithLabelValues(t.String())
 	}
-	for _, in := range []string{inputSqueue, inputJobComp} {
+	for _, in := range []string{inputSqueue, inputJobComp, inputSacct} {
 		m.parseErrors.WithLabelValues(in)
 	}
-	if err := metricsreg.Register(reg, m.polls, m.pollErrors, m.pollDuration, m.events, m.parseErrors, m.cmdErrors, m.lost, m.noGPUIndex, m.tracked, m.jobCompBytes); err != nil {
+	if err := metricsreg.Register(reg, m.polls, m.pollErrors, m.pollDuration, m.events, m.parseErrors, m.cmdErrors, m.lost, m.noGPUIndex, m.tracked, m.jobCompBytes,
+		m.acctTo, m.acctRecovered); err != nil {
 		return nil, err
 	}
 	return m, nil

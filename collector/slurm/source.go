@@ -62,9 +62,16 @@ type Source struct {
 	logs        logthrottle.Throttle // per-record warnings, keyed by input
 	// scripts caches script hashes within one poll, by Slurm job id.
 	scripts map[string]string
-	// health holds the outcome of the last poll, for Ready.
+	// health holds the outcome of the last poll, for Ready, and of the
+	// last read of the accounting.
 	health *health.Status
 	polls  *health.Cond
+	acct   *health.Cond
+	// acctRun is when the accounting was last read (this process).
+	acctRun time.Time
+	// published counts emits, so that a caller of handle can tell whether
+	// it published anything.
+	published int
 }
 
 // New returns a Source that publishes through pub, with the state loaded from
@@ -95,6 +102,10 @@ func New(cfg Config, pub collector.Publisher, logger *slog.Logger, reg prometheu
 		health:      health.New(time.Now),
 	}
 	s.polls = s.health.Add("slurm", "waiting for the first poll")
+	if cfg.Accounting {
+		s.acct = s.health.Add("slurm accounting", "waiting for the first read of sacct")
+		m.acctTo.Set(float64(st.Accounted) / 1000)
+	}
 	return s, nil
 }
 
@@ -107,7 +118,7 @@ func (s *Source) Ready() error { return s.health.Err() }
 // returns nil when ctx ends.
 func (s *Source) Run(ctx context.Context) error {
 	s.logger.Info("slurm source started", "cluster", s.cfg.Cluster, "interval", s.cfg.PollInterval,
-		"squeue", s.cfg.Squeue, "jobcomp_log", s.cfg.JobCompLog, "state_file", s.cfg.StateFile, "jobs", len(s.st.Jobs))
+		"squeue", s.cfg.Squeue, "jobcomp_log", s.cfg.JobCompLog, "accounting", s.cfg.Accounting, "state_file", s.cfg.StateFile, "jobs", len(s.st.Jobs))
 	t := time.NewTicker(s.cfg.PollInterval)
 	defer t.Stop()
 	for {
@@ -153,15 +164,15 @@ func (s *Source) Poll(ctx context.Context) (err error) {
 	s.scripts = map[string]string{}
 
 	listed := s.now()
-	out, err := s.command(ctx, s.cfg.Squeue, "--json", "--all", "--states=all")
+	out, err := s.command(ctx, "squeue", nil, s.cfg.Squeue, "--json", "--all", "--states=all")
 	if err != nil {
 		return err
 	}
 	return s.apply(ctx, out, listed)
 }
 
-// apply handles one squeue --json listing, taken at listed, and the new part
-// of the job-completion log.
+// apply handles one squeue --json listing, taken at listed, the new part of
+// the job-completion log, and the accounting when a read is due.
 func (s *Source) apply(ctx context.Context, out []byte, listed time.Time) error {
 	resp, err := decodeSqueue(out)
 	if err != nil {
@@ -195,7 +206,10 @@ func (s *Source) apply(ctx context.Context, out []byte, listed time.Time) error 
 		// A job absent from squeue may be in the part of the log not read yet.
 		complete = complete && atEnd
 	}
-	if err := s.forget(pctx, seen, complete); err != nil {
+	if err := s.readAccounting(ctx, pctx, listed); err != nil {
+		return err
+	}
+	if err := s.forget(pctx, seen, complete, listed); err != nil {
 		return err
 	}
 	if complete {
@@ -206,15 +220,15 @@ func (s *Source) apply(ctx context.Context, out []byte, listed time.Time) error 
 
 // forget drops ended jobs that squeue no longer lists from the state after
 // the retention, and ends the unended ones that two complete listings in a
-// row did not show (and the job-completion log, read to its end, did not
-// have either): they are lost.
-func (s *Source) forget(pctx context.Context, seen map[string]bool, complete bool) error {
+// row did not show (and the job-completion log, read to its end, and the
+// accounting, read since, did not have either): they are lost.
+func (s *Source) forget(pctx context.Context, seen map[string]bool, complete bool, listed time.Time) error {
 	cutoff := s.now().Add(-s.cfg.Retention).UnixMilli()
 	for id, r := range s.st.Jobs {
 		switch {
 		case seen[id]:
 			if r.Missing != 0 {
-				r.Missing, s.dirty = 0, true
+				r.Missing, r.GoneMillis, s.dirty = 0, 0, true
 			}
 		case r.Ended:
 			if r.Last.EndMillis < cutoff {
@@ -224,11 +238,11 @@ func (s *Source) forget(pctx context.Context, seen map[string]bool, complete boo
 		case complete:
 			if r.Missing == 0 {
 				// The last complete listing showed it (or it is newer).
-				r.SeenMillis = s.st.Polled
+				r.SeenMillis, r.GoneMillis = s.st.Polled, listed.UnixMilli()
 			}
 			r.Missing++
 			s.dirty = true
-			if r.Missing >= 2 {
+			if r.Missing >= 2 && (!s.cfg.Accounting || s.st.Accounted >= r.GoneMillis/1000*1000) {
 				if err := s.endLost(pctx, id, r); err != nil {
 					return err
 				}
@@ -257,8 +271,8 @@ func (s *Source) endLost(pctx context.Context, id string, r *jobRecord) error {
 	}
 	s.m.lost.Inc()
 	s.logger.Warn("slurm job vanished without an end; ended as UNKNOWN at the last listing that showed it", "job_id", id,
-		"state", r.Last.State.String(), "end", time.UnixMilli(end).UTC(), "jobcomp_log", s.cfg.JobCompLog)
-	r.Ended, r.Lost, r.Last, r.Allocs, r.Missing = true, true, e, nil, 0
+		"state", r.Last.State.String(), "end", time.UnixMilli(end).UTC(), "jobcomp_log", s.cfg.JobCompLog, "accounting", s.cfg.Accounting)
+	r.Ended, r.Lost, r.Last, r.Allocs, r.Missing, r.GoneMillis = true, true, e, nil, 0, 0
 	s.dirty = true
 	return nil
 }
@@ -280,6 +294,7 @@ func (s *Source) emit(pctx context.Context, id string, evs []schemas.JobEvent, a
 	for _, e := range evs {
 		s.m.events.WithLabelValues(e.Type.String()).Inc()
 	}
+	s.published++
 	return nil
 }
 
@@ -502,10 +517,9 @@ func (s *Source) scriptHash(ctx context.Context, slurmID string) string {
 	if h, ok := s.scripts[slurmID]; ok {
 		return h
 	}
-	out, err := s.command(ctx, s.cfg.Scontrol, "write", "batch_script", slurmID, "-")
+	out, err := s.command(ctx, "scontrol", nil, s.cfg.Scontrol, "write", "batch_script", slurmID, "-")
 	h := ""
 	if err != nil {
-		s.m.cmdErrors.WithLabelValues("scontrol").Inc()
 		s.logger.Debug("cannot read batch script", "job_id", slurmID, "err", err)
 	} else {
 		sum := sha256.Sum256(out)
@@ -515,22 +529,28 @@ func (s *Source) scriptHash(ctx context.Context, slurmID string) string {
 	return h
 }
 
-// command runs a Slurm command and returns its standard output.
-func (s *Source) command(ctx context.Context, name string, args ...string) ([]byte, error) {
+// command runs a Slurm command, counted as label (squeue, scontrol, sacct)
+// when it fails, with env (KEY=value) added to the environment, and returns
+// its standard output.
+func (s *Source) command(ctx context.Context, label string, env []string, name string, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CommandTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	if s.cfg.SlurmConf != "" {
+		env = append(env, "SLURM_CONF="+s.cfg.SlurmConf)
+	}
+	if len(env) > 0 {
 		cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool {
-			return strings.HasPrefix(kv, "SLURM_CONF=")
-		}), "SLURM_CONF="+s.cfg.SlurmConf)
+			return slices.ContainsFunc(env, func(set string) bool {
+				k, _, _ := strings.Cut(set, "=")
+				return strings.HasPrefix(kv, k+"=")
+			})
+		}), env...)
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		if name != s.cfg.Scontrol {
-			s.m.cmdErrors.WithLabelValues("squeue").Inc()
-		}
+		s.m.cmdErrors.WithLabelValues(label).Inc()
 		if msg := lastLine(stderr.String()); msg != "" {
 			err = fmt.Errorf("%w: %s", err, msg)
 		}

@@ -25,6 +25,9 @@ type state struct {
 	Jobs map[string]*jobRecord `json:"jobs"`
 	// Polled is when (Unix ms) the last complete squeue listing was taken.
 	Polled int64 `json:"polled,omitempty"`
+	// Accounted is the end (Unix ms, whole seconds) of the last window of
+	// end times read from the accounting (--slurm.accounting).
+	Accounted int64 `json:"accounted,omitempty"`
 }
 
 // jobRecord is one job's emitted history.
@@ -39,6 +42,10 @@ type jobRecord struct {
 	// when a listing first misses it.
 	SeenMillis int64 `json:"seen,omitempty"`
 	Lost       bool  `json:"lost,omitempty"` // Ended by endLost, not by Slurm
+	// GoneMillis is the first complete listing that did not show the job:
+	// with --slurm.accounting it is ended as lost only once the accounting
+	// was read after then.
+	GoneMillis int64 `json:"gone,omitempty"`
 }
 
 // loadState reads the state file; a missing file is an empty state.

@@ -1,0 +1,375 @@
+package slurm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/heliostat-dev/heliostat/internal/slurmfmt"
+	"github.com/heliostat-dev/heliostat/schemas"
+)
+
+// Reading ended jobs from Slurm's accounting (`sacct --json`, slurmdbd): each
+// read asks for the jobs that ended in a window of end times, from a little
+// before where the last read stopped (acctOverlap: slurmctld sends job ends to
+// slurmdbd asynchronously) up to now, at most acctChunk at a time, so that
+// catching up after a long outage reads it in bounded pieces.
+const (
+	acctOverlap = 5 * time.Minute
+	acctChunk   = time.Hour
+	// acctTime is how sacct's --starttime and --endtime are written; the
+	// command runs with TZ=UTC.
+	acctTime = "2006-01-02T15:04:05"
+	// acctStates are the final states: with them, sacct selects jobs by
+	// their end time.
+	acctStates = "BF,CA,CD,DL,F,NF,OOM,PR,TO"
+)
+
+// sacctResponse is the part of `sacct --json` that the source reads: Slurm
+// 22.05 (dbv0.0.38) and the later shapes slurmfmt reads (numbers as {set,
+// infinite, number}, states as lists).
+type sacctResponse struct {
+	Errors []json.RawMessage `json:"errors"`
+	Jobs   []acctJob         `json:"jobs"`
+}
+
+// acctJob is one job allocation of `sacct --json --allocations`.
+type acctJob struct {
+	JobID slurmfmt.Int `json:"job_id"`
+	Array struct {
+		JobID  slurmfmt.Int `json:"job_id"`
+		TaskID slurmfmt.Int `json:"task_id"`
+		Task   string       `json:"task"` // the tasks of an array record that never split: "0-5", "[0-5%2]"
+	} `json:"array"`
+	Name      string `json:"name"`
+	User      string `json:"user"`
+	Group     string `json:"group"`
+	Account   string `json:"account"`
+	Partition string `json:"partition"`
+	QOS       string `json:"qos"`
+	Nodes     string `json:"nodes"`
+	WorkDir   string `json:"working_directory"`
+	State     struct {
+		Current slurmfmt.States `json:"current"`
+	} `json:"state"`
+	ExitCode        acctExitCode `json:"exit_code"`
+	Priority        slurmfmt.Int `json:"priority"`
+	AllocationNodes slurmfmt.Int `json:"allocation_nodes"`
+	Time            struct {
+		Submission slurmfmt.Int `json:"submission"`
+		Eligible   slurmfmt.Int `json:"eligible"`
+		Start      slurmfmt.Int `json:"start"`
+		End        slurmfmt.Int `json:"end"`
+		Limit      slurmfmt.Int `json:"limit"` // minutes; unset when unlimited
+	} `json:"time"`
+	TRES struct {
+		Allocated []acctTRES `json:"allocated"`
+		Requested []acctTRES `json:"requested"`
+	} `json:"tres"`
+}
+
+// acctTRES is one trackable resource of a job: cpu, mem (MB), node, gres
+// (name "gpu" or "gpu:TYPE").
+type acctTRES struct {
+	Type  string       `json:"type"`
+	Name  string       `json:"name"`
+	Count slurmfmt.Int `json:"count"`
+}
+
+// acctExitCode is a job's exit code in `sacct --json`: {"status": "SUCCESS"
+// | "FAILED" | "SIGNALED", "return_code": N, "signal": {"signal_id": N}} in
+// 22.05; the status a list, return_code an Int object and the signal's number
+// "id" from v0.0.40. Code is what a shell reports: the exit status, or 128
+// plus the signal that killed the job.
+type acctExitCode struct {
+	Code int64
+	Set  bool
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (c *acctExitCode) UnmarshalJSON(b []byte) error {
+	*c = acctExitCode{}
+	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
+		return nil
+	}
+	var v struct {
+		Status     slurmfmt.States `json:"status"`
+		ReturnCode slurmfmt.Int    `json:"return_code"`
+		Signal     struct {
+			SignalID slurmfmt.Int `json:"signal_id"`
+			ID       slurmfmt.Int `json:"id"`
+		} `json:"signal"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	sig := v.Signal.SignalID
+	if !sig.Set {
+		sig = v.Signal.ID
+	}
+	switch {
+	case sig.Set && sig.V > 0 && sig.V < 128 && (v.Status.Base() == "SIGNALED" || !v.ReturnCode.Set || v.ReturnCode.V == 0):
+		*c = acctExitCode{Code: 128 + sig.V, Set: true}
+	case v.ReturnCode.Set:
+		*c = acctExitCode{Code: v.ReturnCode.V, Set: true}
+	}
+	return nil
+}
+
+// decodeSacct decodes the output of `sacct --json`. An error means the whole
+// document is unusable; errors Slurm itself reports in "errors" are one too.
+func decodeSacct(b []byte) (*sacctResponse, error) {
+	var r sacctResponse
+	if err := json.Unmarshal(b, &r); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return nil, fmt.Errorf("decode sacct --json at offset %d: %w", se.Offset, err)
+		}
+		return nil, fmt.Errorf("decode sacct --json: %w", err)
+	}
+	if len(r.Errors) > 0 {
+		return nil, fmt.Errorf("sacct --json reports errors: %s", joinRaw(r.Errors, 200))
+	}
+	if r.Jobs == nil && !bytes.Contains(b, []byte(`"jobs"`)) {
+		return nil, errors.New("decode sacct --json: no \"jobs\" list")
+	}
+	return &r, nil
+}
+
+// observeSacct turns one sacct record of an ended job into observations: one,
+// or one per task of an array that ended before any task was split off (a
+// pending array cancelled as a whole). Errors name the field.
+func observeSacct(j *acctJob) ([]*observation, error) {
+	if !j.JobID.Set || j.JobID.V <= 0 {
+		return nil, fmt.Errorf("job_id %d is not a job id", j.JobID.V)
+	}
+	id := strconv.FormatInt(j.JobID.V, 10)
+	state, kind, err := normalizeState(j.State.Current.Base())
+	if err != nil {
+		return nil, fmt.Errorf("job %s: state.current: %w", id, err)
+	}
+	if kind != kindFinal {
+		return nil, fmt.Errorf("job %s: state.current: %q is not a final state", id, j.State.Current.Base())
+	}
+	if j.Time.Submission.V <= 0 {
+		return nil, fmt.Errorf("job %s: time.submission %d is not a time", id, j.Time.Submission.V)
+	}
+	if j.Time.End.V <= 0 {
+		return nil, fmt.Errorf("job %s: time.end %d is not a time", id, j.Time.End.V)
+	}
+	ev := schemas.JobEvent{
+		JobID: id, ArrayTaskID: schemas.Unknown,
+		Name: j.Name, User: j.User, UID: schemas.Unknown, Group: j.Group, Account: j.Account, Partition: j.Partition, QOS: j.QOS,
+		State: state, ExitCode: j.ExitCode.orUnknown(), Priority: j.Priority.Or(schemas.Unknown),
+		SubmitMillis: j.Time.Submission.V * 1000, EndMillis: j.Time.End.V * 1000,
+		TimeLimitS: schemas.Unknown, NodeCount: j.AllocationNodes.Or(schemas.Unknown),
+		CPUs: schemas.Unknown, GPUs: schemas.Unknown, MemReqBytes: schemas.Unknown, WorkDir: j.WorkDir,
+	}
+	if j.Time.Eligible.V > 0 {
+		ev.EligibleMillis = j.Time.Eligible.V * 1000
+	}
+	if j.Time.Limit.Set && j.Time.Limit.V >= 0 {
+		ev.TimeLimitS = j.Time.Limit.V * 60
+	}
+	if err := acctResources(j, &ev); err != nil {
+		return nil, fmt.Errorf("job %s: %w", id, err)
+	}
+	o := &observation{kind: kindFinal}
+	// As from squeue and the log: a job holds nodes only once it runs, and
+	// Slurm gives a job cancelled while pending a start time but no nodes.
+	if j.Nodes != "" && j.Nodes != "None assigned" && j.Time.Start.V > 0 {
+		if ev.Nodes, err = slurmfmt.ExpandHostlist(j.Nodes); err != nil {
+			return nil, fmt.Errorf("job %s: nodes: %w", id, err)
+		}
+		ev.StartMillis = j.Time.Start.V * 1000
+		if ev.EndMillis < ev.StartMillis {
+			return nil, fmt.Errorf("job %s: time.end %d before time.start %d", id, j.Time.End.V, j.Time.Start.V)
+		}
+		o.started = true
+	}
+	if j.Array.JobID.V <= 0 {
+		o.ev = ev
+		return []*observation{o}, nil
+	}
+	ev.ArrayJobID = strconv.FormatInt(j.Array.JobID.V, 10)
+	if j.Array.TaskID.Set {
+		ev.ArrayTaskID = j.Array.TaskID.V
+		ev.JobID = ev.ArrayJobID + "_" + strconv.FormatInt(j.Array.TaskID.V, 10)
+		o.ev = ev
+		return []*observation{o}, nil
+	}
+	if o.started {
+		return nil, fmt.Errorf("job %s: array.task_id is null for an array job that ran", id)
+	}
+	tasks, err := expandArrayTasks(strings.TrimSuffix(strings.TrimPrefix(j.Array.Task, "["), "]"))
+	if err != nil {
+		return nil, fmt.Errorf("job %s: array.task: %w", id, err)
+	}
+	out := make([]*observation, 0, len(tasks))
+	for _, t := range tasks {
+		to := *o
+		to.ev = ev
+		to.ev.ArrayTaskID = t
+		to.ev.JobID = ev.ArrayJobID + "_" + strconv.FormatInt(t, 10)
+		out = append(out, &to)
+	}
+	return out, nil
+}
+
+// acctResources fills CPUs, GPUs and GPU type from the allocated resources
+// (the requested ones for a job that never ran) and the memory asked for.
+// GPUs stay unknown when the accounting does not track gres/gpu
+// (AccountingStorageTRES); the source then keeps what squeue showed.
+func acctResources(j *acctJob, ev *schemas.JobEvent) error {
+	list := j.TRES.Allocated
+	if len(list) == 0 {
+		list = j.TRES.Requested
+	}
+	// The untyped gres/gpu count is the total; without it, the typed ones
+	// (gres/gpu:a100) add up.
+	untyped, typed, sawTyped := int64(schemas.Unknown), int64(0), false
+	for _, t := range list {
+		if !t.Count.Set {
+			continue
+		}
+		if t.Count.V < 0 {
+			return fmt.Errorf("tres %s/%s count %d is negative", t.Type, t.Name, t.Count.V)
+		}
+		switch {
+		case t.Type == "cpu":
+			ev.CPUs = t.Count.V
+		case t.Type == "gres" && t.Name == "gpu":
+			untyped = t.Count.V
+		case t.Type == "gres" && strings.HasPrefix(t.Name, "gpu:"):
+			typed, sawTyped = typed+t.Count.V, true
+			if ev.GPUType == "" {
+				ev.GPUType = strings.TrimPrefix(t.Name, "gpu:")
+			}
+		}
+	}
+	switch {
+	case untyped != schemas.Unknown:
+		ev.GPUs = untyped
+	case sawTyped:
+		ev.GPUs = typed
+	}
+	for _, t := range j.TRES.Requested {
+		if t.Type == "mem" && t.Count.Set && t.Count.V >= 0 {
+			ev.MemReqBytes = t.Count.V << 20
+		}
+	}
+	return nil
+}
+
+func (c acctExitCode) orUnknown() int64 {
+	if !c.Set {
+		return schemas.Unknown
+	}
+	return c.Code
+}
+
+// readAccounting reads the jobs that ended since the last read from sacct,
+// when one is due, and handles them as it handles squeue's records (a job
+// already ended is not published again). A failing sacct is reported on the
+// accounting condition and counted, and leaves the read where it was: the
+// squeue side of the poll goes on.
+func (s *Source) readAccounting(ctx, pctx context.Context, listed time.Time) error {
+	if !s.acctDue(listed) {
+		return nil
+	}
+	now := listed.UnixMilli()
+	from := s.st.Accounted - acctOverlap.Milliseconds()
+	if s.st.Accounted == 0 {
+		// First read: jobs that ended before the source ever ran are the
+		// trace importer's, as with the job-completion log.
+		from = now - acctOverlap.Milliseconds()
+	}
+	to := min(now, from+acctChunk.Milliseconds())
+	s.acctRun = listed
+	out, err := s.command(ctx, "sacct", []string{"TZ=UTC"}, s.cfg.Sacct, "--json", "--allocations", "--allusers",
+		"--starttime="+time.UnixMilli(from).UTC().Format(acctTime), "--endtime="+time.UnixMilli(to).UTC().Format(acctTime),
+		"--state="+acctStates)
+	if err == nil {
+		err = s.applyAccounting(ctx, pctx, out)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			s.acct.Report(err)
+			s.logger.Warn("cannot read ended jobs from Slurm's accounting; retrying next poll", "err", err)
+		}
+		var pe publishError
+		if errors.As(err, &pe) {
+			return err // the publisher's failure fails the poll, as for squeue
+		}
+		return nil
+	}
+	s.acct.Report(nil)
+	// Whole seconds: sacct's window is in seconds, and an end in the
+	// second of `to` may be in the next window too (it overlaps).
+	s.st.Accounted, s.dirty = to/1000*1000, true
+	s.m.acctTo.Set(float64(s.st.Accounted) / 1000)
+	if to < now {
+		s.logger.Info("catching up on Slurm's accounting", "read_until", time.UnixMilli(to).UTC(), "behind", time.Duration(now-to)*time.Millisecond)
+	}
+	return nil
+}
+
+// acctDue says whether this poll reads the accounting: on the first poll,
+// every --slurm.accounting-interval, while catching up, and at once when a
+// job went missing from squeue after the last read (before it could be
+// ended as lost).
+func (s *Source) acctDue(listed time.Time) bool {
+	if !s.cfg.Accounting {
+		return false
+	}
+	if s.st.Accounted == 0 || s.acctRun.IsZero() || listed.Sub(s.acctRun) >= s.cfg.AccountingInterval ||
+		listed.UnixMilli()-s.st.Accounted > s.cfg.AccountingInterval.Milliseconds()+acctOverlap.Milliseconds() {
+		return true
+	}
+	for _, r := range s.st.Jobs {
+		if r.Missing > 0 && !r.Ended && r.GoneMillis > s.st.Accounted {
+			return true
+		}
+	}
+	return false
+}
+
+// publishError marks a failure to publish, which fails the poll.
+type publishError struct{ error }
+
+func (e publishError) Unwrap() error { return e.error }
+
+// applyAccounting handles one sacct --json document.
+func (s *Source) applyAccounting(ctx, pctx context.Context, out []byte) error {
+	resp, err := decodeSacct(out)
+	if err != nil {
+		s.m.parseErrors.WithLabelValues(inputSacct).Inc()
+		return fmt.Errorf("slurm: %w", err)
+	}
+	for i := range resp.Jobs {
+		obs, err := observeSacct(&resp.Jobs[i])
+		if err != nil {
+			s.parseError(inputSacct, err, "index", i)
+			continue
+		}
+		for _, o := range obs {
+			r := s.st.Jobs[o.ev.JobID]
+			if r != nil && r.Ended && !r.Lost && r.Last.SubmitMillis == o.ev.SubmitMillis {
+				continue // squeue or the log showed its end
+			}
+			n := s.published
+			if err := s.handle(ctx, pctx, o); err != nil {
+				return publishError{err}
+			}
+			if s.published > n {
+				s.m.acctRecovered.Inc()
+			}
+		}
+	}
+	return nil
+}
