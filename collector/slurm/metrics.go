@@ -16,16 +16,16 @@ const (
 
 // metrics are the source's self-metrics.
 type metrics struct {
-	polls        prometheus.Counter
-	pollErrors   prometheus.Counter
-	pollDuration prometheus.Histogram
-	events       *prometheus.CounterVec
-	parseErrors  *prometheus.CounterVec
-	cmdErrors    *prometheus.CounterVec
-	lost         prometheus.Counter
-	noGPUIndex   prometheus.Counter
-	tracked      prometheus.Gauge
-	jobCompBytes prometheus.Gauge
+	polls         prometheus.Counter
+	pollErrors    prometheus.Counter
+	pollDuration  prometheus.Histogram
+	events        *prometheus.CounterVec
+	parseErrors   *prometheus.CounterVec
+	cmdErrors     *prometheus.CounterVec
+	lost          prometheus.Counter
+	noGPUIndex    prometheus.Counter
+	tracked       prometheus.Gauge
+	jobCompBytes  prometheus.Gauge
 	acctTo        prometheus.Gauge
 	acctRecovered prometheus.Counter
 }
