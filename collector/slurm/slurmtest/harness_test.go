@@ -2,7 +2,9 @@ package slurmtest
 
 import (
 	"context"
+	"encoding/json"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -97,6 +99,136 @@ func TestPowerScripts(t *testing.T) {
 	}
 	if states, err := c.WaitJob(ctx, id); err != nil || states[0] != "COMPLETED" {
 		t.Errorf("job on the resumed node: %v, %v; want COMPLETED", states, err)
+	}
+}
+
+// TestAccounting starts a private cluster with accounting and checks that
+// sacct --json lists ended jobs with their state, exit code and GPUs.
+func TestAccounting(t *testing.T) {
+	c := StartWith(t, Options{Accounting: true, Conf: map[string]string{"JobCompType": "jobcomp/none"}})
+	if !c.Accounting() {
+		t.Fatal("Accounting() = false on a cluster started with Options.Accounting")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	start := time.Now().Add(-time.Minute).Format("2006-01-02T15:04:05")
+	failed, err := c.Submit(ctx, "--gres=gpu:2", "--wrap", "exit 3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := c.Submit(ctx, "--wrap", "true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if states, err := c.WaitJob(ctx, failed, done); err != nil || states[0] != "FAILED" || states[1] != "COMPLETED" {
+		t.Fatalf("jobs ended %v, %v; want [FAILED COMPLETED]", states, err)
+	}
+	type exitCode struct {
+		Status     string `json:"status"`
+		ReturnCode *int   `json:"return_code"`
+	}
+	type job struct {
+		JobID int `json:"job_id"`
+		State struct {
+			Current string `json:"current"`
+		} `json:"state"`
+		ExitCode exitCode `json:"exit_code"`
+		TRES     struct {
+			Allocated []struct {
+				Type  string `json:"type"`
+				Name  string `json:"name"`
+				Count int    `json:"count"`
+			} `json:"allocated"`
+		} `json:"tres"`
+	}
+	type response struct {
+		Meta struct {
+			Plugin struct {
+				Type string `json:"type"`
+			} `json:"plugin"`
+		} `json:"meta"`
+		Jobs []job `json:"jobs"`
+	}
+	// slurmctld sends the records to slurmdbd asynchronously: poll until
+	// both jobs are listed as ended.
+	var (
+		resp response
+		jobs map[string]job
+		out  string
+	)
+	for {
+		out, err = c.Run(ctx, "sacct", "--json", "-X", "-a", "-S", start, "-E", "now")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp = response{}
+		if err := json.Unmarshal([]byte(out), &resp); err != nil {
+			t.Fatalf("sacct --json: %v:\n%s", err, out)
+		}
+		jobs = map[string]job{}
+		for _, j := range resp.Jobs {
+			jobs[strconv.Itoa(j.JobID)] = j
+		}
+		if jobs[failed].State.Current == "FAILED" && jobs[done].State.Current == "COMPLETED" {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("sacct does not list jobs %s FAILED and %s COMPLETED:\n%s", failed, done, out)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	// Slurm 22.05's JSON (plugin openapi/dbv0.0.38) writes every exit by
+	// exit(2) as status SUCCESS with return_code 0, whatever the code; the
+	// database has it right, as sacct's text output shows.
+	want3 := func(ec exitCode) bool { return ec.ReturnCode != nil && *ec.ReturnCode == 3 }
+	if resp.Meta.Plugin.Type == "openapi/dbv0.0.38" {
+		want3 = func(ec exitCode) bool { return ec.Status == "SUCCESS" && ec.ReturnCode != nil && *ec.ReturnCode == 0 }
+	}
+	if ec := jobs[failed].ExitCode; !want3(ec) {
+		t.Errorf("job %s exit_code = %+v (plugin %s); want return_code 3:\n%s", failed, ec, resp.Meta.Plugin.Type, out)
+	}
+	text, err := c.Run(ctx, "sacct", "-n", "-X", "-P", "-j", failed+","+done, "-o", "JobID,State,ExitCode")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := failed + "|FAILED|3:0\n" + done + "|COMPLETED|0:0\n"; text != want {
+		t.Errorf("sacct -o JobID,State,ExitCode printed %q; want %q", text, want)
+	}
+	gpus := -1
+	for _, tr := range jobs[failed].TRES.Allocated {
+		if tr.Type == "gres" && tr.Name == "gpu" {
+			gpus = tr.Count
+		}
+	}
+	if gpus != 2 {
+		t.Errorf("job %s allocated gres/gpu count = %d; want 2:\n%s", failed, gpus, out)
+	}
+	// The controller restarts with slurmdbd and MariaDB left running, and
+	// jobs it runs afterwards are accounted too.
+	if err := c.RestartController(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	again, err := c.Submit(ctx, "--wrap", "true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitJob(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		out, err := c.Run(ctx, "sacct", "-n", "-X", "-P", "-j", again, "-o", "State")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.TrimSpace(out) == "COMPLETED" {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("sacct after a controller restart: job %s is %q; want COMPLETED", again, out)
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
 }
 

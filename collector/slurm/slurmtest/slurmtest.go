@@ -6,6 +6,10 @@
 //
 // Starting slurmctld takes seconds, so a test package normally shares one
 // cluster: call Shared from its tests and wrap m.Run with Main in TestMain.
+//
+// A private cluster started with Options.Accounting also keeps job accounting:
+// a private MariaDB and slurmdbd start before slurmctld, so that sacct (and
+// sacctmgr) work against the cluster.
 package slurmtest
 
 import (
@@ -42,8 +46,16 @@ var errSkip = errors.New("slurmtest: prerequisite missing")
 type Cluster struct {
 	dir   string
 	conf  string
-	procs []*proc
+	procs []*proc // slurmctld first, then the slurmd
 	stop  sync.Once
+
+	// With accounting: the ports of slurmdbd and MariaDB, and the two
+	// daemons in the order they started (MariaDB, slurmdbd), stopped after
+	// slurmctld and slurmd in the reverse order.
+	accounting bool
+	dbdPort    int
+	dbPort     int
+	services   []*proc
 }
 
 // proc is a daemon the cluster started; done closes when it has exited.
@@ -75,6 +87,20 @@ func (c *Cluster) JobCompLog() string { return filepath.Join(c.dir, "log", "jobc
 
 // SlurmctldLog is the path of slurmctld's log.
 func (c *Cluster) SlurmctldLog() string { return filepath.Join(c.dir, "log", "slurmctld.log") }
+
+// Accounting reports whether the cluster keeps job accounting (slurmdbd on a
+// private MariaDB; Options.Accounting), so that sacct works against it.
+func (c *Cluster) Accounting() bool { return c.accounting }
+
+// SlurmdbdLog is the path of slurmdbd's log; the file exists only on a
+// cluster with Accounting.
+func (c *Cluster) SlurmdbdLog() string { return filepath.Join(c.dir, "log", "slurmdbd.log") }
+
+// mariadbLog is the path of the private MariaDB's error log.
+func (c *Cluster) mariadbLog() string { return filepath.Join(c.dir, "log", "mariadb.log") }
+
+// mariadbSocket is the path of the private MariaDB's Unix socket.
+func (c *Cluster) mariadbSocket() string { return filepath.Join(c.dir, "mysql.sock") }
 
 // SuspendLog and ResumeLog are the files where suspend.sh and resume.sh append
 // one line with their arguments per call (node power-down and power-up).
@@ -176,9 +202,21 @@ func (c *Cluster) WaitState(ctx context.Context, ok func(state string) bool, ids
 // LogTail returns the last n lines of slurmctld's log, for failure messages.
 func (c *Cluster) LogTail(n int) string { return tailFile(c.SlurmctldLog(), n) }
 
+// failureLogs returns the tails of slurmctld's log and, with accounting, of
+// slurmdbd's and MariaDB's, headed by their paths.
+func (c *Cluster) failureLogs(n int) string {
+	s := fmt.Sprintf("slurmctld log tail (%s):\n%s", c.dir, c.LogTail(n))
+	if c.accounting {
+		s += fmt.Sprintf("\nslurmdbd log tail (%s):\n%s", c.SlurmdbdLog(), tailFile(c.SlurmdbdLog(), n))
+		s += fmt.Sprintf("\nmariadb log tail (%s):\n%s", c.mariadbLog(), tailFile(c.mariadbLog(), n/2))
+	}
+	return s
+}
+
 // Stop cancels the cluster's jobs and stops slurmd and slurmctld by their pid
-// files, waiting for them to exit. It is idempotent; Start and Shared arrange
-// for it to run.
+// files, waiting for them to exit; with accounting it then stops slurmdbd and
+// MariaDB, in that order (slurmctld hands its last records to slurmdbd as it
+// stops). It is idempotent; Start and Shared arrange for it to run.
 func (c *Cluster) Stop() {
 	c.stop.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -199,15 +237,24 @@ func (c *Cluster) Stop() {
 		// The daemons run in the foreground as our children: reap them, and
 		// kill those that do not stop in time.
 		for _, p := range c.procs {
-			_ = p.cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-p.done:
-			case <-time.After(10 * time.Second):
-				_ = p.cmd.Process.Kill()
-				<-p.done
-			}
+			p.terminate(10 * time.Second)
+		}
+		for i := len(c.services) - 1; i >= 0; i-- {
+			c.services[i].terminate(20 * time.Second)
 		}
 	})
+}
+
+// terminate sends SIGTERM and waits for the process to exit, killing it when
+// it has not within wait.
+func (p *proc) terminate(wait time.Duration) {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(wait):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
 }
 
 var (
@@ -258,8 +305,21 @@ func Shared(t testing.TB) *Cluster {
 type Options struct {
 	// Conf sets slurm.conf parameters: each key replaces the template's
 	// line of that name, or is appended when the template has none, e.g.
-	// {"SuspendTimeout": "5"}.
+	// {"SuspendTimeout": "5"}. It is applied last, so it also overrides
+	// what Accounting sets.
 	Conf map[string]string
+
+	// Accounting starts job accounting with the cluster: a private MariaDB
+	// (data in Dir()/mysql) and slurmdbd (slurmdbd.conf beside slurm.conf),
+	// both up before slurmctld, which is configured with
+	// AccountingStorageType=accounting_storage/slurmdbd,
+	// AccountingStorageTRES=gres/gpu (GPUs appear in sacct's TRES) and
+	// JobAcctGatherType=jobacct_gather/none. sacct and sacctmgr then work
+	// through Run. It needs root and the packages slurmdbd and
+	// mariadb-server, which start installs when missing. slurmctld sends
+	// job records to slurmdbd asynchronously: poll sacct for a job that
+	// just ended.
+	Accounting bool
 }
 
 // Start starts a private cluster for one test and stops it when the test ends.
@@ -279,7 +339,7 @@ func StartWith(t testing.TB, opts Options) *Cluster {
 	t.Cleanup(func() {
 		c.Stop()
 		if t.Failed() {
-			t.Logf("slurmctld log tail:\n%s", c.LogTail(30))
+			t.Logf("%s", c.failureLogs(30))
 			t.Logf("cluster directory kept: %s", c.dir)
 			return
 		}
@@ -303,7 +363,12 @@ func start(opts Options) (c *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := ensurePackages(); err != nil {
+	if opts.Accounting && os.Geteuid() != 0 {
+		// slurmdbd.conf must belong to SlurmUser (root), and MariaDB runs
+		// with --user=root.
+		return nil, fmt.Errorf("%w: Slurm accounting needs root", errSkip)
+	}
+	if err := ensurePackages(opts.Accounting); err != nil {
 		return nil, err
 	}
 	if err := ensureMunge(); err != nil {
@@ -318,21 +383,26 @@ func start(opts Options) (c *Cluster, err error) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("slurmtest: %w", err)
 	}
-	c = &Cluster{dir: dir, conf: filepath.Join(dir, "slurm.conf")}
+	c = &Cluster{dir: dir, conf: filepath.Join(dir, "slurm.conf"), accounting: opts.Accounting}
 	defer func() {
 		if err != nil {
 			c.Stop()
-			err = fmt.Errorf("%w\nslurmctld log tail (%s):\n%s", err, dir, c.LogTail(20))
+			err = fmt.Errorf("%w\n%s", err, c.failureLogs(20))
 		}
 	}()
 	if err := c.writeConfig(shared, opts); err != nil {
 		return c, err
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if c.accounting {
+		if err := c.startAccounting(ctx); err != nil {
+			return c, err
+		}
+	}
 	if err := c.spawn("slurmctld", "-D", "-f", c.conf); err != nil {
 		return c, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
 	// slurmd registers with slurmctld: wait until it answers.
 	if err := c.waitFor(ctx, "slurmctld to answer", func() (bool, error) {
 		_, err := c.Run(ctx, "scontrol", "ping")
@@ -424,7 +494,7 @@ func (c *Cluster) waitFor(ctx context.Context, what string, cond func() (bool, e
 		if ok {
 			return nil
 		}
-		for _, p := range c.procs {
+		for _, p := range slices.Concat(c.services, c.procs) {
 			select {
 			case <-p.done:
 				return fmt.Errorf("slurmtest: %s exited (%v) while waiting for %s", strings.Join(p.cmd.Args, " "), p.cmd.ProcessState, what)
@@ -440,25 +510,36 @@ func (c *Cluster) waitFor(ctx context.Context, what string, cond func() (bool, e
 }
 
 // spawn starts a daemon in the foreground as a child that dies with the test
-// process, its output going to the cluster's log directory.
+// process, its output going to the cluster's log directory, and adds it to
+// c.procs.
 func (c *Cluster) spawn(name string, args ...string) error {
-	out, err := os.OpenFile(filepath.Join(c.dir, "log", name+"."+strconv.Itoa(len(c.procs))+".out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	p, err := c.launch(name+"."+strconv.Itoa(len(c.procs))+".out", name, args...)
 	if err != nil {
-		return fmt.Errorf("slurmtest: %w", err)
+		return err
 	}
-	defer out.Close()
+	c.procs = append(c.procs, p)
+	return nil
+}
+
+// launch starts a daemon as spawn does, its output going to log/out, without
+// adding it to c.procs.
+func (c *Cluster) launch(out, name string, args ...string) (*proc, error) {
+	f, err := os.OpenFile(filepath.Join(c.dir, "log", out), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("slurmtest: %w", err)
+	}
+	defer f.Close()
 	cmd := exec.Command(name, args...)
 	cmd.Env = c.Env()
 	cmd.Dir = c.dir
-	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("slurmtest: start %s: %w", name, err)
+		return nil, fmt.Errorf("slurmtest: start %s: %w", name, err)
 	}
 	p := &proc{cmd: cmd, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(p.done) }()
-	c.procs = append(c.procs, p)
-	return nil
+	return p, nil
 }
 
 // writeConfig fills the private directory: slurm.conf from slurm.conf.in with
@@ -490,6 +571,23 @@ func (c *Cluster) writeConfig(shared string, opts Options) error {
 	if strings.Contains(conf, "@") {
 		return fmt.Errorf("slurmtest: %s has a placeholder this harness does not fill: %q", filepath.Join(shared, "slurm.conf.in"), conf[strings.Index(conf, "@"):min(len(conf), strings.Index(conf, "@")+20)])
 	}
+	var dbdConf string
+	if c.accounting {
+		if c.dbdPort, err = freePort(ctld, nodes, len(Nodes)); err != nil {
+			return err
+		}
+		if c.dbPort, err = freePort(ctld, nodes, len(Nodes), c.dbdPort); err != nil {
+			return err
+		}
+		conf = setConf(conf, map[string]string{
+			"AccountingStorageType": "accounting_storage/slurmdbd",
+			"AccountingStorageHost": "localhost",
+			"AccountingStoragePort": strconv.Itoa(c.dbdPort),
+			"AccountingStorageTRES": "gres/gpu",
+			"JobAcctGatherType":     "jobacct_gather/none",
+		})
+		dbdConf = c.slurmdbdConf()
+	}
 	conf = setConf(conf, opts.Conf)
 	suspend, resume, err := c.powerScripts()
 	if err != nil {
@@ -504,12 +602,79 @@ func (c *Cluster) writeConfig(shared string, opts Options) error {
 		"suspend.sh": {suspend, 0o755},
 		"resume.sh":  {resume, 0o755},
 	}
+	if c.accounting {
+		// slurmdbd refuses a slurmdbd.conf others can read (it may hold the
+		// database password); it reads the file from $SLURM_CONF's
+		// directory, as it has no option naming it.
+		files["slurmdbd.conf"] = struct {
+			data string
+			mode os.FileMode
+		}{dbdConf, 0o600}
+	}
 	for name, f := range files {
-		if err := os.WriteFile(filepath.Join(c.dir, name), []byte(f.data), f.mode); err != nil {
+		p := filepath.Join(c.dir, name)
+		if err := os.WriteFile(p, []byte(f.data), f.mode); err != nil {
+			return fmt.Errorf("slurmtest: %w", err)
+		}
+		if err := os.Chmod(p, f.mode); err != nil { // WriteFile's mode is cut by the umask
 			return fmt.Errorf("slurmtest: %w", err)
 		}
 	}
 	return nil
+}
+
+// slurmdbdConf returns slurmdbd.conf for the cluster's ports and directory.
+func (c *Cluster) slurmdbdConf() string {
+	return strings.Join([]string{
+		"# slurmdbd for a heliostat test cluster, on a private MariaDB.",
+		"AuthType=auth/munge",
+		"DbdHost=localhost",
+		"DbdPort=" + strconv.Itoa(c.dbdPort),
+		"SlurmUser=root",
+		"LogFile=" + c.SlurmdbdLog(),
+		"PidFile=" + filepath.Join(c.dir, "slurmdbd.pid"),
+		"StorageType=accounting_storage/mysql",
+		"StorageHost=127.0.0.1",
+		"StoragePort=" + strconv.Itoa(c.dbPort),
+		"StorageUser=root",
+		"StorageLoc=slurm_acct_db",
+		"",
+	}, "\n")
+}
+
+// startAccounting initialises and starts the private MariaDB, then slurmdbd,
+// and waits until each answers. slurmdbd creates its tables on first start;
+// slurmctld, started afterwards, registers the cluster itself.
+func (c *Cluster) startAccounting(ctx context.Context) error {
+	data := filepath.Join(c.dir, "mysql")
+	install := exec.CommandContext(ctx, "mariadb-install-db", "--no-defaults", "--datadir="+data, "--user=root",
+		"--auth-root-authentication-method=normal", "--skip-test-db")
+	install.Dir = c.dir
+	if out, err := install.CombinedOutput(); err != nil {
+		return fmt.Errorf("slurmtest: mariadb-install-db: %w: %s", err, lastBytes(out, 600))
+	}
+	db, err := c.launch("mariadbd.out", "mariadbd", "--no-defaults", "--datadir="+data, "--user=root",
+		"--socket="+c.mariadbSocket(), "--port="+strconv.Itoa(c.dbPort), "--bind-address=127.0.0.1",
+		"--pid-file="+filepath.Join(c.dir, "mariadb.pid"), "--log-error="+c.mariadbLog())
+	if err != nil {
+		return err
+	}
+	c.services = append(c.services, db)
+	if err := c.waitFor(ctx, "MariaDB to answer", func() (bool, error) {
+		err := exec.CommandContext(ctx, "mariadb", "--no-defaults", "-S", c.mariadbSocket(), "-uroot", "-e", "select 1").Run()
+		return err == nil, nil
+	}); err != nil {
+		return err
+	}
+	dbd, err := c.launch("slurmdbd.out", "slurmdbd", "-D")
+	if err != nil {
+		return err
+	}
+	c.services = append(c.services, dbd)
+	return c.waitFor(ctx, "slurmdbd to answer", func() (bool, error) {
+		_, err := c.Run(ctx, "sacctmgr", "-n", "-P", "list", "cluster")
+		return err == nil, nil
+	})
 }
 
 // setConf replaces the value of each key's line in conf, appending the keys
@@ -619,6 +784,24 @@ const (
 	portHigh = 32000
 )
 
+// freePort returns a free port in [portLow, portHigh) outside the slurmctld
+// port ctld, the n slurmd ports from first, and avoid.
+func freePort(ctld, first, n int, avoid ...int) (int, error) {
+	for try := 0; try < 200; try++ {
+		p := portLow + rand.IntN(portHigh-portLow)
+		if p == ctld || (p >= first && p < first+n) || slices.Contains(avoid, p) {
+			continue
+		}
+		li, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		li.Close()
+		return p, nil
+	}
+	return 0, fmt.Errorf("slurmtest: no free port found in %d..%d", portLow, portHigh-1)
+}
+
 // freePorts returns a free port for slurmctld and the first of n consecutive
 // free ports for the slurmd (slurm.conf gives them as one range), all in
 // [portLow, portHigh).
@@ -666,26 +849,47 @@ func sharedDir() (string, error) {
 	}
 }
 
-// ensurePackages installs Debian's Slurm and munge packages when a daemon or
-// client is missing and we are root.
-func ensurePackages() error {
-	missing := false
-	for _, b := range []string{"slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "sinfo", "munged", "munge"} {
-		if _, err := exec.LookPath(b); err != nil {
-			missing = true
+// Binaries the harness runs and the Debian packages that provide them; the
+// accounting ones are needed only by clusters with Options.Accounting.
+var (
+	basePackages = map[string]string{
+		"slurmctld": "slurmctld", "slurmd": "slurmd", "sbatch": "slurm-client", "squeue": "slurm-client",
+		"scontrol": "slurm-client", "sinfo": "slurm-client", "munged": "munge", "munge": "munge",
+	}
+	accountingPackages = map[string]string{
+		"slurmdbd": "slurmdbd", "sacct": "slurm-client", "sacctmgr": "slurm-client",
+		"mariadbd": "mariadb-server", "mariadb-install-db": "mariadb-server", "mariadb": "mariadb-server",
+	}
+)
+
+// ensurePackages installs Debian's Slurm and munge packages (and, for
+// accounting, slurmdbd and MariaDB) when a daemon or client is missing and we
+// are root.
+func ensurePackages(accounting bool) error {
+	need := []map[string]string{basePackages}
+	if accounting {
+		need = append(need, accountingPackages)
+	}
+	var pkgs []string
+	for _, m := range need {
+		for bin, pkg := range m {
+			if _, err := exec.LookPath(bin); err != nil && !slices.Contains(pkgs, pkg) {
+				pkgs = append(pkgs, pkg)
+			}
 		}
 	}
-	if !missing {
+	if len(pkgs) == 0 {
 		return nil
 	}
+	slices.Sort(pkgs)
 	if os.Geteuid() != 0 {
-		return fmt.Errorf("%w: Slurm is not installed and we are not root to install it: apt-get install -y slurmctld slurmd slurm-client munge", errSkip)
+		return fmt.Errorf("%w: Slurm is not fully installed and we are not root to install it: apt-get install -y %s", errSkip, strings.Join(pkgs, " "))
 	}
 	if _, err := exec.LookPath("apt-get"); err != nil {
-		return fmt.Errorf("%w: Slurm is not installed and there is no apt-get", errSkip)
+		return fmt.Errorf("%w: Slurm is not fully installed (want %s) and there is no apt-get", errSkip, strings.Join(pkgs, " "))
 	}
 	install := func() ([]byte, error) {
-		cmd := exec.Command("apt-get", "install", "-y", "-qq", "slurmctld", "slurmd", "slurm-client", "munge")
+		cmd := exec.Command("apt-get", append([]string{"install", "-y", "-qq"}, pkgs...)...)
 		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 		return cmd.CombinedOutput()
 	}
@@ -696,7 +900,7 @@ func ensurePackages() error {
 			return fmt.Errorf("%w: apt-get update: %v: %s", errSkip, err, lastBytes(out, 400))
 		}
 		if out, err := install(); err != nil {
-			return fmt.Errorf("%w: apt-get install slurm: %v: %s", errSkip, err, lastBytes(out, 400))
+			return fmt.Errorf("%w: apt-get install %s: %v: %s", errSkip, strings.Join(pkgs, " "), err, lastBytes(out, 400))
 		}
 	}
 	return nil
