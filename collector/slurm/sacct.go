@@ -34,9 +34,27 @@ const (
 // 22.05 (dbv0.0.38) and the later shapes slurmfmt reads (numbers as {set,
 // infinite, number}, states as lists).
 type sacctResponse struct {
+	Meta struct {
+		Plugin struct {
+			Type string `json:"type"`
+		} `json:"plugin"`
+	} `json:"meta"`
 	Errors []json.RawMessage `json:"errors"`
 	Jobs   []acctJob         `json:"jobs"`
 }
+
+// legacyExitCodes reports whether the document comes from the data parser
+// of Slurm 22.05 and 23.02 (openapi/dbv0.0.38, dbv0.0.39), whose exit_code is
+// wrong: 22.05.8 writes status SUCCESS with return_code 0 for a job that
+// exited 3, while the database and sacct's text output have 3:0. The source
+// then reads the exit codes from the text output (sacctExitCodes).
+func (r *sacctResponse) legacyExitCodes() bool {
+	return strings.HasPrefix(r.Meta.Plugin.Type, "openapi/dbv0.0.3")
+}
+
+// sacctNothingFound is the error Slurm 22.05's sacct --json reports, instead
+// of an empty list, when no job matches (ESLURM_REST_EMPTY_RESULT).
+const sacctNothingFound = 9003
 
 // acctJob is one job allocation of `sacct --json --allocations`.
 type acctJob struct {
@@ -132,13 +150,48 @@ func decodeSacct(b []byte) (*sacctResponse, error) {
 		}
 		return nil, fmt.Errorf("decode sacct --json: %w", err)
 	}
-	if len(r.Errors) > 0 {
-		return nil, fmt.Errorf("sacct --json reports errors: %s", joinRaw(r.Errors, 200))
+	var errs []json.RawMessage
+	for _, e := range r.Errors {
+		var v struct {
+			Number int `json:"error_number"`
+		}
+		if json.Unmarshal(e, &v) == nil && v.Number == sacctNothingFound {
+			continue // no job in the window
+		}
+		errs = append(errs, e)
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("sacct --json reports errors: %s", joinRaw(errs, 200))
 	}
 	if r.Jobs == nil && !bytes.Contains(b, []byte(`"jobs"`)) {
 		return nil, errors.New("decode sacct --json: no \"jobs\" list")
 	}
 	return &r, nil
+}
+
+// parseSacctExitCodes reads `sacct --noheader --parsable2 --format
+// JobIDRaw,ExitCode` ("8|3:0", "9|0:15"): each job's exit code as a shell
+// reports it (the exit status, or 128 plus the signal). Errors name the line.
+func parseSacctExitCodes(b []byte) (map[int64]int64, error) {
+	codes := map[int64]int64{}
+	for i, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if line == "" {
+			continue
+		}
+		idStr, ec, ok := strings.Cut(line, "|")
+		code, sig, ok2 := strings.Cut(ec, ":")
+		id, err := strconv.ParseInt(idStr, 10, 64)
+		c, err1 := strconv.ParseInt(code, 10, 64)
+		n, err2 := strconv.ParseInt(sig, 10, 64)
+		if !ok || !ok2 || err != nil || err1 != nil || err2 != nil || id <= 0 || c < 0 || n < 0 || n > 127 {
+			return nil, fmt.Errorf("sacct exit codes, line %d: %.80q is not JobIDRaw|exit:signal", i+1, line)
+		}
+		if n != 0 {
+			c = 128 + n
+		}
+		codes[id] = c
+	}
+	return codes, nil
 }
 
 // observeSacct turns one sacct record of an ended job into observations: one,
@@ -291,12 +344,9 @@ func (s *Source) readAccounting(ctx, pctx context.Context, listed time.Time) err
 	}
 	to := min(now, from+acctChunk.Milliseconds())
 	s.acctRun = listed
-	out, err := s.command(ctx, "sacct", []string{"TZ=UTC"}, s.cfg.Sacct, "--json", "--allocations", "--allusers",
-		"--starttime="+time.UnixMilli(from).UTC().Format(acctTime), "--endtime="+time.UnixMilli(to).UTC().Format(acctTime),
-		"--state="+acctStates)
-	if err == nil {
-		err = s.applyAccounting(ctx, pctx, out)
-	}
+	window := []string{"--allocations", "--allusers", "--starttime=" + time.UnixMilli(from).UTC().Format(acctTime),
+		"--endtime=" + time.UnixMilli(to).UTC().Format(acctTime), "--state=" + acctStates}
+	err := s.applyAccounting(ctx, pctx, window)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.acct.Report(err)
@@ -344,12 +394,37 @@ type publishError struct{ error }
 
 func (e publishError) Unwrap() error { return e.error }
 
-// applyAccounting handles one sacct --json document.
-func (s *Source) applyAccounting(ctx, pctx context.Context, out []byte) error {
+// sacct runs the sacct command with args, in UTC.
+func (s *Source) sacct(ctx context.Context, args ...string) ([]byte, error) {
+	return s.command(ctx, "sacct", []string{"TZ=UTC"}, s.cfg.Sacct, args...)
+}
+
+// applyAccounting reads the ended jobs of one window (sacct's selection
+// flags) and handles them.
+func (s *Source) applyAccounting(ctx, pctx context.Context, window []string) error {
+	out, err := s.sacct(ctx, append([]string{"--json"}, window...)...)
+	if err != nil {
+		return err
+	}
 	resp, err := decodeSacct(out)
 	if err != nil {
 		s.m.parseErrors.WithLabelValues(inputSacct).Inc()
 		return fmt.Errorf("slurm: %w", err)
+	}
+	if resp.legacyExitCodes() && len(resp.Jobs) > 0 {
+		out, err := s.sacct(ctx, append([]string{"--noheader", "--parsable2", "--format=JobIDRaw,ExitCode"}, window...)...)
+		if err != nil {
+			return err
+		}
+		codes, err := parseSacctExitCodes(out)
+		if err != nil {
+			s.m.parseErrors.WithLabelValues(inputSacct).Inc()
+			return fmt.Errorf("slurm: %w", err)
+		}
+		for i := range resp.Jobs {
+			c, ok := codes[resp.Jobs[i].JobID.V]
+			resp.Jobs[i].ExitCode = acctExitCode{Code: c, Set: ok}
+		}
 	}
 	for i := range resp.Jobs {
 		obs, err := observeSacct(&resp.Jobs[i])

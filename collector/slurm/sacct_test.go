@@ -157,9 +157,47 @@ func TestDecodeSacctErrors(t *testing.T) {
 			}
 		})
 	}
-	if r, err := decodeSacct([]byte(`{"errors": [], "jobs": []}`)); err != nil || len(r.Jobs) != 0 {
-		t.Errorf("decodeSacct(no jobs) = %v, %v; want an empty list", r, err)
+	for _, doc := range []string{`{"errors": [], "jobs": []}`,
+		// What 22.05.8 prints when no job ended in the window.
+		`{"meta": {"plugin": {"type": "openapi/dbv0.0.38"}}, "errors": [{"description": "Nothing found", "error_number": 9003, "error": "Nothing found with query", "source": "slurmdb_jobs_get"}], "jobs": []}`,
+	} {
+		if r, err := decodeSacct([]byte(doc)); err != nil || len(r.Jobs) != 0 {
+			t.Errorf("decodeSacct(%s) = %v, %v; want an empty list", doc, r, err)
+		}
 	}
+	if r, err := decodeSacct([]byte(sacct2205)); err != nil || !r.legacyExitCodes() {
+		t.Errorf("decodeSacct(22.05) = %v, %v; want exit codes read from the text output (dbv0.0.38)", r, err)
+	}
+}
+
+func TestParseSacctExitCodes(t *testing.T) {
+	got, err := parseSacctExitCodes([]byte("8|3:0\n9|0:15\n10|0:0\n"))
+	if want := map[int64]int64{8: 3, 9: 143, 10: 0}; err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("parseSacctExitCodes = %v, %v; want %v", got, err, want)
+	}
+	if got, err := parseSacctExitCodes(nil); err != nil || len(got) != 0 {
+		t.Errorf("parseSacctExitCodes(empty) = %v, %v; want none", got, err)
+	}
+	for _, bad := range []string{"8|3", "8 3:0", "x|3:0", "8|3:x", "8|-1:0", "0|0:0"} {
+		if _, err := parseSacctExitCodes([]byte("7|0:0\n" + bad + "\n")); err == nil || !strings.Contains(err.Error(), "line 2") {
+			t.Errorf("parseSacctExitCodes(%q) error = %v; want one naming line 2", bad, err)
+		}
+	}
+}
+
+func FuzzParseSacctExitCodes(f *testing.F) {
+	f.Add([]byte("8|3:0\n9|0:15\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		codes, err := parseSacctExitCodes(b)
+		if err != nil {
+			return
+		}
+		for id, c := range codes {
+			if id <= 0 || c < 0 {
+				t.Fatalf("job %d exit %d", id, c)
+			}
+		}
+	})
 }
 
 // FuzzDecodeSacct: any document decodes or fails with an error, and every

@@ -1,0 +1,145 @@
+package slurm
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/heliostat-dev/heliostat/collector/slurm/slurmtest"
+	"github.com/heliostat-dev/heliostat/schemas"
+)
+
+// TestAccountingRecoversEnds runs a real Slurm with accounting (slurmdbd on
+// MariaDB) and no job-completion log. The source sees job A start; then,
+// while it is down, A ends, job B runs and fails, and slurmctld forgets both
+// (a cold start with an empty state directory, as when the source is down
+// longer than MinJobAge). Back up, the source reads their ends from sacct:
+// A ends COMPLETED at its real end with its GPUs' intervals closed then, B
+// gets its SUBMIT, START and FAILED END with exit code 3 and its GPUs, and no
+// job is ended as lost.
+func TestAccountingRecoversEnds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Slurm cluster with slurmdbd and MariaDB")
+	}
+	c := slurmtest.StartWith(t, slurmtest.Options{Accounting: true, Conf: map[string]string{"JobCompType": "jobcomp/none"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := testConfig(t, c, filepath.Join(t.TempDir(), "state.json"))
+	cfg.JobCompLog, cfg.Accounting = "", true
+	rec := newRecorder(t, testCluster)
+	reg := prometheus.NewRegistry()
+	src, err := New(cfg, rec, testLogger(t), reg, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll := func() {
+		t.Helper()
+		if err := src.Poll(ctx); err != nil {
+			t.Fatalf("poll: %v", err)
+		}
+	}
+
+	a, err := c.Submit(ctx, "--gres=gpu:2", "-J", "a", "--wrap", "sleep 4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); types(rec.jobEvents(a)) != "SUBMIT START"; time.Sleep(250 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s: events %q after 30 s; want SUBMIT START", a, types(rec.jobEvents(a)))
+		}
+		poll()
+	}
+	if err := src.Ready(); err != nil {
+		t.Fatalf("Ready after reading the accounting: %v", err)
+	}
+
+	// The source is down: B runs and fails, A ends, and slurmctld forgets
+	// them.
+	b, err := c.Submit(ctx, "--gres=gpu:1", "-J", "b", "--wrap", "sleep 1; exit 3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitJob(ctx, a, b); err != nil {
+		t.Fatal(err)
+	}
+	_, aStart, aEnd, _ := slurmTimes(ctx, t, c, a)
+	bSubmit, bStart, bEnd, _ := slurmTimes(ctx, t, c, b)
+	if err := c.RestartController(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+
+	for deadline := time.Now().Add(30 * time.Second); len(rec.jobEvents(b)) < 3 || len(rec.jobEvents(a)) < 3; time.Sleep(250 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30 s: job %s events %q, job %s events %q; want their ends from the accounting",
+				a, types(rec.jobEvents(a)), b, types(rec.jobEvents(b)))
+		}
+		poll()
+	}
+	poll()
+	poll()
+
+	evA := rec.jobEvents(a)
+	if got := types(evA); got != "SUBMIT START END" {
+		t.Fatalf("job %s: events %q; want SUBMIT START END", a, got)
+	}
+	if e := evA[2]; e.State != schemas.StateCompleted || e.ExitCode != 0 || e.EndMillis != aEnd || e.StartMillis != aStart || e.GPUs != 2 {
+		t.Errorf("job %s END: %v exit %d start %d end %d GPUs %d; want COMPLETED exit 0 start %d end %d GPUs 2",
+			a, e.State, e.ExitCode, e.StartMillis, e.EndMillis, e.GPUs, aStart, aEnd)
+	}
+	allocs := rec.jobAllocs(a)
+	if len(allocs) != 4 {
+		t.Fatalf("job %s: %d allocation records; want 2 opened and 2 closed", a, len(allocs))
+	}
+	for _, al := range allocs[2:] {
+		if al.EndMillis != aEnd {
+			t.Errorf("job %s GPU %s/%d closed at %d; want its real end %d", a, al.Host, al.GPUIndex, al.EndMillis, aEnd)
+		}
+	}
+
+	evB := rec.jobEvents(b)
+	if got := types(evB); got != "SUBMIT START END" {
+		t.Fatalf("job %s: events %q; want SUBMIT START END from the accounting", b, got)
+	}
+	if e := evB[2]; e.State != schemas.StateFailed || e.ExitCode != 3 || e.SubmitMillis != bSubmit || e.StartMillis != bStart ||
+		e.EndMillis != bEnd || e.GPUs != 1 || e.Name != "b" || e.User != "root" || len(e.Nodes) != 1 {
+		t.Errorf("job %s END: %+v; want FAILED exit 3, submit %d start %d end %d, 1 GPU, name b, user root, one node", b, e, bSubmit, bStart, bEnd)
+	}
+	for name, want := range map[string]float64{
+		"heliostat_slurm_jobs_lost_total":            0,
+		"heliostat_slurm_accounting_recovered_total": 2,
+	} {
+		if got := metricValue(t, reg, name); got != want {
+			t.Errorf("%s = %v; want %v", name, got, want)
+		}
+	}
+	if got := testutil.ToFloat64(src.m.parseErrors.WithLabelValues(inputSacct)); got != 0 {
+		t.Errorf("sacct records that could not be parsed: %v; want 0", got)
+	}
+	if err := src.Ready(); err != nil {
+		t.Errorf("Ready: %v", err)
+	}
+}
+
+// metricValue reads a counter or gauge without labels from reg.
+func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			m := mf.GetMetric()[0]
+			if m.GetCounter() != nil {
+				return m.GetCounter().GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
