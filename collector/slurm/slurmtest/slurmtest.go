@@ -222,6 +222,13 @@ func (c *Cluster) Stop() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if out, err := c.Run(ctx, "squeue", "-h", "-o", "%A"); err == nil && strings.TrimSpace(out) != "" {
 			_, _ = c.Run(ctx, "scancel", strings.Fields(out)...)
+			// Let the cancelled jobs end before slurmd stops: a job's
+			// slurmstepd whose slurmd is gone stays behind, orphaned,
+			// retrying to report the job's end.
+			_ = c.waitFor(ctx, "cancelled jobs to end", func() (bool, error) {
+				out, err := c.Run(ctx, "squeue", "-h", "-o", "%A")
+				return err == nil && strings.TrimSpace(out) == "", nil
+			})
 		}
 		cancel()
 		pidFiles := []string{}
