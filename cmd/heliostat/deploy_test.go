@@ -312,7 +312,8 @@ func TestSystemdUnits(t *testing.T) {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
 	}
 
-	c := slurmtest.Start(t)
+	// With accounting, as heliostat.env asks of the Slurm source.
+	c := slurmtest.StartWith(t, slurmtest.Options{Accounting: true})
 	cfg, conn := schematest.Database(t)
 	_, broker := schematest.Broker(t, kfake.SeedTopics(1, schemas.TopicActions))
 	env["HELIOSTAT_KAFKA_BROKERS"] = broker
