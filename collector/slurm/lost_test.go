@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -167,5 +168,42 @@ func TestLostNotBeforeJobCompRead(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(src.m.lost); got != 0 {
 		t.Errorf("heliostat_slurm_jobs_lost_total = %v; want 0", got)
+	}
+}
+
+// TestLostWaitsForAccounting: with --slurm.accounting, a job missing from
+// squeue is not ended as lost while sacct cannot be read (slurmdbd down):
+// its end may still be there. Readiness says why.
+func TestLostWaitsForAccounting(t *testing.T) {
+	running, err := os.ReadFile("testdata/squeue-running.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	rec := newRecorder(t, testCluster)
+	cfg := Config{Cluster: testCluster, StateFile: filepath.Join(t.TempDir(), "state.json"), Accounting: true,
+		Sacct: filepath.Join(t.TempDir(), "no-such-sacct")}
+	src, err := New(cfg, rec, testLogger(t), prometheus.NewRegistry(), func() time.Time { return clock })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i, out := range []string{string(running), `{"jobs": []}`, `{"jobs": []}`, `{"jobs": []}`, `{"jobs": []}`} {
+		clock = clock.Add(2 * time.Minute) // every poll is due to read the accounting
+		if err := src.apply(ctx, []byte(out), clock); err != nil {
+			t.Fatalf("listing %d: %v (a failing sacct must not fail the poll)", i, err)
+		}
+	}
+	if got := types(rec.jobEvents("2")); got != "SUBMIT START" {
+		t.Errorf("job 2 while the accounting cannot be read: %q; want SUBMIT START (not lost)", got)
+	}
+	if got := testutil.ToFloat64(src.m.lost); got != 0 {
+		t.Errorf("heliostat_slurm_jobs_lost_total = %v; want 0", got)
+	}
+	if got := testutil.ToFloat64(src.m.cmdErrors.WithLabelValues("sacct")); got != 5 {
+		t.Errorf("sacct command errors = %v; want 5 (one per listing)", got)
+	}
+	if err := src.Ready(); err == nil || !strings.Contains(err.Error(), "slurm accounting") {
+		t.Errorf("Ready = %v; want the accounting failing", err)
 	}
 }
