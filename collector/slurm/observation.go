@@ -108,6 +108,12 @@ func observeSqueue(j *slurmfmt.Job) ([]*observation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("job %s: array_task_string: %w", id, err)
 	}
+	return perTask(o, ev, tasks), nil
+}
+
+// perTask returns one copy of o per array task, each with ev as that task's
+// record (job id ARRAY_TASK).
+func perTask(o *observation, ev schemas.JobEvent, tasks []int64) []*observation {
 	out := make([]*observation, 0, len(tasks))
 	for _, t := range tasks {
 		to := *o
@@ -116,7 +122,7 @@ func observeSqueue(j *slurmfmt.Job) ([]*observation, error) {
 		to.ev.JobID = ev.ArrayJobID + "_" + strconv.FormatInt(t, 10)
 		out = append(out, &to)
 	}
-	return out, nil
+	return out
 }
 
 // observeResources fills GPUs, GPU type, memory and, for a running job, the

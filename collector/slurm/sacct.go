@@ -143,12 +143,8 @@ func (c *acctExitCode) UnmarshalJSON(b []byte) error {
 // document is unusable; errors Slurm itself reports in "errors" are one too.
 func decodeSacct(b []byte) (*sacctResponse, error) {
 	var r sacctResponse
-	if err := json.Unmarshal(b, &r); err != nil {
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			return nil, fmt.Errorf("decode sacct --json at offset %d: %w", se.Offset, err)
-		}
-		return nil, fmt.Errorf("decode sacct --json: %w", err)
+	if err := decodeJSON(b, &r, "sacct --json"); err != nil {
+		return nil, err
 	}
 	var errs []json.RawMessage
 	for _, e := range r.Errors {
@@ -263,15 +259,7 @@ func observeSacct(j *acctJob) ([]*observation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("job %s: array.task: %w", id, err)
 	}
-	out := make([]*observation, 0, len(tasks))
-	for _, t := range tasks {
-		to := *o
-		to.ev = ev
-		to.ev.ArrayTaskID = t
-		to.ev.JobID = ev.ArrayJobID + "_" + strconv.FormatInt(t, 10)
-		out = append(out, &to)
-	}
-	return out, nil
+	return perTask(o, ev, tasks), nil
 }
 
 // acctResources fills CPUs, GPUs and GPU type from the allocated resources

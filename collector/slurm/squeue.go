@@ -28,12 +28,8 @@ type squeueResponse struct {
 // document is unusable; errors Slurm itself reports in "errors" are one too.
 func decodeSqueue(b []byte) (*squeueResponse, error) {
 	var r squeueResponse
-	if err := json.Unmarshal(b, &r); err != nil {
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			return nil, fmt.Errorf("decode squeue --json at offset %d: %w", se.Offset, err)
-		}
-		return nil, fmt.Errorf("decode squeue --json: %w", err)
+	if err := decodeJSON(b, &r, "squeue --json"); err != nil {
+		return nil, err
 	}
 	if len(r.Errors) > 0 {
 		return nil, fmt.Errorf("squeue --json reports errors: %s", joinRaw(r.Errors, 200))
@@ -42,6 +38,19 @@ func decodeSqueue(b []byte) (*squeueResponse, error) {
 		return nil, errors.New("decode squeue --json: no \"jobs\" list")
 	}
 	return &r, nil
+}
+
+// decodeJSON decodes the output of a command into v; a syntax error names
+// the byte offset.
+func decodeJSON(b []byte, v any, command string) error {
+	if err := json.Unmarshal(b, v); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return fmt.Errorf("decode %s at offset %d: %w", command, se.Offset, err)
+		}
+		return fmt.Errorf("decode %s: %w", command, err)
+	}
+	return nil
 }
 
 func joinRaw(rs []json.RawMessage, max int) string {
