@@ -200,8 +200,13 @@ func TestLostWaitsForAccounting(t *testing.T) {
 	if got := testutil.ToFloat64(src.m.lost); got != 0 {
 		t.Errorf("heliostat_slurm_jobs_lost_total = %v; want 0", got)
 	}
+	// A poll soon after a failed read does not ask slurmdbd again.
+	clock = clock.Add(10 * time.Second)
+	if err := src.apply(ctx, []byte(`{"jobs": []}`), clock); err != nil {
+		t.Fatal(err)
+	}
 	if got := testutil.ToFloat64(src.m.cmdErrors.WithLabelValues("sacct")); got != 5 {
-		t.Errorf("sacct command errors = %v; want 5 (one per listing)", got)
+		t.Errorf("sacct command errors = %v; want 5 (one per listing 2 minutes apart, none 10 s after a failure)", got)
 	}
 	if err := src.Ready(); err == nil || !strings.Contains(err.Error(), "slurm accounting") {
 		t.Errorf("Ready = %v; want the accounting failing", err)

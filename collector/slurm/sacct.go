@@ -335,6 +335,7 @@ func (s *Source) readAccounting(ctx, pctx context.Context, listed time.Time) err
 	window := []string{"--allocations", "--allusers", "--starttime=" + time.UnixMilli(from).UTC().Format(acctTime),
 		"--endtime=" + time.UnixMilli(to).UTC().Format(acctTime), "--state=" + acctStates}
 	err := s.applyAccounting(ctx, pctx, window)
+	s.acctFailed = err != nil
 	if err != nil {
 		if ctx.Err() == nil {
 			s.acct.Report(err)
@@ -360,10 +361,13 @@ func (s *Source) readAccounting(ctx, pctx context.Context, listed time.Time) err
 // acctDue says whether this poll reads the accounting: on the first poll,
 // every --slurm.accounting-interval, while catching up, and at once when a
 // job went missing from squeue after the last read (before it could be
-// ended as lost).
+// ended as lost); after a failed read, only once the interval has passed.
 func (s *Source) acctDue(listed time.Time) bool {
 	if !s.cfg.Accounting {
 		return false
+	}
+	if s.acctFailed && listed.Sub(s.acctRun) < s.cfg.AccountingInterval {
+		return false // slurmdbd down: do not ask it at every poll
 	}
 	if s.st.Accounted == 0 || s.acctRun.IsZero() || listed.Sub(s.acctRun) >= s.cfg.AccountingInterval ||
 		listed.UnixMilli()-s.st.Accounted > s.cfg.AccountingInterval.Milliseconds()+acctOverlap.Milliseconds() {

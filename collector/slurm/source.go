@@ -67,8 +67,10 @@ type Source struct {
 	health *health.Status
 	polls  *health.Cond
 	acct   *health.Cond
-	// acctRun is when the accounting was last read (this process).
-	acctRun time.Time
+	// acctRun is when the accounting was last read (this process), and
+	// acctFailed whether that read failed.
+	acctRun    time.Time
+	acctFailed bool
 	// published counts emits, so that a caller of handle can tell whether
 	// it published anything.
 	published int
