@@ -32,9 +32,13 @@ func EnsureTopicsVia(ctx context.Context, sec *kafkaconn.Security, brokers []str
 		return fmt.Errorf("ingest: connect to %s: %w", brokers[0], err)
 	}
 	defer conn.Close()
+	// A listener that is not a Kafka broker (a wrong port) accepts the
+	// connection and never answers: bound every exchange, and end them
+	// when ctx ends.
+	defer bound(ctx, conn)()
 	ctrl, err := conn.Controller()
 	if err != nil {
-		return fmt.Errorf("ingest: find controller: %w", err)
+		return fmt.Errorf("ingest: find controller at %s (is it a Kafka broker?): %w", brokers[0], err)
 	}
 	bs, err := conn.Brokers()
 	if err != nil {
@@ -49,6 +53,7 @@ func EnsureTopicsVia(ctx context.Context, sec *kafkaconn.Security, brokers []str
 		return fmt.Errorf("ingest: connect to controller: %w", err)
 	}
 	defer cc.Close()
+	defer bound(ctx, cc)()
 	var cfgs []kafka.TopicConfig
 	for _, t := range topics {
 		cfgs = append(cfgs, kafka.TopicConfig{Topic: t, NumPartitions: partitions, ReplicationFactor: repl})
@@ -57,4 +62,19 @@ func EnsureTopicsVia(ctx context.Context, sec *kafkaconn.Security, brokers []str
 		return fmt.Errorf("ingest: create topics: %w", err)
 	}
 	return nil
+}
+
+// topicOpTimeout bounds the exchanges of EnsureTopics with one broker.
+const topicOpTimeout = 30 * time.Second
+
+// bound sets conn's deadline to topicOpTimeout from now or ctx's deadline,
+// whichever is sooner, and closes conn if ctx ends first. Call the function
+// it returns when done with conn.
+func bound(ctx context.Context, conn *kafka.Conn) (stop func() bool) {
+	dl := time.Now().Add(topicOpTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
+		dl = d
+	}
+	_ = conn.SetDeadline(dl)
+	return context.AfterFunc(ctx, func() { _ = conn.Close() })
 }
