@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -98,8 +99,29 @@ func (c *GuardConfig) RegisterFlags(fs *flag.FlagSet) {
 		c.Nodes = splitList(s)
 		return nil
 	})
-	fs.IntVar(&c.MaxPriorityPerMinute, "actuator.max-priority-updates-per-minute", DefaultMaxPriorityPerMinute, "cap on job priority changes per minute")
-	fs.IntVar(&c.MaxPowerPerHour, "actuator.max-power-actions-per-hour", DefaultMaxPowerPerHour, "cap on node power transitions per hour; power-ups and power-downs both count, but once it is reached only power-downs are refused")
+	// A cap of 0 would read as "the default" (GuardConfig's zero value), not
+	// as "none": the flags refuse it and say how to forbid the actions.
+	capFlag(fs, &c.MaxPriorityPerMinute, "actuator.max-priority-updates-per-minute", DefaultMaxPriorityPerMinute,
+		"cap on job priority changes per minute", "to change no priority, leave --actuator.partitions empty")
+	capFlag(fs, &c.MaxPowerPerHour, "actuator.max-power-actions-per-hour", DefaultMaxPowerPerHour,
+		"cap on node power transitions per hour; power-ups and power-downs both count, but once it is reached only power-downs are refused",
+		"to power no node down or up, leave --actuator.nodes empty")
+}
+
+// capFlag registers an int flag of at least 1 with default def.
+func capFlag(fs *flag.FlagSet, p *int, name string, def int, usage, forbid string) {
+	*p = def
+	fs.Func(name, fmt.Sprintf("%s, at least 1 (default %d)", usage, def), func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return fmt.Errorf("%q is not a whole number", s)
+		}
+		if n < 1 {
+			return fmt.Errorf("%d: must be at least 1 (%s)", n, forbid)
+		}
+		*p = n
+		return nil
+	})
 }
 
 func splitList(s string) []string {

@@ -3,6 +3,9 @@ package adapter_test
 import (
 	"context"
 	"errors"
+	"flag"
+	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -207,6 +210,38 @@ func TestGuardConfigValidate(t *testing.T) {
 	} {
 		if err := tc.cfg.Validate(); (err == nil) != tc.ok {
 			t.Errorf("Validate(%+v) = %v; want ok %v", tc.cfg, err, tc.ok)
+		}
+	}
+}
+
+// TestGuardFlags: the caps' flags refuse 0 and below (0 would read as the
+// default, not as "none") and say how to forbid the actions instead.
+func TestGuardFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		err  string
+		prio int
+		pow  int
+	}{
+		{nil, "", adapter.DefaultMaxPriorityPerMinute, adapter.DefaultMaxPowerPerHour},
+		{[]string{"--actuator.max-power-actions-per-hour=3", "--actuator.max-priority-updates-per-minute=7"}, "", 7, 3},
+		{[]string{"--actuator.max-power-actions-per-hour=0"}, "leave --actuator.nodes empty", 0, 0},
+		{[]string{"--actuator.max-priority-updates-per-minute=-1"}, "leave --actuator.partitions empty", 0, 0},
+		{[]string{"--actuator.max-power-actions-per-hour=many"}, "not a whole number", 0, 0},
+	} {
+		var c adapter.GuardConfig
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		c.RegisterFlags(fs)
+		err := fs.Parse(tc.args)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%v: error %v; want one containing %q", tc.args, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || c.MaxPriorityPerMinute != tc.prio || c.MaxPowerPerHour != tc.pow {
+			t.Errorf("%v: %v, caps %d/min %d/h; want %d/min %d/h", tc.args, err, c.MaxPriorityPerMinute, c.MaxPowerPerHour, tc.prio, tc.pow)
 		}
 	}
 }

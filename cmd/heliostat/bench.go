@@ -35,6 +35,17 @@ func runBench(ctx context.Context, args []string, e *env) error {
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("bench ingest: unexpected argument %q", fs.Arg(0))
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"rows", *rows}, {"ingest.batch-rows", *batchRows}, {"ticks-per-message", *ticks}} {
+		if f.v < 1 {
+			return fmt.Errorf("bench ingest: --%s %d: must be at least 1", f.name, f.v)
+		}
+	}
 	lf.level = "warn"
 	logger, err := lf.logger(e.stderr)
 	if err != nil {
