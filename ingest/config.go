@@ -125,6 +125,9 @@ func (c *Config) Validate() error {
 	if c.RetryMax == 0 {
 		c.RetryMax = 30 * time.Second
 	}
+	if c.RetryMax < 0 {
+		return fmt.Errorf("ingest: --ingest.retry-max %s is negative (retries would not wait)", c.RetryMax)
+	}
 	if c.IdleCheck == 0 {
 		c.IdleCheck = 15 * time.Second
 	}

@@ -3,6 +3,7 @@ package ingest_test
 import (
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
@@ -85,6 +86,7 @@ func TestConfigValidate(t *testing.T) {
 		{"batch too large", ingest.Config{Brokers: []string{"b"}, ClickHouse: ch, BatchRows: 2_000_000}, false},
 		{"interval too short", ingest.Config{Brokers: []string{"b"}, ClickHouse: ch, BatchInterval: 1}, false},
 		{"negative retention", ingest.Config{Brokers: []string{"b"}, ClickHouse: ch, Retention: -1}, false},
+		{"negative retry backoff", ingest.Config{Brokers: []string{"b"}, ClickHouse: ch, RetryMax: -time.Second}, false},
 		{"bad database", ingest.Config{Brokers: []string{"b"}, ClickHouse: chconn.Config{Addr: "a", Database: "x;DROP"}}, false},
 	} {
 		err := tc.cfg.Validate()

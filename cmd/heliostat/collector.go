@@ -145,5 +145,5 @@ func openSource(kind, host string, gpus int, logger *slog.Logger) (collector.Sou
 		}
 		return synthetic.New(host, gpus, uint64(time.Now().UnixNano())), func() {}, nil
 	}
-	return nil, nil, fmt.Errorf("collector: --source %q: want nvml, synthetic or auto", kind)
+	return nil, nil, fmt.Errorf("collector: --source %q: want nvml, synthetic, sim, slurm or auto", kind)
 }

@@ -176,10 +176,15 @@ func runImport(ctx context.Context, args []string, e *env) error {
 		return err
 	}
 	if f.asJSON {
-		return json.NewEncoder(e.stdout).Encode(out)
+		err = json.NewEncoder(e.stdout).Encode(out)
+	} else {
+		printImportSummary(e.stdout, out)
 	}
-	printImportSummary(e.stdout, out)
-	return nil
+	if err == nil && out.Jobs == 0 {
+		// Nothing imported is a failure a script must see.
+		err = fmt.Errorf("import: no job read from %s (%d rows rejected; is --format %s right?)", out.File, out.Rejected, out.Format)
+	}
+	return err
 }
 
 func printImportSummary(w io.Writer, out *importOutput) {

@@ -107,6 +107,29 @@ func TestImportDryRunSharedTraces(t *testing.T) {
 
 // TestImportBadRows: bad rows are counted and reported by line on stderr and
 // in the JSON; the good ones import.
+// TestImportNothingRead: a file from which no job is read (the wrong
+// --format, an empty file) fails, after the summary, with a hint.
+func TestImportNothingRead(t *testing.T) {
+	empty := filepath.Join(t.TempDir(), "empty.swf")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"--format", "swf", filepath.Join("testdata", "import_bad.csv")},
+		{empty},
+	} {
+		var stdout, stderr bytes.Buffer
+		argv := append([]string{"import", "--dry-run", "--progress-interval", "0"}, args...)
+		err := run(context.Background(), argv, noEnv, &stdout, &stderr)
+		if err == nil || !strings.Contains(err.Error(), "no job read from") || !strings.Contains(err.Error(), "--format swf right?") {
+			t.Errorf("heliostat %s = %v; want an error that no job was read, asking about --format", strings.Join(argv, " "), err)
+		}
+		if !strings.Contains(stdout.String(), "0 jobs") {
+			t.Errorf("heliostat %s printed %q; want the summary first", strings.Join(argv, " "), stdout.String())
+		}
+	}
+}
+
 func TestImportBadRows(t *testing.T) {
 	for _, tc := range []struct {
 		path    string

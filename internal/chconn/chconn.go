@@ -100,6 +100,9 @@ func (c *Config) Validate() error {
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return errors.New("chconn: --clickhouse.tls.cert and --clickhouse.tls.key go together: give both or neither")
 	}
+	if c.DialTimeout < 0 {
+		return fmt.Errorf("chconn: --clickhouse.dial-timeout %s is negative (no connection could be made)", c.DialTimeout)
+	}
 	return nil
 }
 

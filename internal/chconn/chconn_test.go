@@ -40,6 +40,7 @@ func TestValidate(t *testing.T) {
 		{"key without cert", func(c *Config) { c.TLSKeyFile = "k.pem" }, "--clickhouse.tls.cert and --clickhouse.tls.key"},
 		{"server name", func(c *Config) { c.TLSServerName = "ch.example" }, ""},
 		{"skip verify", func(c *Config) { c.TLSInsecureSkipVerify = true }, ""},
+		{"negative dial timeout", func(c *Config) { c.DialTimeout = -time.Second }, "--clickhouse.dial-timeout"},
 	} {
 		c := base
 		tc.edit(&c)
