@@ -31,8 +31,7 @@ func TestAccountingRecoversEnds(t *testing.T) {
 	cfg := testConfig(t, c, filepath.Join(t.TempDir(), "state.json"))
 	cfg.JobCompLog, cfg.Accounting = "", true
 	rec := newRecorder(t, testCluster)
-	reg := prometheus.NewRegistry()
-	src, err := New(cfg, rec, testLogger(t), reg, time.Now)
+	src, err := New(cfg, rec, testLogger(t), prometheus.NewRegistry(), time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,12 +107,14 @@ func TestAccountingRecoversEnds(t *testing.T) {
 		e.EndMillis != bEnd || e.GPUs != 1 || e.Name != "b" || e.User != "root" || len(e.Nodes) != 1 {
 		t.Errorf("job %s END: %+v; want FAILED exit 3, submit %d start %d end %d, 1 GPU, name b, user root, one node", b, e, bSubmit, bStart, bEnd)
 	}
-	for name, want := range map[string]float64{
-		"heliostat_slurm_jobs_lost_total":            0,
-		"heliostat_slurm_accounting_recovered_total": 2,
+	for name, c := range map[string]struct {
+		got, want float64
+	}{
+		"heliostat_slurm_jobs_lost_total":            {testutil.ToFloat64(src.m.lost), 0},
+		"heliostat_slurm_accounting_recovered_total": {testutil.ToFloat64(src.m.acctRecovered), 2},
 	} {
-		if got := metricValue(t, reg, name); got != want {
-			t.Errorf("%s = %v; want %v", name, got, want)
+		if c.got != c.want {
+			t.Errorf("%s = %v; want %v", name, c.got, c.want)
 		}
 	}
 	if got := testutil.ToFloat64(src.m.parseErrors.WithLabelValues(inputSacct)); got != 0 {
@@ -122,24 +123,4 @@ func TestAccountingRecoversEnds(t *testing.T) {
 	if err := src.Ready(); err != nil {
 		t.Errorf("Ready: %v", err)
 	}
-}
-
-// metricValue reads a counter or gauge without labels from reg.
-func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			m := mf.GetMetric()[0]
-			if m.GetCounter() != nil {
-				return m.GetCounter().GetValue()
-			}
-			return m.GetGauge().GetValue()
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return 0
 }

@@ -425,10 +425,8 @@ func (s *Source) applyAccounting(ctx, pctx context.Context, window []string) err
 			continue
 		}
 		for _, o := range obs {
-			r := s.st.Jobs[o.ev.JobID]
-			if r != nil && r.Ended && !r.Lost && r.Last.SubmitMillis == o.ev.SubmitMillis {
-				continue // squeue or the log showed its end
-			}
+			// handle publishes nothing for a job whose end squeue or the
+			// log showed already.
 			n := s.published
 			if err := s.handle(ctx, pctx, o); err != nil {
 				return publishError{err}
