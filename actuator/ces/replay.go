@@ -123,6 +123,15 @@ func Replay(ctx context.Context, s demand.Series, rc ReplayConfig) (Result, erro
 		return Result{}, fmt.Errorf("%w: test-from %s is not on the %v grid after the series start %s",
 			ErrReplay, rc.TestFrom.Format(time.DateTime), step, y.Start.Format(time.DateTime))
 	}
+	// Demand above the cluster cannot be scored: every step would count
+	// as unmet and the utilization would mean nothing. A cluster size
+	// below the series' peak is a wrong --nodes, not a result.
+	for k := k0; k < len(y.Values) && y.Time(k).Before(rc.TestUntil); k++ {
+		if v := y.Values[k]; v > float64(nodes) {
+			return Result{}, fmt.Errorf("%w: demand reaches %.0f nodes at %s, above the cluster size %d; give the cluster's real node count",
+				ErrReplay, v, y.Time(k).Format(time.DateTime), nodes)
+		}
+	}
 	horizon := rc.Forecaster.Model.Horizon
 	H := int(horizon / step)
 

@@ -123,6 +123,7 @@ func TestReplayRejects(t *testing.T) {
 		{"nothing before the window", func(rc *ReplayConfig) { rc.TestFrom = t0.Add(-20 * time.Minute) }},
 		{"no cluster size", func(rc *ReplayConfig) { rc.Nodes = 0 }},
 		{"negative nodes", func(rc *ReplayConfig) { rc.Nodes = -1 }},
+		{"cluster below the demand", func(rc *ReplayConfig) { rc.Nodes = 89 }},
 		{"window after the data", func(rc *ReplayConfig) {
 			rc.TestFrom, rc.TestUntil = t0.Add(24*time.Hour), t0.Add(48*time.Hour)
 		}},

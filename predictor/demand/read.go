@@ -98,6 +98,10 @@ func ReadSeries(r io.Reader) (Series, error) {
 			if err != nil {
 				return Series{}, fmt.Errorf("demand: line %d: %s: %w", line, ColumnTotal, err)
 			}
+			if v > tot {
+				return Series{}, fmt.Errorf("demand: line %d: %s %v is above %s %v (busy nodes cannot outnumber the cluster)",
+					line, ColumnActive, v, ColumnTotal, tot)
+			}
 			capacity = max(capacity, tot)
 			totals = append(totals, tot)
 		}

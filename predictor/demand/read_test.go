@@ -56,6 +56,7 @@ func TestReadSeriesErrors(t *testing.T) {
 		{"NaN", "time,active\n2017-10-03 00:00:00,NaN\n", "line 2: active"},
 		{"Inf total", "time,active,total\n2017-10-03 00:00:00,1,+Inf\n", "line 2: total"},
 		{"not a number", "time,active\n2017-10-03 00:00:00,many\n", "line 2: active"},
+		{"active above total", "time,active,total\n2017-10-03 00:00:00,1,420\n2017-10-03 00:01:00,421,420\n", "line 3: active 421 is above total 420"},
 		{"out of order", "time,active\n2017-10-03 00:01:00,1\n2017-10-03 00:00:00,1\n", "line 3: time 2017-10-03 00:00:00 is not after line 2"},
 		{"duplicate", "time,active\n2017-10-03 00:01:00,1\n2017-10-03 00:01:00,1\n", "line 3"},
 		{"off the grid", "time,active\n2017-10-03 00:00:00,1\n2017-10-03 00:01:00,1\n2017-10-03 00:02:30,1\n", "line 4: time 2017-10-03 00:02:30 is off the 1m0s step grid"},
@@ -102,6 +103,11 @@ func FuzzReadSeries(f *testing.F) {
 		}
 		if s.Totals != nil && len(s.Totals) != len(s.Values) {
 			t.Fatalf("ReadSeries(%q): %d totals for %d values", in, len(s.Totals), len(s.Values))
+		}
+		for i := range s.Totals {
+			if s.Values[i] > s.Totals[i] {
+				t.Fatalf("ReadSeries(%q): step %d has %v active of %v", in, i, s.Values[i], s.Totals[i])
+			}
 		}
 		again, err := ReadSeries(strings.NewReader(writeSeries(s)))
 		if err != nil {
