@@ -190,13 +190,13 @@ func runImport(ctx context.Context, args []string, e *env) error {
 func printImportSummary(w io.Writer, out *importOutput) {
 	fmt.Fprintf(w, "%s (%s): %d jobs, %d rejected", out.File, out.Format, out.Jobs, out.Rejected)
 	if out.Rejected > 0 {
-		fmt.Fprintf(w, " %v", out.Reasons)
+		fmt.Fprintf(w, " (%s)", countsString(out.Reasons))
 	}
 	fmt.Fprintf(w, "; cluster %q\n", out.Cluster)
 	c := &out.Convert
 	fmt.Fprintf(w, "  %d events; %d jobs without a start time, %d without a final state", c.Events, c.NoStart, c.NoEnd)
 	if len(c.UnmappedStates) > 0 {
-		fmt.Fprintf(w, " (trace states %v; \"\" is none given)", c.UnmappedStates)
+		fmt.Fprintf(w, " (trace states: %s)", countsString(c.UnmappedStates))
 	}
 	fmt.Fprintf(w, ", %d ended at an unknown time, %d duplicate ids renamed\n", c.EndTimeUnknown, c.DuplicateIDs)
 	if out.To == "" {

@@ -305,7 +305,7 @@ func (r *reporter) importTrace(ctx context.Context, conn driver.Conn) error {
 		r.logger.Warn("jobs without a start time start at their submit time", "jobs", startAt, "file", f.tracePath)
 	}
 	if tr.Rejected > 0 {
-		r.notes = append(r.notes, fmt.Sprintf("%d rows of the trace could not be read and are left out (by reason: %v).", tr.Rejected, tr.Reasons))
+		r.notes = append(r.notes, fmt.Sprintf("%d rows of the trace could not be read and are left out (by reason: %s).", tr.Rejected, countsString(tr.Reasons)))
 	}
 	jobs, rejected := len(tr.Jobs), tr.Rejected
 	r.out.TraceJobs, r.out.TraceRejected, r.out.StartAtSubmit = &jobs, &rejected, &startAt

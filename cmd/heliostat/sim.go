@@ -155,11 +155,12 @@ func runSim(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stderr, "sim: %s: %d jobs to replay (%d rows rejected, skipped %v), read in %.2fs\n",
-		*path, len(w.Jobs), tr.Rejected, w.Skipped, time.Since(began).Seconds())
+	fmt.Fprintf(e.stderr, "sim: %s: %d jobs to replay (%d rows rejected; skipped: %s), read in %.2fs\n",
+		*path, len(w.Jobs), tr.Rejected, countsString(w.Skipped), time.Since(began).Seconds())
 	if len(w.Jobs) == 0 {
-		return fmt.Errorf("sim: %s: no job of the trace can run on the cluster (skipped: %v)", *path, w.Skipped)
+		return fmt.Errorf("sim: %s: no job of the trace can run on the cluster (skipped: %s)", *path, countsString(w.Skipped))
 	}
+	warnSkipped(e, len(tr.Jobs), w.Skipped)
 	out := simOutput{
 		Trace: *path, Format: tr.Format, TraceJobs: len(tr.Jobs), RejectedRows: tr.Rejected, NJobs: len(w.Jobs),
 		Skipped: w.Skipped, Cluster: w.VCs, Backfill: *backfill, AgingRate: qc.AgingRate, Policies: map[string]simPolicy{},
@@ -192,7 +193,14 @@ func runSim(ctx context.Context, args []string, e *env) error {
 	if *asJSON {
 		return json.NewEncoder(e.stdout).Encode(out)
 	}
-	fmt.Fprintf(e.stdout, "%s (%s): %d jobs replayed on %s%s\n", *path, tr.Format, out.NJobs, clusterString(w.VCs), map[bool]string{true: ", backfill", false: ", blocking queue"}[*backfill])
+	queue := "blocking queue"
+	if *backfill {
+		queue = "backfill"
+	}
+	fmt.Fprintf(e.stdout, "%s (%s): %d jobs replayed on %s, %s\n", *path, tr.Format, out.NJobs, clusterString(w.VCs), queue)
+	if n := sumCounts(w.Skipped); n > 0 {
+		fmt.Fprintf(e.stdout, "  %d of the trace's %d jobs left out (%s)\n", n, len(tr.Jobs), countsString(w.Skipped))
+	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "policy\tavg JCT s\tavg queue s\tp99 queue s\tavg bounded slowdown\tgap closed\treplay s\t")
 	for _, p := range pols {
@@ -204,6 +212,22 @@ func runSim(ctx context.Context, args []string, e *env) error {
 		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.2f\t%s\t%.2f\t\n", p, r.AvgJCT, r.AvgQueue, r.P99Queue, r.AvgBoundedSlowdown, gap, r.ElapsedS)
 	}
 	return tw.Flush()
+}
+
+// skippedWarnShare is the share of a trace's jobs left out of a replay
+// above which sim warns that its figures describe only the rest.
+const skippedWarnShare = 0.1
+
+// warnSkipped warns on stderr when a replay leaves out more than
+// skippedWarnShare of the trace's jobs: a cluster too small for them (or
+// a VC file that misses theirs) changes what the figures mean.
+func warnSkipped(e *env, traceJobs int, skipped map[string]int) {
+	n := sumCounts(skipped)
+	if traceJobs == 0 || float64(n) <= skippedWarnShare*float64(traceJobs) {
+		return
+	}
+	fmt.Fprintf(e.stderr, "sim: warning: %d of the trace's %d jobs (%.0f%%) are left out (%s); the figures describe the other %d only. Is the cluster (--nodes, --gpus-per-node, --vcs) the trace's?\n",
+		n, traceJobs, 100*float64(n)/float64(traceJobs), countsString(skipped), traceJobs-n)
 }
 
 func parsePolicies(s string) ([]replay.Policy, error) {

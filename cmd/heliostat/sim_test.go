@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,5 +101,50 @@ func TestSimCommandErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("heliostat %v = %v; want an error about %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// TestSimWarnsSkipped: a cluster too small for most of the trace still
+// replays the rest, but says so on stderr and in the summary, with the
+// reasons in words (not Go map syntax).
+func TestSimWarnsSkipped(t *testing.T) {
+	dir := t.TempDir()
+	tr := filepath.Join(dir, "t.csv")
+	var b strings.Builder
+	b.WriteString("job_id,user,vc,gpu_num,submit_time,duration\n")
+	for i := range 10 {
+		gpus := 16
+		if i < 2 {
+			gpus = 1
+		}
+		fmt.Fprintf(&b, "%d,u,a,%d,2020-09-01 00:%02d:00,60\n", i, gpus, i)
+	}
+	if err := os.WriteFile(tr, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errs bytes.Buffer
+	if err := run(context.Background(), []string{"sim", "--trace", tr, "--nodes", "1", "--gpus-per-node", "1", "--policy", "fifo"},
+		func(string) string { return "" }, &out, &errs); err != nil {
+		t.Fatalf("sim: %v\n%s", err, errs.String())
+	}
+	if want := "warning: 8 of the trace's 10 jobs (80%) are left out (larger_than_cluster 8); the figures describe the other 2 only"; !strings.Contains(errs.String(), want) {
+		t.Errorf("stderr %q; want %q", errs.String(), want)
+	}
+	if want := "2 jobs replayed on all 1×1, blocking queue\n  8 of the trace's 10 jobs left out (larger_than_cluster 8)\n"; !strings.Contains(out.String(), want) {
+		t.Errorf("stdout %q; want %q", out.String(), want)
+	}
+	if strings.Contains(out.String()+errs.String(), "map[") {
+		t.Errorf("Go map syntax in the output: %q %q", out.String(), errs.String())
+	}
+
+	// One job in ten left out is no warning.
+	out.Reset()
+	errs.Reset()
+	if err := run(context.Background(), []string{"sim", "--trace", tr, "--nodes", "2", "--gpus-per-node", "8", "--policy", "fifo"},
+		func(string) string { return "" }, &out, &errs); err != nil {
+		t.Fatalf("sim: %v\n%s", err, errs.String())
+	}
+	if strings.Contains(errs.String(), "warning") || strings.Contains(out.String(), "left out") {
+		t.Errorf("nothing left out, yet: %q %q", out.String(), errs.String())
 	}
 }
