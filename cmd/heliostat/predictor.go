@@ -78,6 +78,15 @@ func runBacktest(_ context.Context, args []string, e *env) error {
 		m := res.Baselines[name]
 		fmt.Fprintf(e.stdout, "  %-10s within 2x %.3f  R² (log) %6.3f  MAE %8.0f s\n", name, m.Within2x, m.R2Log, m.MAES)
 	}
+	if limited := withLimit(jobs); limited < len(jobs) {
+		// The baselines fall back to the limit, then to the training jobs'
+		// median run time: say so where that is what was scored.
+		what := "none of its jobs has"
+		if limited > 0 {
+			what = fmt.Sprintf("%d of its %d jobs have no", len(jobs)-limited, len(jobs))
+		}
+		fmt.Fprintf(e.stdout, "  (the trace: %s a time limit; reqtime, and last1/last2 for a user's first job, are then the training jobs' median run time)\n", what)
+	}
 	fmt.Fprintf(e.stdout, "  heliostat on cold starts: %d jobs, within 2x %.3f\n", res.Cold.N, res.Cold.Within2x)
 	fmt.Fprintf(e.stdout, "  heliostat by history at submit (segment: jobs, within 2x, 80%% interval coverage, median upper/lower):\n")
 	for s := duration.SegExact; s <= duration.SegCold; s++ {
@@ -86,6 +95,17 @@ func runBacktest(_ context.Context, args []string, e *env) error {
 		}
 	}
 	return nil
+}
+
+// withLimit counts the jobs that carry a time limit.
+func withLimit(jobs []duration.Job) int {
+	n := 0
+	for i := range jobs {
+		if jobs[i].ReqTime > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // durationJobs maps a trace's jobs to what the predictor knows at submit time.

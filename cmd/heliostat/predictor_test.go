@@ -72,6 +72,11 @@ func TestBacktestText(t *testing.T) {
 	if len(res.Segments) == 0 {
 		t.Errorf("no segments in %s", js.String())
 	}
+	// Venus gives no time limits: the reqtime line is the median run time,
+	// and the text says so.
+	if !strings.Contains(text.String(), "none of its jobs has a time limit; reqtime") {
+		t.Errorf("text output does not say reqtime stands for the median run time:\n%s", text.String())
+	}
 }
 
 // TestBacktestAccuracyFloors runs the evaluation command on both SWF traces and
