@@ -252,14 +252,24 @@ func benchIngest(ctx context.Context, cfg BenchConfig, ch chconn.Config, logger 
 		return 0, 0, fmt.Errorf("bench: ingest stopped before it got partitions: %v", err)
 	case <-time.After(2 * time.Minute):
 		return 0, 0, errors.New("bench: no partitions assigned within 2 minutes")
+	case <-ctx.Done():
+		return 0, 0, ctx.Err()
 	}
 	rows := in.m.rows.WithLabelValues("gpu_samples")
 	deadline := time.Now().Add(15 * time.Minute)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
 	for counterValue(rows) < float64(cfg.Rows) {
 		if time.Now().After(deadline) {
 			return 0, 0, fmt.Errorf("bench: only %.0f of %d rows after 15 minutes", counterValue(rows), cfg.Rows)
 		}
-		time.Sleep(5 * time.Millisecond)
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return 0, 0, ctx.Err()
+		case err := <-done:
+			return 0, 0, fmt.Errorf("bench: ingest stopped after %.0f of %d rows: %v", counterValue(rows), cfg.Rows, err)
+		}
 	}
 	end := time.Now()
 	cancel()

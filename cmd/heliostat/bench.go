@@ -54,9 +54,9 @@ func runBench(ctx context.Context, args []string, e *env) error {
 	ch := chconn.Config{Addr: *chAddr, Database: "heliostat", Compression: *compression}
 	serverPID := 0
 	if *chAddr == "" {
-		dir, err := os.MkdirTemp("", "heliostat-bench-*")
+		dir, err := scratchDir(e.stderr, os.TempDir(), "heliostat-bench-ingest")
 		if err != nil {
-			return err
+			return fmt.Errorf("bench: %w", err)
 		}
 		defer os.RemoveAll(dir)
 		fmt.Fprintln(e.stderr, "starting a local ClickHouse in", dir)

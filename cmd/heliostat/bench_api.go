@@ -110,9 +110,9 @@ func runBenchAPI(ctx context.Context, args []string, e *env) error {
 	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ch := chconn.Config{Addr: *chAddr, Database: "heliostat_bench_api", Compression: "none"}
 	if *chAddr == "" {
-		dir, err := os.MkdirTemp("", "heliostat-bench-api-*")
+		dir, err := scratchDir(e.stderr, os.TempDir(), "heliostat-bench-api")
 		if err != nil {
-			return err
+			return fmt.Errorf("bench api: %w", err)
 		}
 		defer os.RemoveAll(dir)
 		fmt.Fprintln(e.stderr, "starting a local ClickHouse in", dir)

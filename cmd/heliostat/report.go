@@ -190,7 +190,7 @@ type reporter struct {
 // for a --trace run and points the flags at it; stop shuts it down and
 // removes the directory.
 func (r *reporter) startLocalClickHouse(ctx context.Context) (stop func(), err error) {
-	dir, err := os.MkdirTemp("", "heliostat-report-*")
+	dir, err := scratchDir(r.stderr, os.TempDir(), "heliostat-report")
 	if err != nil {
 		return nil, fmt.Errorf("report: temporary ClickHouse directory: %w", err)
 	}
@@ -206,6 +206,7 @@ func (r *reporter) startLocalClickHouse(ctx context.Context) (stop func(), err e
 			r.logger.Warn("stop local ClickHouse", "err", err)
 		}
 		if r.flags.keepCH {
+			disownScratch(dir)
 			fmt.Fprintf(r.stderr, "report: ClickHouse data kept in %s\n", dir)
 			return
 		}
