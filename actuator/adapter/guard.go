@@ -91,11 +91,11 @@ const (
 // RegisterFlags adds the --actuator.* safety flags to fs.
 func (c *GuardConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Apply, "actuator.apply", false, "send actions to the scheduler; without it the actuator is a dry run that records what it would do")
-	fs.Func("actuator.partitions", "comma-separated partitions (VCs) whose jobs' priorities and nodes the actuator may touch; * for all; default none", func(s string) error {
+	fs.Func("actuator.partitions", "comma-separated partitions (VCs) whose jobs' priorities and nodes the actuator may touch; * for all; none when empty", func(s string) error {
 		c.Partitions = splitList(s)
 		return nil
 	})
-	fs.Func("actuator.nodes", "comma-separated shell patterns of the nodes the actuator may power down and up (e.g. gpu*); * for all; default none", func(s string) error {
+	fs.Func("actuator.nodes", "comma-separated shell patterns of the nodes the actuator may power down and up (e.g. gpu*); * for all; none when empty", func(s string) error {
 		c.Nodes = splitList(s)
 		return nil
 	})

@@ -39,6 +39,12 @@ func runCollector(ctx context.Context, args []string, e *env) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("collector: unexpected argument %q", fs.Arg(0))
+	}
+	if err := refuseZero(fs, append([]string{"collector.interval", "collector.max-ticks-per-message", "synthetic.gpus"}, simPositiveFlags()...)...); err != nil {
+		return fmt.Errorf("collector: %w", err)
+	}
 	if err := cc.Validate(); err != nil {
 		return err
 	}

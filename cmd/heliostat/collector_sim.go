@@ -27,6 +27,11 @@ type simFlags struct {
 }
 
 // registerSimFlags registers the --sim.* flags on fs.
+// simPositiveFlags are the --sim.* flags whose 0 would mean their default.
+func simPositiveFlags() []string {
+	return []string{"sim.nodes", "sim.gpus-per-node", "sim.sample-interval", "sim.wake-delay"}
+}
+
 func registerSimFlags(fs *flag.FlagSet, getenv func(string) string) *simFlags {
 	f := &simFlags{fs: fs}
 	f.cfg.RegisterFlags(fs, getenv)

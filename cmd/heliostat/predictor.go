@@ -49,8 +49,14 @@ func runBacktest(_ context.Context, args []string, e *env) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("predictor backtest: unexpected argument %q (one trace, given with --trace)", fs.Arg(0))
+	}
 	if *path == "" {
 		return fmt.Errorf("predictor backtest: --trace is required")
+	}
+	if err := refuseZero(fs, "train-frac", "refit-every", "adapt-rate"); err != nil {
+		return fmt.Errorf("predictor backtest: %w", err)
 	}
 	tr, err := trace.Open(*path, *format)
 	if err != nil {
@@ -150,12 +156,19 @@ func runBacktestDemand(_ context.Context, args []string, e *env) error {
 	cfg.RegisterFlags(fs)
 	// --test-from is the evaluation interface's name for --demand.test-from.
 	fs.Var(fs.Lookup("demand.test-from").Value, "test-from", "first decision time of the backtest (alias of --demand.test-from)")
+	fs.Var(fs.Lookup("demand.test-until").Value, "test-until", "the backtest takes decisions before this time (alias of --demand.test-until, as `sim ces` names it)")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("predictor backtest-demand: unexpected argument %q (one series, given with --series)", fs.Arg(0))
+	}
 	if *path == "" {
 		return fmt.Errorf("predictor backtest-demand: --series is required")
+	}
+	if err := refuseZero(fs, "horizon", "demand.step", "demand.refit-every", "demand.ridge"); err != nil {
+		return fmt.Errorf("predictor backtest-demand: %w", err)
 	}
 	if err := cfg.Validate(); err != nil {
 		return err

@@ -30,6 +30,9 @@ func runSchema(ctx context.Context, args []string, e *env) error {
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("schema %s: unexpected argument %q", sub, fs.Arg(0))
+	}
 	if sub == "show" {
 		migs, err := migrate.Load(schemas.Migrations, ch.Database)
 		if err != nil {

@@ -64,8 +64,42 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	ac.RegisterFlags(fs)
 	var lf logFlags
 	lf.register(fs)
+	// up runs the pipeline at a demo's pace and closes the loop on the
+	// simulated cluster: its defaults differ from a deployed part's, and
+	// -h shows them.
+	for _, d := range []struct{ name, value string }{
+		{"analytics.interval", "1m"}, // 1 m of wall time is an hour of the simulated cluster's
+		{"actuator.interval", "5s"},  // 5 s is five simulated minutes
+		{"actuator.apply", "true"},
+		{"actuator.partitions", "*"},
+		{"actuator.nodes", "*"},
+		{"sim.backfill", "true"}, // Helios' long-tailed run times clog a FIFO without it
+		{"sim.cluster", "local"},
+		{"actuator.cluster", "local"},
+	} {
+		if err := setDefault(fs, d.name, d.value); err != nil {
+			return fmt.Errorf("up: %w", err)
+		}
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("up: unexpected argument %q", fs.Arg(0))
+	}
+	if err := refuseZero(fs, append([]string{"collector.interval", "synthetic.gpus"}, simPositiveFlags()...)...); err != nil {
+		return fmt.Errorf("up: %w", err)
+	}
+	for _, p := range []struct {
+		name string
+		v    int
+	}{{"kafka.port", *kafkaPort}, {"clickhouse.port", *chPort}} {
+		if p.v < 0 || p.v > 65535 {
+			return fmt.Errorf("up: --%s %d: not a port (0 picks a free one)", p.name, p.v)
+		}
+	}
+	if *statusEvery < 0 {
+		return fmt.Errorf("up: --status-interval %v: negative (0 turns the status line off)", *statusEvery)
 	}
 	// The simulated cluster is not a real scheduler: up closes the loop on
 	// it (the actuator applies its actions to every partition and node)
@@ -73,22 +107,8 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	// the actuator does not run.
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if !set["analytics.interval"] {
-		// 15 minutes of wall time is 15 hours of the simulated cluster's.
-		anc.Interval = time.Minute
-	}
-	if !set["actuator.interval"] {
-		// 30 s of wall time is half an hour of the simulated cluster's.
-		lc.Interval = 5 * time.Second
-	}
-	if !set["actuator.apply"] {
-		gc.Apply = true
-	}
-	if !set["actuator.partitions"] {
-		gc.Partitions = []string{"*"}
-	}
-	if !set["actuator.nodes"] {
-		gc.Nodes = []string{"*"}
+	if set["actuator.cluster"] {
+		return errors.New("up: --actuator.cluster: up's actuator acts on the simulated cluster; name it with --sim.cluster")
 	}
 	for _, v := range []interface{ Validate() error }{sumc, predc, gc, lc, ac} {
 		if err := v.Validate(); err != nil {
@@ -103,15 +123,6 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	logger, err := lf.logger(e.stderr)
 	if err != nil {
 		return err
-	}
-	// The default simulated cluster clogs behind whole-node jobs without
-	// backfill (Helios' run times are long-tailed), so up turns it on unless
-	// told otherwise; the cluster is "local" unless named.
-	if !set["sim.backfill"] {
-		simf.cfg.Backfill = true
-	}
-	if !set["sim.cluster"] {
-		simf.cfg.Cluster = "local"
 	}
 	if err := simf.cfg.Validate(); err != nil {
 		return err
