@@ -65,6 +65,49 @@ func (f *reportFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	f.log.register(fs)
 }
 
+// check validates what can be validated before a server is started or a
+// trace imported: the window, the analytics settings, ClickHouse's and
+// where the page goes.
+func (f *reportFlags) check() error {
+	var since, until time.Time
+	for _, w := range []struct {
+		name, v string
+		t       *time.Time
+	}{{"since", f.since, &since}, {"until", f.until, &until}} {
+		if w.v == "" {
+			continue
+		}
+		t, err := parseWhen(w.name, w.v)
+		if err != nil {
+			return err
+		}
+		*w.t = t
+	}
+	if !until.IsZero() {
+		if err := (analytics.Window{Since: since, Until: until}).Validate(); err != nil {
+			return fmt.Errorf("report: --since/--until: %w", err)
+		}
+	}
+	ac := f.analytics
+	ac.Database, ac.Interval = f.clickhouse.Database, 0
+	if err := ac.Validate(); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	if err := f.clickhouse.Validate(); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	if f.out != "" {
+		dir := filepath.Dir(f.out)
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return fmt.Errorf("report: --out %s: directory %s does not exist", f.out, dir)
+		}
+		if fi, err := os.Stat(f.out); err == nil && fi.IsDir() {
+			return fmt.Errorf("report: --out %s is a directory; want a file name", f.out)
+		}
+	}
+	return nil
+}
+
 // parseWhen reads a --since/--until value: RFC 3339 or a UTC date.
 func parseWhen(name, s string) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339, s); err == nil {
@@ -128,10 +171,8 @@ func runReport(ctx context.Context, args []string, e *env) error {
 	if f.until != "" && f.since == "" {
 		return errors.New("report: --until needs --since")
 	}
-	for name, v := range map[string]string{"since": f.since, "until": f.until} {
-		if _, err := parseWhen(name, v); v != "" && err != nil {
-			return err
-		}
+	if err := f.check(); err != nil {
+		return err
 	}
 	logger, err := f.log.logger(e.stderr)
 	if err != nil {
@@ -168,7 +209,11 @@ func runReport(ctx context.Context, args []string, e *env) error {
 	if f.asJSON {
 		return json.NewEncoder(e.stdout).Encode(out)
 	}
-	fmt.Fprintf(e.stdout, "%s: %d jobs (%d GPU jobs) of %d users in %s; report in %s\n", out.Cluster, out.Jobs, out.GPUJobs, out.Users, out.Window, out.Out)
+	what := "GPU jobs"
+	if rep.processors {
+		what = "jobs with processors, which stand for GPUs"
+	}
+	fmt.Fprintf(e.stdout, "%s: %d jobs (%d %s) of %d users in %s; report in %s\n", out.Cluster, out.Jobs, out.GPUJobs, what, out.Users, out.Window, out.Out)
 	return nil
 }
 
@@ -181,6 +226,8 @@ type reporter struct {
 	out    *reportOutput
 	now    func() time.Time
 	notes  []string
+	// processors is set for an SWF trace: its processors stand for GPUs.
+	processors bool
 	// quiet logs the schema migrations: at warn level unless debugging,
 	// since a --trace run applies all of them to a fresh server.
 	quiet *slog.Logger
@@ -292,7 +339,7 @@ func (r *reporter) importTrace(ctx context.Context, conn driver.Conn) error {
 		fmt.Fprintf(r.stderr, "%s:%d: rejected: %s: %s\n", f.tracePath, le.Line, le.Reason, le.Detail)
 	}
 	if tr.Rejected > shownRejects {
-		fmt.Fprintf(r.stderr, "%s: %d rejected rows in all, by reason %v\n", f.tracePath, tr.Rejected, tr.Reasons)
+		fmt.Fprintf(r.stderr, "%s: %d rejected rows in all, by reason: %s\n", f.tracePath, tr.Rejected, countsString(tr.Reasons))
 	}
 	if len(tr.Jobs) == 0 {
 		return fmt.Errorf("report: %s: no job could be read (%d rows rejected)", f.tracePath, tr.Rejected)
@@ -304,6 +351,10 @@ func (r *reporter) importTrace(ctx context.Context, conn driver.Conn) error {
 	if startAt > 0 {
 		r.notes = append(r.notes, fmt.Sprintf("The trace gives a run time but no start time for %d of its %d jobs: they are taken to start when submitted, so their queuing delay counts as 0 and utilization assumes they did not wait.", startAt, len(tr.Jobs)))
 		r.logger.Warn("jobs without a start time start at their submit time", "jobs", startAt, "file", f.tracePath)
+	}
+	if tr.Format == "swf" {
+		r.processors = true
+		r.notes = append(r.notes, "The trace (SWF) gives processors, not GPUs: every GPU figure of this report counts processors.")
 	}
 	if tr.Rejected > 0 {
 		r.notes = append(r.notes, fmt.Sprintf("%d rows of the trace could not be read and are left out (by reason: %s).", tr.Rejected, countsString(tr.Reasons)))

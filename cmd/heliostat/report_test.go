@@ -240,6 +240,9 @@ func TestReportTraceSWF(t *testing.T) {
 	if got.StartAtSubmit == nil || *got.StartAtSubmit != 0 {
 		t.Errorf("start_at_submit_jobs = %v; want 0 (SWF gives wait times)", got.StartAtSubmit)
 	}
+	if page, err := os.ReadFile(filepath.Join(dir, "swf.html")); err != nil || !bytes.Contains(page, []byte("gives processors, not GPUs")) {
+		t.Errorf("SWF report does not say its GPU figures count processors (%v)", err)
+	}
 
 	// The same window from ClickHouse alone: already characterized, same
 	// figures; and without --since, the latest characterized window.
@@ -270,6 +273,12 @@ func TestReportFlags(t *testing.T) {
 		{[]string{"--json", "--format", "swf"}, "--format is for --trace"},
 		{[]string{"--json", "extra"}, `unexpected argument "extra"`},
 		{[]string{"--json", "--since", "yesterday", "--clickhouse.addr", "127.0.0.1:1"}, ""},
+		// Checked before a ClickHouse is started or the trace imported
+		// (the trace does not exist):
+		{[]string{"--json", "--trace", "missing.csv", "--since", "2020-02-01", "--until", "2020-01-01"}, "--since/--until"},
+		{[]string{"--json", "--trace", "missing.csv", "--analytics.timezone", "Mars/Olympus"}, `--analytics.timezone "Mars/Olympus"`},
+		{[]string{"--out", "/nonexistent/dir/r.html", "--trace", "missing.csv"}, "directory /nonexistent/dir does not exist"},
+		{[]string{"--out", os.TempDir(), "--trace", "missing.csv"}, "is a directory"},
 	} {
 		var stdout, stderr bytes.Buffer
 		err := run(context.Background(), append([]string{"report"}, tc.args...), noEnv, &stdout, &stderr)
