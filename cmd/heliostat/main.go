@@ -31,7 +31,9 @@ func main() {
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(2)
+			// -h asked for the flags, which were printed: a success, as
+			// for `heliostat -h` and `heliostat <command> help`.
+			os.Exit(0)
 		}
 		fmt.Fprintln(os.Stderr, "heliostat:", err)
 		os.Exit(1)
