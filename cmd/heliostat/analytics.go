@@ -310,6 +310,9 @@ func runAnalyticsCapacity(ctx context.Context, args []string, e *env) error {
 	var conn driver.Conn
 	if !*printSQL || wf.since == "" {
 		if conn, err = ch.Open(ctx, e.getenv); err != nil {
+			if *printSQL {
+				return fmt.Errorf("analytics capacity: --sql without --since takes the window from the data, in ClickHouse (give --since and --until to print the SQL without a server): %w", err)
+			}
 			return err
 		}
 		defer conn.Close()

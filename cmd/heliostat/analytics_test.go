@@ -29,4 +29,10 @@ func TestAnalyticsCapacitySQL(t *testing.T) {
 	if strings.Contains(s, "{") {
 		t.Errorf("a placeholder is left:\n%s", s)
 	}
+
+	// Without a window it needs the data: the error says how to do without.
+	err := run(context.Background(), args[:7], func(string) string { return "" }, &out, &errb)
+	if err == nil || !strings.Contains(err.Error(), "give --since and --until to print the SQL without a server") {
+		t.Errorf("capacity --sql without --since and no server = %v; want the way round", err)
+	}
 }
