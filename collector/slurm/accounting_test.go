@@ -30,6 +30,9 @@ func TestAccountingRecoversEnds(t *testing.T) {
 	defer cancel()
 	cfg := testConfig(t, c, filepath.Join(t.TempDir(), "state.json"))
 	cfg.JobCompLog, cfg.Accounting = "", true
+	// Read the accounting at every poll, so that it is read while the job
+	// that reuses A's id below runs.
+	cfg.AccountingInterval = 100 * time.Millisecond
 	rec := newRecorder(t, testCluster)
 	src, err := New(cfg, rec, testLogger(t), prometheus.NewRegistry(), time.Now)
 	if err != nil {
@@ -122,5 +125,48 @@ func TestAccountingRecoversEnds(t *testing.T) {
 	}
 	if err := src.Ready(); err != nil {
 		t.Errorf("Ready: %v", err)
+	}
+
+	// slurmctld started with an empty state numbers jobs from 1 again: C
+	// takes A's id while the accounting still holds A, whose end is inside
+	// the window the source reads. A's record in the accounting must not
+	// end C, nor C's events change A's.
+	cID, err := c.Submit(ctx, "--gres=gpu:1", "-J", "c", "--wrap", "sleep 3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cID != a {
+		t.Logf("job ids were not reused (C is %s, A was %s); the id-reuse half is not exercised", cID, a)
+		return
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+		poll()
+		evs := rec.jobEvents(a)
+		if len(evs) >= 5 && evs[len(evs)-1].Type == schemas.JobEnd {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s reused: events %q after 30 s; want A's SUBMIT START END, then C's SUBMIT START END", a, types(evs))
+		}
+	}
+	cSubmit, cStart, cEnd, _ := slurmTimes(ctx, t, c, cID)
+	evs := rec.jobEvents(a)
+	if got := types(evs); got != "SUBMIT START END SUBMIT START END" {
+		t.Fatalf("job id %s: events %q; want A's SUBMIT START END, then C's", a, got)
+	}
+	for i, e := range evs[3:] {
+		if e.Name != "c" || e.SubmitMillis != cSubmit {
+			t.Errorf("C's event %d (%v): name %q submit %d; want c, %d", i, e.Type, e.Name, e.SubmitMillis, cSubmit)
+		}
+	}
+	if e := evs[5]; e.State != schemas.StateCompleted || e.StartMillis != cStart || e.EndMillis != cEnd {
+		t.Errorf("C's END: %v start %d end %d; want COMPLETED start %d end %d (A ended at %d)", e.State, e.StartMillis, e.EndMillis, cStart, cEnd, aEnd)
+	}
+	// A was read again at every poll while in the window: counted once.
+	if got := testutil.ToFloat64(src.m.idReused.WithLabelValues(reuseOlderSkipped)); got != 1 {
+		t.Errorf("older jobs of a reused id skipped: %v; want 1 (A, read while C ran)", got)
+	}
+	if got := testutil.ToFloat64(src.m.idReused.WithLabelValues(reuseSuperseded)); got != 1 {
+		t.Errorf("tracked jobs superseded by a newer one under their id: %v; want 1 (A by C)", got)
 	}
 }

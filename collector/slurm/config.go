@@ -104,6 +104,13 @@ func (c Config) Validate() error {
 			return fmt.Errorf("slurm: --%s: %v is negative", d.flag, d.v)
 		}
 	}
+	// Each read of the accounting goes back acctOverlap before where the
+	// last one stopped: an ended job forgotten sooner would be read, and
+	// published, again.
+	if d := c.withDefaults(); c.Accounting && d.Retention <= acctOverlap+d.AccountingInterval {
+		return fmt.Errorf("slurm: --slurm.retention: %v is too short with --slurm.accounting, whose reads go back %v before the last one (every %v); want over %v",
+			d.Retention, acctOverlap, d.AccountingInterval, acctOverlap+d.AccountingInterval)
+	}
 	return nil
 }
 

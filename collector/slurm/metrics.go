@@ -28,7 +28,19 @@ type metrics struct {
 	jobCompBytes  prometheus.Gauge
 	acctTo        prometheus.Gauge
 	acctRecovered prometheus.Counter
+	idReused      *prometheus.CounterVec
 }
+
+// Values of the record label of heliostat_slurm_job_id_reused_total.
+const (
+	// reuseSuperseded: Slurm showed a newer job under a tracked job's id;
+	// the tracked one, if not ended, was ended as lost.
+	reuseSuperseded = "superseded"
+	// reuseOlderSkipped: the accounting showed an older job under a
+	// tracked job's id; it was not published (see the Jobs section of
+	// docs/OPERATIONS.md).
+	reuseOlderSkipped = "older_skipped"
+)
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
@@ -81,6 +93,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "heliostat_slurm_accounting_recovered_total",
 			Help: "Jobs whose end (and start, or whole record) only the accounting showed: they ended while the source could not see them in squeue or the job-completion log.",
 		}),
+		idReused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "heliostat_slurm_job_id_reused_total",
+			Help: "Jobs seen under the id of another job with a different submit time (slurmctld restarted with an empty state, or ids wrapped), by record: superseded (the tracked job gave way to a newer one) or older_skipped (an older job in the accounting, not published).",
+		}, []string{"record"}),
 	}
 	for _, t := range []schemas.JobEventType{schemas.JobSubmit, schemas.JobUpdate, schemas.JobStart, schemas.JobEnd} {
 		m.events.WithLabelValues(t.String())
@@ -88,8 +104,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, in := range []string{inputSqueue, inputJobComp, inputSacct} {
 		m.parseErrors.WithLabelValues(in)
 	}
+	for _, r := range []string{reuseSuperseded, reuseOlderSkipped} {
+		m.idReused.WithLabelValues(r)
+	}
 	if err := metricsreg.Register(reg, m.polls, m.pollErrors, m.pollDuration, m.events, m.parseErrors, m.cmdErrors, m.lost, m.noGPUIndex, m.tracked, m.jobCompBytes,
-		m.acctTo, m.acctRecovered); err != nil {
+		m.acctTo, m.acctRecovered, m.idReused); err != nil {
 		return nil, err
 	}
 	return m, nil

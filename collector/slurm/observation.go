@@ -19,6 +19,10 @@ type observation struct {
 	gpuIdx  map[string][]int64 // node → GPU indices it holds; nil when Slurm did not say
 	slurmID string             // Slurm's own numeric job id, for scontrol; "" from jobcomp
 	batch   bool               // a batch job whose script scontrol can print
+	// exactSubmit: the submit time is slurmctld's own (squeue, sacct), so
+	// another one under the same id is another job. The completion log's
+	// is text in a time zone, so it is not compared.
+	exactSubmit bool
 }
 
 // observeSqueue turns one squeue record into observations: one, or one per
@@ -66,7 +70,7 @@ func observeSqueue(j *slurmfmt.Job) ([]*observation, error) {
 		sum := sha256.Sum256([]byte(j.Command))
 		ev.CommandHash = hex.EncodeToString(sum[:])
 	}
-	o := &observation{kind: kind, slurmID: id, batch: j.BatchFlag && j.Command == ""}
+	o := &observation{kind: kind, slurmID: id, batch: j.BatchFlag && j.Command == "", exactSubmit: true}
 
 	// A job holds nodes once it runs; Slurm also gives a job cancelled while
 	// pending a start time (the cancel time) but no nodes.

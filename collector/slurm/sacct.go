@@ -228,7 +228,7 @@ func observeSacct(j *acctJob) ([]*observation, error) {
 	if err := acctResources(j, &ev); err != nil {
 		return nil, fmt.Errorf("job %s: %w", id, err)
 	}
-	o := &observation{kind: kindFinal}
+	o := &observation{kind: kindFinal, exactSubmit: true}
 	// As from squeue and the log: a job holds nodes only once it runs, and
 	// Slurm gives a job cancelled while pending a start time but no nodes.
 	if j.Nodes != "" && j.Nodes != "None assigned" && j.Time.Start.V > 0 {

@@ -305,6 +305,33 @@ func (s *Source) emit(pctx context.Context, id string, evs []schemas.JobEvent, a
 // that open at START and close at END.
 func (s *Source) handle(ctx, pctx context.Context, o *observation) error {
 	r := s.st.Jobs[o.ev.JobID]
+	if r != nil && o.exactSubmit && r.Last.SubmitMillis != 0 && o.ev.SubmitMillis != r.Last.SubmitMillis {
+		// Two jobs under one id: slurmctld started with an empty state
+		// (ids start again at FirstJobId) or ids wrapped.
+		if o.ev.SubmitMillis < r.Last.SubmitMillis {
+			// The accounting still holds the older one. Its events
+			// would be filed under the newer job's key and overwrite it.
+			if r.OlderSkipped == o.ev.SubmitMillis {
+				return nil
+			}
+			r.OlderSkipped, s.dirty = o.ev.SubmitMillis, true
+			s.m.idReused.WithLabelValues(reuseOlderSkipped).Inc()
+			s.logger.Info("slurm job id reused: an older job under the id of a tracked one is not published", "job_id", o.ev.JobID,
+				"older_submit", time.UnixMilli(o.ev.SubmitMillis).UTC(), "tracked_submit", time.UnixMilli(r.Last.SubmitMillis).UTC())
+			return nil
+		}
+		s.m.idReused.WithLabelValues(reuseSuperseded).Inc()
+		s.logger.Warn("slurm job id reused: a newer job took the id of a tracked one", "job_id", o.ev.JobID,
+			"tracked_submit", time.UnixMilli(r.Last.SubmitMillis).UTC(), "newer_submit", time.UnixMilli(o.ev.SubmitMillis).UTC(), "tracked_ended", r.Ended)
+		if !r.Ended {
+			// Slurm gives an id again only once the job holding it is
+			// gone, and the record is needed for the newer one.
+			if err := s.endLost(pctx, o.ev.JobID, r); err != nil {
+				return err
+			}
+		}
+		r = nil
+	}
 	resumed := false
 	if r != nil && r.Ended {
 		switch {

@@ -46,6 +46,10 @@ type jobRecord struct {
 	// with --slurm.accounting it is ended as lost only once the accounting
 	// was read after then.
 	GoneMillis int64 `json:"gone,omitempty"`
+	// OlderSkipped is the submit time of the last older job under this id
+	// that the accounting showed and was not published (it is counted and
+	// logged once, not at every read of the window holding it).
+	OlderSkipped int64 `json:"older_skipped,omitempty"`
 }
 
 // loadState reads the state file; a missing file is an empty state.
