@@ -149,14 +149,19 @@ func TestAccountingRecoversEnds(t *testing.T) {
 			t.Fatalf("job %s reused: events %q after 30 s; want A's SUBMIT START END, then C's SUBMIT START END", a, types(evs))
 		}
 	}
-	cSubmit, cStart, cEnd, _ := slurmTimes(ctx, t, c, cID)
 	evs := rec.jobEvents(a)
 	if got := types(evs); got != "SUBMIT START END SUBMIT START END" {
 		t.Fatalf("job id %s: events %q; want A's SUBMIT START END, then C's", a, got)
 	}
 	for i, e := range evs[3:] {
-		if e.Name != "c" || e.SubmitMillis != cSubmit {
-			t.Errorf("C's event %d (%v): name %q submit %d; want c, %d", i, e.Type, e.Name, e.SubmitMillis, cSubmit)
+		if e.Name != "c" {
+			t.Fatalf("C's event %d (%v) is named %q, submitted at %d; want c's (A's record in the accounting ended C)", i, e.Type, e.Name, e.SubmitMillis)
+		}
+	}
+	cSubmit, cStart, cEnd, _ := slurmTimes(ctx, t, c, cID)
+	for i, e := range evs[3:] {
+		if e.SubmitMillis != cSubmit {
+			t.Errorf("C's event %d (%v): submit %d; want %d", i, e.Type, e.SubmitMillis, cSubmit)
 		}
 	}
 	if e := evs[5]; e.State != schemas.StateCompleted || e.StartMillis != cStart || e.EndMillis != cEnd {
