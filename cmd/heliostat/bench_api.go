@@ -100,6 +100,9 @@ func runBenchAPI(ctx context.Context, args []string, e *env) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("bench api: unexpected argument %q", fs.Arg(0))
+	}
 	if *rate <= 0 || *dur <= 0 || *nodes < 2 || *load <= 0 || *conns < 1 || *warmup < 0 || *passEvery < 0 {
 		return fmt.Errorf("bench api: --rate, --duration, --load and --conns must be positive, --warmup and --pass-every not negative and --nodes at least 2")
 	}

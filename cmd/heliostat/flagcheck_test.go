@@ -53,6 +53,8 @@ func TestCommandFlagErrors(t *testing.T) {
 		{[]string{"up", "--status-interval", "-1s"}, "--status-interval -1s: negative"},
 		{[]string{"up", "--actuator.cluster", "prod"}, "name it with --sim.cluster"},
 		{[]string{"collector", "extra"}, `collector: unexpected argument "extra"`},
+		{[]string{"ingest", "extra", "--clickhouse.addr", "127.0.0.1:1"}, `ingest: unexpected argument "extra"`},
+		{[]string{"bench", "api", "extra"}, `bench api: unexpected argument "extra"`},
 		{[]string{"collector", "--collector.interval", "0s"}, "--collector.interval 0s: must be above 0"},
 		{[]string{"collector", "--source", "sim", "--sim.gpus-per-node", "0"}, "--sim.gpus-per-node 0: must be above 0"},
 		{[]string{"schema", "show", "extra"}, `schema show: unexpected argument "extra"`},

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -24,6 +25,10 @@ func runIngest(ctx context.Context, args []string, e *env) error {
 	partitions := fs.Int("kafka.partitions", 12, "partitions of the topics ingest creates when they are missing")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		// Flags after it would be ignored too: the parse stops there.
+		return fmt.Errorf("ingest: unexpected argument %q (flags after it were not read)", fs.Arg(0))
 	}
 	if err := cfg.Validate(); err != nil {
 		return err
