@@ -83,6 +83,7 @@ func TestUpHelpDefaults(t *testing.T) {
 		`name of the simulated cluster (env HELIOSTAT_CLUSTER) (default "local")`,
 		"(default 5s)\n  -actuator.listen-address", "none when empty (default *)",
 		"(default 1m0s)\n  -analytics.lookback",
+		"-actuator.cluster string\n    \tnot for up",
 	} {
 		if !strings.Contains(errs.String(), want) {
 			t.Errorf("up -h lacks %q", want)

@@ -81,6 +81,9 @@ func runUp(ctx context.Context, args []string, e *env) error {
 			return fmt.Errorf("up: %w", err)
 		}
 	}
+	if f := fs.Lookup("actuator.cluster"); f != nil {
+		f.Usage = "not for up, whose actuator acts on the simulated cluster: name it with --sim.cluster"
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
