@@ -87,11 +87,11 @@ func runBacktest(_ context.Context, args []string, e *env) error {
 	if limited := withLimit(jobs); limited < len(jobs) {
 		// The baselines fall back to the limit, then to the training jobs'
 		// median run time: say so where that is what was scored.
-		what := "none of its jobs has"
+		what := "none of its jobs has a time limit"
 		if limited > 0 {
-			what = fmt.Sprintf("%d of its %d jobs have no", len(jobs)-limited, len(jobs))
+			what = fmt.Sprintf("%d of its %d jobs have no time limit", len(jobs)-limited, len(jobs))
 		}
-		fmt.Fprintf(e.stdout, "  (the trace: %s a time limit; reqtime, and last1/last2 for a user's first job, are then the training jobs' median run time)\n", what)
+		fmt.Fprintf(e.stdout, "  (the trace: %s; reqtime for those, and last1/last2 for a user's first job, is the training jobs' median run time)\n", what)
 	}
 	fmt.Fprintf(e.stdout, "  heliostat on cold starts: %d jobs, within 2x %.3f\n", res.Cold.N, res.Cold.Within2x)
 	fmt.Fprintf(e.stdout, "  heliostat by history at submit (segment: jobs, within 2x, 80%% interval coverage, median upper/lower):\n")

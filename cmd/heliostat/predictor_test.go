@@ -74,7 +74,7 @@ func TestBacktestText(t *testing.T) {
 	}
 	// Venus gives no time limits: the reqtime line is the median run time,
 	// and the text says so.
-	if !strings.Contains(text.String(), "none of its jobs has a time limit; reqtime") {
+	if !strings.Contains(text.String(), "(the trace: none of its jobs has a time limit; reqtime for those") {
 		t.Errorf("text output does not say reqtime stands for the median run time:\n%s", text.String())
 	}
 }
@@ -176,5 +176,30 @@ func TestBacktestDemandCommand(t *testing.T) {
 	}
 	if res.RMSENodes >= res.Baselines["day_ago"].RMSENodes {
 		t.Errorf("rmse_nodes %.2f does not beat the day-ago baseline %.2f", res.RMSENodes, res.Baselines["day_ago"].RMSENodes)
+	}
+}
+
+// TestBacktestSomeLimits: where only some jobs give a time limit, the text
+// counts those without one.
+func TestBacktestSomeLimits(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("; UnixStartTime: 1000000000\n; MaxProcs: 64\n")
+	for i := range 400 {
+		limit := 7200
+		if i%4 == 0 {
+			limit = -1 // no requested time
+		}
+		fmt.Fprintf(&b, "%d %d 0 %d 1 -1 -1 1 %d -1 1 %d 1 -1 1 1 -1 -1\n", i+1, i*600, 100+50*(i%5), limit, 1+i%3)
+	}
+	path := t.TempDir() + "/some.swf"
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var text bytes.Buffer
+	if err := run(context.Background(), []string{"predictor", "backtest", "--trace", path}, os.Getenv, &text, os.Stderr); err != nil {
+		t.Fatal(err)
+	}
+	if want := "(the trace: 100 of its 400 jobs have no time limit; reqtime for those"; !strings.Contains(text.String(), want) {
+		t.Errorf("text output lacks %q:\n%s", want, text.String())
 	}
 }
