@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/heliostat-dev/heliostat/internal/aptinstall"
 )
 
 // ErrNotInstalled is returned when no clickhouse-server binary can be found or
@@ -75,20 +77,16 @@ func FindBinary(install bool, logger *slog.Logger) (string, error) {
 	if p, err := lookBinary(); err == nil {
 		return p, nil
 	}
-	if install && os.Geteuid() == 0 {
-		if _, err := exec.LookPath("apt-get"); err == nil {
-			logger.Info("installing clickhouse-server with apt-get")
-			env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-			for _, args := range [][]string{{"update", "-qq"}, {"install", "-y", "-qq", "clickhouse-server", "clickhouse-client"}} {
-				cmd := exec.Command("apt-get", args...)
-				cmd.Env = env
-				if out, err := cmd.CombinedOutput(); err != nil {
-					return "", fmt.Errorf("chserver: apt-get %s: %w: %s", args[0], err, tail(out, 400))
-				}
-			}
+	if apt := aptinstall.New(); install && apt.Root {
+		logger.Info("clickhouse-server is missing; installing it with apt-get")
+		err := apt.Install(nil, "clickhouse-server", "clickhouse-client")
+		switch {
+		case err == nil:
 			if p, err := lookBinary(); err == nil {
 				return p, nil
 			}
+		case !errors.Is(err, aptinstall.ErrUnavailable):
+			return "", fmt.Errorf("chserver: %w", err)
 		}
 	}
 	return "", fmt.Errorf("%w: install it with `sudo apt-get install clickhouse-server clickhouse-client` (Debian/Ubuntu) or from clickhouse.com, or point --clickhouse.addr at an existing server", ErrNotInstalled)
@@ -104,13 +102,6 @@ func lookBinary() (string, error) {
 		}
 	}
 	return "", ErrNotInstalled
-}
-
-func tail(b []byte, n int) string {
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return string(b)
 }
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
@@ -255,7 +246,7 @@ func (s *Server) start(ctx context.Context) error {
 		select {
 		case <-s.done:
 			out, _ := os.ReadFile(filepath.Join(c.Dir, "log", "clickhouse-server.err.log"))
-			return fmt.Errorf("chserver: server exited during start-up: %v: %s", s.err, tail(out, 800))
+			return fmt.Errorf("chserver: server exited during start-up: %v: %s", s.err, aptinstall.Tail(out, 800))
 		case <-ctx.Done():
 			s.kill()
 			return ctx.Err()

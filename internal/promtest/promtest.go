@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/heliostat-dev/heliostat/internal/aptinstall"
 )
 
 // errSkip marks a machine that cannot run Prometheus: the test is skipped
@@ -54,19 +56,8 @@ func binary(name string) (string, error) {
 }
 
 func install() error {
-	if os.Geteuid() != 0 {
-		return fmt.Errorf("%w and we are not root to install it: apt-get install prometheus", errSkip)
-	}
-	if _, err := exec.LookPath("apt-get"); err != nil {
-		return fmt.Errorf("%w and there is no apt-get", errSkip)
-	}
-	env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-	for _, args := range [][]string{{"update", "-qq"}, {"install", "-y", "-qq", "--no-install-recommends", "prometheus"}} {
-		cmd := exec.Command("apt-get", args...)
-		cmd.Env = env
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("%w: apt-get %s: %v: %s", errSkip, args[0], err, lastBytes(out, 400))
-		}
+	if err := aptinstall.New().Install([]string{"--no-install-recommends"}, "prometheus"); err != nil {
+		return fmt.Errorf("%w: %v", errSkip, err)
 	}
 	return nil
 }
@@ -77,13 +68,6 @@ func fail(t testing.TB, err error) {
 		t.Skipf("no Prometheus: %v", err)
 	}
 	t.Fatal(err)
-}
-
-func lastBytes(b []byte, n int) string {
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return strings.TrimSpace(string(b))
 }
 
 // Promtool runs promtool with args in dir and returns its output; a non-zero
@@ -143,7 +127,7 @@ func Start(t testing.TB, cfg Config) *Server {
 		s.stop()
 		if t.Failed() {
 			b, _ := os.ReadFile(s.log)
-			t.Logf("prometheus log:\n%s", lastBytes(b, 4000))
+			t.Logf("prometheus log:\n%s", aptinstall.Tail(b, 4000))
 		}
 	})
 	return s
@@ -191,7 +175,7 @@ func start(dir string, cfg Config) (*Server, error) {
 	if err := s.waitReady(30 * time.Second); err != nil {
 		s.stop()
 		b, _ := os.ReadFile(s.log)
-		return nil, fmt.Errorf("%w\nprometheus log: %s", err, lastBytes(b, 2000))
+		return nil, fmt.Errorf("%w\nprometheus log: %s", err, aptinstall.Tail(b, 2000))
 	}
 	return s, nil
 }

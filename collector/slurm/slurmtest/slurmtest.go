@@ -30,6 +30,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/heliostat-dev/heliostat/internal/aptinstall"
 )
 
 // Nodes are the node names of every cluster this package starts.
@@ -658,7 +660,7 @@ func (c *Cluster) startAccounting(ctx context.Context) error {
 		"--auth-root-authentication-method=normal", "--skip-test-db")
 	install.Dir = c.dir
 	if out, err := install.CombinedOutput(); err != nil {
-		return fmt.Errorf("slurmtest: mariadb-install-db: %w: %s", err, lastBytes(out, 600))
+		return fmt.Errorf("slurmtest: mariadb-install-db: %w: %s", err, aptinstall.Tail(out, 600))
 	}
 	db, err := c.launch("mariadbd.out", "mariadbd", "--no-defaults", "--datadir="+data, "--user=root",
 		"--socket="+c.mariadbSocket(), "--port="+strconv.Itoa(c.dbPort), "--bind-address=127.0.0.1",
@@ -889,26 +891,8 @@ func ensurePackages(accounting bool) error {
 		return nil
 	}
 	slices.Sort(pkgs)
-	if os.Geteuid() != 0 {
-		return fmt.Errorf("%w: Slurm is not fully installed and we are not root to install it: apt-get install -y %s", errSkip, strings.Join(pkgs, " "))
-	}
-	if _, err := exec.LookPath("apt-get"); err != nil {
-		return fmt.Errorf("%w: Slurm is not fully installed (want %s) and there is no apt-get", errSkip, strings.Join(pkgs, " "))
-	}
-	install := func() ([]byte, error) {
-		cmd := exec.Command("apt-get", append([]string{"install", "-y", "-qq"}, pkgs...)...)
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		return cmd.CombinedOutput()
-	}
-	if _, err := install(); err != nil {
-		upd := exec.Command("apt-get", "update", "-qq")
-		upd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		if out, err := upd.CombinedOutput(); err != nil {
-			return fmt.Errorf("%w: apt-get update: %v: %s", errSkip, err, lastBytes(out, 400))
-		}
-		if out, err := install(); err != nil {
-			return fmt.Errorf("%w: apt-get install %s: %v: %s", errSkip, strings.Join(pkgs, " "), err, lastBytes(out, 400))
-		}
+	if err := aptinstall.New().Install(nil, pkgs...); err != nil {
+		return fmt.Errorf("%w: Slurm is not fully installed: %v", errSkip, err)
 	}
 	return nil
 }
@@ -983,13 +967,6 @@ func tailFile(path string, n int) string {
 		}
 	}
 	return strings.Join(lines, "\n")
-}
-
-func lastBytes(b []byte, n int) string {
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return strings.TrimSpace(string(b))
 }
 
 func firstLine(s string) string {
