@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"context"
 	"os"
 	"testing"
 
@@ -83,7 +84,7 @@ func TestReal(t *testing.T) {
 			w := loadReal(t, tc.file)
 			got := map[Policy]Result{}
 			for _, p := range Policies {
-				r, err := Run(w, p, Config{})
+				r, err := Run(context.Background(), w, p, Config{})
 				if err != nil {
 					t.Fatal(err)
 				}

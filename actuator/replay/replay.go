@@ -27,6 +27,7 @@ package replay
 
 import (
 	"container/heap"
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -84,7 +85,14 @@ type Config struct {
 	// a job as this long: max(1, (wait+run) / max(run, bound)). Default
 	// 10 s.
 	SlowdownBound time.Duration
+	// Progress, when set, is called every ProgressEvery ended jobs with
+	// how many of the workload's jobs have ended.
+	Progress func(ended, total int)
 }
+
+// ProgressEvery is how many jobs end in a replay between calls of
+// Config.Progress and checks of its context.
+const ProgressEvery = 4096
 
 func (c Config) withDefaults() Config {
 	if c.RefitEvery == 0 {
@@ -161,8 +169,9 @@ type PredictorStats struct {
 	FitS float64 `json:"fit_s"`
 }
 
-// Run replays w under pol.
-func Run(w *Workload, pol Policy, cfg Config) (Result, error) {
+// Run replays w under pol. It stops with ctx's error, within ProgressEvery
+// ended jobs, once ctx is done.
+func Run(ctx context.Context, w *Workload, pol Policy, cfg Config) (Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
 	}
@@ -189,7 +198,9 @@ func Run(w *Workload, pol Policy, cfg Config) (Result, error) {
 	}
 	began := time.Now()
 	e := newEngine(w, pol, cfg.withDefaults())
-	e.run()
+	if err := e.run(ctx); err != nil {
+		return Result{}, err
+	}
 	res := e.result()
 	res.ElapsedS = time.Since(began).Seconds()
 	return res, nil
@@ -217,6 +228,7 @@ type engine struct {
 	ends       endHeap
 	dirty      []int
 	next       int // next job to arrive
+	ended      int // jobs ended so far
 
 	pred  *online
 	items []*qssf.Item
@@ -278,7 +290,7 @@ func (e *engine) est(j int) int64 {
 	return e.w.Jobs[j].Run
 }
 
-func (e *engine) run() {
+func (e *engine) run(ctx context.Context) error {
 	jobs := e.w.Jobs
 	for e.next < len(jobs) || len(e.ends) > 0 {
 		t := int64(math.MaxInt64)
@@ -291,6 +303,14 @@ func (e *engine) run() {
 		for len(e.ends) > 0 && e.ends[0].t == t {
 			j := heap.Pop(&e.ends).(endEvent).job
 			e.release(j)
+			if e.ended++; e.ended%ProgressEvery == 0 {
+				if e.cfg.Progress != nil {
+					e.cfg.Progress(e.ended, len(jobs))
+				}
+				if err := ctx.Err(); err != nil {
+					return fmt.Errorf("replay: %s stopped after %d of %d jobs ended: %w", e.pol, e.ended, len(jobs), context.Cause(ctx))
+				}
+			}
 			if e.pred != nil {
 				if e.pred.observe(j, t) {
 					e.refresh()
@@ -310,6 +330,7 @@ func (e *engine) run() {
 		}
 		e.dirty = e.dirty[:0]
 	}
+	return nil
 }
 
 func (e *engine) mark(v *vcState) {

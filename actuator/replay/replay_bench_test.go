@@ -1,6 +1,9 @@
 package replay
 
-import "testing"
+import (
+	"context"
+	"testing"
+)
 
 // BenchmarkHPC2N replays the 202,871-job HPC2N trace (240 processors, one
 // pool, blocking queue) under FIFO, SJF and QSSF, one op being all three:
@@ -10,7 +13,7 @@ func BenchmarkHPC2N(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		for _, p := range Policies {
-			r, err := Run(w, p, Config{})
+			r, err := Run(context.Background(), w, p, Config{})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -1,6 +1,9 @@
 package replay
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -115,7 +118,7 @@ func TestHandChecked(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := workload(tc.vcs, tc.jobs)
-			res, err := Run(w, tc.pol, Config{Backfill: tc.backfill})
+			res, err := Run(t.Context(), w, tc.pol, Config{Backfill: tc.backfill})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -144,7 +147,7 @@ func TestMetrics(t *testing.T) {
 	for k := range 100 {
 		jobs = append(jobs, hj{id: string(rune('A' + k)), gpus: 1, run: 1})
 	}
-	res, err := Run(workload([]VC{{"v", 1, 1}}, jobs), FIFO, Config{})
+	res, err := Run(t.Context(), workload([]VC{{"v", 1, 1}}, jobs), FIFO, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +187,7 @@ func TestRunRejects(t *testing.T) {
 		{"bad config", workload(vcs, nil), FIFO, Config{RefitEvery: -1}, "refit"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Run(tc.w, tc.pol, tc.cfg)
+			_, err := Run(t.Context(), tc.w, tc.pol, tc.cfg)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Run = %v; want an error about %q", err, tc.want)
 			}
@@ -210,7 +213,9 @@ func TestQSSFCausal(t *testing.T) {
 	base := workload([]VC{{"v", 2, 4}}, jobs)
 	run := func(w *Workload) (*engine, Result) {
 		e := newEngine(w, QSSF, Config{}.withDefaults())
-		e.run()
+		if err := e.run(t.Context()); err != nil {
+			t.Fatal(err)
+		}
 		return e, e.result()
 	}
 	e0, r0 := run(base)
@@ -238,5 +243,42 @@ func TestQSSFCausal(t *testing.T) {
 	}
 	if later == 0 {
 		t.Fatal("no prediction after J ended changed: J's outcome was not learned")
+	}
+}
+
+// TestRunProgressAndCancel checks that a replay reports how many jobs have
+// ended every ProgressEvery and stops, naming the policy and the cause, once
+// its context is cancelled.
+func TestRunProgressAndCancel(t *testing.T) {
+	var jobs []hj
+	n := 5*ProgressEvery + 7
+	for k := range n {
+		jobs = append(jobs, hj{id: fmt.Sprint("j", k), user: fmt.Sprint("u", k%5), submit: k, gpus: 1 + k%3, run: int64(1 + k%50)})
+	}
+	w := workload([]VC{{"v", 2, 4}}, jobs)
+	for _, p := range Policies {
+		var seen []int
+		if _, err := Run(t.Context(), w, p, Config{Progress: func(ended, total int) {
+			if total != n {
+				t.Errorf("%s: progress total %d; want %d", p, total, n)
+			}
+			seen = append(seen, ended)
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		if want := []int{ProgressEvery, 2 * ProgressEvery, 3 * ProgressEvery, 4 * ProgressEvery, 5 * ProgressEvery}; !slices.Equal(seen, want) {
+			t.Errorf("%s: progress at %v ended jobs; want %v", p, seen, want)
+		}
+
+		stop := errors.New("operator pressed Ctrl-C")
+		ctx, cancel := context.WithCancelCause(t.Context())
+		_, err := Run(ctx, w, p, Config{Progress: func(ended, _ int) {
+			if ended == 2*ProgressEvery {
+				cancel(stop)
+			}
+		}})
+		if want := fmt.Sprintf("replay: %s stopped after %d of %d jobs ended", p, 2*ProgressEvery, n); !errors.Is(err, stop) || !strings.Contains(err.Error(), want) {
+			t.Errorf("cancelled %s replay: %v; want %q and the cause", p, err, want)
+		}
 	}
 }

@@ -271,7 +271,7 @@ func Sweep(ctx context.Context, w *Workload, base []VC, cfg SweepConfig) ([]Swee
 			p.GPUs += v.Nodes * v.GPUsPerNode
 		}
 		began := time.Now()
-		res, err := Run(sub, pol, cfg.Replay)
+		res, err := Run(ctx, sub, pol, cfg.Replay)
 		if err != nil {
 			return out, err
 		}

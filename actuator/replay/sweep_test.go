@@ -226,7 +226,7 @@ func TestSweepVenus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fifo, err := Run(plain, FIFO, Config{})
+	fifo, err := Run(t.Context(), plain, FIFO, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -157,7 +157,7 @@ func FuzzReplay(f *testing.F) {
 		}
 		for _, p := range Policies {
 			for _, bf := range []bool{false, true} {
-				r, err := Run(w, p, Config{Backfill: bf})
+				r, err := Run(t.Context(), w, p, Config{Backfill: bf})
 				if err != nil {
 					t.Fatalf("%s: %v", p, err)
 				}

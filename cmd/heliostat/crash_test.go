@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"os/signal"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,8 +22,8 @@ import (
 )
 
 // childEnv makes the test binary run `heliostat` with the JSON-encoded
-// arguments instead of the tests, so that the crash test can SIGKILL a real,
-// separate ingest process.
+// arguments instead of the tests, as main does (signals, exit status), so
+// that the crash test can SIGKILL a real, separate ingest process.
 const childEnv = "HELIOSTAT_TEST_CHILD_ARGS"
 
 func TestMain(m *testing.M) {
@@ -34,14 +33,7 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, "bad", childEnv, err)
 			os.Exit(2)
 		}
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		err := run(ctx, argv, os.Getenv, os.Stdout, os.Stderr)
-		stop()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "heliostat:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
+		os.Exit(cli(argv, os.Getenv, os.Stdout, os.Stderr))
 	}
 	os.Exit(schematest.Main(m))
 }

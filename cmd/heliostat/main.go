@@ -27,16 +27,62 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			// -h asked for the flags, which were printed: a success, as
-			// for `heliostat -h` and `heliostat <command> help`.
-			os.Exit(0)
+	os.Exit(cli(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+// cli runs one command line with SIGINT and SIGTERM cancelling its context
+// and returns the exit status: 0, also for -h; 128 + the signal's number
+// for a command that failed after one of them stopped it (130 for Ctrl-C),
+// so that scripts can tell an interruption from a failure; else 1.
+func cli(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	ctx, release := interruptContext()
+	defer release()
+	err := run(ctx, args, getenv, stdout, stderr)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		// -h asked for the flags, which were printed: a success, as for
+		// `heliostat -h` and `heliostat <command> help`.
+		return 0
+	}
+	fmt.Fprintln(stderr, "heliostat:", err)
+	var se signalError
+	if errors.As(context.Cause(ctx), &se) {
+		return 128 + int(se.sig)
+	}
+	return 1
+}
+
+// signalError is the cause of a context cancelled by a signal.
+type signalError struct{ sig syscall.Signal }
+
+func (e signalError) Error() string {
+	if e.sig == syscall.SIGINT {
+		return "interrupted (SIGINT)"
+	}
+	return fmt.Sprintf("stopped by %s (signal %d)", e.sig, int(e.sig))
+}
+
+// interruptContext returns a context cancelled, with a signalError as its
+// cause, at the first SIGINT or SIGTERM. From then on those signals have
+// their default action again, so a second Ctrl-C ends at once a process
+// whose orderly stop takes too long. release stops watching the signals.
+func interruptContext() (ctx context.Context, release func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sigs:
+			signal.Stop(sigs)
+			sig, _ := s.(syscall.Signal)
+			cancel(signalError{sig})
+		case <-done:
 		}
-		fmt.Fprintln(os.Stderr, "heliostat:", err)
-		os.Exit(1)
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel(nil)
 	}
 }
 

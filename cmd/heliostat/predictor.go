@@ -37,7 +37,7 @@ type backtestOutput struct {
 	duration.Result
 }
 
-func runBacktest(_ context.Context, args []string, e *env) error {
+func runBacktest(ctx context.Context, args []string, e *env) error {
 	fs := newFlagSet("predictor backtest", e)
 	path := fs.String("trace", "", "trace file (.swf, .swf.gz, Helios .csv)")
 	format := fs.String("format", "", "swf or helios (default: from the file name)")
@@ -46,6 +46,7 @@ func runBacktest(_ context.Context, args []string, e *env) error {
 	refit := fs.Int("refit-every", 5000, "refit after this many more test jobs have ended (negative: never)")
 	adapt := fs.Float64("adapt-rate", duration.DefaultAdaptRate, "step per ended test job of the online interval correction, in log space (negative: off)")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
+	every := progressFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -58,14 +59,21 @@ func runBacktest(_ context.Context, args []string, e *env) error {
 	if err := refuseZero(fs, "train-frac", "refit-every", "adapt-rate"); err != nil {
 		return fmt.Errorf("predictor backtest: %w", err)
 	}
+	prog, err := newProgress("predictor backtest", e.stderr, *every)
+	if err != nil {
+		return err
+	}
 	tr, err := trace.Open(*path, *format)
 	if err != nil {
 		return err
 	}
 	jobs := durationJobs(tr)
-	res, err := duration.Backtest(jobs, duration.BacktestConfig{TrainFrac: *trainFrac, RefitEvery: *refit, AdaptRate: *adapt})
+	res, err := duration.Backtest(ctx, jobs, duration.BacktestConfig{TrainFrac: *trainFrac, RefitEvery: *refit, AdaptRate: *adapt,
+		Progress: func(p duration.BacktestProgress) {
+			prog.printf("predictor backtest: %d of %d jobs (%d%%), refits so far: %d", p.Done, p.Total, percent(p.Done, p.Total), p.Refits)
+		}})
 	if err != nil {
-		return err
+		return fmt.Errorf("predictor backtest %s: %w", *path, err)
 	}
 	out := backtestOutput{Trace: *path, Format: tr.Format, Jobs: len(tr.Jobs), Rejected: tr.Rejected, Model: "heliostat", Result: res}
 	if *baseline != "" {

@@ -63,6 +63,7 @@ func runSim(ctx context.Context, args []string, e *env) error {
 	sweep := fs.String("capacity-sweep", "", "what-if: replay on the cluster scaled by each of these factors, comma separated (e.g. 0.5,0.75,1,1.25,1.5: each VC's nodes × factor, rounded; a one-node pool scales its GPUs), with one policy (default fifo); see docs/CAPACITY.md")
 	sweepNodes := fs.String("capacity-sweep.nodes", "", "what-if: replay on a one-pool cluster of each of these node counts, comma separated (instead of factors)")
 	sweepExact := fs.Bool("capacity-sweep.exact", false, "what-if: scale exactly; by default no VC is made smaller than its widest job needs (jobs that never fit are counted either way)")
+	every := progressFlag(fs)
 	var qc qssf.Config
 	qc.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -117,6 +118,10 @@ func runSim(ctx context.Context, args []string, e *env) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	prog, err := newProgress("sim", e.stderr, *every)
+	if err != nil {
+		return err
+	}
 	var cl replay.Cluster
 	switch {
 	case *vcsPath != "" && (*nodes != 0 || *gpn != 0):
@@ -149,6 +154,9 @@ func runSim(ctx context.Context, args []string, e *env) error {
 		return err
 	}
 	if sizes != nil {
+		cfg.Progress = func(ended, total int) {
+			prog.printf("sim: %s: %d of %d jobs ended (%d%%)", pols[0], ended, total, percent(ended, total))
+		}
 		return runSweep(ctx, e, *path, tr, cl, replay.SweepConfig{Sizes: sizes, FitLargest: !*sweepExact, Policy: pols[0], Replay: cfg}, began, *asJSON)
 	}
 	w, err := replay.FromTrace(tr, cl)
@@ -170,9 +178,13 @@ func runSim(ctx context.Context, args []string, e *env) error {
 			return err
 		}
 		fmt.Fprintf(e.stderr, "sim: replaying %s ...\n", p)
-		res, err := replay.Run(w, p, cfg)
+		pc := cfg
+		pc.Progress = func(ended, total int) {
+			prog.printf("sim: %s: %d of %d jobs ended (%d%%)", p, ended, total, percent(ended, total))
+		}
+		res, err := replay.Run(ctx, w, p, pc)
 		if err != nil {
-			return err
+			return fmt.Errorf("sim %s: %w", *path, err)
 		}
 		fmt.Fprintf(e.stderr, "sim: %s done in %.2fs: avg JCT %.0f s\n", p, res.ElapsedS, res.AvgJCT)
 		out.Policies[string(p)] = simPolicy{Result: res}

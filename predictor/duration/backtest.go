@@ -2,6 +2,7 @@ package duration
 
 import (
 	"container/heap"
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -30,10 +31,27 @@ type BacktestConfig struct {
 	// the Spearman figure; nil means Procs (at least 1).
 	Width func(*Job) float64
 
+	// Progress, when set, is called every ProgressEvery jobs (training
+	// and test) and after each refit, from the backtest's goroutine.
+	Progress func(BacktestProgress)
+
 	// onFeatures, when set (tests), sees every job's features as computed.
 	onFeatures func(j *Job, f Features)
 	// onPredict, when set (tests), sees every test job's prediction.
 	onPredict func(j *Job, f Features, p Prediction)
+}
+
+// ProgressEvery is how many jobs a backtest goes through between calls of
+// BacktestConfig.Progress and checks of its context.
+const ProgressEvery = 1024
+
+// BacktestProgress is how far a backtest has gone.
+type BacktestProgress struct {
+	// Done of Total jobs (with a run time) have been gone through, the
+	// training jobs first.
+	Done, Total int
+	// Refits counts the refits so far (the initial fit not included).
+	Refits int
 }
 
 // Result is the outcome of a backtest.
@@ -76,8 +94,9 @@ func (q *endQueue) Pop() any {
 // Backtest follows the protocol of ANCHORS.md: jobs with a run time > 0, in
 // submit order; the first TrainFrac train, the rest test; every feature of a
 // job uses only jobs that had ended strictly before its submit time. The model
-// is fitted on the training jobs and refitted as test jobs end.
-func Backtest(jobs []Job, cfg BacktestConfig) (Result, error) {
+// is fitted on the training jobs and refitted as test jobs end. It stops
+// with ctx's error, within ProgressEvery jobs or one fit, once ctx is done.
+func Backtest(ctx context.Context, jobs []Job, cfg BacktestConfig) (Result, error) {
 	if cfg.TrainFrac == 0 {
 		cfg.TrainFrac = 0.7
 	}
@@ -129,7 +148,21 @@ func Backtest(jobs []Job, cfg BacktestConfig) (Result, error) {
 		bySeg       [numSegments][]scored
 		base        = map[string][]scored{}
 	)
+	progress := func(done int) error {
+		if cfg.Progress != nil {
+			cfg.Progress(BacktestProgress{Done: done, Total: len(js), Refits: res.Refits})
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("duration: backtest stopped after %d of %d jobs: %w", done, len(js), context.Cause(ctx))
+		}
+		return nil
+	}
 	for i, j := range js {
+		if i%ProgressEvery == 0 && i > 0 {
+			if err := progress(i); err != nil {
+				return res, err
+			}
+		}
 		for q.Len() > 0 && (*q)[0].End.Before(j.Submit) {
 			e := heap.Pop(q).(*Job)
 			h.Add(e)
@@ -155,6 +188,9 @@ func Backtest(jobs []Job, cfg BacktestConfig) (Result, error) {
 			}
 			model, pendingTest = m, 0
 			res.Refits++
+			if err := progress(i); err != nil {
+				return res, err
+			}
 		}
 		f := h.Features(j)
 		if cfg.onFeatures != nil {

@@ -1,8 +1,12 @@
 package duration
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -33,7 +37,7 @@ func TestFeaturesUseOnlyEndedJobs(t *testing.T) {
 	jobs := synthJobs(3000, 7)
 	features := func(jobs []Job) map[time.Time]Features {
 		out := map[time.Time]Features{}
-		_, err := Backtest(jobs, BacktestConfig{onFeatures: func(j *Job, f Features) {
+		_, err := Backtest(t.Context(), jobs, BacktestConfig{onFeatures: func(j *Job, f Features) {
 			out[j.Submit] = Features{Segment: f.Segment, X: append([]float64(nil), f.X...), Fallback: f.Fallback}
 		}})
 		if err != nil {
@@ -84,7 +88,7 @@ func TestFeaturesSeeEndedJobs(t *testing.T) {
 			}
 		}}
 	}
-	if _, err := Backtest(jobs, cfg(&before)); err != nil {
+	if _, err := Backtest(t.Context(), jobs, cfg(&before)); err != nil {
 		t.Fatal(err)
 	}
 	corrupt := append([]Job(nil), jobs...)
@@ -93,7 +97,7 @@ func TestFeaturesSeeEndedJobs(t *testing.T) {
 			corrupt[i].Run *= 3
 		}
 	}
-	if _, err := Backtest(corrupt, cfg(&after)); err != nil {
+	if _, err := Backtest(t.Context(), corrupt, cfg(&after)); err != nil {
 		t.Fatal(err)
 	}
 	if reflect.DeepEqual(before, after) {
@@ -134,7 +138,7 @@ func TestModelChecksInput(t *testing.T) {
 func nan() float64 { var z float64; return z / z }
 
 func TestBacktestLearns(t *testing.T) {
-	res, err := Backtest(synthJobs(20000, 11), BacktestConfig{})
+	res, err := Backtest(t.Context(), synthJobs(20000, 11), BacktestConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,5 +187,46 @@ func TestSpearman(t *testing.T) {
 		if got := spearman(tc.a, tc.b); got < tc.want-1e-9 || got > tc.want+1e-9 {
 			t.Errorf("spearman(%v, %v) = %v; want %v", tc.a, tc.b, got, tc.want)
 		}
+	}
+}
+
+// TestBacktestProgressAndCancel checks that a backtest reports how far it
+// has gone (every ProgressEvery jobs and after each refit, never backwards)
+// and stops, with the context's cause, soon after its context is cancelled.
+func TestBacktestProgressAndCancel(t *testing.T) {
+	jobs := synthJobs(12000, 5)
+	var seen []BacktestProgress
+	res, err := Backtest(t.Context(), jobs, BacktestConfig{RefitEvery: 1000, Progress: func(p BacktestProgress) {
+		seen = append(seen, p)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (len(jobs) - 1) / ProgressEvery; len(seen) != want+res.Refits {
+		t.Errorf("%d progress calls; want %d (every %d of %d jobs) + %d refits", len(seen), want, ProgressEvery, len(jobs), res.Refits)
+	}
+	for i, p := range seen {
+		if p.Total != len(jobs) || p.Done <= 0 || p.Done > p.Total || (i > 0 && (p.Done < seen[i-1].Done || p.Refits < seen[i-1].Refits)) {
+			t.Fatalf("progress %d: %+v after %+v; want 0 < done <= total %d, never going back", i, p, seen[max(i-1, 0)], len(jobs))
+		}
+	}
+	if last := seen[len(seen)-1]; last.Refits != res.Refits || res.Refits == 0 {
+		t.Errorf("last progress %+v, result %d refits; want the refits counted, at least one", last, res.Refits)
+	}
+
+	stop := errors.New("operator pressed Ctrl-C")
+	ctx, cancel := context.WithCancelCause(t.Context())
+	var calls int
+	_, err = Backtest(ctx, jobs, BacktestConfig{Progress: func(p BacktestProgress) {
+		calls++
+		if p.Done >= 3*ProgressEvery {
+			cancel(stop)
+		}
+	}})
+	if !errors.Is(err, stop) || !strings.Contains(err.Error(), fmt.Sprintf("stopped after %d of %d jobs", 3*ProgressEvery, len(jobs))) {
+		t.Fatalf("cancelled backtest: %v; want it stopped after %d jobs, with the cause", err, 3*ProgressEvery)
+	}
+	if calls != 3 {
+		t.Errorf("%d progress calls before stopping; want 3", calls)
 	}
 }
