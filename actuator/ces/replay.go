@@ -160,8 +160,8 @@ func Replay(ctx context.Context, s demand.Series, rc ReplayConfig) (Result, erro
 		hour                []time.Time
 	)
 	for k := k0; y.Time(k).Before(rc.TestUntil) && k < len(y.Values); k++ {
-		if err := ctx.Err(); err != nil {
-			return Result{}, err
+		if ctx.Err() != nil {
+			return Result{}, fmt.Errorf("ces: replay stopped at %s: %w", y.Time(k).Format(time.DateTime), context.Cause(ctx))
 		}
 		now := y.Time(k)
 		known := latest(y.Values, k-1)

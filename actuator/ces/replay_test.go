@@ -2,9 +2,11 @@ package ces
 
 import (
 	"context"
+	"errors"
 	"math"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,6 +139,11 @@ func TestReplayRejects(t *testing.T) {
 	}
 	if _, err := Replay(context.Background(), s, ok); err != nil {
 		t.Errorf("Replay(good config) error %v", err)
+	}
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := Replay(cancelled, s, ok); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "replay stopped at "+t0.Format(time.DateTime)) {
+		t.Errorf("Replay(cancelled context) error %v; want it stopped at the window's first step, %s, with the context's cause", err, t0.Format(time.DateTime))
 	}
 }
 

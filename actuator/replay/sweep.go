@@ -241,8 +241,8 @@ func Sweep(ctx context.Context, w *Workload, base []VC, cfg SweepConfig) ([]Swee
 	}
 	var out []SweepPoint
 	for i, s := range cfg.Sizes {
-		if err := ctx.Err(); err != nil {
-			return out, err
+		if ctx.Err() != nil {
+			return out, fmt.Errorf("replay: capacity sweep stopped before size %s: %w", s, context.Cause(ctx))
 		}
 		vcs, err := Scale(base, s, largest, cfg.FitLargest)
 		if err != nil {

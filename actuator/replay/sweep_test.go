@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/heliostat-dev/heliostat/ingest/trace"
@@ -89,6 +90,15 @@ func TestSweepHandChecked(t *testing.T) {
 	}
 	if len(w.Jobs) != 5 || w.VCs[0].Nodes != 4 {
 		t.Fatalf("the sweep changed its workload: %d jobs, %d nodes", len(w.Jobs), w.VCs[0].Nodes)
+	}
+
+	// Cancelled after the first size: the points done are returned, and
+	// the error says which size was not.
+	ctx, cancel := context.WithCancel(t.Context())
+	pts, err := Sweep(ctx, w, base, SweepConfig{Sizes: []Size{{Factor: 1}, {Factor: 0.5}},
+		Progress: func(int, SweepPoint) { cancel() }})
+	if len(pts) != 1 || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "capacity sweep stopped before size ×0.5") {
+		t.Errorf("sweep cancelled after its first size: %d points, error %v; want 1 and the size it stopped before", len(pts), err)
 	}
 }
 
