@@ -35,15 +35,24 @@ func newProgress(cmd string, w io.Writer, every time.Duration) (*progress, error
 // printf prints the line, followed by the time since the start, when the
 // interval has passed since the last line (or the start).
 func (p *progress) printf(format string, args ...any) {
+	if p.due() {
+		fmt.Fprintf(p.w, format+" (%.0fs)\n", append(args, p.last.Sub(p.began).Seconds())...)
+	}
+}
+
+// due reports whether the interval has passed since the last line (or the
+// start), and if so counts a line as printed now: for commands that log
+// their progress instead.
+func (p *progress) due() bool {
 	if p.every <= 0 {
-		return
+		return false
 	}
 	now := p.now()
 	if now.Sub(p.last) < p.every {
-		return
+		return false
 	}
 	p.last = now
-	fmt.Fprintf(p.w, format+" (%.0fs)\n", append(args, now.Sub(p.began).Seconds())...)
+	return true
 }
 
 // percent is done as a whole percentage of total.

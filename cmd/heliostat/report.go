@@ -45,6 +45,7 @@ type reportFlags struct {
 	analytics  analytics.Config
 	log        logFlags
 	keepCH     bool
+	progress   *time.Duration
 }
 
 func (f *reportFlags) register(fs *flag.FlagSet, getenv func(string) string) {
@@ -59,6 +60,7 @@ func (f *reportFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&f.format, "format", "", "trace format: swf or helios (default: from the file name)")
 	fs.BoolVar(&f.startAt, "trace.start-at-submit", true, "for trace jobs with a run time but no start time (Helios' Venus slice), take the start to be the submit time so that their run time is known; the report says how many")
 	fs.IntVar(&f.batch, "clickhouse.batch-events", 50_000, "job events per ClickHouse insert when importing a trace")
+	f.progress = progressFlag(fs)
 	fs.BoolVar(&f.keepCH, "keep-clickhouse", false, "with --trace and no --clickhouse.addr: leave the temporary ClickHouse data directory in place and print it")
 	f.clickhouse.RegisterFlags(fs, getenv)
 	f.analytics.RegisterFlags(fs)
@@ -174,6 +176,10 @@ func runReport(ctx context.Context, args []string, e *env) error {
 	if err := f.check(); err != nil {
 		return err
 	}
+	prog, err := newProgress("report", e.stderr, *f.progress)
+	if err != nil {
+		return err
+	}
 	logger, err := f.log.logger(e.stderr)
 	if err != nil {
 		return err
@@ -182,7 +188,7 @@ func runReport(ctx context.Context, args []string, e *env) error {
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 
 	out := &reportOutput{}
-	rep := &reporter{flags: f, logger: logger, quiet: logger, stderr: e.stderr, getenv: e.getenv, out: out, now: time.Now}
+	rep := &reporter{flags: f, logger: logger, quiet: logger, stderr: e.stderr, getenv: e.getenv, out: out, now: time.Now, progress: prog}
 	if !strings.EqualFold(f.log.level, "debug") {
 		quiet := logFlags{level: "warn", format: f.log.format}
 		if rep.quiet, err = quiet.logger(e.stderr); err != nil {
@@ -231,6 +237,8 @@ type reporter struct {
 	// quiet logs the schema migrations: at warn level unless debugging,
 	// since a --trace run applies all of them to a fresh server.
 	quiet *slog.Logger
+	// progress paces the import's progress lines.
+	progress *progress
 }
 
 // startLocalClickHouse starts a ClickHouse server on a temporary directory
@@ -378,6 +386,9 @@ func (r *reporter) importTrace(ctx context.Context, conn driver.Conn) error {
 		}
 		if err != nil {
 			return fmt.Errorf("report: import %s: %d of %d jobs written: %w", f.tracePath, sink.written(), len(tr.Jobs), err)
+		}
+		if r.progress.due() {
+			r.logger.Info("import progress", "file", f.tracePath, "jobs_written", sink.written(), "jobs", len(tr.Jobs))
 		}
 	}
 	r.out.ImportS = r.now().Sub(t0).Seconds()

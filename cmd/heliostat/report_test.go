@@ -328,3 +328,28 @@ func TestReportTraceNoStart(t *testing.T) {
 		t.Errorf("report without run times: want a note, not a figure, for the run times")
 	}
 }
+
+// TestReportTraceProgress: a trace import logs its progress every
+// --progress-interval (here at every job), and a negative interval is
+// refused before anything starts.
+func TestReportTraceProgress(t *testing.T) {
+	cfg, _ := schematest.Database(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "small.swf")
+	if err := os.WriteFile(path, []byte(smallSWF), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	argv := []string{"report", "--json", "--trace", path, "--format", "swf", "--progress-interval", "1ns", "--clickhouse.batch-events", "2",
+		"--clickhouse.addr", cfg.Addr, "--clickhouse.database", cfg.Database}
+	if err := run(t.Context(), argv, noEnv, &stdout, &stderr); err != nil {
+		t.Fatalf("heliostat %s: %v\nstderr: %s", strings.Join(argv, " "), err, stderr.String())
+	}
+	if n := strings.Count(stderr.String(), `msg="import progress"`); n < 2 || !strings.Contains(stderr.String(), "jobs=8") {
+		t.Errorf("%d progress lines for the 8-job trace; want one per job, naming the total:\n%s", n, stderr.String())
+	}
+	err := run(t.Context(), []string{"report", "--json", "--trace", path, "--progress-interval", "-1s"}, noEnv, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "--progress-interval -1s is negative") {
+		t.Errorf("report --progress-interval -1s: %v; want it refused", err)
+	}
+}
