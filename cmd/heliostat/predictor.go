@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 
 	"github.com/heliostat-dev/heliostat/ingest/trace"
 	"github.com/heliostat-dev/heliostat/predictor/demand"
@@ -181,14 +180,9 @@ func runBacktestDemand(_ context.Context, args []string, e *env) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	f, err := os.Open(*path)
+	series, err := demand.OpenSeries(*path)
 	if err != nil {
 		return fmt.Errorf("predictor backtest-demand: %w", err)
-	}
-	defer f.Close()
-	series, err := demand.ReadSeries(f)
-	if err != nil {
-		return err
 	}
 	res, err := cfg.Backtest(series)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -105,14 +104,9 @@ flags:
 		return err
 	}
 
-	f, err := os.Open(*path)
+	series, err := demand.OpenSeries(*path)
 	if err != nil {
 		return fmt.Errorf("sim ces: %w", err)
-	}
-	defer f.Close()
-	series, err := demand.ReadSeries(f)
-	if err != nil {
-		return fmt.Errorf("sim ces: %s: %w", *path, err)
 	}
 
 	type run struct{ policy, source string }

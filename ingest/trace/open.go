@@ -1,13 +1,12 @@
 package trace
 
 import (
-	"bufio"
-	"compress/gzip"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/heliostat-dev/heliostat/internal/gzfile"
 )
 
 // Open reads the trace file at path. format is "swf", "helios" or "" to
@@ -32,22 +31,11 @@ func Open(path, format string) (*Trace, error) {
 		return nil, fmt.Errorf("trace: open %s: %w %q; want swf or helios", path, ErrUnknownFormat, format)
 	}
 
-	f, err := os.Open(path)
+	r, err := gzfile.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("trace: %w", err) // *PathError names the file
+		return nil, fmt.Errorf("trace: %w", err)
 	}
-	defer f.Close()
-	br := bufio.NewReaderSize(f, 256<<10)
-	var r io.Reader = br
-	magic, _ := br.Peek(2) // a short file is not gzip; a read error shows up below
-	if strings.HasSuffix(path, ".gz") || (len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			return nil, fmt.Errorf("trace: open %s: gunzip: %w", path, err)
-		}
-		defer zr.Close()
-		r = zr
-	}
+	defer r.Close()
 	t, err := read(r)
 	if err != nil {
 		return nil, fmt.Errorf("%w (file %s)", err, path)

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/heliostat-dev/heliostat/internal/gzfile"
 )
 
 // Column names ReadSeries looks for in the header, in any order; other
@@ -27,6 +29,21 @@ const timeLayout = "2006-01-02 15:04:05"
 // ErrMissingColumn is returned when the header lacks a required column.
 var ErrMissingColumn = errors.New("demand: missing required column")
 
+// OpenSeries reads the node-demand CSV file at path (see ReadSeries),
+// decompressing it when it is gzip. Errors name the file.
+func OpenSeries(path string) (Series, error) {
+	r, err := gzfile.Open(path)
+	if err != nil {
+		return Series{}, fmt.Errorf("demand: %w", err)
+	}
+	defer r.Close()
+	s, err := ReadSeries(r)
+	if err != nil {
+		return Series{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
 // ReadSeries reads a node-demand CSV (HeliosArtifact's
 // philly_node_sequence.csv: time,active,total) into a Series of `active`
 // values, with Totals from `total` when the column is there. Columns are found by their header names. The step is the smallest
@@ -42,7 +59,7 @@ func ReadSeries(r io.Reader) (Series, error) {
 		return Series{}, fmt.Errorf("%w: empty input, want a header with %q and %q", ErrMissingColumn, ColumnTime, ColumnActive)
 	}
 	if err != nil {
-		return Series{}, fmt.Errorf("demand: read header: %w", err)
+		return Series{}, fmt.Errorf("demand: read header: %w (want a CSV file whose header has %q and %q)", err, ColumnTime, ColumnActive)
 	}
 	iTime, iActive, iTotal := -1, -1, -1
 	for i, h := range header {

@@ -1,9 +1,13 @@
 package demand
 
 import (
+	"bytes"
+	"compress/gzip"
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -145,4 +149,40 @@ func sameValues(a, b []float64) bool {
 		}
 	}
 	return true
+}
+
+// TestOpenSeries reads a series file plain and gzip-compressed, with the
+// same result, and names the file in errors.
+func TestOpenSeries(t *testing.T) {
+	const text = "time,active,total\n2017-10-01 00:00:00,3,10\n2017-10-01 00:01:00,4,10\n"
+	dir := t.TempDir()
+	plain, packed := filepath.Join(dir, "s.csv"), filepath.Join(dir, "s.csv.gz")
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte(text))
+	zw.Close()
+	if err := os.WriteFile(plain, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(packed, gz.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, err := OpenSeries(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := OpenSeries(packed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Values) != 2 || fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Errorf("plain %v, gzip %v; want the same two steps", a, b)
+	}
+	bad := filepath.Join(dir, "bad.csv")
+	if err := os.WriteFile(bad, []byte("when,busy\n1,2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenSeries(bad); err == nil || !strings.HasPrefix(err.Error(), bad+": ") || !errors.Is(err, ErrMissingColumn) {
+		t.Errorf("OpenSeries(%s) error %v; want the file named and ErrMissingColumn", bad, err)
+	}
 }
