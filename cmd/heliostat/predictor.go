@@ -158,7 +158,7 @@ func durationJobs(tr *trace.Trace) []duration.Job {
 
 func runBacktestDemand(_ context.Context, args []string, e *env) error {
 	fs := newFlagSet("predictor backtest-demand", e)
-	path := fs.String("series", "", "node-demand series CSV (time, active, total), e.g. philly_node_sequence.csv")
+	path := fs.String("series", "", "node-demand series CSV (time, active, total; .csv or .csv.gz), e.g. philly_node_sequence.csv")
 	var cfg demand.Config
 	cfg.RegisterFlags(fs)
 	// --test-from is the evaluation interface's name for --demand.test-from.
