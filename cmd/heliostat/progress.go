@@ -23,7 +23,7 @@ func progressFlag(fs *flag.FlagSet) *time.Duration {
 }
 
 // newProgress returns a progress printing on w every interval, refusing a
-// negative one; cmd names the command in its lines and errors.
+// negative one, naming cmd in the error.
 func newProgress(cmd string, w io.Writer, every time.Duration) (*progress, error) {
 	if every < 0 {
 		return nil, fmt.Errorf("%s: --progress-interval %v is negative", cmd, every)
