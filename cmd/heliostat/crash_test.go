@@ -38,11 +38,18 @@ func TestMain(m *testing.M) {
 	os.Exit(schematest.Main(m))
 }
 
-func startChild(t *testing.T, args ...string) *exec.Cmd {
-	t.Helper()
+// childCommand returns the command that runs `heliostat args…` in a child
+// process (see childEnv), not started.
+func childCommand(args ...string) *exec.Cmd {
 	b, _ := json.Marshal(args)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+string(b))
+	return cmd
+}
+
+func startChild(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := childCommand(args...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start ingest process: %v", err)

@@ -2,9 +2,7 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
-	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -35,9 +33,7 @@ func TestInterruptLongCommands(t *testing.T) {
 			"sim: qssf: ", "replay: qssf stopped after "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b, _ := json.Marshal(tc.args)
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), childEnv+"="+string(b))
+			cmd := childCommand(tc.args...)
 			stderr, err := cmd.StderrPipe()
 			if err != nil {
 				t.Fatal(err)
