@@ -8,6 +8,8 @@ ROWS     ?= 2000000
 PKGS     := ./...
 # the version stamped into bin/heliostat; empty (outside a git checkout) leaves it to the Go build information
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+# make fuzz: how long each fuzz target runs
+FUZZTIME ?= 30s
 # staticcheck, pinned; `go run` fetches it through the module proxy on first use.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 export GOFLAGS ?= -buildvcs=false
