@@ -156,7 +156,7 @@ func durationJobs(tr *trace.Trace) []duration.Job {
 	return out
 }
 
-func runBacktestDemand(_ context.Context, args []string, e *env) error {
+func runBacktestDemand(ctx context.Context, args []string, e *env) error {
 	fs := newFlagSet("predictor backtest-demand", e)
 	path := fs.String("series", "", "node-demand series CSV (time, active, total; .csv or .csv.gz), e.g. philly_node_sequence.csv")
 	var cfg demand.Config
@@ -165,6 +165,7 @@ func runBacktestDemand(_ context.Context, args []string, e *env) error {
 	fs.Var(fs.Lookup("demand.test-from").Value, "test-from", "first decision time of the backtest (alias of --demand.test-from)")
 	fs.Var(fs.Lookup("demand.test-until").Value, "test-until", "the backtest takes decisions before this time (alias of --demand.test-until, as `sim ces` names it)")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
+	every := progressFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -180,13 +181,19 @@ func runBacktestDemand(_ context.Context, args []string, e *env) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	prog, err := newProgress("predictor backtest-demand", e.stderr, *every)
+	if err != nil {
+		return err
+	}
 	series, err := demand.OpenSeries(*path)
 	if err != nil {
 		return fmt.Errorf("predictor backtest-demand: %w", err)
 	}
-	res, err := cfg.Backtest(series)
+	res, err := cfg.Backtest(ctx, series, func(p demand.BacktestProgress) {
+		prog.printf("predictor backtest-demand: %d of %d decisions (%d%%), models trained: %d", p.Done, p.Total, percent(p.Done, p.Total), p.Refits)
+	})
 	if err != nil {
-		return err
+		return fmt.Errorf("predictor backtest-demand %s: %w", *path, err)
 	}
 	if *asJSON {
 		return json.NewEncoder(e.stdout).Encode(res)

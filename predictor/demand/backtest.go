@@ -1,6 +1,7 @@
 package demand
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -52,15 +53,26 @@ func (r Result) MarshalJSON() ([]byte, error) {
 	}{plain(r), r.Step.Seconds(), r.Horizon.Seconds()})
 }
 
+// ProgressEvery is how many decisions a backtest takes between calls of its
+// progress function and checks of its context; both also happen after every
+// refit, which is where the time goes at fine steps.
+const ProgressEvery = 1024
+
+// BacktestProgress is how far a backtest has gone: Done of Total decisions
+// taken (scored or not), Refits models trained so far.
+type BacktestProgress struct {
+	Done, Total, Refits int
+}
+
 // Backtest trains on everything before testFrom and walks every step from
 // testFrom to the end of s, forecasting horizon ahead, with the other
 // settings of DefaultConfig (10-minute steps of the max, daily refits). See
 // Config.Backtest.
-func Backtest(s Series, testFrom time.Time, horizon time.Duration) (Result, error) {
+func Backtest(ctx context.Context, s Series, testFrom time.Time, horizon time.Duration) (Result, error) {
 	c := DefaultConfig()
 	c.TestFrom, c.Horizon = testFrom, horizon
 	c.TestUntil = s.End()
-	return c.Backtest(s)
+	return c.Backtest(ctx, s, nil)
 }
 
 // Backtest replays the forecaster over the test window as it would have run:
@@ -69,14 +81,18 @@ func Backtest(s Series, testFrom time.Time, horizon time.Duration) (Result, erro
 // the steps that ended by t only, with a model trained on the steps that
 // ended before the latest refit time ≤ t (TestFrom, then every RefitEvery).
 // Decisions whose target step is missing or beyond s are not scored.
-func (c Config) Backtest(s Series) (Result, error) {
+//
+// progress, when not nil, is called every ProgressEvery decisions and after
+// each refit. Once ctx is done the backtest stops within as many decisions
+// or one fit, with an error that says how far it went and ctx's cause.
+func (c Config) Backtest(ctx context.Context, s Series, progress func(BacktestProgress)) (Result, error) {
 	c = c.withDefaults()
 	if err := c.Validate(); err != nil {
 		return Result{}, err
 	}
 	var ours, last, dayAgo accumulator
 	res := Result{Step: c.Step, Horizon: c.Horizon, TestFrom: c.TestFrom, TestUntil: c.TestUntil}
-	refits, model, err := c.walk(s, func(f Forecast, actual, lastV, dayAgoV float64) {
+	refits, model, err := c.walk(ctx, s, progress, func(f Forecast, actual, lastV, dayAgoV float64) {
 		ours.add(f.Point, actual)
 		last.add(lastV, actual)
 		dayAgo.add(dayAgoV, actual)
@@ -97,11 +113,12 @@ func (c Config) Backtest(s Series) (Result, error) {
 
 // walk runs the backtest's decisions in time order and calls visit for each
 // scored one with the forecast, the actual demand, and the two baselines. It
-// returns the number of models trained and the last of them.
+// returns the number of models trained and the last of them. progress and
+// ctx are as in Backtest.
 //
 // Causality does not rest on the model alone: each fit is handed the series
 // cut at its refit time, each forecast the series cut at its decision time.
-func (c Config) walk(s Series, visit func(f Forecast, actual, last, dayAgo float64)) (int, *Model, error) {
+func (c Config) walk(ctx context.Context, s Series, progress func(BacktestProgress), visit func(f Forecast, actual, last, dayAgo float64)) (int, *Model, error) {
 	y, err := s.Resample(c.Step, Max)
 	if err != nil {
 		return 0, nil, fmt.Errorf("demand: backtest: %w", err)
@@ -121,9 +138,29 @@ func (c Config) walk(s Series, visit func(f Forecast, actual, last, dayAgo float
 	if c.RefitEvery > 0 {
 		refit = int(c.RefitEvery / c.Step)
 	}
+	end := k0 // one past the last decision
+	for end < len(y.Values)-H+1 && y.Time(end).Before(c.TestUntil) {
+		end++
+	}
 	var model *Model
 	refits := 0
-	for k := k0; y.Time(k).Before(c.TestUntil) && k+H-1 < len(y.Values); k++ {
+	// report calls progress and checks ctx, done decisions in.
+	report := func(done int) error {
+		if progress != nil {
+			progress(BacktestProgress{Done: done, Total: end - k0, Refits: refits})
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("demand: backtest stopped after %d of %d decisions (at %s): %w",
+				done, end-k0, y.Time(k0+done).Format(timeLayout), context.Cause(ctx))
+		}
+		return nil
+	}
+	for k := k0; k < end; k++ {
+		if k > k0 && (k-k0)%ProgressEvery == 0 {
+			if err := report(k - k0); err != nil {
+				return refits, model, err
+			}
+		}
 		if model == nil || (refit > 0 && (k-k0)%refit == 0) {
 			hist, err := y.Before(y.Time(k))
 			if err != nil {
@@ -133,6 +170,9 @@ func (c Config) walk(s Series, visit func(f Forecast, actual, last, dayAgo float
 				return refits, model, fmt.Errorf("demand: backtest: train until %s: %w", y.Time(k).Format(timeLayout), err)
 			}
 			refits++
+			if err := report(k - k0); err != nil {
+				return refits, model, err
+			}
 		}
 		actual := y.Values[k+H-1]
 		if math.IsNaN(actual) {

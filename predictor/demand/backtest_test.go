@@ -1,9 +1,13 @@
 package demand
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"math"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -58,7 +62,7 @@ func TestReadPhilly(t *testing.T) {
 // 2017-12-01 00:00 .. 12-14 23:50, daily refits) at a 1-hour horizon.
 func TestBacktestPhilly(t *testing.T) {
 	s := philly(t)
-	r, err := Config{Horizon: time.Hour}.Backtest(s)
+	r, err := Config{Horizon: time.Hour}.Backtest(context.Background(), s, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +99,7 @@ func TestWalkCausal(t *testing.T) {
 	}
 	run := func(s Series) map[time.Time]decision {
 		out := map[time.Time]decision{}
-		if _, _, err := c.walk(s, func(f Forecast, _, last, dayAgo float64) {
+		if _, _, err := c.walk(context.Background(), s, nil, func(f Forecast, _, last, dayAgo float64) {
 			out[f.Issued] = decision{f, last, dayAgo}
 		}); err != nil {
 			t.Fatal(err)
@@ -124,9 +128,51 @@ func TestWalkCausal(t *testing.T) {
 	}
 }
 
+// TestBacktestProgressAndCancel: progress comes after each refit and every
+// ProgressEvery decisions, never going back, and a cancelled backtest stops
+// at the next of those points with the cause and how far it went.
+func TestBacktestProgressAndCancel(t *testing.T) {
+	s := synthetic(17)
+	c := Config{Step: 2 * time.Minute, Horizon: time.Hour, TestFrom: synthStart.Add(14 * 24 * time.Hour), TestUntil: synthStart.Add(17 * 24 * time.Hour)}
+	const decisions = 3*720 - 29 // 2-minute steps over 3 days, less those whose target is past the series
+	var seen []BacktestProgress
+	res, err := c.Backtest(t.Context(), s, func(p BacktestProgress) { seen = append(seen, p) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Refits != 3 || len(seen) != 2+res.Refits {
+		t.Fatalf("%d refits, %d progress calls %+v; want 3 refits, and 2 calls (every %d of %d decisions) besides", res.Refits, len(seen), seen, ProgressEvery, decisions)
+	}
+	for i, p := range seen {
+		if p.Total != decisions || p.Done < 0 || p.Done >= p.Total || (i > 0 && (p.Done < seen[i-1].Done || p.Refits < seen[i-1].Refits)) {
+			t.Fatalf("progress %d: %+v after %+v; want 0 <= done < total %d, never going back", i, p, seen[max(i-1, 0)], decisions)
+		}
+	}
+	if last := seen[len(seen)-1]; last.Refits != res.Refits || last.Done != 2*ProgressEvery {
+		t.Errorf("last progress %+v; want %d refits at %d decisions", last, res.Refits, 2*ProgressEvery)
+	}
+
+	stop := errors.New("operator pressed Ctrl-C")
+	ctx, cancel := context.WithCancelCause(t.Context())
+	var calls int
+	_, err = c.Backtest(ctx, s, func(p BacktestProgress) {
+		calls++
+		if p.Done >= ProgressEvery {
+			cancel(stop)
+		}
+	})
+	want := fmt.Sprintf("stopped after %d of %d decisions (at %s)", ProgressEvery, decisions, c.TestFrom.Add(ProgressEvery*c.Step).Format(timeLayout))
+	if !errors.Is(err, stop) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("cancelled backtest: %v; want %q and the cause", err, want)
+	}
+	if calls != 3 {
+		t.Errorf("%d progress calls before stopping; want 3 (two refits, then decision %d)", calls, ProgressEvery)
+	}
+}
+
 func TestBacktestSynthetic(t *testing.T) {
 	s := synthetic(21)
-	r, err := Backtest(s, synthStart.Add(14*24*time.Hour), time.Hour)
+	r, err := Backtest(context.Background(), s, synthStart.Add(14*24*time.Hour), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,13 +200,13 @@ func TestBacktestSynthetic(t *testing.T) {
 		}
 	}
 	// Refits never, or with nothing before the window.
-	if _, err := (Config{TestFrom: synthStart.Add(14 * 24 * time.Hour), TestUntil: synthStart.Add(15 * 24 * time.Hour), RefitEvery: -1}).Backtest(s); err != nil {
+	if _, err := (Config{TestFrom: synthStart.Add(14 * 24 * time.Hour), TestUntil: synthStart.Add(15 * 24 * time.Hour), RefitEvery: -1}).Backtest(context.Background(), s, nil); err != nil {
 		t.Errorf("Backtest without refits error %v", err)
 	}
-	if _, err := Backtest(s, synthStart, time.Hour); err == nil {
+	if _, err := Backtest(context.Background(), s, synthStart, time.Hour); err == nil {
 		t.Errorf("Backtest from the first step = nil error; want one")
 	}
-	if _, err := Backtest(s, synthStart.Add(5*time.Minute), time.Hour); err == nil {
+	if _, err := Backtest(context.Background(), s, synthStart.Add(5*time.Minute), time.Hour); err == nil {
 		t.Errorf("Backtest from off the grid = nil error; want one")
 	}
 }

@@ -2,6 +2,7 @@ package demand
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"testing"
 	"time"
@@ -45,7 +46,7 @@ func BenchmarkBacktest(b *testing.B) {
 	s := philly(b)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := (Config{}).Backtest(s); err != nil {
+		if _, err := (Config{}).Backtest(context.Background(), s, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
