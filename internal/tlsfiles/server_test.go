@@ -101,6 +101,88 @@ func TestServerReload(t *testing.T) {
 	}
 }
 
+// TestServerClientCAReload: the client CA file is read again when it
+// changes, after the next check; a half-written one keeps the previous CAs;
+// and a client whose CA was removed cannot resume a session it had.
+func TestServerClientCAReload(t *testing.T) {
+	a, b := testpki.New(t), testpki.New(t)
+	dir := t.TempDir()
+	caFile := dir + "/clients.pem"
+	copyFile(t, a.CAFile, caFile)
+	clock, advance := fakeClock()
+	var logs syncBuffer
+	tc, err := Server{Prefix: "--web.tls", CertFile: a.CertFile, KeyFile: a.KeyFile, ClientCAFile: caFile}.Config(clock, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }),
+		ReadHeaderTimeout: 5 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
+	go func() { _ = srv.Serve(tls.NewListener(ln, tc)) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	// A client per CA, each keeping its TLS sessions.
+	clients := map[string]*tls.Config{}
+	for name, p := range map[string]*testpki.PKI{"a": a, "b": b} {
+		pair, err := tls.LoadX509KeyPair(p.ClientCertFile, p.ClientKeyFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients[name] = &tls.Config{RootCAs: a.CAPool, Certificates: []tls.Certificate{pair}, ClientSessionCache: tls.NewLRUClientSessionCache(4)}
+	}
+	// get sends a request as the client and says whether it was answered,
+	// and whether the TLS session was resumed.
+	get := func(client string) (answered, resumed bool) {
+		t.Helper()
+		c, err := tls.Dial("tcp", ln.Addr().String(), clients[client])
+		if err != nil {
+			return false, false
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Write([]byte("GET / HTTP/1.0\r\n\r\n")); err != nil {
+			return false, c.ConnectionState().DidResume
+		}
+		reply, _ := io.ReadAll(c) // also takes in the session tickets
+		return bytes.Contains(reply, []byte(" 200 ")), c.ConnectionState().DidResume
+	}
+	want := func(when, client string, answered, resumed bool) {
+		t.Helper()
+		if gotA, gotR := get(client); gotA != answered || gotR != resumed {
+			t.Errorf("%s: client of CA %s answered %v, resumed %v; want %v, %v", when, client, gotA, gotR, answered, resumed)
+		}
+	}
+	want("at start", "a", true, false)
+	want("at start, again", "a", true, true)
+	want("at start", "b", false, false)
+
+	// Half-written: no certificate in the file. The previous CAs stay.
+	if err := os.WriteFile(caFile, []byte("-----BEGIN CERT"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bump(t, caFile)
+	advance(ReloadEvery)
+	want("with a broken CA file", "a", true, true)
+	want("with a broken CA file", "b", false, false)
+	if !strings.Contains(logs.String(), "cannot reload the client CA file") || !strings.Contains(logs.String(), "--web.tls.client-ca") {
+		t.Errorf("no warning naming the flag about the broken CA file; logs:\n%s", logs.String())
+	}
+	// b's CA replaces a's: b is answered after the next check, not before,
+	// and a is refused even with a session to resume.
+	copyFile(t, b.CAFile, caFile)
+	bump(t, caFile)
+	advance(time.Second)
+	want("1 s after the last check", "b", false, false)
+	advance(ReloadEvery)
+	want("after the next check", "b", true, false)
+	want("after the next check", "a", false, false)
+	if !strings.Contains(logs.String(), "reloaded the client CA file") {
+		t.Errorf("no log of the reload; logs:\n%s", logs.String())
+	}
+}
+
 // pairFiles copies a certificate and its key to files of their own, which
 // the test then replaces.
 func pairFiles(t *testing.T, certFrom, keyFrom string) (cert, key string) {
