@@ -21,6 +21,7 @@ func TestInterruptLongCommands(t *testing.T) {
 		t.Skip("reads the HPC2N trace; skipped with -short")
 	}
 	hpc2n := sharedData(t, "swf/HPC2N-2002-2.2-cln.swf.gz")
+	philly := sharedData(t, "philly/philly_node_sequence.csv")
 	for _, tc := range []struct {
 		name     string
 		args     []string
@@ -31,6 +32,9 @@ func TestInterruptLongCommands(t *testing.T) {
 			"predictor backtest: ", "duration: backtest stopped after "},
 		{"sim", []string{"sim", "--trace", hpc2n, "--policy", "qssf", "--progress-interval", "20ms"},
 			"sim: qssf: ", "replay: qssf stopped after "},
+		// At 1-minute steps the demand backtest trains 66 models (over a minute).
+		{"predictor backtest-demand", []string{"predictor", "backtest-demand", "--series", philly, "--test-from", "2017-10-10", "--demand.step", "1m", "--progress-interval", "20ms"},
+			"predictor backtest-demand: ", "demand: backtest stopped after "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := childCommand(tc.args...)
