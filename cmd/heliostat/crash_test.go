@@ -27,6 +27,9 @@ import (
 const childEnv = "HELIOSTAT_TEST_CHILD_ARGS"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(slowStopEnv) != "" {
+		slowStopChild()
+	}
 	if args := os.Getenv(childEnv); args != "" {
 		var argv []string
 		if err := json.Unmarshal([]byte(args), &argv); err != nil {

@@ -2,7 +2,10 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
+	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -77,4 +80,67 @@ func TestInterruptLongCommands(t *testing.T) {
 			t.Logf("stopped %v after SIGINT: %s", took.Round(time.Millisecond), last)
 		})
 	}
+}
+
+// slowStopEnv makes the test binary run slowStopChild instead of the tests.
+const slowStopEnv = "HELIOSTAT_TEST_SLOW_STOP"
+
+// slowStopChild watches the signals as cli does, says so, and once the
+// first signal cancels its context prints the cause and then takes a
+// minute to "stop", as a part stuck in its shutdown would.
+func slowStopChild() {
+	ctx, release := interruptContext()
+	defer release()
+	fmt.Println("watching")
+	<-ctx.Done()
+	fmt.Println("stopping:", context.Cause(ctx))
+	time.Sleep(time.Minute)
+	os.Exit(0)
+}
+
+// TestSecondSignalEndsAtOnce: after the first SIGINT cancels the context,
+// a second one ends a process whose stop hangs, by SIGINT's default action,
+// instead of being swallowed.
+func TestSecondSignalEndsAtOnce(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), slowStopEnv+"=1")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	sc := bufio.NewScanner(stdout)
+	next := func(want string) {
+		t.Helper()
+		if !sc.Scan() || sc.Text() != want {
+			t.Fatalf("child printed %q (%v); want %q", sc.Text(), sc.Err(), want)
+		}
+	}
+	next("watching")
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	next("stopping: interrupted (SIGINT)")
+	signalled := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	select {
+	case err = <-waited:
+	case <-time.After(20 * time.Second):
+		t.Fatal("child still running 20 s after a second SIGINT: the signal was swallowed")
+	}
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		t.Fatalf("child after a second SIGINT: %v; want it killed by the signal", err)
+	}
+	if ws, ok := exit.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGINT {
+		t.Errorf("child ended with %v; want killed by SIGINT", exit.ProcessState)
+	}
+	t.Logf("ended %v after the second SIGINT (%v)", time.Since(signalled).Round(time.Millisecond), exit.ProcessState)
 }
