@@ -74,7 +74,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.MaxBodyBytes, "actuator.max-body-bytes", 64<<10, "largest request body accepted")
 	fs.StringVar(&c.TLSCertFile, "actuator.tls.cert", "", "PEM certificate (chain) to serve the API over HTTPS, read again when it changes (with --actuator.tls.key)")
 	fs.StringVar(&c.TLSKeyFile, "actuator.tls.key", "", "PEM key of --actuator.tls.cert")
-	fs.StringVar(&c.TLSClientCAFile, "actuator.tls.client-ca", "", "PEM CAs whose client certificates the API requires (mutual TLS; default: none required)")
+	fs.StringVar(&c.TLSClientCAFile, "actuator.tls.client-ca", "", "PEM CAs whose client certificates the API requires (mutual TLS; default: none required), read again when it changes")
 	fs.DurationVar(&c.ActionsCacheTTL, "actuator.actions-cache-ttl", time.Second, "how long a /v1/actions answer is reused for the same query; up to twice as old it is served while one query refreshes it (negative: never cached)")
 }
 

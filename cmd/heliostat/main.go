@@ -209,7 +209,7 @@ func (w *webFlags) register(fs *flag.FlagSet, defaultAddr string) {
 	w.tls.Prefix = "--web.tls"
 	fs.StringVar(&w.tls.CertFile, "web.tls.cert", "", "PEM certificate (chain) to serve /metrics and the probes over HTTPS, read again when it changes (with --web.tls.key)")
 	fs.StringVar(&w.tls.KeyFile, "web.tls.key", "", "PEM key of --web.tls.cert")
-	fs.StringVar(&w.tls.ClientCAFile, "web.tls.client-ca", "", "PEM CAs whose client certificates /metrics and the probes require (mutual TLS; default: none required)")
+	fs.StringVar(&w.tls.ClientCAFile, "web.tls.client-ca", "", "PEM CAs whose client certificates /metrics and the probes require (mutual TLS; default: none required), read again when it changes")
 }
 
 // serveMetrics builds a process's registry (Go and process collectors
