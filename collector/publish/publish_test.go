@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -415,8 +416,11 @@ func TestSpoolFull(t *testing.T) {
 	const topic = "full"
 	down, _ := closedAddr(t)
 	p := newPublisher(t, Config{Brokers: []string{down}, SpoolDir: t.TempDir(), SpoolMaxBytes: 750})
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	p.now = func() time.Time { return now }
+	// The clock is also read by the publisher's background probe.
+	var now atomic.Pointer[time.Time]
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now.Store(&start)
+	p.now = func() time.Time { return *now.Load() }
 
 	value := bytes.Repeat([]byte("x"), 100)
 	publish := func() error { return p.Publish(context.Background(), topic, []byte("host-0"), value) }
@@ -441,7 +445,8 @@ func TestSpoolFull(t *testing.T) {
 	if got := p.logs.count("spool full, dropping messages"); got != 1 {
 		t.Errorf("%d drop logs within 10s; want 1", got)
 	}
-	now = now.Add(dropLogInterval)
+	later := start.Add(dropLogInterval)
+	now.Store(&later)
 	_ = publish()
 	if got := p.logs.count("spool full, dropping messages"); got != 2 {
 		t.Errorf("%d drop logs after 10s; want 2", got)
