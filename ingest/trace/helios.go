@@ -63,7 +63,8 @@ var heliosColumnNames = [hCols]string{
 // end_time (else Start+Run). State is upper-cased ("CANCELLED by 42", as Slurm
 // writes it, becomes CANCELLED). Group and ReqProcs are unknown, ReqTime -1.
 //
-// A row with another number of cells than the header, malformed CSV, an
+// A row with another number of cells than the header, malformed CSV (with
+// every line a badly quoted cell ran on over), an
 // empty job_id or submit_time, a bad time, a bad or negative number, or an end
 // before its start is rejected and counted with its line number and reason
 // ("bad_field_count", "bad_csv", "missing_job_id", "missing_submit",
@@ -125,7 +126,20 @@ func ReadHelios(r io.Reader, loc *time.Location) (*Trace, error) {
 				return nil, fmt.Errorf("trace: helios: read after line %d: %w", lastLine, err)
 			}
 			lastLine = pe.Line
-			p.t.reject(pe.StartLine, "bad_csv", func() string { return pe.Error() })
+			// A quote that is never closed properly takes the lines after
+			// it into its cell, up to the error (often the end of the
+			// file): each is rejected too, so none is lost uncounted.
+			p.t.reject(pe.StartLine, "bad_csv", func() string {
+				if pe.Line > pe.StartLine {
+					return fmt.Sprintf("%v (the quoted cell ran on from line %d: lines %d to %d are rejected with it)", pe, pe.StartLine, pe.StartLine+1, pe.Line)
+				}
+				return pe.Error()
+			})
+			for l := pe.StartLine + 1; l <= pe.Line; l++ {
+				p.t.reject(l, "bad_csv", func() string {
+					return fmt.Sprintf("inside the quoted cell opened on line %d, which is not closed properly", pe.StartLine)
+				})
+			}
 			continue
 		}
 		line, _ := cr.FieldPos(0)

@@ -180,6 +180,33 @@ func TestReadHeliosMultilineRow(t *testing.T) {
 	}
 }
 
+// TestReadHeliosUnclosedQuote: a quote left open takes the rest of the file
+// into its cell; every line it swallowed is rejected and counted, not only
+// the one it opened on.
+func TestReadHeliosUnclosedQuote(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     []reject
+		jobs     int
+	}{
+		{"to the end", "job_id,name,submit_time\n1,a,2020-01-01 00:00:00\n2,\"oops,2020-01-01 00:00:01\n3,c,2020-01-01 00:00:02\n4,d,2020-01-01 00:00:03\n",
+			[]reject{{3, "bad_csv"}, {4, "bad_csv"}, {5, "bad_csv"}}, 1},
+		{"without a last newline", "job_id,name,submit_time\n1,\"oops,2020-01-01 00:00:01\n2,c,2020-01-01 00:00:02",
+			[]reject{{2, "bad_csv"}, {3, "bad_csv"}}, 0},
+		{"closed badly on a later line", "job_id,name,submit_time\n1,\"oops,2020-01-01 00:00:01\n2,\"c\"x,2020-01-01 00:00:02\n3,d,2020-01-01 00:00:03\n",
+			[]reject{{2, "bad_csv"}, {3, "bad_csv"}}, 1},
+	} {
+		tr, err := trace.ReadHelios(strings.NewReader(tc.in), nil)
+		if err != nil {
+			t.Fatalf("%s: ReadHelios error: %v", tc.name, err)
+		}
+		checkRejects(t, tc.name, tr, tc.want)
+		if len(tr.Jobs) != tc.jobs || tr.Rejected != len(tc.want) {
+			t.Errorf("%s: %d jobs, %d rejected; want %d, %d", tc.name, len(tr.Jobs), tr.Rejected, tc.jobs, len(tc.want))
+		}
+	}
+}
+
 func TestReadHeliosReadError(t *testing.T) {
 	boom := errors.New("disk on fire")
 	r := io.MultiReader(strings.NewReader("job_id,submit_time\n1,2020-01-01 00:00:00\n"), iotest.ErrReader(boom))
