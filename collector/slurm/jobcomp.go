@@ -14,10 +14,29 @@ import (
 // no zone.
 const jobCompTime = "2006-01-02T15:04:05"
 
+// knownJobCompKey reports whether k is a key jobcomp/filetxt writes (Slurm
+// 20.02 to 23.x).
+func knownJobCompKey(k string) bool {
+	switch k {
+	case "JobId", "UserId", "GroupId", "Name", "JobState", "Partition", "TimeLimit", "StartTime", "EndTime",
+		"NodeList", "NodeCnt", "ProcCnt", "WorkDir", "ReservationName", "Tres", "Account", "QOS", "WcKey",
+		"Cluster", "SubmitTime", "EligibleTime", "ArrayJobId", "ArrayTaskId", "HetJobId", "HetJobOffset",
+		"PackJobId", "PackJobOffset", "DerivedExitCode", "ExitCode":
+		return true
+	}
+	return false
+}
+
+// jobCompFreeText reports whether the value of key k is the user's own text.
+func jobCompFreeText(k string) bool { return k == "Name" || k == "WorkDir" }
+
 // parseJobCompFields splits one job-completion line, "JobId=9 UserId=root(0)
 // Name=my job JobState=CANCELLED …", into its fields. Values are not quoted:
 // a word without "Key=" (Key starting with an upper-case letter) continues
-// the previous value, so names with spaces survive.
+// the previous value, so names with spaces survive. Within a job name or
+// working directory only a known key starts the next field, so a
+// name such as "sweep Lr=0.1" stays whole; elsewhere any such key does, so
+// a field a later Slurm adds is read as a field of its own.
 func parseJobCompFields(line string) (map[string]string, error) {
 	line = strings.TrimSpace(line)
 	if line == "" {
@@ -27,7 +46,7 @@ func parseJobCompFields(line string) (map[string]string, error) {
 	last := ""
 	for _, word := range strings.Split(line, " ") {
 		k, v, ok := strings.Cut(word, "=")
-		if ok && isJobCompKey(k) {
+		if ok && isJobCompKey(k) && (!jobCompFreeText(last) || knownJobCompKey(k)) {
 			if _, dup := fields[k]; dup {
 				return nil, fmt.Errorf("field %s appears twice", k)
 			}
