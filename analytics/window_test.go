@@ -138,3 +138,28 @@ func TestHeadlineJSON(t *testing.T) {
 		t.Errorf("json.Marshal(Headline) = %s", b)
 	}
 }
+
+// FuzzParseWindow: a window is refused with an error naming it, or is valid
+// and its ID reads back as the same window.
+func FuzzParseWindow(f *testing.F) {
+	for _, s := range []string{"2026-01-01T00:00:00Z/2026-01-02T00:00:00Z", "2026-01-01T00:00:00+08:00/2026-01-01T01:00:00Z",
+		"bad", "/", "2026-01-02T00:00:00Z/2026-01-01T00:00:00Z", "1969-12-31T00:00:00Z/1970-01-02T00:00:00Z", "2026-01-01T00:00:00.5Z/2026-01-02T00:00:00Z"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		w, err := ParseWindow(id)
+		if err != nil {
+			if !strings.Contains(err.Error(), "window") {
+				t.Fatalf("ParseWindow(%q) error %q does not say it is about a window", id, err)
+			}
+			return
+		}
+		if err := w.Validate(); err != nil {
+			t.Fatalf("ParseWindow(%q) = %v, which is invalid: %v", id, w, err)
+		}
+		back, err := ParseWindow(w.ID())
+		if err != nil || !back.Since.Equal(w.Since) || !back.Until.Equal(w.Until) {
+			t.Fatalf("ParseWindow(%q) = %v; its ID reads back as %v, %v", id, w, back, err)
+		}
+	})
+}

@@ -8,10 +8,12 @@ import (
 	"html"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/heliostat-dev/heliostat/analytics"
 )
@@ -26,18 +28,22 @@ type HandlerConfig struct {
 	// MaxAge is how long a rendered page is served before it is rendered
 	// again from ClickHouse. Default 1 minute.
 	MaxAge time.Duration
+	// Registry, when set, gets heliostat_report_requests_total{code}.
+	Registry prometheus.Registerer
 }
 
 // Handler serves the latest report over HTTP (heliostat up mounts it at
 // /report). Without query parameters it reports on the characterized window
 // that reaches furthest (the longest of those, so the month so far rather than
 // today); ?window=SINCE/UNTIL and ?cluster=NAME choose another. Pages are
-// cached for MaxAge.
+// cached for MaxAge. A bad window, or a parameter it does not know, gets a
+// 400 that names it.
 type Handler struct {
-	cfg    HandlerConfig
-	conn   driver.Conn
-	logger *slog.Logger
-	now    func() time.Time
+	cfg      HandlerConfig
+	conn     driver.Conn
+	logger   *slog.Logger
+	now      func() time.Time
+	requests *prometheus.CounterVec
 
 	mu    sync.Mutex
 	cache map[string]cached
@@ -48,22 +54,70 @@ type cached struct {
 	at   time.Time
 }
 
-// NewHandler returns a Handler reading through conn.
-func NewHandler(cfg HandlerConfig, conn driver.Conn, logger *slog.Logger, now func() time.Time) *Handler {
+// NewHandler returns a Handler reading through conn. It fails only when
+// cfg.Registry refuses its metric.
+func NewHandler(cfg HandlerConfig, conn driver.Conn, logger *slog.Logger, now func() time.Time) (*Handler, error) {
 	if cfg.MaxAge == 0 {
 		cfg.MaxAge = time.Minute
 	}
-	return &Handler{cfg: cfg, conn: conn, logger: logger, now: now, cache: map[string]cached{}}
+	h := &Handler{cfg: cfg, conn: conn, logger: logger, now: now, cache: map[string]cached{},
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "heliostat_report_requests_total",
+			Help: "Requests to /report by HTTP status: 400 for a bad parameter, 404 before any result, 500 when ClickHouse fails.",
+		}, []string{"code"})}
+	for _, code := range []string{"200", "400", "404", "405", "500"} {
+		h.requests.WithLabelValues(code)
+	}
+	if cfg.Registry != nil {
+		if err := cfg.Registry.Register(h.requests); err != nil {
+			return nil, fmt.Errorf("report: register metrics: %w", err)
+		}
+	}
+	return h, nil
 }
 
 // ServeHTTP renders (or serves from the cache) the report.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	cw := &codeWriter{ResponseWriter: w, code: http.StatusOK}
+	defer func() { h.requests.WithLabelValues(strconv.Itoa(cw.code)).Inc() }()
+	h.serve(cw, r)
+}
+
+// codeWriter remembers the status written.
+type codeWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (c *codeWriter) WriteHeader(code int) {
+	c.code = code
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	windowID, cluster := r.URL.Query().Get("window"), r.URL.Query().Get("cluster")
+	q := r.URL.Query()
+	for name, values := range q {
+		switch {
+		case name != "window" && name != "cluster":
+			http.Error(w, fmt.Sprintf("unknown parameter %q (known: window, cluster)", name), http.StatusBadRequest)
+			return
+		case len(values) > 1:
+			http.Error(w, fmt.Sprintf("parameter %s given %d times; give it once", name, len(values)), http.StatusBadRequest)
+			return
+		}
+	}
+	windowID, cluster := q.Get("window"), q.Get("cluster")
+	if windowID != "" {
+		if _, err := analytics.ParseWindow(windowID); err != nil {
+			http.Error(w, "parameter window: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+	}
 	if cluster == "" {
 		cluster = h.cfg.Cluster
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/heliostat-dev/heliostat/analytics"
 	"github.com/heliostat-dev/heliostat/ingest"
@@ -212,7 +213,11 @@ func TestLoad(t *testing.T) {
 func TestHandler(t *testing.T) {
 	db, conn := seed(t)
 	now := time.Date(2024, 2, 1, 0, 0, 0, 0, time.UTC)
-	h := NewHandler(HandlerConfig{Database: db}, conn, slog.New(slog.DiscardHandler), func() time.Time { return now })
+	reg := prometheus.NewPedanticRegistry()
+	h, err := NewHandler(HandlerConfig{Database: db, Registry: reg}, conn, slog.New(slog.DiscardHandler), func() time.Time { return now })
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	get := func(path string) (int, string) {
@@ -235,14 +240,33 @@ func TestHandler(t *testing.T) {
 	if code, body := get("/?cluster=nope"); code != http.StatusNotFound || !strings.Contains(body, "No characterization results") {
 		t.Errorf("GET ?cluster=nope = %d %.200q; want 404 saying there are no results", code, body)
 	}
-	if code, _ := get("/?window=bad"); code != http.StatusInternalServerError {
-		t.Errorf("GET ?window=bad = %d; want 500", code)
+	for _, tc := range []struct{ query, want string }{
+		{"window=bad", "parameter window: analytics: window \"bad\": want SINCE/UNTIL"},
+		{"window=2026-01-02T00:00:00Z/2026-01-01T00:00:00Z", "parameter window: "},
+		{"windw=" + week.ID(), `unknown parameter "windw" (known: window, cluster)`},
+		{"cluster=c1&cluster=c2", "parameter cluster given 2 times"},
+	} {
+		if code, body := get("/?" + tc.query); code != http.StatusBadRequest || !strings.Contains(body, tc.want) {
+			t.Errorf("GET ?%s = %d %q; want 400 saying %q", tc.query, code, body, tc.want)
+		}
+	}
+	for code, want := range map[string]float64{"200": 2, "400": 4, "404": 1, "500": 0} {
+		if got := testutil.ToFloat64(h.requests.WithLabelValues(code)); got != want {
+			t.Errorf("heliostat_report_requests_total{code=%q} = %v; want %v", code, got, want)
+		}
+	}
+	if n, err := testutil.GatherAndCount(reg, "heliostat_report_requests_total"); err != nil || n != 5 {
+		t.Errorf("registry has %d heliostat_report_requests_total series (%v); want 5", n, err)
 	}
 }
 
 func TestHandlerNothingYet(t *testing.T) {
 	cfg, conn := schematest.Database(t)
-	srv := httptest.NewServer(NewHandler(HandlerConfig{Database: cfg.Database}, conn, slog.New(slog.DiscardHandler), time.Now))
+	h, err := NewHandler(HandlerConfig{Database: cfg.Database}, conn, slog.New(slog.DiscardHandler), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
 	defer srv.Close()
 	resp, err := http.Get(srv.URL)
 	if err != nil {

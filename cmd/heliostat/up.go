@@ -276,7 +276,12 @@ func runUp(ctx context.Context, args []string, e *env) error {
 		_ = pub.Close()
 		return err
 	}
-	srv.Handle("/report", report.NewHandler(report.HandlerConfig{Database: ch.Database}, conn, logger, clock))
+	page, err := report.NewHandler(report.HandlerConfig{Database: ch.Database, Registry: reg}, conn, logger, clock)
+	if err != nil {
+		_ = pub.Close()
+		return err
+	}
+	srv.Handle("/report", page)
 
 	fmt.Fprintf(e.stdout, `heliostat is up (Ctrl-C stops it; running it again resumes on the same data)
   data directory  %s
