@@ -110,6 +110,11 @@ func runCollectorParts(ctx context.Context, cc collector.Config, src collector.S
 	if srv != nil {
 		srv.AddCheck(c.Ready)
 	}
+	if ns, ok := src.(*nvml.Source); ok {
+		if err := reg.Register(ns.Collector()); err != nil {
+			return fmt.Errorf("collector: register NVML metrics: %w", err)
+		}
+	}
 	pubCtx, stopPub := context.WithCancel(context.WithoutCancel(ctx))
 	pubDone := make(chan error, 1)
 	go func() { pubDone <- pub.Run(pubCtx) }()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"math"
 	"reflect"
@@ -350,6 +351,7 @@ func TestCollect(t *testing.T) {
 					t.Errorf("MetricErrors(%s) = %d; want %d", m, got, tt.errs[m])
 				}
 			}
+			checkReadErrorsMetric(t, s, tt.errs)
 		})
 	}
 }
@@ -993,6 +995,32 @@ func TestSetRatio(t *testing.T) {
 		got, ok := smp.Float(schemas.SMActive)
 		if ok != tt.wantOK || ok && got != tt.want {
 			t.Errorf("setRatio(%v) = %v, %v; want %v, %v", tt.pct, got, ok, tt.want, tt.wantOK)
+		}
+	}
+}
+
+// checkReadErrorsMetric checks that the Prometheus collector reports the
+// source's MetricErrors, one series per metric.
+func checkReadErrorsMetric(t *testing.T, s *Source, want map[schemas.Metric]uint64) {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(s.Collector()); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil || len(mfs) != 1 || mfs[0].GetName() != "heliostat_collector_nvml_read_errors_total" {
+		t.Fatalf("gathered %v, %v; want heliostat_collector_nvml_read_errors_total", mfs, err)
+	}
+	got := map[string]float64{}
+	for _, m := range mfs[0].GetMetric() {
+		got[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+	}
+	if len(got) != int(schemas.NumMetrics) {
+		t.Errorf("%d series; want one per metric (%d)", len(got), schemas.NumMetrics)
+	}
+	for m := range schemas.NumMetrics {
+		if got[m.String()] != float64(want[m]) {
+			t.Errorf("heliostat_collector_nvml_read_errors_total{metric=%q} = %v; want %d", m, got[m.String()], want[m])
 		}
 	}
 }
