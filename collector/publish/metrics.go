@@ -21,6 +21,8 @@ type metrics struct {
 	rotations     prometheus.Counter
 	spoolBytes    prometheus.GaugeFunc
 	spoolMessages prometheus.GaugeFunc
+	spoolCorrupt  prometheus.CounterFunc
+	spoolCut      prometheus.CounterFunc
 }
 
 func newMetrics(sp *spool.Spool) *metrics {
@@ -45,10 +47,18 @@ func newMetrics(sp *spool.Spool) *metrics {
 			Name: "heliostat_publisher_spool_messages",
 			Help: "Number of messages waiting in the on-disk spool.",
 		}, func() float64 { return float64(sp.Len()) }),
+		spoolCorrupt: prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "heliostat_publisher_spool_corrupt_records_total",
+			Help: "Records of the on-disk spool found corrupt (bad checksum) and skipped: messages lost on this disk.",
+		}, func() float64 { return float64(sp.Skipped()) }),
+		spoolCut: prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "heliostat_publisher_spool_discarded_bytes_total",
+			Help: "Bytes of torn or unreadable spool segment tails cut off when the spool was opened: a record torn by a crash, or the rest of a damaged segment.",
+		}, func() float64 { return float64(sp.DiscardedBytes()) }),
 	}
 }
 
 // register registers all metrics on reg, or none of them.
 func (m *metrics) register(reg prometheus.Registerer) error {
-	return metricsreg.Register(reg, m.messages, m.writeErrors, m.rotations, m.spoolBytes, m.spoolMessages)
+	return metricsreg.Register(reg, m.messages, m.writeErrors, m.rotations, m.spoolBytes, m.spoolMessages, m.spoolCorrupt, m.spoolCut)
 }

@@ -471,9 +471,15 @@ func TestMetricsLint(t *testing.T) {
 		t.Errorf("metric %s: %s", pr.Metric, pr.Text)
 	}
 	n, err := testutil.GatherAndCount(p.reg)
-	// messages{lint,spooled}, write errors, rotations, spool bytes, spool messages
-	if err != nil || n != 5 {
-		t.Errorf("GatherAndCount() = %d, %v; want 5 series", n, err)
+	// messages{lint,spooled}, write errors, rotations, spool bytes, spool
+	// messages, spool corrupt records, spool discarded bytes
+	if err != nil || n != 7 {
+		t.Errorf("GatherAndCount() = %d, %v; want 7 series", n, err)
+	}
+	for _, name := range []string{"heliostat_publisher_spool_corrupt_records_total", "heliostat_publisher_spool_discarded_bytes_total"} {
+		if n, err := testutil.GatherAndCount(p.reg, name); err != nil || n != 1 {
+			t.Errorf("GatherAndCount(%s) = %d, %v; want 1", name, n, err)
+		}
 	}
 }
 

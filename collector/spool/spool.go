@@ -101,8 +101,11 @@ type Spool struct {
 	// read position has not passed yet.
 	bad     map[position]bool
 	skipped int64
-	peeked  []mark
-	wbuf    []byte
+	// discarded counts the bytes of torn or unreadable segment tails cut
+	// off at Open.
+	discarded int64
+	peeked    []mark
+	wbuf      []byte
 }
 
 type segment struct {
@@ -286,6 +289,7 @@ func (s *Spool) scan(seq uint64, start int64, last bool) (*segment, error) {
 			continue
 		}
 		seg.end = off
+		s.discarded += int64(len(data)) - off
 		if !last {
 			s.logger.Warn("spool segment has an unreadable tail, skipping it",
 				"dir", s.dir, "segment", seq, "offset", off, "bytes", int64(len(data))-off, "err", err)
@@ -610,6 +614,15 @@ func (s *Spool) Skipped() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.skipped
+}
+
+// DiscardedBytes returns the bytes of torn or unreadable segment tails
+// that Open cut off (each logged): a record torn by a crash while it was
+// appended, or the unreadable rest of a damaged segment.
+func (s *Spool) DiscardedBytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.discarded
 }
 
 // Close syncs and closes the spool. Records not yet committed stay on disk

@@ -280,27 +280,32 @@ func TestRecovery(t *testing.T) {
 		damage       func(t *testing.T, dir string)
 		want         []string
 		skipped      int64
+		discarded    int64
 	}{{
-		name:   "torn tail",
-		damage: func(t *testing.T, dir string) { chop(t, segmentFiles(t, dir)[0], 5) },
-		want:   wantValues(0, 9),
+		name:      "torn tail",
+		damage:    func(t *testing.T, dir string) { chop(t, segmentFiles(t, dir)[0], 5) },
+		want:      wantValues(0, 9),
+		discarded: size - 5,
 	}, {
-		name:   "torn header",
-		damage: func(t *testing.T, dir string) { chop(t, segmentFiles(t, dir)[0], size-3) },
-		want:   wantValues(0, 9),
+		name:      "torn header",
+		damage:    func(t *testing.T, dir string) { chop(t, segmentFiles(t, dir)[0], size-3) },
+		want:      wantValues(0, 9),
+		discarded: 3,
 	}, {
 		name: "zeros after the tail",
 		damage: func(t *testing.T, dir string) {
 			p := segmentFiles(t, dir)[0]
 			writeFile(t, p, append(readFile(t, p), make([]byte, 100)...))
 		},
-		want: wantValues(0, 10),
+		want:      wantValues(0, 10),
+		discarded: 100,
 	}, {
 		name: "last record garbled",
 		damage: func(t *testing.T, dir string) {
 			flip(segmentFiles(t, dir)[0], 9*size+frameHeaderLen+3)(t, dir)
 		},
-		want: wantValues(0, 9),
+		want:      wantValues(0, 9),
+		discarded: size,
 	}, {
 		name: "corrupt record in the middle",
 		damage: func(t *testing.T, dir string) {
@@ -325,7 +330,8 @@ func TestRecovery(t *testing.T) {
 			copy(b[size:], []byte{0xff, 0xff, 0xff, 0xff})
 			writeFile(t, p, b)
 		},
-		want: slices.Delete(wantValues(0, 10), 1, 4),
+		want:      slices.Delete(wantValues(0, 10), 1, 4),
+		discarded: 3 * size,
 	}, {
 		name:   "damaged cursor",
 		damage: func(t *testing.T, dir string) { flip(filepath.Join(dir, cursorName), 2)(t, dir) },
@@ -339,7 +345,8 @@ func TestRecovery(t *testing.T) {
 		damage: func(t *testing.T, dir string) {
 			writeFile(t, segmentFiles(t, dir)[0], bytes.Repeat([]byte{0xab}, 1000))
 		},
-		want: nil,
+		want:      nil,
+		discarded: 1000,
 	}, {
 		name:   "stray files",
 		damage: func(t *testing.T, dir string) { writeFile(t, filepath.Join(dir, "x.seg"), []byte("junk")) },
@@ -362,6 +369,9 @@ func TestRecovery(t *testing.T) {
 			}
 			if got := s.Skipped(); got != tt.skipped {
 				t.Errorf("Skipped() = %d; want %d", got, tt.skipped)
+			}
+			if got := s.DiscardedBytes(); got != tt.discarded {
+				t.Errorf("DiscardedBytes() = %d; want %d", got, tt.discarded)
 			}
 			// The spool keeps working: new records land after the
 			// survivors and nothing is lost at the seam.
