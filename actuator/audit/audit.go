@@ -223,9 +223,11 @@ const (
 // row (its outcome, or "planned").
 //
 // It reads windows that reach further back from now (or from q.Before)
-// each time, stopping at the first that holds q.Limit actions: decided_at
-// leads the table's sort key, and both rows of an action share it, so a
-// window [from, ∞) with q.Limit actions holds the newest q.Limit of all.
+// each time, stopping at the first that holds q.Limit actions. The table's
+// sort key is (cluster, decided_at, action_id) and every read filters one
+// cluster, so a window reads only its range of decided_at; both rows of an
+// action share the key, so a window [from, ∞) with q.Limit actions holds
+// the newest q.Limit of all.
 // The usual question, the latest actions (or the next page of them), then
 // costs a read of the last hour or days rather than of the whole table
 // under FINAL; a filter that matches fewer than q.Limit actions costs up to
