@@ -163,7 +163,7 @@ func runBacktestDemand(ctx context.Context, args []string, e *env) error {
 	cfg.RegisterFlags(fs)
 	// --test-from is the evaluation interface's name for --demand.test-from.
 	fs.Var(fs.Lookup("demand.test-from").Value, "test-from", "first decision time of the backtest (alias of --demand.test-from)")
-	fs.Var(fs.Lookup("demand.test-until").Value, "test-until", "the backtest takes decisions before this time (alias of --demand.test-until, as `sim ces` names it)")
+	fs.Var(fs.Lookup("demand.test-until").Value, "test-until", "the backtest takes decisions before this time (alias of --demand.test-until, the name sim ces uses)")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
 	every := progressFlag(fs)
 	if err := fs.Parse(args); err != nil {
