@@ -49,7 +49,7 @@ type Config struct {
 	// whose command squeue does not show (sbatch --wrap, scripts on stdin)
 	// to hash its script. Default (flag): true.
 	HashScripts bool
-	// CommandTimeout bounds one run of squeue or scontrol. Default: 30s.
+	// CommandTimeout bounds one run of squeue, scontrol or sacct. Default: 30s.
 	CommandTimeout time.Duration
 	// Retention is how long an ended job is remembered once squeue no longer
 	// lists it. Default: 1h.
@@ -84,7 +84,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	})
 	fs.StringVar(&c.StateFile, "slurm.state-file", DefaultStateFile, "file remembering the events already emitted, across restarts")
 	fs.BoolVar(&c.HashScripts, "slurm.hash-scripts", true, "hash batch scripts that squeue does not show (one scontrol run per new job)")
-	fs.DurationVar(&c.CommandTimeout, "slurm.command-timeout", DefaultCommandTimeout, "timeout of one squeue or scontrol run")
+	fs.DurationVar(&c.CommandTimeout, "slurm.command-timeout", DefaultCommandTimeout, "timeout of one squeue, scontrol or sacct run")
 	fs.DurationVar(&c.Retention, "slurm.retention", DefaultRetention, "how long ended jobs are remembered after squeue drops them")
 	fs.BoolVar(&c.Accounting, "slurm.accounting", false, "also read ended jobs from Slurm's accounting (sacct --json; needs slurmdbd), so that jobs that ended while the source was down longer than MinJobAge get their real end instead of being ended as lost")
 	fs.StringVar(&c.Sacct, "slurm.sacct", DefaultSacct, "sacct command, used with --slurm.accounting")
