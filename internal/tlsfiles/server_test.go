@@ -31,15 +31,7 @@ func TestServerReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }),
-		ReadHeaderTimeout: 5 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
-	go func() { _ = srv.Serve(tls.NewListener(ln, tc)) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	addr := ln.Addr().String()
+	addr := serveOK(t, tc)
 	clientCert, err := tls.LoadX509KeyPair(a.ClientCertFile, a.ClientKeyFile)
 	if err != nil {
 		t.Fatal(err)
@@ -115,14 +107,7 @@ func TestServerClientCAReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }),
-		ReadHeaderTimeout: 5 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
-	go func() { _ = srv.Serve(tls.NewListener(ln, tc)) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	addr := serveOK(t, tc)
 	// A client per CA, each keeping its TLS sessions.
 	clients := map[string]*tls.Config{}
 	for name, p := range map[string]*testpki.PKI{"a": a, "b": b} {
@@ -136,7 +121,7 @@ func TestServerClientCAReload(t *testing.T) {
 	// and whether the TLS session was resumed.
 	get := func(client string) (answered, resumed bool) {
 		t.Helper()
-		c, err := tls.Dial("tcp", ln.Addr().String(), clients[client])
+		c, err := tls.Dial("tcp", addr, clients[client])
 		if err != nil {
 			return false, false
 		}
@@ -181,6 +166,21 @@ func TestServerClientCAReload(t *testing.T) {
 	if !strings.Contains(logs.String(), "reloaded the client CA file") {
 		t.Errorf("no log of the reload; logs:\n%s", logs.String())
 	}
+}
+
+// serveOK serves HTTPS with tc on a loopback port, answering "ok" to every
+// request, until the test ends, and returns its address.
+func serveOK(t *testing.T, tc *tls.Config) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }),
+		ReadHeaderTimeout: 5 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
+	go func() { _ = srv.Serve(tls.NewListener(ln, tc)) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().String()
 }
 
 // pairFiles copies a certificate and its key to files of their own, which
