@@ -112,8 +112,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	windowID, cluster := q.Get("window"), q.Get("cluster")
+	var win analytics.Window // zero: the latest characterized
 	if windowID != "" {
-		if _, err := analytics.ParseWindow(windowID); err != nil {
+		var err error
+		if win, err = analytics.ParseWindow(windowID); err != nil {
 			http.Error(w, "parameter window: "+err.Error(), http.StatusBadRequest)
 			return
 		}
@@ -126,7 +128,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	defer h.mu.Unlock()
 	c, ok := h.cache[key]
 	if !ok || h.now().Sub(c.at) >= h.cfg.MaxAge {
-		page, err := h.render(r.Context(), windowID, cluster)
+		page, err := h.render(r.Context(), win, cluster)
 		switch {
 		case errors.Is(err, analytics.ErrNoResults):
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -150,14 +152,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(c.page)
 }
 
-func (h *Handler) render(ctx context.Context, windowID, cluster string) ([]byte, error) {
-	var win analytics.Window
-	if windowID != "" {
-		var err error
-		if win, err = analytics.ParseWindow(windowID); err != nil {
-			return nil, err
-		}
-	} else {
+// render renders the report of win (the zero Window: the latest
+// characterized) for cluster.
+func (h *Handler) render(ctx context.Context, win analytics.Window, cluster string) ([]byte, error) {
+	if win.Since.IsZero() {
 		ws, err := analytics.ReadWindows(ctx, h.conn, h.cfg.Database)
 		if err != nil {
 			return nil, err
