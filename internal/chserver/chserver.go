@@ -4,6 +4,7 @@
 package chserver
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -50,7 +51,18 @@ type Config struct {
 	// TCPSecurePort is the secure native-protocol port when TLS is set; 0
 	// picks a free one. Ignored without TLS.
 	TCPSecurePort int
+
+	// pickPort picks a free port; nil means FreePort. Tests set it to hand
+	// out a port that is taken.
+	pickPort func() (int, error)
 }
+
+// portAttempts bounds how often Start picks fresh ports when the server
+// finds one of the ports it picked taken.
+const portAttempts = 5
+
+// errPortTaken marks a start-up that failed because a port was in use.
+var errPortTaken = errors.New("a port is already in use")
 
 // TLSFiles are the PEM files of the server's secure native port.
 type TLSFiles struct {
@@ -168,18 +180,37 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error
 		}
 		ports = append(ports, &cfg.TCPSecurePort)
 	}
+	// A port picked free may be taken before the server binds it: another
+	// process listens on it, or a connection uses it as its local port (both
+	// come from the kernel's ephemeral range). The server then exits at once,
+	// and Start picks those ports again. Ports the caller chose are the
+	// caller's to change.
+	var picked []*int
 	for _, p := range ports {
 		if *p == 0 {
-			if *p, err = FreePort(); err != nil {
+			picked = append(picked, p)
+		}
+	}
+	pick := cfg.pickPort
+	if pick == nil {
+		pick = FreePort
+	}
+	for attempt := 1; ; attempt++ {
+		for _, p := range picked {
+			if *p, err = pick(); err != nil {
 				return nil, err
 			}
 		}
+		s := &Server{cfg: cfg, done: make(chan struct{}), logger: logger}
+		err := s.start(ctx)
+		if err == nil {
+			return s, nil
+		}
+		if !errors.Is(err, errPortTaken) || len(picked) == 0 || attempt == portAttempts {
+			return nil, err
+		}
+		logger.Info("clickhouse server found a port it was given taken; picking new ports", "attempt", attempt, "err", err)
 	}
-	s := &Server{cfg: cfg, done: make(chan struct{}), logger: logger}
-	if err := s.start(ctx); err != nil {
-		return nil, err
-	}
-	return s, nil
 }
 
 func (s *Server) start(ctx context.Context) error {
@@ -223,6 +254,12 @@ func (s *Server) start(ctx context.Context) error {
 		return fmt.Errorf("chserver: stderr log: %w", err)
 	}
 	cmd.Stdout, cmd.Stderr = stderr, stderr
+	// Only what this run appends to the error log tells why it exited.
+	errLog := filepath.Join(c.Dir, "log", "clickhouse-server.err.log")
+	var errLogFrom int64
+	if fi, err := os.Stat(errLog); err == nil {
+		errLogFrom = fi.Size()
+	}
 	if err := cmd.Start(); err != nil {
 		stderr.Close()
 		return fmt.Errorf("chserver: start %s: %w", c.Binary, err)
@@ -245,8 +282,15 @@ func (s *Server) start(ctx context.Context) error {
 		}
 		select {
 		case <-s.done:
-			out, _ := os.ReadFile(filepath.Join(c.Dir, "log", "clickhouse-server.err.log"))
-			return fmt.Errorf("chserver: server exited during start-up: %v: %s", s.err, aptinstall.Tail(out, 800))
+			out, _ := os.ReadFile(errLog)
+			if int64(len(out)) >= errLogFrom {
+				out = out[errLogFrom:]
+			}
+			err := fmt.Errorf("chserver: server exited during start-up: %v: %s", s.err, aptinstall.Tail(out, 800))
+			if bytes.Contains(out, []byte("Address already in use")) {
+				err = fmt.Errorf("%w (%w)", err, errPortTaken)
+			}
+			return err
 		case <-ctx.Done():
 			s.kill()
 			return ctx.Err()
@@ -307,11 +351,24 @@ func (s *Server) kill() {
 }
 
 // Restart starts the server again on the same directory and ports after Stop.
+// A port taken in the meantime is waited for, a little: the clients know
+// the server by its ports, so they are not changed.
 func (s *Server) Restart(ctx context.Context) error {
 	select {
 	case <-s.done:
 	default:
 		return errors.New("chserver: restart of a running server")
 	}
-	return s.start(ctx)
+	for attempt := 1; ; attempt++ {
+		err := s.start(ctx)
+		if err == nil || !errors.Is(err, errPortTaken) || attempt == portAttempts {
+			return err
+		}
+		s.logger.Info("clickhouse server found one of its ports taken; trying again", "attempt", attempt, "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }

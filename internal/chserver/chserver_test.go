@@ -3,7 +3,9 @@ package chserver
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -78,5 +80,54 @@ func TestSecureAddrWithoutTLS(t *testing.T) {
 	s := &Server{cfg: Config{TCPPort: 9000, TCPSecurePort: 9440}}
 	if got := s.SecureAddr(); got != "" {
 		t.Errorf("SecureAddr() without TLS = %q; want \"\"", got)
+	}
+}
+
+// TestStartPortTaken hands the server, as its first picked port, one that a
+// listener here holds, as happens when another process takes a port between
+// FreePort and the server's bind: Start picks new ports and the server
+// comes up on them. A port the caller chose is not changed: Start fails and
+// says the port is in use.
+func TestStartPortTaken(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	heldPort := held.Addr().(*net.TCPAddr).Port
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	logger := slog.New(slog.DiscardHandler)
+
+	picks := 0
+	cfg := Config{Dir: t.TempDir(), Install: true, pickPort: func() (int, error) {
+		picks++
+		if picks == 1 {
+			return heldPort, nil
+		}
+		return FreePort()
+	}}
+	s, err := Start(ctx, cfg, logger)
+	if err != nil {
+		t.Fatalf("Start with a taken first port: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Stop(); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	})
+	if s.Addr() == held.Addr().String() {
+		t.Fatalf("server address %s is the held port", s.Addr())
+	}
+	if picks != 6 {
+		t.Errorf("ports picked = %d; want 6 (three, then three again)", picks)
+	}
+	if err := s.ping(ctx); err != nil {
+		t.Errorf("ping %s: %v", s.Addr(), err)
+	}
+
+	_, err = Start(ctx, Config{Dir: t.TempDir(), Install: true, TCPPort: heldPort}, logger)
+	if !errors.Is(err, errPortTaken) || !strings.Contains(err.Error(), "Address already in use") {
+		t.Errorf("Start on a caller's taken port = %v; want an error saying the address is in use", err)
 	}
 }
