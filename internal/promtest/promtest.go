@@ -7,6 +7,7 @@
 package promtest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -149,10 +150,26 @@ func start(dir string, cfg Config) (*Server, error) {
 	if err := os.WriteFile(confFile, conf, 0o644); err != nil {
 		return nil, fmt.Errorf("promtest: write config: %w", err)
 	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
+	// The port picked free may be taken before prometheus binds it (another
+	// test's server, or a connection's local port); it then exits at once
+	// and a new port is picked.
+	for attempt := 1; ; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		s, err := launch(bin, dir, confFile, port)
+		if err == nil || !errors.Is(err, errPortTaken) || attempt == 5 {
+			return s, err
+		}
 	}
+}
+
+// errPortTaken marks a start that failed because the port was in use.
+var errPortTaken = errors.New("promtest: port in use")
+
+// launch runs prometheus on port and waits until it is ready.
+func launch(bin, dir, confFile string, port int) (*Server, error) {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	s := &Server{URL: "http://" + addr, done: make(chan struct{}), log: filepath.Join(dir, "prometheus.log")}
 	logf, err := os.Create(s.log)
@@ -175,7 +192,11 @@ func start(dir string, cfg Config) (*Server, error) {
 	if err := s.waitReady(30 * time.Second); err != nil {
 		s.stop()
 		b, _ := os.ReadFile(s.log)
-		return nil, fmt.Errorf("%w\nprometheus log: %s", err, aptinstall.Tail(b, 2000))
+		err = fmt.Errorf("%w\nprometheus log: %s", err, aptinstall.Tail(b, 2000))
+		if bytes.Contains(b, []byte("address already in use")) {
+			err = fmt.Errorf("%w (%w)", err, errPortTaken)
+		}
+		return nil, err
 	}
 	return s, nil
 }
