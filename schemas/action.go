@@ -148,6 +148,14 @@ func (a *Action) check() (kind, outcome uint64, err error) {
 			return 0, 0, fmt.Errorf("%s: %s", f.name, p)
 		}
 	}
+	for _, f := range [...]struct {
+		name string
+		ms   int64
+	}{{"decided_at", a.DecidedAtMillis}, {"recorded_at", a.RecordedAtMillis}} {
+		if p := TimeProblem(f.ms); p != "" {
+			return 0, 0, fmt.Errorf("%s: %s", f.name, p)
+		}
+	}
 	return kind, outcome, nil
 }
 
@@ -263,11 +271,18 @@ func (r *reader) action(i int, a *Action) error {
 	if a.Error, err = r.minString("actions[%d].error", i, MaxActionTextLen); err != nil {
 		return err
 	}
-	if a.DecidedAtMillis, err = r.minVarint("actions[%d].decided_at", i); err != nil {
-		return err
-	}
-	if a.RecordedAtMillis, err = r.minVarint("actions[%d].recorded_at", i); err != nil {
-		return err
+	for _, f := range [...]struct {
+		name string
+		dst  *int64
+	}{{"actions[%d].decided_at", &a.DecidedAtMillis}, {"actions[%d].recorded_at", &a.RecordedAtMillis}} {
+		start := r.off
+		if *f.dst, err = r.minVarint(f.name, i); err != nil {
+			return err
+		}
+		if p := TimeProblem(*f.dst); p != "" {
+			r.off = start
+			return r.fail(f.name, i, ErrKindRange, p)
+		}
 	}
 	return nil
 }

@@ -48,13 +48,13 @@ func (w wire) minimal() wire {
 func TestActionBatchLayout(t *testing.T) {
 	b := &schemas.ActionBatch{Cluster: "eos", Actions: []schemas.Action{
 		{ID: "id1", Adapter: "slurm", Kind: "set_priority", Target: "42", Partition: "batch", Value: int64p(-3), Previous: int64p(300),
-			Reason: "r", Basis: "{}", ModelVersion: 300, DryRun: true, Outcome: "planned", Error: "", DecidedAtMillis: baseTS, RecordedAtMillis: -1},
+			Reason: "r", Basis: "{}", ModelVersion: 300, DryRun: true, Outcome: "planned", Error: "", DecidedAtMillis: baseTS, RecordedAtMillis: 1},
 		{ID: "id2", Adapter: "sim", Kind: "power_down", Target: "n1", Outcome: "applied", DecidedAtMillis: 1},
 		{ID: "id3", Adapter: "sim", Kind: "power_up", Target: "n2", Outcome: "skipped", Error: "dry run"},
 		{ID: "id4", Adapter: "sim", Kind: "power_up", Target: "n3", Outcome: "failed", Error: "e"},
 	}}
 	want := actionHeader().str("eos").uv(4).
-		str("id1").str("slurm").uv(1).str("42").str("batch").raw(1).sv(-3).raw(1).sv(300).str("r").str("{}").uv(300).raw(1).uv(1).str("").sv(baseTS).sv(-1).
+		str("id1").str("slurm").uv(1).str("42").str("batch").raw(1).sv(-3).raw(1).sv(300).str("r").str("{}").uv(300).raw(1).uv(1).str("").sv(baseTS).sv(1).
 		str("id2").str("sim").uv(2).str("n1").str("").raw(0).raw(0).str("").str("").uv(0).raw(0).uv(2).str("").sv(1).sv(0).
 		str("id3").str("sim").uv(3).str("n2").str("").raw(0).raw(0).str("").str("").uv(0).raw(0).uv(3).str("dry run").sv(0).sv(0).
 		str("id4").str("sim").uv(3).str("n3").str("").raw(0).raw(0).str("").str("").uv(0).raw(0).uv(4).str("e").sv(0).sv(0)
@@ -100,7 +100,7 @@ func TestActionBatchRoundTrip(t *testing.T) {
 			{ID: "1", Kind: "power_up", Target: "n", DryRun: true, Outcome: "skipped", Error: "dry run"},
 		}}},
 		{"extreme times and model version", &schemas.ActionBatch{Cluster: "c", Actions: []schemas.Action{
-			{ID: "1", Kind: "power_up", Outcome: "planned", ModelVersion: math.MaxUint64, DecidedAtMillis: math.MinInt64, RecordedAtMillis: math.MaxInt64},
+			{ID: "1", Kind: "power_up", Outcome: "planned", ModelVersion: math.MaxUint64, DecidedAtMillis: 0, RecordedAtMillis: schemas.MaxTimeMillis},
 		}}},
 		{"longest strings and texts", &schemas.ActionBatch{Cluster: strings.Repeat("c", schemas.MaxStringLen), Actions: []schemas.Action{{
 			ID: strings.Repeat("i", schemas.MaxStringLen), Adapter: strings.Repeat("a", schemas.MaxStringLen), Kind: "set_priority",

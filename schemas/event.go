@@ -89,6 +89,9 @@ func appendEventBatch(dst []byte, b *EventBatch) ([]byte, error) {
 		if e.Type == 0 || int(e.Type) >= numEventTypes {
 			return dst, fmt.Errorf("schemas: encode event batch: events[%d].type %d is unknown", i, e.Type)
 		}
+		if p := TimeProblem(e.TSMillis); p != "" {
+			return dst, fmt.Errorf("schemas: encode event batch: events[%d].ts: %s", i, p)
+		}
 		dst = binary.AppendVarint(dst, e.TSMillis)
 		dst = appendString(dst, e.GPUUUID)
 		dst = binary.AppendUvarint(dst, uint64(e.Type))
@@ -121,7 +124,7 @@ func DecodeEventBatch(msg []byte, b *EventBatch) error {
 	}
 	for i := 0; i < int(n); i++ {
 		var e GPUEvent
-		if e.TSMillis, err = r.varint("events[%d].ts", i); err != nil {
+		if e.TSMillis, err = r.time("events[%d].ts", i); err != nil {
 			return err
 		}
 		if e.GPUUUID, err = r.string("events[%d].gpu_uuid", i); err != nil {

@@ -135,7 +135,7 @@ func TestEventBatchLimits(t *testing.T) {
 	for i := range b.Events {
 		b.Events[i].Type = schemas.EventXID
 	}
-	b.Events[0] = schemas.GPUEvent{TSMillis: math.MinInt64, GPUUUID: strings.Repeat("g", schemas.MaxStringLen), Type: schemas.EventPowerSource, XID: math.MaxUint64}
+	b.Events[0] = schemas.GPUEvent{TSMillis: schemas.MaxTimeMillis, GPUUUID: strings.Repeat("g", schemas.MaxStringLen), Type: schemas.EventPowerSource, XID: math.MaxUint64}
 	msg := encodeEvents(t, b)
 	var got schemas.EventBatch
 	if err := schemas.DecodeEventBatch(msg, &got); err != nil {

@@ -153,12 +153,12 @@ func migBatch() *schemas.SampleBatch {
 	return b
 }
 
-// negativeTSBatch has timestamps before 1970 and at both ends of int64, so that
-// the delta encoding wraps around.
-func negativeTSBatch() *schemas.SampleBatch {
+// rangeEndsTSBatch has timestamps at both ends of the DateTime range, so that
+// the delta encoding takes its largest steps, up and down.
+func rangeEndsTSBatch() *schemas.SampleBatch {
 	b := &schemas.SampleBatch{Cluster: "time-travel", Host: "h"}
 	b.AddGPU(schemas.GPU{UUID: "GPU-00000000-0000-0000-0000-000000000000", Minor: -1, GIID: -1, CIID: -1})
-	for _, ts := range []int64{-1, -1000, -62135596800000, math.MinInt64, math.MaxInt64, 0, math.MinInt64} {
+	for _, ts := range []int64{0, schemas.MaxTimeMillis, 0, 1, schemas.MaxTimeMillis, schemas.MaxTimeMillis - 1, 0} {
 		s := schemas.Sample{TSMillis: ts}
 		s.Set(schemas.GPUUtil, 1)
 		b.Samples = append(b.Samples, s)
@@ -177,8 +177,8 @@ func eventsBatch() *schemas.EventBatch {
 			{TSMillis: baseTS + 1, GPUUUID: uuid, Type: schemas.EventECCSingleBit, XID: 1},
 			{TSMillis: baseTS + 2, GPUUUID: uuid, Type: schemas.EventECCDoubleBit, XID: 48},
 			{TSMillis: baseTS + 3, GPUUUID: uuid, Type: schemas.EventPState, XID: 8},
-			{TSMillis: -86_400_000, GPUUUID: "", Type: schemas.EventClock, XID: 0x4},
-			{TSMillis: math.MaxInt64, GPUUUID: uuid, Type: schemas.EventPowerSource, XID: math.MaxUint64},
+			{TSMillis: 0, GPUUUID: "", Type: schemas.EventClock, XID: 0x4},
+			{TSMillis: schemas.MaxTimeMillis, GPUUUID: uuid, Type: schemas.EventPowerSource, XID: math.MaxUint64},
 		},
 	}
 }
@@ -277,7 +277,7 @@ func actionsBatch() *schemas.ActionBatch {
 		{
 			ID: "1732200000000000003-a1b2c3", Adapter: "slurm", Kind: "set_priority", Target: "77", Partition: "débug",
 			Value: p(-5), Reason: "hold back", Basis: "{}", ModelVersion: 1 << 40, Outcome: "planned",
-			DecidedAtMillis: -86_400_000,
+			DecidedAtMillis: 0,
 		},
 	}}
 }

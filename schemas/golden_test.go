@@ -30,7 +30,7 @@ func goldenCases() []goldenCase {
 		{name: "absent_metrics", samples: absentBatch()},
 		{name: "mig", samples: migBatch()},
 		{name: "empty", samples: &schemas.SampleBatch{}},
-		{name: "negative_timestamps", samples: negativeTSBatch()},
+		{name: "timestamp_range_ends", samples: rangeEndsTSBatch()},
 		{name: "events_each_type", events: eventsBatch()},
 		{name: "events_empty", events: &schemas.EventBatch{Cluster: "eos", Host: "dgx-h100-017"}},
 		{name: "job_lifecycle", jobs: jobBatch()},

@@ -109,6 +109,17 @@ func (e *JobEvent) check() error {
 			return err
 		}
 	}
+	for _, t := range [...]struct {
+		what string
+		ms   int64
+	}{
+		{"event time", e.EventMillis}, {"submit time", e.SubmitMillis}, {"eligible time", e.EligibleMillis},
+		{"start time", e.StartMillis}, {"end time", e.EndMillis},
+	} {
+		if p := TimeProblem(t.ms); p != "" {
+			return fmt.Errorf("%s: %s", t.what, p)
+		}
+	}
 	return nil
 }
 
@@ -153,7 +164,7 @@ func (r *reader) jobEvent(i int, e *JobEvent) error {
 		return err
 	}
 	e.Type = JobEventType(t)
-	if e.EventMillis, err = r.varint("events[%d].event_ts", i); err != nil {
+	if e.EventMillis, err = r.time("events[%d].event_ts", i); err != nil {
 		return err
 	}
 	start := r.off
@@ -193,15 +204,20 @@ func (r *reader) jobEvent(i int, e *JobEvent) error {
 	}
 	e.State = JobState(s)
 	for _, f := range [...]struct {
-		name string
-		dst  *int64
+		name   string
+		dst    *int64
+		isTime bool
 	}{
-		{"events[%d].exit_code", &e.ExitCode}, {"events[%d].priority", &e.Priority},
-		{"events[%d].submit_time", &e.SubmitMillis}, {"events[%d].eligible_time", &e.EligibleMillis},
-		{"events[%d].start_time", &e.StartMillis}, {"events[%d].end_time", &e.EndMillis},
-		{"events[%d].time_limit_s", &e.TimeLimitS}, {"events[%d].node_count", &e.NodeCount},
+		{"events[%d].exit_code", &e.ExitCode, false}, {"events[%d].priority", &e.Priority, false},
+		{"events[%d].submit_time", &e.SubmitMillis, true}, {"events[%d].eligible_time", &e.EligibleMillis, true},
+		{"events[%d].start_time", &e.StartMillis, true}, {"events[%d].end_time", &e.EndMillis, true},
+		{"events[%d].time_limit_s", &e.TimeLimitS, false}, {"events[%d].node_count", &e.NodeCount, false},
 	} {
-		if *f.dst, err = r.varint(f.name, i); err != nil {
+		read := r.varint
+		if f.isTime {
+			read = r.time
+		}
+		if *f.dst, err = read(f.name, i); err != nil {
 			return err
 		}
 	}
@@ -288,6 +304,14 @@ func appendAllocBatch(dst []byte, b *AllocBatch) ([]byte, error) {
 				return dst, err
 			}
 		}
+		for _, t := range [...]struct {
+			what string
+			ms   int64
+		}{{"alloc_start", a.StartMillis}, {"alloc_end", a.EndMillis}} {
+			if p := TimeProblem(t.ms); p != "" {
+				return dst, fmt.Errorf("schemas: encode allocs: allocs[%d].%s: %s", i, t.what, p)
+			}
+		}
 		dst = appendString(dst, a.Host)
 		dst = binary.AppendVarint(dst, a.GPUIndex)
 		dst = appendString(dst, a.GPUUUID)
@@ -345,10 +369,10 @@ func DecodeAllocBatch(msg []byte, b *AllocBatch) error {
 		if a.User, err = r.string("allocs[%d].user", i); err != nil {
 			return err
 		}
-		if a.StartMillis, err = r.varint("allocs[%d].alloc_start", i); err != nil {
+		if a.StartMillis, err = r.time("allocs[%d].alloc_start", i); err != nil {
 			return err
 		}
-		if a.EndMillis, err = r.varint("allocs[%d].alloc_end", i); err != nil {
+		if a.EndMillis, err = r.time("allocs[%d].alloc_end", i); err != nil {
 			return err
 		}
 		s, err := r.enum("allocs[%d].source", i, numAllocSources)

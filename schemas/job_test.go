@@ -36,7 +36,7 @@ func allocBatch() *schemas.AllocBatch {
 	return &schemas.AllocBatch{Cluster: "eos", Allocs: []schemas.Alloc{
 		{Host: "gpu1", GPUIndex: 0, JobID: "4242_3", User: "alice", StartMillis: 1_700_000_060_000, Source: schemas.AllocScontrol},
 		{Host: "gpu1", GPUIndex: 0, JobID: "4242_3", User: "alice", StartMillis: 1_700_000_060_000, EndMillis: 1_700_003_600_000, Source: schemas.AllocScontrol},
-		{Host: "dgx-017", GPUIndex: schemas.Unknown, GPUUUID: "GPU-7f3a", MIGUUID: "MIG-01", JobID: "77", StartMillis: -5, Source: schemas.AllocCgroup},
+		{Host: "dgx-017", GPUIndex: schemas.Unknown, GPUUUID: "GPU-7f3a", MIGUUID: "MIG-01", JobID: "77", StartMillis: 5, Source: schemas.AllocCgroup},
 	}}
 }
 

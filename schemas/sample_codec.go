@@ -95,6 +95,9 @@ func appendSampleBatch(dst []byte, b *SampleBatch) ([]byte, error) {
 		if s.Present>>NumMetrics != 0 {
 			return dst, fmt.Errorf("schemas: encode sample batch: samples[%d] marks unknown metrics present (%#x)", i, s.Present)
 		}
+		if p := TimeProblem(s.TSMillis); p != "" {
+			return dst, fmt.Errorf("schemas: encode sample batch: samples[%d].ts: %s", i, p)
+		}
 		dst = binary.AppendVarint(dst, s.TSMillis-prev)
 		prev = s.TSMillis
 		dst = binary.AppendUvarint(dst, uint64(s.GPU))
@@ -198,13 +201,25 @@ func DecodeSampleBatch(msg []byte, b *SampleBatch) error {
 	for i := range b.Samples {
 		s := &b.Samples[i]
 		*s = Sample{}
+		start := r.off
 		d, err := r.varint("samples[%d].ts", i)
 		if err != nil {
 			return err
 		}
+		// Both in range, two times differ by less than MaxTimeMillis+1: a
+		// larger step is out of range whatever ts is, and skipping it here
+		// keeps the sum from overflowing.
+		if d < -MaxTimeMillis || d > MaxTimeMillis {
+			r.off = start
+			return r.fail("samples[%d].ts", i, ErrKindRange, fmt.Sprintf("step of %d ms from the previous sample exceeds the DateTime range", d))
+		}
 		ts += d
+		if p := TimeProblem(ts); p != "" {
+			r.off = start
+			return r.fail("samples[%d].ts", i, ErrKindRange, p)
+		}
 		s.TSMillis = ts
-		start := r.off
+		start = r.off
 		g, err := r.uvarint("samples[%d].gpu", i)
 		if err != nil {
 			return err

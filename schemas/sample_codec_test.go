@@ -157,7 +157,7 @@ func TestAppendSampleBatchRejects(t *testing.T) {
 // TestSampleBatchLimits round-trips values at the edges of what the format
 // allows.
 func TestSampleBatchLimits(t *testing.T) {
-	full := schemas.Sample{TSMillis: math.MinInt64 + 1, Present: 1<<schemas.NumMetrics - 1}
+	full := schemas.Sample{TSMillis: 0, Present: 1<<schemas.NumMetrics - 1}
 	for m := range schemas.NumMetrics {
 		if !m.Info().Float {
 			full.Values[m] = m.Info().Max
@@ -179,7 +179,7 @@ func TestSampleBatchLimits(t *testing.T) {
 				Index: math.MaxUint16, UUID: strings.Repeat("u", schemas.MaxStringLen), Minor: math.MinInt32,
 				GIID: math.MaxInt32, CIID: math.MinInt32, MIGProfile: "7g.80gb",
 			}},
-			Samples: []schemas.Sample{full, {TSMillis: math.MaxInt64}},
+			Samples: []schemas.Sample{full, {TSMillis: schemas.MaxTimeMillis}},
 		}},
 		{"MaxGPUsPerMessage GPUs", &schemas.SampleBatch{GPUs: make([]schemas.GPU, schemas.MaxGPUsPerMessage)}},
 		{"samples but no metrics", &schemas.SampleBatch{
@@ -206,7 +206,7 @@ func TestSampleBatchLimits(t *testing.T) {
 func TestDecodeSampleBatchReuse(t *testing.T) {
 	var b schemas.SampleBatch
 	for _, want := range []*schemas.SampleBatch{
-		h100Batch(3), migBatch(), absentBatch(), nil, {}, h100Batch(1), negativeTSBatch(),
+		h100Batch(3), migBatch(), absentBatch(), nil, {}, h100Batch(1), rangeEndsTSBatch(),
 	} {
 		if want == nil { // a message that fails half-way through the samples
 			msg := encodeSamples(t, h100Batch(2))
@@ -273,7 +273,7 @@ func FuzzDecodeSampleBatch(f *testing.F) {
 		ids.uv(1).uv(0).raw(0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff),
 		// An overlong (non-minimal) varint for the sample count: valid, and
 		// re-encoded shorter.
-		ids.uv(1).gpu(0, "GPU-a").raw(0x81, 0x00).sv(-5).uv(0).uv(0),
+		ids.uv(1).gpu(0, "GPU-a").raw(0x81, 0x00).sv(5).uv(0).uv(0),
 	} {
 		f.Add(msg)
 	}

@@ -32,6 +32,24 @@ const (
 	MaxStringLen         = 1024
 )
 
+// MaxTimeMillis is the last Unix millisecond a ClickHouse DateTime column
+// holds: 2106-02-07 06:28:15.999 UTC (DateTime is a UInt32 of seconds). A
+// time outside 0..MaxTimeMillis would wrap on insert and be stored as
+// another time, so encoders and decoders refuse it.
+const MaxTimeMillis = (1<<32-1)*1000 + 999
+
+// TimeProblem says why the Unix millisecond ms cannot be stored in a
+// DateTime column, or "" when it can.
+func TimeProblem(ms int64) string {
+	switch {
+	case ms < 0:
+		return fmt.Sprintf("%d ms is before 1970-01-01T00:00:00Z, the first time a ClickHouse DateTime holds", ms)
+	case ms > MaxTimeMillis:
+		return fmt.Sprintf("%d ms is after 2106-02-07T06:28:15Z, the last time a ClickHouse DateTime holds", ms)
+	}
+	return ""
+}
+
 // Kinds of decode failure, stable strings for metrics labels.
 const (
 	ErrKindTruncated   = "truncated"
@@ -133,6 +151,21 @@ func (r *reader) bounded(field string, idx int, max uint64) (uint64, error) {
 	if v > max {
 		r.off = start
 		return 0, r.fail(field, idx, ErrKindRange, fmt.Sprintf("%d exceeds %d", v, max))
+	}
+	return v, nil
+}
+
+// time reads a signed varint of Unix milliseconds that a DateTime column
+// holds (see TimeProblem).
+func (r *reader) time(field string, idx int) (int64, error) {
+	start := r.off
+	v, err := r.varint(field, idx)
+	if err != nil {
+		return 0, err
+	}
+	if p := TimeProblem(v); p != "" {
+		r.off = start
+		return 0, r.fail(field, idx, ErrKindRange, p)
 	}
 	return v, nil
 }

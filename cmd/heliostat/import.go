@@ -206,6 +206,14 @@ func printImportSummary(w io.Writer, out *importOutput) {
 	fmt.Fprintf(w, "  sent %d jobs (%d events) to %s in %.1fs (%.0f jobs/s)\n", out.SentJobs, out.SentEvts, out.To, out.SendS, out.JobsPerS)
 }
 
+// rejectUnstorableTimes rejects, with their lines, the jobs of a trace bound
+// for ClickHouse that have a time its DateTime cannot hold (before 1970, after
+// 2106-02-07): they would be stored as another time, and the encoder and the
+// ingest decoder refuse them.
+func rejectUnstorableTimes(tr *trace.Trace) {
+	tr.RejectTimesOutside(time.UnixMilli(0), time.UnixMilli(schemas.MaxTimeMillis))
+}
+
 // importer runs one import of one file.
 type importer struct {
 	flags  importFlags
@@ -230,6 +238,7 @@ func (imp *importer) run(ctx context.Context, getenv func(string) string) (*impo
 	if err != nil {
 		return nil, fmt.Errorf("import: %w", err)
 	}
+	rejectUnstorableTimes(tr) // dry run or not
 	out := &importOutput{
 		Jobs: len(tr.Jobs), Rejected: tr.Rejected, Reasons: tr.Reasons,
 		File: imp.path, Format: tr.Format, Cluster: imp.flags.cluster,

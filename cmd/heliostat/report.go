@@ -340,6 +340,7 @@ func (r *reporter) importTrace(ctx context.Context, conn driver.Conn) error {
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
+	rejectUnstorableTimes(tr)
 	for i, le := range tr.Errors {
 		if i == shownRejects {
 			break

@@ -25,6 +25,17 @@ type observation struct {
 	exactSubmit bool
 }
 
+// slurmMillis turns a Slurm time in Unix seconds into milliseconds, refusing
+// one after the last second the job tables' DateTime columns hold (checked
+// before multiplying, so a huge value cannot wrap into range). Slurm writes
+// 0 or less for a time it does not know; callers handle that first.
+func slurmMillis(id, field string, sec int64) (int64, error) {
+	if sec > schemas.MaxTimeMillis/1000 {
+		return 0, fmt.Errorf("job %s: %s %d is after 2106-02-07T06:28:15Z, the last time ClickHouse's DateTime holds", id, field, sec)
+	}
+	return sec * 1000, nil
+}
+
 // observeSqueue turns one squeue record into observations: one, or one per
 // pending task of a pending array.
 func observeSqueue(j *slurmfmt.Job) ([]*observation, error) {
@@ -38,6 +49,10 @@ func observeSqueue(j *slurmfmt.Job) ([]*observation, error) {
 	}
 	if j.SubmitTime.V <= 0 {
 		return nil, fmt.Errorf("job %s: submit_time %d is not a time", id, j.SubmitTime.V)
+	}
+	submit, err := slurmMillis(id, "submit_time", j.SubmitTime.V)
+	if err != nil {
+		return nil, err
 	}
 	ev := schemas.JobEvent{
 		JobID:       id,
@@ -53,7 +68,7 @@ func observeSqueue(j *slurmfmt.Job) ([]*observation, error) {
 		ExitCode:    schemas.Unknown,
 		Priority:    j.Priority.Or(schemas.Unknown),
 
-		SubmitMillis: j.SubmitTime.V * 1000,
+		SubmitMillis: submit,
 		TimeLimitS:   schemas.Unknown,
 		NodeCount:    j.NodeCount.Or(schemas.Unknown),
 		CPUs:         j.CPUs.Or(schemas.Unknown),
@@ -61,7 +76,9 @@ func observeSqueue(j *slurmfmt.Job) ([]*observation, error) {
 		WorkDir:      j.WorkDir,
 	}
 	if j.EligibleTime.V > 0 {
-		ev.EligibleMillis = j.EligibleTime.V * 1000
+		if ev.EligibleMillis, err = slurmMillis(id, "eligible_time", j.EligibleTime.V); err != nil {
+			return nil, err
+		}
 	}
 	if j.TimeLimit.Set && j.TimeLimit.V >= 0 {
 		ev.TimeLimitS = j.TimeLimit.V * 60
@@ -76,14 +93,18 @@ func observeSqueue(j *slurmfmt.Job) ([]*observation, error) {
 	// pending a start time (the cancel time) but no nodes.
 	if kind != kindPending && j.Nodes != "" && j.StartTime.V > 0 {
 		o.started = true
-		ev.StartMillis = j.StartTime.V * 1000
+		if ev.StartMillis, err = slurmMillis(id, "start_time", j.StartTime.V); err != nil {
+			return nil, err
+		}
 		if ev.Nodes, err = slurmfmt.ExpandHostlist(j.Nodes); err != nil {
 			return nil, fmt.Errorf("job %s: nodes: %w", id, err)
 		}
 	}
 	if kind == kindFinal {
 		// While a job runs, end_time is its projected end; only now is it real.
-		ev.EndMillis = j.EndTime.V * 1000
+		if ev.EndMillis, err = slurmMillis(id, "end_time", j.EndTime.V); err != nil {
+			return nil, err
+		}
 		if ev.EndMillis < ev.StartMillis {
 			return nil, fmt.Errorf("job %s: end_time %d before start_time %d", id, j.EndTime.V, j.StartTime.V)
 		}

@@ -53,6 +53,8 @@ func TestParseJobCompLine(t *testing.T) {
 			func(e *schemas.JobEvent) { e.State = schemas.StateCancelled }, ""},
 		{"gpus in tres", strings.Replace(head+times+tail, "billing=4", "billing=4,gres/gpu=16", 1),
 			func(e *schemas.JobEvent) { e.GPUs = 16 }, ""},
+		{"time before 1970", strings.Replace(head+times+tail, "SubmitTime=2026-11-21T23:35:25", "SubmitTime=1969-12-31T23:00:00", 1), nil, "field SubmitTime: \"1969-12-31T23:00:00\": -3600000 ms is before 1970"},
+		{"time after 2106", strings.Replace(head+times+tail, "EndTime=2026-11-21T23:35:40", "EndTime=2107-01-01T00:00:00", 1), nil, "field EndTime: \"2107-01-01T00:00:00\": 4323283200000 ms is after 2106"},
 		{"bad time", strings.Replace(head+times+tail, "EndTime=2026-11-21T23:35:40", "EndTime=yesterday", 1), nil, "field EndTime"},
 		{"no job id", strings.Replace(head+times+tail, "JobId=8 ", "", 1), nil, "field JobId is missing"},
 		{"bad user", strings.Replace(head+times+tail, "alice(1001)", "alice", 1), nil, "field UserId"},
@@ -91,6 +93,17 @@ func TestParseJobCompLine(t *testing.T) {
 				t.Errorf("parseJobCompLine(%q): started %v kind %d", tc.line, o.started, o.kind)
 			}
 		})
+	}
+}
+
+// checkTimesStorable fails the test when an accepted record has a time the
+// job tables' DateTime columns cannot hold.
+func checkTimesStorable(t *testing.T, e *schemas.JobEvent) {
+	t.Helper()
+	for _, ms := range [...]int64{e.SubmitMillis, e.EligibleMillis, e.StartMillis, e.EndMillis} {
+		if p := schemas.TimeProblem(ms); p != "" {
+			t.Fatalf("accepted job %s with a time ClickHouse cannot store: %s", e.JobID, p)
+		}
 	}
 }
 
@@ -274,6 +287,26 @@ func TestDecodeSqueueErrors(t *testing.T) {
 	}
 }
 
+// TestObserveSqueueTimeRange: a time after the last second ClickHouse's
+// DateTime holds is refused with the field and value, even one so large that
+// it would wrap into range in milliseconds.
+func TestObserveSqueueTimeRange(t *testing.T) {
+	for _, tc := range []struct{ fields, err string }{
+		{`"job_state": "PENDING", "submit_time": 4294967296`, "submit_time 4294967296 is after 2106"},
+		{`"job_state": "PENDING", "submit_time": 1, "eligible_time": 9223372036854775807`, "eligible_time 9223372036854775807 is after 2106"},
+		{`"job_state": "RUNNING", "submit_time": 1, "start_time": 18446744073709552, "nodes": "a1"`, "start_time 18446744073709552 is after 2106"},
+		{`"job_state": "COMPLETED", "submit_time": 1, "start_time": 2, "end_time": 4294967296, "nodes": "a1"`, "end_time 4294967296 is after 2106"},
+	} {
+		r, err := decodeSqueue([]byte(`{"jobs": [{"job_id": 7, ` + tc.fields + `}]}`))
+		if err != nil {
+			t.Fatalf("decodeSqueue(%s): %v", tc.fields, err)
+		}
+		if _, err := observeSqueue(&r.Jobs[0]); err == nil || !strings.Contains(err.Error(), "job 7: "+tc.err) {
+			t.Errorf("observeSqueue(%s) error = %v; want one containing %q", tc.fields, err, tc.err)
+		}
+	}
+}
+
 func FuzzDecodeSqueue(f *testing.F) {
 	for _, p := range []string{"testdata/squeue-running.json", "testdata/squeue-pending.json"} {
 		b, err := os.ReadFile(p)
@@ -298,6 +331,7 @@ func FuzzDecodeSqueue(f *testing.F) {
 				if o.ev.JobID == "" || o.ev.SubmitMillis <= 0 || o.ev.State == 0 {
 					t.Fatalf("observation without id, submit time or state: %+v", o.ev)
 				}
+				checkTimesStorable(t, &o.ev)
 				for n := range o.gpuIdx {
 					if !slices.Contains(o.ev.Nodes, n) {
 						t.Fatalf("GPU indices for node %q not in %v", n, o.ev.Nodes)
@@ -325,6 +359,7 @@ func FuzzParseJobCompLine(f *testing.F) {
 		if o.ev.JobID == "" || o.ev.SubmitMillis == 0 || o.ev.EndMillis == 0 || !o.ev.State.Final() {
 			t.Fatalf("parseJobCompLine(%q) accepted a record without id, times or final state: %+v", line, o.ev)
 		}
+		checkTimesStorable(t, &o.ev)
 		if o.started != (len(o.ev.Nodes) > 0) {
 			t.Fatalf("parseJobCompLine(%q): started %v with nodes %v", line, o.started, o.ev.Nodes)
 		}

@@ -211,16 +211,26 @@ func observeSacct(j *acctJob) ([]*observation, error) {
 	if j.Time.End.V <= 0 {
 		return nil, fmt.Errorf("job %s: time.end %d is not a time", id, j.Time.End.V)
 	}
+	submit, err := slurmMillis(id, "time.submission", j.Time.Submission.V)
+	if err != nil {
+		return nil, err
+	}
+	end, err := slurmMillis(id, "time.end", j.Time.End.V)
+	if err != nil {
+		return nil, err
+	}
 	ev := schemas.JobEvent{
 		JobID: id, ArrayTaskID: schemas.Unknown,
 		Name: j.Name, User: j.User, UID: schemas.Unknown, Group: j.Group, Account: j.Account, Partition: j.Partition, QOS: j.QOS,
 		State: state, ExitCode: j.ExitCode.orUnknown(), Priority: j.Priority.Or(schemas.Unknown),
-		SubmitMillis: j.Time.Submission.V * 1000, EndMillis: j.Time.End.V * 1000,
+		SubmitMillis: submit, EndMillis: end,
 		TimeLimitS: schemas.Unknown, NodeCount: j.AllocationNodes.Or(schemas.Unknown),
 		CPUs: schemas.Unknown, GPUs: schemas.Unknown, MemReqBytes: schemas.Unknown, WorkDir: j.WorkDir,
 	}
 	if j.Time.Eligible.V > 0 {
-		ev.EligibleMillis = j.Time.Eligible.V * 1000
+		if ev.EligibleMillis, err = slurmMillis(id, "time.eligible", j.Time.Eligible.V); err != nil {
+			return nil, err
+		}
 	}
 	if j.Time.Limit.Set && j.Time.Limit.V >= 0 {
 		ev.TimeLimitS = j.Time.Limit.V * 60
@@ -235,7 +245,9 @@ func observeSacct(j *acctJob) ([]*observation, error) {
 		if ev.Nodes, err = slurmfmt.ExpandHostlist(j.Nodes); err != nil {
 			return nil, fmt.Errorf("job %s: nodes: %w", id, err)
 		}
-		ev.StartMillis = j.Time.Start.V * 1000
+		if ev.StartMillis, err = slurmMillis(id, "time.start", j.Time.Start.V); err != nil {
+			return nil, err
+		}
 		if ev.EndMillis < ev.StartMillis {
 			return nil, fmt.Errorf("job %s: time.end %d before time.start %d", id, j.Time.End.V, j.Time.Start.V)
 		}

@@ -69,6 +69,8 @@ func TestObserveSacct(t *testing.T) {
 		{name: "running", edits: []string{`"current": "FAILED"`, `"current": "RUNNING"`}, err: "not a final state"},
 		{name: "unknown state", edits: []string{`"current": "FAILED"`, `"current": "EXPLODED"`}, err: "unknown job state"},
 		{name: "no end", edits: []string{`"end": 1795377610`, `"end": 0`}, err: "time.end 0"},
+		{name: "end after 2106", edits: []string{`"end": 1795377610`, `"end": 9223372036854775`}, err: "time.end 9223372036854775 is after 2106"},
+		{name: "submission after 2106", edits: []string{`"submission": 1795377600`, `"submission": 4294967296`}, err: "time.submission 4294967296 is after 2106"},
 		{name: "end before start", edits: []string{`"end": 1795377610`, `"end": 1795377604`}, err: "before time.start"},
 		{name: "no job id", edits: []string{`"job_id": 8,`, `"job_id": 0,`}, err: "job_id 0"},
 		{name: "bad hostlist", edits: []string{`gpu[1-2]`, `gpu[2-1]`}, err: "nodes:"},
@@ -220,6 +222,7 @@ func FuzzDecodeSacct(f *testing.F) {
 				if o.kind != kindFinal || o.ev.EndMillis <= 0 || o.ev.JobID == "" || (o.started && o.ev.StartMillis > o.ev.EndMillis) {
 					t.Fatalf("observation %+v of record %d", o.ev, i)
 				}
+				checkTimesStorable(t, &o.ev)
 			}
 		}
 	})

@@ -2,9 +2,11 @@ package trace_test
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/heliostat-dev/heliostat/ingest/trace"
 )
@@ -44,6 +46,22 @@ func checkFuzzed(t *testing.T, tr *trace.Trace) {
 	for _, e := range tr.Errors {
 		if e.Line < 1 || e.Reason == "" {
 			t.Fatalf("rejected row without line or reason: %+v", e)
+		}
+	}
+	// What RejectTimesOutside takes out it counts: no row is lost, and every
+	// job kept has its times in range.
+	rows := len(tr.Jobs) + tr.Rejected
+	from, to := time.Unix(0, 0), time.Unix(math.MaxUint32, 0)
+	n := tr.RejectTimesOutside(from, to)
+	checkCounts(t, "fuzz after RejectTimesOutside", tr)
+	if len(tr.Jobs)+tr.Rejected != rows || tr.Reasons["time_out_of_range"] != n {
+		t.Fatalf("RejectTimesOutside = %d: %d jobs + %d rejected; want %d rows, %d of them time_out_of_range", n, len(tr.Jobs), tr.Rejected, rows, tr.Reasons["time_out_of_range"])
+	}
+	for _, j := range tr.Jobs {
+		for _, at := range []time.Time{j.Submit, j.Start, j.End} {
+			if !at.IsZero() && (at.Before(from) || at.After(to)) {
+				t.Fatalf("job on line %d kept with time %s", j.Line, at)
+			}
 		}
 	}
 }

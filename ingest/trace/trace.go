@@ -6,7 +6,10 @@
 package trace
 
 import (
+	"cmp"
 	"errors"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -95,6 +98,43 @@ func (t *Trace) reject(line int, reason string, detail func() string) {
 	if len(t.Errors) < MaxErrors {
 		t.Errors = append(t.Errors, &LineError{Line: line, Reason: reason, Detail: detail()})
 	}
+}
+
+// RejectTimesOutside rejects every job with a submit, start or end time before
+// from or after to, as reason "time_out_of_range" with its line, and returns
+// how many it rejected. The readers take any time a trace can write; a
+// destination that holds less (ClickHouse's DateTime ends in 2106) calls this
+// first, so that such a job is counted and named, not stored as another
+// time. The kept errors stay in line order.
+func (t *Trace) RejectTimesOutside(from, to time.Time) int {
+	kept := t.Jobs[:0]
+	n := 0
+	for i := range t.Jobs {
+		j := &t.Jobs[i]
+		field, at := "", time.Time{}
+		for _, f := range [...]struct {
+			name string
+			t    time.Time
+		}{{"submit", j.Submit}, {"start", j.Start}, {"end", j.End}} {
+			if !f.t.IsZero() && (f.t.Before(from) || f.t.After(to)) {
+				field, at = f.name, f.t
+				break
+			}
+		}
+		if field == "" {
+			kept = append(kept, *j)
+			continue
+		}
+		n++
+		t.reject(j.Line, "time_out_of_range", func() string {
+			return fmt.Sprintf("job %s: %s time %s is outside %s..%s", j.ID, field,
+				at.UTC().Format(time.RFC3339), from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))
+		})
+	}
+	clear(t.Jobs[len(kept):])
+	t.Jobs = kept
+	slices.SortStableFunc(t.Errors, func(a, b *LineError) int { return cmp.Compare(a.Line, b.Line) })
+	return n
 }
 
 // interner hands out one shared string per distinct user, VC, state…, so a

@@ -1,8 +1,11 @@
 package trace_test
 
 import (
+	"math"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/heliostat-dev/heliostat/ingest/trace"
 )
@@ -56,5 +59,41 @@ func checkCounts(t *testing.T, name string, tr *trace.Trace) {
 	}
 	if want := min(tr.Rejected, trace.MaxErrors); len(tr.Errors) != want {
 		t.Errorf("%s: %d Errors kept; want %d", name, len(tr.Errors), want)
+	}
+}
+
+// TestRejectTimesOutside: a job with a submit, start or end time outside the
+// range is rejected with its line and which time, among the reader's own
+// rejects in line order; the others are kept in file order.
+func TestRejectTimesOutside(t *testing.T) {
+	const swf = `; UnixStartTime: 0
+    1      0      0     10    1   -1   -1    1    100   -1  1    5  1  -1  1  1 -1 -1
+    2     x1      0     10    1   -1   -1    1    100   -1  1    5  1  -1  1  1 -1 -1
+    3     60      0 4294967295    1   -1   -1    1    100   -1  1    5  1  -1  1  1 -1 -1
+    4     60      0     10    1   -1   -1    1    100   -1  1    5  1  -1  1  1 -1 -1
+    5 4294967296  0     10    1   -1   -1    1    100   -1  1    5  1  -1  1  1 -1 -1
+`
+	tr, err := trace.ReadSWF(strings.NewReader(swf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	from, to := time.Unix(0, 0), time.Unix(math.MaxUint32, 0)
+	if n := tr.RejectTimesOutside(from, to); n != 2 {
+		t.Errorf("RejectTimesOutside = %d; want 2", n)
+	}
+	var ids []string
+	for _, j := range tr.Jobs {
+		ids = append(ids, j.ID)
+	}
+	if !reflect.DeepEqual(ids, []string{"1", "4"}) {
+		t.Errorf("jobs kept %v; want [1 4]", ids)
+	}
+	checkRejects(t, "swf", tr, []reject{{3, "bad_number"}, {4, "time_out_of_range"}, {6, "time_out_of_range"}})
+	for line, want := range map[int]string{4: "end time 2106-02-07T06:29:15Z", 6: "submit time 2106-02-07T06:28:16Z"} {
+		for _, e := range tr.Errors {
+			if e.Line == line && !strings.Contains(e.Detail, want) {
+				t.Errorf("line %d: detail %q; want it to name %q", line, e.Detail, want)
+			}
+		}
 	}
 }
