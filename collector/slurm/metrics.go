@@ -29,7 +29,14 @@ type metrics struct {
 	acctTo        prometheus.Gauge
 	acctRecovered prometheus.Counter
 	idReused      *prometheus.CounterVec
+	altered       *prometheus.CounterVec
 }
+
+// Values of the change label of heliostat_slurm_strings_altered_total.
+const (
+	alteredTruncated   = "truncated"    // longer than schemas.MaxStringLen: cut
+	alteredInvalidUTF8 = "invalid_utf8" // not UTF-8: bad bytes replaced with U+FFFD
+)
 
 // Values of the record label of heliostat_slurm_job_id_reused_total.
 const (
@@ -97,6 +104,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "heliostat_slurm_job_id_reused_total",
 			Help: "Jobs seen under the id of another job with a different submit time (slurmctld restarted with an empty state, or ids wrapped), by record: superseded (the tracked job gave way to a newer one) or older_skipped (an older job in the accounting, not published).",
 		}, []string{"record"}),
+		altered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "heliostat_slurm_strings_altered_total",
+			Help: "Strings Slurm gave that the wire format cannot carry as they are, in published job events, by field and change: truncated (longer than 1,024 bytes, cut) or invalid_utf8 (bad bytes replaced with U+FFFD). Counted per published message.",
+		}, []string{"field", "change"}),
 	}
 	for _, t := range []schemas.JobEventType{schemas.JobSubmit, schemas.JobUpdate, schemas.JobStart, schemas.JobEnd} {
 		m.events.WithLabelValues(t.String())
@@ -108,7 +119,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.idReused.WithLabelValues(r)
 	}
 	if err := metricsreg.Register(reg, m.polls, m.pollErrors, m.pollDuration, m.events, m.parseErrors, m.cmdErrors, m.lost, m.noGPUIndex, m.tracked, m.jobCompBytes,
-		m.acctTo, m.acctRecovered, m.idReused); err != nil {
+		m.acctTo, m.acctRecovered, m.idReused, m.altered); err != nil {
 		return nil, err
 	}
 	return m, nil

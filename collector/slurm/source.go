@@ -356,7 +356,7 @@ func (s *Source) handle(ctx, pctx context.Context, o *observation) error {
 		mergeKnown(&o.ev, &r.Last)
 	}
 
-	sanitize(&o.ev)
+	changes := sanitize(&o.ev)
 	var evs []schemas.JobEvent
 	var allocs []schemas.Alloc
 	if !r.Submitted {
@@ -401,6 +401,13 @@ func (s *Source) handle(ctx, pctx context.Context, o *observation) error {
 	if err := s.emit(pctx, o.ev.JobID, evs, allocs); err != nil {
 		return err
 	}
+	for _, c := range changes {
+		s.m.altered.WithLabelValues(c.field, c.change).Inc()
+		if n, ok := s.logs.Note("strings", s.now(), 1); ok {
+			s.logger.Warn("a string Slurm gave was changed to fit the wire format (all are counted in heliostat_slurm_strings_altered_total)",
+				"job_id", o.ev.JobID, "field", c.field, "change", c.change, "strings", n)
+		}
+	}
 	r.Submitted, r.Started, r.Ended = true, r.Started || o.started, o.kind == kindFinal
 	r.Last, r.Allocs, r.Missing = evs[len(evs)-1], opened, 0
 	s.st.Jobs[o.ev.JobID] = r
@@ -408,30 +415,49 @@ func (s *Source) handle(ctx, pctx context.Context, o *observation) error {
 	return nil
 }
 
+// stringChange is one string sanitize changed: the field (as the wire
+// names it) and the change (alteredTruncated or alteredInvalidUTF8).
+type stringChange struct{ field, change string }
+
 // sanitize makes the strings Slurm gave encodable: valid UTF-8, at most
-// schemas.MaxStringLen bytes (longer names and paths are cut).
-func sanitize(ev *schemas.JobEvent) {
-	for _, p := range []*string{&ev.JobID, &ev.ArrayJobID, &ev.Name, &ev.User, &ev.Group, &ev.Account,
-		&ev.Partition, &ev.QOS, &ev.GPUType, &ev.CommandHash, &ev.WorkDir} {
-		*p = cleanString(*p)
+// schemas.MaxStringLen bytes (longer names and paths are cut). It returns
+// what it changed, so that the caller can count it.
+func sanitize(ev *schemas.JobEvent) []stringChange {
+	var changes []stringChange
+	for _, f := range [...]struct {
+		field string
+		p     *string
+	}{
+		{"job_id", &ev.JobID}, {"array_job_id", &ev.ArrayJobID}, {"job_name", &ev.Name}, {"user", &ev.User},
+		{"group", &ev.Group}, {"account", &ev.Account}, {"partition", &ev.Partition}, {"qos", &ev.QOS},
+		{"gpu_type", &ev.GPUType}, {"command_hash", &ev.CommandHash}, {"work_dir", &ev.WorkDir},
+	} {
+		changes = cleanString(f.p, f.field, changes)
 	}
 	for i := range ev.Nodes {
-		ev.Nodes[i] = cleanString(ev.Nodes[i])
+		changes = cleanString(&ev.Nodes[i], "nodes", changes)
 	}
+	return changes
 }
 
-func cleanString(s string) string {
-	if len(s) <= schemas.MaxStringLen && utf8.ValidString(s) {
-		return s
+// cleanString makes *s encodable and appends what it changed to changes.
+func cleanString(s *string, field string, changes []stringChange) []stringChange {
+	if len(*s) <= schemas.MaxStringLen && utf8.ValidString(*s) {
+		return changes
 	}
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) > schemas.MaxStringLen {
-		s = s[:schemas.MaxStringLen]
-		for !utf8.ValidString(s) { // a rune cut in two at the end
-			s = s[:len(s)-1]
+	if !utf8.ValidString(*s) {
+		*s = strings.ToValidUTF8(*s, "\uFFFD")
+		changes = append(changes, stringChange{field, alteredInvalidUTF8})
+	}
+	if len(*s) > schemas.MaxStringLen {
+		v := (*s)[:schemas.MaxStringLen]
+		for !utf8.ValidString(v) { // a rune cut in two at the end
+			v = v[:len(v)-1]
 		}
+		*s = v
+		changes = append(changes, stringChange{field, alteredTruncated})
 	}
-	return s
+	return changes
 }
 
 // mergeKnown fills what the job-completion log does not say (priority, GPUs,
