@@ -21,11 +21,15 @@ type Capacity struct {
 }
 
 func (c Capacity) String() string {
-	k := c.Cluster
+	return c.key() + "=" + strconv.FormatUint(uint64(c.GPUs), 10)
+}
+
+// key is what the capacity applies to: CLUSTER, CLUSTER/VC or /VC.
+func (c Capacity) key() string {
 	if c.VC != "" {
-		k += "/" + c.VC
+		return c.Cluster + "/" + c.VC
 	}
-	return k + "=" + strconv.FormatUint(uint64(c.GPUs), 10)
+	return c.Cluster
 }
 
 // maxCapacity bounds a configured capacity: a million GPUs is beyond any

@@ -1,6 +1,7 @@
 package analytics
 
 import (
+	"flag"
 	"fmt"
 	"sort"
 	"strings"
@@ -109,4 +110,34 @@ func FuzzParseCapacities(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestCapacityFlagTwice: one cluster or VC given twice in --analytics.capacity
+// (in one value or in two flags) is refused, as the file refuses it; the
+// same VC under two clusters is two entries.
+func TestCapacityFlagTwice(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"--analytics.capacity", "venus=8,venus=16"}, "gives venus twice (8 and 16 GPUs)"},
+		{[]string{"--analytics.capacity", "venus/a=8", "--analytics.capacity", "venus/a=8"}, "gives venus/a twice"},
+		{[]string{"--analytics.capacity", "/a=8, /a=4"}, "gives /a twice"},
+		{[]string{"--analytics.capacity", "venus/a=8,earth/a=8,/a=2,venus=100"}, ""},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		var c Config
+		c.RegisterFlags(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		c.Database = "heliostat"
+		err := c.Validate()
+		if tc.err == "" && err != nil {
+			t.Errorf("%v: Validate = %v; want nil", tc.args, err)
+		}
+		if tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("%v: Validate = %v; want one containing %q", tc.args, err, tc.err)
+		}
+	}
 }

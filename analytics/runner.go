@@ -96,6 +96,18 @@ func (c *Config) Validate() error {
 			errs = append(errs, err)
 		}
 	}
+	// One cluster or VC given twice is a typo or a stale entry; the file
+	// refuses it too. (File entries that a flag entry overrides are not in
+	// c.Capacity yet: NewRunner merges them after Validate.)
+	seen := map[[2]string]uint32{}
+	for _, cp := range c.Capacity {
+		k := [2]string{cp.Cluster, cp.VC}
+		if prev, dup := seen[k]; dup {
+			errs = append(errs, fmt.Errorf("--analytics.capacity gives %s twice (%d and %d GPUs)", cp.key(), prev, cp.GPUs))
+			continue
+		}
+		seen[k] = cp.GPUs
+	}
 	if _, err := c.location(); err != nil {
 		errs = append(errs, err)
 	}
