@@ -141,8 +141,10 @@ func (f featureSpec) names() []string {
 
 // compute appends to dst the features of the decision at step k, reading only
 // y[k-lookback .. k-1] (y must have no NaN there for a finite result); target
-// is the start of the target step, which the calendar terms describe.
-func (f featureSpec) compute(dst, y []float64, k int, target time.Time) []float64 {
+// is the start of the target step, which the calendar terms describe. rolls,
+// when not nil, holds the window terms of every k, one windowStats per
+// f.windows (see rollingStats); nil computes them from y.
+func (f featureSpec) compute(dst, y []float64, k int, target time.Time, rolls []windowStats) []float64 {
 	level := y[k-1]
 	dst = append(dst, level)
 	for _, l := range f.lags {
@@ -151,7 +153,12 @@ func (f featureSpec) compute(dst, y []float64, k int, target time.Time) []float6
 	for _, p := range f.seasonal {
 		dst = append(dst, level-y[k+f.horizon-1-p])
 	}
-	for _, w := range f.windows {
+	for i, w := range f.windows {
+		if rolls != nil {
+			r := &rolls[i]
+			dst = append(dst, r.mean[k], r.hi[k], r.lo[k])
+			continue
+		}
 		sum, hi, lo := 0.0, math.Inf(-1), math.Inf(1)
 		for _, v := range y[k-w : k] {
 			sum += v
@@ -161,6 +168,60 @@ func (f featureSpec) compute(dst, y []float64, k int, target time.Time) []float6
 		dst = append(dst, sum/float64(w), hi, lo)
 	}
 	return appendCalendar(dst, target)
+}
+
+// windowStats holds a window's terms for every decision step k: the mean,
+// max and min of y[k-W .. k-1].
+type windowStats struct{ mean, hi, lo []float64 }
+
+// rollingStats returns the terms of window w for every k from from+w to
+// len(y) (the entries before are zero), in O(len(y)) rather than O(w) a
+// step: a running sum, re-added from scratch every w steps so that rounding
+// cannot drift (on whole-number demand every sum is exact, so the terms
+// equal compute's), and a monotonic queue of candidate indices for the max
+// and for the min.
+func rollingStats(y []float64, from, w int) windowStats {
+	n := len(y)
+	r := windowStats{mean: make([]float64, n+1), hi: make([]float64, n+1), lo: make([]float64, n+1)}
+	if from+w > n {
+		return r
+	}
+	// Indices into y, from a head on: y[hiQ[hiH:]] decreasing, y[loQ[loH:]]
+	// increasing. Each index enters once, so n-from is all they hold.
+	hiQ, loQ := make([]int, 0, n-from), make([]int, 0, n-from)
+	hiH, loH := 0, 0
+	sum := 0.0
+	for i := from; i < n; i++ {
+		v := y[i]
+		for len(hiQ) > hiH && y[hiQ[len(hiQ)-1]] <= v {
+			hiQ = hiQ[:len(hiQ)-1]
+		}
+		hiQ = append(hiQ, i)
+		for len(loQ) > loH && y[loQ[len(loQ)-1]] >= v {
+			loQ = loQ[:len(loQ)-1]
+		}
+		loQ = append(loQ, i)
+		k := i + 1 // the window y[k-w .. k-1] ends at i
+		if k-w < from {
+			continue
+		}
+		if hiQ[hiH] < k-w {
+			hiH++
+		}
+		if loQ[loH] < k-w {
+			loH++
+		}
+		if (k-from)%w == 0 {
+			sum = 0
+			for _, x := range y[k-w : k] {
+				sum += x
+			}
+		} else {
+			sum += v - y[k-w-1]
+		}
+		r.mean[k], r.hi[k], r.lo[k] = sum/float64(w), y[hiQ[hiH]], y[loQ[loH]]
+	}
+	return r
 }
 
 // appendCalendar appends the calendar terms of t, read on its own clock.

@@ -2,6 +2,7 @@ package demand
 
 import (
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -83,7 +84,7 @@ func TestCompute(t *testing.T) {
 			append([]float64{3, 4, 7, 2, 4.5, 9, 1}, cal...)},
 	}
 	for _, tt := range tests {
-		got := tt.spec.compute(nil, tt.y, tt.k, sunday6)
+		got := tt.spec.compute(nil, tt.y, tt.k, sunday6, nil)
 		if len(got) != tt.spec.width() || !near(got, tt.want, 1e-12) {
 			t.Errorf("%s: compute(k=%d) = %v; want %v", tt.name, tt.k, got, tt.want)
 		}
@@ -128,4 +129,41 @@ func near(a, b []float64, tol float64) bool {
 		}
 	}
 	return true
+}
+
+// TestRollingStatsMatchCompute: the window terms fit reads from rollingStats
+// are those compute works out from y, at every decision step, for windows
+// of one to many steps and histories that start late (the steps before
+// from are NaN, as before a series' first known value): equal on
+// whole-number demand, within rounding on fractional.
+func TestRollingStatsMatchCompute(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, whole := range []bool{true, false} {
+		for _, from := range []int{0, 7} {
+			y := make([]float64, 500)
+			for i := range y {
+				switch {
+				case i < from:
+					y[i] = math.NaN()
+				case whole:
+					y[i] = float64(rng.IntN(40))
+				default:
+					y[i] = rng.Float64() * 1e3
+				}
+			}
+			for _, w := range []int{1, 2, 6, 36, 144, 493, 494} {
+				spec := featureSpec{windows: []int{w}}
+				rolls := []windowStats{rollingStats(y, from, w)}
+				for k := from + w; k <= len(y); k++ {
+					want := spec.compute(nil, y, k, time.Time{}, nil)[1:4]
+					got := spec.compute(nil, y, k, time.Time{}, rolls)[1:4]
+					for j := range want {
+						if whole && got[j] != want[j] || !whole && math.Abs(got[j]-want[j]) > 1e-9*math.Abs(want[j]) {
+							t.Fatalf("whole %v from %d w %d k %d: mean, max, min = %v; want %v", whole, from, w, k, got, want)
+						}
+					}
+				}
+			}
+		}
+	}
 }

@@ -96,6 +96,10 @@ func (c Config) fit(hist Series) (*Model, error) {
 	y := fillForward(raw)
 	b := spec.lookback()
 	p := spec.width()
+	rolls := make([]windowStats, len(spec.windows))
+	for i, w := range spec.windows {
+		rolls[i] = rollingStats(y, first, w)
+	}
 
 	var (
 		x            []float64
@@ -120,7 +124,7 @@ func (c Config) fit(hist Series) (*Model, error) {
 				mx = max(mx, v)
 			}
 		}
-		buf = spec.compute(buf[:0], y, k, hist.Time(k+H-1))
+		buf = spec.compute(buf[:0], y, k, hist.Time(k+H-1), rolls)
 		x = append(x, buf...)
 		level := y[k-1]
 		point = append(point, pt-level)
@@ -228,7 +232,7 @@ func (m *Model) features(history Series, at time.Time) ([]float64, float64, erro
 		from--
 	}
 	y := fillForward(h.Values[from:k])
-	x := m.spec.compute(nil, y, k-from, at.Add(m.horizon-m.step))
+	x := m.spec.compute(nil, y, k-from, at.Add(m.horizon-m.step), nil)
 	return x, y[len(y)-1], nil
 }
 
