@@ -36,9 +36,26 @@ func parseMem(s string) (int64, error) {
 			mult, num = 1<<50, s[:len(s)-1]
 		}
 	}
+	// Slurm writes whole or decimal numbers ("1.50G"); ParseFloat alone
+	// would also take "NaN", "Inf", "1e3" and hex floats.
+	whole, frac, _ := strings.Cut(num, ".")
 	n, err := strconv.ParseFloat(num, 64)
-	if err != nil || n < 0 || n*float64(mult) > 1<<62 {
-		return 0, fmt.Errorf("memory amount %q is not a size", s)
+	if err != nil || !digits(whole) || (frac != "" && !digits(frac)) || strings.Count(num, ".") > 1 ||
+		(strings.Contains(num, ".") && frac == "") || n*float64(mult) > 1<<62 {
+		return 0, fmt.Errorf("memory amount %q is not a size: want a number of megabytes or one ending in K, M, G, T or P", s)
 	}
 	return int64(n * float64(mult)), nil
+}
+
+// digits reports whether s is one or more ASCII digits.
+func digits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
