@@ -194,7 +194,8 @@ func (in *Ingester) Run(ctx context.Context) error {
 // newHandlers returns one handler per consumed topic. The readers decode with
 // in.handlers; each batch files rows with its own.
 func (in *Ingester) newHandlers() []handler {
-	return []handler{newSampleHandler(in.samplePool), newEventHandler(), newJobEventHandler(), newAllocHandler()}
+	unfit := func(column string) { in.m.unfit.WithLabelValues(column).Inc() }
+	return []handler{newSampleHandler(in.samplePool), newEventHandler(), newJobEventHandler(unfit), newAllocHandler(unfit)}
 }
 
 type assignment struct {

@@ -22,10 +22,11 @@ const directPartition = math.MaxUint32
 // materialized view, jobs).
 type jobEventHandler struct {
 	partBlocks[*jobEventBlock]
+	unfit func(column string) // counts a known value its column cannot hold; nil: not counted
 }
 
-func newJobEventHandler() *jobEventHandler {
-	return &jobEventHandler{newPartBlocks(newJobEventBlock)}
+func newJobEventHandler(unfit func(column string)) *jobEventHandler {
+	return &jobEventHandler{partBlocks: newPartBlocks(newJobEventBlock), unfit: unfit}
 }
 
 func newJobEventBlock(key uint32) *jobEventBlock { return &jobEventBlock{key: key} }
@@ -54,6 +55,11 @@ func (h *jobEventHandler) add(d any, partition int32, offset int64, skip []uint3
 		b := h.get(key)
 		b.from.note(partition, offset)
 		b.add(batch.Cluster, batch.Source, e, uint32(partition), uint64(offset))
+		if h.unfit != nil {
+			for _, c := range unfitColumns(e) {
+				h.unfit(c)
+			}
+		}
 		added++
 	}
 	return added
@@ -147,6 +153,25 @@ func (b *jobEventBlock) insert(ctx context.Context, conn driver.Conn, db string)
 	})
 }
 
+// unfitColumns names the columns of job_events for which e holds a known
+// (non-negative) value too large to store: the insert stores them as NULL,
+// as unknown.
+func unfitColumns(e *schemas.JobEvent) []string {
+	var out []string
+	if e.ExitCode > math.MaxInt32 {
+		out = append(out, "exit_code")
+	}
+	for _, c := range [...]struct {
+		name string
+		v    int64
+	}{{"time_limit_s", e.TimeLimitS}, {"node_count", e.NodeCount}, {"cpus", e.CPUs}, {"gpus", e.GPUs}} {
+		if c.v > math.MaxUint32 {
+			out = append(out, c.name)
+		}
+	}
+	return out
+}
+
 // known maps schemas.Unknown (any negative value) to NULL.
 func known(v int64) *int64 {
 	if v < 0 {
@@ -206,10 +231,11 @@ func InsertJobEvents(ctx context.Context, conn driver.Conn, database, cluster st
 // allocHandler handles TopicAllocations → gpu_allocations.
 type allocHandler struct {
 	partBlocks[*allocBlock]
+	unfit func(column string) // as jobEventHandler's
 }
 
-func newAllocHandler() *allocHandler {
-	return &allocHandler{newPartBlocks(func(key uint32) *allocBlock { return &allocBlock{key: key} })}
+func newAllocHandler(unfit func(column string)) *allocHandler {
+	return &allocHandler{partBlocks: newPartBlocks(func(key uint32) *allocBlock { return &allocBlock{key: key} }), unfit: unfit}
 }
 
 func (h *allocHandler) topic() string { return schemas.TopicAllocations }
@@ -238,8 +264,11 @@ func (h *allocHandler) add(d any, partition int32, offset int64, skip []uint32) 
 		b.cluster = append(b.cluster, batch.Cluster)
 		b.host = append(b.host, a.Host)
 		idx := int32(-1)
-		if a.GPUIndex >= 0 && a.GPUIndex <= math.MaxInt32 {
+		switch {
+		case a.GPUIndex >= 0 && a.GPUIndex <= math.MaxInt32:
 			idx = int32(a.GPUIndex)
+		case a.GPUIndex > math.MaxInt32 && h.unfit != nil:
+			h.unfit("gpu_index")
 		}
 		b.gpuIndex = append(b.gpuIndex, idx)
 		b.gpuUUID = append(b.gpuUUID, a.GPUUUID)

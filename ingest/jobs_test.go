@@ -76,29 +76,35 @@ func TestJobEventsEndToEnd(t *testing.T) {
 	// Job 1's events are sent twice (a source restarted before saving its
 	// state): job_events and jobs must collapse them.
 	jobs["1"] = append(jobs["1"], jobs["1"]...)
+	// Job 4 holds counts no UInt32 column takes: stored as unknown, counted.
+	jobs["4"] = testJob("4", t0)
+	for i := range jobs["4"] {
+		jobs["4"][i].CPUs, jobs["4"][i].TimeLimitS = 1<<33, 1<<40
+	}
 	start := t0.Add(time.Minute).UnixMilli()
 	allocs := []schemas.Alloc{
 		{Host: "gpu1", GPUIndex: 0, JobID: "2", User: "alice", StartMillis: start, Source: schemas.AllocScontrol},
 		{Host: "gpu1", GPUIndex: 0, JobID: "2", User: "alice", StartMillis: start, EndMillis: t0.Add(time.Hour).UnixMilli(), Source: schemas.AllocScontrol},
 		{Host: "gpu1", GPUIndex: 1, GPUUUID: "GPU-1", JobID: "3", User: "alice", StartMillis: start, Source: schemas.AllocCgroup},
+		{Host: "gpu2", GPUIndex: 1 << 40, GPUUUID: "GPU-2", JobID: "4", User: "alice", StartMillis: start, Source: schemas.AllocCgroup},
 	}
 	produceJobs(t, broker, "c1", jobs, allocs)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	reg := prometheus.NewRegistry()
 	done := startIngest(t, ctx, broker, ch, reg)
-	waitCount(t, conn, ch.Database+".job_events", 11, 60*time.Second)
-	waitCount(t, conn, ch.Database+".gpu_allocations", 3, 30*time.Second)
+	waitCount(t, conn, ch.Database+".job_events", 14, 60*time.Second)
+	waitCount(t, conn, ch.Database+".gpu_allocations", 4, 30*time.Second)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	db := ch.Database
-	if n := schematest.Count(t, conn, db+".job_events FINAL"); n != 8 {
-		t.Errorf("job_events FINAL = %d rows; want 8 (duplicates collapsed)", n)
+	if n := schematest.Count(t, conn, db+".job_events FINAL"); n != 11 {
+		t.Errorf("job_events FINAL = %d rows; want 11 (duplicates collapsed)", n)
 	}
-	if n := schematest.Count(t, conn, db+".jobs FINAL"); n != 3 {
-		t.Errorf("jobs FINAL = %d rows; want 3", n)
+	if n := schematest.Count(t, conn, db+".jobs FINAL"); n != 4 {
+		t.Errorf("jobs FINAL = %d rows; want 4", n)
 	}
 	type jobRow struct {
 		state, last string
@@ -111,6 +117,7 @@ func TestJobEventsEndToEnd(t *testing.T) {
 		"1": {state: "FAILED", last: "END"},
 		"2": {state: "FAILED", last: "END"},
 		"3": {state: "RUNNING", last: "START"},
+		"4": {state: "FAILED", last: "END"},
 	}
 	rows, err := conn.Query(context.Background(), "SELECT job_id, state, last_event, exit_code, gpus, nodes, start_time, end_time, user FROM "+db+".jobs FINAL ORDER BY job_id")
 	if err != nil {
@@ -143,8 +150,24 @@ func TestJobEventsEndToEnd(t *testing.T) {
 	if err := conn.QueryRow(context.Background(), "SELECT countIf(alloc_end IS NULL), countIf(alloc_end IS NOT NULL) FROM "+db+".gpu_allocations FINAL").Scan(&open, &closed); err != nil {
 		t.Fatal(err)
 	}
-	if open != 1 || closed != 1 {
-		t.Errorf("gpu_allocations FINAL: %d open, %d closed; want 1 and 1 (the closing row replaces the open one)", open, closed)
+	if open != 2 || closed != 1 {
+		t.Errorf("gpu_allocations FINAL: %d open, %d closed; want 2 and 1 (the closing row replaces the open one)", open, closed)
+	}
+	var cpus, limit *uint32
+	if err := conn.QueryRow(context.Background(), "SELECT cpus, time_limit_s FROM "+db+".jobs FINAL WHERE job_id = '4'").Scan(&cpus, &limit); err != nil {
+		t.Fatal(err)
+	}
+	var idx int32
+	if err := conn.QueryRow(context.Background(), "SELECT gpu_index FROM "+db+".gpu_allocations FINAL WHERE job_id = '4'").Scan(&idx); err != nil {
+		t.Fatal(err)
+	}
+	if cpus != nil || limit != nil || idx != -1 {
+		t.Errorf("job 4: cpus %v, time_limit_s %v, gpu_index %d; want NULL, NULL, -1 (too large for the columns)", cpus, limit, idx)
+	}
+	for col, want := range map[string]float64{"cpus": 3, "time_limit_s": 3, "gpu_index": 1, "exit_code": 0} {
+		if v := metricSum(t, reg, "heliostat_ingest_values_unknown_total", "column", col); v != want {
+			t.Errorf("heliostat_ingest_values_unknown_total{column=%q} = %v; want %v", col, v, want)
+		}
 	}
 	if v := metricSum(t, reg, "heliostat_ingest_messages_total", "topic", schemas.TopicJobEvents, "outcome", "deadletter"); v != 1 {
 		t.Errorf("dead-lettered messages = %v; want 1", v)

@@ -23,6 +23,7 @@ type metrics struct {
 	seqMarks      prometheus.Gauge
 	seqForgotten  prometheus.Counter
 	ledgerRepairs *prometheus.CounterVec // table, action
+	unfit         *prometheus.CounterVec // column
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -74,9 +75,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "heliostat_ingest_ledger_repairs_total",
 			Help: "Inserts found in their table without ingest_ledger rows after a failure (the server died between the parts, or a view failed), by table and action: ledger_written instead of inserting again, or sent_again when another view of the table may lack them.",
 		}, []string{"table", "action"}),
+		unfit: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "heliostat_ingest_values_unknown_total",
+			Help: "Known values too large for their column, stored as unknown (NULL, or -1 for gpu_index), by column: exit_code and gpu_index beyond Int32, time_limit_s, node_count, cpus and gpus beyond UInt32. A producer sending them is at fault.",
+		}, []string{"column"}),
 	}
 	if err := metricsreg.Register(reg, m.rows, m.messages, m.errors, m.batchSeconds, m.lag, m.flushRows, m.assigned, m.clickhouseUp, m.retentionDrop, m.seqGaps,
-		m.seqMarks, m.seqForgotten, m.ledgerRepairs); err != nil {
+		m.seqMarks, m.seqForgotten, m.ledgerRepairs, m.unfit); err != nil {
 		return nil, fmt.Errorf("ingest: register metrics: %w", err)
 	}
 	return m, nil
