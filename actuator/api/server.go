@@ -35,6 +35,7 @@ import (
 	"github.com/heliostat-dev/heliostat/actuator/audit"
 	"github.com/heliostat-dev/heliostat/actuator/loop"
 	"github.com/heliostat-dev/heliostat/actuator/qssf"
+	"github.com/heliostat-dev/heliostat/internal/web"
 	"github.com/heliostat-dev/heliostat/predictor/live"
 )
 
@@ -275,25 +276,15 @@ func (s *Server) instrument(route string, h http.HandlerFunc) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		begin := time.Now()
-		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		sw := web.NewStatusRecorder(w)
 		h(sw, r)
-		if c := sw.code / 100; c >= 1 && c < len(byClass) {
+		if c := sw.Code / 100; c >= 1 && c < len(byClass) {
 			byClass[c].Inc()
 		} else {
-			s.m.requests.WithLabelValues(route, codeClass(sw.code)).Inc()
+			s.m.requests.WithLabelValues(route, codeClass(sw.Code)).Inc()
 		}
 		dur.Observe(time.Since(begin).Seconds())
 	})
-}
-
-type statusWriter struct {
-	http.ResponseWriter
-	code int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	w.code = code
-	w.ResponseWriter.WriteHeader(code)
 }
 
 func codeClass(c int) string {

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/heliostat-dev/heliostat/analytics"
+	"github.com/heliostat-dev/heliostat/internal/web"
 )
 
 // HandlerConfig configures Handler.
@@ -78,20 +79,9 @@ func NewHandler(cfg HandlerConfig, conn driver.Conn, logger *slog.Logger, now fu
 
 // ServeHTTP renders (or serves from the cache) the report.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	cw := &codeWriter{ResponseWriter: w, code: http.StatusOK}
-	defer func() { h.requests.WithLabelValues(strconv.Itoa(cw.code)).Inc() }()
+	cw := web.NewStatusRecorder(w)
+	defer func() { h.requests.WithLabelValues(strconv.Itoa(cw.Code)).Inc() }()
 	h.serve(cw, r)
-}
-
-// codeWriter remembers the status written.
-type codeWriter struct {
-	http.ResponseWriter
-	code int
-}
-
-func (c *codeWriter) WriteHeader(code int) {
-	c.code = code
-	c.ResponseWriter.WriteHeader(code)
 }
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {

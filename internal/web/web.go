@@ -141,3 +141,25 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	return nil
 }
+
+// StatusRecorder is an http.ResponseWriter that remembers the status code
+// written, for request metrics: Code is 200 until WriteHeader says
+// otherwise, as net/http answers a handler that writes no header.
+type StatusRecorder struct {
+	http.ResponseWriter
+	Code int
+}
+
+// NewStatusRecorder wraps w.
+func NewStatusRecorder(w http.ResponseWriter) *StatusRecorder {
+	return &StatusRecorder{ResponseWriter: w, Code: http.StatusOK}
+}
+
+// WriteHeader records code and writes it.
+func (w *StatusRecorder) WriteHeader(code int) {
+	w.Code = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap returns the wrapped writer, for http.ResponseController.
+func (w *StatusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }

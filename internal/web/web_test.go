@@ -108,3 +108,27 @@ func TestDisplayAddr(t *testing.T) {
 		}
 	}
 }
+
+func TestStatusRecorder(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		h    func(w http.ResponseWriter)
+		want int
+	}{
+		{"no header written", func(w http.ResponseWriter) { _, _ = w.Write([]byte("ok")) }, http.StatusOK},
+		{"not found", func(w http.ResponseWriter) { http.Error(w, "no", http.StatusNotFound) }, http.StatusNotFound},
+		{"flushed through the controller", func(w http.ResponseWriter) {
+			w.WriteHeader(http.StatusAccepted)
+			if err := http.NewResponseController(w).Flush(); err != nil {
+				t.Errorf("Flush through StatusRecorder: %v", err)
+			}
+		}, http.StatusAccepted},
+	} {
+		rec := httptest.NewRecorder()
+		sr := NewStatusRecorder(rec)
+		tc.h(sr)
+		if sr.Code != tc.want || rec.Code != tc.want {
+			t.Errorf("%s: recorded %d, written %d; want %d", tc.name, sr.Code, rec.Code, tc.want)
+		}
+	}
+}
