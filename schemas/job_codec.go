@@ -79,7 +79,8 @@ func appendJobEventBatch(dst []byte, b *JobEventBatch) ([]byte, error) {
 }
 
 // CheckJobEvent reports what makes e unencodable (unknown type or state, empty
-// job id, an over-long or invalid string), or nil.
+// job id, an over-long or invalid string, a time outside 0..MaxTimeMillis),
+// or nil.
 func CheckJobEvent(e *JobEvent) error { return e.check() }
 
 func (e *JobEvent) check() error {

@@ -35,7 +35,9 @@ const (
 // MaxTimeMillis is the last Unix millisecond a ClickHouse DateTime column
 // holds: 2106-02-07 06:28:15.999 UTC (DateTime is a UInt32 of seconds). A
 // time outside 0..MaxTimeMillis would wrap on insert and be stored as
-// another time, so encoders and decoders refuse it.
+// another time, so encoders and decoders refuse it: every time field of
+// every message (each "Unix ms" of the formats below) lies in that range,
+// a sample's after its delta is added.
 const MaxTimeMillis = (1<<32-1)*1000 + 999
 
 // TimeProblem says why the Unix millisecond ms cannot be stored in a

@@ -164,10 +164,10 @@ func parseJobCompLine(line string, loc *time.Location) (*observation, error) {
 		if err != nil {
 			return nil, fmt.Errorf("field %s: %q is not a time like %s", t.key, v, jobCompTime)
 		}
-		if p := schemas.TimeProblem(tm.UnixMilli()); p != "" {
+		*t.dst = tm.UnixMilli()
+		if p := schemas.TimeProblem(*t.dst); p != "" {
 			return nil, fmt.Errorf("field %s: %q: %s", t.key, v, p)
 		}
-		*t.dst = tm.UnixMilli()
 	}
 	if ev.SubmitMillis == 0 || ev.EndMillis == 0 {
 		return nil, fmt.Errorf("fields SubmitTime and EndTime must be known")
