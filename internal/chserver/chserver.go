@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -63,6 +64,9 @@ const portAttempts = 5
 
 // errPortTaken marks a start-up that failed because a port was in use.
 var errPortTaken = errors.New("a port is already in use")
+
+// errForeign marks a ping answered by a server that is not this one.
+var errForeign = errors.New("another ClickHouse server answers on the port")
 
 // TLSFiles are the PEM files of the server's secure native port.
 type TLSFiles struct {
@@ -273,10 +277,17 @@ func (s *Server) start(ctx context.Context) error {
 	}()
 	deadline := time.Now().Add(c.StartTimeout)
 	for {
-		if err := s.ping(ctx); err == nil {
+		err := s.ping(ctx)
+		if err == nil {
 			s.logger.Debug("clickhouse server ready", "addr", s.Addr(), "dir", c.Dir)
 			return nil
-		} else if time.Now().After(deadline) {
+		}
+		if errors.Is(err, errForeign) {
+			// Ours cannot bind the port and is about to exit, if it has not.
+			s.kill()
+			return fmt.Errorf("chserver: %w (%w)", err, errPortTaken)
+		}
+		if time.Now().After(deadline) {
 			s.kill()
 			return fmt.Errorf("chserver: server at %s not ready after %s: %w (see %s/log)", s.Addr(), c.StartTimeout, err, c.Dir)
 		}
@@ -299,6 +310,10 @@ func (s *Server) start(ctx context.Context) error {
 	}
 }
 
+// ping checks that the server at Addr answers and that it is this one: a
+// ClickHouse that another process runs on the port answers pings too, and
+// it keeps its data elsewhere. A server whose system.databases cannot be
+// read is taken at its word.
 func (s *Server) ping(ctx context.Context) error {
 	conn, err := clickhouse.Open(&clickhouse.Options{
 		Addr:        []string{s.Addr()},
@@ -310,7 +325,15 @@ func (s *Server) ping(ctx context.Context) error {
 	defer conn.Close()
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	return conn.Ping(pctx)
+	if err := conn.Ping(pctx); err != nil {
+		return err
+	}
+	var path string
+	err = conn.QueryRow(pctx, "SELECT data_path FROM system.databases WHERE name = 'system'").Scan(&path)
+	if err != nil || strings.HasPrefix(path, s.cfg.Dir+"/data/") {
+		return nil
+	}
+	return fmt.Errorf("%w: %s, whose data is in %s", errForeign, s.Addr(), path)
 }
 
 // Addr returns the native-protocol address, host:port.

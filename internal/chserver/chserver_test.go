@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -129,5 +130,41 @@ func TestStartPortTaken(t *testing.T) {
 	_, err = Start(ctx, Config{Dir: t.TempDir(), Install: true, TCPPort: heldPort}, logger)
 	if !errors.Is(err, errPortTaken) || !strings.Contains(err.Error(), "Address already in use") {
 		t.Errorf("Start on a caller's taken port = %v; want an error saying the address is in use", err)
+	}
+
+	// A port held by another ClickHouse server answers pings, before the
+	// new server finds it taken and exits: Start must not take the other
+	// server for its own.
+	sPort, err := strconv.Atoi(strings.TrimPrefix(s.Addr(), "127.0.0.1:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Start(ctx, Config{Dir: t.TempDir(), Install: true, TCPPort: sPort}, logger)
+	if !errors.Is(err, errPortTaken) {
+		t.Errorf("Start on a port another ClickHouse server holds = %v; want it refused as taken", err)
+	}
+	picks = 0
+	cfg.Dir = t.TempDir()
+	cfg.pickPort = func() (int, error) {
+		picks++
+		if picks == 1 {
+			return sPort, nil
+		}
+		return FreePort()
+	}
+	s2, err := Start(ctx, cfg, logger)
+	if err != nil {
+		t.Fatalf("Start with another server's port picked first: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s2.Stop(); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	})
+	if s2.Addr() == s.Addr() {
+		t.Errorf("second server's address %s is the first server's", s2.Addr())
+	}
+	if err := s2.ping(ctx); err != nil {
+		t.Errorf("ping %s: %v", s2.Addr(), err)
 	}
 }
