@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -62,8 +63,26 @@ type Config struct {
 // finds one of the ports it picked taken.
 const portAttempts = 5
 
-// errPortTaken marks a start-up that failed because a port was in use.
-var errPortTaken = errors.New("a port is already in use")
+// ErrPortTaken marks a start-up that failed because one of the server's
+// ports was in use.
+var ErrPortTaken = errors.New("a port is already in use")
+
+// portTaken is the error of a start-up that found port in use; port is 0
+// when the server's log did not say which.
+type portTaken struct{ port int }
+
+func (e portTaken) Error() string {
+	if e.port == 0 {
+		return ErrPortTaken.Error()
+	}
+	return fmt.Sprintf("port %d is already in use", e.port)
+}
+
+func (e portTaken) Is(target error) bool { return target == ErrPortTaken }
+
+// addrInUse finds the port in the server's "Address already in use:
+// host:port" log line.
+var addrInUse = regexp.MustCompile(`Address already in use: \S*:(\d+)`)
 
 // errForeign marks a ping answered by a server that is not this one.
 var errForeign = errors.New("another ClickHouse server answers on the port")
@@ -210,11 +229,23 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error
 		if err == nil {
 			return s, nil
 		}
-		if !errors.Is(err, errPortTaken) || len(picked) == 0 || attempt == portAttempts {
+		var taken portTaken
+		if !errors.As(err, &taken) || !pickedPort(picked, taken.port) || attempt == portAttempts {
 			return nil, err
 		}
 		logger.Info("clickhouse server found a port it was given taken; picking new ports", "attempt", attempt, "err", err)
 	}
+}
+
+// pickedPort reports whether port is one of the picked ones, which Start
+// may pick again; port 0 (not known) is if any was picked.
+func pickedPort(picked []*int, port int) bool {
+	for _, p := range picked {
+		if port == 0 || *p == port {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Server) start(ctx context.Context) error {
@@ -285,7 +316,7 @@ func (s *Server) start(ctx context.Context) error {
 		if errors.Is(err, errForeign) {
 			// Ours cannot bind the port and is about to exit, if it has not.
 			s.kill()
-			return fmt.Errorf("chserver: %w (%w)", err, errPortTaken)
+			return fmt.Errorf("chserver: %w (%w)", err, portTaken{c.TCPPort})
 		}
 		if time.Now().After(deadline) {
 			s.kill()
@@ -299,7 +330,11 @@ func (s *Server) start(ctx context.Context) error {
 			}
 			err := fmt.Errorf("chserver: server exited during start-up: %v: %s", s.err, aptinstall.Tail(out, 800))
 			if bytes.Contains(out, []byte("Address already in use")) {
-				err = fmt.Errorf("%w (%w)", err, errPortTaken)
+				taken := portTaken{}
+				if m := addrInUse.FindAllSubmatch(out, -1); m != nil {
+					taken.port, _ = strconv.Atoi(string(m[len(m)-1][1]))
+				}
+				err = fmt.Errorf("%w (%w)", err, taken)
 			}
 			return err
 		case <-ctx.Done():
@@ -384,7 +419,7 @@ func (s *Server) Restart(ctx context.Context) error {
 	}
 	for attempt := 1; ; attempt++ {
 		err := s.start(ctx)
-		if err == nil || !errors.Is(err, errPortTaken) || attempt == portAttempts {
+		if err == nil || !errors.Is(err, ErrPortTaken) || attempt == portAttempts {
 			return err
 		}
 		s.logger.Info("clickhouse server found one of its ports taken; trying again", "attempt", attempt, "err", err)

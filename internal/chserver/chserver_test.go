@@ -128,7 +128,7 @@ func TestStartPortTaken(t *testing.T) {
 	}
 
 	_, err = Start(ctx, Config{Dir: t.TempDir(), Install: true, TCPPort: heldPort}, logger)
-	if !errors.Is(err, errPortTaken) || !strings.Contains(err.Error(), "Address already in use") {
+	if !errors.Is(err, ErrPortTaken) || !strings.Contains(err.Error(), "Address already in use") {
 		t.Errorf("Start on a caller's taken port = %v; want an error saying the address is in use", err)
 	}
 
@@ -139,9 +139,14 @@ func TestStartPortTaken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = Start(ctx, Config{Dir: t.TempDir(), Install: true, TCPPort: sPort}, logger)
-	if !errors.Is(err, errPortTaken) {
-		t.Errorf("Start on a port another ClickHouse server holds = %v; want it refused as taken", err)
+	picks = 0
+	counted := func() (int, error) { picks++; return FreePort() }
+	_, err = Start(ctx, Config{Dir: t.TempDir(), Install: true, TCPPort: sPort, pickPort: counted}, logger)
+	if !errors.Is(err, ErrPortTaken) || !strings.Contains(err.Error(), "another ClickHouse server") {
+		t.Errorf("Start on a port another ClickHouse server holds = %v; want it refused as taken by another server", err)
+	}
+	if picks != 2 {
+		t.Errorf("ports picked = %d; want 2 (HTTP and interserver, once: the taken port was not picked)", picks)
 	}
 	picks = 0
 	cfg.Dir = t.TempDir()

@@ -5,6 +5,7 @@ package devstack
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -51,6 +52,9 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Stack, error)
 		return nil, fmt.Errorf("devstack: %w", err)
 	}
 	ch, err := chserver.Start(ctx, chserver.Config{Dir: filepath.Join(cfg.Dir, "clickhouse"), TCPPort: cfg.ClickHousePort, Install: cfg.Install}, logger)
+	if errors.Is(err, chserver.ErrPortTaken) {
+		return nil, fmt.Errorf("devstack: start clickhouse on port %d (another heliostat up, or another ClickHouse, holds a port; choose another ClickHouse port): %w", cfg.ClickHousePort, err)
+	}
 	if err != nil {
 		return nil, err
 	}
