@@ -282,7 +282,9 @@ func node(sn sinfoNode) (adapter.Node, error) {
 	default:
 		n.Unusable = true // a state this adapter does not know: hands off
 	}
-	if flags["COMPLETING"] || used > 0 || sn.AllocCPUs.V > 0 || sn.AllocMem.V > 0 {
+	// PLANNED (Slurm 22.05 on): the backfill scheduler has reserved the idle
+	// node for a pending job, which squeue does not show as bound to it.
+	if flags["COMPLETING"] || flags["PLANNED"] || used > 0 || sn.AllocCPUs.V > 0 || sn.AllocMem.V > 0 {
 		n.Busy = true
 	}
 	for _, f := range []string{"DRAIN", "DRAINED", "DRAINING", "FAIL", "FAILING", "MAINTENANCE", "REBOOT_REQUESTED", "REBOOT_ISSUED", "INVALID_REG", "NOT_RESPONDING", "RESERVED"} {

@@ -132,7 +132,8 @@ func TestDecodeLaterVersions(t *testing.T) {
 		{"name": "b", "state": ["ALLOCATED", "POWER_DOWN"], "partitions": ["p", "q"]},
 		{"name": "b", "state": ["ALLOCATED", "POWER_DOWN"], "partitions": ["r"]},
 		{"name": "c", "state": ["DOWN", "POWERED_DOWN"]},
-		{"name": "d", "state": ["IDLE", "RESERVED"]}]}`))
+		{"name": "d", "state": ["IDLE", "RESERVED"]},
+		{"name": "e", "state": ["IDLE"], "state_flags": ["PLANNED"], "partitions": ["p"]}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,9 +141,10 @@ func TestDecodeLaterVersions(t *testing.T) {
 		p              adapter.Power
 		busy, unusable bool
 		parts          int
-	}{"a": {adapter.PowerWaking, false, false, 1}, "b": {adapter.PowerGoingDown, true, false, 3}, "c": {adapter.PowerOff, false, true, 0}, "d": {adapter.PowerOn, false, true, 0}}
-	if len(nodes) != 4 {
-		t.Fatalf("decodeSinfo = %+v; want 4 nodes", nodes)
+	}{"a": {adapter.PowerWaking, false, false, 1}, "b": {adapter.PowerGoingDown, true, false, 3}, "c": {adapter.PowerOff, false, true, 0}, "d": {adapter.PowerOn, false, true, 0},
+		"e": {adapter.PowerOn, true, false, 1}} // planned by backfill for a pending job
+	if len(nodes) != 5 {
+		t.Fatalf("decodeSinfo = %+v; want 5 nodes", nodes)
 	}
 	for _, n := range nodes {
 		w := want[n.Name]
