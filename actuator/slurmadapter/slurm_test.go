@@ -3,7 +3,10 @@ package slurmadapter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +23,25 @@ import (
 )
 
 func TestMain(m *testing.M) { os.Exit(schematest.Main(m)) }
+
+// loggedCommands returns a directory of scripts that run Slurm's own
+// commands of those names, each first appending its command line to log.
+func loggedCommands(t *testing.T, names ...string) (dir, log string) {
+	t.Helper()
+	dir = t.TempDir()
+	log = filepath.Join(dir, "commands.log")
+	for _, name := range names {
+		real, err := exec.LookPath(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		script := fmt.Sprintf("#!/bin/sh\necho \"%s $*\" >> %s\nexec %s \"$@\"\n", name, log, real)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir, log
+}
 
 // clock is the actuator's clock in these tests: real Slurm, injected time,
 // so that the loop's peak window passes without sleeping.
@@ -41,7 +63,8 @@ func (c *clock) add(d time.Duration) {
 //	(a) the loop raises a younger, shorter job's priority and it starts
 //	    ahead of an older one;
 //	(b) with one node busy and a minimum of three powered, the loop powers
-//	    an idle node down and the suspend program runs for it;
+//	    an idle node down and the suspend program runs for it; right before
+//	    the command the adapter read the queue, then the node;
 //	(c) a node with a running job, or one a pending job is bound for, is
 //	    never powered down, whoever asks;
 //	(d) a queue that outgrows the powered nodes powers the node back up:
@@ -52,7 +75,8 @@ func TestSlurm(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
 	clk := &clock{t: time.Now()}
-	s, err := New(Config{Conf: c.Conf()}, c.Env(), nil, clk.now)
+	bin, cmdLog := loggedCommands(t, "squeue", "sinfo", "scontrol")
+	s, err := New(Config{Conf: c.Conf(), BinDir: bin}, c.Env(), nil, clk.now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,6 +184,15 @@ func TestSlurm(t *testing.T) {
 		waitNode("gpu2", "idle~")
 		if calls, err := c.SuspendCalls(); err != nil || !slices.Equal(calls, []string{"gpu2"}) {
 			t.Errorf("suspend program calls %q, %v; want [gpu2]", calls, err)
+		}
+		b, err := os.ReadFile(cmdLog)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmds := strings.Split(strings.TrimSpace(string(b)), "\n")
+		i := slices.Index(cmds, "scontrol update nodename=gpu2 state=POWER_DOWN")
+		if i < 2 || !strings.HasPrefix(cmds[i-2], "squeue ") || !strings.HasPrefix(cmds[i-1], "sinfo ") {
+			t.Errorf("commands up to the power-down %q; want squeue, then sinfo, right before it", cmds[:max(i+1, 0)])
 		}
 	})
 

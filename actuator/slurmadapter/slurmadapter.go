@@ -101,14 +101,16 @@ func New(cfg Config, env []string, reg prometheus.Registerer, now func() time.Ti
 // Name returns "slurm".
 func (*Scheduler) Name() string { return "slurm" }
 
-// Snapshot reads the pending jobs and the nodes.
+// Snapshot reads the pending jobs, then the nodes: a job that starts in
+// between is then counted twice (pending, and on its node) rather than not
+// at all, which errs towards keeping nodes up.
 func (s *Scheduler) Snapshot(ctx context.Context) (adapter.Snapshot, error) {
 	at := s.now()
-	nodes, err := s.nodes(ctx)
+	jobs, err := s.pending(ctx)
 	if err != nil {
 		return adapter.Snapshot{}, err
 	}
-	jobs, err := s.pending(ctx)
+	nodes, err := s.nodes(ctx)
 	if err != nil {
 		return adapter.Snapshot{}, err
 	}
@@ -219,10 +221,21 @@ func (s *Scheduler) PowerUp(ctx context.Context, name string) error {
 }
 
 // check refuses a power-down of a node that is not idle and on, or that a
-// pending job is bound for.
+// pending job is bound for. It reads the queue first and the node last,
+// just before the command: a job that leaves the queue for the node in
+// between shows on the node.
 func (s *Scheduler) check(ctx context.Context, name string, down bool) error {
 	if !nodeNamePattern.MatchString(name) {
 		return fmt.Errorf("slurmadapter: power down: %w: %q is not a node name", adapter.ErrUnknownNode, name)
+	}
+	jobs, err := s.pending(ctx)
+	if err != nil {
+		return err
+	}
+	for _, j := range jobs {
+		if slices.Contains(j.Nodes, name) {
+			return fmt.Errorf("slurmadapter: power down %s: %w (pending job %s is bound for it)", name, adapter.ErrNodeBusy, j.ID)
+		}
 	}
 	nodes, err := s.nodes(ctx, name)
 	if err != nil {
@@ -239,15 +252,6 @@ func (s *Scheduler) check(ctx context.Context, name string, down bool) error {
 		return fmt.Errorf("slurmadapter: power down %s: %w (state %s)", name, adapter.ErrUnusable, n.State)
 	case down && n.Power != adapter.PowerOn:
 		return fmt.Errorf("slurmadapter: power down %s: %w: not on (state %s)", name, adapter.ErrUnusable, n.State)
-	}
-	jobs, err := s.pending(ctx)
-	if err != nil {
-		return err
-	}
-	for _, j := range jobs {
-		if slices.Contains(j.Nodes, name) {
-			return fmt.Errorf("slurmadapter: power down %s: %w (pending job %s is bound for it)", name, adapter.ErrNodeBusy, j.ID)
-		}
 	}
 	return nil
 }
