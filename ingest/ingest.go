@@ -90,6 +90,9 @@ func New(cfg Config, conn driver.Conn, logger *slog.Logger, reg prometheus.Regis
 		in.m.rows.WithLabelValues(h.table())
 		in.m.ledgerRepairs.WithLabelValues(h.table(), "ledger_written")
 		in.m.ledgerRepairs.WithLabelValues(h.table(), "sent_again")
+		if h.table() == "job_events" {
+			in.m.ledgerRepairs.WithLabelValues(h.table(), "jobs_written")
+		}
 		in.m.seqGaps.WithLabelValues(h.topic())
 		// Series start at zero, so that increase() and rate() count a
 		// first dead letter or resend (HeliostatDeadLetters).

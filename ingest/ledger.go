@@ -22,8 +22,12 @@ import (
 //     counts every sample of the block's GPUs and minutes; when it does not,
 //     the block is sent again, so that the rollup gets it, and gpu_samples
 //     holds that block twice.
-//   - job_events (the jobs view): it is sent again. The copy collapses in
-//     job_events (ReplacingMergeTree) and the jobs view gets its rows.
+//   - job_events (the jobs view): it writes the missing ledger rows, as
+//     above, and the jobs rows too when the view's part is missing (see
+//     repairJobs). The jobs view's part can be missing with the ledger's
+//     present as well: ClickHouse 18.16 runs a table's views in the order
+//     of their names, job_events_ledger_mv before jobs_mv, so for job_events
+//     landed checks jobs whatever the ledger says.
 
 // loadLedger returns, by offset, the part keys the ledger holds for a's
 // partition at or after its committed offset.
@@ -77,6 +81,11 @@ func (in *Ingester) landed(ctx context.Context, d doubt) (bool, error) {
 		return false, fmt.Errorf("query ingest ledger: %w", err)
 	}
 	if n > 0 {
+		if d.table == "job_events" {
+			if err := in.repairJobs(ctx, d); err != nil {
+				return false, err
+			}
+		}
 		return true, nil
 	}
 	if err := in.conn.QueryRow(ctx, "SELECT count() FROM "+db+"."+d.table+" WHERE "+partExprs[d.table]+
@@ -89,10 +98,9 @@ func (in *Ingester) landed(ctx context.Context, d doubt) (bool, error) {
 	rows, rowArgs := d.rows()
 	switch d.table {
 	case "job_events":
-		in.m.ledgerRepairs.WithLabelValues(d.table, "sent_again").Inc()
-		in.logger.Warn("rows were in clickhouse without their ingest ledger rows; inserting them again so that the jobs view gets them (the copy collapses)",
-			"table", d.table, "part_key", d.key, "kafka_partition", p, "kafka_offset", off)
-		return false, nil
+		if err := in.repairJobs(ctx, d); err != nil {
+			return false, err
+		}
 	case "gpu_samples":
 		complete, err := in.rollupComplete(ctx, d.key, rows, rowArgs)
 		if err != nil {
@@ -154,4 +162,51 @@ func (in *Ingester) rollupComplete(ctx context.Context, day uint32, cond string,
 		return false, fmt.Errorf("compare gpu_samples_1m with gpu_samples: %w", err)
 	}
 	return rolled >= raw, nil
+}
+
+// jobsColumns and jobsSelect are the jobs view's columns and the SELECT
+// list it computes them with from job_events, as migration 0007 defines
+// jobs_mv (TestRepairJobsAsTheView holds them to it).
+const (
+	jobsColumns = "cluster, job_id, source, array_job_id, array_task_id, job_name, user, uid, " +
+		"group_name, account, partition_name, qos, state, exit_code, priority, " +
+		"submit_time, eligible_time, start_time, end_time, time_limit_s, node_count, " +
+		"nodes, cpus, gpus, gpu_type, mem_req_bytes, command_hash, work_dir, " +
+		"last_event, updated_at, inserted_at, version"
+	jobsSelect = "cluster, job_id, source, array_job_id, array_task_id, job_name, user, uid, " +
+		"group_name, account, partition_name, qos, state, exit_code, priority, " +
+		"submit_time, eligible_time, start_time, end_time, time_limit_s, node_count, " +
+		"nodes, cpus, gpus, gpu_type, mem_req_bytes, command_hash, work_dir, " +
+		"event_type AS last_event, event_ts AS updated_at, inserted_at, " + jobsVersion + " AS version"
+	jobsVersion = "(toUInt64(event_ts) * 1000 + event_ms) * 8 + " +
+		"multiIf(event_type = 'SUBMIT', 1, event_type = 'UPDATE', 2, event_type = 'START', 3, 4)"
+)
+
+// repairJobs writes the jobs rows of d's block, which is in job_events,
+// when jobs lacks them: some job of the block has no jobs row as recent as
+// its latest event in the block. A failed INSERT can leave them out (the
+// jobs view's part failed, or the server died before it). The rows are
+// computed as the view computes them; a row jobs already holds is written
+// again with the same version and collapses.
+func (in *Ingester) repairJobs(ctx context.Context, d doubt) error {
+	db := in.cfg.ClickHouse.Database
+	cond, args := d.rows()
+	var missing uint64
+	err := in.conn.QueryRow(ctx, "SELECT count() FROM (SELECT cluster, job_id, max("+jobsVersion+") AS v FROM "+db+".job_events WHERE "+cond+
+		" GROUP BY cluster, job_id) ANY LEFT JOIN (SELECT cluster, job_id, max(version) AS jv FROM "+db+".jobs WHERE (cluster, job_id) IN "+
+		"(SELECT cluster, job_id FROM "+db+".job_events WHERE "+cond+") GROUP BY cluster, job_id) USING (cluster, job_id) WHERE jv < v",
+		append(slices.Clone(args), args...)...).Scan(&missing)
+	if err != nil {
+		return fmt.Errorf("compare jobs with job_events for an uncertain insert: %w", err)
+	}
+	if missing == 0 {
+		return nil
+	}
+	if err := in.conn.Exec(ctx, "INSERT INTO "+db+".jobs ("+jobsColumns+") SELECT "+jobsSelect+" FROM "+db+".job_events WHERE "+cond, args...); err != nil {
+		return fmt.Errorf("write the jobs rows of an uncertain job_events insert: %w", err)
+	}
+	in.m.ledgerRepairs.WithLabelValues(d.table, "jobs_written").Inc()
+	in.logger.Warn("job events were in clickhouse without their jobs rows; wrote the jobs rows as the jobs view would have",
+		"part_key", d.key, "kafka_partition", d.spans[0].partition, "kafka_offset", d.spans[0].first, "jobs", missing)
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -170,12 +171,12 @@ func TestLandedWithOtherViews(t *testing.T) {
 		}
 		return b
 	}
-	jobEvents := func() block {
+	jobEvents := func(id string, off int64) block {
 		b := &jobEventBlock{key: monthKey(at.Unix())}
-		e := schemas.JobEvent{JobID: "7", Type: schemas.JobSubmit, State: schemas.StatePending, EventMillis: at.UnixMilli(),
+		e := schemas.JobEvent{JobID: id, Type: schemas.JobSubmit, State: schemas.StatePending, EventMillis: at.UnixMilli(),
 			SubmitMillis: at.UnixMilli(), ArrayTaskID: schemas.Unknown, ExitCode: schemas.Unknown, MemReqBytes: schemas.Unknown}
-		b.from.note(1, 40)
-		b.add("c", schemas.SourceSlurm, &e, 1, 40)
+		b.from.note(1, off)
+		b.add("c", schemas.SourceSlurm, &e, 1, uint64(off))
 		return b
 	}
 	allocs := func() block {
@@ -195,7 +196,11 @@ func TestLandedWithOtherViews(t *testing.T) {
 	}{
 		{"gpu_samples with its rollup", samples("a", 10), []string{"gpu_samples_ledger_mv"}, true, "ledger_written"},
 		{"gpu_samples without its rollup", samples("b", 11), []string{"gpu_samples_ledger_mv", "gpu_samples_1m_mv"}, false, "sent_again"},
-		{"job_events", jobEvents(), []string{"job_events_ledger_mv"}, false, "sent_again"},
+		{"job_events without ledger rows", jobEvents("7", 40), []string{"job_events_ledger_mv"}, true, "ledger_written"},
+		// 18.16 runs job_events_ledger_mv before jobs_mv: the ledger can hold
+		// a block whose jobs rows failed.
+		{"job_events without jobs rows", jobEvents("8", 41), []string{"jobs_mv"}, true, "jobs_written"},
+		{"job_events without either", jobEvents("9", 42), []string{"job_events_ledger_mv", "jobs_mv"}, true, "jobs_written"},
 		{"gpu_allocations", allocs(), []string{"gpu_allocations_ledger_mv"}, true, "ledger_written"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -234,6 +239,80 @@ func TestLandedWithOtherViews(t *testing.T) {
 			if (n > 0) != tc.landed {
 				t.Errorf("ledger rows for the block: %d; want them only when landed", n)
 			}
+			if d.table != "job_events" {
+				return
+			}
+			var jobs, events uint64
+			if err := conn.QueryRow(ctx, "SELECT (SELECT count() FROM "+db+".jobs FINAL WHERE cluster = 'c' AND job_id = ?), "+
+				"(SELECT sum(rows) FROM "+db+".ingest_ledger WHERE tbl = 'job_events' AND kafka_partition = ? AND kafka_offset = ?)",
+				tc.blk.(*jobEventBlock).rs[0].e.JobID, uint32(p), uint64(off)).Scan(&jobs, &events); err != nil {
+				t.Fatal(err)
+			}
+			if jobs != 1 || events != 1 {
+				t.Errorf("after landed: %d jobs rows, and the ledger counts %d rows of the block; want 1 and 1", jobs, events)
+			}
 		})
+	}
+}
+
+// TestRepairJobsAsTheView holds repairJobs to the jobs view of migration
+// 0007: the same END event, with every field set, written once through
+// jobs_mv (job "x") and once by repairJobs with the view detached (job
+// "y"), gives the same jobs row but for the job id and insert time. Events
+// of both with every column different from its default make a wrong or
+// missing column in jobsSelect show.
+func TestRepairJobsAsTheView(t *testing.T) {
+	in, conn, db := testIngester(t)
+	ctx := context.Background()
+	at := time.Date(2026, 5, 10, 12, 0, 0, 0, time.UTC)
+	blockOf := func(id string, off int64) *jobEventBlock {
+		b := &jobEventBlock{key: monthKey(at.Unix())}
+		e := schemas.JobEvent{Type: schemas.JobEnd, EventMillis: at.Add(time.Hour).UnixMilli() + 7, JobID: id, ArrayJobID: "40",
+			ArrayTaskID: 3, Name: "train", User: "alice", UID: 1001, Group: "ml", Account: "acct", Partition: "gpu", QOS: "high",
+			State: schemas.StateCompleted, ExitCode: 2, Priority: 900, SubmitMillis: at.UnixMilli(), EligibleMillis: at.Add(time.Second).UnixMilli(),
+			StartMillis: at.Add(time.Minute).UnixMilli(), EndMillis: at.Add(time.Hour).UnixMilli(), TimeLimitS: 7200, NodeCount: 2,
+			Nodes: []string{"gpu1", "gpu2"}, CPUs: 32, GPUs: 16, GPUType: "h100", MemReqBytes: 1 << 30, CommandHash: "ab12", WorkDir: "/w"}
+		b.from.note(2, off)
+		b.add("c", schemas.SourceSlurm, &e, 2, uint64(off))
+		return b
+	}
+	if err := blockOf("x", 60).insert(ctx, conn, db); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.Exec(ctx, "DETACH TABLE "+db+".jobs_mv"); err != nil {
+		t.Fatal(err)
+	}
+	y := blockOf("y", 61)
+	err := y.insert(ctx, conn, db)
+	if err2 := conn.Exec(ctx, "ATTACH TABLE "+db+".jobs_mv"); err2 != nil {
+		t.Fatal(err2)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := in.repairJobs(ctx, doubtOf(y)); err != nil {
+		t.Fatal(err)
+	}
+	var cols []string
+	for _, c := range strings.Split(jobsColumns, ",") {
+		if c = strings.TrimSpace(c); c != "job_id" && c != "inserted_at" {
+			cols = append(cols, c)
+		}
+	}
+	list := strings.Join(cols, ", ")
+	var rows, distinct uint64
+	if err := conn.QueryRow(ctx, "SELECT count(), uniqExact(h) FROM (SELECT cityHash64(toString(tuple("+list+"))) AS h FROM "+db+
+		".jobs WHERE job_id IN ('x', 'y'))").Scan(&rows, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 2 || distinct != 1 {
+		t.Errorf("jobs rows of x (view) and y (repairJobs): %d rows, %d distinct; want 2 rows, 1 distinct", rows, distinct)
+	}
+	// Run again, the repair finds nothing missing and writes nothing.
+	if err := in.repairJobs(ctx, doubtOf(y)); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.ToFloat64(in.m.ledgerRepairs.WithLabelValues("job_events", "jobs_written")); n != 1 {
+		t.Errorf("jobs_written = %v after a repair and a check; want 1", n)
 	}
 }

@@ -73,7 +73,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		ledgerRepairs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_ingest_ledger_repairs_total",
-			Help: "Inserts found in their table without ingest_ledger rows after a failure (the server died between the parts, or a view failed), by table and action: ledger_written instead of inserting again, or sent_again when another view of the table may lack them.",
+			Help: "Inserts found in their table without ingest_ledger rows after a failure (the server died between the parts, or a view failed), by table and action: ledger_written instead of inserting again, sent_again when the gpu_samples_1m rollup lacks them, jobs_written when job events reached job_events but not jobs (the jobs rows written as its view would have).",
 		}, []string{"table", "action"}),
 		unfit: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_ingest_values_unknown_total",
