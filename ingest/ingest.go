@@ -555,7 +555,7 @@ func (in *Ingester) deadletter(b *batch, it item) {
 	m := it.dead
 	// The original headers go along (a numbered message's producer says
 	// which collector sent it), followed by where and why it failed.
-	b.dead = append(b.dead, kafka.Message{
+	dl := kafka.Message{
 		Key:   m.Key,
 		Value: m.Value,
 		Headers: append(slices.Clip(m.Headers),
@@ -564,7 +564,59 @@ func (in *Ingester) deadletter(b *batch, it item) {
 			kafka.Header{Key: schemas.HeaderDeadletterPartition, Value: []byte(strconv.Itoa(m.Partition))},
 			kafka.Header{Key: schemas.HeaderDeadletterOffset, Value: []byte(strconv.FormatInt(m.Offset, 10))},
 		),
-	})
+	}
+	if fitDeadLetter(&dl, deadLetterMaxBytes) {
+		in.m.deadCut.Inc()
+	}
+	b.dead = append(b.dead, dl)
+}
+
+// deadLetterMaxBytes bounds a dead letter's key, value and headers. A
+// message over kafka-go's BatchBytes (1 MiB by default) or the broker's
+// max.message.bytes (1,048,588 by default) is refused for good, and a dead
+// letter is its original message with more headers, so one near the limit
+// would never be written and would hold up every partition of the replica.
+const deadLetterMaxBytes = 1_000_000
+
+// deadLetterMinBytes is as far as flush cuts dead letters for a topic that
+// refuses deadLetterMaxBytes.
+const deadLetterMinBytes = 4096
+
+// fitDeadLetter cuts m's value so that m takes at most limit bytes, and
+// says in HeaderDeadletterTruncated how long the value was. It reports
+// whether it cut a message it had not cut before (which keeps the length
+// its first cut recorded).
+func fitDeadLetter(m *kafka.Message, limit int) bool {
+	const overhead = 64 // the record's own fields, and a header's lengths
+	size := overhead + len(m.Key) + len(m.Value)
+	cutBefore := false
+	for _, h := range m.Headers {
+		size += overhead/4 + len(h.Key) + len(h.Value)
+		cutBefore = cutBefore || h.Key == schemas.HeaderDeadletterTruncated
+	}
+	if size <= limit {
+		return false
+	}
+	orig := strconv.Itoa(len(m.Value))
+	if !cutBefore {
+		size += overhead/4 + len(schemas.HeaderDeadletterTruncated) + len(orig)
+	}
+	keep := max(len(m.Value)-(size-limit), 0)
+	m.Value = m.Value[:keep:keep]
+	if !cutBefore {
+		m.Headers = append(slices.Clip(m.Headers), kafka.Header{Key: schemas.HeaderDeadletterTruncated, Value: []byte(orig)})
+	}
+	return !cutBefore
+}
+
+// tooLarge reports whether err says a message was too large for the
+// writer or the broker.
+func tooLarge(err error) bool {
+	var we kafka.WriteErrors
+	if errors.As(err, &we) {
+		return slices.ContainsFunc(we, tooLarge)
+	}
+	return errors.Is(err, kafka.MessageSizeTooLarge)
 }
 
 // flush writes dead letters, then the blocks' intents, then every block, then
@@ -574,11 +626,23 @@ func (in *Ingester) deadletter(b *batch, it item) {
 func (in *Ingester) flush(ctx context.Context, gen *kafka.Generation, b *batch) bool {
 	if len(b.dead) > 0 {
 		backoff := newBackoff(100*time.Millisecond, in.cfg.RetryMax)
+		limit := deadLetterMaxBytes
 		for {
 			err := in.dead.WriteMessages(ctx, b.dead...)
 			if err == nil {
 				in.deadHealth.OK()
 				break
+			}
+			if tooLarge(err) && limit > deadLetterMinBytes {
+				// The dead-letter topic takes less (its max.message.bytes).
+				limit = max(limit/4, deadLetterMinBytes)
+				for i := range b.dead {
+					if fitDeadLetter(&b.dead[i], limit) {
+						in.m.deadCut.Inc()
+					}
+				}
+				in.warnf("deadletter-cut", "the dead-letter topic refused a message as too large; cutting dead letters' values", "limit_bytes", limit, "err", err)
+				continue
 			}
 			in.deadHealth.Report(fmt.Errorf("writing dead letters: %w", err))
 			in.m.errors.WithLabelValues("deadletter").Inc()

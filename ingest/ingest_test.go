@@ -1,6 +1,7 @@
 package ingest_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -194,12 +195,18 @@ func TestDeadletterDoesNotBlockPartition(t *testing.T) {
 	if err := ingest.EnsureTopics(context.Background(), []string{broker}, 1, schemas.DataTopics()...); err != nil {
 		t.Fatal(err)
 	}
-	w := &kafka.Writer{Addr: kafka.TCP(broker), Topic: schemas.TopicGPUSamples, RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond}
+	w := &kafka.Writer{Addr: kafka.TCP(broker), Topic: schemas.TopicGPUSamples, RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond, BatchBytes: 4 << 20}
 	defer w.Close()
+	// The third is as large as the broker takes (max.message.bytes
+	// 1,048,588): with the dead-letter headers it would not be.
+	big := bytes.Repeat([]byte{'x'}, 1_048_400)
 	bad := []kafka.Message{{Key: []byte("h"), Value: []byte("not a heliostat message")}, {Key: []byte("h"), Value: []byte{'H', 'S', 'G', 9},
-		Headers: []kafka.Header{{Key: schemas.HeaderProducer, Value: []byte("p1")}, {Key: schemas.HeaderSequence, Value: []byte("1")}}}}
-	if err := w.WriteMessages(context.Background(), bad...); err != nil {
-		t.Fatal(err)
+		Headers: []kafka.Header{{Key: schemas.HeaderProducer, Value: []byte("p1")}, {Key: schemas.HeaderSequence, Value: []byte("1")}}},
+		{Key: []byte("h"), Value: big}}
+	for _, m := range bad { // one by one: together they are more than a request takes
+		if err := w.WriteMessages(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
 	}
 	want := produceSamples(t, broker, 20, 2, 8, 3, time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
 
@@ -209,7 +216,7 @@ func TestDeadletterDoesNotBlockPartition(t *testing.T) {
 	done := startIngest(t, ctx, broker, ch, reg)
 	waitCount(t, conn, ch.Database+".gpu_samples", uint64(want), 60*time.Second)
 
-	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{broker}, Topic: schemas.TopicDeadletter, Partition: 0, MaxWait: 100 * time.Millisecond})
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{broker}, Topic: schemas.TopicDeadletter, Partition: 0, MaxWait: 100 * time.Millisecond, MaxBytes: 4 << 20})
 	defer r.Close()
 	for i, b := range bad {
 		rctx, rcancel := context.WithTimeout(ctx, 20*time.Second)
@@ -218,12 +225,17 @@ func TestDeadletterDoesNotBlockPartition(t *testing.T) {
 		if err != nil {
 			t.Fatalf("read dead letter %d: %v", i, err)
 		}
-		if string(m.Value) != string(b.Value) {
-			t.Errorf("dead letter %d value = %q; want %q", i, m.Value, b.Value)
-		}
 		h := map[string]string{}
 		for _, x := range m.Headers {
 			h[x.Key] = string(x.Value)
+		}
+		if i == 2 {
+			if len(m.Value) == 0 || len(m.Value) >= len(big) || !bytes.HasPrefix(big, m.Value) || h[schemas.HeaderDeadletterTruncated] != fmt.Sprint(len(big)) {
+				t.Errorf("large dead letter: value of %d bytes, %s header %q; want the start of the %d-byte value, and its length",
+					len(m.Value), schemas.HeaderDeadletterTruncated, h[schemas.HeaderDeadletterTruncated], len(big))
+			}
+		} else if string(m.Value) != string(b.Value) || h[schemas.HeaderDeadletterTruncated] != "" {
+			t.Errorf("dead letter %d value = %q, truncated header %q; want %q, none", i, m.Value, h[schemas.HeaderDeadletterTruncated], b.Value)
 		}
 		if h[schemas.HeaderDeadletterOffset] != fmt.Sprint(i) || h[schemas.HeaderDeadletterReason] == "" || h[schemas.HeaderDeadletterTopic] != schemas.TopicGPUSamples {
 			t.Errorf("dead letter %d headers = %v; want source offset %d, a reason and the source topic", i, h, i)
@@ -240,14 +252,18 @@ func TestDeadletterDoesNotBlockPartition(t *testing.T) {
 	<-done
 	mfs, _ := reg.Gather()
 	kinds := map[string]float64{}
+	cut := 0.0
 	for _, mf := range mfs {
-		if mf.GetName() == "heliostat_ingest_errors_total" {
+		switch mf.GetName() {
+		case "heliostat_ingest_errors_total":
 			for _, m := range mf.GetMetric() {
 				kinds[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
 			}
+		case "heliostat_ingest_deadletters_truncated_total":
+			cut = mf.GetMetric()[0].GetCounter().GetValue()
 		}
 	}
-	if kinds["decode_bad_magic"] != 1 || kinds["decode_unsupported_version"] != 1 {
-		t.Errorf("decode errors by kind = %v; want one bad_magic and one unsupported_version", kinds)
+	if kinds["decode_bad_magic"] != 2 || kinds["decode_unsupported_version"] != 1 || cut != 1 {
+		t.Errorf("decode errors by kind = %v, dead letters cut %v; want two bad_magic, one unsupported_version, one cut", kinds, cut)
 	}
 }

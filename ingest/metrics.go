@@ -24,6 +24,7 @@ type metrics struct {
 	seqForgotten  prometheus.Counter
 	ledgerRepairs *prometheus.CounterVec // table, action
 	unfit         *prometheus.CounterVec // column
+	deadCut       prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -75,13 +76,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "heliostat_ingest_ledger_repairs_total",
 			Help: "Inserts found in their table without ingest_ledger rows after a failure (the server died between the parts, or a view failed), by table and action: ledger_written instead of inserting again, sent_again when the gpu_samples_1m rollup lacks them, jobs_written when job events reached job_events but not jobs (the jobs rows written as its view would have).",
 		}, []string{"table", "action"}),
+		deadCut: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "heliostat_ingest_deadletters_truncated_total",
+			Help: "Dead letters whose value was cut to fit the size the writer and the broker accept (header heliostat-deadletter-truncated holds the original length).",
+		}),
 		unfit: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_ingest_values_unknown_total",
 			Help: "Known values too large for their column, stored as unknown (NULL, or -1 for gpu_index), by column: exit_code and gpu_index beyond Int32, time_limit_s, node_count, cpus and gpus beyond UInt32. A producer sending them is at fault.",
 		}, []string{"column"}),
 	}
 	if err := metricsreg.Register(reg, m.rows, m.messages, m.errors, m.batchSeconds, m.lag, m.flushRows, m.assigned, m.clickhouseUp, m.retentionDrop, m.seqGaps,
-		m.seqMarks, m.seqForgotten, m.ledgerRepairs, m.unfit); err != nil {
+		m.seqMarks, m.seqForgotten, m.ledgerRepairs, m.unfit, m.deadCut); err != nil {
 		return nil, fmt.Errorf("ingest: register metrics: %w", err)
 	}
 	return m, nil

@@ -19,6 +19,9 @@ const (
 	HeaderDeadletterTopic     = "heliostat-source-topic"
 	HeaderDeadletterPartition = "heliostat-source-partition"
 	HeaderDeadletterOffset    = "heliostat-source-offset"
+	// HeaderDeadletterTruncated, on a dead letter whose value was cut to
+	// fit the size Kafka accepts, holds the original value's length.
+	HeaderDeadletterTruncated = "heliostat-deadletter-truncated"
 )
 
 // DataTopics returns the topics ingest consumes, plus the dead-letter topic:
