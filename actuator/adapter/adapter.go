@@ -42,11 +42,17 @@ type Snapshot struct {
 
 // Job is a pending job.
 type Job struct {
-	ID        string
-	Name      string
-	User      string
+	ID   string
+	Name string
+	User string
+	// Partition is the partition the job was submitted to; a job
+	// submitted to several has them comma-separated, as Slurm reports them
+	// ("gpu,other"). Partitions splits it.
 	Partition string
-	GPUs      int
+	// GPUs are the GPUs the job asks for in all, on all its nodes.
+	GPUs int
+	// NodeCount is the number of nodes the job asks for; 0 when unknown.
+	NodeCount int
 	Submit    time.Time
 	// TimeLimit is the job's limit; 0 when it has none.
 	TimeLimit time.Duration
@@ -60,6 +66,15 @@ type Job struct {
 	// picked for it by the scheduler. They count as about to receive a job.
 	Nodes []string
 }
+
+// Partitions returns the partitions j was submitted to: Partition split on
+// commas, spaces trimmed, empty names left out.
+func (j *Job) Partitions() []string { return SplitPartitions(j.Partition) }
+
+// SplitPartitions splits a comma-separated list of partitions, as Slurm
+// reports a job submitted to several, trimming spaces and leaving out empty
+// names.
+func SplitPartitions(s string) []string { return splitList(s) }
 
 // Power is a node's power state.
 type Power uint8

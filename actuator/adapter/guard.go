@@ -28,8 +28,9 @@ type Action struct {
 	Kind Kind
 	// Target is the job id (SetPriority) or the node name.
 	Target string
-	// Partition is the job's partition (SetPriority); power actions look
-	// up the node's partitions themselves.
+	// Partition is the job's partition, or its comma-separated partitions
+	// (SetPriority); power actions look up the node's partitions
+	// themselves.
 	Partition string
 	// Priority is the new priority (SetPriority).
 	Priority int64
@@ -47,7 +48,7 @@ type Outcome string
 const (
 	Applied Outcome = "applied" // the scheduler accepted it
 	Skipped Outcome = "skipped" // not sent: dry run, not allowlisted, rate limit, node busy; or sent and moot: the job left the queue
-	Failed  Outcome = "failed"  // sent, and the scheduler refused or the command failed
+	Failed  Outcome = "failed"  // sent, and the scheduler refused or the command failed; or the node could not be read again before a power action
 )
 
 // Result is an action's outcome; Err says why it was skipped or failed.
@@ -193,9 +194,22 @@ func (g *Guard) Scheduler() Scheduler { return g.s }
 func (g *Guard) Snapshot(ctx context.Context) (Snapshot, error) { return g.s.Snapshot(ctx) }
 
 // PartitionAllowed reports whether jobs and nodes of partition p may be
-// touched.
+// touched. p may be a comma-separated list, as Slurm reports a job
+// submitted to several partitions: then every one must be allowed.
 func (g *Guard) PartitionAllowed(p string) bool {
-	return slices.Contains(g.cfg.Partitions, "*") || slices.Contains(g.cfg.Partitions, p)
+	if slices.Contains(g.cfg.Partitions, "*") {
+		return true
+	}
+	parts := SplitPartitions(p)
+	if len(parts) == 0 {
+		return false
+	}
+	for _, q := range parts {
+		if !slices.Contains(g.cfg.Partitions, q) {
+			return false
+		}
+	}
+	return true
 }
 
 // NodeAllowed reports whether n may be powered down or up: its name matches
@@ -225,10 +239,13 @@ func (g *Guard) NodeAllowed(n Node) bool {
 
 // Do checks and, unless this is a dry run, applies a. In order: the target
 // must be allowlisted; for power actions the node is read again (a fresh
-// Snapshot) and a power-down is refused on a node that is busy, unusable,
-// not on, or bound for a pending job; the rate limit must have room (a
-// power-up is counted but always has room); then a
-// dry run stops (Skipped, "dry run") and otherwise the scheduler is called.
+// Snapshot; a failed read fails the action, dry run or not) and a
+// power-down is refused on a node that is busy, unusable, not on, or bound
+// for a pending job; the rate limit must have room (a power-up is counted
+// but always has room); then a dry run stops (Skipped, "dry run", the unit
+// of the rate limit spent as apply would spend it) and otherwise the
+// scheduler is called. When the scheduler then fails or refuses the
+// action, no transition happened and the unit is given back.
 func (g *Guard) Do(ctx context.Context, a Action) Result {
 	switch a.Kind {
 	case SetPriority:
@@ -236,19 +253,26 @@ func (g *Guard) Do(ctx context.Context, a Action) Result {
 			return Result{Skipped, fmt.Errorf("%w: partition %q of job %s", ErrNotAllowed, a.Partition, a.Target)}
 		}
 	case PowerDown, PowerUp:
-		if err := g.checkNode(ctx, a); err != nil {
+		snap, err := g.s.Snapshot(ctx)
+		if err != nil {
+			// Not a refusal: the Guard could not look, and the action
+			// (maybe a needed power-up) was not made. Failed, so that
+			// the loop tries again next pass and readiness says so.
+			return Result{Failed, fmt.Errorf("adapter: read node %s before %s: %w", a.Target, a.Kind, err)}
+		}
+		if err := g.checkNode(snap, a); err != nil {
 			return Result{Skipped, err}
 		}
 	default:
 		return Result{Skipped, fmt.Errorf("adapter: unknown action kind %q", a.Kind)}
 	}
-	if err := g.take(a); err != nil {
+	at, err := g.take(a)
+	if err != nil {
 		return Result{Skipped, err}
 	}
 	if !g.cfg.Apply {
 		return Result{Skipped, ErrDryRun}
 	}
-	var err error
 	switch a.Kind {
 	case SetPriority:
 		err = g.s.SetPriority(ctx, a.Target, a.Priority)
@@ -257,10 +281,11 @@ func (g *Guard) Do(ctx context.Context, a Action) Result {
 	case PowerUp:
 		err = g.s.PowerUp(ctx, a.Target)
 	}
-	switch {
-	case err == nil:
+	if err == nil {
 		return Result{Applied, nil}
-	case errors.Is(err, ErrNodeBusy), errors.Is(err, ErrUnusable), errors.Is(err, ErrUnknownJob):
+	}
+	g.giveBack(a, at)
+	if errors.Is(err, ErrNodeBusy) || errors.Is(err, ErrUnusable) || errors.Is(err, ErrUnknownJob) {
 		// The scheduler moved on since the pass read it: the node took a
 		// job, or the job started or ended. Not a failure of either side.
 		return Result{Skipped, err}
@@ -271,12 +296,9 @@ func (g *Guard) Do(ctx context.Context, a Action) Result {
 // ErrDryRun is the reason of every action a dry run skips.
 var ErrDryRun = errors.New("adapter: dry run (--actuator.apply is not set)")
 
-// checkNode reads the node afresh and refuses what must not be done to it.
-func (g *Guard) checkNode(ctx context.Context, a Action) error {
-	snap, err := g.s.Snapshot(ctx)
-	if err != nil {
-		return fmt.Errorf("adapter: read node %s before %s: %w", a.Target, a.Kind, err)
-	}
+// checkNode refuses what must not be done to a's node as snap, read
+// afresh, shows it.
+func (g *Guard) checkNode(snap Snapshot, a Action) error {
 	i := slices.IndexFunc(snap.Nodes, func(n Node) bool { return n.Name == a.Target })
 	if i < 0 {
 		return fmt.Errorf("%w: %s", ErrUnknownNode, a.Target)
@@ -305,23 +327,38 @@ func (g *Guard) checkNode(ctx context.Context, a Action) error {
 	return nil
 }
 
-// take spends one unit of a's kind's rate limit at a.At (zero: now). A
-// power-up is counted but never refused (see GuardConfig.MaxPowerPerHour).
-func (g *Guard) take(a Action) error {
+// take spends one unit of a's kind's rate limit at a.At (zero: now), and
+// returns the time it was spent at, for giveBack. A power-up is counted but
+// never refused (see GuardConfig.MaxPowerPerHour).
+func (g *Guard) take(a Action) (time.Time, error) {
 	at := a.At
 	if at.IsZero() {
 		at = g.now()
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	w, what := &g.priority, "priority changes per minute"
-	if a.Kind != SetPriority {
-		w, what = &g.power, "power transitions per hour"
-	}
+	w, what := g.window(a.Kind)
 	if !w.take(at, a.Kind == PowerUp) {
-		return fmt.Errorf("%w: %d %s", ErrRateLimited, w.max, what)
+		return at, fmt.Errorf("%w: %d %s", ErrRateLimited, w.max, what)
 	}
-	return nil
+	return at, nil
+}
+
+// giveBack returns the unit take spent at at for a, which made no
+// transition.
+func (g *Guard) giveBack(a Action, at time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	w, _ := g.window(a.Kind)
+	w.giveBack(at)
+}
+
+// window returns the rate limit of kind k and what it counts; g.mu is held.
+func (g *Guard) window(k Kind) (*window, string) {
+	if k == SetPriority {
+		return &g.priority, "priority changes per minute"
+	}
+	return &g.power, "power transitions per hour"
 }
 
 // window is a sliding-window rate limit: at most max events in any span.
@@ -344,4 +381,14 @@ func (w *window) take(now time.Time, force bool) bool {
 	}
 	w.times = append(w.times, now)
 	return true
+}
+
+// giveBack forgets one event recorded at at, if the window still holds one.
+func (w *window) giveBack(at time.Time) {
+	for i := len(w.times) - 1; i >= 0; i-- {
+		if w.times[i].Equal(at) {
+			w.times = slices.Delete(w.times, i, i+1)
+			return
+		}
+	}
 }

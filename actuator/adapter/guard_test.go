@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -100,6 +101,12 @@ func TestGuard(t *testing.T) {
 		{"a job gone since it was read is skipped", adapter.GuardConfig{Apply: true, Partitions: []string{"vc1"}},
 			adapter.Action{Kind: adapter.SetPriority, Target: "zz", Partition: "vc1", Priority: 5}, adapter.Skipped, adapter.ErrUnknownJob, nil},
 		{"unknown kind", all, adapter.Action{Kind: "reboot", Target: "sim-node-003"}, adapter.Skipped, nil, nil},
+		{"a job on several partitions needs every one allowed", adapter.GuardConfig{Apply: true, Partitions: []string{"vc1"}},
+			adapter.Action{Kind: adapter.SetPriority, Target: "q", Partition: "vc1,vc2", Priority: 5}, adapter.Skipped, adapter.ErrNotAllowed, nil},
+		{"a job on several allowed partitions", adapter.GuardConfig{Apply: true, Partitions: []string{"vc1", "vc2"}},
+			adapter.Action{Kind: adapter.SetPriority, Target: "q", Partition: "vc2, vc1", Priority: 5}, adapter.Applied, nil, nil},
+		{"a job on no partition needs *", adapter.GuardConfig{Apply: true, Partitions: []string{"vc1"}},
+			adapter.Action{Kind: adapter.SetPriority, Target: "q", Partition: ",", Priority: 5}, adapter.Skipped, adapter.ErrNotAllowed, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, sched := newCluster(t)
@@ -195,6 +202,133 @@ func TestGuardRateLimitSchedulerClock(t *testing.T) {
 		if r.Outcome != tc.want || tc.want == adapter.Skipped && !errors.Is(r.Err, adapter.ErrRateLimited) {
 			t.Errorf("%s %s at %v: %v %v; want %v", tc.a.Kind, tc.a.Target, tc.a.At, r.Outcome, r.Err, tc.want)
 		}
+	}
+}
+
+// faulty is the simulated cluster's scheduler with failures switched on:
+// reading it, or the next action (then switched off again).
+type faulty struct {
+	*simadapter.Scheduler
+	readErr, actErr error
+	calls           int // actions that reached the scheduler
+}
+
+func (f *faulty) Snapshot(ctx context.Context) (adapter.Snapshot, error) {
+	if f.readErr != nil {
+		return adapter.Snapshot{}, f.readErr
+	}
+	return f.Scheduler.Snapshot(ctx)
+}
+
+func (f *faulty) act() error {
+	f.calls++
+	err := f.actErr
+	f.actErr = nil
+	return err
+}
+
+func (f *faulty) SetPriority(ctx context.Context, id string, p int64) error {
+	if err := f.act(); err != nil {
+		return err
+	}
+	return f.Scheduler.SetPriority(ctx, id, p)
+}
+
+func (f *faulty) PowerDown(ctx context.Context, n string) error {
+	if err := f.act(); err != nil {
+		return err
+	}
+	return f.Scheduler.PowerDown(ctx, n)
+}
+
+func (f *faulty) PowerUp(ctx context.Context, n string) error {
+	if err := f.act(); err != nil {
+		return err
+	}
+	return f.Scheduler.PowerUp(ctx, n)
+}
+
+// TestGuardFailures: a node that cannot be read again fails the power
+// action (it is not a refusal the loop may set aside); an action the
+// scheduler fails or refuses gives its unit of the rate limit back, so the
+// same action, tried again, is not rate limited; a dry run spends it.
+func TestGuardFailures(t *testing.T) {
+	errRead := errors.New("squeue: exit status 1: Unable to contact slurm controller")
+	errAct := errors.New("scontrol: signal: killed")
+	type step struct {
+		a               adapter.Action
+		readErr, actErr error
+		want            adapter.Outcome
+		wantErr         error
+		wantCalls       int // actions that reached the scheduler so far
+	}
+	down := adapter.Action{Kind: adapter.PowerDown, Target: "sim-node-003"}
+	up := adapter.Action{Kind: adapter.PowerUp, Target: "sim-node-003"}
+	prio := adapter.Action{Kind: adapter.SetPriority, Target: "q", Partition: "vc1", Priority: 5}
+	capped := adapter.GuardConfig{Apply: true, Partitions: []string{"*"}, Nodes: []string{"*"}, MaxPowerPerHour: 1, MaxPriorityPerMinute: 1}
+	dry := capped
+	dry.Apply = false
+	for _, tc := range []struct {
+		name  string
+		cfg   adapter.GuardConfig
+		steps []step
+	}{
+		{"failed re-read fails a power-up", capped, []step{
+			{a: up, readErr: errRead, want: adapter.Failed, wantErr: errRead},
+		}},
+		{"failed re-read fails a power-down and spends nothing", capped, []step{
+			{a: down, readErr: errRead, want: adapter.Failed, wantErr: errRead},
+			{a: down, want: adapter.Applied, wantCalls: 1},
+		}},
+		{"failed re-read fails in a dry run too", dry, []step{
+			{a: down, readErr: errRead, want: adapter.Failed, wantErr: errRead},
+		}},
+		{"failed power-down gives its unit back", capped, []step{
+			{a: down, actErr: errAct, want: adapter.Failed, wantErr: errAct, wantCalls: 1},
+			{a: down, want: adapter.Applied, wantCalls: 2},
+		}},
+		{"power-down refused as busy gives its unit back", capped, []step{
+			{a: down, actErr: adapter.ErrNodeBusy, want: adapter.Skipped, wantErr: adapter.ErrNodeBusy, wantCalls: 1},
+			{a: down, want: adapter.Applied, wantCalls: 2},
+		}},
+		{"power-down refused as unusable gives its unit back", capped, []step{
+			{a: down, actErr: fmt.Errorf("slurm: %w", adapter.ErrUnusable), want: adapter.Skipped, wantErr: adapter.ErrUnusable, wantCalls: 1},
+			{a: down, want: adapter.Applied, wantCalls: 2},
+		}},
+		{"failed priority change gives its unit back", capped, []step{
+			{a: prio, actErr: errAct, want: adapter.Failed, wantErr: errAct, wantCalls: 1},
+			{a: prio, want: adapter.Applied, wantCalls: 2},
+			{a: prio, want: adapter.Skipped, wantErr: adapter.ErrRateLimited, wantCalls: 2},
+		}},
+		{"priority change of a job gone gives its unit back", capped, []step{
+			{a: prio, actErr: adapter.ErrUnknownJob, want: adapter.Skipped, wantErr: adapter.ErrUnknownJob, wantCalls: 1},
+			{a: prio, want: adapter.Applied, wantCalls: 2},
+		}},
+		{"dry run spends its unit", dry, []step{
+			{a: down, want: adapter.Skipped, wantErr: adapter.ErrDryRun},
+			{a: down, want: adapter.Skipped, wantErr: adapter.ErrRateLimited},
+			{a: prio, want: adapter.Skipped, wantErr: adapter.ErrDryRun},
+			{a: prio, want: adapter.Skipped, wantErr: adapter.ErrRateLimited},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, sched := newCluster(t)
+			f := &faulty{Scheduler: sched}
+			g, err := adapter.NewGuard(tc.cfg, f, func() time.Time { return t0 })
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, st := range tc.steps {
+				f.readErr, f.actErr = st.readErr, st.actErr
+				r := g.Do(context.Background(), st.a)
+				if r.Outcome != st.want || st.wantErr != nil && !errors.Is(r.Err, st.wantErr) || st.wantErr == nil && r.Err != nil {
+					t.Fatalf("step %d: Do(%+v) = %v, %v; want %v, %v", i, st.a, r.Outcome, r.Err, st.want, st.wantErr)
+				}
+				if f.calls != st.wantCalls {
+					t.Fatalf("step %d: %d actions reached the scheduler; want %d", i, f.calls, st.wantCalls)
+				}
+			}
+		})
 	}
 }
 

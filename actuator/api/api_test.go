@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -462,4 +463,69 @@ func FuzzParseQuery(f *testing.F) {
 			t.Errorf("parseQuery(%q) cursor without an action id: %v", raw, q.Before)
 		}
 	})
+}
+
+// TestPassBody: POST /v1/passes takes no body, of a known length or not
+// (chunked), and runs no pass when given one.
+func TestPassBody(t *testing.T) {
+	f := newFixture(t, true)
+	for _, tc := range []struct {
+		name    string
+		body    string
+		chunked bool
+		want    int
+	}{
+		{"no body", "", false, http.StatusOK},
+		{"body", "x", false, http.StatusBadRequest},
+		{"chunked body", "x", true, http.StatusBadRequest},
+		{"chunked, empty", "", true, http.StatusBadRequest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := f.passes
+			r := httptest.NewRequest("POST", "/v1/passes", strings.NewReader(tc.body))
+			r.Header.Set("Authorization", "Bearer "+token)
+			if tc.chunked {
+				r.ContentLength, r.TransferEncoding = -1, []string{"chunked"}
+			}
+			w := httptest.NewRecorder()
+			f.srv.ServeHTTP(w, r)
+			if w.Code != tc.want {
+				t.Errorf("POST /v1/passes with body %q (chunked %v) = %d %s; want %d", tc.body, tc.chunked, w.Code, w.Body, tc.want)
+			}
+			if ran := f.passes - before; ran != 0 && tc.want != http.StatusOK {
+				t.Errorf("POST /v1/passes with body %q ran %d passes; want none", tc.body, ran)
+			}
+		})
+	}
+}
+
+// TestQueueSeveralPartitions: GET /v1/queue?partition= lists a job
+// submitted to several partitions under each.
+func TestQueueSeveralPartitions(t *testing.T) {
+	f := newFixture(t, true)
+	queue := []loop.QueueEntry{{Rank: 1, JobID: "1", Partition: "batch"}, {Rank: 2, JobID: "2", Partition: "batch,debug"}, {Rank: 3, JobID: "3", Partition: "debug"}}
+	v := loop.NewView(t0, "slurm", false, qssf.Config{AgingRate: 1}, queue, nil)
+	f.srv.d.View = func() *loop.View { return v }
+	for _, tc := range []struct {
+		partition string
+		want      []string
+	}{
+		{"batch", []string{"1", "2"}},
+		{"debug", []string{"2", "3"}},
+		{"batch,debug", []string{"2"}},
+		{"other", []string{}},
+	} {
+		w := f.do("GET", "/v1/queue?partition="+url.QueryEscape(tc.partition), "")
+		var resp QueueResponse
+		if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil || w.Code != http.StatusOK {
+			t.Fatalf("GET /v1/queue?partition=%s = %d %s", tc.partition, w.Code, w.Body)
+		}
+		got := []string{}
+		for _, e := range resp.Jobs {
+			got = append(got, e.JobID)
+		}
+		if !slices.Equal(got, tc.want) || resp.Total != len(tc.want) {
+			t.Errorf("GET /v1/queue?partition=%s = %v (total %d); want %v", tc.partition, got, resp.Total, tc.want)
+		}
+	}
 }

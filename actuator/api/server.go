@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +33,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/heliostat-dev/heliostat/actuator/adapter"
 	"github.com/heliostat-dev/heliostat/actuator/audit"
 	"github.com/heliostat-dev/heliostat/actuator/loop"
 	"github.com/heliostat-dev/heliostat/actuator/qssf"
@@ -402,8 +404,8 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
 		}
 		resp.At, resp.Adapter, resp.Apply = v.At, v.Adapter, v.Apply
 		for _, e := range v.Queue {
-			if q.Partition != "" && e.Partition != q.Partition {
-				continue
+			if q.Partition != "" && e.Partition != q.Partition && !slices.Contains(adapter.SplitPartitions(e.Partition), q.Partition) {
+				continue // a job submitted to several partitions is in each
 			}
 			resp.Total++
 			if len(resp.Jobs) < q.Limit {
@@ -499,7 +501,8 @@ type PassResponse struct {
 }
 
 func (s *Server) pass(w http.ResponseWriter, r *http.Request) {
-	if r.ContentLength > 0 {
+	// -1 is a body of unknown length (chunked): a body all the same.
+	if r.ContentLength != 0 {
 		writeError(w, http.StatusBadRequest, "body", "takes no body")
 		return
 	}

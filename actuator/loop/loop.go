@@ -9,7 +9,9 @@
 //     to a scheduler priority (Priority), setting those that differ for jobs
 //     of allowlisted partitions;
 //  4. for each partition, from its nodes, its demand (busy nodes plus the
-//     nodes its pending jobs need) and a forecast, makes a CES power plan
+//     nodes its pending jobs need: a job submitted to several partitions
+//     counts in each, a job asking for several nodes gets whole nodes) and
+//     a forecast, makes a CES power plan
 //     (actuator/ces) and powers nodes down and up accordingly. The
 //     forecast is predictor/demand's (a causal model of the demand the
 //     loop has recorded, with an upper bound calibrated on its own past
@@ -21,19 +23,21 @@
 //     forecasts from the jobs the pipeline already holds;
 //  5. writes every action to the audit table (actuator/audit) before any of
 //     them is sent, sends them through the Guard (dry run, allowlists, rate
-//     limits, a fresh look at the node), and writes their outcomes.
+//     limits, a fresh look at the node), and writes their outcomes. A pass
+//     cancelled once its plan is recorded finishes the action in flight and
+//     records the outcomes (ActTimeout), and starts no other.
 //
 // The latest pass's ranked queue and plans are kept as a View for the
 // advisory API.
 package loop
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"sort"
 	"sync"
 	"time"
@@ -172,9 +176,28 @@ func (l *Loop) Ready() error { return l.health.Err() }
 // Config returns the loop's settings, defaults filled in.
 func (l *Loop) Config() Config { return l.cfg }
 
+// Timeouts of the work a pass finishes past its caller's cancellation.
+const (
+	// ActTimeout bounds sending, once a pass has recorded its plan, the
+	// actions already started, and recording their outcomes: they run on a
+	// context detached from the caller's, so that a cancellation (SIGTERM,
+	// an API client gone) neither kills a command Slurm may have applied
+	// nor leaves the audit rows planned.
+	ActTimeout = 2 * time.Minute
+	// StopSettleTimeout bounds Run's last try, as it stops, at recording
+	// the outcomes an earlier pass could not.
+	StopSettleTimeout = 10 * time.Second
+)
+
+// errPassCancelled is the reason of the actions a cancelled pass did not
+// start.
+var errPassCancelled = errors.New("loop: pass cancelled (or ActTimeout spent) before the action was sent; the next pass retries it")
+
 // Run makes a pass every Interval until ctx ends. A failed pass is logged
-// and counted; the next one tries again.
+// and counted; the next one tries again. As it stops, it tries once more to
+// record the outcomes a pass could not (StopSettleTimeout).
 func (l *Loop) Run(ctx context.Context) error {
+	defer l.settleOwedAtStop(ctx)
 	gc := l.g.Config()
 	l.logger.Info("actuator loop", "adapter", l.g.Scheduler().Name(), "apply", gc.Apply, "partitions", gc.Partitions, "nodes", gc.Nodes, "settings", l.cfg.describe())
 	if len(gc.Partitions) == 0 {
@@ -356,7 +379,6 @@ func partitionNodes(snap adapter.Snapshot) (pools map[string][]adapter.Node, exc
 // ones.
 func (l *Loop) plan(now time.Time, snap adapter.Snapshot, pools map[string][]adapter.Node, excluded []string) ([]PoolPlan, []planned) {
 	bound := map[string]bool{}
-	pendingGPUs := map[string]int{}
 	for _, j := range snap.Jobs {
 		if j.Held {
 			continue
@@ -364,8 +386,8 @@ func (l *Loop) plan(now time.Time, snap adapter.Snapshot, pools map[string][]ada
 		for _, n := range j.Nodes {
 			bound[n] = true
 		}
-		pendingGPUs[j.Partition] += max(j.GPUs, 1)
 	}
+	pending := pendingByPool(snap.Jobs)
 	names := make([]string, 0, len(pools))
 	for p := range pools {
 		names = append(names, p)
@@ -404,10 +426,7 @@ func (l *Loop) plan(now time.Time, snap adapter.Snapshot, pools map[string][]ada
 			gpn = max(gpn, n.GPUs)
 			in.Nodes = append(in.Nodes, cn)
 		}
-		need := 0.0
-		if g := pendingGPUs[part]; g > 0 {
-			need = math.Ceil(float64(g) / float64(max(gpn, 1)))
-		}
+		need := float64(nodesNeeded(pending[part], gpn))
 		in.Demand = min(float64(busy)+need, float64(len(in.Nodes)))
 		var kind string
 		in.Forecast, kind = l.forecast(ps, now, in.Demand)
@@ -444,6 +463,44 @@ func (l *Loop) plan(now time.Time, snap adapter.Snapshot, pools map[string][]ada
 	return out, todo
 }
 
+// pendingByPool groups the pending jobs that count as demand (all but the
+// held ones) by the partitions they were submitted to. A job submitted to
+// several ("gpu,other") is in each: whichever starts it, each keeps room
+// for it.
+func pendingByPool(jobs []adapter.Job) map[string][]adapter.Job {
+	out := map[string][]adapter.Job{}
+	for _, j := range jobs {
+		if j.Held {
+			continue
+		}
+		for _, p := range j.Partitions() {
+			out[p] = append(out[p], j)
+		}
+	}
+	return out
+}
+
+// nodesNeeded returns the nodes of gpn GPUs each (below 1 counts as 1) that
+// jobs need: the jobs that ask for one node or do not say share nodes,
+// ⌈Σ GPUs ÷ gpn⌉, a job without GPUs counting one; a job that asks for
+// several nodes gets whole nodes of its own, as many as it asks for and at
+// least ⌈GPUs ÷ gpn⌉, as the simulator places them.
+func nodesNeeded(jobs []adapter.Job, gpn int) int {
+	gpn = max(gpn, 1)
+	shared, whole := 0, 0
+	for _, j := range jobs {
+		if j.NodeCount > 1 {
+			whole += max(j.NodeCount, ceilDiv(j.GPUs, gpn))
+			continue
+		}
+		shared += max(j.GPUs, 1)
+	}
+	return ceilDiv(shared, gpn) + whole
+}
+
+// ceilDiv returns ⌈a ÷ b⌉ for a ≥ 0, b > 0.
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
 // dedupe drops actions the loop recorded as skipped less than RepeatAfter ago
 // with the same value, and forgets skipped actions the plan no longer asks
 // for.
@@ -467,7 +524,11 @@ func (l *Loop) dedupe(now time.Time, todo []planned) []planned {
 }
 
 // apply records todo as planned, sends each through the guard, and records
-// the outcomes. Nothing is sent unless the plan was recorded.
+// the outcomes. Nothing is sent unless the plan was recorded. Once it is,
+// the actions and the outcomes run on a context detached from ctx's
+// cancellation, bounded by ActTimeout; when ctx ends (or the time is up),
+// no further action is started: those left are recorded as skipped and not
+// deduped, so that the next pass sends them.
 func (l *Loop) apply(ctx context.Context, now time.Time, todo []planned) ([]audit.Record, error) {
 	dry := !l.g.Config().Apply
 	recs := make([]audit.Record, len(todo))
@@ -483,20 +544,27 @@ func (l *Loop) apply(ctx context.Context, now time.Time, todo []planned) ([]audi
 		}
 		return nil, fmt.Errorf("loop: record %d planned actions (none sent): %w", len(recs), err)
 	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ActTimeout)
+	defer cancel()
 	for i, p := range todo {
 		p.a.At = now // the guard's rate limits count on the scheduler's clock, as the plans do
-		res := l.g.Do(ctx, p.a)
+		var res adapter.Result
+		stopped := ctx.Err() != nil || actx.Err() != nil
+		if stopped {
+			res = adapter.Result{Outcome: adapter.Skipped, Err: fmt.Errorf("%w: %w", errPassCancelled, cmp.Or(context.Cause(ctx), context.Cause(actx)))}
+		} else {
+			res = l.g.Do(actx, p.a)
+		}
 		recs[i].Outcome = string(res.Outcome)
 		if res.Err != nil {
 			recs[i].Error = res.Err.Error()
 		}
 		l.m.actions.WithLabelValues(string(p.a.Kind), string(res.Outcome)).Inc()
 		k := string(p.a.Kind) + "|" + p.a.Target
-		switch res.Outcome {
-		case adapter.Skipped:
+		if res.Outcome == adapter.Skipped && !stopped {
 			l.seen[k] = recent{value: p.a.Priority, at: now}
-		default:
-			delete(l.seen, k)
+		} else {
+			delete(l.seen, k) // not set aside: sent, or left for the next pass
 		}
 		if res.Outcome == adapter.Applied && p.a.Kind != adapter.SetPriority {
 			if ps := l.pool[p.rec.Partition]; ps != nil {
@@ -511,10 +579,14 @@ func (l *Loop) apply(ctx context.Context, now time.Time, todo []planned) ([]audi
 		if recs[i].Error != "" {
 			attrs = append(attrs, "err", recs[i].Error)
 		}
-		l.logger.Log(ctx, lv, "action", attrs...)
+		l.logger.Log(actx, lv, "action", attrs...)
 	}
 	l.actions.Report(failedActions(recs))
-	if err := l.audit.Settle(ctx, recs); err != nil {
+	// The outcomes get a time of their own: the actions may have spent
+	// all of ActTimeout.
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), ActTimeout)
+	defer scancel()
+	if err := l.audit.Settle(sctx, recs); err != nil {
 		l.owed = append(l.owed, recs...)
 		return recs, fmt.Errorf("loop: record the outcomes of %d actions (retried next pass): %w", len(recs), err)
 	}
@@ -549,6 +621,23 @@ func (l *Loop) settleOwed(ctx context.Context) error {
 	}
 	l.owed = nil
 	return nil
+}
+
+// settleOwedAtStop tries once, on a context detached from ctx and bounded
+// by StopSettleTimeout, to record the outcomes passes could not, so that
+// their rows do not stay planned after Run stops.
+func (l *Loop) settleOwedAtStop(ctx context.Context) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.owed) == 0 {
+		return
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), StopSettleTimeout)
+	defer cancel()
+	n := len(l.owed)
+	if err := l.settleOwed(sctx); err != nil {
+		l.logger.Warn("outcomes not recorded at stop; their audit rows stay planned", "rows", n, "err", err)
+	}
 }
 
 // View returns the latest pass's ranked queue and power plans; nil before

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -431,4 +433,347 @@ func TestLoopReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	want("recovered")
+}
+
+// TestPendingDemand: the nodes a partition's pending jobs need. A job
+// submitted to several partitions counts in each; a job asking for several
+// nodes gets whole nodes, as many as it asks for and at least its GPUs'.
+func TestPendingDemand(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		jobs []adapter.Job
+		gpn  map[string]int // GPUs per node of each pool
+		want map[string]int // nodes needed; pools left out have no demand
+	}{
+		{"GPUs of one-node jobs share nodes",
+			[]adapter.Job{{Partition: "gpu", GPUs: 4}, {Partition: "gpu", GPUs: 4}, {Partition: "gpu", GPUs: 1}},
+			map[string]int{"gpu": 8}, map[string]int{"gpu": 2}},
+		{"a job on several partitions counts in each",
+			[]adapter.Job{{Partition: "gpu,other", GPUs: 8}},
+			map[string]int{"gpu": 8, "other": 4}, map[string]int{"gpu": 1, "other": 2}},
+		{"spaces and empty names in the list",
+			[]adapter.Job{{Partition: " gpu , ,other", GPUs: 1}, {Partition: "gpu", GPUs: 7}},
+			map[string]int{"gpu": 8, "other": 8}, map[string]int{"gpu": 1, "other": 1}},
+		{"4 nodes × 1 GPU needs 4 nodes",
+			[]adapter.Job{{Partition: "gpu", GPUs: 4, NodeCount: 4}},
+			map[string]int{"gpu": 8}, map[string]int{"gpu": 4}},
+		{"a multi-node job needs at least its GPUs' nodes",
+			[]adapter.Job{{Partition: "gpu", GPUs: 32, NodeCount: 2}},
+			map[string]int{"gpu": 8}, map[string]int{"gpu": 4}},
+		{"multi-node jobs do not share with one-node jobs",
+			[]adapter.Job{{Partition: "gpu", GPUs: 4}, {Partition: "gpu", GPUs: 4, NodeCount: 1}, {Partition: "gpu", GPUs: 2, NodeCount: 2}},
+			map[string]int{"gpu": 8}, map[string]int{"gpu": 3}},
+		{"a multi-node job on several partitions",
+			[]adapter.Job{{Partition: "gpu,other", GPUs: 4, NodeCount: 4}, {Partition: "other", GPUs: 2}},
+			map[string]int{"gpu": 8, "other": 2}, map[string]int{"gpu": 4, "other": 5}},
+		{"a CPU-only job counts one",
+			[]adapter.Job{{Partition: "cpu"}, {Partition: "cpu"}},
+			map[string]int{"cpu": 0}, map[string]int{"cpu": 2}},
+		{"a CPU-only multi-node job",
+			[]adapter.Job{{Partition: "cpu", NodeCount: 3}},
+			map[string]int{"cpu": 0}, map[string]int{"cpu": 3}},
+		{"held jobs are no demand",
+			[]adapter.Job{{Partition: "gpu,other", GPUs: 8, NodeCount: 2, Held: true}},
+			map[string]int{"gpu": 8, "other": 8}, map[string]int{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pending := pendingByPool(tc.jobs)
+			for part := range pending {
+				if _, ok := tc.want[part]; !ok {
+					t.Errorf("pendingByPool(%+v)[%q] = %+v; want no jobs", tc.jobs, part, pending[part])
+				}
+			}
+			for part, want := range tc.want {
+				if got := nodesNeeded(pending[part], tc.gpn[part]); got != want {
+					t.Errorf("nodesNeeded(%q, %d GPUs per node) = %d; want %d (jobs %+v)", part, tc.gpn[part], got, want, pending[part])
+				}
+			}
+		})
+	}
+}
+
+// static is a scheduler whose queue stands still: it powers nodes as told
+// and sets priorities, and otherwise changes only its clock.
+type static struct {
+	mu   sync.Mutex
+	snap adapter.Snapshot
+}
+
+func (s *static) Name() string { return "static" }
+
+func (s *static) Snapshot(context.Context) (adapter.Snapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.snap
+	out.Jobs, out.Nodes = slices.Clone(s.snap.Jobs), slices.Clone(s.snap.Nodes)
+	return out, nil
+}
+
+func (s *static) SetPriority(_ context.Context, id string, p int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := slices.IndexFunc(s.snap.Jobs, func(j adapter.Job) bool { return j.ID == id })
+	if i < 0 {
+		return adapter.ErrUnknownJob
+	}
+	s.snap.Jobs[i].Priority = p
+	return nil
+}
+
+func (s *static) power(name string, p adapter.Power) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := slices.IndexFunc(s.snap.Nodes, func(n adapter.Node) bool { return n.Name == name })
+	if i < 0 {
+		return adapter.ErrUnknownNode
+	}
+	s.snap.Nodes[i].Power = p
+	return nil
+}
+
+func (s *static) PowerDown(_ context.Context, n string) error { return s.power(n, adapter.PowerOff) }
+func (s *static) PowerUp(_ context.Context, n string) error   { return s.power(n, adapter.PowerOn) }
+
+func (s *static) at(t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.snap.At = t
+}
+
+func (s *static) powered(part string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, nd := range s.snap.Nodes {
+		if nd.Partitions[0] == part && nd.Power.Powered() {
+			n++
+		}
+	}
+	return n
+}
+
+// TestLoopMultiNodeDemand: a queue of a job asking for 4 nodes × 1 GPU and
+// a one-node job submitted to two partitions keeps 4 + 1 nodes of gpu
+// powered and 1 of other, while the rest are powered down.
+func TestLoopMultiNodeDemand(t *testing.T) {
+	cfg, conn := schematest.Database(t)
+	sched := &static{snap: adapter.Snapshot{Jobs: []adapter.Job{
+		{ID: "wide", User: "u", Partition: "gpu", GPUs: 4, NodeCount: 4, Submit: t0, TimeLimit: time.Hour},
+		{ID: "either", User: "u", Partition: "gpu,other", GPUs: 8, NodeCount: 1, Submit: t0, TimeLimit: time.Hour},
+	}}}
+	for i := range 8 {
+		sched.snap.Nodes = append(sched.snap.Nodes, adapter.Node{Name: fmt.Sprintf("gpu-%d", i), Partitions: []string{"gpu"}, Power: adapter.PowerOn, GPUs: 8, FreeGPUs: 8, State: "idle"})
+	}
+	for i := range 3 {
+		sched.snap.Nodes = append(sched.snap.Nodes, adapter.Node{Name: fmt.Sprintf("other-%d", i), Partitions: []string{"other"}, Power: adapter.PowerOn, GPUs: 8, FreeGPUs: 8, State: "idle"})
+	}
+	g, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"gpu", "other"}, Nodes: []string{"*"}}, sched, func() time.Time { return t0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	al, err := audit.New(conn, cfg.Database, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := testConfig()
+	lc.Forecast = ForecastPeak
+	l, err := New(lc, g, al, nil, nil, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for m := range 8 {
+		sched.at(t0.Add(time.Duration(m) * time.Minute))
+		if _, err := l.Once(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	demand := map[string]float64{}
+	for _, p := range l.View().Plans {
+		if p.Plan != nil {
+			demand[p.Partition] = p.Plan.Demand
+		}
+	}
+	if demand["gpu"] != 5 || demand["other"] != 1 {
+		t.Errorf("demand %v; want gpu 5 (4 nodes × 1 GPU, and 8 GPUs), other 1", demand)
+	}
+	if got := sched.powered("gpu"); got != 5 {
+		t.Errorf("gpu: %d nodes powered; want 5", got)
+	}
+	if got := sched.powered("other"); got != 1 {
+		t.Errorf("other: %d nodes powered; want 1", got)
+	}
+	// The job on two partitions has its priority set: both are allowed.
+	snap, _ := sched.Snapshot(ctx)
+	for _, j := range snap.Jobs {
+		if j.Priority == 0 {
+			t.Errorf("job %s's priority was not set", j.ID)
+		}
+	}
+}
+
+// cancelling is the simulated cluster's scheduler that cancels a context
+// while its first priority change is in flight, and fails that change if
+// its own context is cancelled then, as a killed scontrol would.
+type cancelling struct {
+	*simadapter.Scheduler
+	cancel context.CancelFunc
+	calls  int
+}
+
+func (c *cancelling) SetPriority(ctx context.Context, id string, p int64) error {
+	if c.calls++; c.calls == 1 {
+		c.cancel()
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("scontrol update jobid=%s: %w", id, err)
+		}
+	}
+	return c.Scheduler.SetPriority(ctx, id, p)
+}
+
+// queued is a simulated cluster of two nodes in vc1, both busy for two
+// hours, with four jobs queued behind them, shortest last.
+func queued(t *testing.T) *sim.Sim {
+	t.Helper()
+	jobs := []sim.JobSpec{
+		{ID: "a", User: "u", VC: "vc1", GPUs: 8, Duration: 2 * time.Hour},
+		{ID: "b", User: "u", VC: "vc1", GPUs: 8, Submit: time.Second, Duration: 2 * time.Hour},
+	}
+	for i := range 4 {
+		jobs = append(jobs, sim.JobSpec{ID: fmt.Sprintf("q%d", i), User: "u", VC: "vc1", GPUs: 8, Submit: time.Duration(2+i) * time.Second,
+			Duration: time.Hour, TimeLimit: time.Duration(10-i) * time.Hour})
+	}
+	s, err := sim.New(sim.Config{Cluster: "t", Nodes: 2, VCs: "vc1:2", Start: t0}, sim.Jobs(jobs), nil, discard{}, nil, nil, func() time.Time { return t0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Advance(context.Background(), t0.Add(10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestLoopCancelMidPass: a pass cancelled while its first action is in
+// flight lets that action finish with the scheduler's answer, starts no
+// other, records every outcome, and leaves the others for the next pass
+// rather than setting them aside for RepeatAfter.
+func TestLoopCancelMidPass(t *testing.T) {
+	cfg, conn := schematest.Database(t)
+	s := queued(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sched := &cancelling{Scheduler: simadapter.New(s), cancel: cancel}
+	g, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"*"}}, sched, func() time.Time { return t0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	al, err := audit.New(conn, cfg.Database, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := New(testConfig(), g, al, nil, nil, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := l.Once(ctx)
+	if err != nil {
+		t.Fatalf("cancelled pass: %v; want its outcomes recorded", err)
+	}
+	if len(rep.Actions) != 4 {
+		t.Fatalf("cancelled pass actions %+v; want 4 priority changes", rep.Actions)
+	}
+	first := rep.Actions[0]
+	if first.Outcome != audit.Applied || sched.calls != 1 {
+		t.Errorf("in-flight action %s: %s %q, %d sent; want applied, 1 sent", first.Target, first.Outcome, first.Error, sched.calls)
+	}
+	for _, r := range rep.Actions[1:] {
+		if r.Outcome != audit.Skipped || !strings.Contains(r.Error, "pass cancelled") {
+			t.Errorf("action %s after the cancellation: %s %q; want skipped, pass cancelled", r.Target, r.Outcome, r.Error)
+		}
+	}
+	got, err := al.List(context.Background(), audit.Query{Cluster: "t", Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outcomes := map[string]string{}
+	for _, r := range got {
+		outcomes[r.Target] = r.Outcome
+	}
+	want := map[string]string{first.Target: audit.Applied}
+	for _, r := range rep.Actions[1:] {
+		want[r.Target] = audit.Skipped
+	}
+	if !maps.Equal(outcomes, want) {
+		t.Errorf("audit outcomes %v; want %v", outcomes, want)
+	}
+
+	// The next pass sends the three left, though nothing changed.
+	rep, err = l.Once(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Actions) != 3 || sched.calls != 4 || slices.ContainsFunc(rep.Actions, func(r audit.Record) bool { return r.Outcome != audit.Applied }) {
+		t.Errorf("next pass actions %+v (%d sent in all); want the 3 left applied", rep.Actions, sched.calls)
+	}
+	for _, p := range s.Pending() {
+		if p.Priority == 0 {
+			t.Errorf("job %s's priority is still 0", p.ID)
+		}
+	}
+}
+
+// settleOnce is the audit log failing its first Settle, as when ClickHouse
+// is briefly down.
+type settleOnce struct {
+	*audit.Log
+	settles int
+}
+
+func (a *settleOnce) Settle(ctx context.Context, recs []audit.Record) error {
+	if a.settles++; a.settles == 1 {
+		return errors.New("clickhouse: connection refused")
+	}
+	return a.Log.Settle(ctx, recs)
+}
+
+// TestLoopRunSettlesOwedAtStop: when Run is stopped after a pass could not
+// record its outcomes, it records them before it returns, so no row stays
+// planned.
+func TestLoopRunSettlesOwedAtStop(t *testing.T) {
+	cfg, conn := schematest.Database(t)
+	s := queued(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sched := &cancelling{Scheduler: simadapter.New(s), cancel: cancel}
+	g, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"*"}}, sched, func() time.Time { return t0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	al, err := audit.New(conn, cfg.Database, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &settleOnce{Log: al}
+	l, err := New(testConfig(), g, a, nil, nil, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if a.settles != 2 {
+		t.Errorf("Settle called %d times; want 2 (the pass's, failing, and Run's at stop)", a.settles)
+	}
+	got, err := al.List(context.Background(), audit.Query{Cluster: "t", Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 4 {
+		t.Errorf("audit rows %+v; want 4", got)
+	}
+	for _, r := range got {
+		if r.Outcome == audit.Planned {
+			t.Errorf("audit row %s %s still planned after Run stopped", r.Kind, r.Target)
+		}
+	}
 }

@@ -34,7 +34,7 @@ type QueueEntry struct {
 	Rank         int       `json:"rank"`
 	JobID        string    `json:"job_id"`
 	User         string    `json:"user"`
-	Partition    string    `json:"partition"`
+	Partition    string    `json:"partition"` // comma-separated when the job was submitted to several
 	GPUs         int       `json:"gpus"`
 	Submit       time.Time `json:"submit_time"`
 	PredictedS   float64   `json:"predicted_s"`

@@ -89,7 +89,7 @@ func decodeSqueue(b []byte) ([]adapter.Job, error) {
 			bound = append(bound, names...)
 		}
 		job := adapter.Job{ID: id, Name: j.Name, User: j.UserName, Partition: j.Partition, GPUs: gpus,
-			Priority: j.Priority.V, Nodes: bound,
+			NodeCount: clampInt(j.NodeCount.V), Priority: j.Priority.V, Nodes: bound,
 			Held: j.Priority.Set && j.Priority.V == 0 || strings.HasPrefix(j.StateReason, "JobHeld")}
 		if j.SubmitTime.Set && j.SubmitTime.V > 0 {
 			job.Submit = time.Unix(j.SubmitTime.V, 0).UTC()

@@ -118,13 +118,13 @@ func TestDecodeLaterVersions(t *testing.T) {
 	jobs, err := decodeSqueue([]byte(`{"jobs": [
 		{"job_id": 9, "job_state": ["PENDING"], "priority": {"set": true, "infinite": false, "number": 40},
 		 "time_limit": {"set": true, "infinite": false, "number": 30}, "submit_time": {"set": true, "number": 1700000000},
-		 "tres_per_job": "gres/gpu:4", "partition": "p"},
+		 "tres_per_job": "gres/gpu:4", "partition": "p", "node_count": {"set": true, "infinite": false, "number": 2}},
 		{"job_id": 10, "job_state": ["PENDING"], "time_limit": {"set": false, "infinite": true, "number": 0}, "array_job_id": 10, "array_task_id": 3},
 		{"job_id": 11, "job_state": ["RUNNING"]}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(jobs) != 2 || jobs[1].ID != "9" || jobs[1].Priority != 40 || jobs[1].TimeLimit != 30*time.Minute || jobs[1].GPUs != 4 || jobs[0].ID != "10_3" || jobs[0].TimeLimit != 0 {
+	if len(jobs) != 2 || jobs[1].ID != "9" || jobs[1].Priority != 40 || jobs[1].TimeLimit != 30*time.Minute || jobs[1].GPUs != 4 || jobs[1].NodeCount != 2 || jobs[0].ID != "10_3" || jobs[0].TimeLimit != 0 || jobs[0].NodeCount != 0 {
 		t.Errorf("decodeSqueue = %+v", jobs)
 	}
 	nodes, err := decodeSinfo([]byte(`{"nodes": [
