@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
@@ -720,7 +721,10 @@ func (in *Ingester) insert(ctx context.Context, blk block) error {
 		var err error
 		if uncertain {
 			var landed bool
-			if landed, err = in.landed(ctx, d); err == nil {
+			if err = in.awaitInserts(ctx, d); err == nil {
+				landed, err = in.landed(ctx, d)
+			}
+			if err == nil {
 				if landed {
 					in.clickhouseReport(nil)
 					return nil
@@ -732,6 +736,7 @@ func (in *Ingester) insert(ctx context.Context, blk block) error {
 			// The send is not cut short by ctx: a half-sent INSERT would leave
 			// its outcome unknown just as another replica takes over.
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+			sctx = clickhouse.Context(sctx, clickhouse.WithQueryID(insertQueryID(in.cfg.ClickHouse.Database, blk)))
 			err = blk.insert(sctx, in.conn, in.cfg.ClickHouse.Database)
 			cancel()
 			if err == nil {

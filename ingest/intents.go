@@ -87,6 +87,11 @@ func (in *Ingester) settleIntents(ctx context.Context, a assignment, done map[in
 	}
 	wrote := false
 	for _, d := range open {
+		// The previous owner's INSERT may still be running (it lost the
+		// partitions mid-flush): what it writes must be seen first.
+		if err := in.awaitInserts(ctx, d); err != nil {
+			return wrote, err
+		}
 		ok, err := in.landed(ctx, d)
 		if err != nil {
 			return wrote, err

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // The ledger: a materialized view on each raw table writes one ingest_ledger
@@ -63,6 +65,49 @@ type doubt struct {
 
 func doubtOf(blk block) doubt {
 	return doubt{table: blk.table(), key: blk.partKey(), spans: slices.Clone(blk.origin().spans)}
+}
+
+// insertQueryPrefix is the start of the query id of every INSERT of a
+// block of table with part key key into db; insertQueryID adds the block's
+// first message. A failed INSERT may still be running on the server: the
+// client gave up (a timeout, a connection reset) but the server goes on
+// writing its parts. awaitInserts finds it by this id. The id also keeps
+// two replicas from running the same block's INSERT at once: ClickHouse
+// refuses a query whose id is running.
+func insertQueryPrefix(db, table string, key uint32) string {
+	return "heliostat-ingest/" + db + "/" + table + "/" + strconv.FormatUint(uint64(key), 10) + "/"
+}
+
+func insertQueryID(db string, blk block) string {
+	sp := blk.origin().spans[0]
+	return insertQueryPrefix(db, blk.table(), blk.partKey()) + strconv.Itoa(int(sp.partition)) + "/" + strconv.FormatInt(sp.first, 10)
+}
+
+// awaitInserts waits until the server runs no INSERT of d's table and part
+// key, from this replica or another, so that landed sees what a failed or
+// cut-off INSERT wrote once it is done. The server's system.processes lists
+// only its own queries: with several replicas behind one address, an
+// INSERT running on another one is not seen.
+func (in *Ingester) awaitInserts(ctx context.Context, d doubt) error {
+	prefix := insertQueryPrefix(in.cfg.ClickHouse.Database, d.table, d.key)
+	for waited := false; ; waited = true {
+		var n uint64
+		if err := in.conn.QueryRow(ctx, "SELECT count() FROM system.processes WHERE startsWith(query_id, ?)", prefix).Scan(&n); err != nil {
+			return fmt.Errorf("look for inserts still running: %w", err)
+		}
+		if n == 0 {
+			return nil
+		}
+		if !waited {
+			in.logger.Info("an insert of the block is still running in clickhouse; waiting for it before checking what landed",
+				"table", d.table, "part_key", d.key, "running", n)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // landed reports whether d's INSERT is in ClickHouse. One that completed is in

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -314,5 +315,57 @@ func TestRepairJobsAsTheView(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(in.m.ledgerRepairs.WithLabelValues("job_events", "jobs_written")); n != 1 {
 		t.Errorf("jobs_written = %v after a repair and a check; want 1", n)
+	}
+}
+
+// TestAwaitInserts checks, on a real server, that a block's INSERT carries
+// its query id and that awaitInserts waits for a query of the block's
+// table and part key that is still running: a query holding the id of the
+// block's INSERT makes the INSERT fail as already running, and
+// awaitInserts returns only after that query ended.
+func TestAwaitInserts(t *testing.T) {
+	in, conn, db := testIngester(t)
+	ctx := context.Background()
+	at := time.Date(2026, 5, 10, 12, 0, 0, 0, time.UTC)
+	blk := &jobEventBlock{key: monthKey(at.Unix())}
+	e := schemas.JobEvent{JobID: "1", Type: schemas.JobSubmit, State: schemas.StatePending, EventMillis: at.UnixMilli(),
+		SubmitMillis: at.UnixMilli(), ArrayTaskID: schemas.Unknown, ExitCode: schemas.Unknown, MemReqBytes: schemas.Unknown}
+	blk.from.note(3, 70)
+	blk.add("c", schemas.SourceSlurm, &e, 3, 70)
+	d := doubtOf(blk)
+
+	if err := in.awaitInserts(ctx, d); err != nil {
+		t.Fatalf("awaitInserts with nothing running: %v", err)
+	}
+	id := insertQueryID(db, blk)
+	running := make(chan error, 1)
+	go func() {
+		qctx := clickhouse.Context(ctx, clickhouse.WithQueryID(id))
+		var x uint8
+		running <- conn.QueryRow(qctx, "SELECT sleep(2)").Scan(&x)
+	}()
+	var n uint64
+	for deadline := time.Now().Add(10 * time.Second); n == 0; time.Sleep(20 * time.Millisecond) {
+		if err := conn.QueryRow(ctx, "SELECT count() FROM system.processes WHERE query_id = ?", id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the query never showed in system.processes")
+		}
+	}
+	err := blk.insert(clickhouse.Context(ctx, clickhouse.WithQueryID(id)), conn, db)
+	if err == nil || !strings.Contains(err.Error(), "already running") {
+		t.Errorf("INSERT under the id of a running query = %v; want it refused as already running", err)
+	}
+	if err := in.awaitInserts(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-running:
+		if err != nil {
+			t.Fatalf("the running query: %v", err)
+		}
+	default:
+		t.Error("awaitInserts returned while the block's query was running")
 	}
 }
