@@ -259,6 +259,37 @@ func (in *Ingester) startGeneration(gen *kafka.Generation) {
 	})
 }
 
+// resolveStart replaces a's offset, when the group has none committed (a
+// new group, offsets expired or reset), by the partition's first offset in
+// Kafka: the ledger and intents are read from there, not from offset 0,
+// which after months would load every ledger row of the partition into
+// memory for messages Kafka no longer holds.
+func (in *Ingester) resolveStart(ctx context.Context, a *assignment) error {
+	if a.offset >= 0 {
+		return nil
+	}
+	topic := a.h.topic()
+	c := &kafka.Client{Addr: kafka.TCP(in.cfg.Brokers...), Timeout: 10 * time.Second, Transport: in.sec.Transport("heliostat-ingest")}
+	resp, err := c.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: {kafka.FirstOffsetOf(int(a.partition))}}})
+	if err != nil {
+		return fmt.Errorf("list the first offset of %s/%d: %w", topic, a.partition, err)
+	}
+	for _, po := range resp.Topics[topic] {
+		if po.Partition != int(a.partition) {
+			continue
+		}
+		if po.Error != nil {
+			return fmt.Errorf("list the first offset of %s/%d: %w", topic, a.partition, po.Error)
+		}
+		if po.FirstOffset > 0 {
+			in.logger.Info("no committed offset; starting at the partition's first offset in kafka", "topic", topic, "partition", a.partition, "offset", po.FirstOffset)
+		}
+		a.offset = max(po.FirstOffset, 0)
+		return nil
+	}
+	return fmt.Errorf("list the first offset of %s/%d: the broker did not answer for the partition", topic, a.partition)
+}
+
 // recover loads, for each assigned partition, what the ledger holds at or after
 // the committed offset, once the intents recorded there are settled, and the
 // stored sequence marks and producer times, retrying until ClickHouse
@@ -267,8 +298,17 @@ func (in *Ingester) recover(ctx context.Context, as []assignment) ([]map[int64][
 	done := make([]map[int64][]uint32, len(as))
 	seqs := newSequences()
 	backoff := newBackoff(200*time.Millisecond, in.cfg.RetryMax)
-	for i, a := range as {
+	for i := range as {
 		for {
+			if err := in.resolveStart(ctx, &as[i]); err != nil {
+				in.m.errors.WithLabelValues("fetch").Inc()
+				in.warnf("fetch", "reading a partition's first offset failed, retrying", "err", err)
+				if !backoff.wait(ctx) {
+					return nil, nil, false
+				}
+				continue
+			}
+			a := as[i]
 			d, err := in.loadLedger(ctx, a)
 			if err == nil {
 				var landed bool

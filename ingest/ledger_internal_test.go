@@ -12,6 +12,9 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/heliostat-dev/heliostat/schemas"
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
@@ -367,5 +370,75 @@ func TestAwaitInserts(t *testing.T) {
 		}
 	default:
 		t.Error("awaitInserts returned while the block's query was running")
+	}
+}
+
+// TestResolveStart checks that a partition without a committed offset is
+// read, ledger included, from its first offset in Kafka: records below it,
+// deleted by retention, leave ledger rows that are not loaded.
+func TestResolveStart(t *testing.T) {
+	ch, conn := schematest.Database(t)
+	_, broker := schematest.Broker(t)
+	ctx := context.Background()
+	if err := EnsureTopics(ctx, []string{broker}, 1, schemas.TopicJobEvents); err != nil {
+		t.Fatal(err)
+	}
+	w := &kafka.Writer{Addr: kafka.TCP(broker), Topic: schemas.TopicJobEvents, RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond}
+	defer w.Close()
+	for i := range 10 {
+		if err := w.WriteMessages(ctx, kafka.Message{Key: []byte("k"), Value: []byte{byte(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Retention: the records below offset 6 are gone.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrDeleteRecordsRequest()
+	rt := kmsg.NewDeleteRecordsRequestTopic()
+	rt.Topic = schemas.TopicJobEvents
+	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+	rp.Partition, rp.Offset = 0, 6
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 5000
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil || len(resp.Topics) != 1 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("delete records: %+v, %v", resp, err)
+	}
+	if err := conn.Exec(ctx, "INSERT INTO "+ch.Database+".ingest_ledger (tbl, kafka_partition, kafka_offset, part_key, rows) "+
+		"SELECT 'job_events', 0, number, 202605, 1 FROM system.numbers LIMIT 10"); err != nil {
+		t.Fatal(err)
+	}
+	in, err := New(Config{Brokers: []string{broker}, ClickHouse: ch}, conn, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h handler
+	for _, x := range in.handlers {
+		if x.topic() == schemas.TopicJobEvents {
+			h = x
+		}
+	}
+	for _, tc := range []struct {
+		committed, want int64
+		loaded          int
+	}{{-2, 6, 4}, {8, 8, 2}} {
+		a := assignment{h: h, partition: 0, offset: tc.committed}
+		if err := in.resolveStart(ctx, &a); err != nil {
+			t.Fatal(err)
+		}
+		if a.offset != tc.want {
+			t.Errorf("committed %d: start offset %d; want %d", tc.committed, a.offset, tc.want)
+		}
+		done, err := in.loadLedger(ctx, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(done) != tc.loaded {
+			t.Errorf("committed %d: %d ledger offsets loaded; want %d", tc.committed, len(done), tc.loaded)
+		}
 	}
 }
