@@ -95,6 +95,7 @@ func New(cfg Config, conn driver.Conn, logger *slog.Logger, reg prometheus.Regis
 			in.m.ledgerRepairs.WithLabelValues(h.table(), "jobs_written")
 		}
 		in.m.seqGaps.WithLabelValues(h.topic())
+		in.m.skipped.WithLabelValues(h.topic())
 		// Series start at zero, so that increase() and rate() count a
 		// first dead letter or resend (HeliostatDeadLetters).
 		for _, o := range []string{"inserted", "duplicate", "resent", "deadletter"} {
@@ -364,6 +365,7 @@ func (in *Ingester) read(ctx context.Context, a assignment, done map[int64][]uin
 		return
 	}
 	lag := in.m.lag.WithLabelValues(a.h.topic(), strconv.Itoa(int(a.partition)))
+	next := a.offset // the offset the next message should have
 	for {
 		m, err := r.FetchMessage(ctx)
 		if err != nil {
@@ -381,6 +383,14 @@ func (in *Ingester) read(ctx context.Context, a assignment, done map[int64][]uin
 			continue
 		}
 		lag.Set(float64(max(m.HighWaterMark-m.Offset-1, 0)))
+		if next >= 0 && m.Offset > next {
+			// Kafka deleted them (retention) before they were read: the
+			// reader moves on to the first offset it still holds.
+			in.m.skipped.WithLabelValues(a.h.topic()).Add(float64(m.Offset - next))
+			in.logger.Warn("messages were deleted from kafka before ingest read them (topic retention shorter than ingest's backlog)",
+				"topic", a.h.topic(), "partition", a.partition, "from_offset", next, "to_offset", m.Offset-1, "messages", m.Offset-next)
+		}
+		next = m.Offset + 1
 		it := item{h: a.h, partition: a.partition, offset: m.Offset, skip: done[m.Offset]}
 		if it.seq, it.seqErr = sequenceOf(m.Headers); it.seq.Seq > 0 {
 			it.key = string(m.Key)

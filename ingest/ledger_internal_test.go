@@ -441,4 +441,22 @@ func TestResolveStart(t *testing.T) {
 			t.Errorf("committed %d: %d ledger offsets loaded; want %d", tc.committed, len(done), tc.loaded)
 		}
 	}
+
+	// A committed offset Kafka has deleted the messages of: the reader
+	// goes on at the first one it holds, and the ones lost are counted.
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out := make(chan item, 16)
+	go in.read(rctx, assignment{h: h, partition: 0, offset: 2}, nil, out)
+	select {
+	case it := <-out:
+		if it.offset != 6 {
+			t.Errorf("first message read at offset %d; want 6", it.offset)
+		}
+	case <-rctx.Done():
+		t.Fatal("no message read from a committed offset below the log start")
+	}
+	if n := testutil.ToFloat64(in.m.skipped.WithLabelValues(schemas.TopicJobEvents)); n != 4 {
+		t.Errorf("messages expired = %v; want 4 (offsets 2 to 5)", n)
+	}
 }

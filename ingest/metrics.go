@@ -25,6 +25,7 @@ type metrics struct {
 	ledgerRepairs *prometheus.CounterVec // table, action
 	unfit         *prometheus.CounterVec // column
 	deadCut       prometheus.Counter
+	skipped       *prometheus.CounterVec // topic
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -76,6 +77,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "heliostat_ingest_ledger_repairs_total",
 			Help: "Inserts found in their table without ingest_ledger rows after a failure (the server died between the parts, or a view failed), by table and action: ledger_written instead of inserting again, sent_again when the gpu_samples_1m rollup lacks them, jobs_written when job events reached job_events but not jobs (the jobs rows written as its view would have).",
 		}, []string{"table", "action"}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "heliostat_ingest_messages_expired_total",
+			Help: "Kafka offsets skipped because the broker had deleted their messages (topic retention) before ingest read them, by topic: messages lost.",
+		}, []string{"topic"}),
 		deadCut: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "heliostat_ingest_deadletters_truncated_total",
 			Help: "Dead letters whose value was cut to fit the size the writer and the broker accept (header heliostat-deadletter-truncated holds the original length).",
@@ -86,7 +91,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"column"}),
 	}
 	if err := metricsreg.Register(reg, m.rows, m.messages, m.errors, m.batchSeconds, m.lag, m.flushRows, m.assigned, m.clickhouseUp, m.retentionDrop, m.seqGaps,
-		m.seqMarks, m.seqForgotten, m.ledgerRepairs, m.unfit, m.deadCut); err != nil {
+		m.seqMarks, m.seqForgotten, m.ledgerRepairs, m.unfit, m.deadCut, m.skipped); err != nil {
 		return nil, fmt.Errorf("ingest: register metrics: %w", err)
 	}
 	return m, nil
