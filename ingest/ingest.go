@@ -739,11 +739,11 @@ func (in *Ingester) flush(ctx context.Context, gen *kafka.Generation, b *batch) 
 	if err := in.writeSequences(ctx, b.seqs, b.senders); err != nil {
 		return false
 	}
-	if len(b.forget) > 0 {
-		if err := in.pruneSequences(ctx, b.forget); err != nil {
+	if forget := stillIdle(b.forget, b.senders); len(forget) > 0 {
+		if err := in.pruneSequences(ctx, forget); err != nil {
 			in.m.errors.WithLabelValues("sequences").Inc()
 			in.warnf("sequences", "deleting forgotten producers' rows failed; the next partition assignment deletes them",
-				"producers", len(b.forget), "err", err)
+				"producers", len(forget), "err", err)
 		}
 	}
 	if len(b.next) == 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -246,6 +247,16 @@ func (in *Ingester) sweepSequences(s *sequences, b *batch) {
 	in.m.seqMarks.Set(float64(len(s.marks)))
 	in.logger.Info("forgot the sequence marks of producers silent for the dedupe window",
 		"producers", len(idle), "marks", n, "window", window)
+}
+
+// stillIdle returns the producers of forget that did not send again in the
+// batch (senders): the marks just written for one that did must not be
+// deleted with its old ones, since ingest remembers it again.
+func stillIdle(forget []prodKey, senders map[prodKey]time.Time) []prodKey {
+	return slices.DeleteFunc(slices.Clone(forget), func(k prodKey) bool {
+		_, ok := senders[k]
+		return ok
+	})
 }
 
 // pruneChunk bounds the producers named in one DELETE, keeping the statement

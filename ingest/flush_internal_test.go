@@ -2,8 +2,10 @@ package ingest
 
 import (
 	"bytes"
+	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 
@@ -55,5 +57,29 @@ func TestFitDeadLetter(t *testing.T) {
 				t.Errorf("after a second cut: %d truncated headers %q; want one, %d", n, v, tc.value)
 			}
 		})
+	}
+}
+
+// TestStillIdle: a producer forgotten at the start of a batch that sends
+// again within it keeps the marks the batch writes for it.
+func TestStillIdle(t *testing.T) {
+	a := prodKey{topic: "t", partition: 0, producer: "a"}
+	b := prodKey{topic: "t", partition: 0, producer: "b"}
+	bOther := prodKey{topic: "t", partition: 1, producer: "b"}
+	for _, tc := range []struct {
+		name    string
+		forget  []prodKey
+		senders map[prodKey]time.Time
+		want    []prodKey
+	}{
+		{"none sent", []prodKey{a, b}, nil, []prodKey{a, b}},
+		{"b sent again", []prodKey{a, b}, map[prodKey]time.Time{b: {}}, []prodKey{a}},
+		{"b sent on another partition", []prodKey{a, b}, map[prodKey]time.Time{bOther: {}}, []prodKey{a, b}},
+		{"all sent", []prodKey{a}, map[prodKey]time.Time{a: {}}, []prodKey{}},
+	} {
+		got := stillIdle(tc.forget, tc.senders)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: stillIdle = %v; want %v", tc.name, got, tc.want)
+		}
 	}
 }
