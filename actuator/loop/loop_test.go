@@ -653,15 +653,16 @@ func queued(t *testing.T) *sim.Sim {
 	return s
 }
 
-// TestLoopCancelMidPass: a pass cancelled while its first action is in
-// flight lets that action finish with the scheduler's answer, starts no
-// other, records every outcome, and leaves the others for the next pass
-// rather than setting them aside for RepeatAfter.
-func TestLoopCancelMidPass(t *testing.T) {
+// cancelSetup returns what the cancellation tests share: a context that
+// the scheduler cancels at its first action, the queued sim cluster, that
+// scheduler, an applying guard over it, and an audit log on a fresh
+// database.
+func cancelSetup(t *testing.T) (context.Context, *sim.Sim, *cancelling, *adapter.Guard, *audit.Log) {
+	t.Helper()
 	cfg, conn := schematest.Database(t)
 	s := queued(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	sched := &cancelling{Scheduler: simadapter.New(s), cancel: cancel}
 	g, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"*"}}, sched, func() time.Time { return t0 })
 	if err != nil {
@@ -671,6 +672,15 @@ func TestLoopCancelMidPass(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ctx, s, sched, g, al
+}
+
+// TestLoopCancelMidPass: a pass cancelled while its first action is in
+// flight lets that action finish with the scheduler's answer, starts no
+// other, records every outcome, and leaves the others for the next pass
+// rather than setting them aside for RepeatAfter.
+func TestLoopCancelMidPass(t *testing.T) {
+	ctx, s, sched, g, al := cancelSetup(t)
 	l, err := New(testConfig(), g, al, nil, nil, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -740,19 +750,7 @@ func (a *settleOnce) Settle(ctx context.Context, recs []audit.Record) error {
 // record its outcomes, it records them before it returns, so no row stays
 // planned.
 func TestLoopRunSettlesOwedAtStop(t *testing.T) {
-	cfg, conn := schematest.Database(t)
-	s := queued(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sched := &cancelling{Scheduler: simadapter.New(s), cancel: cancel}
-	g, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"*"}}, sched, func() time.Time { return t0 })
-	if err != nil {
-		t.Fatal(err)
-	}
-	al, err := audit.New(conn, cfg.Database, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, _, _, g, al := cancelSetup(t)
 	a := &settleOnce{Log: al}
 	l, err := New(testConfig(), g, a, nil, nil, nil, nil, nil)
 	if err != nil {
