@@ -786,7 +786,7 @@ func (in *Ingester) insert(ctx context.Context, blk block) error {
 			// The send is not cut short by ctx: a half-sent INSERT would leave
 			// its outcome unknown just as another replica takes over.
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
-			sctx = clickhouse.Context(sctx, clickhouse.WithQueryID(insertQueryID(in.cfg.ClickHouse.Database, blk)))
+			sctx = clickhouse.Context(sctx, clickhouse.WithQueryID(insertQueryID(in.cfg.ClickHouse.Database, blk.table(), blk.partKey(), blk.origin().spans)))
 			err = blk.insert(sctx, in.conn, in.cfg.ClickHouse.Database)
 			cancel()
 			if err == nil {

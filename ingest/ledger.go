@@ -67,32 +67,40 @@ func doubtOf(blk block) doubt {
 	return doubt{table: blk.table(), key: blk.partKey(), spans: slices.Clone(blk.origin().spans)}
 }
 
-// insertQueryPrefix is the start of the query id of every INSERT of a
-// block of table with part key key into db; insertQueryID adds the block's
-// first message. A failed INSERT may still be running on the server: the
+// insertQueryID is the query id of the INSERT of a block of table, with
+// part key key, into db, whose messages start at spans' first offsets:
+// "heliostat-ingest/<db>/<table>/<key>/" and "<partition>:<first>/" for
+// each span. A failed INSERT may still be running on the server: the
 // client gave up (a timeout, a connection reset) but the server goes on
-// writing its parts. awaitInserts finds it by this id. The id also keeps
-// two replicas from running the same block's INSERT at once: ClickHouse
-// refuses a query whose id is running.
+// writing its parts, and awaitInserts finds it by this id. The id also
+// keeps two replicas from running the same block's INSERT at once:
+// ClickHouse refuses a query whose id is running.
+func insertQueryID(db, table string, key uint32, spans []span) string {
+	var b strings.Builder
+	b.WriteString(insertQueryPrefix(db, table, key))
+	for _, sp := range spans {
+		fmt.Fprintf(&b, "%d:%d/", sp.partition, sp.first)
+	}
+	return b.String()
+}
+
 func insertQueryPrefix(db, table string, key uint32) string {
 	return "heliostat-ingest/" + db + "/" + table + "/" + strconv.FormatUint(uint64(key), 10) + "/"
 }
 
-func insertQueryID(db string, blk block) string {
-	sp := blk.origin().spans[0]
-	return insertQueryPrefix(db, blk.table(), blk.partKey()) + strconv.Itoa(int(sp.partition)) + "/" + strconv.FormatInt(sp.first, 10)
-}
-
-// awaitInserts waits until the server runs no INSERT of d's table and part
-// key, from this replica or another, so that landed sees what a failed or
-// cut-off INSERT wrote once it is done. The server's system.processes lists
-// only its own queries: with several replicas behind one address, an
-// INSERT running on another one is not seen.
+// awaitInserts waits until the server runs no INSERT of d's block: one of
+// d's table and part key whose id names d's first span (the sender's own
+// INSERT, or, settling an intent, the INSERT of the block that span was
+// part of). The server's system.processes lists only its own queries: with
+// several servers behind one address, an INSERT running on another one is
+// not seen.
 func (in *Ingester) awaitInserts(ctx context.Context, d doubt) error {
 	prefix := insertQueryPrefix(in.cfg.ClickHouse.Database, d.table, d.key)
+	span := fmt.Sprintf("/%d:%d/", d.spans[0].partition, d.spans[0].first)
 	for waited := false; ; waited = true {
 		var n uint64
-		if err := in.conn.QueryRow(ctx, "SELECT count() FROM system.processes WHERE startsWith(query_id, ?)", prefix).Scan(&n); err != nil {
+		if err := in.conn.QueryRow(ctx, "SELECT count() FROM system.processes WHERE startsWith(query_id, ?) AND position(query_id, ?) > 0",
+			prefix, span).Scan(&n); err != nil {
 			return fmt.Errorf("look for inserts still running: %w", err)
 		}
 		if n == 0 {
@@ -100,7 +108,7 @@ func (in *Ingester) awaitInserts(ctx context.Context, d doubt) error {
 		}
 		if !waited {
 			in.logger.Info("an insert of the block is still running in clickhouse; waiting for it before checking what landed",
-				"table", d.table, "part_key", d.key, "running", n)
+				"table", d.table, "part_key", d.key, "kafka_partition", d.spans[0].partition, "kafka_offset", d.spans[0].first)
 		}
 		select {
 		case <-ctx.Done():

@@ -340,7 +340,26 @@ func TestAwaitInserts(t *testing.T) {
 	if err := in.awaitInserts(ctx, d); err != nil {
 		t.Fatalf("awaitInserts with nothing running: %v", err)
 	}
-	id := insertQueryID(db, blk)
+	// An INSERT of another block of the same table and part key (another
+	// replica's) is not waited for.
+	other := insertQueryID(db, blk.table(), blk.partKey(), []span{{partition: 4, first: 700}})
+	otherDone := make(chan error, 1)
+	go func() {
+		var x uint8
+		otherDone <- conn.QueryRow(clickhouse.Context(ctx, clickhouse.WithQueryID(other)), "SELECT sleep(2)").Scan(&x)
+	}()
+	time.Sleep(300 * time.Millisecond)
+	begin := time.Now()
+	if err := in.awaitInserts(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(begin); waited > time.Second {
+		t.Errorf("awaitInserts waited %v for another block's query", waited)
+	}
+	if err := <-otherDone; err != nil {
+		t.Fatal(err)
+	}
+	id := insertQueryID(db, blk.table(), blk.partKey(), blk.origin().spans)
 	running := make(chan error, 1)
 	go func() {
 		qctx := clickhouse.Context(ctx, clickhouse.WithQueryID(id))
