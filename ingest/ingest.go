@@ -421,6 +421,7 @@ type batch struct {
 	seqs     map[seqKey]seqMark       // sequence marks to store before the commit
 	senders  map[prodKey]time.Time    // producer times to store with them
 	forget   []prodKey                // idle producers whose rows to delete after them
+	forgotAt map[prodKey]time.Time    // the last message time each of forget had when it was forgotten
 	blks     []block                  // the blocks with rows, gathered at flush (reused)
 	first    time.Time
 }
@@ -454,6 +455,7 @@ func (b *batch) reset() {
 	clear(b.seqs)
 	clear(b.senders)
 	b.forget = b.forget[:0]
+	clear(b.forgotAt)
 }
 
 // flushJob is a full batch on its way to the flusher.
@@ -739,7 +741,7 @@ func (in *Ingester) flush(ctx context.Context, gen *kafka.Generation, b *batch) 
 	if err := in.writeSequences(ctx, b.seqs, b.senders); err != nil {
 		return false
 	}
-	if forget := stillIdle(b.forget, b.senders); len(forget) > 0 {
+	if forget := stillIdle(b.forget, b.forgotAt, b.senders); len(forget) > 0 {
 		if err := in.pruneSequences(ctx, forget); err != nil {
 			in.m.errors.WithLabelValues("sequences").Inc()
 			in.warnf("sequences", "deleting forgotten producers' rows failed; the next partition assignment deletes them",

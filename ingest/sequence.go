@@ -241,6 +241,12 @@ func (in *Ingester) sweepSequences(s *sequences, b *batch) {
 	if len(idle) == 0 {
 		return
 	}
+	if b.forgotAt == nil {
+		b.forgotAt = map[prodKey]time.Time{}
+	}
+	for _, k := range idle {
+		b.forgotAt[k] = s.producers[k].last
+	}
 	n := s.forget(idle)
 	b.forget = append(b.forget, idle...)
 	in.m.seqForgotten.Add(float64(len(idle)))
@@ -249,13 +255,16 @@ func (in *Ingester) sweepSequences(s *sequences, b *batch) {
 		"producers", len(idle), "marks", n, "window", window)
 }
 
-// stillIdle returns the producers of forget that did not send again in the
-// batch (senders): the marks just written for one that did must not be
-// deleted with its old ones, since ingest remembers it again.
-func stillIdle(forget []prodKey, senders map[prodKey]time.Time) []prodKey {
+// stillIdle returns the producers of forget that did not send again after
+// they were forgotten: none of the batch's messages from them (senders) is
+// newer than their last message then (forgotAt). The marks just written for
+// one that did must not be deleted with its old ones, since ingest
+// remembers it again; the batch may also hold a forgotten producer's older
+// messages, which do not count.
+func stillIdle(forget []prodKey, forgotAt, senders map[prodKey]time.Time) []prodKey {
 	return slices.DeleteFunc(slices.Clone(forget), func(k prodKey) bool {
-		_, ok := senders[k]
-		return ok
+		at, ok := senders[k]
+		return ok && at.After(forgotAt[k])
 	})
 }
 
