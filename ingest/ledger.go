@@ -219,18 +219,15 @@ func (in *Ingester) rollupComplete(ctx context.Context, day uint32, cond string,
 
 // jobsColumns and jobsSelect are the jobs view's columns and the SELECT
 // list it computes them with from job_events, as migration 0007 defines
-// jobs_mv (TestRepairJobsAsTheView holds them to it).
+// jobs_mv (TestRepairJobsAsTheView holds them to it). The view copies
+// jobsCopied as they are.
 const (
-	jobsColumns = "cluster, job_id, source, array_job_id, array_task_id, job_name, user, uid, " +
+	jobsCopied = "cluster, job_id, source, array_job_id, array_task_id, job_name, user, uid, " +
 		"group_name, account, partition_name, qos, state, exit_code, priority, " +
 		"submit_time, eligible_time, start_time, end_time, time_limit_s, node_count, " +
-		"nodes, cpus, gpus, gpu_type, mem_req_bytes, command_hash, work_dir, " +
-		"last_event, updated_at, inserted_at, version"
-	jobsSelect = "cluster, job_id, source, array_job_id, array_task_id, job_name, user, uid, " +
-		"group_name, account, partition_name, qos, state, exit_code, priority, " +
-		"submit_time, eligible_time, start_time, end_time, time_limit_s, node_count, " +
-		"nodes, cpus, gpus, gpu_type, mem_req_bytes, command_hash, work_dir, " +
-		"event_type AS last_event, event_ts AS updated_at, inserted_at, " + jobsVersion + " AS version"
+		"nodes, cpus, gpus, gpu_type, mem_req_bytes, command_hash, work_dir"
+	jobsColumns = jobsCopied + ", last_event, updated_at, inserted_at, version"
+	jobsSelect  = jobsCopied + ", event_type AS last_event, event_ts AS updated_at, inserted_at, " + jobsVersion + " AS version"
 	jobsVersion = "(toUInt64(event_ts) * 1000 + event_ms) * 8 + " +
 		"multiIf(event_type = 'SUBMIT', 1, event_type = 'UPDATE', 2, event_type = 'START', 3, 4)"
 )
