@@ -16,12 +16,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/heliostat-dev/heliostat/collector/publish"
 	"github.com/heliostat-dev/heliostat/collector/synthetic"
 	"github.com/heliostat-dev/heliostat/schemas"
+	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
 
 const (
@@ -702,7 +702,7 @@ func TestKafka(t *testing.T) {
 	if collected == 0 || int(collected)%8 != 0 {
 		t.Fatalf("samples metric = %v; want a positive multiple of 8 GPUs", collected)
 	}
-	msgs := readTopic(t, addr, schemas.TopicGPUSamples)
+	msgs := schematest.ReadPartition(t, addr, schemas.TopicGPUSamples, 0)
 	if got, want := len(msgs), int(testutil.ToFloat64(c.m.samplesPublished)); got != want {
 		t.Errorf("%d messages on %s; want %d, the published messages metric", got, schemas.TopicGPUSamples, want)
 	}
@@ -721,33 +721,4 @@ func TestKafka(t *testing.T) {
 	if samples != int(collected) {
 		t.Errorf("%d samples on %s; want %v, the samples metric", samples, schemas.TopicGPUSamples, collected)
 	}
-}
-
-// readTopic reads every message of partition 0 of topic.
-func readTopic(t *testing.T, addr, topic string) []kafka.Message {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
-	defer cancel()
-	client := &kafka.Client{Addr: kafka.TCP(addr)}
-	res, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{
-		Topics: map[string][]kafka.OffsetRequest{topic: {kafka.LastOffsetOf(0)}},
-	})
-	if err != nil {
-		t.Fatalf("list offsets of %s: %v", topic, err)
-	}
-	po := res.Topics[topic][0]
-	if po.Error != nil {
-		t.Fatalf("list offsets of %s/0: %v", topic, po.Error)
-	}
-	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{addr}, Topic: topic, Partition: 0, MaxWait: 50 * time.Millisecond})
-	defer r.Close()
-	var msgs []kafka.Message
-	for range po.LastOffset {
-		m, err := r.ReadMessage(ctx)
-		if err != nil {
-			t.Fatalf("read %s/0: %v", topic, err)
-		}
-		msgs = append(msgs, m)
-	}
-	return msgs
 }

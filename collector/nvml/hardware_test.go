@@ -10,14 +10,19 @@ import (
 	"time"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/heliostat-dev/heliostat/collector"
+	"github.com/heliostat-dev/heliostat/collector/publish"
 	"github.com/heliostat-dev/heliostat/schemas"
+	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
 
-// TestHardware runs the Source against the host's real NVML. It is skipped
-// only where libnvidia-ml.so.1 cannot be loaded; with a driver present any
-// failure fails the test.
-func TestHardware(t *testing.T) {
+// openHardware opens the host's real NVML for a test or benchmark, skipping it
+// only where libnvidia-ml.so.1 cannot be loaded, and closes it at cleanup.
+func openHardware(t testing.TB) *Source {
+	t.Helper()
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s, err := New(gonvml.New(), logger, nil)
 	if errors.Is(err, gonvml.ERROR_LIBRARY_NOT_FOUND) {
@@ -26,14 +31,22 @@ func TestHardware(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New(real NVML) = %v", err)
 	}
-	defer func() {
+	t.Cleanup(func() {
 		if err := s.Close(); err != nil {
 			t.Errorf("Close() = %v", err)
 		}
-	}()
+	})
 	if len(s.GPUs()) == 0 {
 		t.Fatal("New(real NVML) found no GPUs")
 	}
+	return s
+}
+
+// TestHardware runs the Source against the host's real NVML. It is skipped
+// only where libnvidia-ml.so.1 cannot be loaded; with a driver present any
+// failure fails the test.
+func TestHardware(t *testing.T) {
+	s := openHardware(t)
 
 	b := schemas.SampleBatch{Cluster: "test", Host: "hardware"}
 	if err := s.Collect(t.Context(), time.Now(), &b); err != nil {
@@ -99,4 +112,120 @@ func TestHardware(t *testing.T) {
 	if err != nil {
 		t.Errorf("WatchEvents(1s) = %v", err)
 	}
+}
+
+// TestHardwareKafka runs the collector on the host's real GPUs with the real
+// publisher against an in-process Kafka-protocol broker, and checks that every
+// sample collected arrived on the topic, one per GPU and tick, naming the GPUs
+// the Source found.
+func TestHardwareKafka(t *testing.T) {
+	s := openHardware(t)
+	_, addr := schematest.Broker(t, kfake.SeedTopics(1, schemas.TopicGPUSamples, schemas.TopicGPUEvents))
+	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
+	reg := prometheus.NewRegistry()
+	pub, err := publish.New(publish.Config{Brokers: []string{addr}, SpoolDir: t.TempDir()}, logger, reg)
+	if err != nil {
+		t.Fatalf("publish.New() = %v", err)
+	}
+	t.Cleanup(func() { _ = pub.Close() })
+	const host = "hardware"
+	cfg := collector.Config{Cluster: "test", Host: host, Interval: 200 * time.Millisecond, PublishInterval: time.Second}
+	c, err := collector.New(cfg, s, pub, logger, reg, nil)
+	if err != nil {
+		t.Fatalf("collector.New() = %v", err)
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	pubDone := make(chan error, 1)
+	go func() { pubDone <- pub.Run(ctx) }()
+	runCtx, stop := context.WithTimeout(ctx, 3*time.Second)
+	defer stop()
+	if err := c.Run(runCtx); err != nil {
+		t.Errorf("collector Run() = %v; want nil", err)
+	}
+	cancel()
+	if err := <-pubDone; err != nil {
+		t.Errorf("publisher Run() = %v", err)
+	}
+	fctx, fcancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer fcancel()
+	if err := pub.Flush(fctx); err != nil {
+		t.Fatalf("Flush() = %v", err)
+	}
+
+	collected := counterSum(t, reg, "heliostat_collector_samples_total")
+	gpus := len(s.GPUs())
+	if collected == 0 || int(collected)%gpus != 0 {
+		t.Fatalf("heliostat_collector_samples_total = %v; want a positive multiple of %d GPUs", collected, gpus)
+	}
+	want := make(map[string]bool)
+	for _, g := range s.GPUs() {
+		want[g.UUID+"/"+g.MIGUUID] = true
+	}
+	samples := 0
+	var b schemas.SampleBatch
+	for _, m := range schematest.ReadPartition(t, addr, schemas.TopicGPUSamples, 0) {
+		if err := schemas.DecodeSampleBatch(m.Value, &b); err != nil {
+			t.Fatalf("DecodeSampleBatch(offset %d) = %v", m.Offset, err)
+		}
+		if string(m.Key) != host || len(b.GPUs) != gpus {
+			t.Errorf("offset %d: key %q, %d GPUs; want %q, %d", m.Offset, m.Key, len(b.GPUs), host, gpus)
+		}
+		for _, g := range b.GPUs {
+			if !want[g.UUID+"/"+g.MIGUUID] {
+				t.Errorf("offset %d names GPU %s %s, which the Source did not find", m.Offset, g.UUID, g.MIGUUID)
+			}
+		}
+		for _, smp := range b.Samples {
+			if v, ok := smp.Uint(schemas.FBTotal); !ok || v == 0 {
+				t.Errorf("offset %d: GPU %s fb_total_bytes = %d, %v; want > 0", m.Offset, b.GPUs[smp.GPU].UUID, v, ok)
+			}
+		}
+		samples += len(b.Samples)
+	}
+	t.Logf("%v samples collected in 3s at 200ms from %d GPUs; %d on %s", collected, gpus, samples, schemas.TopicGPUSamples)
+	if samples != int(collected) {
+		t.Errorf("%d samples on %s; want %v, heliostat_collector_samples_total", samples, schemas.TopicGPUSamples, collected)
+	}
+}
+
+// counterSum is the sum of a counter family's series in reg.
+func counterSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("Gather() = %v", err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+// BenchmarkHardwareCollect times one Collect of every GPU of the host, the
+// collector's cost per tick. It sleeps (untimed) between ticks so that the
+// GPM rates have an interval to measure, as in production.
+func BenchmarkHardwareCollect(b *testing.B) {
+	s := openHardware(b)
+	var batch schemas.SampleBatch
+	if err := s.Collect(b.Context(), time.Now(), &batch); err != nil {
+		b.Fatalf("Collect() = %v", err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		time.Sleep(20 * time.Millisecond)
+		batch.Reset()
+		b.StartTimer()
+		if err := s.Collect(b.Context(), time.Now(), &batch); err != nil {
+			b.Fatalf("Collect() = %v", err)
+		}
+	}
+	b.ReportMetric(float64(len(s.GPUs())), "gpus")
 }

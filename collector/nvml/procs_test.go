@@ -2,8 +2,10 @@ package nvml
 
 import (
 	"errors"
+	"os"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -186,14 +188,7 @@ func TestGPUProcessesClosed(t *testing.T) {
 // TestHardwareGPUProcesses lists the processes of the host's real GPUs. It is
 // skipped only where libnvidia-ml.so.1 cannot be loaded.
 func TestHardwareGPUProcesses(t *testing.T) {
-	s, err := New(gonvml.New(), nil, nil)
-	if errors.Is(err, gonvml.ERROR_LIBRARY_NOT_FOUND) {
-		t.Skip("no NVIDIA driver (libnvidia-ml.so.1 not found); hardware test skipped")
-	}
-	if err != nil {
-		t.Fatalf("New(real NVML) = %v", err)
-	}
-	defer s.Close()
+	s := openHardware(t)
 	got, err := s.GPUProcesses()
 	if err != nil {
 		t.Fatalf("GPUProcesses() = %v", err)
@@ -202,6 +197,7 @@ func TestHardwareGPUProcesses(t *testing.T) {
 		t.Fatal("GPUProcesses() listed no GPU")
 	}
 	uuids := make(map[string]bool)
+	listed := make(map[uint32]bool)
 	for _, g := range s.GPUs() {
 		uuids[g.UUID+"/"+g.MIGUUID] = true
 	}
@@ -213,6 +209,18 @@ func TestHardwareGPUProcesses(t *testing.T) {
 			if pid == 0 {
 				t.Errorf("GPUProcesses() lists pid 0 on %s", g.UUID)
 			}
+			listed[pid] = true
+		}
+		t.Logf("gpu %s %s: pids %v", g.UUID, g.MIGUUID, g.PIDs)
+	}
+	// A GPU program the caller started (HELIOSTAT_TEST_GPU_PID) must be listed.
+	if v := os.Getenv("HELIOSTAT_TEST_GPU_PID"); v != "" {
+		pid, err := strconv.ParseUint(v, 10, 32)
+		if err != nil {
+			t.Fatalf("HELIOSTAT_TEST_GPU_PID=%q: %v", v, err)
+		}
+		if !listed[uint32(pid)] {
+			t.Errorf("GPUProcesses() does not list pid %d, which HELIOSTAT_TEST_GPU_PID says runs on a GPU", pid)
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/heliostat-dev/heliostat/internal/chconn"
@@ -107,6 +108,44 @@ func Broker(t testing.TB, opts ...kfake.Opt) (*kfake.Cluster, string) {
 	}
 	t.Cleanup(c.Close)
 	return c, c.ListenAddrs()[0]
+}
+
+// ReadPartition reads every message of one partition of topic, from its first
+// offset to its end when called.
+func ReadPartition(t testing.TB, addr, topic string, partition int) []kafka.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	client := &kafka.Client{Addr: kafka.TCP(addr)}
+	res, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{
+		Topics: map[string][]kafka.OffsetRequest{topic: {kafka.FirstOffsetOf(partition), kafka.LastOffsetOf(partition)}},
+	})
+	if err != nil {
+		t.Fatalf("list offsets of %s: %v", topic, err)
+	}
+	var po kafka.PartitionOffsets
+	for _, p := range res.Topics[topic] {
+		if p.Partition == partition {
+			po = p
+		}
+	}
+	if po.Error != nil {
+		t.Fatalf("list offsets of %s/%d: %v", topic, partition, po.Error)
+	}
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{addr}, Topic: topic, Partition: partition, MaxWait: 50 * time.Millisecond})
+	defer r.Close()
+	if err := r.SetOffset(po.FirstOffset); err != nil {
+		t.Fatalf("seek %s/%d to %d: %v", topic, partition, po.FirstOffset, err)
+	}
+	var msgs []kafka.Message
+	for range po.LastOffset - po.FirstOffset {
+		m, err := r.ReadMessage(ctx)
+		if err != nil {
+			t.Fatalf("read %s/%d: %v", topic, partition, err)
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs
 }
 
 // Count returns SELECT count() of a query's FROM clause, e.g.
