@@ -504,35 +504,30 @@ func (s *Source) readGPM(d *device, smp *schemas.Sample) error {
 	return nil
 }
 
+// gpmMetrics derives the GPM metrics of d over the interval between g's two
+// samples, asking NVML for one metric per GpmMetricsGet. go-nvml v0.13.0-1
+// declares GpmMetric with a wrong metricInfo member (1,624 bytes where NVML's
+// nvmlGpmMetric_t has 40), so in a request of several metrics NVML reads and
+// writes only the first where Go put it: on an H100 the others came back 0
+// with SUCCESS.
 func (s *Source) gpmMetrics(d *device, g *gpmState, smp *schemas.Sample) error {
 	req := &s.gpmReq
-	*req = gonvml.GpmMetricsGetType{Version: gonvml.GPM_METRICS_GET_VERSION, Sample1: g.prev, Sample2: g.cur}
-	var idx [len(gpmMetricOf)]int
-	n := 0
-	for i, gm := range gpmMetricOf {
-		if d.wants(gm.q) {
-			req.Metrics[n].MetricId = uint32(gm.id)
-			idx[n] = i
-			n++
+	for _, gm := range gpmMetricOf {
+		if !d.wants(gm.q) {
+			continue
 		}
-	}
-	req.NumMetrics = uint32(n)
-	if ret := s.lib.GpmMetricsGet(req); ret != gonvml.SUCCESS {
-		for _, i := range idx[:n] {
-			if _, err := s.check(d, gpmMetricOf[i].q, ret); err != nil {
-				return err
-			}
+		*req = gonvml.GpmMetricsGetType{Version: gonvml.GPM_METRICS_GET_VERSION, NumMetrics: 1, Sample1: g.prev, Sample2: g.cur}
+		req.Metrics[0].MetricId = uint32(gm.id)
+		ret := s.lib.GpmMetricsGet(req)
+		if ret == gonvml.SUCCESS {
+			ret = gonvml.Return(req.Metrics[0].NvmlReturn)
 		}
-		return nil
-	}
-	for j, i := range idx[:n] {
-		gm, res := gpmMetricOf[i], req.Metrics[j]
-		ok, err := s.check(d, gm.q, gonvml.Return(res.NvmlReturn))
+		ok, err := s.check(d, gm.q, ret)
 		if err != nil {
 			return err
 		}
 		if ok {
-			s.setRatio(d, smp, gm.m, res.Value)
+			s.setRatio(d, smp, gm.m, req.Metrics[0].Value)
 		}
 	}
 	return nil

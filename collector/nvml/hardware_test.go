@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -63,8 +66,29 @@ func TestHardware(t *testing.T) {
 		t.Errorf("tick 2 gave %d samples; want one per GPU, %d", got, len(s.GPUs()))
 	}
 
-	for _, smp := range b.Samples[n1:] {
+	busy := os.Getenv("HELIOSTAT_TEST_GPU_PID") != ""
+	for i, smp := range b.Samples[n1:] {
 		g := b.GPUs[smp.GPU]
+		// Hopper and later GPUs have GPM: its metrics must be there from the
+		// second tick on (go-nvml's support query once hid them).
+		h := s.devices[i].h
+		if s.devices[i].parent != nil {
+			h = s.devices[i].parent
+		}
+		if arch, ret := h.GetArchitecture(); ret == gonvml.SUCCESS && arch >= gonvml.DEVICE_ARCH_HOPPER && arch != gonvml.DEVICE_ARCH_UNKNOWN {
+			for _, m := range []schemas.Metric{schemas.SMActive, schemas.SMOccupancy, schemas.DRAMActive} {
+				v, ok := smp.Float(m)
+				if !ok {
+					t.Errorf("GPU %s %s (architecture %d, Hopper or later) has no %s on tick 2", g.UUID, g.MIGUUID, arch, m)
+				}
+				// A GPU program kept busy by the caller (HELIOSTAT_TEST_GPU_PID)
+				// occupies SMs and reads memory: a 0 there is a misread (go-nvml
+				// once returned 0 for all but the first GPM metric).
+				if procs, _ := smp.Uint(schemas.Processes); ok && busy && procs > 0 && v == 0 {
+					t.Errorf("GPU %s %s runs %d processes but %s = 0", g.UUID, g.MIGUUID, procs, m)
+				}
+			}
+		}
 		if g.UUID == "" {
 			t.Errorf("GPU %d has an empty UUID", g.Index)
 		}
@@ -228,4 +252,28 @@ func BenchmarkHardwareCollect(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(len(s.GPUs())), "gpus")
+}
+
+// BenchmarkHardwareReaders times each of Collect's readers alone on the first
+// GPU, to show which NVML questions a tick's cost goes to.
+func BenchmarkHardwareReaders(b *testing.B) {
+	s := openHardware(b)
+	d := s.devices[0]
+	for _, read := range readers {
+		name := runtime.FuncForPC(reflect.ValueOf(read).Pointer()).Name()
+		name = name[strings.LastIndex(name, ".")+1:]
+		name = strings.TrimSuffix(name, "-fm")
+		b.Run(name, func(b *testing.B) {
+			var smp schemas.Sample
+			for b.Loop() {
+				b.StopTimer()
+				time.Sleep(5 * time.Millisecond)
+				smp = schemas.Sample{}
+				b.StartTimer()
+				if err := read(s, d, &smp); err != nil {
+					b.Fatalf("%s: %v", name, err)
+				}
+			}
+		})
+	}
 }

@@ -50,7 +50,7 @@ type Source struct {
 
 	// mu serialises Collect, which owns the per-device query state below.
 	mu     sync.Mutex
-	gpmReq gonvml.GpmMetricsGetType // reused: it is about 10 KiB
+	gpmReq gonvml.GpmMetricsGetType // reused: go-nvml v0.13.0-1 makes it about 340 KiB
 	closed bool
 
 	errs [schemas.NumMetrics]atomic.Uint64
@@ -188,6 +188,13 @@ func (s *Source) discover() error {
 		}
 		s.devices = append(s.devices, migs...)
 	}
+	gpm := 0
+	for _, d := range s.devices {
+		if d.gpm != nil {
+			gpm++
+		}
+	}
+	s.logger.Info("nvml devices found", "gpus", n, "mig_instances", len(s.devices)-n, "with_gpm", gpm, "driver", driver)
 	return nil
 }
 
@@ -222,17 +229,50 @@ func (s *Source) wholeGPU(i int, h gonvml.Device, driver string) (*device, error
 		s.logger.Warn("nvml model unknown", "gpu_uuid", uuid, "err", ret)
 	}
 	d := &device{gpu: g, h: h}
-	switch sup, ret := h.GpmQueryDeviceSupport(); {
-	case ret == gonvml.SUCCESS && sup.IsSupportedDevice != 0:
-		d.gpm = s.allocGPM(uuid)
-	case ret == gonvml.SUCCESS || absent(ret):
-	default:
-		s.logger.Warn("nvml gpm support unknown", "gpu_uuid", uuid, "err", ret)
-	}
+	d.gpm = s.openGPM(uuid, h)
 	if d.gpm == nil {
 		d.skip |= gpmQueries
 	}
 	return d, nil
+}
+
+// openGPM returns the GPM state of a whole GPU, nil where it has no GPM.
+//
+// go-nvml v0.13.0-1 sends GpmQueryDeviceSupport's struct version as
+// NVML_STRUCT_VERSION(nvmlGpmSupport_t, 1), where NVML wants the plain 1, so a
+// driver that checks (580 does, on an H100) answers
+// ERROR_ARGUMENT_VERSION_MISMATCH even for a GPU with GPM (go-nvml issue 168).
+// That answer, like a yes, is settled by taking one GPM sample: a GPU without
+// GPM refuses it.
+func (s *Source) openGPM(uuid string, h gonvml.Device) *gpmState {
+	sup, ret := h.GpmQueryDeviceSupport()
+	switch {
+	case ret == gonvml.SUCCESS && sup.IsSupportedDevice == 0:
+		s.logger.Debug("nvml gpm not supported", "gpu_uuid", uuid)
+		return nil
+	case ret == gonvml.SUCCESS, ret == gonvml.ERROR_ARGUMENT_VERSION_MISMATCH:
+	case absent(ret):
+		s.logger.Debug("nvml gpm not supported", "gpu_uuid", uuid, "err", ret)
+		return nil
+	default:
+		s.logger.Warn("nvml gpm support unknown; sm_active, sm_occupancy, tensor_active and dram_active are not sampled", "gpu_uuid", uuid, "err", ret)
+		return nil
+	}
+	g := s.allocGPM(uuid)
+	if g == nil {
+		return nil
+	}
+	switch ret := h.GpmSampleGet(g.prev); {
+	case ret == gonvml.SUCCESS:
+		return g
+	case absent(ret):
+		s.logger.Debug("nvml gpm not supported", "gpu_uuid", uuid, "err", ret)
+	default:
+		s.logger.Warn("nvml gpm sample failed; sm_active, sm_occupancy, tensor_active and dram_active are not sampled", "gpu_uuid", uuid, "err", ret)
+	}
+	g.prev.Free()
+	g.cur.Free()
+	return nil
 }
 
 // migInstances returns the MIG instances of gpu, none when MIG is off or not

@@ -502,31 +502,31 @@ func TestCollectCanceled(t *testing.T) {
 }
 
 // stubGPM makes device 0 GPM-capable; NVML's GPM metrics answer these
-// percentages, with the tensor metric unsupported. It returns the number of
-// GPM samples alive and a pointer to the metric count of the last request.
-func stubGPM(srv *dgxa100.Server, d *dgxa100.Device) (alive *atomic.Int64, lastN *atomic.Uint32) {
-	alive, lastN = new(atomic.Int64), new(atomic.Uint32)
+// percentages, with the tensor metric unsupported. Like NVML behind go-nvml
+// v0.13.0-1, whose GpmMetric has the wrong size, it answers only the first
+// metric of a request and leaves the others as they were (0, SUCCESS). It
+// returns the number of GPM samples alive and of metric requests made.
+func stubGPM(srv *dgxa100.Server, d *dgxa100.Device) (alive *atomic.Int64, calls *atomic.Uint32) {
+	alive, calls = new(atomic.Int64), new(atomic.Uint32)
 	srv.GpmSampleAllocFunc = func() (gonvml.GpmSample, gonvml.Return) {
 		alive.Add(1)
 		return &mock.GpmSample{FreeFunc: func() gonvml.Return { alive.Add(-1); return gonvml.SUCCESS }}, gonvml.SUCCESS
 	}
 	srv.GpmMetricsGetFunc = func(g *gonvml.GpmMetricsGetType) gonvml.Return {
-		lastN.Store(g.NumMetrics)
-		if g.Sample1 == nil || g.Sample2 == nil || g.Sample1 == g.Sample2 {
+		calls.Add(1)
+		if g.Sample1 == nil || g.Sample2 == nil || g.Sample1 == g.Sample2 || g.NumMetrics == 0 {
 			return gonvml.ERROR_INVALID_ARGUMENT
 		}
-		for i := range g.NumMetrics {
-			m := &g.Metrics[i]
-			switch gonvml.GpmMetricId(m.MetricId) {
-			case gonvml.GPM_METRIC_SM_UTIL:
-				m.Value = 50
-			case gonvml.GPM_METRIC_SM_OCCUPANCY:
-				m.Value = 25
-			case gonvml.GPM_METRIC_DRAM_BW_UTIL:
-				m.Value = 12.5
-			default:
-				m.NvmlReturn = uint32(gonvml.ERROR_NOT_SUPPORTED)
-			}
+		m := &g.Metrics[0]
+		switch gonvml.GpmMetricId(m.MetricId) {
+		case gonvml.GPM_METRIC_SM_UTIL:
+			m.Value = 50
+		case gonvml.GPM_METRIC_SM_OCCUPANCY:
+			m.Value = 25
+		case gonvml.GPM_METRIC_DRAM_BW_UTIL:
+			m.Value = 12.5
+		default:
+			m.NvmlReturn = uint32(gonvml.ERROR_NOT_SUPPORTED)
 		}
 		return gonvml.SUCCESS
 	}
@@ -534,12 +534,12 @@ func stubGPM(srv *dgxa100.Server, d *dgxa100.Device) (alive *atomic.Int64, lastN
 		return gonvml.GpmSupport{IsSupportedDevice: 1}, gonvml.SUCCESS
 	}
 	d.GpmSampleGetFunc = func(gonvml.GpmSample) gonvml.Return { return gonvml.SUCCESS }
-	return alive, lastN
+	return alive, calls
 }
 
 func TestCollectGPM(t *testing.T) {
 	srv := newServer(t)
-	alive, lastN := stubGPM(srv, srv.Devices[0].(*dgxa100.Device))
+	alive, calls := stubGPM(srv, srv.Devices[0].(*dgxa100.Device))
 	s, err := New(srv, nil, nil)
 	if err != nil {
 		t.Fatalf("New() = %v", err)
@@ -549,9 +549,11 @@ func TestCollectGPM(t *testing.T) {
 		{schemas.SMActive: 0.5, schemas.SMOccupancy: 0.25, schemas.DRAMActive: 0.125},
 		{schemas.SMActive: 0.5, schemas.SMOccupancy: 0.25, schemas.DRAMActive: 0.125},
 	}
-	wantN := []uint32{0, 4, 3} // the unsupported tensor metric is not asked again
+	// One request per metric; the unsupported tensor metric is not asked again.
+	wantN := []uint32{0, 4, 3}
 	for tk := range want {
 		var b schemas.SampleBatch
+		before := calls.Load()
 		collect(t, s, &b)
 		for i := range b.Samples {
 			smp := &b.Samples[i]
@@ -566,8 +568,8 @@ func TestCollectGPM(t *testing.T) {
 				}
 			}
 		}
-		if got := lastN.Load(); got != wantN[tk] {
-			t.Errorf("tick %d: GpmMetricsGet asked %d metrics; want %d", tk, got, wantN[tk])
+		if got := calls.Load() - before; got != wantN[tk] {
+			t.Errorf("tick %d: %d GpmMetricsGet calls; want %d", tk, got, wantN[tk])
 		}
 	}
 	if got := alive.Load(); got != 2 {
@@ -578,6 +580,57 @@ func TestCollectGPM(t *testing.T) {
 	}
 	if got := alive.Load(); got != 0 {
 		t.Errorf("GPM samples alive after Close = %d; want 0", got)
+	}
+}
+
+// TestNewGPMSupport checks how New decides that a GPU has GPM: go-nvml's
+// support query can answer a version mismatch for a GPU with GPM, so a GPM
+// sample settles it.
+func TestNewGPMSupport(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		support  gonvml.Return
+		yes      uint32
+		sample   gonvml.Return
+		wantGPM  bool
+		wantGets int
+	}{
+		{"supported", gonvml.SUCCESS, 1, gonvml.SUCCESS, true, 1},
+		{"version mismatch, sample taken", gonvml.ERROR_ARGUMENT_VERSION_MISMATCH, 0, gonvml.SUCCESS, true, 1},
+		{"version mismatch, sample refused", gonvml.ERROR_ARGUMENT_VERSION_MISMATCH, 0, gonvml.ERROR_NOT_SUPPORTED, false, 1},
+		{"supported, sample fails", gonvml.SUCCESS, 1, gonvml.ERROR_UNKNOWN, false, 1},
+		{"not supported", gonvml.SUCCESS, 0, gonvml.SUCCESS, false, 0},
+		{"query not supported", gonvml.ERROR_NOT_SUPPORTED, 0, gonvml.SUCCESS, false, 0},
+		{"query fails", gonvml.ERROR_UNKNOWN, 0, gonvml.SUCCESS, false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newServer(t)
+			d := srv.Devices[0].(*dgxa100.Device)
+			alive, _ := stubGPM(srv, d)
+			d.GpmQueryDeviceSupportFunc = func() (gonvml.GpmSupport, gonvml.Return) {
+				return gonvml.GpmSupport{IsSupportedDevice: tc.yes}, tc.support
+			}
+			gets := 0
+			d.GpmSampleGetFunc = func(gonvml.GpmSample) gonvml.Return { gets++; return tc.sample }
+			s := newSource(t, srv)
+			if got := s.devices[0].gpm != nil; got != tc.wantGPM {
+				t.Errorf("GPU 0 has GPM = %v; want %v", got, tc.wantGPM)
+			}
+			if gets != tc.wantGets {
+				t.Errorf("GpmSampleGet calls in New = %d; want %d", gets, tc.wantGets)
+			}
+			if want := map[bool]int64{true: 2, false: 0}[tc.wantGPM]; alive.Load() != want {
+				t.Errorf("GPM samples alive = %d; want %d", alive.Load(), want)
+			}
+			if !tc.wantGPM {
+				var b schemas.SampleBatch
+				collect(t, s, &b)
+				collect(t, s, &b)
+				if gets != tc.wantGets {
+					t.Errorf("GpmSampleGet calls after two ticks = %d; want %d: a GPU without GPM is not asked", gets, tc.wantGets)
+				}
+			}
+		})
 	}
 }
 
