@@ -410,23 +410,7 @@ func TestResolveStart(t *testing.T) {
 		}
 	}
 	// Retention: the records below offset 6 are gone.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(broker))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	req := kmsg.NewPtrDeleteRecordsRequest()
-	rt := kmsg.NewDeleteRecordsRequestTopic()
-	rt.Topic = schemas.TopicJobEvents
-	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
-	rp.Partition, rp.Offset = 0, 6
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	req.TimeoutMillis = 5000
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil || len(resp.Topics) != 1 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
-		t.Fatalf("delete records: %+v, %v", resp, err)
-	}
+	deleteRecords(t, broker, schemas.TopicJobEvents, 0, 6)
 	if err := conn.Exec(ctx, "INSERT INTO "+ch.Database+".ingest_ledger (tbl, kafka_partition, kafka_offset, part_key, rows) "+
 		"SELECT 'job_events', 0, number, 202605, 1 FROM system.numbers LIMIT 10"); err != nil {
 		t.Fatal(err)
@@ -477,5 +461,102 @@ func TestResolveStart(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(in.m.skipped.WithLabelValues(schemas.TopicJobEvents)); n != 4 {
 		t.Errorf("messages expired = %v; want 4 (offsets 2 to 5)", n)
+	}
+}
+
+// deleteRecords deletes the records of topic's partition below offset, as the
+// broker's retention would.
+func deleteRecords(t *testing.T, broker, topic string, partition int32, offset int64) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrDeleteRecordsRequest()
+	rt := kmsg.NewDeleteRecordsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+	rp.Partition, rp.Offset = partition, offset
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 5000
+	resp, err := req.RequestWith(t.Context(), cl)
+	if err != nil || len(resp.Topics) != 1 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("delete records of %s/%d below %d: %+v, %v", topic, partition, offset, resp, err)
+	}
+}
+
+// TestPruneLedger checks that the ledger partitions holding only offsets that
+// Kafka deleted are dropped, and that a partition is kept while one of its
+// rows is for an offset Kafka still holds, or for a table, topic or Kafka
+// partition whose first offset is unknown.
+func TestPruneLedger(t *testing.T) {
+	ch, conn := schematest.Database(t)
+	_, broker := schematest.Broker(t)
+	ctx := t.Context()
+	if err := EnsureTopics(ctx, []string{broker}, 2, schemas.TopicGPUSamples, schemas.TopicJobEvents); err != nil {
+		t.Fatal(err)
+	}
+	for p := range 2 {
+		c, err := kafka.DialLeader(ctx, "tcp", broker, schemas.TopicGPUSamples, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 10 {
+			if _, err := c.WriteMessages(kafka.Message{Value: []byte{byte(i)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.Close()
+		deleteRecords(t, broker, schemas.TopicGPUSamples, int32(p), 6)
+	}
+	// Ledger partitions are intDiv(part_key, 100): months of the daily
+	// gpu_samples keys, years of the monthly keys of the other tables.
+	ledger := []struct {
+		tbl       string
+		partition uint32
+		from, to  uint64 // offsets
+		partKey   uint32
+	}{
+		{"gpu_samples", 0, 0, 5, 20260415}, // 202604: all below 6 in both partitions: dropped
+		{"gpu_samples", 1, 0, 3, 20260420},
+		{"gpu_samples", 0, 4, 7, 20260501},   // 202605: offsets 6 and 7 are still in Kafka
+		{"gpu_samples", 0, 0, 2, 20260301},   // 202603: also holds ...
+		{"unknown_table", 0, 0, 0, 20260302}, // ... a table ingest does not know
+		{"gpu_samples", 5, 0, 0, 20260201},   // 202602: a partition the topic lacks
+		{"job_events", 0, 0, 3, 202604},      // 2026: job events Kafka has from offset 0
+		{"gpu_allocations", 0, 0, 1, 202512}, // 2025: a topic that does not exist
+	}
+	for _, l := range ledger {
+		if err := conn.Exec(ctx, "INSERT INTO "+ch.Database+".ingest_ledger (tbl, kafka_partition, kafka_offset, part_key, rows) "+
+			"SELECT ?, ?, number + ?, ?, 1 FROM system.numbers LIMIT ?", l.tbl, l.partition, l.from, l.partKey, l.to-l.from+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in, err := New(Config{Brokers: []string{broker}, ClickHouse: ch}, conn, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropped, err := in.pruneLedger(ctx)
+	if err != nil {
+		t.Fatalf("pruneLedger() = %v", err)
+	}
+	if !slices.Equal(dropped, []string{"202604"}) {
+		t.Errorf("pruneLedger() dropped %v; want [202604]", dropped)
+	}
+	if got := schematest.Count(t, conn, ch.Database+".ingest_ledger"); got != 4+3+1+1+4+2 {
+		t.Errorf("%d ledger rows left; want 15, all but the 10 of 202604", got)
+	}
+	if dropped, err := in.pruneLedger(ctx); err != nil || len(dropped) != 0 {
+		t.Errorf("pruneLedger() again = %v, %v; want nothing dropped", dropped, err)
+	}
+	// Kafka deletes the rest of gpu_samples' partition 0: 202605 and 202603
+	// hold only expired offsets now, but 202603 still names a table ingest
+	// does not know.
+	deleteRecords(t, broker, schemas.TopicGPUSamples, 0, 10)
+	dropped, err = in.pruneLedger(ctx)
+	if err != nil || !slices.Equal(dropped, []string{"202605"}) {
+		t.Errorf("pruneLedger() after more deletions = %v, %v; want [202605]", dropped, err)
 	}
 }

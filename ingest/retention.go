@@ -7,11 +7,29 @@ import (
 	"github.com/heliostat-dev/heliostat/internal/retention"
 )
 
-// retentionLoop applies retention at start and then hourly.
+// retentionLoop applies retention at start and then hourly, and prunes the
+// ledger at start and then daily.
 func (in *Ingester) retentionLoop(ctx context.Context) {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
+	var pruned time.Time
 	for {
+		if time.Since(pruned) >= ledgerPruneEvery {
+			dropped, err := in.pruneLedger(ctx)
+			switch {
+			case err != nil && ctx.Err() != nil:
+				return
+			case err != nil:
+				in.m.errors.WithLabelValues("retention").Inc()
+				in.warnf("retention", "pruning the ingest ledger failed; trying again in an hour", "err", err)
+			default:
+				pruned = time.Now()
+			}
+			if len(dropped) > 0 {
+				in.m.retentionDrop.WithLabelValues("ingest_ledger").Add(float64(len(dropped)))
+				in.logger.Info("dropped ingest ledger partitions whose offsets kafka no longer holds", "partitions", dropped)
+			}
+		}
 		rules := []retention.Rule{
 			{Table: "gpu_samples", Keep: in.cfg.Retention, Daily: true},
 			{Table: "gpu_events", Keep: in.cfg.Retention},

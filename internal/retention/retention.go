@@ -29,32 +29,57 @@ func DropExpired(ctx context.Context, conn driver.Conn, db string, rule Rule, no
 		return nil, nil
 	}
 	cutoff := now.Add(-rule.Keep).UTC()
-	rows, err := conn.Query(ctx, "SELECT DISTINCT partition FROM system.parts WHERE database = ? AND table = ? AND active", db, rule.Table)
+	parts, err := Partitions(ctx, conn, db, rule.Table)
 	if err != nil {
-		return nil, fmt.Errorf("list partitions of %s: %w", rule.Table, err)
+		return nil, err
 	}
 	var expired []string
-	for rows.Next() {
-		var p string
-		if err := rows.Scan(&p); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("list partitions of %s: %w", rule.Table, err)
-		}
+	for _, p := range parts {
 		end, ok := partitionEnd(p, rule.Daily)
 		if ok && !end.After(cutoff) {
 			expired = append(expired, p)
 		}
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list partitions of %s: %w", rule.Table, err)
-	}
 	for i, p := range expired {
-		if err := conn.Exec(ctx, "ALTER TABLE "+db+"."+rule.Table+" DROP PARTITION "+p); err != nil {
-			return expired[:i], fmt.Errorf("drop partition %s of %s: %w", p, rule.Table, err)
+		if err := Drop(ctx, conn, db, rule.Table, p); err != nil {
+			return expired[:i], err
 		}
 	}
 	return expired, nil
+}
+
+// Partitions returns the ids of the partitions of db.table that hold active
+// parts, as system.parts writes them.
+func Partitions(ctx context.Context, conn driver.Conn, db, table string) ([]string, error) {
+	rows, err := conn.Query(ctx, "SELECT DISTINCT partition FROM system.parts WHERE database = ? AND table = ? AND active ORDER BY partition", db, table)
+	if err != nil {
+		return nil, fmt.Errorf("list partitions of %s: %w", table, err)
+	}
+	defer rows.Close()
+	var parts []string
+	for rows.Next() {
+		var p string
+		if err := rows.Scan(&p); err != nil {
+			return nil, fmt.Errorf("list partitions of %s: %w", table, err)
+		}
+		parts = append(parts, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list partitions of %s: %w", table, err)
+	}
+	return parts, nil
+}
+
+// Drop drops partition p of db.table. p must be a partition id of a numeric
+// partition key, as Partitions returns it.
+func Drop(ctx context.Context, conn driver.Conn, db, table, p string) error {
+	if _, err := strconv.ParseUint(p, 10, 64); err != nil {
+		return fmt.Errorf("drop partition %q of %s: not a numeric partition id", p, table)
+	}
+	if err := conn.Exec(ctx, "ALTER TABLE "+db+"."+table+" DROP PARTITION "+p); err != nil {
+		return fmt.Errorf("drop partition %s of %s: %w", p, table, err)
+	}
+	return nil
 }
 
 // partitionEnd returns the first instant after partition id p (YYYYMMDD or
