@@ -26,6 +26,7 @@ import (
 // why; dashboards/alerts_test.yaml checks their logic on synthetic series.
 var alertsNotFaulted = map[string]string{
 	"HeliostatIngestLagging":          "needs a million messages behind",
+	"HeliostatMessagesExpiredInKafka": "needs Kafka to delete messages ingest has not read (TestResolveStart in ingest/ledger_internal_test.go counts them)",
 	"HeliostatCollectorTicksFailing":  "needs a GPU source that fails (NVML)",
 	"HeliostatSlurmJobsLost":          "needs jobs that leave squeue between two polls without a completion log",
 	"HeliostatAttributionFailing":     "needs NVML's process lists",
