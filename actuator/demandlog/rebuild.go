@@ -34,8 +34,10 @@ type Pool struct {
 
 // Rebuild reconstructs pool's demand in each step of [since, until) from its
 // job records, measured the way the control loop measures it at a pass: the
-// nodes running a job, plus the nodes the pending jobs' GPUs fill
-// (⌈GPUs ÷ GPUsPerNode⌉), at most pool.Nodes. A step's value is the largest
+// nodes running a job, plus the nodes the pending jobs need: ⌈GPUs ÷
+// GPUsPerNode⌉ for those that fit on one node, whole nodes (NodeCount, at
+// least ⌈GPUs ÷ GPUsPerNode⌉) for each that asks for several; at most
+// pool.Nodes. A step's value is the largest
 // at any instant within it. Steps that start before the earliest submit time
 // among the records are left out, since the records may not cover them; so is
 // everything when there are no records. What the records cannot tell is not
@@ -47,7 +49,8 @@ func Rebuild(jobs []PastJob, pool Pool, since, until time.Time, step time.Durati
 	}
 	type event struct {
 		at    time.Time
-		gpus  int      // change of the pending GPUs
+		gpus  int      // change of the pending GPUs of jobs that fit on one node
+		whole int      // change of the nodes pending multi-node jobs need
 		anon  int      // change of the nodes held by records that name none
 		nodes []string // nodes taken (held > 0) or given back (held < 0)
 		held  int
@@ -68,8 +71,14 @@ func Rebuild(jobs []PastJob, pool Pool, since, until time.Time, step time.Durati
 		case !j.End.IsZero():
 			pendEnd = j.End // ended (cancelled) without starting
 		}
-		if g := max(j.GPUs, 1); pendEnd.After(j.Submit) {
-			ev = append(ev, event{at: j.Submit, gpus: g}, event{at: pendEnd, gpus: -g})
+		if pendEnd.After(j.Submit) {
+			if j.NodeCount > 1 {
+				w := max(j.NodeCount, ceilDiv(j.GPUs, max(pool.GPUsPerNode, 1)))
+				ev = append(ev, event{at: j.Submit, whole: w}, event{at: pendEnd, whole: -w})
+			} else {
+				g := max(j.GPUs, 1)
+				ev = append(ev, event{at: j.Submit, gpus: g}, event{at: pendEnd, gpus: -g})
+			}
 		}
 		if j.Start.IsZero() {
 			continue
@@ -92,16 +101,17 @@ func Rebuild(jobs []PastJob, pool Pool, since, until time.Time, step time.Durati
 
 	gpn := max(pool.GPUsPerNode, 1)
 	held := map[string]int{}
-	pending, anon := 0, 0
+	pending, whole, anon := 0, 0, 0
 	value := func() float64 {
-		need := 0
+		need := whole
 		if pending > 0 {
-			need = (pending + gpn - 1) / gpn
+			need += ceilDiv(pending, gpn)
 		}
 		return math.Min(float64(len(held)+anon+need), float64(pool.Nodes))
 	}
 	apply := func(e event) {
 		pending += e.gpus
+		whole += e.whole
 		anon += e.anon
 		for _, n := range e.nodes {
 			held[n] += e.held
@@ -141,6 +151,9 @@ func Rebuild(jobs []PastJob, pool Pool, since, until time.Time, step time.Durati
 	return out
 }
 
+// ceilDiv returns ⌈a ÷ b⌉ for a ≥ 0, b > 0.
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
 // maxJobRun bounds how long before a read's start a job record may have been
 // submitted and still count: a record whose end never arrived would
 // otherwise hold its nodes forever.
@@ -156,7 +169,9 @@ type Records struct {
 	Newest time.Time
 }
 
-// PastJobs reads the records of cluster's jobs in partition that were
+// PastJobs reads the records of cluster's jobs in partition (a pending job
+// that lists several, "gpu,debug", counts in each, as the control loop counts
+// it) that were
 // pending or running at some time in [since, until), from the jobs table
 // (schemas/sql/0007_jobs.sql), for Rebuild, and the newest job event of the
 // cluster. Only jobs submitted at most maxJobRun before since are read: an
@@ -174,7 +189,7 @@ func (l *Log) PastJobs(ctx context.Context, cluster, partition string, since, un
 		recs.Newest = time.Unix(newest, 0).UTC()
 	}
 	rows, err := l.conn.Query(ctx, "SELECT submit_time, start_time, end_time, nodes, node_count, gpus FROM "+l.db+".jobs FINAL "+
-		"WHERE cluster = ? AND partition_name = ? AND submit_time >= toDateTime(?, 'UTC') AND submit_time < toDateTime(?, 'UTC') "+
+		"WHERE cluster = ? AND has(splitByChar(',', partition_name), ?) AND submit_time >= toDateTime(?, 'UTC') AND submit_time < toDateTime(?, 'UTC') "+
 		"AND (isNull(end_time) OR end_time >= toDateTime(?, 'UTC'))",
 		cluster, partition, max(since.Add(-maxJobRun).Unix(), 0), max(until.Unix(), 0), max(since.Unix(), 0))
 	if err != nil {

@@ -70,6 +70,16 @@ func TestRebuild(t *testing.T) {
 			want: []float64{1, 3, 0},
 		},
 		{
+			name: "a pending multi-node job needs whole nodes, as the loop counts it",
+			jobs: []PastJob{
+				{Submit: at(0), Start: at(20), End: at(30), NodeCount: 3, GPUs: 3}, // 3 nodes of 1 GPU
+				{Submit: at(0), End: at(20), GPUs: 4},                              // cancelled while pending
+			},
+			pool:  Pool{Partition: "gpu", Nodes: 8, GPUsPerNode: 8},
+			since: at(0), until: at(40), first: at(0),
+			want: []float64{4, 4, 3, 0}, // 3 whole + ⌈4/8⌉; then its 3 nodes running
+		},
+		{
 			name:  "cancelled while pending: pending until its end",
 			jobs:  []PastJob{{Submit: at(0), End: at(15), GPUs: 9}},
 			pool:  pool,
@@ -171,6 +181,9 @@ func TestPastJobs(t *testing.T) {
 		{"d", "1", "gpu", at(0), tp(at(0)), nil, []string{"n9"}, u32(1), u32(8), 1},
 		// Submitted after the period: not read.
 		{"c", "5", "gpu", at(40), nil, nil, nil, nil, u32(8), 1},
+		// Pending on a list of partitions: read for each one it lists.
+		{"c", "6", "cpu,gpu", at(15), nil, nil, nil, u32(1), u32(8), 1},
+		{"c", "7", "cpu,gpux", at(15), nil, nil, nil, u32(1), u32(8), 1},
 	}
 	b, err := conn.PrepareBatch(ctx, "INSERT INTO "+cfg.Database+".jobs (cluster, job_id, partition_name, submit_time, start_time, end_time, nodes, node_count, gpus, version, updated_at)")
 	if err != nil {
@@ -204,13 +217,14 @@ func TestPastJobs(t *testing.T) {
 		}
 	}
 	got := recs.Jobs
-	if len(got) != 2 {
-		t.Fatalf("read %d jobs, want 2: %+v", len(got), got)
+	if len(got) != 3 {
+		t.Fatalf("read %d jobs, want 3: %+v", len(got), got)
 	}
 	slices.SortFunc(got, func(a, b PastJob) int { return a.Submit.Compare(b.Submit) })
 	want := []PastJob{
 		{Submit: at(0), Start: at(5), End: at(25), Nodes: []string{"n1", "n2"}, NodeCount: 2, GPUs: 16},
 		{Submit: at(12), Start: at(12), NodeCount: 1},
+		{Submit: at(15), NodeCount: 1, GPUs: 8},
 	}
 	for i := range want {
 		g, w := got[i], want[i]
@@ -225,8 +239,9 @@ func TestPastJobs(t *testing.T) {
 		vals = append(vals, m.Demand)
 	}
 	// 12:00 two nodes' worth pending, then two nodes running; the unnamed
-	// job adds one from 12:12; 12:25 the first ends.
-	if w := []float64{2, 3, 3}; !slices.Equal(vals, w) {
+	// job adds one from 12:12, the pending one of "cpu,gpu" one from 12:15;
+	// 12:25 the first ends.
+	if w := []float64{2, 4, 4}; !slices.Equal(vals, w) {
 		t.Errorf("rebuilt demand %v, want %v", vals, w)
 	}
 	if _, err := l.PastJobs(ctx, "c", "gpu", at(30), at(30)); err == nil {
