@@ -16,12 +16,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/heliostat-dev/heliostat/collector/publish"
 	"github.com/heliostat-dev/heliostat/collector/synthetic"
 	"github.com/heliostat-dev/heliostat/schemas"
-	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
 
 const (
@@ -649,76 +646,5 @@ func TestMetrics(t *testing.T) {
 	}
 	if n, err := testutil.GatherAndCount(reg, "heliostat_collector_collect_errors_total"); err != nil || n != 2 {
 		t.Errorf("collect errors series = %d, %v; want 2 (one per source)", n, err)
-	}
-}
-
-// TestKafka runs the collector with the synthetic source and the real
-// publisher against an in-process Kafka-protocol broker, and checks that
-// every sample collected arrived.
-func TestKafka(t *testing.T) {
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(),
-		kfake.SeedTopics(1, schemas.TopicGPUSamples, schemas.TopicGPUEvents))
-	if err != nil {
-		t.Fatalf("start kfake broker: %v", err)
-	}
-	t.Cleanup(cluster.Close)
-	addr := cluster.ListenAddrs()[0]
-
-	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
-	reg := prometheus.NewRegistry()
-	pub, err := publish.New(publish.Config{Brokers: []string{addr}, SpoolDir: t.TempDir()}, logger, reg)
-	if err != nil {
-		t.Fatalf("publish.New() = %v", err)
-	}
-	t.Cleanup(func() { _ = pub.Close() })
-	cfg := Config{Cluster: testCluster, Host: testHost, Interval: 100 * time.Millisecond, PublishInterval: 500 * time.Millisecond}
-	c, err := New(cfg, synthetic.New(testHost, 8, 1), pub, logger, reg, nil)
-	if err != nil {
-		t.Fatalf("New() = %v", err)
-	}
-
-	ctx, cancel := context.WithCancel(t.Context())
-	pubDone := make(chan error, 1)
-	go func() { pubDone <- pub.Run(ctx) }()
-	runCtx, stop := context.WithTimeout(ctx, 1500*time.Millisecond)
-	defer stop()
-	if err := c.Run(runCtx); err != nil {
-		t.Errorf("Run() = %v; want nil", err)
-	}
-	cancel()
-	if err := <-pubDone; err != nil {
-		t.Errorf("publisher Run() = %v", err)
-	}
-	// Anything spooled (a slow first write) goes out now.
-	fctx, fcancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer fcancel()
-	if err := pub.Flush(fctx); err != nil {
-		t.Fatalf("Flush() = %v", err)
-	}
-
-	collected := testutil.ToFloat64(c.m.samples.WithLabelValues("synthetic"))
-	// The tick count depends on how fast the broker answers; only
-	// agreement with the topic is exact.
-	if collected == 0 || int(collected)%8 != 0 {
-		t.Fatalf("samples metric = %v; want a positive multiple of 8 GPUs", collected)
-	}
-	msgs := schematest.ReadPartition(t, addr, schemas.TopicGPUSamples, 0)
-	if got, want := len(msgs), int(testutil.ToFloat64(c.m.samplesPublished)); got != want {
-		t.Errorf("%d messages on %s; want %d, the published messages metric", got, schemas.TopicGPUSamples, want)
-	}
-	samples := 0
-	var b schemas.SampleBatch
-	for _, m := range msgs {
-		if err := schemas.DecodeSampleBatch(m.Value, &b); err != nil {
-			t.Fatalf("DecodeSampleBatch(offset %d) = %v", m.Offset, err)
-		}
-		if string(m.Key) != testHost || b.Host != testHost || b.Cluster != testCluster || len(b.GPUs) != 8 {
-			t.Errorf("offset %d: key %q, host %q, cluster %q, %d GPUs; want %q, %q, %q, 8",
-				m.Offset, m.Key, b.Host, b.Cluster, len(b.GPUs), testHost, testHost, testCluster)
-		}
-		samples += len(b.Samples)
-	}
-	if samples != int(collected) {
-		t.Errorf("%d samples on %s; want %v, the samples metric", samples, schemas.TopicGPUSamples, collected)
 	}
 }

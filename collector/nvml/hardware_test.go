@@ -13,13 +13,10 @@ import (
 	"time"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/heliostat-dev/heliostat/collector"
-	"github.com/heliostat-dev/heliostat/collector/publish"
+	"github.com/heliostat-dev/heliostat/collector/collectortest"
 	"github.com/heliostat-dev/heliostat/schemas"
-	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
 
 // openHardware opens the host's real NVML for a test or benchmark, skipping it
@@ -145,43 +142,15 @@ func TestHardware(t *testing.T) {
 // the Source found.
 func TestHardwareKafka(t *testing.T) {
 	s := openHardware(t)
-	_, addr := schematest.Broker(t, kfake.SeedTopics(1, schemas.TopicGPUSamples, schemas.TopicGPUEvents))
-	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
-	reg := prometheus.NewRegistry()
-	pub, err := publish.New(publish.Config{Brokers: []string{addr}, SpoolDir: t.TempDir()}, logger, reg)
-	if err != nil {
-		t.Fatalf("publish.New() = %v", err)
-	}
-	t.Cleanup(func() { _ = pub.Close() })
 	const host = "hardware"
 	cfg := collector.Config{Cluster: "test", Host: host, Interval: 200 * time.Millisecond, PublishInterval: time.Second}
-	c, err := collector.New(cfg, s, pub, logger, reg, nil)
-	if err != nil {
-		t.Fatalf("collector.New() = %v", err)
-	}
-
-	ctx, cancel := context.WithCancel(t.Context())
-	pubDone := make(chan error, 1)
-	go func() { pubDone <- pub.Run(ctx) }()
-	runCtx, stop := context.WithTimeout(ctx, 3*time.Second)
-	defer stop()
-	if err := c.Run(runCtx); err != nil {
-		t.Errorf("collector Run() = %v; want nil", err)
-	}
-	cancel()
-	if err := <-pubDone; err != nil {
-		t.Errorf("publisher Run() = %v", err)
-	}
-	fctx, fcancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer fcancel()
-	if err := pub.Flush(fctx); err != nil {
-		t.Fatalf("Flush() = %v", err)
-	}
-
-	collected := counterSum(t, reg, "heliostat_collector_samples_total")
+	run := collectortest.Published(t, cfg, s, 3*time.Second)
 	gpus := len(s.GPUs())
-	if collected == 0 || int(collected)%gpus != 0 {
-		t.Fatalf("heliostat_collector_samples_total = %v; want a positive multiple of %d GPUs", collected, gpus)
+	if run.Collected == 0 || int(run.Collected)%gpus != 0 {
+		t.Fatalf("heliostat_collector_samples_total = %v; want a positive multiple of %d GPUs", run.Collected, gpus)
+	}
+	if got, want := len(run.Messages), int(run.Published); got != want {
+		t.Errorf("%d messages on %s; want %d, the published messages metric", got, schemas.TopicGPUSamples, want)
 	}
 	want := make(map[string]bool)
 	for _, g := range s.GPUs() {
@@ -189,7 +158,7 @@ func TestHardwareKafka(t *testing.T) {
 	}
 	samples := 0
 	var b schemas.SampleBatch
-	for _, m := range schematest.ReadPartition(t, addr, schemas.TopicGPUSamples, 0) {
+	for _, m := range run.Messages {
 		if err := schemas.DecodeSampleBatch(m.Value, &b); err != nil {
 			t.Fatalf("DecodeSampleBatch(offset %d) = %v", m.Offset, err)
 		}
@@ -208,28 +177,10 @@ func TestHardwareKafka(t *testing.T) {
 		}
 		samples += len(b.Samples)
 	}
-	t.Logf("%v samples collected in 3s at 200ms from %d GPUs; %d on %s", collected, gpus, samples, schemas.TopicGPUSamples)
-	if samples != int(collected) {
-		t.Errorf("%d samples on %s; want %v, heliostat_collector_samples_total", samples, schemas.TopicGPUSamples, collected)
+	t.Logf("%v samples collected in 3s at 200ms from %d GPUs; %d on %s", run.Collected, gpus, samples, schemas.TopicGPUSamples)
+	if samples != int(run.Collected) {
+		t.Errorf("%d samples on %s; want %v, heliostat_collector_samples_total", samples, schemas.TopicGPUSamples, run.Collected)
 	}
-}
-
-// counterSum is the sum of a counter family's series in reg.
-func counterSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("Gather() = %v", err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
 }
 
 // BenchmarkHardwareCollect times one Collect of every GPU of the host, the
