@@ -241,9 +241,9 @@ func (s *Source) wholeGPU(i int, h gonvml.Device, driver string) (*device, error
 // go-nvml v0.13.0-1 sends GpmQueryDeviceSupport's struct version as
 // NVML_STRUCT_VERSION(nvmlGpmSupport_t, 1), where NVML wants the plain 1, and
 // the driver answers ERROR_ARGUMENT_VERSION_MISMATCH even for a GPU with GPM
-// (go-nvml issue 168): on an H100 with driver 580.159.04 the query found no
-// GPM where pynvml, sending 1, found it. That answer, like a yes, is settled
-// by taking one GPM sample: a GPU without GPM refuses it.
+// (go-nvml issue 168): on an H100 with driver 580.159.04, version 0x1000008
+// got 25 (the mismatch) and version 1 "supported". That answer, like a yes,
+// is settled by taking one GPM sample: a GPU without GPM refuses it.
 func (s *Source) openGPM(uuid string, h gonvml.Device) *gpmState {
 	sup, ret := h.GpmQueryDeviceSupport()
 	switch {
