@@ -270,7 +270,7 @@ func (in *Ingester) resolveStart(ctx context.Context, a *assignment) error {
 		return nil
 	}
 	topic := a.h.topic()
-	c := &kafka.Client{Addr: kafka.TCP(in.cfg.Brokers...), Timeout: 10 * time.Second, Transport: in.sec.Transport("heliostat-ingest")}
+	c := in.kafkaClient()
 	resp, err := c.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: {kafka.FirstOffsetOf(int(a.partition))}}})
 	if err != nil {
 		return fmt.Errorf("list the first offset of %s/%d: %w", topic, a.partition, err)

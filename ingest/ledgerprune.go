@@ -90,11 +90,17 @@ func (in *Ingester) ledgerExpired(ctx context.Context, p string, first map[strin
 	return expired, nil
 }
 
+// kafkaClient returns a client for ingest's requests to the brokers outside
+// the consumer group (offsets, metadata), over ingest's connection security.
+func (in *Ingester) kafkaClient() *kafka.Client {
+	return &kafka.Client{Addr: kafka.TCP(in.cfg.Brokers...), Timeout: 10 * time.Second, Transport: in.sec.Transport("heliostat-ingest")}
+}
+
 // firstOffsets returns the first offset the brokers hold of every partition
 // of ingest's topics, by the table each topic fills. A topic or partition the
 // brokers cannot answer for is left out.
 func (in *Ingester) firstOffsets(ctx context.Context) (map[string]map[int]int64, error) {
-	c := &kafka.Client{Addr: kafka.TCP(in.cfg.Brokers...), Timeout: 10 * time.Second, Transport: in.sec.Transport("heliostat-ingest")}
+	c := in.kafkaClient()
 	tableOf := make(map[string]string, len(in.handlers))
 	var topics []string
 	for _, h := range in.handlers {

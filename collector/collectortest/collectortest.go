@@ -86,21 +86,25 @@ func counterSum(t *testing.T, reg *prometheus.Registry, name string, match map[s
 		if mf.GetName() != name {
 			continue
 		}
-	series:
 		for _, m := range mf.GetMetric() {
-			for k, v := range match {
-				found := false
-				for _, lp := range m.GetLabel() {
-					if lp.GetName() == k && lp.GetValue() == v {
-						found = true
-					}
-				}
-				if !found {
-					continue series
-				}
+			labels := make(map[string]string, len(m.GetLabel()))
+			for _, lp := range m.GetLabel() {
+				labels[lp.GetName()] = lp.GetValue()
 			}
-			sum += m.GetCounter().GetValue()
+			if matches(labels, match) {
+				sum += m.GetCounter().GetValue()
+			}
 		}
 	}
 	return sum
+}
+
+// matches reports whether labels holds every pair of match.
+func matches(labels, match map[string]string) bool {
+	for k, v := range match {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }
