@@ -58,6 +58,10 @@ type Config struct {
 	// pings it, so that readiness notices a ClickHouse lost while no data
 	// flows. Default 15s.
 	IdleCheck time.Duration
+	// LogCheck: when a partition has yielded no message for this long,
+	// ingest compares its position with the partition's log end, to notice
+	// a topic deleted and created again (see ResetPartition). Default 30s.
+	LogCheck time.Duration
 }
 
 // DefaultDedupeWindow is the --dedupe.window default: a copy of a message
@@ -82,6 +86,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.DurationVar(&c.DedupeWindow, "dedupe.window", DefaultDedupeWindow,
 		"forget the message numbers of a producer silent this long in a partition; a copy it sends later is stored again (0 never forgets)")
 	fs.DurationVar(&c.IdleCheck, "ingest.idle-check", 15*time.Second, "ping ClickHouse after this long without a request, so /-/ready notices it gone while no data flows")
+	fs.DurationVar(&c.LogCheck, "ingest.log-check", 30*time.Second, "after this long without a message from a partition, check that its log still reaches ingest's position (a recreated topic)")
 	c.Kafka.RegisterFlags(fs, getenv)
 	c.ClickHouse.RegisterFlags(fs, getenv)
 }
@@ -133,6 +138,12 @@ func (c *Config) Validate() error {
 	}
 	if c.IdleCheck < 10*time.Millisecond {
 		return fmt.Errorf("ingest: --ingest.idle-check %s is below 10ms", c.IdleCheck)
+	}
+	if c.LogCheck == 0 {
+		c.LogCheck = 30 * time.Second
+	}
+	if c.LogCheck < 10*time.Millisecond {
+		return fmt.Errorf("ingest: --ingest.log-check %s is below 10ms", c.LogCheck)
 	}
 	if c.Retention < 0 || c.RollupRetention < 0 {
 		return errors.New("ingest: retention must not be negative")

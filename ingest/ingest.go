@@ -49,6 +49,10 @@ type Ingester struct {
 	chMu     sync.Mutex
 	chLast   time.Time
 	chByPing bool
+	// rewound holds the assigned partitions not read because they are
+	// rewound (see rewind.go); rewindHealth reports them.
+	rewound      rewinds
+	rewindHealth *health.Cond
 }
 
 // New returns an Ingester writing through conn, which must reach the database
@@ -117,6 +121,8 @@ func New(cfg Config, conn driver.Conn, logger *slog.Logger, reg prometheus.Regis
 	in.fetchHealth = in.health.AddExpiring("kafka fetch", 30*time.Second)
 	in.chHealth = in.health.Add("clickhouse", "")
 	in.deadHealth = in.health.Add("kafka dead letters", "")
+	in.rewindHealth = in.health.Add("kafka partitions", "")
+	in.rewound.by = map[string]rewind{}
 	return in, nil
 }
 
@@ -207,6 +213,7 @@ type assignment struct {
 	h         handler
 	partition int32
 	offset    int64
+	rewound   bool // not read: see rewind
 }
 
 // item is one Kafka message on its way from a partition reader to the batch.
@@ -238,6 +245,7 @@ func (in *Ingester) startGeneration(gen *kafka.Generation) {
 	in.m.assigned.Set(float64(len(as)))
 	in.logger.Info("partitions assigned", "generation", gen.ID, "partitions", len(as))
 	gen.Start(func(ctx context.Context) {
+		in.clearRewinds()
 		done, seqs, ok := in.recover(ctx, as)
 		if !ok {
 			return
@@ -249,6 +257,9 @@ func (in *Ingester) startGeneration(gen *kafka.Generation) {
 		items := make(chan item, 256)
 		var wg sync.WaitGroup
 		for i, a := range as {
+			if a.rewound {
+				continue
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -260,35 +271,24 @@ func (in *Ingester) startGeneration(gen *kafka.Generation) {
 	})
 }
 
-// resolveStart replaces a's offset, when the group has none committed (a
-// new group, offsets expired or reset), by the partition's first offset in
-// Kafka: the ledger and intents are read from there, not from offset 0,
+// resolveStart returns the first offset and the log end of a's partition
+// in Kafka, and replaces a's offset, when the group has none committed (a
+// new group, offsets expired or reset, a topic created again), by the
+// first one: the ledger and intents are read from there, not from offset 0,
 // which after months would load every ledger row of the partition into
 // memory for messages Kafka no longer holds.
-func (in *Ingester) resolveStart(ctx context.Context, a *assignment) error {
-	if a.offset >= 0 {
-		return nil
-	}
-	topic := a.h.topic()
-	c := in.kafkaClient()
-	resp, err := c.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: {kafka.FirstOffsetOf(int(a.partition))}}})
+func (in *Ingester) resolveStart(ctx context.Context, a *assignment) (first, end int64, err error) {
+	first, end, err = logBounds(ctx, in.kafkaClient(), a.h.topic(), int(a.partition))
 	if err != nil {
-		return fmt.Errorf("list the first offset of %s/%d: %w", topic, a.partition, err)
+		return 0, 0, err
 	}
-	for _, po := range resp.Topics[topic] {
-		if po.Partition != int(a.partition) {
-			continue
+	if a.offset < 0 {
+		if first > 0 {
+			in.logger.Info("no committed offset; starting at the partition's first offset in kafka", "topic", a.h.topic(), "partition", a.partition, "offset", first)
 		}
-		if po.Error != nil {
-			return fmt.Errorf("list the first offset of %s/%d: %w", topic, a.partition, po.Error)
-		}
-		if po.FirstOffset > 0 {
-			in.logger.Info("no committed offset; starting at the partition's first offset in kafka", "topic", topic, "partition", a.partition, "offset", po.FirstOffset)
-		}
-		a.offset = max(po.FirstOffset, 0)
-		return nil
+		a.offset = first
 	}
-	return fmt.Errorf("list the first offset of %s/%d: the broker did not answer for the partition", topic, a.partition)
+	return first, end, nil
 }
 
 // recover loads, for each assigned partition, what the ledger holds at or after
@@ -301,9 +301,10 @@ func (in *Ingester) recover(ctx context.Context, as []assignment) ([]map[int64][
 	backoff := newBackoff(200*time.Millisecond, in.cfg.RetryMax)
 	for i := range as {
 		for {
-			if err := in.resolveStart(ctx, &as[i]); err != nil {
+			first, end, err := in.resolveStart(ctx, &as[i])
+			if err != nil {
 				in.m.errors.WithLabelValues("fetch").Inc()
-				in.warnf("fetch", "reading a partition's first offset failed, retrying", "err", err)
+				in.warnf("fetch", "reading a partition's offsets in kafka failed, retrying", "err", err)
 				if !backoff.wait(ctx) {
 					return nil, nil, false
 				}
@@ -311,6 +312,13 @@ func (in *Ingester) recover(ctx context.Context, as []assignment) ([]map[int64][
 			}
 			a := as[i]
 			d, err := in.loadLedger(ctx, a)
+			if top := ledgerPast(d, end); err == nil && (a.offset > end || top >= 0) {
+				// Before the intents: a stale one would be settled
+				// against the old messages' rows.
+				as[i].rewound = true
+				in.reportRewind(rewind{topic: a.h.topic(), partition: a.partition, position: a.offset, ledger: top, first: first, end: end})
+				break
+			}
 			if err == nil {
 				var landed bool
 				if landed, err = in.settleIntents(ctx, a, d); err == nil && landed {
@@ -367,10 +375,26 @@ func (in *Ingester) read(ctx context.Context, a assignment, done map[int64][]uin
 	lag := in.m.lag.WithLabelValues(a.h.topic(), strconv.Itoa(int(a.partition)))
 	next := a.offset // the offset the next message should have
 	for {
-		m, err := r.FetchMessage(ctx)
+		// An offset past the log end (a rewound partition) makes the
+		// reader wait without an error: after LogCheck without a message,
+		// compare the position with the log end.
+		fctx, cancel := context.WithTimeout(ctx, in.cfg.LogCheck)
+		m, err := r.FetchMessage(fctx)
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return
+			}
+			if errors.Is(err, context.DeadlineExceeded) {
+				first, end, berr := logBounds(ctx, in.kafkaClient(), a.h.topic(), int(a.partition))
+				if berr == nil && next > end {
+					in.reportRewind(rewind{topic: a.h.topic(), partition: a.partition, position: next, ledger: -1, first: first, end: end})
+					return
+				}
+				if berr == nil || ctx.Err() != nil {
+					continue
+				}
+				err = berr
 			}
 			in.m.errors.WithLabelValues("fetch").Inc()
 			in.fetchHealth.Report(fmt.Errorf("fetching %s partition %d: %w", a.h.topic(), a.partition, err))

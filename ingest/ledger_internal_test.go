@@ -430,7 +430,7 @@ func TestResolveStart(t *testing.T) {
 		loaded          int
 	}{{-2, 6, 4}, {8, 8, 2}} {
 		a := assignment{h: h, partition: 0, offset: tc.committed}
-		if err := in.resolveStart(ctx, &a); err != nil {
+		if _, _, err := in.resolveStart(ctx, &a); err != nil {
 			t.Fatal(err)
 		}
 		if a.offset != tc.want {

@@ -26,6 +26,7 @@ type metrics struct {
 	unfit         *prometheus.CounterVec // column
 	deadCut       prometheus.Counter
 	skipped       *prometheus.CounterVec // topic
+	rewound       prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -77,6 +78,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "heliostat_ingest_ledger_repairs_total",
 			Help: "Repairs after a failed insert whose rows landed all the same (the server died between the parts, or a view failed), by table and action: ledger_written, the missing ingest_ledger rows written instead of inserting again; sent_again, inserted again because the gpu_samples_1m rollup lacks them; jobs_written, job events that reached job_events but not jobs, whose jobs rows were written as the view would have (with or without their ledger rows).",
 		}, []string{"table", "action"}),
+		rewound: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "heliostat_ingest_partitions_rewound",
+			Help: "Assigned partitions not read because their log ends below what ingest already read (topic deleted and created again, or messages lost by the broker); heliostat ingest reset-partition resumes one.",
+		}),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_ingest_messages_expired_total",
 			Help: "Kafka offsets skipped because the broker had deleted their messages (topic retention) before ingest read them, by topic: messages lost.",
@@ -91,7 +96,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"column"}),
 	}
 	if err := metricsreg.Register(reg, m.rows, m.messages, m.errors, m.batchSeconds, m.lag, m.flushRows, m.assigned, m.clickhouseUp, m.retentionDrop, m.seqGaps,
-		m.seqMarks, m.seqForgotten, m.ledgerRepairs, m.unfit, m.deadCut, m.skipped); err != nil {
+		m.seqMarks, m.seqForgotten, m.ledgerRepairs, m.unfit, m.deadCut, m.skipped, m.rewound); err != nil {
 		return nil, fmt.Errorf("ingest: register metrics: %w", err)
 	}
 	return m, nil

@@ -27,6 +27,7 @@ import (
 var alertsNotFaulted = map[string]string{
 	"HeliostatIngestLagging":          "needs a million messages behind",
 	"HeliostatMessagesExpiredInKafka": "needs Kafka to delete messages ingest has not read (TestResolveStart in ingest/ledger_internal_test.go counts them)",
+	"HeliostatIngestPartitionRewound": "needs a topic deleted and created again (TestTopicRecreated in ingest/rewind_test.go checks the gauge)",
 	"HeliostatCollectorTicksFailing":  "needs a GPU source that fails (NVML)",
 	"HeliostatSlurmJobsLost":          "needs jobs that leave squeue between two polls without a completion log",
 	"HeliostatAttributionFailing":     "needs NVML's process lists",

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/heliostat-dev/heliostat/ingest"
@@ -13,6 +14,9 @@ import (
 )
 
 func runIngest(ctx context.Context, args []string, e *env) error {
+	if len(args) > 0 && args[0] == "reset-partition" {
+		return runIngestReset(ctx, args[1:], e)
+	}
 	fs := newFlagSet("ingest", e)
 	var cfg ingest.Config
 	cfg.RegisterFlags(fs, e.getenv)
@@ -71,4 +75,51 @@ func runIngest(ctx context.Context, args []string, e *env) error {
 		g.Go(func() error { return sum.Run(gctx) })
 		return g.Wait()
 	})
+}
+
+// runIngestReset is `heliostat ingest reset-partition`: after ingest
+// reported a partition rewound (a topic deleted and created again, or
+// messages the broker lost), it forgets the ledger of the partition from
+// --from on and commits --from for the group, with every replica stopped.
+func runIngestReset(ctx context.Context, args []string, e *env) error {
+	fs := newFlagSet("ingest reset-partition", e)
+	var cfg ingest.Config
+	cfg.RegisterFlags(fs, e.getenv)
+	var lf logFlags
+	lf.register(fs)
+	topic := fs.String("topic", "", "the topic of the rewound partition (required), e.g. "+schemas.TopicGPUSamples)
+	partition := fs.Int("partition", -1, "the rewound partition (required)")
+	from := fs.Int64("from", -1, "read the partition again from this offset (required): 0 for a topic deleted and created again, the log end ingest logged for messages the broker lost")
+	yes := fs.Bool("yes", false, "apply; without it, only check and log what would be done")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("ingest reset-partition: unexpected argument %q (flags after it were not read)", fs.Arg(0))
+	}
+	switch {
+	case *topic == "":
+		return errors.New("ingest reset-partition: --topic is required")
+	case *partition < 0:
+		return errors.New("ingest reset-partition: --partition is required (0 or more)")
+	case *from < 0:
+		return errors.New("ingest reset-partition: --from is required (0 or more)")
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	logger, err := lf.logger(e.stderr)
+	if err != nil {
+		return err
+	}
+	conn, err := cfg.ClickHouse.Open(ctx, e.getenv)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	in, err := ingest.New(cfg, conn, logger, prometheus.NewRegistry())
+	if err != nil {
+		return err
+	}
+	return in.ResetPartition(ctx, *topic, *partition, *from, *yes)
 }

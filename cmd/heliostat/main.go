@@ -103,7 +103,7 @@ func commands() []command {
 	return []command{
 		{"up", "run the whole pipeline on the embedded default: broker, local ClickHouse, collector (a simulated cluster without a GPU), ingest, predictor, analytics, and on the simulated cluster the actuator", runUp},
 		{"collector", "sample GPUs (NVML, or synthetic without a GPU) and publish to Kafka", runCollector},
-		{"ingest", "consume Kafka into ClickHouse, exactly once", runIngest},
+		{"ingest", "consume Kafka into ClickHouse, exactly once; `ingest reset-partition --topic T --partition N --from OFFSET [--yes]`: read a rewound partition (a recreated topic) again", runIngest},
 		{"import", "`import [--format swf|helios] FILE [--to kafka|clickhouse] [--dry-run] [--json]`: a job trace as job events", runImport},
 		{"predictor", "`predictor run` (live duration predictions from ClickHouse), `predictor backtest --trace FILE` (job durations), `predictor backtest-demand --series FILE` (node demand)", runPredictor},
 		{"analytics", "characterization on a schedule; `analytics run [--since T --until T] [JOB…]`; `analytics capacity [QUERY…] [--sql]`: capacity-planning queries", runAnalytics},

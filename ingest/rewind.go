@@ -1,0 +1,231 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// A rewound partition.
+//
+// Kafka offsets only grow: a message ingest read or committed lies below the
+// partition's log end for good. Two things break that. A topic deleted and
+// created again starts its partitions at offset 0, and a broker that lost
+// messages (an unclean leader election, a restored disk) writes new messages
+// at offsets it had already given out. The partition is then "rewound": the
+// group's committed offset or the ledger's rows lie at or past its log end.
+//
+// Ingest cannot go on by itself. The ledger's rows at the reused offsets
+// belong to the old messages: read as they are, they would make ingest skip
+// the new messages at those offsets as already stored. Resuming at the log
+// end would skip them too. Resuming from the first offset would store again,
+// after a lost tail, the messages that Kafka still holds. Which is right
+// depends on what happened, which only the operator knows, and Kafka's topic
+// ids, which would tell a recreated topic apart, are not in the protocol
+// versions kafka-go speaks. So ingest stops reading the partition (others go
+// on), keeps it out of readiness, counts it in
+// heliostat_ingest_partitions_rewound, logs what it found, and waits for
+// `heliostat ingest reset-partition` (ResetPartition), which forgets the
+// ledger from an offset the operator names and commits it.
+//
+// Ingest checks when it is assigned the partition, and whenever the
+// partition has yielded nothing for Config.LogCheck while it reads: the
+// kafka-go reader, asked for an offset past the log end, waits for it
+// without an error. A recreated topic that has grown past ingest's position
+// before ingest looks is not seen: its first messages are lost.
+
+// rewind is what was found on a rewound partition.
+type rewind struct {
+	topic     string
+	partition int32
+	position  int64 // the offset ingest would read next
+	ledger    int64 // the highest offset in the ledger at or past the log end; -1 if none
+	first     int64 // the partition's first offset in Kafka
+	end       int64 // its log end (high watermark)
+}
+
+func (r rewind) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s/%d: the log holds offsets %d..%d", r.topic, r.partition, r.first, r.end)
+	if r.position > r.end {
+		fmt.Fprintf(&b, " but ingest's position is %d", r.position)
+	}
+	if r.ledger >= 0 {
+		fmt.Fprintf(&b, ", and ingest_ledger holds offset %d", r.ledger)
+	}
+	return b.String()
+}
+
+// rewinds is the set of rewound partitions this replica owns.
+type rewinds struct {
+	mu sync.Mutex
+	by map[string]rewind // "topic/partition"
+}
+
+func (in *Ingester) clearRewinds() {
+	in.rewound.mu.Lock()
+	in.rewound.by = map[string]rewind{}
+	in.rewound.mu.Unlock()
+	in.m.rewound.Set(0)
+	in.rewindHealth.OK()
+}
+
+// reportRewind records r: metric, readiness and an error log telling the
+// operator what to do.
+func (in *Ingester) reportRewind(r rewind) {
+	in.rewound.mu.Lock()
+	in.rewound.by[fmt.Sprintf("%s/%d", r.topic, r.partition)] = r
+	all := make([]string, 0, len(in.rewound.by))
+	for _, x := range in.rewound.by {
+		all = append(all, x.String())
+	}
+	in.rewound.mu.Unlock()
+	slices.Sort(all)
+	in.m.rewound.Set(float64(len(all)))
+	in.rewindHealth.Report(fmt.Errorf("not reading %d rewound partition(s): %s", len(all), strings.Join(all, "; ")))
+	from := r.end
+	if r.first == 0 {
+		from = 0
+	}
+	in.logger.Error("kafka partition rewound: its log ends below what ingest already read, so the topic was deleted and created again or the broker lost messages; "+
+		"not reading it, to skip nothing as already stored. Stop ingest and run `heliostat ingest reset-partition` with --from 0 for a recreated topic, "+
+		"or --from the log end for lost messages",
+		"topic", r.topic, "partition", r.partition, "position", r.position, "ledger_offset", r.ledger,
+		"log_first", r.first, "log_end", r.end, "suggested_from", from)
+}
+
+// logBounds returns the first offset and the log end (high watermark) of a
+// topic partition.
+func logBounds(ctx context.Context, c *kafka.Client, topic string, partition int) (first, end int64, err error) {
+	resp, err := c.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{
+		topic: {kafka.FirstOffsetOf(partition), kafka.LastOffsetOf(partition)}}})
+	if err != nil {
+		return 0, 0, fmt.Errorf("list the offsets of %s/%d: %w", topic, partition, err)
+	}
+	for _, po := range resp.Topics[topic] {
+		if po.Partition != partition {
+			continue
+		}
+		if po.Error != nil {
+			return 0, 0, fmt.Errorf("list the offsets of %s/%d: %w", topic, partition, po.Error)
+		}
+		return max(po.FirstOffset, 0), max(po.LastOffset, 0), nil
+	}
+	return 0, 0, fmt.Errorf("list the offsets of %s/%d: the broker did not answer for the partition", topic, partition)
+}
+
+// ledgerPast returns the highest offset of done (the ledger's offsets of a
+// partition) at or past end, and -1 when there is none.
+func ledgerPast(done map[int64][]uint32, end int64) int64 {
+	top := int64(-1)
+	for off := range done {
+		if off >= end && off > top {
+			top = off
+		}
+	}
+	return top
+}
+
+// ResetPartition makes the group read topic's partition again from offset
+// from, for a partition ingest found rewound (see rewind): it forgets what
+// ingest_ledger and ingest_intents hold for the partition at and after
+// from, then commits from as the group's offset. It refuses while the group
+// has members, since a running replica would go on from its own position,
+// and an offset past the partition's end. An offset below the partition's
+// first one is raised to it. With apply false it only checks and logs what
+// it would do. The raw tables keep the old messages' rows; they are data,
+// and ingest never reads them to decide what to skip except after a failed
+// insert (landed), which a reset partition's reused offsets can mislead.
+func (in *Ingester) ResetPartition(ctx context.Context, topic string, partition int, from int64, apply bool) error {
+	h, ok := in.byTopic[topic]
+	if !ok {
+		return fmt.Errorf("reset partition: topic %q is not one ingest reads (%s)", topic, strings.Join(in.Topics(), ", "))
+	}
+	if partition < 0 {
+		return fmt.Errorf("reset partition: partition %d is negative", partition)
+	}
+	c := in.kafkaClient()
+	groups, err := c.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{in.cfg.Group}})
+	if err != nil {
+		return fmt.Errorf("reset partition: describe group %s: %w", in.cfg.Group, err)
+	}
+	for _, g := range groups.Groups {
+		if g.Error != nil {
+			return fmt.Errorf("reset partition: describe group %s: %w", in.cfg.Group, g.Error)
+		}
+		if len(g.Members) > 0 {
+			return fmt.Errorf("reset partition: group %s has %d member(s) (state %s): stop every ingest replica first", in.cfg.Group, len(g.Members), g.GroupState)
+		}
+	}
+	first, end, err := logBounds(ctx, c, topic, partition)
+	if err != nil {
+		return fmt.Errorf("reset partition: %w", err)
+	}
+	if from > end {
+		return fmt.Errorf("reset partition: offset %d is past the end of %s/%d (its log holds %d..%d)", from, topic, partition, first, end)
+	}
+	if from < first {
+		in.logger.Info("offset below the partition's first; starting at its first offset", "from", from, "first", first)
+		from = first
+	}
+	db := in.cfg.ClickHouse.Database
+	var rows uint64
+	if err := in.conn.QueryRow(ctx, "SELECT count() FROM "+db+".ingest_ledger WHERE tbl = ? AND kafka_partition = ? AND kafka_offset >= ?",
+		h.table(), uint32(partition), uint64(from)).Scan(&rows); err != nil {
+		return fmt.Errorf("reset partition: count ledger rows: %w", err)
+	}
+	args := []any{"topic", topic, "partition", partition, "table", h.table(), "group", in.cfg.Group, "from", from,
+		"log_first", first, "log_end", end, "ledger_rows_forgotten", rows}
+	if !apply {
+		in.logger.Info("would reset the partition (dry run; --yes applies)", args...)
+		return nil
+	}
+	for _, q := range []string{
+		"ALTER TABLE " + db + ".ingest_ledger DELETE WHERE tbl = ? AND kafka_partition = ? AND kafka_offset >= ?",
+		"ALTER TABLE " + db + ".ingest_intents DELETE WHERE tbl = ? AND kafka_partition = ? AND last_offset >= ?",
+	} {
+		if err := in.conn.Exec(ctx, q, h.table(), uint32(partition), uint64(from)); err != nil {
+			return fmt.Errorf("reset partition: %w", err)
+		}
+	}
+	if err := awaitMutations(ctx, in, "ingest_ledger", "ingest_intents"); err != nil {
+		return fmt.Errorf("reset partition: %w", err)
+	}
+	resp, err := c.OffsetCommit(ctx, &kafka.OffsetCommitRequest{GroupID: in.cfg.Group, GenerationID: -1,
+		Topics: map[string][]kafka.OffsetCommit{topic: {{Partition: partition, Offset: from}}}})
+	if err != nil {
+		return fmt.Errorf("reset partition: commit offset %d for group %s: %w", from, in.cfg.Group, err)
+	}
+	for _, p := range resp.Topics[topic] {
+		if p.Error != nil {
+			return fmt.Errorf("reset partition: commit offset %d for group %s: %w", from, in.cfg.Group, p.Error)
+		}
+	}
+	in.logger.Info("partition reset: ingest reads it from the offset given when it starts", args...)
+	return nil
+}
+
+// awaitMutations waits until ClickHouse has applied every mutation of the
+// given tables (ALTER ... DELETE runs in the background).
+func awaitMutations(ctx context.Context, in *Ingester, tables ...string) error {
+	for {
+		var n uint64
+		if err := in.conn.QueryRow(ctx, "SELECT count() FROM system.mutations WHERE database = ? AND has(?, table) AND is_done = 0",
+			in.cfg.ClickHouse.Database, tables).Scan(&n); err != nil {
+			return fmt.Errorf("wait for the deletes: %w", err)
+		}
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for the deletes: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

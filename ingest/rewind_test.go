@@ -1,0 +1,159 @@
+package ingest_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/heliostat-dev/heliostat/ingest"
+	"github.com/heliostat-dev/heliostat/schemas"
+	"github.com/heliostat-dev/heliostat/schemas/schematest"
+)
+
+// waitGauge polls until the metric name sums to want.
+func waitGauge(t *testing.T, reg *prometheus.Registry, name string, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for metricSum(t, reg, name) != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s = %v; want %v", name, metricSum(t, reg, name), want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestTopicRecreated deletes the samples topic while ingest reads it and
+// creates it again, as an operator resetting Kafka would: its offsets start
+// at 0 again, where the ledger holds the old messages. Ingest must not take
+// the new messages for stored ones: it stops reading both partitions and
+// reports them, first while it runs (the reader waits at its old position)
+// and again when it starts anew (the ledger lies past the log end). After
+// reset-partition from 0, every new sample is stored once.
+func TestTopicRecreated(t *testing.T) {
+	ch, conn := schematest.Database(t)
+	cluster, broker := schematest.Broker(t, kfake.GroupMinSessionTimeout(100*time.Millisecond),
+		kfake.SeedTopics(2, schemas.TopicGPUSamples, schemas.TopicGPUEvents, schemas.TopicDeadletter))
+	samples := ch.Database + ".gpu_samples"
+	start := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)
+	old := produceSamples(t, broker, 200, 4, 2, 5, start)
+	fast := func(c *ingest.Config) { c.LogCheck = 200 * time.Millisecond }
+
+	ctx, cancel := context.WithCancel(t.Context())
+	reg := prometheus.NewRegistry()
+	in, done := startIngester(t, ctx, broker, ch, reg, fast, nil)
+	waitCount(t, conn, samples, uint64(old), 60*time.Second)
+
+	if err := cluster.DeleteTopic(schemas.TopicGPUSamples); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.CreateTopic(schemas.TopicGPUSamples, 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	fresh := produceSamples(t, broker, 40, 4, 2, 5, start.Add(time.Hour))
+	waitGauge(t, reg, "heliostat_ingest_partitions_rewound", 2)
+	if err := in.Ready(); err == nil || !strings.Contains(err.Error(), "rewound") {
+		t.Errorf("Ready() = %v; want the rewound partitions", err)
+	}
+	if n := schematest.Count(t, conn, samples); n != uint64(old) {
+		t.Fatalf("gpu_samples holds %d rows after the topic was recreated; want the %d old ones only", n, old)
+	}
+	cancel()
+	<-done
+
+	// A new replica finds the same from the ledger: the group's offsets
+	// went with the topic, and the new partitions start at 0.
+	ctx, cancel = context.WithCancel(t.Context())
+	reg = prometheus.NewRegistry()
+	_, done = startIngester(t, ctx, broker, ch, reg, fast, nil)
+	waitGauge(t, reg, "heliostat_ingest_partitions_rewound", 2)
+	cancel()
+	<-done
+
+	cfg := ingest.Config{Brokers: []string{broker}, Group: "g-" + ch.Database, ClickHouse: ch}
+	admin, err := ingest.New(cfg, conn, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ledger uint64
+	if err := conn.QueryRow(t.Context(), "SELECT count() FROM "+ch.Database+".ingest_ledger WHERE tbl = 'gpu_samples'").Scan(&ledger); err != nil {
+		t.Fatal(err)
+	}
+	for p := range 2 {
+		if err := admin.ResetPartition(t.Context(), schemas.TopicGPUSamples, p, 0, false); err != nil {
+			t.Fatalf("dry run: %v", err)
+		}
+	}
+	if n := schematest.Count(t, conn, ch.Database+".ingest_ledger WHERE tbl = 'gpu_samples'"); n != ledger {
+		t.Fatalf("the dry run changed the ledger: %d rows, had %d", n, ledger)
+	}
+	for p := range 2 {
+		if err := admin.ResetPartition(t.Context(), schemas.TopicGPUSamples, p, 0, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel = context.WithCancel(t.Context())
+	defer cancel()
+	reg = prometheus.NewRegistry()
+	_, done = startIngester(t, ctx, broker, ch, reg, fast, nil)
+	waitCount(t, conn, samples, uint64(old+fresh), 60*time.Second)
+	if v := metricSum(t, reg, "heliostat_ingest_partitions_rewound"); v != 0 {
+		t.Errorf("heliostat_ingest_partitions_rewound = %v after the reset; want 0", v)
+	}
+	cancel()
+	<-done
+	assertNoDuplicates(t, conn, ch.Database)
+}
+
+// TestResetPartitionRefuses: a reset while a replica runs, past the log end
+// or of a topic ingest does not read is refused, and changes nothing.
+func TestResetPartitionRefuses(t *testing.T) {
+	ch, conn := schematest.Database(t)
+	_, broker := schematest.Broker(t, kfake.GroupMinSessionTimeout(100*time.Millisecond),
+		kfake.SeedTopics(2, schemas.TopicGPUSamples, schemas.TopicGPUEvents, schemas.TopicDeadletter))
+	n := produceSamples(t, broker, 20, 2, 2, 5, time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC))
+	cfg := ingest.Config{Brokers: []string{broker}, Group: "g-" + ch.Database, ClickHouse: ch}
+	admin, err := ingest.New(cfg, conn, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name      string
+		topic     string
+		partition int
+		from      int64
+		want      string
+	}{
+		{"unknown topic", "heliostat.nope", 0, 0, "not one ingest reads"},
+		{"negative partition", schemas.TopicGPUSamples, -1, 0, "negative"},
+		{"past the end", schemas.TopicGPUSamples, 0, 1 << 40, "past the end"},
+		{"no such partition", schemas.TopicGPUSamples, 7, 0, "gpu.samples/7"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := admin.ResetPartition(t.Context(), c.topic, c.partition, c.from, true)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("ResetPartition = %v; want an error with %q", err, c.want)
+			}
+		})
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	_, done := startIngester(t, ctx, broker, ch, prometheus.NewRegistry(), nil, nil)
+	waitCount(t, conn, ch.Database+".gpu_samples", uint64(n), 60*time.Second)
+	err = admin.ResetPartition(t.Context(), schemas.TopicGPUSamples, 0, 0, true)
+	if err == nil || !strings.Contains(err.Error(), "stop every ingest replica") {
+		t.Fatalf("ResetPartition with a replica running = %v; want a refusal", err)
+	}
+	cancel()
+	<-done
+	if l := schematest.Count(t, conn, ch.Database+".ingest_ledger WHERE tbl = 'gpu_samples'"); l == 0 {
+		t.Fatal("the refused resets emptied the ledger")
+	}
+}
