@@ -93,10 +93,11 @@ func (in *Ingester) reportRewind(r rewind) {
 		from = 0
 	}
 	in.logger.Error("kafka partition rewound: its log ends below what ingest already read, so the topic was deleted and created again or the broker lost messages; "+
-		"not reading it, to skip nothing as already stored. Stop ingest and run `heliostat ingest reset-partition` with --from 0 for a recreated topic, "+
-		"or --from the log end for lost messages",
+		"not reading it, to skip nothing as already stored. Stop every ingest replica and run `reset_command` (--from 0 for a recreated topic, "+
+		"the log end for lost messages; without --yes it only says what it would do)",
 		"topic", r.topic, "partition", r.partition, "position", r.position, "ledger_offset", r.ledger,
-		"log_first", r.first, "log_end", r.end, "suggested_from", from)
+		"log_first", r.first, "log_end", r.end,
+		"reset_command", fmt.Sprintf("heliostat ingest reset-partition --ingest.group %s --topic %s --partition %d --from %d --yes", in.cfg.Group, r.topic, r.partition, from))
 }
 
 // logBounds returns the first offset and the log end (high watermark) of a
