@@ -327,7 +327,23 @@ func (in *Ingester) recover(ctx context.Context, as []assignment) ([]map[int64][
 			}
 			unrecorded := map[prodKey]time.Time{}
 			if err == nil {
-				err = in.loadSequences(ctx, a, seqs, unrecorded)
+				var mark markedAt
+				if mark, err = in.loadSequences(ctx, a, seqs, unrecorded); err == nil {
+					rw, ferr := in.checkMark(ctx, a, mark, first, end)
+					if ferr != nil {
+						in.m.errors.WithLabelValues("fetch").Inc()
+						in.warnf("fetch", "reading a marked message from kafka failed, retrying", "err", ferr)
+						if !backoff.wait(ctx) {
+							return nil, nil, false
+						}
+						continue
+					}
+					if rw != nil {
+						as[i].rewound = true
+						in.reportRewind(*rw)
+						break
+					}
+				}
 			}
 			if err == nil {
 				err = in.sendProducers(ctx, unrecorded)

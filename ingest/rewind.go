@@ -2,7 +2,9 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -43,10 +45,11 @@ import (
 type rewind struct {
 	topic     string
 	partition int32
-	position  int64 // the offset ingest would read next
-	ledger    int64 // the highest offset in the ledger at or past the log end; -1 if none
-	first     int64 // the partition's first offset in Kafka
-	end       int64 // its log end (high watermark)
+	position  int64  // the offset ingest would read next
+	ledger    int64  // the highest offset in the ledger at or past the log end; -1 if none
+	first     int64  // the partition's first offset in Kafka
+	end       int64  // its log end (high watermark)
+	replaced  string // what a sequence mark found at its offset; "" when not checked or the same
 }
 
 func (r rewind) String() string {
@@ -58,7 +61,63 @@ func (r rewind) String() string {
 	if r.ledger >= 0 {
 		fmt.Fprintf(&b, ", and ingest_ledger holds offset %d", r.ledger)
 	}
+	if r.replaced != "" {
+		b.WriteString(", but " + r.replaced)
+	}
 	return b.String()
+}
+
+// markedAt is a stored sequence mark with what it names: the message at
+// offset carries producer, key and number seq.
+type markedAt struct {
+	producer, key string
+	seq           uint64
+	offset        int64
+}
+
+// checkMark fetches the message at m's offset (the mark ingest stored last
+// for a's partition) and returns a rewind when it is not the message the
+// mark was stored for: the partition's log was replaced, as by a topic
+// deleted and created again, even one that has grown past ingest's position
+// and ledger. A mark outside the log (none, or below the first offset after
+// retention) tells nothing, nor does an offset without a record (compacted,
+// or a transaction marker).
+func (in *Ingester) checkMark(ctx context.Context, a assignment, m markedAt, first, end int64) (*rewind, error) {
+	if m.offset < first || m.offset >= end {
+		return nil, nil
+	}
+	topic, partition := a.h.topic(), int(a.partition)
+	resp, err := in.kafkaClient().Fetch(ctx, &kafka.FetchRequest{Topic: topic, Partition: partition, Offset: m.offset,
+		MinBytes: 1, MaxBytes: 1 << 20, MaxWait: 100 * time.Millisecond})
+	if err != nil {
+		return nil, fmt.Errorf("fetch %s/%d at offset %d: %w", topic, partition, m.offset, err)
+	}
+	if resp.Error != nil {
+		return nil, fmt.Errorf("fetch %s/%d at offset %d: %w", topic, partition, m.offset, resp.Error)
+	}
+	for {
+		rec, err := resp.Records.ReadRecord()
+		if errors.Is(err, io.EOF) || err == nil && rec.Offset > m.offset {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("fetch %s/%d at offset %d: %w", topic, partition, m.offset, err)
+		}
+		if rec.Offset < m.offset {
+			continue
+		}
+		key, err := kafka.ReadAll(rec.Key)
+		if err != nil {
+			return nil, fmt.Errorf("fetch %s/%d at offset %d: key: %w", topic, partition, m.offset, err)
+		}
+		seq, serr := sequenceOf(rec.Headers)
+		if serr == nil && seq.Producer == m.producer && seq.Seq == m.seq && string(key) == m.key {
+			return nil, nil
+		}
+		return &rewind{topic: topic, partition: a.partition, position: a.offset, ledger: -1, first: first, end: end,
+			replaced: fmt.Sprintf("offset %d holds another message than the one ingest stored from there (producer %s, key %q, number %d)",
+				m.offset, m.producer, m.key, m.seq)}, nil
+	}
 }
 
 // rewinds is the set of rewound partitions this replica owns.
@@ -134,8 +193,10 @@ func ledgerPast(done map[int64][]uint32, end int64) int64 {
 
 // ResetPartition makes the group read topic's partition again from offset
 // from, for a partition ingest found rewound (see rewind): it forgets what
-// ingest_ledger and ingest_intents hold for the partition at and after
-// from, then commits from as the group's offset. It refuses while the group
+// ingest_ledger, ingest_intents and ingest_sequences hold for the partition
+// at and after from (they name the old log's messages), then commits from
+// as the group's offset. A copy of a message stored before the reset, sent
+// again after it, is stored again unless its mark lies below from. It refuses while the group
 // has members, since a running replica would go on from its own position,
 // and an offset past the partition's end. An offset below the partition's
 // first one is raised to it. With apply false it only checks and logs what
@@ -186,15 +247,16 @@ func (in *Ingester) ResetPartition(ctx context.Context, topic string, partition 
 		in.logger.Info("would reset the partition (dry run; --yes applies)", args...)
 		return nil
 	}
-	for _, q := range []string{
-		"ALTER TABLE " + db + ".ingest_ledger DELETE WHERE tbl = ? AND kafka_partition = ? AND kafka_offset >= ?",
-		"ALTER TABLE " + db + ".ingest_intents DELETE WHERE tbl = ? AND kafka_partition = ? AND last_offset >= ?",
+	for _, q := range []struct{ sql, key string }{
+		{"ALTER TABLE " + db + ".ingest_ledger DELETE WHERE tbl = ? AND kafka_partition = ? AND kafka_offset >= ?", h.table()},
+		{"ALTER TABLE " + db + ".ingest_intents DELETE WHERE tbl = ? AND kafka_partition = ? AND last_offset >= ?", h.table()},
+		{"ALTER TABLE " + db + ".ingest_sequences DELETE WHERE topic = ? AND kafka_partition = ? AND kafka_offset >= ?", topic},
 	} {
-		if err := in.conn.Exec(ctx, q, h.table(), uint32(partition), uint64(from)); err != nil {
+		if err := in.conn.Exec(ctx, q.sql, q.key, uint32(partition), uint64(from)); err != nil {
 			return fmt.Errorf("reset partition: %w", err)
 		}
 	}
-	if err := awaitMutations(ctx, in, "ingest_ledger", "ingest_intents"); err != nil {
+	if err := awaitMutations(ctx, in, "ingest_ledger", "ingest_intents", "ingest_sequences"); err != nil {
 		return fmt.Errorf("reset partition: %w", err)
 	}
 	resp, err := c.OffsetCommit(ctx, &kafka.OffsetCommitRequest{GroupID: in.cfg.Group, GenerationID: -1,

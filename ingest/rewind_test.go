@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -155,5 +156,84 @@ func TestResetPartitionRefuses(t *testing.T) {
 	<-done
 	if l := schematest.Count(t, conn, ch.Database+".ingest_ledger WHERE tbl = 'gpu_samples'"); l == 0 {
 		t.Fatal("the refused resets emptied the ledger")
+	}
+}
+
+// TestTopicRecreatedWhileStopped recreates the topic while ingest is
+// stopped and writes more messages than it held, so that neither the
+// group's offset (gone with the topic) nor the ledger lies past the new log
+// end. The last sequence mark ingest stored names a message that the new
+// log does not hold at its offset: ingest must stop there too, not skip the
+// new messages below its old position as stored. It holds whether the
+// collector kept its producer id (numbers go on) or started anew.
+func TestTopicRecreatedWhileStopped(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		producer string // of the messages written after the topic is recreated
+		seq0     int    // their first number
+	}{
+		{"collector restarted", "p2", 1},
+		{"collector went on", "p1", 21},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ch, conn := schematest.Database(t)
+			cluster, broker := schematest.Broker(t, kfake.GroupMinSessionTimeout(100*time.Millisecond),
+				kfake.SeedTopics(1, schemas.TopicGPUSamples, schemas.TopicGPUEvents, schemas.TopicDeadletter))
+			samples := ch.Database + ".gpu_samples"
+			start := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)
+			var before, after []sampleMessage
+			for i := range 20 {
+				before = append(before, sampleMessage{host: "h1", tick: i, producer: "p1", seq: strconv.Itoa(i + 1)})
+			}
+			for i := range 30 {
+				after = append(after, sampleMessage{host: "h1", tick: 100 + i, producer: tc.producer, seq: strconv.Itoa(tc.seq0 + i)})
+			}
+			writeSampleMessages(t, broker, start, before)
+			ctx, cancel := context.WithCancel(t.Context())
+			_, done := startIngester(t, ctx, broker, ch, prometheus.NewRegistry(), nil, nil)
+			waitCount(t, conn, samples, 80, 60*time.Second)
+			cancel()
+			<-done
+
+			if err := cluster.DeleteTopic(schemas.TopicGPUSamples); err != nil {
+				t.Fatal(err)
+			}
+			if err := cluster.CreateTopic(schemas.TopicGPUSamples, 1, nil); err != nil {
+				t.Fatal(err)
+			}
+			writeSampleMessages(t, broker, start, after)
+			ctx, cancel = context.WithCancel(t.Context())
+			reg := prometheus.NewRegistry()
+			in, done := startIngester(t, ctx, broker, ch, reg, nil, nil)
+			waitGauge(t, reg, "heliostat_ingest_partitions_rewound", 1)
+			if err := in.Ready(); err == nil || !strings.Contains(err.Error(), "offset 19 holds another message") {
+				t.Errorf("Ready() = %v; want the replaced message named", err)
+			}
+			if n := schematest.Count(t, conn, samples); n != 80 {
+				t.Fatalf("gpu_samples holds %d rows; want the 80 old ones only", n)
+			}
+			cancel()
+			<-done
+
+			cfg := ingest.Config{Brokers: []string{broker}, Group: "g-" + ch.Database, ClickHouse: ch}
+			admin, err := ingest.New(cfg, conn, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := admin.ResetPartition(t.Context(), schemas.TopicGPUSamples, 0, 0, true); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel = context.WithCancel(t.Context())
+			defer cancel()
+			reg = prometheus.NewRegistry()
+			_, done = startIngester(t, ctx, broker, ch, reg, nil, nil)
+			waitCount(t, conn, samples, 80+120, 60*time.Second)
+			if v := metricSum(t, reg, "heliostat_ingest_partitions_rewound"); v != 0 {
+				t.Errorf("heliostat_ingest_partitions_rewound = %v after the reset; want 0", v)
+			}
+			cancel()
+			<-done
+			assertNoDuplicates(t, conn, ch.Database)
+		})
 	}
 }
