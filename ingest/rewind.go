@@ -38,8 +38,13 @@ import (
 // Ingest checks when it is assigned the partition, and whenever the
 // partition has yielded nothing for Config.LogCheck while it reads: the
 // kafka-go reader, asked for an offset past the log end, waits for it
-// without an error. A recreated topic that has grown past ingest's position
-// before ingest looks is not seen: its first messages are lost.
+// without an error. A topic recreated while ingest was stopped may have
+// grown past both ingest's old position and its ledger; at assignment
+// ingest also fetches the message at the offset of the last sequence mark
+// it stored (checkMark), which must be the message the mark was stored for.
+// A recreated topic grown past the old offsets whose last marked message is
+// gone (retention) or that carries no numbered messages is not seen: the
+// new messages at the ledger's old offsets are skipped.
 
 // rewind is what was found on a rewound partition.
 type rewind struct {
