@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/heliostat-dev/heliostat/ingest"
+	"github.com/heliostat-dev/heliostat/internal/chconn"
 	"github.com/heliostat-dev/heliostat/schemas"
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
@@ -27,6 +29,43 @@ func waitGauge(t *testing.T, reg *prometheus.Registry, name string, want float64
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// newAdmin returns an Ingester for ch's test group that is never run: the
+// one `heliostat ingest reset-partition` makes.
+func newAdmin(t *testing.T, broker string, ch chconn.Config, conn driver.Conn) *ingest.Ingester {
+	t.Helper()
+	cfg := ingest.Config{Brokers: []string{broker}, Group: "g-" + ch.Database, ClickHouse: ch}
+	admin, err := ingest.New(cfg, conn, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return admin
+}
+
+// resetAndResume resets the samples topic's partitions from 0, as the
+// operator would once every replica is stopped, then runs an ingester until
+// gpu_samples holds want rows, and checks that none is rewound and no
+// sample is stored twice.
+func resetAndResume(t *testing.T, broker string, ch chconn.Config, conn driver.Conn, partitions int, want uint64, adjust func(*ingest.Config)) {
+	t.Helper()
+	admin := newAdmin(t, broker, ch, conn)
+	for p := range partitions {
+		if err := admin.ResetPartition(t.Context(), schemas.TopicGPUSamples, p, 0, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	reg := prometheus.NewRegistry()
+	_, done := startIngester(t, ctx, broker, ch, reg, adjust, nil)
+	waitCount(t, conn, ch.Database+".gpu_samples", want, 60*time.Second)
+	if v := metricSum(t, reg, "heliostat_ingest_partitions_rewound"); v != 0 {
+		t.Errorf("heliostat_ingest_partitions_rewound = %v after the reset; want 0", v)
+	}
+	cancel()
+	<-done
+	assertNoDuplicates(t, conn, ch.Database)
 }
 
 // TestTopicRecreated deletes the samples topic while ingest reads it and
@@ -76,11 +115,7 @@ func TestTopicRecreated(t *testing.T) {
 	cancel()
 	<-done
 
-	cfg := ingest.Config{Brokers: []string{broker}, Group: "g-" + ch.Database, ClickHouse: ch}
-	admin, err := ingest.New(cfg, conn, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := newAdmin(t, broker, ch, conn)
 	var ledger uint64
 	if err := conn.QueryRow(t.Context(), "SELECT count() FROM "+ch.Database+".ingest_ledger WHERE tbl = 'gpu_samples'").Scan(&ledger); err != nil {
 		t.Fatal(err)
@@ -93,22 +128,7 @@ func TestTopicRecreated(t *testing.T) {
 	if n := schematest.Count(t, conn, ch.Database+".ingest_ledger WHERE tbl = 'gpu_samples'"); n != ledger {
 		t.Fatalf("the dry run changed the ledger: %d rows, had %d", n, ledger)
 	}
-	for p := range 2 {
-		if err := admin.ResetPartition(t.Context(), schemas.TopicGPUSamples, p, 0, true); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel = context.WithCancel(t.Context())
-	defer cancel()
-	reg = prometheus.NewRegistry()
-	_, done = startIngester(t, ctx, broker, ch, reg, fast, nil)
-	waitCount(t, conn, samples, uint64(old+fresh), 60*time.Second)
-	if v := metricSum(t, reg, "heliostat_ingest_partitions_rewound"); v != 0 {
-		t.Errorf("heliostat_ingest_partitions_rewound = %v after the reset; want 0", v)
-	}
-	cancel()
-	<-done
-	assertNoDuplicates(t, conn, ch.Database)
+	resetAndResume(t, broker, ch, conn, 2, uint64(old+fresh), fast)
 }
 
 // TestResetPartitionRefuses: a reset while a replica runs, past the log end
@@ -118,11 +138,7 @@ func TestResetPartitionRefuses(t *testing.T) {
 	_, broker := schematest.Broker(t, kfake.GroupMinSessionTimeout(100*time.Millisecond),
 		kfake.SeedTopics(2, schemas.TopicGPUSamples, schemas.TopicGPUEvents, schemas.TopicDeadletter))
 	n := produceSamples(t, broker, 20, 2, 2, 5, time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC))
-	cfg := ingest.Config{Brokers: []string{broker}, Group: "g-" + ch.Database, ClickHouse: ch}
-	admin, err := ingest.New(cfg, conn, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := newAdmin(t, broker, ch, conn)
 	cases := []struct {
 		name      string
 		topic     string
@@ -148,7 +164,7 @@ func TestResetPartitionRefuses(t *testing.T) {
 	defer cancel()
 	_, done := startIngester(t, ctx, broker, ch, prometheus.NewRegistry(), nil, nil)
 	waitCount(t, conn, ch.Database+".gpu_samples", uint64(n), 60*time.Second)
-	err = admin.ResetPartition(t.Context(), schemas.TopicGPUSamples, 0, 0, true)
+	err := admin.ResetPartition(t.Context(), schemas.TopicGPUSamples, 0, 0, true)
 	if err == nil || !strings.Contains(err.Error(), "stop every ingest replica") {
 		t.Fatalf("ResetPartition with a replica running = %v; want a refusal", err)
 	}
@@ -215,25 +231,7 @@ func TestTopicRecreatedWhileStopped(t *testing.T) {
 			cancel()
 			<-done
 
-			cfg := ingest.Config{Brokers: []string{broker}, Group: "g-" + ch.Database, ClickHouse: ch}
-			admin, err := ingest.New(cfg, conn, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := admin.ResetPartition(t.Context(), schemas.TopicGPUSamples, 0, 0, true); err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel = context.WithCancel(t.Context())
-			defer cancel()
-			reg = prometheus.NewRegistry()
-			_, done = startIngester(t, ctx, broker, ch, reg, nil, nil)
-			waitCount(t, conn, samples, 80+120, 60*time.Second)
-			if v := metricSum(t, reg, "heliostat_ingest_partitions_rewound"); v != 0 {
-				t.Errorf("heliostat_ingest_partitions_rewound = %v after the reset; want 0", v)
-			}
-			cancel()
-			<-done
-			assertNoDuplicates(t, conn, ch.Database)
+			resetAndResume(t, broker, ch, conn, 1, 80+120, nil)
 		})
 	}
 }
