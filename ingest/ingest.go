@@ -53,6 +53,10 @@ type Ingester struct {
 	// rewound (see rewind.go); rewindHealth reports them.
 	rewound      rewinds
 	rewindHealth *health.Cond
+	// kc is the client for requests outside the consumer group (see
+	// kafkaClient); kt its transport, whose connections Run closes.
+	kc *kafka.Client
+	kt *kafka.Transport
 }
 
 // New returns an Ingester writing through conn, which must reach the database
@@ -88,6 +92,8 @@ func New(cfg Config, conn driver.Conn, logger *slog.Logger, reg prometheus.Regis
 			Transport:              sec.Transport("heliostat-ingest"),
 		},
 	}
+	in.kt = sec.Transport("heliostat-ingest")
+	in.kc = &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 10 * time.Second, Transport: in.kt}
 	in.samplePool = &sync.Pool{New: func() any { return new(schemas.SampleBatch) }}
 	in.handlers = in.newHandlers()
 	for _, h := range in.handlers {
@@ -150,6 +156,7 @@ func (in *Ingester) Topics() []string {
 // returns nil. It returns an error only when it cannot start.
 func (in *Ingester) Run(ctx context.Context) error {
 	defer in.dead.Close()
+	defer in.kt.CloseIdleConnections()
 	group, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID:                     in.cfg.Group,
 		Brokers:                in.cfg.Brokers,

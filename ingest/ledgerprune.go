@@ -90,11 +90,13 @@ func (in *Ingester) ledgerExpired(ctx context.Context, p string, first map[strin
 	return expired, nil
 }
 
-// kafkaClient returns a client for ingest's requests to the brokers outside
-// the consumer group (offsets, metadata), over ingest's connection security.
-func (in *Ingester) kafkaClient() *kafka.Client {
-	return &kafka.Client{Addr: kafka.TCP(in.cfg.Brokers...), Timeout: 10 * time.Second, Transport: in.sec.Transport("heliostat-ingest")}
-}
+// kafkaClient returns the client for ingest's requests to the brokers
+// outside the consumer group (offsets, metadata, a marked message), over
+// ingest's connection security. It is one for the Ingester: each kafka-go
+// Transport keeps a connection pool, with a goroutine that refreshes the
+// metadata, until its connections are closed, so a client per request
+// would leak them.
+func (in *Ingester) kafkaClient() *kafka.Client { return in.kc }
 
 // firstOffsets returns the first offset the brokers hold of every partition
 // of ingest's topics, by the table each topic fills. A topic or partition the

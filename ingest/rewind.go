@@ -209,6 +209,7 @@ func ledgerPast(done map[int64][]uint32, end int64) int64 {
 // and ingest never reads them to decide what to skip except after a failed
 // insert (landed), which a reset partition's reused offsets can mislead.
 func (in *Ingester) ResetPartition(ctx context.Context, topic string, partition int, from int64, apply bool) error {
+	defer in.kt.CloseIdleConnections()
 	h, ok := in.byTopic[topic]
 	if !ok {
 		return fmt.Errorf("reset partition: topic %q is not one ingest reads (%s)", topic, strings.Join(in.Topics(), ", "))
