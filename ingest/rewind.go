@@ -59,7 +59,7 @@ type rewind struct {
 
 func (r rewind) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s/%d: the log holds offsets %d..%d", r.topic, r.partition, r.first, r.end)
+	fmt.Fprintf(&b, "%s/%d: the log starts at offset %d and ends at %d", r.topic, r.partition, r.first, r.end)
 	if r.position > r.end {
 		fmt.Fprintf(&b, " but ingest's position is %d", r.position)
 	}
@@ -235,7 +235,7 @@ func (in *Ingester) ResetPartition(ctx context.Context, topic string, partition 
 		return fmt.Errorf("reset partition: %w", err)
 	}
 	if from > end {
-		return fmt.Errorf("reset partition: offset %d is past the end of %s/%d (its log holds %d..%d)", from, topic, partition, first, end)
+		return fmt.Errorf("reset partition: offset %d is past the end of %s/%d (its log starts at offset %d and ends at %d)", from, topic, partition, first, end)
 	}
 	if from < first {
 		in.logger.Info("offset below the partition's first; starting at its first offset", "from", from, "first", first)
