@@ -262,7 +262,7 @@ func (in *Ingester) ResetPartition(ctx context.Context, topic string, partition 
 			return fmt.Errorf("reset partition: %w", err)
 		}
 	}
-	if err := awaitMutations(ctx, in, "ingest_ledger", "ingest_intents", "ingest_sequences"); err != nil {
+	if err := in.awaitMutations(ctx, "ingest_ledger", "ingest_intents", "ingest_sequences"); err != nil {
 		return fmt.Errorf("reset partition: %w", err)
 	}
 	resp, err := c.OffsetCommit(ctx, &kafka.OffsetCommitRequest{GroupID: in.cfg.Group, GenerationID: -1,
@@ -281,7 +281,7 @@ func (in *Ingester) ResetPartition(ctx context.Context, topic string, partition 
 
 // awaitMutations waits until ClickHouse has applied every mutation of the
 // given tables (ALTER ... DELETE runs in the background).
-func awaitMutations(ctx context.Context, in *Ingester, tables ...string) error {
+func (in *Ingester) awaitMutations(ctx context.Context, tables ...string) error {
 	for {
 		var n uint64
 		if err := in.conn.QueryRow(ctx, "SELECT count() FROM system.mutations WHERE database = ? AND has(?, table) AND is_done = 0",
