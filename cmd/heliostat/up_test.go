@@ -38,7 +38,17 @@ func TestUp(t *testing.T) {
 	}
 	dir := t.TempDir()
 
-	first := runUpFor(t, dir, ports, "3h")
+	// The simulated cluster submits jobs at Venus's hourly rates, which
+	// between 03:00 and 08:00 are a fifth of the day's peak: started at
+	// the wall clock's hour, the second run's hour could see no job at all
+	// (it did, at 03:12 UTC). So the first run starts tomorrow at 10:00 UTC:
+	// busy hours, and still after the wall clock, so that the second run
+	// resumes from it rather than from now.
+	start := time.Now().UTC().Truncate(24 * time.Hour).Add(34 * time.Hour)
+	first := runUpFor(t, dir, ports, "3h", "--sim.start", start.Format(time.RFC3339))
+	if got := first.simTime["sim started"]; !got.Equal(start) {
+		t.Errorf("first run started its simulated clock at %s, want --sim.start %s", got, start)
+	}
 	for _, msg := range []string{"duration model trained", "power down applied", "sim stopped", "stopped", "no saved demand history; the demand model starts from what this run records"} {
 		if first.seen[msg] == 0 {
 			t.Errorf("first run: no %q in the log:\n%s", msg, first.logs)
@@ -103,9 +113,9 @@ type upRun struct {
 }
 
 // runUpFor runs up on dir's data with the simulated cluster for the given
-// simulated duration, and fails t on any log line above INFO and on an
-// action refused by a rate limit.
-func runUpFor(t *testing.T, dir string, ports []int, duration string) upRun {
+// simulated duration, with extra flags appended, and fails t on any log
+// line above INFO and on an action refused by a rate limit.
+func runUpFor(t *testing.T, dir string, ports []int, duration string, extra ...string) upRun {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -135,13 +145,13 @@ func runUpFor(t *testing.T, dir string, ports []int, duration string) upRun {
 		}
 		probed <- res
 	}()
-	err := run(ctx, []string{"up", "--data-dir", dir,
+	err := run(ctx, append([]string{"up", "--data-dir", dir,
 		"--clickhouse.port", strconv.Itoa(ports[0]), "--kafka.port", strconv.Itoa(ports[1]),
 		"--web.listen-address", "127.0.0.1:" + strconv.Itoa(ports[2]), "--actuator.listen-address", "127.0.0.1:" + strconv.Itoa(ports[3]),
 		"--source", "sim", "--sim.duration", duration, "--sim.speedup", "1200",
 		"--actuator.interval", "1s", "--predictor.interval", "1s", "--status-interval", "1s",
 		"--actuator.apply", "--actuator.partitions", "*", "--actuator.nodes", "*",
-		"--log.format", "json"},
+		"--log.format", "json"}, extra...),
 		func(string) string { return "" }, &stdout, stderr)
 	stopProbe()
 	probe := <-probed
