@@ -155,6 +155,123 @@ func TestSettleIntents(t *testing.T) {
 	}
 }
 
+// kmsgAt is a Kafka message's partition and offset.
+type kmsgAt struct {
+	partition int32
+	offset    int64
+}
+
+// sampleBlockOf returns a gpu_samples block of host's one GPU with three
+// samples, 10 s apart from at, from each of msgs.
+func sampleBlockOf(at time.Time, host string, msgs ...kmsgAt) *sampleBlock {
+	b := newSampleBlock(dayKey(at.Unix()))
+	batch := &schemas.SampleBatch{Cluster: "c", Host: host, GPUs: []schemas.GPU{{UUID: "GPU-" + host, Minor: -1, GIID: -1, CIID: -1}}}
+	for _, m := range msgs {
+		for i := range 3 {
+			s := schemas.Sample{TSMillis: at.Add(time.Duration(i) * 10 * time.Second).UnixMilli()}
+			s.Set(schemas.GPUUtil, 50)
+			sec, ms := floorDiv(s.TSMillis)
+			b.from.note(m.partition, m.offset)
+			b.appendSample(batch, &s, sec, ms, m.partition, m.offset)
+		}
+	}
+	return b
+}
+
+// TestLandedAfterReset checks that landed does not take the old log's rows,
+// which a partition reset keeps at offsets Kafka gives out again, for a new
+// block whose INSERT failed: a block whose first messages all lie at such
+// offsets is sent again whether or not it landed (its rows cannot be told
+// from the old ones), and one with a message elsewhere is judged by that
+// message. Without ingest_resets, a block that never landed would be taken
+// for landed at the old rows' offsets, and lost.
+func TestLandedAfterReset(t *testing.T) {
+	in, conn, db := testIngester(t)
+	ctx := context.Background()
+	day := time.Date(2026, 5, 10, 12, 0, 0, 0, time.UTC)
+	// The old log: partition 0, offsets 10 to 14, all of day; a message at
+	// offset 3, below the reset, on the day before.
+	old := []kmsgAt{{0, 10}, {0, 11}, {0, 12}, {0, 13}, {0, 14}}
+	for _, blk := range []block{sampleBlockOf(day, "old", old...), sampleBlockOf(day.AddDate(0, 0, -1), "old", kmsgAt{0, 3})} {
+		if err := blk.insert(ctx, conn, db); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept, err := in.keptRows(ctx, "gpu_samples", 0, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []keptRange{{key: dayKey(day.Unix()), first: 10, last: 14, rows: 15}}; !slices.Equal(kept, want) {
+		t.Fatalf("keptRows from offset 5 = %+v; want %+v", kept, want)
+	}
+	if err := in.forget(ctx, "gpu_samples", "heliostat.gpu.samples", 0, 5, kept); err != nil {
+		t.Fatal(err)
+	}
+	var ledger uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM "+db+".ingest_ledger WHERE kafka_offset >= 5").Scan(&ledger); err != nil {
+		t.Fatal(err)
+	}
+	if ledger != 0 {
+		t.Fatalf("after forget: %d ledger rows at or after offset 5; want 0", ledger)
+	}
+	for _, tc := range []struct {
+		name   string
+		blk    *sampleBlock
+		insert bool // written with the ledger view detached
+		landed bool
+		action string // the repair counted, if any
+	}{
+		{"never landed, at an old row's offset", sampleBlockOf(day, "new1", kmsgAt{0, 12}), false, false, "sent_again"},
+		{"landed, at an old row's offset", sampleBlockOf(day, "new2", kmsgAt{0, 13}), true, false, "sent_again"},
+		{"landed, another partition's message first", sampleBlockOf(day, "new3", kmsgAt{1, 7}, kmsgAt{0, 14}), true, true, "ledger_written"},
+		{"landed, an old offset's message first", sampleBlockOf(day, "new4", kmsgAt{0, 10}, kmsgAt{1, 8}), true, true, "ledger_written"},
+		{"never landed, another partition's message first", sampleBlockOf(day, "new5", kmsgAt{1, 9}, kmsgAt{0, 11}), false, false, ""},
+		{"landed, past the old rows", sampleBlockOf(day, "new6", kmsgAt{0, 15}), true, true, "ledger_written"},
+		{"never landed, past the old rows", sampleBlockOf(day, "new7", kmsgAt{0, 16}), false, false, ""},
+		{"never landed, an old offset of another day", sampleBlockOf(day.AddDate(0, 0, 1), "new8", kmsgAt{0, 10}), false, false, ""},
+		{"landed, an old offset of another day", sampleBlockOf(day.AddDate(0, 0, 1), "new9", kmsgAt{0, 11}), true, true, "ledger_written"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.insert {
+				if err := conn.Exec(ctx, "DETACH TABLE "+db+".gpu_samples_ledger_mv"); err != nil {
+					t.Fatal(err)
+				}
+				err := tc.blk.insert(ctx, conn, db)
+				if err := conn.Exec(ctx, "ATTACH TABLE "+db+".gpu_samples_ledger_mv"); err != nil {
+					t.Fatal(err)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			d := doubtOf(tc.blk)
+			counts := func() map[string]float64 {
+				return map[string]float64{
+					"sent_again":     testutil.ToFloat64(in.m.ledgerRepairs.WithLabelValues("gpu_samples", "sent_again")),
+					"ledger_written": testutil.ToFloat64(in.m.ledgerRepairs.WithLabelValues("gpu_samples", "ledger_written")),
+				}
+			}
+			before := counts()
+			landed, err := in.landed(ctx, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if landed != tc.landed {
+				t.Errorf("landed = %v; want %v", landed, tc.landed)
+			}
+			for action, n := range counts() {
+				want := 0.0
+				if action == tc.action {
+					want = 1
+				}
+				if n-before[action] != want {
+					t.Errorf("repairs{action=%q} went up by %v; want %v", action, n-before[action], want)
+				}
+			}
+		})
+	}
+}
+
 // TestLandedWithOtherViews checks what landed does with a block that is in
 // its table without ledger rows, by the table's other views: write the ledger
 // rows when nothing else can be missing, and ask for the block again when
@@ -163,18 +280,7 @@ func TestLandedWithOtherViews(t *testing.T) {
 	in, conn, db := testIngester(t)
 	ctx := context.Background()
 	at := time.Date(2026, 5, 10, 12, 0, 0, 0, time.UTC)
-	samples := func(host string, off int64) block {
-		b := newSampleBlock(dayKey(at.Unix()))
-		batch := &schemas.SampleBatch{Cluster: "c", Host: host, GPUs: []schemas.GPU{{UUID: "GPU-" + host, Minor: -1, GIID: -1, CIID: -1}}}
-		for i := range 3 {
-			s := schemas.Sample{TSMillis: at.Add(time.Duration(i) * 10 * time.Second).UnixMilli()}
-			s.Set(schemas.GPUUtil, 50)
-			sec, ms := floorDiv(s.TSMillis)
-			b.from.note(0, off)
-			b.appendSample(batch, &s, sec, ms, 0, off)
-		}
-		return b
-	}
+	samples := func(host string, off int64) block { return sampleBlockOf(at, host, kmsgAt{0, off}) }
 	jobEvents := func(id string, off int64) block {
 		b := &jobEventBlock{key: monthKey(at.Unix())}
 		e := schemas.JobEvent{JobID: id, Type: schemas.JobSubmit, State: schemas.StatePending, EventMillis: at.UnixMilli(),

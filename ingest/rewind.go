@@ -33,7 +33,10 @@ import (
 // on), keeps it out of readiness, counts it in
 // heliostat_ingest_partitions_rewound, logs what it found, and waits for
 // `heliostat ingest reset-partition` (ResetPartition), which forgets the
-// ledger from an offset the operator names and commits it.
+// ledger from an offset the operator names and commits it. The old
+// messages' rows stay in the raw tables at offsets the new log gives out
+// again; ingest_resets records where, so that a failed insert is not taken
+// for landed on an old row's word (witness).
 //
 // Ingest checks when it is assigned the partition, and whenever the
 // partition has yielded nothing for Config.LogCheck while it reads: the
@@ -205,9 +208,11 @@ func ledgerPast(done map[int64][]uint32, end int64) int64 {
 // has members, since a running replica would go on from its own position,
 // and an offset past the partition's end. An offset below the partition's
 // first one is raised to it. With apply false it only checks and logs what
-// it would do. The raw tables keep the old messages' rows; they are data,
-// and ingest never reads them to decide what to skip except after a failed
-// insert (landed), which a reset partition's reused offsets can mislead.
+// it would do. The raw tables keep the old messages' rows; they are data.
+// Ingest reads them to decide what to skip only after a failed insert
+// (landed), which must not take an old row at a reused offset for the new
+// block: the reset records the range of offsets whose old rows the table
+// keeps in ingest_resets first.
 func (in *Ingester) ResetPartition(ctx context.Context, topic string, partition int, from int64, apply bool) error {
 	defer in.kt.CloseIdleConnections()
 	h, ok := in.byTopic[topic]
@@ -247,22 +252,21 @@ func (in *Ingester) ResetPartition(ctx context.Context, topic string, partition 
 		h.table(), uint32(partition), uint64(from)).Scan(&rows); err != nil {
 		return fmt.Errorf("reset partition: count ledger rows: %w", err)
 	}
+	kept, err := in.keptRows(ctx, h.table(), partition, from)
+	if err != nil {
+		return fmt.Errorf("reset partition: %w", err)
+	}
+	var keptN uint64
+	for _, k := range kept {
+		keptN += k.rows
+	}
 	args := []any{"topic", topic, "partition", partition, "table", h.table(), "group", in.cfg.Group, "from", from,
-		"log_first", first, "log_end", end, "ledger_rows_forgotten", rows}
+		"log_first", first, "log_end", end, "ledger_rows_forgotten", rows, "table_rows_kept", keptN}
 	if !apply {
 		in.logger.Info("would reset the partition (dry run; --yes applies)", args...)
 		return nil
 	}
-	for _, q := range []struct{ sql, key string }{
-		{"ALTER TABLE " + db + ".ingest_ledger DELETE WHERE tbl = ? AND kafka_partition = ? AND kafka_offset >= ?", h.table()},
-		{"ALTER TABLE " + db + ".ingest_intents DELETE WHERE tbl = ? AND kafka_partition = ? AND last_offset >= ?", h.table()},
-		{"ALTER TABLE " + db + ".ingest_sequences DELETE WHERE topic = ? AND kafka_partition = ? AND kafka_offset >= ?", topic},
-	} {
-		if err := in.conn.Exec(ctx, q.sql, q.key, uint32(partition), uint64(from)); err != nil {
-			return fmt.Errorf("reset partition: %w", err)
-		}
-	}
-	if err := in.awaitMutations(ctx, "ingest_ledger", "ingest_intents", "ingest_sequences"); err != nil {
+	if err := in.forget(ctx, h.table(), topic, partition, from, kept); err != nil {
 		return fmt.Errorf("reset partition: %w", err)
 	}
 	resp, err := c.OffsetCommit(ctx, &kafka.OffsetCommitRequest{GroupID: in.cfg.Group, GenerationID: -1,
@@ -277,6 +281,98 @@ func (in *Ingester) ResetPartition(ctx context.Context, topic string, partition 
 	}
 	in.logger.Info("partition reset: ingest reads it from the offset given when it starts", args...)
 	return nil
+}
+
+// keptRange is a range of offsets, at or after a reset's, whose rows a table
+// keeps from the old log, for one part key.
+type keptRange struct {
+	key         uint32
+	first, last int64
+	rows        uint64
+}
+
+// keptRows returns, by part key, the range of offsets at or after from of
+// the rows table holds from partition's messages: the old log's rows at
+// offsets a reset gives out again. It reads three columns of every row of
+// the partition, which on a large gpu_samples takes a while; a reset is rare.
+func (in *Ingester) keptRows(ctx context.Context, table string, partition int, from int64) ([]keptRange, error) {
+	in.logger.Info("looking for the old log's rows the table keeps", "table", table, "partition", partition, "from", from)
+	rows, err := in.conn.Query(ctx, "SELECT "+partExprs[table]+" AS pk, min(kafka_offset), max(kafka_offset), count() FROM "+
+		in.cfg.ClickHouse.Database+"."+table+" WHERE kafka_partition = ? AND kafka_offset >= ? GROUP BY pk ORDER BY pk",
+		uint32(partition), uint64(from))
+	if err != nil {
+		return nil, fmt.Errorf("look for the old log's rows in %s: %w", table, err)
+	}
+	defer rows.Close()
+	var kept []keptRange
+	for rows.Next() {
+		var (
+			k           keptRange
+			first, last uint64
+		)
+		if err := rows.Scan(&k.key, &first, &last, &k.rows); err != nil {
+			return nil, fmt.Errorf("look for the old log's rows in %s: %w", table, err)
+		}
+		k.first, k.last = int64(first), int64(last)
+		kept = append(kept, k)
+	}
+	return kept, rows.Err()
+}
+
+// forget is a reset's work in ClickHouse: it records in ingest_resets the
+// offsets whose old rows table keeps (kept), then deletes the partition's
+// ingest_ledger, ingest_intents and ingest_sequences rows at and after from
+// and waits for the deletes.
+func (in *Ingester) forget(ctx context.Context, table, topic string, partition int, from int64, kept []keptRange) error {
+	db := in.cfg.ClickHouse.Database
+	if len(kept) > 0 {
+		b, err := in.conn.PrepareBatch(ctx, "INSERT INTO "+db+".ingest_resets (tbl, kafka_partition, part_key, first_offset, last_offset, rows)")
+		if err != nil {
+			return fmt.Errorf("record the offsets whose old rows %s keeps: %w", table, err)
+		}
+		for _, k := range kept {
+			if err := b.Append(table, uint32(partition), k.key, uint64(k.first), uint64(k.last), k.rows); err != nil {
+				_ = b.Abort()
+				return fmt.Errorf("record the offsets whose old rows %s keeps: %w", table, err)
+			}
+		}
+		if err := b.Send(); err != nil {
+			return fmt.Errorf("record the offsets whose old rows %s keeps: %w", table, err)
+		}
+	}
+	for _, q := range []struct{ sql, key string }{
+		{"ALTER TABLE " + db + ".ingest_ledger DELETE WHERE tbl = ? AND kafka_partition = ? AND kafka_offset >= ?", table},
+		{"ALTER TABLE " + db + ".ingest_intents DELETE WHERE tbl = ? AND kafka_partition = ? AND last_offset >= ?", table},
+		{"ALTER TABLE " + db + ".ingest_sequences DELETE WHERE topic = ? AND kafka_partition = ? AND kafka_offset >= ?", topic},
+	} {
+		if err := in.conn.Exec(ctx, q.sql, q.key, uint32(partition), uint64(from)); err != nil {
+			return err
+		}
+	}
+	return in.awaitMutations(ctx, "ingest_ledger", "ingest_intents", "ingest_sequences")
+}
+
+// resetRanges returns, by Kafka partition, the ranges of offsets at which
+// table keeps old rows of part key key from before a reset (ingest_resets).
+func (in *Ingester) resetRanges(ctx context.Context, table string, key uint32) (map[int32][][2]int64, error) {
+	rows, err := in.conn.Query(ctx, "SELECT kafka_partition, first_offset, last_offset FROM "+in.cfg.ClickHouse.Database+
+		".ingest_resets WHERE tbl = ? AND part_key = ?", table, key)
+	if err != nil {
+		return nil, fmt.Errorf("query ingest_resets: %w", err)
+	}
+	defer rows.Close()
+	ranges := map[int32][][2]int64{}
+	for rows.Next() {
+		var (
+			p           uint32
+			first, last uint64
+		)
+		if err := rows.Scan(&p, &first, &last); err != nil {
+			return nil, fmt.Errorf("scan ingest_resets: %w", err)
+		}
+		ranges[int32(p)] = append(ranges[int32(p)], [2]int64{int64(first), int64(last)})
+	}
+	return ranges, rows.Err()
 }
 
 // awaitMutations waits until ClickHouse has applied every mutation of the

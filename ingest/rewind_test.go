@@ -55,6 +55,16 @@ func resetAndResume(t *testing.T, broker string, ch chconn.Config, conn driver.C
 			t.Fatal(err)
 		}
 	}
+	// The old rows stay, and ingest_resets says where, so that a failed
+	// insert at their offsets is not taken for landed.
+	var kept, rows uint64
+	if err := conn.QueryRow(t.Context(), "SELECT (SELECT sum(rows) FROM "+ch.Database+".ingest_resets WHERE tbl = 'gpu_samples'), "+
+		"(SELECT count() FROM "+ch.Database+".gpu_samples)").Scan(&kept, &rows); err != nil {
+		t.Fatal(err)
+	}
+	if kept != rows || rows == 0 {
+		t.Errorf("after the reset from 0: ingest_resets counts %d kept rows of gpu_samples; want all %d", kept, rows)
+	}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	reg := prometheus.NewRegistry()
