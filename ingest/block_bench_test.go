@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -42,6 +43,39 @@ func BenchmarkSampleHandlerAdd(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch.Samples)), "ns/sample")
+}
+
+// TestSampleHandlerSpares checks that a flush of samples spread over many
+// days leaves at most maxSpareBlocks emptied blocks behind, and that the
+// next flush reuses them.
+func TestSampleHandlerSpares(t *testing.T) {
+	h := newSampleHandler(&sync.Pool{New: func() any { return new(schemas.SampleBatch) }})
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	days := func(n int) *schemas.SampleBatch {
+		b := &schemas.SampleBatch{Cluster: "c", Host: "h", GPUs: []schemas.GPU{{UUID: "GPU-1", Minor: -1, GIID: -1, CIID: -1}}}
+		for d := range n {
+			s := schemas.Sample{TSMillis: t0.AddDate(0, 0, d).UnixMilli()}
+			s.Set(schemas.GPUUtil, 10)
+			b.Samples = append(b.Samples, s)
+		}
+		return b
+	}
+	if n := h.add(days(10), 0, 1, nil); n != 10 {
+		t.Fatalf("add: %d rows; want 10", n)
+	}
+	if n := len(h.blocks()); n != 10 {
+		t.Fatalf("%d blocks for 10 days; want 10", n)
+	}
+	h.reset()
+	if n := len(h.spare); n != maxSpareBlocks {
+		t.Fatalf("after a flush of 10 days: %d spare blocks; want %d", n, maxSpareBlocks)
+	}
+	kept := slices.Clone(h.spare)
+	h.add(days(1), 0, 2, nil)
+	blks := h.blocks()
+	if len(blks) != 1 || !slices.Contains(kept, blks[0].(*sampleBlock)) || blks[0].rows() != 1 {
+		t.Errorf("the next flush's block is not a spare one holding its 1 row")
+	}
 }
 
 func TestDayKey(t *testing.T) {

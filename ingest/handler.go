@@ -149,10 +149,19 @@ func (h *sampleHandler) flushExtra(ctx context.Context, conn driver.Conn, db str
 	return nil
 }
 
+// maxSpareBlocks is how many emptied gpu_samples blocks a handler keeps for
+// the next flush. Live samples need one or two (today's, and yesterday's
+// late ones around midnight); without a bound, a backlog spread over many
+// days would leave a spare block per day, each as large as its largest
+// flush, for the life of the process.
+const maxSpareBlocks = 2
+
 func (h *sampleHandler) reset() {
 	for _, b := range h.byKey {
-		b.reset()
-		h.spare = append(h.spare, b)
+		if len(h.spare) < maxSpareBlocks {
+			b.reset()
+			h.spare = append(h.spare, b)
+		}
 	}
 	clear(h.byKey)
 	h.active = h.active[:0]
