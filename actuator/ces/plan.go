@@ -178,8 +178,43 @@ type Plan struct {
 	// Reason explains the plan as a whole, including why nodes above the
 	// target stay powered (hysteresis, transition cap, busy nodes).
 	Reason string `json:"reason"`
-	// Next is the State to hand to the next call.
+	// Next is the State to hand to the next call when every action was
+	// carried out; Carried gives it when some were not.
 	Next State `json:"next"`
+
+	// before is the transition history of the last hour before this plan's
+	// actions; low is when the target went below the powered count, kept
+	// here when Next restarts that clock for this plan's power-downs.
+	before []time.Time
+	low    time.Time
+}
+
+// Carried returns the State to hand to the next Plan when only the actions
+// for which done reports true were carried out (the scheduler accepted
+// them); Next is that State when all were. A plan whose actions were not
+// carried out (a dry run, a partition left unmanaged, refused by the
+// guard, failed) is made again as it stands: its transitions do not count
+// against MaxTransitionsPerHour, and while any of its power-downs was not
+// carried out the down-side clock goes on instead of restarting as after a
+// round of power-downs, so that a dry run advises what an applied run
+// would do.
+func (p Plan) Carried(done func(Action) bool) State {
+	next := p.Next
+	next.Transitions = slices.Clone(p.before)
+	for _, list := range [][]Action{p.PowerUp, p.PowerDown} {
+		for _, a := range list {
+			if done(a) {
+				next.Transitions = append(next.Transitions, p.At)
+			}
+		}
+	}
+	if len(next.Transitions) == 0 {
+		next.Transitions = nil
+	}
+	if !p.low.IsZero() && slices.ContainsFunc(p.PowerDown, func(a Action) bool { return !done(a) }) {
+		next.LowSince = p.low
+	}
+	return next
 }
 
 // ErrInput is wrapped by the errors Plan returns for an Input it cannot
@@ -228,6 +263,7 @@ func (c Config) Plan(in Input) (Plan, error) {
 	recent := slices.DeleteFunc(slices.Clone(in.State.Transitions), func(t time.Time) bool {
 		return !t.After(hourAgo) || t.After(now)
 	})
+	p.before = slices.Clone(recent)
 
 	// Power up: held nodes that are off first (a job is bound for them),
 	// then enough others, off longest first, to reach the target. Neither
@@ -321,6 +357,7 @@ func (c Config) Plan(in Input) (Plan, error) {
 			}
 			if target >= poweredAfterUp-len(p.PowerDown) {
 				p.Next.LowSince = time.Time{}
+				p.low = low
 			}
 		}
 	}

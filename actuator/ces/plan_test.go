@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -308,6 +309,55 @@ func TestPlanNoFlapping(t *testing.T) {
 	}
 	if n := countPowered(nodes); n != 8 {
 		t.Errorf("%d nodes powered at the end; want 8", n)
+	}
+}
+
+// TestPlanCarried checks the State handed on when only some of a plan's
+// actions were carried out. A plan none of whose actions happen (a dry run)
+// is made again, whole, at every step: its power-downs neither use up the
+// transition cap nor restart the down-side clock. With every action
+// carried out, Carried is Next.
+func TestPlanCarried(t *testing.T) {
+	c := DefaultConfig()
+	c.DownDelay, c.MaxTransitionsPerHour = 20*time.Minute, 12
+	nodes := cluster(12, 12, 3)
+	none := func(Action) bool { return false }
+	var st State
+	for i := range 9 { // 90 minutes of 10-minute decisions
+		now := t0.Add(time.Duration(i) * 10 * time.Minute)
+		p, err := c.Plan(Input{Now: now, Nodes: nodes, Demand: 3, Forecast: fc(now, 3), State: st})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int{false: 0, true: 9}[i >= 2]; len(p.PowerDown) != want {
+			t.Errorf("step %d: %d power-downs (%s); want %d", i, len(p.PowerDown), p.Reason, want)
+		}
+		st = p.Carried(none)
+		if len(st.Transitions) != 0 {
+			t.Errorf("step %d: %d transitions carried with none carried out", i, len(st.Transitions))
+		}
+		if !st.LowSince.Equal(t0) {
+			t.Errorf("step %d: low since %v; want %v, the clock going on", i, st.LowSince, t0)
+		}
+		if all := p.Carried(func(Action) bool { return true }); !reflect.DeepEqual(all, p.Next) {
+			t.Errorf("step %d: Carried(all) = %+v; want Next %+v", i, all, p.Next)
+		}
+	}
+
+	// One of nine power-downs carried out: one transition, and the clock
+	// goes on for the other eight.
+	now := t0.Add(90 * time.Minute)
+	p, err := c.Plan(Input{Now: now, Nodes: nodes, Demand: 3, Forecast: fc(now, 3), State: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := p.PowerDown[0].Node
+	one := p.Carried(func(a Action) bool { return a.Node == first })
+	if len(one.Transitions) != 1 || !one.LowSince.Equal(t0) {
+		t.Errorf("one power-down carried out: %d transitions, low since %v; want 1 and %v", len(one.Transitions), one.LowSince, t0)
+	}
+	if len(p.Next.Transitions) != 9 || !p.Next.LowSince.IsZero() {
+		t.Errorf("Next counts %d transitions, low since %v; want the plan's 9 and the clock restarted", len(p.Next.Transitions), p.Next.LowSince)
 	}
 }
 

@@ -121,6 +121,10 @@ type poolState struct {
 	model   *demandModel // Config.Forecast "model": the forecaster and its history
 	first   time.Time    // first pass that saw the partition
 	changed map[string]time.Time
+	// planned is this pass's power plan until its outcomes are known; the
+	// nodes whose action the scheduler accepted are in carried.
+	planned *ces.Plan
+	carried map[string]bool
 }
 
 type demandMark struct {
@@ -327,10 +331,12 @@ func (l *Loop) once(ctx context.Context) (Report, error) {
 	// Record, act, record.
 	todo = l.dedupe(now, todo)
 	if len(todo) == 0 {
+		l.carryPlans()
 		l.actions.OK() // nothing sent, so nothing is failing
 	} else {
 		recs, err := l.apply(ctx, now, todo)
 		rep.Actions = recs
+		l.carryPlans()
 		if err != nil {
 			l.view.store(v)
 			return rep, err
@@ -338,6 +344,20 @@ func (l *Loop) once(ctx context.Context) (Report, error) {
 	}
 	l.view.store(v)
 	return rep, nil
+}
+
+// carryPlans hands each partition's plan of this pass on to the next as
+// far as it was carried out (ces.Plan.Carried): a power action counts as a
+// transition, and a round of power-downs restarts the down-side clock, only
+// once the scheduler accepted it.
+func (l *Loop) carryPlans() {
+	for _, ps := range l.pool {
+		if ps.planned == nil {
+			continue
+		}
+		ps.ces = ps.planned.Carried(func(a ces.Action) bool { return ps.carried[a.Node] })
+		ps.planned, ps.carried = nil, nil
+	}
 }
 
 // predict returns j's prediction: the model's, else its time limit, else
@@ -437,7 +457,7 @@ func (l *Loop) plan(now time.Time, snap adapter.Snapshot, pools map[string][]ada
 			out = append(out, pp)
 			continue
 		}
-		ps.ces = plan.Next
+		ps.planned, ps.carried = &plan, map[string]bool{}
 		pp.Plan = &plan
 		out = append(out, pp)
 		if !pp.Managed {
@@ -569,6 +589,9 @@ func (l *Loop) apply(ctx context.Context, now time.Time, todo []planned) ([]audi
 		if res.Outcome == adapter.Applied && p.a.Kind != adapter.SetPriority {
 			if ps := l.pool[p.rec.Partition]; ps != nil {
 				ps.changed[p.a.Target] = now
+				if ps.carried != nil {
+					ps.carried[p.a.Target] = true
+				}
 			}
 		}
 		lv := slog.LevelInfo

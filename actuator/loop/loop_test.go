@@ -272,6 +272,57 @@ func TestLoopDryRun(t *testing.T) {
 	}
 }
 
+// TestLoopDryRunPlansAgain: a dry run's power-downs, never carried out, do
+// not count against the transition cap, so every pass after the peak
+// window advises powering the idle node down, as an applied run would
+// until it is down; counted as transitions, the first advice would have
+// used up the hour's one transition and silenced the rest.
+func TestLoopDryRunPlansAgain(t *testing.T) {
+	cfg, conn := schematest.Database(t)
+	s := cluster(t)
+	g, err := adapter.NewGuard(adapter.GuardConfig{Partitions: []string{"*"}, Nodes: []string{"*"}}, simadapter.New(s), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	al, _ := audit.New(conn, cfg.Database, nil)
+	c := testConfig()
+	c.CES.MaxTransitionsPerHour = 1
+	l, err := New(c, g, al, nil, nil, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	pass := func(at time.Duration) {
+		t.Helper()
+		if err := s.Advance(ctx, t0.Add(at)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Once(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pass(10 * time.Second) // the peak window starts
+	var advised []string
+	for m := 6; m <= 12; m++ {
+		pass(time.Duration(m) * time.Minute)
+		for _, pp := range l.View().Plans {
+			if pp.Partition != "vc2" || pp.Plan == nil {
+				continue
+			}
+			if got := names(pp.Plan.PowerDown); !slices.Equal(got, []string{"sim-node-003"}) {
+				t.Errorf("minute %d: vc2 plan powers down %v; want sim-node-003 (%s)", m, got, pp.Plan.Reason)
+			}
+			advised = append(advised, fmt.Sprint(m))
+		}
+	}
+	if len(advised) != 7 {
+		t.Errorf("vc2 planned at minutes %v; want 6 to 12", advised)
+	}
+	if st := nodeState(t, s, "sim-node-003"); st != sim.NodeUp {
+		t.Errorf("dry run: sim-node-003 is %v; want up", st)
+	}
+}
+
 // askedPredictor records what it is asked and has no model.
 type askedPredictor struct{ specs []live.Spec }
 
@@ -774,4 +825,12 @@ func TestLoopRunSettlesOwedAtStop(t *testing.T) {
 			t.Errorf("audit row %s %s still planned after Run stopped", r.Kind, r.Target)
 		}
 	}
+}
+
+func names(as []ces.Action) []string {
+	var out []string
+	for _, a := range as {
+		out = append(out, a.Node)
+	}
+	return out
 }
