@@ -6,9 +6,9 @@
 // and it reads no clock. What it must remember between calls (how long the
 // target has stayed below the powered count, the transitions of the last
 // hour) travels in State, returned as Plan.Next and handed back with the next
-// Input; a caller whose actions were not all carried out (a dry run, a
-// refused or failed action) hands back Plan.Carried instead, so that only
-// transitions that happened count. The scheduler adapters, the advisory API and the replay (Replay, the
+// Input; a caller whose actions were not all carried out (a dry run, an
+// action held back) hands back Plan.Carried instead, so that only the
+// transitions attempted count. The scheduler adapters, the advisory API and the replay (Replay, the
 // `heliostat sim ces` command) all run this same function.
 //
 // The rules, each tested:

@@ -190,10 +190,10 @@ type Plan struct {
 }
 
 // Carried returns the State to hand to the next Plan when only the actions
-// for which done reports true were carried out (the scheduler accepted
-// them); Next is that State when all were. A plan whose actions were not
-// carried out (a dry run, a partition left unmanaged, refused by the
-// guard, failed) is made again as it stands: its transitions do not count
+// for which done reports true were carried out (sent to the scheduler);
+// Next is that State when all were. A plan whose actions were not carried
+// out (a dry run, a partition left unmanaged, held back by a guard) is
+// made again as it stands: its transitions do not count
 // against MaxTransitionsPerHour, and while any of its power-downs was not
 // carried out the down-side clock goes on instead of restarting as after a
 // round of power-downs, so that a dry run advises what an applied run

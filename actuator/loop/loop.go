@@ -122,7 +122,7 @@ type poolState struct {
 	first   time.Time    // first pass that saw the partition
 	changed map[string]time.Time
 	// planned is this pass's power plan until its outcomes are known; the
-	// nodes whose action the scheduler accepted are in carried.
+	// nodes whose action was sent to the scheduler are in carried.
 	planned *ces.Plan
 	carried map[string]bool
 }
@@ -349,7 +349,9 @@ func (l *Loop) once(ctx context.Context) (Report, error) {
 // carryPlans hands each partition's plan of this pass on to the next as
 // far as it was carried out (ces.Plan.Carried): a power action counts as a
 // transition, and a round of power-downs restarts the down-side clock, only
-// once the scheduler accepted it.
+// once it was sent to the scheduler (applied, or failed); a skipped one (a
+// dry run, a partition not allowlisted, the guard's caps, a busy node) is
+// planned again as the nodes stand.
 func (l *Loop) carryPlans() {
 	for _, ps := range l.pool {
 		if ps.planned == nil {
@@ -586,12 +588,15 @@ func (l *Loop) apply(ctx context.Context, now time.Time, todo []planned) ([]audi
 		} else {
 			delete(l.seen, k) // not set aside: sent, or left for the next pass
 		}
-		if res.Outcome == adapter.Applied && p.a.Kind != adapter.SetPriority {
-			if ps := l.pool[p.rec.Partition]; ps != nil {
+		if ps := l.pool[p.rec.Partition]; ps != nil && p.a.Kind != adapter.SetPriority {
+			if res.Outcome == adapter.Applied {
 				ps.changed[p.a.Target] = now
-				if ps.carried != nil {
-					ps.carried[p.a.Target] = true
-				}
+			}
+			// Sent, whatever came of it: a failed action waits out the
+			// plan's hysteresis as an applied one does, instead of being
+			// sent again every pass.
+			if res.Outcome != adapter.Skipped && ps.carried != nil {
+				ps.carried[p.a.Target] = true
 			}
 		}
 		lv := slog.LevelInfo

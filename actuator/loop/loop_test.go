@@ -272,54 +272,86 @@ func TestLoopDryRun(t *testing.T) {
 	}
 }
 
-// TestLoopDryRunPlansAgain: a dry run's power-downs, never carried out, do
-// not count against the transition cap, so every pass after the peak
-// window advises powering the idle node down, as an applied run would
-// until it is down; counted as transitions, the first advice would have
-// used up the hour's one transition and silenced the rest.
-func TestLoopDryRunPlansAgain(t *testing.T) {
-	cfg, conn := schematest.Database(t)
-	s := cluster(t)
-	g, err := adapter.NewGuard(adapter.GuardConfig{Partitions: []string{"*"}, Nodes: []string{"*"}}, simadapter.New(s), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	al, _ := audit.New(conn, cfg.Database, nil)
-	c := testConfig()
-	c.CES.MaxTransitionsPerHour = 1
-	l, err := New(c, g, al, nil, nil, nil, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	pass := func(at time.Duration) {
-		t.Helper()
-		if err := s.Advance(ctx, t0.Add(at)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := l.Once(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pass(10 * time.Second) // the peak window starts
-	var advised []string
-	for m := 6; m <= 12; m++ {
-		pass(time.Duration(m) * time.Minute)
-		for _, pp := range l.View().Plans {
-			if pp.Partition != "vc2" || pp.Plan == nil {
-				continue
+// refusing is the simulated cluster's scheduler with every power-down
+// failing, as a node whose suspend program fails would; it counts them.
+type refusing struct {
+	*simadapter.Scheduler
+	downs int
+}
+
+func (r *refusing) PowerDown(context.Context, string) error {
+	r.downs++
+	return errors.New("suspend program failed")
+}
+
+// TestLoopPlansAgain checks what CES remembers of the power-downs it
+// planned for idle sim-node-003 (vc2), with a cap of one transition an
+// hour and a 3-minute down delay, over passes a minute apart from minute 6
+// (the first forecast) to 14. A dry run's
+// advice is never carried out, so it neither uses up the cap nor restarts
+// the delay: every pass advises the power-down, as an applied run would
+// until the node is down (counted as transitions, the first advice would
+// have silenced the rest for the hour). A power-down sent and failed counts
+// as attempted: it is not sent again every pass.
+func TestLoopPlansAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		apply   bool
+		advised []int // the minutes whose vc2 plan powers sim-node-003 down
+		sent    int   // power-downs sent to the scheduler
+	}{
+		{"dry run", false, []int{9, 10, 11, 12, 13, 14}, 0},
+		{"failed", true, []int{9}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, conn := schematest.Database(t)
+			s := cluster(t)
+			sched := &refusing{Scheduler: simadapter.New(s)}
+			g, err := adapter.NewGuard(adapter.GuardConfig{Apply: tc.apply, Partitions: []string{"*"}, Nodes: []string{"*"}}, sched, nil)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if got := names(pp.Plan.PowerDown); !slices.Equal(got, []string{"sim-node-003"}) {
-				t.Errorf("minute %d: vc2 plan powers down %v; want sim-node-003 (%s)", m, got, pp.Plan.Reason)
+			al, _ := audit.New(conn, cfg.Database, nil)
+			c := testConfig()
+			c.CES.MaxTransitionsPerHour, c.CES.DownDelay = 1, 3*time.Minute
+			l, err := New(c, g, al, nil, nil, nil, nil, nil)
+			if err != nil {
+				t.Fatal(err)
 			}
-			advised = append(advised, fmt.Sprint(m))
-		}
-	}
-	if len(advised) != 7 {
-		t.Errorf("vc2 planned at minutes %v; want 6 to 12", advised)
-	}
-	if st := nodeState(t, s, "sim-node-003"); st != sim.NodeUp {
-		t.Errorf("dry run: sim-node-003 is %v; want up", st)
+			ctx := context.Background()
+			pass := func(at time.Duration) {
+				t.Helper()
+				if err := s.Advance(ctx, t0.Add(at)); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := l.Once(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The peak window starts; the first forecast, at minute 6,
+			// starts the down delay.
+			for _, at := range []time.Duration{10 * time.Second, 3 * time.Minute} {
+				pass(at)
+			}
+			var advised []int
+			for m := 6; m <= 14; m++ {
+				pass(time.Duration(m) * time.Minute)
+				for _, pp := range l.View().Plans {
+					if pp.Partition == "vc2" && pp.Plan != nil && slices.Equal(names(pp.Plan.PowerDown), []string{"sim-node-003"}) {
+						advised = append(advised, m)
+					}
+				}
+			}
+			if !slices.Equal(advised, tc.advised) {
+				t.Errorf("vc2 planned to power sim-node-003 down at minutes %v; want %v", advised, tc.advised)
+			}
+			if sched.downs != tc.sent {
+				t.Errorf("%d power-downs sent; want %d", sched.downs, tc.sent)
+			}
+			if st := nodeState(t, s, "sim-node-003"); st != sim.NodeUp {
+				t.Errorf("sim-node-003 is %v; want up", st)
+			}
+		})
 	}
 }
 
