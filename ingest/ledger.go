@@ -120,10 +120,11 @@ func (in *Ingester) awaitInserts(ctx context.Context, d doubt) error {
 
 // landed reports whether d's INSERT is in ClickHouse. One that completed is in
 // the ledger. One whose rows were written without their ledger rows is found
-// in the table by its witness message (see origin and witness); then the table's other
-// views decide (see the list above): either landed writes the ledger rows,
-// so that whoever owns the partitions next skips the block too, and reports
-// true, or it reports false so that the block is sent again.
+// in the table by its witness message (see origin and witness); then the
+// table's other views decide (see the list above): either landed writes the
+// ledger rows, so that whoever owns the partitions next skips the block
+// too, and reports true, or it reports false so that the block is sent
+// again.
 func (in *Ingester) landed(ctx context.Context, d doubt) (bool, error) {
 	db := in.cfg.ClickHouse.Database
 	p, off := d.spans[0].partition, d.spans[0].first
@@ -141,11 +142,11 @@ func (in *Ingester) landed(ctx context.Context, d doubt) (bool, error) {
 		}
 		return true, nil
 	}
-	w, err := in.witness(ctx, d)
+	w, ok, err := in.witness(ctx, d)
 	if err != nil {
 		return false, err
 	}
-	if w.partition < 0 {
+	if !ok {
 		in.m.ledgerRepairs.WithLabelValues(d.table, "sent_again").Inc()
 		in.logger.Warn("a failed insert's first messages lie at offsets of a reset partition whose old rows the table keeps (ingest_resets), so its rows cannot be told from the old ones; inserting again, so the table may hold the block twice",
 			"table", d.table, "part_key", d.key, "kafka_partition", p, "kafka_offset", off)
@@ -197,20 +198,20 @@ func (in *Ingester) landed(ctx context.Context, d doubt) (bool, error) {
 // witness returns the span of d whose first message's rows show whether d's
 // block is in its table: the first span whose first offset no reset gave
 // out again while the table kept an old message's rows of the block's part
-// key there (ingest_resets). A block is one INSERT of one table partition, so its
-// rows all landed or none did. When every span's first offset is such an
-// offset, the returned span's partition is -1.
-func (in *Ingester) witness(ctx context.Context, d doubt) (span, error) {
+// key there (ingest_resets). A block is one INSERT of one table partition,
+// so its rows all landed or none did. It reports false when every span's
+// first offset is such an offset.
+func (in *Ingester) witness(ctx context.Context, d doubt) (span, bool, error) {
 	reused, err := in.resetRanges(ctx, d.table, d.key)
 	if err != nil {
-		return span{}, err
+		return span{}, false, err
 	}
 	for _, s := range d.spans {
 		if !slices.ContainsFunc(reused[s.partition], func(r [2]int64) bool { return r[0] <= s.first && s.first <= r[1] }) {
-			return s, nil
+			return s, true, nil
 		}
 	}
-	return span{partition: -1}, nil
+	return span{}, false, nil
 }
 
 // rows returns a WHERE condition, with its arguments, that holds for the

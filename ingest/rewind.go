@@ -346,7 +346,7 @@ func (in *Ingester) forget(ctx context.Context, table, topic string, partition i
 		{"ALTER TABLE " + db + ".ingest_sequences DELETE WHERE topic = ? AND kafka_partition = ? AND kafka_offset >= ?", topic},
 	} {
 		if err := in.conn.Exec(ctx, q.sql, q.key, uint32(partition), uint64(from)); err != nil {
-			return err
+			return fmt.Errorf("forget what ingest holds of %s/%d from offset %d: %w", topic, partition, from, err)
 		}
 	}
 	return in.awaitMutations(ctx, "ingest_ledger", "ingest_intents", "ingest_sequences")
