@@ -243,7 +243,8 @@ func (g *Guard) NodeAllowed(n Node) bool {
 // power-down is refused on a node that is busy, unusable, not on, or bound
 // for a pending job; the rate limit must have room (a power-up is counted
 // but always has room); then a dry run stops (Skipped, "dry run", the unit
-// of the rate limit spent as apply would spend it) and otherwise the
+// of the rate limit spent as apply would spend it, once for an action asked
+// for again within the window) and otherwise the
 // scheduler is called. When the scheduler then fails or refuses the
 // action, no transition happened and the unit is given back.
 func (g *Guard) Do(ctx context.Context, a Action) Result {
@@ -329,7 +330,10 @@ func (g *Guard) checkNode(snap Snapshot, a Action) error {
 
 // take spends one unit of a's kind's rate limit at a.At (zero: now), and
 // returns the time it was spent at, for giveBack. A power-up is counted but
-// never refused (see GuardConfig.MaxPowerPerHour).
+// never refused (see GuardConfig.MaxPowerPerHour). A dry run spends nothing
+// on an action the window already holds (same kind, target and priority):
+// its nodes and jobs do not change, so the loop asks for the same action
+// again, which an applied run would have made once.
 func (g *Guard) take(a Action) (time.Time, error) {
 	at := a.At
 	if at.IsZero() {
@@ -338,7 +342,8 @@ func (g *Guard) take(a Action) (time.Time, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	w, what := g.window(a.Kind)
-	if !w.take(at, a.Kind == PowerUp) {
+	key := string(a.Kind) + "|" + a.Target + "|" + strconv.FormatInt(a.Priority, 10)
+	if !w.take(at, a.Kind == PowerUp, key, !g.cfg.Apply) {
 		return at, fmt.Errorf("%w: %d %s", ErrRateLimited, w.max, what)
 	}
 	return at, nil
@@ -363,31 +368,42 @@ func (g *Guard) window(k Kind) (*window, string) {
 
 // window is a sliding-window rate limit: at most max events in any span.
 type window struct {
-	span  time.Duration
-	max   int
-	times []time.Time // oldest first
+	span   time.Duration
+	max    int
+	events []event // oldest first
 }
 
-// take records an event at now if the window has room, or regardless when
-// force is set, and reports whether it did.
-func (w *window) take(now time.Time, force bool) bool {
+// An event is a unit spent at a time, on the action key names.
+type event struct {
+	at  time.Time
+	key string
+}
+
+// take records an event at now for key if the window has room, or
+// regardless when force is set, and reports whether it did; with once
+// set, an event for key already in the window is enough (nothing is
+// recorded).
+func (w *window) take(now time.Time, force bool, key string, once bool) bool {
 	cut := 0
-	for cut < len(w.times) && !w.times[cut].After(now.Add(-w.span)) {
+	for cut < len(w.events) && !w.events[cut].at.After(now.Add(-w.span)) {
 		cut++
 	}
-	w.times = w.times[cut:]
-	if len(w.times) >= w.max && !force {
+	w.events = w.events[cut:]
+	if once && slices.ContainsFunc(w.events, func(e event) bool { return e.key == key }) {
+		return true
+	}
+	if len(w.events) >= w.max && !force {
 		return false
 	}
-	w.times = append(w.times, now)
+	w.events = append(w.events, event{at: now, key: key})
 	return true
 }
 
 // giveBack forgets one event recorded at at, if the window still holds one.
 func (w *window) giveBack(at time.Time) {
-	for i := len(w.times) - 1; i >= 0; i-- {
-		if w.times[i].Equal(at) {
-			w.times = slices.Delete(w.times, i, i+1)
+	for i := len(w.events) - 1; i >= 0; i-- {
+		if w.events[i].at.Equal(at) {
+			w.events = slices.Delete(w.events, i, i+1)
 			return
 		}
 	}

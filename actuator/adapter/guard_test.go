@@ -251,7 +251,8 @@ func (f *faulty) PowerUp(ctx context.Context, n string) error {
 // TestGuardFailures: a node that cannot be read again fails the power
 // action (it is not a refusal the loop may set aside); an action the
 // scheduler fails or refuses gives its unit of the rate limit back, so the
-// same action, tried again, is not rate limited; a dry run spends it.
+// same action, tried again, is not rate limited; a dry run spends it, once
+// for an action asked for again.
 func TestGuardFailures(t *testing.T) {
 	errRead := errors.New("squeue: exit status 1: Unable to contact slurm controller")
 	errAct := errors.New("scontrol: signal: killed")
@@ -265,6 +266,8 @@ func TestGuardFailures(t *testing.T) {
 	down := adapter.Action{Kind: adapter.PowerDown, Target: "sim-node-003"}
 	up := adapter.Action{Kind: adapter.PowerUp, Target: "sim-node-003"}
 	prio := adapter.Action{Kind: adapter.SetPriority, Target: "q", Partition: "vc1", Priority: 5}
+	prio6 := prio
+	prio6.Priority = 6
 	capped := adapter.GuardConfig{Apply: true, Partitions: []string{"*"}, Nodes: []string{"*"}, MaxPowerPerHour: 1, MaxPriorityPerMinute: 1}
 	dry := capped
 	dry.Apply = false
@@ -304,11 +307,18 @@ func TestGuardFailures(t *testing.T) {
 			{a: prio, actErr: adapter.ErrUnknownJob, want: adapter.Skipped, wantErr: adapter.ErrUnknownJob, wantCalls: 1},
 			{a: prio, want: adapter.Applied, wantCalls: 2},
 		}},
-		{"dry run spends its unit", dry, []step{
+		// A dry run changes nothing, so the loop asks for the same action
+		// again; an applied run would have made it once.
+		{"dry run spends its unit once per action", dry, []step{
 			{a: down, want: adapter.Skipped, wantErr: adapter.ErrDryRun},
-			{a: down, want: adapter.Skipped, wantErr: adapter.ErrRateLimited},
+			{a: down, want: adapter.Skipped, wantErr: adapter.ErrDryRun},
 			{a: prio, want: adapter.Skipped, wantErr: adapter.ErrDryRun},
-			{a: prio, want: adapter.Skipped, wantErr: adapter.ErrRateLimited},
+			{a: prio, want: adapter.Skipped, wantErr: adapter.ErrDryRun},
+			{a: prio6, want: adapter.Skipped, wantErr: adapter.ErrRateLimited},
+		}},
+		{"applied run spends a unit per action", capped, []step{
+			{a: prio, want: adapter.Applied, wantCalls: 1},
+			{a: prio, want: adapter.Skipped, wantErr: adapter.ErrRateLimited, wantCalls: 1},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
