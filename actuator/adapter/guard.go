@@ -342,7 +342,10 @@ func (g *Guard) take(a Action) (time.Time, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	w, what := g.window(a.Kind)
-	key := string(a.Kind) + "|" + a.Target + "|" + strconv.FormatInt(a.Priority, 10)
+	var key string // only a dry run looks events up by action
+	if !g.cfg.Apply {
+		key = string(a.Kind) + "|" + a.Target + "|" + strconv.FormatInt(a.Priority, 10)
+	}
 	if !w.take(at, a.Kind == PowerUp, key, !g.cfg.Apply) {
 		return at, fmt.Errorf("%w: %d %s", ErrRateLimited, w.max, what)
 	}

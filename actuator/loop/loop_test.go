@@ -287,12 +287,12 @@ func (r *refusing) PowerDown(context.Context, string) error {
 // TestLoopPlansAgain checks what CES remembers of the power-downs it
 // planned for idle sim-node-003 (vc2), with a cap of one transition an
 // hour and a 3-minute down delay, over passes a minute apart from minute 6
-// (the first forecast) to 14. A dry run's
-// advice is never carried out, so it neither uses up the cap nor restarts
-// the delay: every pass advises the power-down, as an applied run would
-// until the node is down (counted as transitions, the first advice would
-// have silenced the rest for the hour). A power-down sent and failed counts
-// as attempted: it is not sent again every pass.
+// (the first forecast) to 14. A dry run's advice is never carried out, so
+// it neither uses up the cap nor restarts the delay: every pass advises the
+// power-down, as an applied run would until the node is down (counted as
+// transitions, the first advice would have silenced the rest for the
+// hour). A power-down sent and failed counts as attempted: it is not sent
+// again every pass.
 func TestLoopPlansAgain(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
