@@ -122,8 +122,8 @@ func TestClickHouseOutage(t *testing.T) {
 	}
 	assertNoDuplicates(t, conn, ch.Database)
 	errs := gather(t, reg, "heliostat_ingest_errors_total")
-	if n := errs["intents"] + errs["insert"] + errs["ledger"]; n == 0 {
-		t.Error("no intents, insert or ledger errors counted during the outage")
+	if n := errs["intents"] + errs["insert"] + errs["ledger"] + errs["heads"]; n == 0 {
+		t.Error("no intents, insert, ledger or heads errors counted during the outage")
 	}
 }
 

@@ -112,7 +112,7 @@ func New(cfg Config, conn driver.Conn, logger *slog.Logger, reg prometheus.Regis
 			in.m.messages.WithLabelValues(h.topic(), o)
 		}
 	}
-	kinds := []string{"decode", "insert", "intents", "commit", "deadletter", "fetch", "group", "ledger", "retention", "inventory", "sequences", "sequence_header"}
+	kinds := []string{"decode", "insert", "intents", "heads", "commit", "deadletter", "fetch", "group", "ledger", "retention", "inventory", "sequences", "sequence_header"}
 	for _, k := range schemas.DecodeErrorKinds() {
 		kinds = append(kinds, "decode_"+k)
 	}
@@ -236,6 +236,7 @@ type item struct {
 	seq       schemas.Sequence // zero when the message is not numbered
 	seqErr    error            // malformed sequence headers
 	at        time.Time        // when a numbered message was sent (messageTime)
+	raw       head             // the message's offset, key and value, for ingest_heads
 }
 
 func (in *Ingester) startGeneration(gen *kafka.Generation) {
@@ -326,6 +327,28 @@ func (in *Ingester) recover(ctx context.Context, as []assignment) ([]map[int64][
 				in.reportRewind(rewind{topic: a.h.topic(), partition: a.partition, position: a.offset, ledger: top, first: first, end: end})
 				break
 			}
+			var last storedHead
+			if err == nil {
+				last, err = in.loadHead(ctx, a)
+			}
+			if err == nil {
+				// A log replaced and grown past both: before the intents
+				// as well.
+				rw, ferr := in.checkHead(ctx, a, last, first, end)
+				if ferr != nil {
+					in.m.errors.WithLabelValues("fetch").Inc()
+					in.warnf("fetch", "reading the last message ingest read from kafka failed, retrying", "err", ferr)
+					if !backoff.wait(ctx) {
+						return nil, nil, false
+					}
+					continue
+				}
+				if rw != nil {
+					as[i].rewound = true
+					in.reportRewind(*rw)
+					break
+				}
+			}
 			if err == nil {
 				var landed bool
 				if landed, err = in.settleIntents(ctx, a, d); err == nil && landed {
@@ -334,23 +357,7 @@ func (in *Ingester) recover(ctx context.Context, as []assignment) ([]map[int64][
 			}
 			unrecorded := map[prodKey]time.Time{}
 			if err == nil {
-				var mark markedAt
-				if mark, err = in.loadSequences(ctx, a, seqs, unrecorded); err == nil {
-					rw, ferr := in.checkMark(ctx, a, mark, first, end)
-					if ferr != nil {
-						in.m.errors.WithLabelValues("fetch").Inc()
-						in.warnf("fetch", "reading a marked message from kafka failed, retrying", "err", ferr)
-						if !backoff.wait(ctx) {
-							return nil, nil, false
-						}
-						continue
-					}
-					if rw != nil {
-						as[i].rewound = true
-						in.reportRewind(*rw)
-						break
-					}
-				}
+				err = in.loadSequences(ctx, a, seqs, unrecorded)
 			}
 			if err == nil {
 				err = in.sendProducers(ctx, unrecorded)
@@ -438,7 +445,8 @@ func (in *Ingester) read(ctx context.Context, a assignment, done map[int64][]uin
 				"topic", a.h.topic(), "partition", a.partition, "from_offset", next, "to_offset", m.Offset-1, "messages", m.Offset-next)
 		}
 		next = m.Offset + 1
-		it := item{h: a.h, partition: a.partition, offset: m.Offset, skip: done[m.Offset]}
+		it := item{h: a.h, partition: a.partition, offset: m.Offset, skip: done[m.Offset],
+			raw: head{offset: m.Offset, key: m.Key, value: m.Value}}
 		if it.seq, it.seqErr = sequenceOf(m.Headers); it.seq.Seq > 0 {
 			it.key = string(m.Key)
 			it.at = messageTime(m.Time, time.Now())
@@ -465,6 +473,7 @@ type batch struct {
 	msgs     int
 	dead     []kafka.Message
 	next     map[string]map[int]int64 // offsets to commit
+	heads    map[headKey]head         // the last message read from each partition
 	seqs     map[seqKey]seqMark       // sequence marks to store before the commit
 	senders  map[prodKey]time.Time    // producer times to store with them
 	forget   []prodKey                // idle producers whose rows to delete after them
@@ -475,7 +484,7 @@ type batch struct {
 
 func (in *Ingester) newBatch() *batch {
 	b := &batch{handlers: in.newHandlers(), byTopic: map[string]handler{}, next: map[string]map[int]int64{},
-		seqs: map[seqKey]seqMark{}, senders: map[prodKey]time.Time{}}
+		heads: map[headKey]head{}, seqs: map[seqKey]seqMark{}, senders: map[prodKey]time.Time{}}
 	for _, h := range b.handlers {
 		b.byTopic[h.topic()] = h
 	}
@@ -499,6 +508,7 @@ func (b *batch) reset() {
 	b.rows, b.msgs = 0, 0
 	b.dead = b.dead[:0]
 	clear(b.next)
+	clear(b.heads)
 	clear(b.seqs)
 	clear(b.senders)
 	b.forget = b.forget[:0]
@@ -600,6 +610,7 @@ func (in *Ingester) sink(ctx context.Context, gen *kafka.Generation, items <-cha
 func (in *Ingester) addItem(b *batch, it item, seqs *sequences) {
 	topic := it.h.topic()
 	b.add(topic, it.partition, it.offset)
+	b.heads[headKey{topic: topic, partition: it.partition}] = it.raw
 	if it.seqErr != nil {
 		// Ingested all the same, without deduplication: the rows are fine.
 		in.m.errors.WithLabelValues("sequence_header").Inc()
@@ -786,6 +797,9 @@ func (in *Ingester) flush(ctx context.Context, gen *kafka.Generation, b *batch) 
 	}
 	// The marks go after the rows they vouch for and before the commit.
 	if err := in.writeSequences(ctx, b.seqs, b.senders); err != nil {
+		return false
+	}
+	if err := in.writeHeads(ctx, b.heads); err != nil {
 		return false
 	}
 	if forget := stillIdle(b.forget, b.forgotAt, b.senders); len(forget) > 0 {

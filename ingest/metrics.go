@@ -40,7 +40,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"topic", "outcome"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_ingest_errors_total",
-			Help: "Errors by kind: decode_<reason>, decode (a dead-lettered message without a schemas reason), insert, intents, commit, deadletter, fetch, group, ledger, retention, inventory, sequences, sequence_header.",
+			Help: "Errors by kind: decode_<reason>, decode (a dead-lettered message without a schemas reason), insert, intents, heads, commit, deadletter, fetch, group, ledger, retention, inventory, sequences, sequence_header.",
 		}, []string{"kind"}),
 		batchSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "heliostat_ingest_batch_duration_seconds", Help: "Time to insert one block into ClickHouse, retries included.",

@@ -2,9 +2,7 @@ package ingest
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -43,10 +41,10 @@ import (
 // kafka-go reader, asked for an offset past the log end, waits for it
 // without an error. A topic recreated while ingest was stopped may have
 // grown past both ingest's old position and its ledger; at assignment
-// ingest also fetches the message at the offset of the last sequence mark
-// it stored (checkMark), which must be the message the mark was stored for.
-// A recreated topic grown past the old offsets whose last marked message is
-// gone (retention) or that carries no numbered messages is not seen: the
+// ingest also fetches the message at the offset of the last head it stored
+// (checkHead, heads.go), which must have the digest stored with it. A
+// recreated topic grown past the old offsets whose last head's message is
+// gone (retention shorter than the time ingest was stopped) is not seen: the
 // new messages at the ledger's old offsets are skipped.
 
 // rewind is what was found on a rewound partition.
@@ -57,7 +55,7 @@ type rewind struct {
 	ledger    int64  // the highest offset in the ledger at or past the log end; -1 if none
 	first     int64  // the partition's first offset in Kafka
 	end       int64  // its log end (high watermark)
-	replaced  string // what a sequence mark found at its offset; "" when not checked or the same
+	replaced  string // what checkHead found at a head's offset; "" when not checked or the same
 }
 
 func (r rewind) String() string {
@@ -73,59 +71,6 @@ func (r rewind) String() string {
 		b.WriteString(", but " + r.replaced)
 	}
 	return b.String()
-}
-
-// markedAt is a stored sequence mark with what it names: the message at
-// offset carries producer, key and number seq.
-type markedAt struct {
-	producer, key string
-	seq           uint64
-	offset        int64
-}
-
-// checkMark fetches the message at m's offset (the mark ingest stored last
-// for a's partition) and returns a rewind when it is not the message the
-// mark was stored for: the partition's log was replaced, as by a topic
-// deleted and created again, even one that has grown past ingest's position
-// and ledger. A mark outside the log (none, or below the first offset after
-// retention) tells nothing, nor does an offset without a record (compacted,
-// or a transaction marker).
-func (in *Ingester) checkMark(ctx context.Context, a assignment, m markedAt, first, end int64) (*rewind, error) {
-	if m.offset < first || m.offset >= end {
-		return nil, nil
-	}
-	topic, partition := a.h.topic(), int(a.partition)
-	resp, err := in.kafkaClient().Fetch(ctx, &kafka.FetchRequest{Topic: topic, Partition: partition, Offset: m.offset,
-		MinBytes: 1, MaxBytes: 1 << 20, MaxWait: 100 * time.Millisecond})
-	if err != nil {
-		return nil, fmt.Errorf("fetch %s/%d at offset %d: %w", topic, partition, m.offset, err)
-	}
-	if resp.Error != nil {
-		return nil, fmt.Errorf("fetch %s/%d at offset %d: %w", topic, partition, m.offset, resp.Error)
-	}
-	for {
-		rec, err := resp.Records.ReadRecord()
-		if errors.Is(err, io.EOF) || err == nil && rec.Offset > m.offset {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("fetch %s/%d at offset %d: %w", topic, partition, m.offset, err)
-		}
-		if rec.Offset < m.offset {
-			continue
-		}
-		key, err := kafka.ReadAll(rec.Key)
-		if err != nil {
-			return nil, fmt.Errorf("fetch %s/%d at offset %d: key: %w", topic, partition, m.offset, err)
-		}
-		seq, serr := sequenceOf(rec.Headers)
-		if serr == nil && seq.Producer == m.producer && seq.Seq == m.seq && string(key) == m.key {
-			return nil, nil
-		}
-		return &rewind{topic: topic, partition: a.partition, position: a.offset, ledger: -1, first: first, end: end,
-			replaced: fmt.Sprintf("offset %d holds another message than the one ingest stored from there (producer %s, key %q, number %d)",
-				m.offset, m.producer, m.key, m.seq)}, nil
-	}
 }
 
 // rewinds is the set of rewound partitions this replica owns.
@@ -159,10 +104,10 @@ func (in *Ingester) reportRewind(r rewind) {
 	if r.first == 0 {
 		from = 0
 	}
-	in.logger.Error("kafka partition rewound: its log ends below what ingest already read, so the topic was deleted and created again or the broker lost messages; "+
+	in.logger.Error("kafka partition rewound: its log ends below what ingest already read, or holds another message where ingest read one, so the topic was deleted and created again or the broker lost messages; "+
 		"not reading it, to skip nothing as already stored. Stop every ingest replica and run `reset_command` (--from 0 for a recreated topic, "+
 		"the log end for lost messages; without --yes it only says what it would do)",
-		"topic", r.topic, "partition", r.partition, "position", r.position, "ledger_offset", r.ledger,
+		"found", r.String(), "topic", r.topic, "partition", r.partition, "position", r.position, "ledger_offset", r.ledger,
 		"log_first", r.first, "log_end", r.end,
 		"reset_command", fmt.Sprintf("heliostat ingest reset-partition --ingest.group %s --topic %s --partition %d --from %d --yes", in.cfg.Group, r.topic, r.partition, from))
 }
@@ -202,7 +147,8 @@ func ledgerPast(done map[int64][]uint32, end int64) int64 {
 // ResetPartition makes the group read topic's partition again from offset
 // from, for a partition ingest found rewound (see rewind): it forgets what
 // ingest_ledger, ingest_intents and ingest_sequences hold for the partition
-// at and after from (they name the old log's messages), then commits from
+// at and after from (they name the old log's messages) and the partition's
+// heads, then commits from
 // as the group's offset. A copy of a message stored before the reset, sent
 // again after it, is stored again unless its mark lies below from. It refuses while the group
 // has members, since a running replica would go on from its own position,
@@ -321,8 +267,8 @@ func (in *Ingester) keptRows(ctx context.Context, table string, partition int, f
 
 // forget is a reset's work in ClickHouse: it records in ingest_resets the
 // offsets whose old rows table keeps (kept), then deletes the partition's
-// ingest_ledger, ingest_intents and ingest_sequences rows at and after from
-// and waits for the deletes.
+// ingest_ledger, ingest_intents and ingest_sequences rows at and after from,
+// and all its ingest_heads rows, and waits for the deletes.
 func (in *Ingester) forget(ctx context.Context, table, topic string, partition int, from int64, kept []keptRange) error {
 	db := in.cfg.ClickHouse.Database
 	if len(kept) > 0 {
@@ -349,7 +295,13 @@ func (in *Ingester) forget(ctx context.Context, table, topic string, partition i
 			return fmt.Errorf("forget what ingest holds of %s/%d from offset %d: %w", topic, partition, from, err)
 		}
 	}
-	return in.awaitMutations(ctx, "ingest_ledger", "ingest_intents", "ingest_sequences")
+	// Every head goes, below from too: after a topic recreated and reset
+	// from an offset past 0, a head below it names an old message that the
+	// new log holds another one in place of.
+	if err := in.conn.Exec(ctx, "ALTER TABLE "+db+".ingest_heads DELETE WHERE topic = ? AND kafka_partition = ?", topic, uint32(partition)); err != nil {
+		return fmt.Errorf("forget the last message ingest read from %s/%d: %w", topic, partition, err)
+	}
+	return in.awaitMutations(ctx, "ingest_ledger", "ingest_intents", "ingest_sequences", "ingest_heads")
 }
 
 // resetRanges returns, by Kafka partition, the ranges of offsets at which

@@ -43,27 +43,30 @@ func newAdmin(t *testing.T, broker string, ch chconn.Config, conn driver.Conn) *
 	return admin
 }
 
-// resetAndResume resets the samples topic's partitions from 0, as the
-// operator would once every replica is stopped, then runs an ingester until
-// gpu_samples holds want rows, and checks that none is rewound and no
-// sample is stored twice.
-func resetAndResume(t *testing.T, broker string, ch chconn.Config, conn driver.Conn, partitions int, want uint64, adjust func(*ingest.Config)) {
+// resetAndResume resets the samples topic's partitions from offset from,
+// as the operator would once every replica is stopped, then runs an
+// ingester until gpu_samples holds want rows, and checks that none is
+// rewound and no sample is stored twice.
+func resetAndResume(t *testing.T, broker string, ch chconn.Config, conn driver.Conn, partitions int, from int64, want uint64, adjust func(*ingest.Config)) {
 	t.Helper()
+	// The old rows stay, and ingest_resets says where, so that a failed
+	// insert at their offsets is not taken for landed.
+	var rows uint64
+	if err := conn.QueryRow(t.Context(), "SELECT count() FROM "+ch.Database+".gpu_samples WHERE kafka_offset >= ?", uint64(from)).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
 	admin := newAdmin(t, broker, ch, conn)
 	for p := range partitions {
-		if err := admin.ResetPartition(t.Context(), schemas.TopicGPUSamples, p, 0, true); err != nil {
+		if err := admin.ResetPartition(t.Context(), schemas.TopicGPUSamples, p, from, true); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// The old rows stay, and ingest_resets says where, so that a failed
-	// insert at their offsets is not taken for landed.
-	var kept, rows uint64
-	if err := conn.QueryRow(t.Context(), "SELECT (SELECT sum(rows) FROM "+ch.Database+".ingest_resets WHERE tbl = 'gpu_samples'), "+
-		"(SELECT count() FROM "+ch.Database+".gpu_samples)").Scan(&kept, &rows); err != nil {
+	var kept uint64
+	if err := conn.QueryRow(t.Context(), "SELECT sum(rows) FROM "+ch.Database+".ingest_resets WHERE tbl = 'gpu_samples'").Scan(&kept); err != nil {
 		t.Fatal(err)
 	}
-	if kept != rows || rows == 0 {
-		t.Errorf("after the reset from 0: ingest_resets counts %d kept rows of gpu_samples; want all %d", kept, rows)
+	if kept != rows || rows == 0 && from == 0 {
+		t.Errorf("after the reset from %d: ingest_resets counts %d kept rows of gpu_samples; want all %d at or past that offset", from, kept, rows)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -138,7 +141,7 @@ func TestTopicRecreated(t *testing.T) {
 	if n := schematest.Count(t, conn, ch.Database+".ingest_ledger WHERE tbl = 'gpu_samples'"); n != ledger {
 		t.Fatalf("the dry run changed the ledger: %d rows, had %d", n, ledger)
 	}
-	resetAndResume(t, broker, ch, conn, 2, uint64(old+fresh), fast)
+	resetAndResume(t, broker, ch, conn, 2, 0, uint64(old+fresh), fast)
 }
 
 // TestResetPartitionRefuses: a reset while a replica runs, past the log end
@@ -188,18 +191,20 @@ func TestResetPartitionRefuses(t *testing.T) {
 // TestTopicRecreatedWhileStopped recreates the topic while ingest is
 // stopped and writes more messages than it held, so that neither the
 // group's offset (gone with the topic) nor the ledger lies past the new log
-// end. The last sequence mark ingest stored names a message that the new
-// log does not hold at its offset: ingest must stop there too, not skip the
-// new messages below its old position as stored. It holds whether the
-// collector kept its producer id (numbers go on) or started anew.
+// end. The last head ingest stored (ingest_heads) names a message that the
+// new log does not hold at its offset: ingest must stop there too, not skip
+// the new messages below its old position as stored. It holds whether the
+// collector kept its producer id (numbers go on) or started anew, and for
+// messages that carry no numbers at all.
 func TestTopicRecreatedWhileStopped(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
-		producer string // of the messages written after the topic is recreated
+		producer string // of the messages written after the topic is recreated; "": none are numbered, before or after
 		seq0     int    // their first number
 	}{
 		{"collector restarted", "p2", 1},
 		{"collector went on", "p1", 21},
+		{"messages not numbered", "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ch, conn := schematest.Database(t)
@@ -209,10 +214,18 @@ func TestTopicRecreatedWhileStopped(t *testing.T) {
 			start := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)
 			var before, after []sampleMessage
 			for i := range 20 {
-				before = append(before, sampleMessage{host: "h1", tick: i, producer: "p1", seq: strconv.Itoa(i + 1)})
+				m := sampleMessage{host: "h1", tick: i}
+				if tc.producer != "" {
+					m.producer, m.seq = "p1", strconv.Itoa(i+1)
+				}
+				before = append(before, m)
 			}
 			for i := range 30 {
-				after = append(after, sampleMessage{host: "h1", tick: 100 + i, producer: tc.producer, seq: strconv.Itoa(tc.seq0 + i)})
+				m := sampleMessage{host: "h1", tick: 100 + i}
+				if tc.producer != "" {
+					m.producer, m.seq = tc.producer, strconv.Itoa(tc.seq0+i)
+				}
+				after = append(after, m)
 			}
 			writeSampleMessages(t, broker, start, before)
 			ctx, cancel := context.WithCancel(t.Context())
@@ -241,7 +254,30 @@ func TestTopicRecreatedWhileStopped(t *testing.T) {
 			cancel()
 			<-done
 
-			resetAndResume(t, broker, ch, conn, 1, 80+120, nil)
+			if tc.producer != "" {
+				resetAndResume(t, broker, ch, conn, 1, 0, 80+120, nil)
+				return
+			}
+			// From an offset past the old log's end, the new log's first 25
+			// messages are skipped. The last head, at offset 19, lies below
+			// it and names an old message: the reset forgets every head, so
+			// that ingest does not find the partition rewound again when it
+			// resumes, or when it starts again later.
+			resetAndResume(t, broker, ch, conn, 1, 25, 80+20, nil)
+			var more []sampleMessage
+			for i := range 5 {
+				more = append(more, sampleMessage{host: "h1", tick: 200 + i})
+			}
+			writeSampleMessages(t, broker, start, more)
+			ctx, cancel = context.WithCancel(t.Context())
+			reg = prometheus.NewRegistry()
+			_, done = startIngester(t, ctx, broker, ch, reg, nil, nil)
+			waitCount(t, conn, samples, 80+20+20, 60*time.Second)
+			if v := metricSum(t, reg, "heliostat_ingest_partitions_rewound"); v != 0 {
+				t.Errorf("heliostat_ingest_partitions_rewound = %v when started again after the reset; want 0", v)
+			}
+			cancel()
+			<-done
 		})
 	}
 }

@@ -304,16 +304,13 @@ func (in *Ingester) pruneSequences(ctx context.Context, producers []prodKey) err
 // assigned partition. A producer with marks but no stored time (its row was
 // not written, or it predates ingest_producers) is given the partition's
 // clock, or now when the partition has none, and returned in unrecorded to be
-// stored: it is forgotten a window later unless it sends again. It returns
-// the mark at the highest offset (offset -1 when there is none), which
-// checkMark compares with Kafka.
-func (in *Ingester) loadSequences(ctx context.Context, a assignment, s *sequences, unrecorded map[prodKey]time.Time) (markedAt, error) {
-	top := markedAt{offset: -1}
+// stored: it is forgotten a window later unless it sends again.
+func (in *Ingester) loadSequences(ctx context.Context, a assignment, s *sequences, unrecorded map[prodKey]time.Time) error {
 	topic, db := a.h.topic(), in.cfg.ClickHouse.Database
 	prows, err := in.conn.Query(ctx, "SELECT producer, max(last_time) FROM "+db+
 		".ingest_producers WHERE topic = ? AND kafka_partition = ? GROUP BY producer", topic, uint32(a.partition))
 	if err != nil {
-		return top, fmt.Errorf("query ingest_producers: %w", err)
+		return fmt.Errorf("query ingest_producers: %w", err)
 	}
 	defer prows.Close()
 	var clock time.Time
@@ -322,7 +319,7 @@ func (in *Ingester) loadSequences(ctx context.Context, a assignment, s *sequence
 		var producer string
 		var last time.Time
 		if err := prows.Scan(&producer, &last); err != nil {
-			return top, fmt.Errorf("scan ingest_producers: %w", err)
+			return fmt.Errorf("scan ingest_producers: %w", err)
 		}
 		s.producers[prodKey{topic: topic, partition: a.partition, producer: producer}] = &producerSeen{last: last, stored: last}
 		recorded[producer] = true
@@ -331,7 +328,7 @@ func (in *Ingester) loadSequences(ctx context.Context, a assignment, s *sequence
 		}
 	}
 	if err := prows.Err(); err != nil {
-		return top, fmt.Errorf("read ingest_producers: %w", err)
+		return fmt.Errorf("read ingest_producers: %w", err)
 	}
 	if clock.IsZero() {
 		clock = time.Now().UTC().Truncate(time.Second)
@@ -340,20 +337,17 @@ func (in *Ingester) loadSequences(ctx context.Context, a assignment, s *sequence
 		".ingest_sequences WHERE topic = ? AND kafka_partition = ? GROUP BY producer, msg_key",
 		topic, uint32(a.partition))
 	if err != nil {
-		return top, fmt.Errorf("query ingest_sequences: %w", err)
+		return fmt.Errorf("query ingest_sequences: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var producer, key string
 		var seq, off uint64
 		if err := rows.Scan(&producer, &key, &seq, &off); err != nil {
-			return top, fmt.Errorf("scan ingest_sequences: %w", err)
+			return fmt.Errorf("scan ingest_sequences: %w", err)
 		}
 		k := seqKey{topic: topic, partition: a.partition, producer: producer, key: key}
 		s.marks[k] = seqMark{seq: seq, offset: int64(off)}
-		if int64(off) > top.offset {
-			top = markedAt{producer: producer, key: key, seq: seq, offset: int64(off)}
-		}
 		if pk := k.prod(); !recorded[producer] {
 			if s.producers[pk] == nil { // not already given a time by an earlier, failed attempt
 				s.producers[pk] = &producerSeen{last: clock, stored: clock}
@@ -361,7 +355,7 @@ func (in *Ingester) loadSequences(ctx context.Context, a assignment, s *sequence
 			unrecorded[pk] = s.producers[pk].last
 		}
 	}
-	return top, rows.Err()
+	return rows.Err()
 }
 
 // writeSequences stores a batch's producer times and marks, retrying until
