@@ -22,6 +22,13 @@ type block interface {
 	// origin names the Kafka messages that contributed rows.
 	origin() *origin
 	insert(ctx context.Context, conn driver.Conn, db string) error
+	// firstRow returns a WHERE condition, with its arguments, on the
+	// table's identifying columns (a sample's cluster, host, GPU and time;
+	// a job event's job, type and time, …) that holds for the block's
+	// first row from the message at Kafka partition p, offset off; ok is
+	// false when the block has no row from it. After a reset, it tells
+	// that message's rows from the old log's at the same offset (landed).
+	firstRow(p int32, off int64) (cond string, args []any, ok bool)
 	reset()
 }
 
@@ -146,6 +153,26 @@ func (b *sampleBlock) table() string   { return "gpu_samples" }
 func (b *sampleBlock) partKey() uint32 { return b.key }
 func (b *sampleBlock) rows() int       { return len(b.ts) }
 func (b *sampleBlock) origin() *origin { return &b.from }
+
+func (b *sampleBlock) firstRow(p int32, off int64) (string, []any, bool) {
+	i := rowFrom(b.kPartition, b.kOffset, p, off)
+	if i < 0 {
+		return "", nil, false
+	}
+	return "cluster = ? AND host = ? AND gpu_uuid = ? AND mig_uuid = ? AND toUInt32(ts) = ? AND ts_millis = ?",
+		[]any{b.cluster[i], b.host[i], b.gpuUUID[i], b.migUUID[i], uint32(b.ts[i]), b.millis[i]}, true
+}
+
+// rowFrom returns the index of the first row whose Kafka partition and
+// offset are p and off, or -1.
+func rowFrom(partitions []uint32, offsets []uint64, p int32, off int64) int {
+	for i := range partitions {
+		if partitions[i] == uint32(p) && offsets[i] == uint64(off) {
+			return i
+		}
+	}
+	return -1
+}
 func (b *sampleBlock) appendSample(batch *schemas.SampleBatch, s *schemas.Sample, sec int64, ms uint16, p int32, off int64) {
 	g := &batch.GPUs[s.GPU]
 	b.ts = append(b.ts, sec)
@@ -220,6 +247,15 @@ func (b *eventBlock) table() string   { return "gpu_events" }
 func (b *eventBlock) partKey() uint32 { return b.key }
 func (b *eventBlock) rows() int       { return len(b.ts) }
 func (b *eventBlock) origin() *origin { return &b.from }
+
+func (b *eventBlock) firstRow(p int32, off int64) (string, []any, bool) {
+	i := rowFrom(b.kPartition, b.kOffset, p, off)
+	if i < 0 {
+		return "", nil, false
+	}
+	return "cluster = ? AND host = ? AND gpu_uuid = ? AND event_type = ? AND xid = ? AND toUInt32(ts_received) = ? AND ts_millis = ?",
+		[]any{b.cluster[i], b.host[i], b.gpuUUID[i], b.eventType[i], b.xid[i], uint32(b.ts[i]), b.millis[i]}, true
+}
 
 func (b *eventBlock) insert(ctx context.Context, conn driver.Conn, db string) error {
 	return insertColumns(ctx, conn,

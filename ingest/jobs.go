@@ -88,6 +88,17 @@ func (b *jobEventBlock) table() string   { return "job_events" }
 func (b *jobEventBlock) partKey() uint32 { return b.key }
 func (b *jobEventBlock) rows() int       { return len(b.rs) }
 func (b *jobEventBlock) origin() *origin { return &b.from }
+
+func (b *jobEventBlock) firstRow(p int32, off int64) (string, []any, bool) {
+	for i := range b.rs {
+		if r := &b.rs[i]; r.partition == uint32(p) && r.offset == uint64(off) {
+			sec, ms := floorDiv(r.e.EventMillis)
+			return "cluster = ? AND job_id = ? AND event_type = ? AND source = ? AND toUInt32(event_ts) = ? AND event_ms = ?",
+				[]any{r.cluster, r.e.JobID, r.e.Type.String(), r.source.String(), uint32(sec), ms}, true
+		}
+	}
+	return "", nil, false
+}
 func (b *jobEventBlock) reset() {
 	b.rs = b.rs[:0]
 	b.from.reset()
@@ -314,6 +325,15 @@ type allocBlock struct {
 func (b *allocBlock) table() string   { return "gpu_allocations" }
 func (b *allocBlock) partKey() uint32 { return b.key }
 func (b *allocBlock) rows() int       { return len(b.start) }
+
+func (b *allocBlock) firstRow(p int32, off int64) (string, []any, bool) {
+	i := rowFrom(b.kPartition, b.kOffset, p, off)
+	if i < 0 {
+		return "", nil, false
+	}
+	return "cluster = ? AND host = ? AND gpu_index = ? AND gpu_uuid = ? AND mig_uuid = ? AND job_id = ? AND source = ? AND version = ? AND toUInt32(alloc_start) = ?",
+		[]any{b.cluster[i], b.host[i], b.gpuIndex[i], b.gpuUUID[i], b.migUUID[i], b.jobID[i], b.source[i], b.version[i], uint32(b.start[i])}, true
+}
 func (b *allocBlock) origin() *origin { return &b.from }
 
 func (b *allocBlock) insert(ctx context.Context, conn driver.Conn, db string) error {

@@ -61,10 +61,27 @@ type doubt struct {
 	table string
 	key   uint32
 	spans []span
+	// first tells the block's first row from spans[0]'s first message
+	// apart from the old log's rows at that offset after a reset (see
+	// witness); nil for a doubt read from ingest_intents.
+	first *rowMatch
+}
+
+// rowMatch is a WHERE condition, with its arguments, on the identifying
+// columns of one row (see block.firstRow).
+type rowMatch struct {
+	cond string
+	args []any
 }
 
 func doubtOf(blk block) doubt {
-	return doubt{table: blk.table(), key: blk.partKey(), spans: slices.Clone(blk.origin().spans)}
+	d := doubt{table: blk.table(), key: blk.partKey(), spans: slices.Clone(blk.origin().spans)}
+	if len(d.spans) > 0 {
+		if cond, args, ok := blk.firstRow(d.spans[0].partition, d.spans[0].first); ok {
+			d.first = &rowMatch{cond: cond, args: args}
+		}
+	}
+	return d
 }
 
 // insertQueryID is the query id of the INSERT of a block of table, with
@@ -146,14 +163,21 @@ func (in *Ingester) landed(ctx context.Context, d doubt) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	cond := partExprs[d.table] + " = ? AND kafka_partition = ? AND kafka_offset = ?"
+	args := []any{d.key, uint32(w.partition), uint64(w.first)}
 	if !ok {
-		in.m.ledgerRepairs.WithLabelValues(d.table, "sent_again").Inc()
-		in.logger.Warn("a failed insert's first messages lie at offsets of a reset partition whose old rows the table keeps (ingest_resets), so its rows cannot be told from the old ones; inserting again, so the table may hold the block twice",
-			"table", d.table, "part_key", d.key, "kafka_partition", p, "kafka_offset", off)
-		return false, nil
+		// Old rows lie at every first message's offset: only the block's
+		// own first row tells whether it is there.
+		if d.first == nil {
+			in.m.ledgerRepairs.WithLabelValues(d.table, "sent_again").Inc()
+			in.logger.Warn("a failed insert's first messages lie at offsets of a reset partition whose old rows the table keeps (ingest_resets), and its rows are not at hand to tell from the old ones (it was found among another replica's intents); inserting again, so the table may hold the block twice",
+				"table", d.table, "part_key", d.key, "kafka_partition", p, "kafka_offset", off)
+			return false, nil
+		}
+		cond = partExprs[d.table] + " = ? AND kafka_partition = ? AND kafka_offset = ? AND " + d.first.cond
+		args = append([]any{d.key, uint32(p), uint64(off)}, d.first.args...)
 	}
-	if err := in.conn.QueryRow(ctx, "SELECT count() FROM "+db+"."+d.table+" WHERE "+partExprs[d.table]+
-		" = ? AND kafka_partition = ? AND kafka_offset = ?", d.key, uint32(w.partition), uint64(w.first)).Scan(&n); err != nil {
+	if err := in.conn.QueryRow(ctx, "SELECT count() FROM "+db+"."+d.table+" WHERE "+cond, args...).Scan(&n); err != nil {
 		return false, fmt.Errorf("query %s for an unrecorded insert: %w", d.table, err)
 	}
 	if n == 0 {
@@ -185,8 +209,7 @@ func (in *Ingester) landed(ctx context.Context, d doubt) (bool, error) {
 		" AND (kafka_partition, kafka_offset) NOT IN (SELECT kafka_partition, kafka_offset FROM " + db +
 		".ingest_ledger WHERE tbl = ? AND part_key = ?) " +
 		"GROUP BY kafka_partition, kafka_offset, pk"
-	args := append(append([]any{d.table}, rowArgs...), d.table, d.key)
-	if err := in.conn.Exec(ctx, q, args...); err != nil {
+	if err := in.conn.Exec(ctx, q, append(append([]any{d.table}, rowArgs...), d.table, d.key)...); err != nil {
 		return false, fmt.Errorf("write ledger rows of an unrecorded %s insert: %w", d.table, err)
 	}
 	in.m.ledgerRepairs.WithLabelValues(d.table, "ledger_written").Inc()
@@ -200,7 +223,8 @@ func (in *Ingester) landed(ctx context.Context, d doubt) (bool, error) {
 // out again while the table kept an old message's rows of the block's part
 // key there (ingest_resets). A block is one INSERT of one table partition,
 // so its rows all landed or none did. It reports false when every span's
-// first offset is such an offset.
+// first offset is such an offset; landed then looks for the block's first
+// row by its identifying columns (doubt.first).
 func (in *Ingester) witness(ctx context.Context, d doubt) (span, bool, error) {
 	reused, err := in.resetRanges(ctx, d.table, d.key)
 	if err != nil {

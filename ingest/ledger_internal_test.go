@@ -180,11 +180,12 @@ func sampleBlockOf(at time.Time, host string, msgs ...kmsgAt) *sampleBlock {
 
 // TestLandedAfterReset checks that landed does not take the old log's rows,
 // which a partition reset keeps at offsets Kafka gives out again, for a new
-// block whose INSERT failed: a block whose first messages all lie at such
-// offsets is sent again whether or not it landed (its rows cannot be told
-// from the old ones), and one with a message elsewhere is judged by that
-// message. Without ingest_resets, a block that never landed would be taken
-// for landed at the old rows' offsets, and lost.
+// block whose INSERT failed: a block with a first message elsewhere is
+// judged by that message; one whose first messages all lie at such offsets
+// by its first row's identifying columns, or, known only from an intent
+// (its rows not at hand), sent again whether or not it landed. Without
+// ingest_resets, a block that never landed would be taken for landed at the
+// old rows' offsets, and lost.
 func TestLandedAfterReset(t *testing.T) {
 	in, conn, db := testIngester(t)
 	ctx := context.Background()
@@ -220,16 +221,22 @@ func TestLandedAfterReset(t *testing.T) {
 		insert bool // written with the ledger view detached
 		landed bool
 		action string // the repair counted, if any
+		intent bool   // the doubt as read from ingest_intents: no rows at hand
 	}{
-		{"never landed, at an old row's offset", sampleBlockOf(day, "new1", kmsgAt{0, 12}), false, false, "sent_again"},
-		{"landed, at an old row's offset", sampleBlockOf(day, "new2", kmsgAt{0, 13}), true, false, "sent_again"},
-		{"landed, another partition's message first", sampleBlockOf(day, "new3", kmsgAt{1, 7}, kmsgAt{0, 14}), true, true, "ledger_written"},
-		{"landed, an old offset's message first", sampleBlockOf(day, "new4", kmsgAt{0, 10}, kmsgAt{1, 8}), true, true, "ledger_written"},
-		{"never landed, another partition's message first", sampleBlockOf(day, "new5", kmsgAt{1, 9}, kmsgAt{0, 11}), false, false, ""},
-		{"landed, past the old rows", sampleBlockOf(day, "new6", kmsgAt{0, 15}), true, true, "ledger_written"},
-		{"never landed, past the old rows", sampleBlockOf(day, "new7", kmsgAt{0, 16}), false, false, ""},
-		{"never landed, an old offset of another day", sampleBlockOf(day.AddDate(0, 0, 1), "new8", kmsgAt{0, 10}), false, false, ""},
-		{"landed, an old offset of another day", sampleBlockOf(day.AddDate(0, 0, 1), "new9", kmsgAt{0, 11}), true, true, "ledger_written"},
+		{"never landed, at an old row's offset", sampleBlockOf(day, "new1", kmsgAt{0, 12}), false, false, "", false},
+		{"landed, at an old row's offset", sampleBlockOf(day, "new2", kmsgAt{0, 13}), true, true, "ledger_written", false},
+		{"never landed, at an old row's offset, from an intent", sampleBlockOf(day, "new10", kmsgAt{0, 12}), false, false, "sent_again", true},
+		{"landed, at an old row's offset, from an intent", sampleBlockOf(day, "new11", kmsgAt{0, 11}), true, false, "sent_again", true},
+		// The same samples at the same offset as before the reset (the old
+		// log written again): taken for landed, and they are in the table.
+		{"never landed, the old message again", sampleBlockOf(day, "old", kmsgAt{0, 14}), false, true, "ledger_written", false},
+		{"landed, another partition's message first", sampleBlockOf(day, "new3", kmsgAt{1, 7}, kmsgAt{0, 14}), true, true, "ledger_written", false},
+		{"landed, an old offset's message first", sampleBlockOf(day, "new4", kmsgAt{0, 10}, kmsgAt{1, 8}), true, true, "ledger_written", false},
+		{"never landed, another partition's message first", sampleBlockOf(day, "new5", kmsgAt{1, 9}, kmsgAt{0, 11}), false, false, "", false},
+		{"landed, past the old rows", sampleBlockOf(day, "new6", kmsgAt{0, 15}), true, true, "ledger_written", false},
+		{"never landed, past the old rows", sampleBlockOf(day, "new7", kmsgAt{0, 16}), false, false, "", false},
+		{"never landed, an old offset of another day", sampleBlockOf(day.AddDate(0, 0, 1), "new8", kmsgAt{0, 10}), false, false, "", false},
+		{"landed, an old offset of another day", sampleBlockOf(day.AddDate(0, 0, 1), "new9", kmsgAt{0, 11}), true, true, "ledger_written", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.insert {
@@ -245,6 +252,11 @@ func TestLandedAfterReset(t *testing.T) {
 				}
 			}
 			d := doubtOf(tc.blk)
+			if tc.intent {
+				d.first = nil
+			} else if d.first == nil {
+				t.Fatal("doubtOf gave no first row for a block with rows")
+			}
 			counts := func() map[string]float64 {
 				return map[string]float64{
 					"sent_again":     testutil.ToFloat64(in.m.ledgerRepairs.WithLabelValues("gpu_samples", "sent_again")),
@@ -281,22 +293,8 @@ func TestLandedWithOtherViews(t *testing.T) {
 	ctx := context.Background()
 	at := time.Date(2026, 5, 10, 12, 0, 0, 0, time.UTC)
 	samples := func(host string, off int64) block { return sampleBlockOf(at, host, kmsgAt{0, off}) }
-	jobEvents := func(id string, off int64) block {
-		b := &jobEventBlock{key: monthKey(at.Unix())}
-		e := schemas.JobEvent{JobID: id, Type: schemas.JobSubmit, State: schemas.StatePending, EventMillis: at.UnixMilli(),
-			SubmitMillis: at.UnixMilli(), ArrayTaskID: schemas.Unknown, ExitCode: schemas.Unknown, MemReqBytes: schemas.Unknown}
-		b.from.note(1, off)
-		b.add("c", schemas.SourceSlurm, &e, 1, uint64(off))
-		return b
-	}
-	allocs := func() block {
-		b := &allocBlock{key: monthKey(at.Unix())}
-		b.from.note(1, 50)
-		b.cluster, b.host, b.gpuIndex, b.gpuUUID, b.migUUID = []string{"c"}, []string{"gpu1"}, []int32{0}, []string{""}, []string{""}
-		b.jobID, b.user, b.start, b.end = []string{"7"}, []string{"alice"}, []int64{at.Unix()}, []*time.Time{nil}
-		b.source, b.version, b.kPartition, b.kOffset = []string{"scontrol"}, []uint64{1}, []uint32{1}, []uint64{50}
-		return b
-	}
+	jobEvents := func(id string, off int64) block { return jobEventBlockOf(at, id, off) }
+	allocs := func() block { return allocBlockOf(at, "7", 50) }
 	for _, tc := range []struct {
 		name     string
 		blk      block
@@ -664,5 +662,84 @@ func TestPruneLedger(t *testing.T) {
 	dropped, err = in.pruneLedger(ctx)
 	if err != nil || !slices.Equal(dropped, []string{"202605"}) {
 		t.Errorf("pruneLedger() after more deletions = %v, %v; want [202605]", dropped, err)
+	}
+}
+
+// jobEventBlockOf is a job_events block of one SUBMIT event of job id at
+// time at, from Kafka partition 1, offset off.
+func jobEventBlockOf(at time.Time, id string, off int64) *jobEventBlock {
+	b := &jobEventBlock{key: monthKey(at.Unix())}
+	e := schemas.JobEvent{JobID: id, Type: schemas.JobSubmit, State: schemas.StatePending, EventMillis: at.UnixMilli(),
+		SubmitMillis: at.UnixMilli(), ArrayTaskID: schemas.Unknown, ExitCode: schemas.Unknown, MemReqBytes: schemas.Unknown}
+	b.from.note(1, off)
+	b.add("c", schemas.SourceSlurm, &e, 1, uint64(off))
+	return b
+}
+
+// allocBlockOf is a gpu_allocations block of one open interval of job on
+// GPU 0 of host gpu1 from time at, from Kafka partition 1, offset off.
+func allocBlockOf(at time.Time, job string, off int64) *allocBlock {
+	b := &allocBlock{key: monthKey(at.Unix())}
+	b.from.note(1, off)
+	b.cluster, b.host, b.gpuIndex, b.gpuUUID, b.migUUID = []string{"c"}, []string{"gpu1"}, []int32{0}, []string{""}, []string{""}
+	b.jobID, b.user, b.start, b.end = []string{job}, []string{"alice"}, []int64{at.Unix()}, []*time.Time{nil}
+	b.source, b.version, b.kPartition, b.kOffset = []string{"scontrol"}, []uint64{1}, []uint32{1}, []uint64{uint64(off)}
+	return b
+}
+
+// eventBlockOf is a gpu_events block of one XID event on host's GPU at time
+// at, from Kafka partition 1, offset off.
+func eventBlockOf(at time.Time, host string, off int64) *eventBlock {
+	b := &eventBlock{key: monthKey(at.Unix())}
+	b.from.note(1, off)
+	sec, ms := floorDiv(at.UnixMilli() + 250)
+	b.ts, b.millis, b.cluster, b.host, b.gpuUUID = []int64{sec}, []uint16{ms}, []string{"c"}, []string{host}, []string{"GPU-" + host}
+	b.eventType, b.xid, b.kPartition, b.kOffset = []string{"xid"}, []uint64{79}, []uint32{1}, []uint64{uint64(off)}
+	return b
+}
+
+// TestFirstRow checks each block type's firstRow against ClickHouse: its
+// condition holds for the row the block wrote, at its part key, partition
+// and offset, and not for another block's row at the same offset.
+func TestFirstRow(t *testing.T) {
+	_, conn, db := testIngester(t)
+	ctx := context.Background()
+	at := time.Date(2026, 5, 10, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name         string
+		stored, asks block // stored is written; asks is a block with another row at the same offset
+	}{
+		{"gpu_samples", sampleBlockOf(at, "a", kmsgAt{1, 20}), sampleBlockOf(at, "b", kmsgAt{1, 20})},
+		{"gpu_events", eventBlockOf(at, "a", 21), eventBlockOf(at.Add(time.Second), "a", 21)},
+		{"job_events", jobEventBlockOf(at, "7", 22), jobEventBlockOf(at, "8", 22)},
+		{"gpu_allocations", allocBlockOf(at, "7", 23), allocBlockOf(at, "8", 23)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.stored.insert(ctx, conn, db); err != nil {
+				t.Fatal(err)
+			}
+			s := tc.stored.origin().spans[0]
+			if _, _, ok := tc.stored.firstRow(s.partition, s.first+1); ok {
+				t.Errorf("firstRow at offset %d, which gave the block no row: ok", s.first+1)
+			}
+			for _, c := range []struct {
+				blk  block
+				want uint64
+			}{{tc.stored, 1}, {tc.asks, 0}} {
+				cond, args, ok := c.blk.firstRow(s.partition, s.first)
+				if !ok {
+					t.Fatalf("firstRow(%d, %d): no row", s.partition, s.first)
+				}
+				var n uint64
+				if err := conn.QueryRow(ctx, "SELECT count() FROM "+db+"."+tc.stored.table()+" WHERE "+partExprs[tc.stored.table()]+
+					" = ? AND kafka_partition = ? AND kafka_offset = ? AND "+cond,
+					append([]any{tc.stored.partKey(), uint32(s.partition), uint64(s.first)}, args...)...).Scan(&n); err != nil {
+					t.Fatalf("%s: %v", cond, err)
+				}
+				if n != c.want {
+					t.Errorf("rows matching %s %v: %d; want %d", cond, args, n, c.want)
+				}
+			}
+		})
 	}
 }
