@@ -128,12 +128,17 @@ func (in *Ingester) checkHead(ctx context.Context, a assignment, h storedHead, f
 }
 
 // fetchAt returns the key and value of the message at offset of a topic
-// partition; ok is false when the log holds no record at that offset.
+// partition; ok is false when the log holds no record at that offset (none
+// was written there yet, retention dropped it, compaction removed it, or it
+// is a transaction marker).
 func fetchAt(ctx context.Context, c *kafka.Client, topic string, partition int, offset int64) (key, value []byte, ok bool, err error) {
 	resp, err := c.Fetch(ctx, &kafka.FetchRequest{Topic: topic, Partition: partition, Offset: offset,
 		MinBytes: 1, MaxBytes: 1 << 20, MaxWait: 100 * time.Millisecond})
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("fetch %s/%d at offset %d: %w", topic, partition, offset, err)
+	}
+	if errors.Is(resp.Error, kafka.OffsetOutOfRange) {
+		return nil, nil, false, nil
 	}
 	if resp.Error != nil {
 		return nil, nil, false, fmt.Errorf("fetch %s/%d at offset %d: %w", topic, partition, offset, resp.Error)

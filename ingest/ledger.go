@@ -63,7 +63,8 @@ type doubt struct {
 	spans []span
 	// first tells the block's first row from spans[0]'s first message
 	// apart from the old log's rows at that offset after a reset (see
-	// witness); nil for a doubt read from ingest_intents.
+	// witness); nil for a doubt read from ingest_intents, whose first
+	// message landed fetches from Kafka instead (firstRowInKafka).
 	first *rowMatch
 }
 
@@ -168,14 +169,20 @@ func (in *Ingester) landed(ctx context.Context, d doubt) (bool, error) {
 	if !ok {
 		// Old rows lie at every first message's offset: only the block's
 		// own first row tells whether it is there.
-		if d.first == nil {
+		first := d.first
+		if first == nil {
+			if first, err = in.firstRowInKafka(ctx, d); err != nil {
+				return false, err
+			}
+		}
+		if first == nil {
 			in.m.ledgerRepairs.WithLabelValues(d.table, "sent_again").Inc()
-			in.logger.Warn("a failed insert's first messages lie at offsets of a reset partition whose old rows the table keeps (ingest_resets), and its rows are not at hand to tell from the old ones (it was found among another replica's intents); inserting again, so the table may hold the block twice",
+			in.logger.Warn("a failed insert's first messages lie at offsets of a reset partition whose old rows the table keeps (ingest_resets), and its first message is no longer in kafka to tell its rows from the old ones; inserting again, so the table may hold the block twice",
 				"table", d.table, "part_key", d.key, "kafka_partition", p, "kafka_offset", off)
 			return false, nil
 		}
-		cond = partExprs[d.table] + " = ? AND kafka_partition = ? AND kafka_offset = ? AND " + d.first.cond
-		args = append([]any{d.key, uint32(p), uint64(off)}, d.first.args...)
+		cond = partExprs[d.table] + " = ? AND kafka_partition = ? AND kafka_offset = ? AND " + first.cond
+		args = append([]any{d.key, uint32(p), uint64(off)}, first.args...)
 	}
 	if err := in.conn.QueryRow(ctx, "SELECT count() FROM "+db+"."+d.table+" WHERE "+cond, args...).Scan(&n); err != nil {
 		return false, fmt.Errorf("query %s for an unrecorded insert: %w", d.table, err)
@@ -216,6 +223,38 @@ func (in *Ingester) landed(ctx context.Context, d doubt) (bool, error) {
 	in.logger.Warn("rows were in clickhouse without their ingest ledger rows; wrote the ledger rows instead of inserting again",
 		"table", d.table, "part_key", d.key, "kafka_partition", p, "kafka_offset", off, "rows", n)
 	return true, nil
+}
+
+// firstRowInKafka returns what doubt.first holds for a doubt read from
+// ingest_intents, which has no rows at hand: it fetches the block's first
+// message from Kafka and files it into a block of its own. It returns nil
+// when the message is gone (retention), no longer decodes, or gives the
+// block's part key no row: then nothing tells the block's rows apart.
+func (in *Ingester) firstRowInKafka(ctx context.Context, d doubt) (*rowMatch, error) {
+	i := slices.IndexFunc(in.handlers, func(h handler) bool { return h.table() == d.table })
+	if i < 0 || len(d.spans) == 0 {
+		return nil, nil
+	}
+	s := d.spans[0]
+	_, value, ok, err := fetchAt(ctx, in.kafkaClient(), in.handlers[i].topic(), int(s.partition), s.first)
+	if err != nil || !ok {
+		return nil, err
+	}
+	h := in.newHandlers()[i]
+	msg, err := h.decode(value)
+	if err != nil {
+		return nil, nil
+	}
+	h.add(msg, s.partition, s.first, nil)
+	for _, b := range h.blocks() {
+		if b.partKey() != d.key {
+			continue
+		}
+		if cond, args, ok := b.firstRow(s.partition, s.first); ok {
+			return &rowMatch{cond: cond, args: args}, nil
+		}
+	}
+	return nil, nil
 }
 
 // witness returns the span of d whose first message's rows show whether d's

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -165,31 +166,72 @@ type kmsgAt struct {
 // samples, 10 s apart from at, from each of msgs.
 func sampleBlockOf(at time.Time, host string, msgs ...kmsgAt) *sampleBlock {
 	b := newSampleBlock(dayKey(at.Unix()))
-	batch := &schemas.SampleBatch{Cluster: "c", Host: host, GPUs: []schemas.GPU{{UUID: "GPU-" + host, Minor: -1, GIID: -1, CIID: -1}}}
+	batch := sampleBatchOf(at, host)
 	for _, m := range msgs {
-		for i := range 3 {
-			s := schemas.Sample{TSMillis: at.Add(time.Duration(i) * 10 * time.Second).UnixMilli()}
-			s.Set(schemas.GPUUtil, 50)
+		for i := range batch.Samples {
+			s := &batch.Samples[i]
 			sec, ms := floorDiv(s.TSMillis)
 			b.from.note(m.partition, m.offset)
-			b.appendSample(batch, &s, sec, ms, m.partition, m.offset)
+			b.appendSample(batch, s, sec, ms, m.partition, m.offset)
 		}
 	}
 	return b
+}
+
+// sampleBatchOf is the message whose rows sampleBlockOf files: three
+// samples of host's one GPU, 10 s apart from time at.
+func sampleBatchOf(at time.Time, host string) *schemas.SampleBatch {
+	batch := &schemas.SampleBatch{Cluster: "c", Host: host, GPUs: []schemas.GPU{{UUID: "GPU-" + host, Minor: -1, GIID: -1, CIID: -1}}}
+	for i := range 3 {
+		s := schemas.Sample{TSMillis: at.Add(time.Duration(i) * 10 * time.Second).UnixMilli()}
+		s.Set(schemas.GPUUtil, 50)
+		batch.Samples = append(batch.Samples, s)
+	}
+	return batch
 }
 
 // TestLandedAfterReset checks that landed does not take the old log's rows,
 // which a partition reset keeps at offsets Kafka gives out again, for a new
 // block whose INSERT failed: a block with a first message elsewhere is
 // judged by that message; one whose first messages all lie at such offsets
-// by its first row's identifying columns, or, known only from an intent
-// (its rows not at hand), sent again whether or not it landed. Without
+// by its first row's identifying columns, from the block or, known only
+// from an intent, from its first message in Kafka; one whose message Kafka
+// no longer holds is sent again whether or not it landed. Without
 // ingest_resets, a block that never landed would be taken for landed at the
 // old rows' offsets, and lost.
 func TestLandedAfterReset(t *testing.T) {
-	in, conn, db := testIngester(t)
+	ch, conn := schematest.Database(t)
+	_, broker := schematest.Broker(t, kfake.SeedTopics(2, schemas.TopicGPUSamples))
+	in, err := New(Config{Brokers: []string{broker}, ClickHouse: ch}, conn, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := ch.Database
 	ctx := context.Background()
 	day := time.Date(2026, 5, 10, 12, 0, 0, 0, time.UTC)
+	// The new log in Kafka: partition 0, offsets 0 to 12. The blocks known
+	// only from an intent are looked up there.
+	w := &kafka.Writer{Addr: kafka.TCP(broker), Topic: schemas.TopicGPUSamples, RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond,
+		Balancer: kafka.BalancerFunc(func(kafka.Message, ...int) int { return 0 })}
+	var msgs []kafka.Message
+	for off := range 13 {
+		host := "other"
+		switch off {
+		case 11:
+			host = "new11"
+		case 12:
+			host = "new10"
+		}
+		v, err := schemas.AppendSampleBatch(nil, sampleBatchOf(day, host))
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, kafka.Message{Key: []byte(host), Value: v})
+	}
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
 	// The old log: partition 0, offsets 10 to 14, all of day; a message at
 	// offset 3, below the reset, on the day before.
 	old := []kmsgAt{{0, 10}, {0, 11}, {0, 12}, {0, 13}, {0, 14}}
@@ -225,8 +267,11 @@ func TestLandedAfterReset(t *testing.T) {
 	}{
 		{"never landed, at an old row's offset", sampleBlockOf(day, "new1", kmsgAt{0, 12}), false, false, "", false},
 		{"landed, at an old row's offset", sampleBlockOf(day, "new2", kmsgAt{0, 13}), true, true, "ledger_written", false},
-		{"never landed, at an old row's offset, from an intent", sampleBlockOf(day, "new10", kmsgAt{0, 12}), false, false, "sent_again", true},
-		{"landed, at an old row's offset, from an intent", sampleBlockOf(day, "new11", kmsgAt{0, 11}), true, false, "sent_again", true},
+		// Known from an intent: the first row is read from the message in
+		// Kafka, and when it is gone, nothing tells.
+		{"never landed, at an old row's offset, from an intent", sampleBlockOf(day, "new10", kmsgAt{0, 12}), false, false, "", true},
+		{"landed, at an old row's offset, from an intent", sampleBlockOf(day, "new11", kmsgAt{0, 11}), true, true, "ledger_written", true},
+		{"landed, at an old row's offset, from an intent, gone from kafka", sampleBlockOf(day, "new12", kmsgAt{0, 14}), true, false, "sent_again", true},
 		// The same samples at the same offset as before the reset (the old
 		// log written again): taken for landed, and they are in the table.
 		{"never landed, the old message again", sampleBlockOf(day, "old", kmsgAt{0, 14}), false, true, "ledger_written", false},
