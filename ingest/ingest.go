@@ -212,7 +212,12 @@ func (in *Ingester) Run(ctx context.Context) error {
 // newHandlers returns one handler per consumed topic. The readers decode with
 // in.handlers; each batch files rows with its own.
 func (in *Ingester) newHandlers() []handler {
-	unfit := func(column string) { in.m.unfit.WithLabelValues(column).Inc() }
+	return in.handlersCounting(func(column string) { in.m.unfit.WithLabelValues(column).Inc() })
+}
+
+// handlersCounting returns one handler per consumed topic, in the order of
+// newHandlers, that report values that do not fit their column to unfit.
+func (in *Ingester) handlersCounting(unfit func(column string)) []handler {
 	return []handler{newSampleHandler(in.samplePool), newEventHandler(), newJobEventHandler(unfit), newAllocHandler(unfit)}
 }
 

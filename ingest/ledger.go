@@ -240,7 +240,7 @@ func (in *Ingester) firstRowInKafka(ctx context.Context, d doubt) (*rowMatch, er
 	if err != nil || !ok {
 		return nil, err
 	}
-	h := in.newHandlers()[i]
+	h := in.handlersCounting(func(string) {})[i] // counted when the message was first read
 	msg, err := h.decode(value)
 	if err != nil {
 		return nil, nil
