@@ -312,13 +312,18 @@ func (in *Ingester) recover(ctx context.Context, as []assignment) ([]map[int64][
 	done := make([]map[int64][]uint32, len(as))
 	seqs := newSequences()
 	backoff := newBackoff(200*time.Millisecond, in.cfg.RetryMax)
+	// kafkaFailed counts and logs a failed Kafka request, then waits to
+	// retry; false when ctx ended.
+	kafkaFailed := func(msg string, err error) bool {
+		in.m.errors.WithLabelValues("fetch").Inc()
+		in.warnf("fetch", msg, "err", err)
+		return backoff.wait(ctx)
+	}
 	for i := range as {
 		for {
 			first, end, err := in.resolveStart(ctx, &as[i])
 			if err != nil {
-				in.m.errors.WithLabelValues("fetch").Inc()
-				in.warnf("fetch", "reading a partition's offsets in kafka failed, retrying", "err", err)
-				if !backoff.wait(ctx) {
+				if !kafkaFailed("reading a partition's offsets in kafka failed, retrying", err) {
 					return nil, nil, false
 				}
 				continue
@@ -341,9 +346,7 @@ func (in *Ingester) recover(ctx context.Context, as []assignment) ([]map[int64][
 				// as well.
 				rw, ferr := in.checkHead(ctx, a, last, first, end)
 				if ferr != nil {
-					in.m.errors.WithLabelValues("fetch").Inc()
-					in.warnf("fetch", "reading the last message ingest read from kafka failed, retrying", "err", ferr)
-					if !backoff.wait(ctx) {
+					if !kafkaFailed("reading the last message ingest read from kafka failed, retrying", ferr) {
 						return nil, nil, false
 					}
 					continue

@@ -25,8 +25,14 @@ import (
 // ClickHouse, with a connection to it. Its broker is never dialled.
 func testIngester(t testing.TB) (*Ingester, driver.Conn, string) {
 	t.Helper()
+	return testIngesterOn(t, "127.0.0.1:1")
+}
+
+// testIngesterOn is testIngester with the broker at addr.
+func testIngesterOn(t testing.TB, addr string) (*Ingester, driver.Conn, string) {
+	t.Helper()
 	ch, conn := schematest.Database(t)
-	in, err := New(Config{Brokers: []string{"127.0.0.1:1"}, ClickHouse: ch}, conn, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	in, err := New(Config{Brokers: []string{addr}, ClickHouse: ch}, conn, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,13 +206,8 @@ func sampleBatchOf(at time.Time, host string) *schemas.SampleBatch {
 // ingest_resets, a block that never landed would be taken for landed at the
 // old rows' offsets, and lost.
 func TestLandedAfterReset(t *testing.T) {
-	ch, conn := schematest.Database(t)
 	_, broker := schematest.Broker(t, kfake.SeedTopics(2, schemas.TopicGPUSamples))
-	in, err := New(Config{Brokers: []string{broker}, ClickHouse: ch}, conn, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := ch.Database
+	in, conn, db := testIngesterOn(t, broker)
 	ctx := context.Background()
 	day := time.Date(2026, 5, 10, 12, 0, 0, 0, time.UTC)
 	// The new log in Kafka: partition 0, offsets 0 to 12. The blocks known

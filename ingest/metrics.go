@@ -80,7 +80,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"table", "action"}),
 		rewound: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "heliostat_ingest_partitions_rewound",
-			Help: "Assigned partitions not read because their log ends below what ingest already read (topic deleted and created again, or messages lost by the broker); heliostat ingest reset-partition resumes one.",
+			Help: "Assigned partitions not read because their log ends below what ingest already read, or holds another message where it read one (topic deleted and created again, or messages lost by the broker); heliostat ingest reset-partition resumes one.",
 		}),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_ingest_messages_expired_total",

@@ -80,7 +80,8 @@ func runIngest(ctx context.Context, args []string, e *env) error {
 // runIngestReset is `heliostat ingest reset-partition`: after ingest
 // reported a partition rewound (a topic deleted and created again, or
 // messages the broker lost), it forgets the ledger, intents and sequence
-// marks of the partition from --from on and commits --from for the group,
+// marks of the partition from --from on, and its heads, and commits --from
+// for the group,
 // with every replica stopped (see ingest.Ingester.ResetPartition).
 func runIngestReset(ctx context.Context, args []string, e *env) error {
 	fs := newFlagSet("ingest reset-partition", e)
