@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -304,13 +305,64 @@ func (in *Ingester) resolveStart(ctx context.Context, a *assignment) (first, end
 	return first, end, nil
 }
 
+// recoverWorkers is how many partitions recover works on at once. Each
+// partition costs a few ClickHouse queries and Kafka requests one after
+// another (5 ms on loopback, more across a network), so a rebalance that
+// assigns hundreds of partitions would otherwise wait for them in turn. It
+// stays below chconn's eight connections, leaving room for the rest.
+const recoverWorkers = 4
+
 // recover loads, for each assigned partition, what the ledger holds at or after
 // the committed offset, once the intents recorded there are settled, and the
 // stored sequence marks and producer times, retrying until ClickHouse
-// answers or ctx ends.
+// answers or ctx ends. Up to recoverWorkers partitions are recovered at once.
 func (in *Ingester) recover(ctx context.Context, as []assignment) ([]map[int64][]uint32, *sequences, bool) {
 	done := make([]map[int64][]uint32, len(as))
+	each := make([]*sequences, len(as))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(recoverWorkers, len(as)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				each[i] = newSequences()
+				var ok bool
+				if done[i], ok = in.recoverPartition(ctx, &as[i], each[i]); !ok {
+					each[i] = nil
+				}
+			}
+		}()
+	}
+	for i := range as {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	close(next)
+	wg.Wait()
+	if ctx.Err() != nil {
+		return nil, nil, false
+	}
+	// Each partition's marks and producers are keyed by its topic and
+	// partition, so merging never overwrites.
 	seqs := newSequences()
+	for _, s := range each {
+		maps.Copy(seqs.marks, s.marks)
+		maps.Copy(seqs.producers, s.producers)
+	}
+	return done, seqs, true
+}
+
+// recoverPartition is recover for one partition: what the ledger holds at
+// or after a's committed offset, and its sequence marks and producer times
+// loaded into seqs. It marks a rewound partition (and returns no ledger). It
+// retries until ClickHouse and Kafka answer; false when ctx ended first.
+func (in *Ingester) recoverPartition(ctx context.Context, as *assignment, seqs *sequences) (map[int64][]uint32, bool) {
 	backoff := newBackoff(200*time.Millisecond, in.cfg.RetryMax)
 	// kafkaFailed counts and logs a failed Kafka request, then waits to
 	// retry; false when ctx ended.
@@ -319,75 +371,71 @@ func (in *Ingester) recover(ctx context.Context, as []assignment) ([]map[int64][
 		in.warnf("fetch", msg, "err", err)
 		return backoff.wait(ctx)
 	}
-	for i := range as {
-		for {
-			first, end, err := in.resolveStart(ctx, &as[i])
-			if err != nil {
-				if !kafkaFailed("reading a partition's offsets in kafka failed, retrying", err) {
-					return nil, nil, false
+	for {
+		first, end, err := in.resolveStart(ctx, as)
+		if err != nil {
+			if !kafkaFailed("reading a partition's offsets in kafka failed, retrying", err) {
+				return nil, false
+			}
+			continue
+		}
+		a := *as
+		d, err := in.loadLedger(ctx, a)
+		if top := ledgerPast(d, end); err == nil && (a.offset > end || top >= 0) {
+			// Before the intents: a stale one would be settled
+			// against the old messages' rows.
+			as.rewound = true
+			in.reportRewind(rewind{topic: a.h.topic(), partition: a.partition, position: a.offset, ledger: top, first: first, end: end})
+			return nil, true
+		}
+		var last storedHead
+		if err == nil {
+			last, err = in.loadHead(ctx, a)
+		}
+		if err == nil {
+			// A log replaced and grown past both: before the intents
+			// as well.
+			rw, ferr := in.checkHead(ctx, a, last, first, end)
+			if ferr != nil {
+				if !kafkaFailed("reading the last message ingest read from kafka failed, retrying", ferr) {
+					return nil, false
 				}
 				continue
 			}
-			a := as[i]
-			d, err := in.loadLedger(ctx, a)
-			if top := ledgerPast(d, end); err == nil && (a.offset > end || top >= 0) {
-				// Before the intents: a stale one would be settled
-				// against the old messages' rows.
-				as[i].rewound = true
-				in.reportRewind(rewind{topic: a.h.topic(), partition: a.partition, position: a.offset, ledger: top, first: first, end: end})
-				break
-			}
-			var last storedHead
-			if err == nil {
-				last, err = in.loadHead(ctx, a)
-			}
-			if err == nil {
-				// A log replaced and grown past both: before the intents
-				// as well.
-				rw, ferr := in.checkHead(ctx, a, last, first, end)
-				if ferr != nil {
-					if !kafkaFailed("reading the last message ingest read from kafka failed, retrying", ferr) {
-						return nil, nil, false
-					}
-					continue
-				}
-				if rw != nil {
-					as[i].rewound = true
-					in.reportRewind(*rw)
-					break
-				}
-			}
-			if err == nil {
-				var landed bool
-				if landed, err = in.settleIntents(ctx, a, d); err == nil && landed {
-					d, err = in.loadLedger(ctx, a)
-				}
-			}
-			unrecorded := map[prodKey]time.Time{}
-			if err == nil {
-				err = in.loadSequences(ctx, a, seqs, unrecorded)
-			}
-			if err == nil {
-				err = in.sendProducers(ctx, unrecorded)
-			}
-			if err == nil {
-				in.clickhouseReport(nil)
-				done[i] = d
-				if len(d) > 0 {
-					in.logger.Info("resuming past rows already in clickhouse", "topic", a.h.topic(), "partition", a.partition,
-						"committed_offset", a.offset, "messages_in_ledger", len(d))
-				}
-				break
-			}
-			in.m.errors.WithLabelValues("ledger").Inc()
-			in.clickhouseReport(fmt.Errorf("reading the ingest ledger: %w", err))
-			in.warnf("ledger", "reading ingest ledger or sequence marks failed, retrying", "topic", a.h.topic(), "partition", a.partition, "err", err)
-			if !backoff.wait(ctx) {
-				return nil, nil, false
+			if rw != nil {
+				as.rewound = true
+				in.reportRewind(*rw)
+				return nil, true
 			}
 		}
+		if err == nil {
+			var landed bool
+			if landed, err = in.settleIntents(ctx, a, d); err == nil && landed {
+				d, err = in.loadLedger(ctx, a)
+			}
+		}
+		unrecorded := map[prodKey]time.Time{}
+		if err == nil {
+			err = in.loadSequences(ctx, a, seqs, unrecorded)
+		}
+		if err == nil {
+			err = in.sendProducers(ctx, unrecorded)
+		}
+		if err == nil {
+			in.clickhouseReport(nil)
+			if len(d) > 0 {
+				in.logger.Info("resuming past rows already in clickhouse", "topic", a.h.topic(), "partition", a.partition,
+					"committed_offset", a.offset, "messages_in_ledger", len(d))
+			}
+			return d, true
+		}
+		in.m.errors.WithLabelValues("ledger").Inc()
+		in.clickhouseReport(fmt.Errorf("reading the ingest ledger: %w", err))
+		in.warnf("ledger", "reading ingest ledger or sequence marks failed, retrying", "topic", a.h.topic(), "partition", a.partition, "err", err)
+		if !backoff.wait(ctx) {
+			return nil, false
+		}
 	}
-	return done, seqs, true
 }
 
 // read fetches one partition from offset a.offset, decodes each message and
