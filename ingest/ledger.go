@@ -336,8 +336,8 @@ func (in *Ingester) repairJobs(ctx context.Context, d doubt) error {
 	cond, args := d.rows()
 	var missing uint64
 	err := in.conn.QueryRow(ctx, "SELECT count() FROM (SELECT cluster, job_id, max("+jobsVersion+") AS v FROM "+db+".job_events WHERE "+cond+
-		" GROUP BY cluster, job_id) ANY LEFT JOIN (SELECT cluster, job_id, max(version) AS jv FROM "+db+".jobs WHERE (cluster, job_id) IN "+
-		"(SELECT cluster, job_id FROM "+db+".job_events WHERE "+cond+") GROUP BY cluster, job_id) USING (cluster, job_id) WHERE jv < v",
+		" GROUP BY cluster, job_id) AS e ANY LEFT JOIN (SELECT cluster, job_id, max(version) AS jv FROM "+db+".jobs WHERE (cluster, job_id) IN "+
+		"(SELECT cluster, job_id FROM "+db+".job_events WHERE "+cond+") GROUP BY cluster, job_id) AS j USING (cluster, job_id) WHERE jv < v",
 		append(slices.Clone(args), args...)...).Scan(&missing)
 	if err != nil {
 		return fmt.Errorf("compare jobs with job_events for an uncertain insert: %w", err)
