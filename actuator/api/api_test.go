@@ -205,8 +205,12 @@ func TestAuth(t *testing.T) {
 		{"Bearer", http.StatusUnauthorized},
 		{"Basic " + token, http.StatusUnauthorized},
 		{"Bearer " + token + "x", http.StatusUnauthorized},
-		{"bearer " + token, http.StatusUnauthorized},
+		{"Bearer ", http.StatusUnauthorized},
+		{token, http.StatusUnauthorized},
 		{"Bearer " + token, http.StatusOK},
+		// The scheme's name is matched in any case (RFC 9110, 11.1).
+		{"bearer " + token, http.StatusOK},
+		{"BEARER  " + token, http.StatusOK},
 	} {
 		w := f.do("POST", "/v1/passes", "", "Authorization", tc.hdr)
 		if w.Code != tc.want {
@@ -216,8 +220,8 @@ func TestAuth(t *testing.T) {
 			t.Errorf("Authorization %q: no WWW-Authenticate", tc.hdr)
 		}
 	}
-	if f.passes != 1 {
-		t.Errorf("passes run %d; want 1", f.passes)
+	if f.passes != 3 {
+		t.Errorf("passes run %d; want 3", f.passes)
 	}
 	f.srv.d.Token = ""
 	if w := f.do("POST", "/v1/passes", "", "Authorization", "Bearer "+token); w.Code != http.StatusForbidden {
@@ -496,6 +500,34 @@ func TestPassBody(t *testing.T) {
 				t.Errorf("POST /v1/passes with body %q ran %d passes; want none", tc.body, ran)
 			}
 		})
+	}
+}
+
+// TestPassOutlastsWriteTimeout: a pass that takes longer than the server's
+// write timeout still gets its answer to the client.
+func TestPassOutlastsWriteTimeout(t *testing.T) {
+	f := newFixture(t, true)
+	f.srv.d.Pass = func(context.Context) (loop.Report, error) {
+		time.Sleep(700 * time.Millisecond)
+		return loop.Report{At: t0, Pending: 3}, nil
+	}
+	ts := httptest.NewUnstartedServer(f.srv)
+	ts.Config.WriteTimeout = 200 * time.Millisecond
+	ts.Start()
+	defer ts.Close()
+	req, err := http.NewRequest("POST", ts.URL+"/v1/passes", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatalf("POST /v1/passes taking longer than the write timeout: %v; want its answer", err)
+	}
+	defer resp.Body.Close()
+	var got PassResponse
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != http.StatusOK || got.Pending != 3 {
+		t.Errorf("POST /v1/passes = %d, %+v, %v; want 200 with pending 3", resp.StatusCode, got, err)
 	}
 }
 

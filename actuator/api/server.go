@@ -300,7 +300,7 @@ func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 			writeError(w, http.StatusForbidden, "Authorization", "disabled: no token configured (--actuator.token-file or $HELIOSTAT_ACTUATOR_TOKEN)")
 			return
 		}
-		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		tok, ok := bearerToken(r.Header.Get("Authorization"))
 		sum := sha256.Sum256([]byte(tok))
 		if !ok || subtle.ConstantTimeCompare(sum[:], s.token[:]) != 1 {
 			s.m.authFailures.Inc()
@@ -310,6 +310,16 @@ func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 		}
 		h(w, r)
 	}
+}
+
+// bearerToken returns the token of an Authorization header of the Bearer
+// scheme, whose name is matched in any case (RFC 9110, 11.1).
+func bearerToken(h string) (string, bool) {
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimLeft(tok, " "), true
 }
 
 // PredictResponse is the answer of POST /v1/predict.
@@ -493,6 +503,11 @@ func (s *Server) actions(w http.ResponseWriter, r *http.Request) {
 	writeRaw(w, http.StatusOK, body)
 }
 
+// PassWriteTimeout is how long POST /v1/passes may take to answer, in place
+// of the server's write timeout: two passes' reads and actions (one it may
+// wait for, then its own), with room to spare.
+const PassWriteTimeout = 10 * time.Minute
+
 // PassResponse is the answer of POST /v1/passes.
 type PassResponse struct {
 	At      time.Time      `json:"at"`
@@ -510,6 +525,11 @@ func (s *Server) pass(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "", "no control loop configured")
 		return
 	}
+	// A pass can outlast the server's write timeout: it first waits for a
+	// scheduled pass to end, then sends its actions for up to
+	// loop.ActTimeout. The client must still hear what a pass that ran did,
+	// or it might ask for another.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(PassWriteTimeout))
 	rep, err := s.d.Pass(r.Context())
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, "", "pass failed: "+err.Error())
