@@ -96,7 +96,7 @@ func (c *GuardConfig) RegisterFlags(fs *flag.FlagSet) {
 		c.Partitions = splitList(s)
 		return nil
 	})
-	fs.Func("actuator.nodes", "comma-separated shell patterns of the nodes the actuator may power down and up (e.g. gpu*); * for all; none when empty", func(s string) error {
+	fs.Func("actuator.nodes", "comma-separated shell patterns of the nodes the actuator may power down and up (e.g. gpu*, or gpu1[0-9],gpu20 for the Slurm host list gpu[10-20], which is refused); * for all; none when empty", func(s string) error {
 		c.Nodes = splitList(s)
 		return nil
 	})
@@ -138,6 +138,11 @@ func splitList(s string) []string {
 // Validate checks the settings; zero limits mean the defaults.
 func (c GuardConfig) Validate() error {
 	for _, p := range c.Nodes {
+		if hostListLike(p) {
+			return fmt.Errorf("adapter: --actuator.nodes: %q looks like a Slurm host list, but these are shell patterns, "+
+				"where a bracket matches one character ([10-20] is 1, 0 to 2, or 0): write the nodes as shell patterns, "+
+				"e.g. gpu1[0-9],gpu20 for gpu[10-20]", p)
+		}
 		if _, err := path.Match(p, ""); err != nil {
 			return fmt.Errorf("adapter: --actuator.nodes: bad pattern %q: %w", p, err)
 		}
@@ -147,6 +152,31 @@ func (c GuardConfig) Validate() error {
 	}
 	return nil
 }
+
+// hostListLike reports whether the pattern p has a bracket (closed or not,
+// since the flag splits gpu[1-4,7] at its comma) holding two digits in a
+// row: in Slurm's host lists gpu[10-20] names gpu10 to gpu20, but as a shell
+// pattern it matches gpu0, gpu1 and gpu2.
+func hostListLike(p string) bool {
+	for {
+		i := strings.IndexByte(p, '[')
+		if i < 0 {
+			return false
+		}
+		p = p[i+1:]
+		class := p
+		if j := strings.IndexByte(p, ']'); j >= 0 {
+			class = p[:j]
+		}
+		for k := 1; k < len(class); k++ {
+			if isDigit(class[k-1]) && isDigit(class[k]) {
+				return true
+			}
+		}
+	}
+}
+
+func isDigit(b byte) bool { return b >= '0' && b <= '9' }
 
 func (c GuardConfig) withDefaults() GuardConfig {
 	if c.MaxPriorityPerMinute == 0 {

@@ -350,6 +350,11 @@ func TestGuardConfigValidate(t *testing.T) {
 		{adapter.GuardConfig{}, true},
 		{adapter.GuardConfig{Nodes: []string{"gpu[1-4]"}}, true},
 		{adapter.GuardConfig{Nodes: []string{"gpu["}}, false},
+		{adapter.GuardConfig{Nodes: []string{"gpu1[0-9]", "gpu20", "rack[a-c]-n[0-7]"}}, true},
+		// Slurm host lists, which as shell patterns match other nodes.
+		{adapter.GuardConfig{Nodes: []string{"gpu[10-20]"}}, false},
+		{adapter.GuardConfig{Nodes: []string{"n[0-7]", "gpu[01-04"}}, false}, // gpu[01-04,07] split at its comma
+		{adapter.GuardConfig{Nodes: []string{"gpu[1-4]x[12]"}}, false},
 		{adapter.GuardConfig{MaxPowerPerHour: -1}, false},
 	} {
 		if err := tc.cfg.Validate(); (err == nil) != tc.ok {
