@@ -59,8 +59,8 @@ type Job struct {
 	// Priority is the job's current priority in the scheduler.
 	Priority int64
 	// Held: the job is held (Slurm: priority 0, or held by a user or an
-	// admin). The actuator never changes a held job's priority — in
-	// Slurm that would release it — and does not count it as demand.
+	// admin). The actuator never changes a held job's priority (Slurm
+	// refuses it) and does not count it as demand.
 	Held bool
 	// Nodes are nodes the job is bound for: required by the job or already
 	// picked for it by the scheduler. They count as about to receive a job.
@@ -139,6 +139,9 @@ var (
 	// ErrUnknownJob: the scheduler has no pending job of that id; for a job
 	// read from its queue, the job has started or ended since.
 	ErrUnknownJob = errors.New("adapter: no pending job with that id")
+	// ErrHeld: the job is held; its priority is never set (Slurm refuses
+	// it, and a scheduler that took it might release the job).
+	ErrHeld = errors.New("adapter: job is held")
 	// ErrNotAllowed: the target is outside the allowlist.
 	ErrNotAllowed = errors.New("adapter: target is not allowlisted")
 	// ErrRateLimited: the action's rate limit is spent.

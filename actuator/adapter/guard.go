@@ -198,7 +198,24 @@ type Guard struct {
 	mu       sync.Mutex
 	priority window
 	power    window
+
+	// look is the last Snapshot read through the Guard and lookAt when
+	// (g.now): a priority is set on a look at most PriorityRecheck old.
+	lookMu sync.Mutex
+	look   Snapshot
+	lookAt time.Time
 }
+
+// PriorityRecheck is how old the Guard's last look at the queue may be when
+// it sets a job's priority; an older one is read again first, and a job
+// held or no longer pending there is left alone. A pass's first actions use
+// the pass's own look; a long pass (hundreds of priorities, power actions)
+// reads again every PriorityRecheck. A hold that lands after the look is
+// the scheduler's to refuse: Slurm 22.05 answers "Job is in held state"
+// and keeps the hold (the slurmadapter reads that as ErrHeld); a scheduler
+// that took the priority would release the job, and this bounds that
+// window.
+const PriorityRecheck = 10 * time.Second
 
 // NewGuard returns a Guard in front of s.
 func NewGuard(cfg GuardConfig, s Scheduler, now func() time.Time) (*Guard, error) {
@@ -220,8 +237,40 @@ func (g *Guard) Config() GuardConfig { return g.cfg }
 // Scheduler returns the scheduler behind the guard.
 func (g *Guard) Scheduler() Scheduler { return g.s }
 
-// Snapshot passes through to the scheduler.
-func (g *Guard) Snapshot(ctx context.Context) (Snapshot, error) { return g.s.Snapshot(ctx) }
+// Snapshot reads the scheduler's state, which the Guard keeps as its look
+// at the queue for setting priorities.
+func (g *Guard) Snapshot(ctx context.Context) (Snapshot, error) {
+	snap, err := g.s.Snapshot(ctx)
+	if err == nil {
+		g.lookMu.Lock()
+		g.look, g.lookAt = snap, g.now()
+		g.lookMu.Unlock()
+	}
+	return snap, err
+}
+
+// checkJob refuses to set the priority of a job that is held (in Slurm a
+// priority would release it) or no longer pending, as a look at the queue
+// at most PriorityRecheck old shows it. failedRead tells an error of the
+// read from a refusal.
+func (g *Guard) checkJob(ctx context.Context, a Action) (failedRead bool, err error) {
+	g.lookMu.Lock()
+	snap, at := g.look, g.lookAt
+	g.lookMu.Unlock()
+	if at.IsZero() || g.now().Sub(at) > PriorityRecheck {
+		if snap, err = g.Snapshot(ctx); err != nil {
+			return true, fmt.Errorf("adapter: read the queue before setting the priority of job %s: %w", a.Target, err)
+		}
+	}
+	i := slices.IndexFunc(snap.Jobs, func(j Job) bool { return j.ID == a.Target })
+	switch {
+	case i < 0:
+		return false, fmt.Errorf("%w: %s (not pending in the queue read at %s)", ErrUnknownJob, a.Target, snap.At.UTC().Format(time.RFC3339))
+	case snap.Jobs[i].Held:
+		return false, fmt.Errorf("%w: %s", ErrHeld, a.Target)
+	}
+	return false, nil
+}
 
 // PartitionAllowed reports whether jobs and nodes of partition p may be
 // touched. p may be a comma-separated list, as Slurm reports a job
@@ -268,7 +317,9 @@ func (g *Guard) NodeAllowed(n Node) bool {
 }
 
 // Do checks and, unless this is a dry run, applies a. In order: the target
-// must be allowlisted; for power actions the node is read again (a fresh
+// must be allowlisted; a priority is set only on a job pending and not
+// held in a look at the queue at most PriorityRecheck old (a failed read
+// fails the action); for power actions the node is read again (a fresh
 // Snapshot; a failed read fails the action, dry run or not) and a
 // power-down is refused on a node that is busy, unusable, not on, or bound
 // for a pending job; the rate limit must have room (a power-up is counted
@@ -283,8 +334,14 @@ func (g *Guard) Do(ctx context.Context, a Action) Result {
 		if !g.PartitionAllowed(a.Partition) {
 			return Result{Skipped, fmt.Errorf("%w: partition %q of job %s", ErrNotAllowed, a.Partition, a.Target)}
 		}
+		if failedRead, err := g.checkJob(ctx, a); err != nil {
+			if failedRead {
+				return Result{Failed, err}
+			}
+			return Result{Skipped, err}
+		}
 	case PowerDown, PowerUp:
-		snap, err := g.s.Snapshot(ctx)
+		snap, err := g.Snapshot(ctx)
 		if err != nil {
 			// Not a refusal: the Guard could not look, and the action
 			// (maybe a needed power-up) was not made. Failed, so that
@@ -316,9 +373,10 @@ func (g *Guard) Do(ctx context.Context, a Action) Result {
 		return Result{Applied, nil}
 	}
 	g.giveBack(a, at)
-	if errors.Is(err, ErrNodeBusy) || errors.Is(err, ErrUnusable) || errors.Is(err, ErrUnknownJob) {
+	if errors.Is(err, ErrNodeBusy) || errors.Is(err, ErrUnusable) || errors.Is(err, ErrUnknownJob) || errors.Is(err, ErrHeld) {
 		// The scheduler moved on since the pass read it: the node took a
-		// job, or the job started or ended. Not a failure of either side.
+		// job, or the job started, ended or was held. Not a failure of
+		// either side.
 		return Result{Skipped, err}
 	}
 	return Result{Failed, err}

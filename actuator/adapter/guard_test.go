@@ -394,3 +394,67 @@ func TestGuardFlags(t *testing.T) {
 		}
 	}
 }
+
+// holding marks the jobs in held as held in its snapshots and counts them.
+type holding struct {
+	adapter.Scheduler
+	held    map[string]bool
+	reads   int
+	readErr error
+}
+
+func (h *holding) Snapshot(ctx context.Context) (adapter.Snapshot, error) {
+	h.reads++
+	if h.readErr != nil {
+		return adapter.Snapshot{}, h.readErr
+	}
+	snap, err := h.Scheduler.Snapshot(ctx)
+	for i := range snap.Jobs {
+		snap.Jobs[i].Held = h.held[snap.Jobs[i].ID]
+	}
+	return snap, err
+}
+
+// TestGuardLooksAtTheQueue: a priority is set only on a job pending and not
+// held in a look at the queue at most PriorityRecheck old; an older look is
+// read again, and a failed read fails the action.
+func TestGuardLooksAtTheQueue(t *testing.T) {
+	_, sim := newCluster(t)
+	h := &holding{Scheduler: sim, held: map[string]bool{}}
+	now := t0
+	g, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"*"}}, h, func() time.Time { return now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	q := adapter.Action{Kind: adapter.SetPriority, Target: "q", Partition: "vc1", Priority: 5}
+	for _, st := range []struct {
+		name    string
+		advance time.Duration
+		held    bool
+		readErr error
+		want    adapter.Outcome
+		wantErr error
+		reads   int
+	}{
+		{"no look yet: read", 0, false, nil, adapter.Applied, nil, 1},
+		{"a fresh look is used", adapter.PriorityRecheck, false, nil, adapter.Applied, nil, 1},
+		{"held since a fresh look: the scheduler's to refuse", 0, true, nil, adapter.Applied, nil, 1},
+		{"an old look is read again: held", time.Second, true, nil, adapter.Skipped, adapter.ErrHeld, 2},
+		{"released", adapter.PriorityRecheck + time.Second, false, nil, adapter.Applied, nil, 3},
+		{"a failed read fails", adapter.PriorityRecheck + time.Second, false, errors.New("squeue: timeout"), adapter.Failed, nil, 4},
+	} {
+		now = now.Add(st.advance)
+		h.held["q"], h.readErr = st.held, st.readErr
+		q.Priority++ // not the same action again within the rate window
+		r := g.Do(ctx, q)
+		if r.Outcome != st.want || st.wantErr != nil && !errors.Is(r.Err, st.wantErr) || h.reads != st.reads {
+			t.Errorf("%s: Do = %v, %v after %d reads; want %v, %v after %d", st.name, r.Outcome, r.Err, h.reads, st.want, st.wantErr, st.reads)
+		}
+	}
+	// A job no longer pending in the queue.
+	h.readErr = nil
+	if r := g.Do(ctx, adapter.Action{Kind: adapter.SetPriority, Target: "gone", Partition: "vc1", Priority: 9}); r.Outcome != adapter.Skipped || !errors.Is(r.Err, adapter.ErrUnknownJob) {
+		t.Errorf("a job not in the queue: %v, %v; want skipped, %v", r.Outcome, r.Err, adapter.ErrUnknownJob)
+	}
+}

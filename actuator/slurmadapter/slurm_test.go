@@ -162,6 +162,28 @@ func TestSlurm(t *testing.T) {
 		}
 	})
 
+	// A job held after the pass looked at the queue keeps its hold, and
+	// its priority is skipped, not failed: within PriorityRecheck of the
+	// look Slurm refuses the command ("Job is in held state"); past it the
+	// guard reads the queue again and sends nothing.
+	t.Run("a_held_after_the_look", func(t *testing.T) {
+		id := must(c.Submit(ctx, "--gres=gpu:8", "-N1", "--begin=now+1hour", "--wrap", "true"))
+		if _, err := g.Snapshot(ctx); err != nil {
+			t.Fatal(err)
+		}
+		must(c.Run(ctx, "scontrol", "hold", id))
+		for _, after := range []time.Duration{0, adapter.PriorityRecheck + time.Second} {
+			clk.add(after)
+			if r := g.Do(ctx, adapter.Action{Kind: adapter.SetPriority, Target: id, Partition: "batch", Priority: 5000}); r.Outcome != adapter.Skipped || !errors.Is(r.Err, adapter.ErrHeld) {
+				t.Errorf("%v after the look: set the priority of held job %s = %v %v; want skipped, %v", after, id, r.Outcome, r.Err, adapter.ErrHeld)
+			}
+			if got := strings.TrimSpace(must(c.Run(ctx, "squeue", "-h", "-j", id, "-o", "%Q %r"))); !strings.HasPrefix(got, "0 JobHeld") {
+				t.Errorf("%v after the look: squeue priority and reason of %s = %q; want 0 JobHeld…", after, id, got)
+			}
+		}
+		must(c.Run(ctx, "scancel", id))
+	})
+
 	busyJob := ""
 	t.Run("b_power_down_idle", func(t *testing.T) {
 		busyJob = must(c.Submit(ctx, "-w", "gpu1", "--gres=gpu:2", "--wrap", "sleep 300"))

@@ -168,8 +168,14 @@ func (s *Scheduler) SetPriority(ctx context.Context, jobID string, priority int6
 		return fmt.Errorf("slurmadapter: set priority of job %s: %d is outside 1..4294967293", jobID, priority)
 	}
 	_, err := s.run(ctx, "scontrol", "update", "jobid="+jobID, "priority="+strconv.FormatInt(priority, 10))
-	if err != nil && jobGone(err.Error()) {
+	switch {
+	case err == nil:
+	case jobGone(err.Error()):
 		return fmt.Errorf("%w: %s: %v", adapter.ErrUnknownJob, jobID, err)
+	case strings.Contains(err.Error(), "Job is in held state"):
+		// Held since the queue was read; Slurm keeps the hold
+		// (ESLURM_JOB_HELD).
+		return fmt.Errorf("%w: %s: %v", adapter.ErrHeld, jobID, err)
 	}
 	return err
 }
