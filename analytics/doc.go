@@ -5,5 +5,7 @@
 // capacity-planning queries (capacity/*.sql, see docs/CAPACITY.md).
 //
 // Every query runs on ClickHouse 18.16 and current releases: plain GROUP BY,
-// arrays and arrayJoin, FINAL; no window functions.
+// arrays and arrayJoin, FINAL; no window functions; an alias on every
+// subquery that takes part in a JOIN, on both sides (current releases refuse
+// one without; TestJoinAliases checks).
 package analytics

@@ -360,8 +360,9 @@ func checkSummary(t *testing.T, conn driver.Conn, db string, w analytics.Window,
 }
 
 // checkHourly compares the cluster's hourly busy and pending GPUs with the
-// jobs' run and wait intervals cut into hours, and its capacity (the peak of
-// GPUs held, for a trace) with a sweep over starts and ends.
+// jobs' run and wait intervals cut into hours (means over the seconds of
+// each hour inside the window), and its capacity (the peak of GPUs held, for
+// a trace) with a sweep over starts and ends.
 func checkHourly(t *testing.T, conn driver.Conn, db string, w analytics.Window, jobs []refJob) {
 	t.Helper()
 	since, until := w.Since.Unix(), w.Until.Unix()
@@ -416,9 +417,10 @@ func checkHourly(t *testing.T, conn driver.Conn, db string, w analytics.Window, 
 		if capacity != uint32(peak) {
 			t.Fatalf("capacity %d; want the peak %d", capacity, peak)
 		}
-		if !near(b, float64(busy[h])/3600, quantileTol) || !near(p, float64(pend[h])/3600, quantileTol) {
+		secs := float64(min(3600, until-int64(hs)))
+		if !near(b, float64(busy[h])/secs, quantileTol) || !near(p, float64(pend[h])/secs, quantileTol) {
 			if bad++; bad <= 5 {
-				t.Errorf("hour %s: busy %v, pending %v GPUs; want %v, %v", time.Unix(int64(hs), 0).UTC(), b, p, float64(busy[h])/3600, float64(pend[h])/3600)
+				t.Errorf("hour %s: busy %v, pending %v GPUs; want %v, %v", time.Unix(int64(hs), 0).UTC(), b, p, float64(busy[h])/secs, float64(pend[h])/secs)
 			}
 		}
 	}

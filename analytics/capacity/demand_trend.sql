@@ -31,7 +31,7 @@ FROM (
         arrayReduce('avg', d) AS mean, {q:d:0.9} AS p90
     FROM (
         SELECT cluster, toMonday(toDateTime(h * 3600), '{tz}') AS week, count() AS hours,
-            arraySort(groupArray((busy + wait) / 3600)) AS d
+            arraySort(groupArray(busy_gpus + wait_gpus)) AS d
         FROM (
 {part.hourly_demand}
         )

@@ -37,7 +37,7 @@ FROM (
     )
     WHERE gs > 0
     GROUP BY month, cluster, vc, user
-)
+) AS usage
 ANY LEFT JOIN (
     SELECT month, cluster, sum(gs) AS month_gpu_s
     FROM (
@@ -62,5 +62,5 @@ ANY LEFT JOIN (
         WHERE g > 0 AND start_s > 0 AND s < e
     )
     GROUP BY month, cluster
-) USING (month, cluster)
+) AS month_totals USING (month, cluster)
 ORDER BY month, cluster, gpu_hours DESC, vc, user;

@@ -37,7 +37,7 @@ FROM (
     FROM {database}.job_summary FINAL
     WHERE submit_time >= toDateTime({since}) AND submit_time < toDateTime({computed_until})
     GROUP BY cluster, scope, scope_value
-)
+) AS sums
 ANY LEFT JOIN (
     -- every flag with the jobs carrying it, sorted by flag
     SELECT cluster, scope, scope_value, arraySort(groupArray((flag, n))) AS fl
@@ -53,4 +53,4 @@ ANY LEFT JOIN (
         GROUP BY cluster, scope, scope_value, flag
     )
     GROUP BY cluster, scope, scope_value
-) USING (cluster, scope, scope_value);
+) AS flag_counts USING (cluster, scope, scope_value);

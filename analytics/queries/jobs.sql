@@ -40,7 +40,7 @@ FROM (
     FROM {jobs}
     WHERE in_window = 1
     GROUP BY cvu, gpu, state_code
-)
+) AS counts
 ANY LEFT JOIN {tmp.names} USING cvu;
 
 -- GPU jobs by GPU count, for the mean and median GPU count.
@@ -51,7 +51,7 @@ FROM (
     FROM {jobs}
     WHERE in_window = 1 AND g > 0
     GROUP BY cvu, g
-)
+) AS counts
 ANY LEFT JOIN {tmp.names} USING cvu;
 
 -- One row per scope with its counts by class (index 1 CPU, 2 GPU) and its
@@ -79,7 +79,7 @@ FROM (
     SELECT cluster, 'user' AS scope, user AS scope_value, gpu, state_class, jobs, gt, runs, queues FROM {tmp.cube}
 )
 GROUP BY cluster, scope, scope_value
-)
+) AS s
 ANY LEFT JOIN (
     -- the GPU-count histogram (sorted counts, jobs) of each scope
     SELECT cluster, scope, scope_value, sumMap([g], [n]) AS ghk
@@ -91,7 +91,7 @@ ANY LEFT JOIN (
         SELECT cluster, 'user' AS scope, user AS scope_value, g, n FROM {tmp.gcount}
     )
     GROUP BY cluster, scope, scope_value
-) USING (cluster, scope, scope_value);
+) AS h USING (cluster, scope, scope_value);
 
 CREATE TABLE {tmp.dist} ENGINE = Memory AS
 SELECT cluster, scope, scope_value, job_class,
@@ -141,7 +141,7 @@ SELECT
     t[1], t[2], t[3], t[4],
     c[5], n_all - c[5], users
 FROM (
-    SELECT *
+    SELECT cluster, scope, scope_value, n_all, n_cpu, n_gpu, c, c_cpu, c_gpu, t, r_cpu, r_gpu, q_cpu, q_gpu, g_gpu, gpu_num
     FROM (
         SELECT cluster, scope, scope_value,
             sumIf(n, job_class = 'all') AS n_all, sumIf(n, job_class = 'cpu') AS n_cpu, sumIf(n, job_class = 'gpu') AS n_gpu,
@@ -156,19 +156,19 @@ FROM (
             anyIf(gh, job_class = 'gpu') AS g_gpu
         FROM {tmp.dist}
         GROUP BY cluster, scope, scope_value
-    )
+    ) AS d
     ANY LEFT JOIN (
         SELECT cluster, if(vc = '', 'cluster', 'vc') AS scope, vc AS scope_value, gpus AS gpu_num
         FROM {capacity}
-    ) USING (cluster, scope, scope_value)
-)
+    ) AS cap USING (cluster, scope, scope_value)
+) AS dc
 ANY LEFT JOIN (
     SELECT cluster, 'cluster' AS scope, '' AS scope_value, uniqExact(user) AS users FROM {tmp.cube} GROUP BY cluster
     UNION ALL
     SELECT cluster, 'vc' AS scope, vc AS scope_value, uniqExact(user) AS users FROM {tmp.cube} GROUP BY cluster, vc
     UNION ALL
     SELECT DISTINCT cluster, 'user' AS scope, user AS scope_value, toUInt64(1) AS users FROM {tmp.cube}
-) USING (cluster, scope, scope_value);
+) AS u USING (cluster, scope, scope_value);
 
 INSERT INTO {out.analytics_headline} (
     window_id, window_start, window_end, cluster, jobs, gpu_jobs, users, ended_jobs,
@@ -190,7 +190,7 @@ FROM (
     FROM {tmp.dist}
     WHERE scope = 'cluster'
     GROUP BY cluster
-)
+) AS d
 ANY LEFT JOIN (
     -- users, and the GPU time of the top ceil(5% x users) users (integer
     -- arithmetic: no rounding of 0.05 x users)
@@ -200,7 +200,7 @@ ANY LEFT JOIN (
         FROM (SELECT cluster, user, sum(gt) AS ut FROM {tmp.cube} GROUP BY cluster, user)
         GROUP BY cluster
     )
-) USING cluster;
+) AS u USING cluster;
 
 INSERT INTO {out.analytics_state} (
     window_id, window_start, window_end, cluster, scope, scope_value, job_class,

@@ -5,6 +5,9 @@
 -- distribution of hourly utilization (analytics_utilization_dist). A job
 -- counts for the part of its run (or wait) inside each hour; hours are
 -- counted from the window's start (whole UTC hours when it starts on one).
+-- The last hour may end early, at computed_until (now, for an open window):
+-- its busy and pending GPUs are means over the seconds it covers, and the
+-- means over several hours weigh each hour by those seconds.
 
 -- GPU-seconds per hour without cutting jobs into hours: with level(t) the
 -- GPUs held at time t and F(T) its integral from the window's start, F(T) =
@@ -52,7 +55,9 @@ INSERT INTO {out.analytics_utilization_hourly} (
 SELECT
     {window_columns}, cluster, scope, scope_value,
     toDateTime({since} + r.1 * 3600, 'UTC'),
-    cap, busy / 3600, pend / 3600, if(cap = 0, nan, busy / 3600 / cap), r.6, r.7
+    -- secs: the seconds of the hour up to computed_until
+    cap, busy / (least(3600, {computed_until} - {since} - r.1 * 3600) AS secs), pend / secs, if(cap = 0, nan, busy / secs / cap),
+    r.6, r.7
 FROM (
     SELECT cluster, scope, scope_value, any(cap) AS cap,
         -- rows: (i, sd1, sdt1, sd2, sdt2, subs, gpu_subs) of every hour, in order
@@ -71,7 +76,7 @@ FROM (
             SELECT cluster, if(vc = '', 'cluster', 'vc') AS scope, vc AS scope_value, gpus AS cap,
                 toUInt32(arrayJoin(range(toUInt32(intDiv({computed_until} - {since} + 3599, 3600))))) AS i
             FROM {capacity}
-        )
+        ) AS grid
         ANY LEFT JOIN (
             SELECT cluster, scope, scope_value, i,
                 sum(sd1) AS sd1, sum(sdt1) AS sdt1, sum(sd2) AS sd2, sum(sdt2) AS sdt2,
@@ -83,28 +88,31 @@ FROM (
                 ANY LEFT JOIN {tmp.cv_names} USING cv
             )
             GROUP BY cluster, scope, scope_value, i
-        ) USING (cluster, scope, scope_value, i)
+        ) AS ev USING (cluster, scope, scope_value, i)
     )
     GROUP BY cluster, scope, scope_value
 )
 ARRAY JOIN rows AS r, busy_h AS busy, pend_h AS pend;
 
+-- Below, secs is the seconds of an hour up to computed_until: the means over
+-- hours are weighted by it.
 INSERT INTO {out.analytics_utilization} (
     window_id, window_start, window_end, cluster, scope, scope_value, tz, slot_kind, slot,
     hours, capacity, busy_gpus, utilization, submissions, submissions_per_hour, gpu_submissions_per_hour)
 SELECT
     {window_columns}, cluster, scope, scope_value, '{tz}', slot_kind, slot,
-    hours, cap, busy, if(cap = 0, nan, busy / cap), subs, subs / hours, gpu_subs / hours
+    hours, cap, busy, if(cap = 0, nan, busy / cap), subs, subs * 3600 / covered, gpu_subs * 3600 / covered
 FROM (
     SELECT cluster, scope, scope_value,
         (arrayJoin([('hour_of_day', toHour(hour_start, '{tz}')), ('day_of_week', toDayOfWeek(hour_start, '{tz}'))]) AS ks).1 AS slot_kind,
         ks.2 AS slot,
         toUInt32(count()) AS hours,
+        sum(secs) AS covered,
         any(capacity) AS cap,
-        avg(busy_gpus) AS busy,
+        sum(busy_gpus * secs) / covered AS busy,
         sum(submissions) AS subs,
         sum(gpu_submissions) AS gpu_subs
-    FROM {out.analytics_utilization_hourly}
+    FROM (SELECT *, least(3600, {computed_until} - toUInt32(hour_start)) AS secs FROM {out.analytics_utilization_hourly})
     GROUP BY cluster, scope, scope_value, slot_kind, slot
 );
 
@@ -120,9 +128,9 @@ FROM (
     SELECT cluster, scope, scope_value,
         any(capacity) AS cap,
         toUInt32(count()) AS hours,
-        avg(busy_gpus) AS busy,
-        avg(pending_gpus) AS pending,
+        sum(busy_gpus * secs) / sum(secs) AS busy,
+        sum(pending_gpus * secs) / sum(secs) AS pending,
         arraySort(groupArrayIf(utilization, capacity > 0)) AS u
-    FROM {out.analytics_utilization_hourly}
+    FROM (SELECT *, least(3600, {computed_until} - toUInt32(hour_start)) AS secs FROM {out.analytics_utilization_hourly})
     GROUP BY cluster, scope, scope_value
 );

@@ -133,13 +133,13 @@ func TestEndToEnd(t *testing.T) {
 		q := `SELECT uniqExact(host, gpu_uuid, ts) FROM (
 			SELECT host, gpu_uuid, ts, job_id FROM (
 				SELECT cluster, host, gpu_uuid, toInt32(gpu_index) AS gpu_index, ts FROM ` + db + `.gpu_samples WHERE ` + util + `
-			) ALL INNER JOIN (
+			) AS s ALL INNER JOIN (
 				SELECT cluster, host, gpu_uuid, gpu_index, job_id, alloc_start, alloc_end FROM ` + db + `.gpu_allocations FINAL
-			) USING (cluster, host, gpu_uuid, gpu_index)
+			) AS a USING (cluster, host, gpu_uuid, gpu_index)
 			WHERE ts >= alloc_start AND (isNull(alloc_end) OR ts < alloc_end)
-		) ALL INNER JOIN (
+		) AS sa ALL INNER JOIN (
 			SELECT job_id, start_time, end_time, nodes FROM ` + db + `.jobs FINAL WHERE cluster = 'e2e'
-		) USING (job_id)
+		) AS j USING (job_id)
 		WHERE ts >= start_time AND (isNull(end_time) OR ts < end_time) AND has(nodes, host)`
 		if err := conn.QueryRow(ctx, q).Scan(&n); err != nil {
 			t.Fatalf("covered samples: %v", err)
