@@ -132,12 +132,12 @@ func parseJobCompLine(line string, loc *time.Location) (*observation, error) {
 	if err != nil {
 		return nil, err
 	}
-	state, kind, err := normalizeState(st)
+	// A requeued run has a line too, with the state the job was left in
+	// (PENDING in Slurm 22.05) or the final state of the run (PREEMPTED,
+	// NODE_FAIL).
+	state, err := normalizeEndState(st)
 	if err != nil {
 		return nil, fmt.Errorf("field JobState: %w", err)
-	}
-	if kind != kindFinal {
-		return nil, fmt.Errorf("field JobState: %q is not a final state", st)
 	}
 	ev.State = state
 	for _, t := range []struct {
@@ -221,7 +221,7 @@ func parseJobCompLine(line string, loc *time.Location) (*observation, error) {
 			ev.ExitCode = 128 + s
 		}
 	}
-	o := &observation{ev: ev, kind: kindFinal, started: len(ev.Nodes) > 0 && ev.StartMillis != 0}
+	o := &observation{ev: ev, kind: kindFinal, started: len(ev.Nodes) > 0 && ev.StartMillis != 0, restarts: schemas.Unknown}
 	if !o.started {
 		// As from squeue: a job holds nodes only once it runs. Slurm sets
 		// StartTime to the cancel time of a job that never ran, and a record

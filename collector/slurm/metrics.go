@@ -30,6 +30,8 @@ type metrics struct {
 	acctRecovered prometheus.Counter
 	idReused      *prometheus.CounterVec
 	altered       *prometheus.CounterVec
+	requeued      prometheus.Counter
+	truncated     *prometheus.CounterVec
 }
 
 // Values of the change label of heliostat_slurm_strings_altered_total.
@@ -40,8 +42,9 @@ const (
 
 // Values of the record label of heliostat_slurm_job_id_reused_total.
 const (
-	// reuseSuperseded: Slurm showed a newer job under a tracked job's id;
-	// the tracked one, if not ended, was ended as lost.
+	// reuseSuperseded: Slurm showed a newer job under a tracked job's id
+	// (not the same job requeued: its restart count did not grow); the
+	// tracked one, if not ended, was ended as lost.
 	reuseSuperseded = "superseded"
 	// reuseOlderSkipped: the accounting showed an older job under a
 	// tracked job's id; it was not published (see the Jobs section of
@@ -78,8 +81,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"command"}),
 		lost: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "heliostat_slurm_jobs_lost_total",
-			Help: "Jobs that vanished from squeue without an end in squeue or the job-completion log; each was ended as UNKNOWN at the last listing that showed it.",
+			Help: "Jobs that vanished from squeue without an end in squeue, the job-completion log or the accounting; each was ended as UNKNOWN at the last listing that showed it.",
 		}),
+		requeued: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "heliostat_slurm_jobs_requeued_total",
+			Help: "Runs of jobs that Slurm requeued (preemption with PreemptMode=REQUEUE, a node failure, scontrol requeue): each ended at the requeue, as PREEMPTED or NODE_FAIL where Slurm's records say so, else CANCELLED, and the job went on as a new run under the same id. Neither lost nor an id reuse.",
+		}),
+		truncated: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "heliostat_slurm_array_task_lists_truncated_total",
+			Help: "Records of pending job arrays whose task list Slurm cut short (ending in \"...\": SLURM_BITSTR_LEN not honoured), by input (squeue, sacct); counted at every read. The tasks listed in full were used; the others are not published until a full list or their own record shows them, and are not ended as lost meanwhile.",
+		}, []string{"input"}),
 		noGPUIndex: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "heliostat_slurm_allocations_unknown_total",
 			Help: "Started jobs with GPUs whose GPU indices Slurm did not show (started and ended between polls); no allocation intervals were published for them.",
@@ -102,7 +113,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		idReused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_slurm_job_id_reused_total",
-			Help: "Jobs seen under the id of another job with a different submit time (slurmctld restarted with an empty state, or ids wrapped), by record: superseded (the tracked job gave way to a newer one) or older_skipped (an older job in the accounting, not published).",
+			Help: "Jobs seen under the id of another job with a different submit time and no higher restart count (slurmctld restarted with an empty state, or ids wrapped; a requeued job is not counted), by record: superseded (the tracked job gave way to a newer one) or older_skipped (an older job in the accounting, not published).",
 		}, []string{"record"}),
 		altered: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_slurm_strings_altered_total",
@@ -118,8 +129,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, r := range []string{reuseSuperseded, reuseOlderSkipped} {
 		m.idReused.WithLabelValues(r)
 	}
+	for _, in := range []string{inputSqueue, inputSacct} {
+		m.truncated.WithLabelValues(in)
+	}
 	if err := metricsreg.Register(reg, m.polls, m.pollErrors, m.pollDuration, m.events, m.parseErrors, m.cmdErrors, m.lost, m.noGPUIndex, m.tracked, m.jobCompBytes,
-		m.acctTo, m.acctRecovered, m.idReused, m.altered); err != nil {
+		m.acctTo, m.acctRecovered, m.idReused, m.altered, m.requeued, m.truncated); err != nil {
 		return nil, err
 	}
 	return m, nil

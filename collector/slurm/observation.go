@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/heliostat-dev/heliostat/internal/slurmfmt"
@@ -20,9 +21,22 @@ type observation struct {
 	slurmID string             // Slurm's own numeric job id, for scontrol; "" from jobcomp
 	batch   bool               // a batch job whose script scontrol can print
 	// exactSubmit: the submit time is slurmctld's own (squeue, sacct), so
-	// another one under the same id is another job. The completion log's
-	// is text in a time zone, so it is not compared.
+	// another one under the same id is another run of the job (requeued)
+	// or another job. The completion log's is text in a time zone, so it
+	// is not compared that way.
 	exactSubmit bool
+	// restarts is squeue's restart_cnt, how many times Slurm requeued the
+	// job; schemas.Unknown from the completion log and the accounting,
+	// which do not give it.
+	restarts int64
+}
+
+// taskGap names the tasks of a pending array that one squeue record left
+// unknown: those of array arrayJobID with a task id above above (-1: all of
+// them) that have not started (a started task has a record of its own).
+type taskGap struct {
+	arrayJobID string
+	above      int64
 }
 
 // slurmMillis turns a Slurm time in Unix seconds into milliseconds, refusing
@@ -37,22 +51,57 @@ func slurmMillis(id, field string, sec int64) (int64, error) {
 }
 
 // observeSqueue turns one squeue record into observations: one, or one per
-// pending task of a pending array.
-func observeSqueue(j *slurmfmt.Job) ([]*observation, error) {
+// pending task of a pending array. gap is not nil for a pending array whose
+// task list Slurm cut short: observations are only for the tasks listed in
+// full, and gap names the others.
+func observeSqueue(j *squeueJob) (obs []*observation, gap *taskGap, err error) {
+	obs, gap, err = observeSqueueJob(j)
+	if err != nil {
+		return nil, nil, err
+	}
+	restarts := int64(schemas.Unknown)
+	if j.RestartCnt.Set && j.RestartCnt.V >= 0 {
+		restarts = j.RestartCnt.V
+	}
+	for _, o := range obs {
+		o.restarts = restarts
+	}
+	return obs, gap, nil
+}
+
+// squeueRecordIDs returns whose job a squeue record is, for a record that
+// cannot be read in full: its job id ("J", or "A_T" for an array task), or
+// for a pending array the array's job id (its tasks have no record of their
+// own). Both are "" when the record does not say.
+func squeueRecordIDs(j *squeueJob) (jobID, arrayJobID string) {
+	switch {
+	case j.ArrayJobID.V > 0 && j.ArrayTaskID.Set:
+		return strconv.FormatInt(j.ArrayJobID.V, 10) + "_" + strconv.FormatInt(j.ArrayTaskID.V, 10), ""
+	case j.ArrayJobID.V > 0:
+		return "", strconv.FormatInt(j.ArrayJobID.V, 10)
+	case j.JobID.Set && j.JobID.V > 0:
+		return strconv.FormatInt(j.JobID.V, 10), ""
+	}
+	return "", ""
+}
+
+// observeSqueueJob is observeSqueue but for the restart count.
+func observeSqueueJob(sj *squeueJob) ([]*observation, *taskGap, error) {
+	j := &sj.Job
 	if !j.JobID.Set || j.JobID.V <= 0 {
-		return nil, fmt.Errorf("job_id %d is not a job id", j.JobID.V)
+		return nil, nil, fmt.Errorf("job_id %d is not a job id", j.JobID.V)
 	}
 	id := strconv.FormatInt(j.JobID.V, 10)
 	state, kind, err := normalizeState(j.JobState.Base())
 	if err != nil {
-		return nil, fmt.Errorf("job %s: job_state: %w", id, err)
+		return nil, nil, fmt.Errorf("job %s: job_state: %w", id, err)
 	}
 	if j.SubmitTime.V <= 0 {
-		return nil, fmt.Errorf("job %s: submit_time %d is not a time", id, j.SubmitTime.V)
+		return nil, nil, fmt.Errorf("job %s: submit_time %d is not a time", id, j.SubmitTime.V)
 	}
 	submit, err := slurmMillis(id, "submit_time", j.SubmitTime.V)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ev := schemas.JobEvent{
 		JobID:       id,
@@ -77,7 +126,7 @@ func observeSqueue(j *slurmfmt.Job) ([]*observation, error) {
 	}
 	if j.EligibleTime.V > 0 {
 		if ev.EligibleMillis, err = slurmMillis(id, "eligible_time", j.EligibleTime.V); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if j.TimeLimit.Set && j.TimeLimit.V >= 0 {
@@ -94,46 +143,53 @@ func observeSqueue(j *slurmfmt.Job) ([]*observation, error) {
 	if kind != kindPending && j.Nodes != "" && j.StartTime.V > 0 {
 		o.started = true
 		if ev.StartMillis, err = slurmMillis(id, "start_time", j.StartTime.V); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if ev.Nodes, err = slurmfmt.ExpandHostlist(j.Nodes); err != nil {
-			return nil, fmt.Errorf("job %s: nodes: %w", id, err)
+			return nil, nil, fmt.Errorf("job %s: nodes: %w", id, err)
 		}
 	}
 	if kind == kindFinal {
 		// While a job runs, end_time is its projected end; only now is it real.
 		if ev.EndMillis, err = slurmMillis(id, "end_time", j.EndTime.V); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if ev.EndMillis < ev.StartMillis {
-			return nil, fmt.Errorf("job %s: end_time %d before start_time %d", id, j.EndTime.V, j.StartTime.V)
+			return nil, nil, fmt.Errorf("job %s: end_time %d before start_time %d", id, j.EndTime.V, j.StartTime.V)
 		}
 		ev.ExitCode = j.ExitCode.Or(schemas.Unknown)
 	}
 	if err := observeResources(j, &ev, o); err != nil {
-		return nil, fmt.Errorf("job %s: %w", id, err)
+		return nil, nil, fmt.Errorf("job %s: %w", id, err)
 	}
 
 	if j.ArrayJobID.V <= 0 {
 		o.ev = ev
-		return []*observation{o}, nil
+		return []*observation{o}, nil, nil
 	}
 	ev.ArrayJobID = strconv.FormatInt(j.ArrayJobID.V, 10)
 	if j.ArrayTaskID.Set {
 		ev.ArrayTaskID = j.ArrayTaskID.V
 		ev.JobID = ev.ArrayJobID + "_" + strconv.FormatInt(j.ArrayTaskID.V, 10)
 		o.ev = ev
-		return []*observation{o}, nil
+		return []*observation{o}, nil, nil
 	}
 	// A pending array: one record for the tasks that have not started.
 	if kind != kindPending && kind != kindFinal {
-		return nil, fmt.Errorf("job %s: array_task_id is null in state %s", id, j.JobState.Base())
+		return nil, nil, fmt.Errorf("job %s: array_task_id is null in state %s", id, j.JobState.Base())
 	}
-	tasks, err := expandArrayTasks(j.ArrayTaskString)
+	tasks, complete, err := expandArrayTasks(j.ArrayTaskString)
 	if err != nil {
-		return nil, fmt.Errorf("job %s: array_task_string: %w", id, err)
+		return nil, nil, fmt.Errorf("job %s: array_task_string: %w", id, err)
 	}
-	return perTask(o, ev, tasks), nil
+	var gap *taskGap
+	if !complete {
+		gap = &taskGap{arrayJobID: ev.ArrayJobID, above: -1}
+		if len(tasks) > 0 {
+			gap.above = slices.Max(tasks)
+		}
+	}
+	return perTask(o, ev, tasks), gap, nil
 }
 
 // perTask returns one copy of o per array task, each with ev as that task's

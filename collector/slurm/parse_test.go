@@ -51,6 +51,14 @@ func TestParseJobCompLine(t *testing.T) {
 			}, ""},
 		{"cancelled by uid", strings.Replace(head+times+tail, "JobState=FAILED", "JobState=CANCELLED by 0", 1),
 			func(e *schemas.JobEvent) { e.State = schemas.StateCancelled }, ""},
+		// A run requeued on request: Slurm 22.05 writes the state the job
+		// was left in.
+		{"requeued, as 22.05 writes it", strings.Replace(head+times+tail, "JobState=FAILED", "JobState=PENDING", 1),
+			func(e *schemas.JobEvent) { e.State = requeuedState }, ""},
+		{"requeued", strings.Replace(head+times+tail, "JobState=FAILED", "JobState=REQUEUED", 1),
+			func(e *schemas.JobEvent) { e.State = requeuedState }, ""},
+		{"preempted and requeued", strings.Replace(head+times+tail, "JobState=FAILED", "JobState=PREEMPTED", 1),
+			func(e *schemas.JobEvent) { e.State = schemas.StatePreempted }, ""},
 		{"gpus in tres", strings.Replace(head+times+tail, "billing=4", "billing=4,gres/gpu=16", 1),
 			func(e *schemas.JobEvent) { e.GPUs = 16 }, ""},
 		{"time before 1970", strings.Replace(head+times+tail, "SubmitTime=2026-11-21T23:35:25", "SubmitTime=1969-12-31T23:00:00", 1), nil, "field SubmitTime: \"1969-12-31T23:00:00\": -3600000 ms is before 1970"},
@@ -164,25 +172,75 @@ func TestNormalizeState(t *testing.T) {
 	}
 }
 
-func TestExpandArrayTasks(t *testing.T) {
+// TestNormalizeEndState: the state of an ended run, as the completion log and
+// the accounting record it; a requeued run's waiting state ends it as
+// requeuedState.
+func TestNormalizeEndState(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
-		want []int64
-		err  bool
+		want schemas.JobState
+		err  string
 	}{
-		{"0-2", []int64{0, 1, 2}, false},
-		{"1,3-7:2", []int64{1, 3, 5, 7}, false},
-		{"0-3%2", []int64{0, 1, 2, 3}, false},
-		{"", nil, true},
-		{"3-1", nil, true},
-		{"0-9:0", nil, true},
-		{"0-99999999", nil, true},
-		// A step past the top of int64 must end the range, not wrap around.
-		{"9223372036854775800-9223372036854775807:5", []int64{9223372036854775800, 9223372036854775805}, false},
+		{"COMPLETED", schemas.StateCompleted, ""},
+		{"PREEMPTED", schemas.StatePreempted, ""},
+		{"PR", schemas.StatePreempted, ""},
+		{"NODE_FAIL", schemas.StateNodeFail, ""},
+		{"REQUEUED", requeuedState, ""},
+		{"RQ", requeuedState, ""},
+		{"REQUEUE_HOLD", requeuedState, ""},
+		{"PENDING", requeuedState, ""},
+		{"RUNNING", 0, "not a final state"},
+		{"COMPLETING", 0, "not a final state"},
+		{"WEIRD", 0, "unknown job state"},
 	} {
-		got, err := expandArrayTasks(tc.in)
-		if (err != nil) != tc.err || !slices.Equal(got, tc.want) {
-			t.Errorf("expandArrayTasks(%q) = %v, %v; want %v (error %v)", tc.in, got, err, tc.want, tc.err)
+		got, err := normalizeEndState(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("normalizeEndState(%q) = %v, %v; want an error containing %q", tc.in, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("normalizeEndState(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestExpandArrayTasks(t *testing.T) {
+	for _, tc := range []struct {
+		in       string
+		want     []int64
+		complete bool
+		err      bool
+	}{
+		{"0-2", []int64{0, 1, 2}, true, false},
+		{"1,3-7:2", []int64{1, 3, 5, 7}, true, false},
+		{"0-3%2", []int64{0, 1, 2, 3}, true, false},
+		{"", nil, false, true},
+		{"3-1", nil, false, true},
+		{"0-9:0", nil, false, true},
+		{"0-99999999", nil, false, true},
+		// A step past the top of int64 must end the range, not wrap around.
+		{"9223372036854775800-9223372036854775807:5", []int64{9223372036854775800, 9223372036854775805}, true, false},
+		// Cut short by SLURM_BITSTR_LEN (64 by default): the last item may
+		// be cut ("28" of 289), so only the items before it count.
+		{"1,4,9,16,25,36,49,64,81,100,121,144,169,196,225,256,28...", []int64{1, 4, 9, 16, 25, 36, 49, 64, 81, 100, 121, 144, 169, 196, 225, 256}, false, false},
+		// What Slurm 22.05.8 printed for --array=1,4,…,961 (squares).
+		{"1,4,9,16,25,36,49,64,81,100,121,144,169,196,225,256,289,324,...", []int64{1, 4, 9, 16, 25, 36, 49, 64, 81, 100, 121, 144, 169, 196, 225, 256, 289, 324}, false, false},
+		{"0-99,200-3...%4", slices.Collect(func(yield func(int64) bool) {
+			for i := range int64(100) {
+				if !yield(i) {
+					return
+				}
+			}
+		}), false, false},
+		{"12345...", nil, false, false},
+		{"...", nil, false, false},
+		{"1,x,3...", nil, false, true},
+	} {
+		got, complete, err := expandArrayTasks(tc.in)
+		if (err != nil) != tc.err || !slices.Equal(got, tc.want) || complete != tc.complete {
+			t.Errorf("expandArrayTasks(%q) = %v, %v, %v; want %v, %v (error %v)", tc.in, got, complete, err, tc.want, tc.complete, tc.err)
 		}
 	}
 }
@@ -200,9 +258,9 @@ func TestObserveSqueueFixture(t *testing.T) {
 	}
 	got := map[string]*observation{}
 	for i := range r.Jobs {
-		obs, err := observeSqueue(&r.Jobs[i])
-		if err != nil {
-			t.Fatalf("job %d: %v", i, err)
+		obs, gap, err := observeSqueue(&r.Jobs[i])
+		if err != nil || gap != nil {
+			t.Fatalf("job %d: %v (gap %+v)", i, err, gap)
 		}
 		for _, o := range obs {
 			got[o.ev.JobID] = o
@@ -234,8 +292,8 @@ func TestObserveSqueueFixture(t *testing.T) {
 				t.Errorf("job %s node %s GPU indices %v; want %v", tc.id, n, o.gpuIdx[n], want)
 			}
 		}
-		if o.ev.User != "root" || o.ev.UID != 0 || o.ev.SubmitMillis == 0 || o.ev.EndMillis != 0 {
-			t.Errorf("job %s: user %q uid %d submit %d end %d", tc.id, o.ev.User, o.ev.UID, o.ev.SubmitMillis, o.ev.EndMillis)
+		if o.ev.User != "root" || o.ev.UID != 0 || o.ev.SubmitMillis == 0 || o.ev.EndMillis != 0 || o.restarts != 0 {
+			t.Errorf("job %s: user %q uid %d submit %d end %d restarts %d", tc.id, o.ev.User, o.ev.UID, o.ev.SubmitMillis, o.ev.EndMillis, o.restarts)
 		}
 	}
 	// The pending array of the other fixture is one record for three tasks.
@@ -248,7 +306,7 @@ func TestObserveSqueueFixture(t *testing.T) {
 	}
 	var ids []string
 	for i := range r.Jobs {
-		obs, err := observeSqueue(&r.Jobs[i])
+		obs, _, err := observeSqueue(&r.Jobs[i])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -285,6 +343,26 @@ func TestDecodeSqueueErrors(t *testing.T) {
 	if j.JobState.Base() != "RUNNING" || j.TimeLimit != (slurmfmt.Int{V: 10, Set: true}) || j.Priority.Set || j.SubmitTime.V != 100 || j.ExitCode.Or(-1) != 137 {
 		t.Errorf("decoded %+v", j)
 	}
+	// The restart count, in both shapes; a record without one has no
+	// known count.
+	for _, tc := range []struct {
+		field string
+		want  int64
+	}{
+		{`, "restart_cnt": 2`, 2},
+		{`, "restart_cnt": {"set": true, "infinite": false, "number": 3}`, 3},
+		{`, "restart_cnt": null`, schemas.Unknown},
+		{``, schemas.Unknown},
+	} {
+		r, err := decodeSqueue([]byte(`{"jobs": [{"job_id": 7, "job_state": "PENDING", "submit_time": 100` + tc.field + `}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		obs, _, err := observeSqueue(&r.Jobs[0])
+		if err != nil || len(obs) != 1 || obs[0].restarts != tc.want {
+			t.Errorf("observeSqueue(restart_cnt%s) = %v, %v; want restarts %d", tc.field, obs, err, tc.want)
+		}
+	}
 }
 
 // TestObserveSqueueTimeRange: a time after the last second ClickHouse's
@@ -301,7 +379,7 @@ func TestObserveSqueueTimeRange(t *testing.T) {
 		if err != nil {
 			t.Fatalf("decodeSqueue(%s): %v", tc.fields, err)
 		}
-		if _, err := observeSqueue(&r.Jobs[0]); err == nil || !strings.Contains(err.Error(), "job 7: "+tc.err) {
+		if _, _, err := observeSqueue(&r.Jobs[0]); err == nil || !strings.Contains(err.Error(), "job 7: "+tc.err) {
 			t.Errorf("observeSqueue(%s) error = %v; want one containing %q", tc.fields, err, tc.err)
 		}
 	}
@@ -317,19 +395,30 @@ func FuzzDecodeSqueue(f *testing.F) {
 	}
 	f.Add([]byte(`{"jobs":[{"job_id":1,"job_state":"PENDING","submit_time":1,"array_job_id":1,"array_task_string":"0-3%1"}]}`))
 	f.Add([]byte(`{"jobs":[{"job_id":1,"job_state":"RUNNING","submit_time":1,"start_time":2,"nodes":"a[1-2]","gres_detail":["gpu:1(IDX:0)","gpu:2(IDX:0-1)"]}]}`))
+	f.Add([]byte(`{"jobs":[{"job_id":5,"job_state":"PENDING","submit_time":9,"array_job_id":5,"array_task_string":"1,4,9,16,25,36,49,64,81,100,121,144,169,196,225,256,28...%2","restart_cnt":0}]}`))
+	f.Add([]byte(`{"jobs":[{"job_id":7,"job_state":"PENDING","submit_time":9,"restart_cnt":{"set":true,"infinite":false,"number":3}}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := decodeSqueue(b)
 		if err != nil {
 			return
 		}
 		for i := range r.Jobs {
-			obs, err := observeSqueue(&r.Jobs[i])
+			obs, gap, err := observeSqueue(&r.Jobs[i])
 			if err != nil {
 				continue
+			}
+			if gap != nil && (gap.arrayJobID == "" || gap.above < -1) {
+				t.Fatalf("gap %+v", gap)
 			}
 			for _, o := range obs {
 				if o.ev.JobID == "" || o.ev.SubmitMillis <= 0 || o.ev.State == 0 {
 					t.Fatalf("observation without id, submit time or state: %+v", o.ev)
+				}
+				if gap != nil && (o.ev.ArrayJobID != gap.arrayJobID || o.ev.ArrayTaskID > gap.above) {
+					t.Fatalf("task %s of a list cut short above task %d of array %s", o.ev.JobID, gap.above, gap.arrayJobID)
+				}
+				if o.restarts < schemas.Unknown {
+					t.Fatalf("job %s: restart count %d", o.ev.JobID, o.restarts)
 				}
 				checkTimesStorable(t, &o.ev)
 				for n := range o.gpuIdx {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,9 +26,13 @@ const (
 	// acctTime is how sacct's --starttime and --endtime are written; the
 	// command runs with TZ=UTC.
 	acctTime = "2006-01-02T15:04:05"
-	// acctStates are the final states: with them, sacct selects jobs by
-	// their end time.
-	acctStates = "BF,CA,CD,DL,F,NF,OOM,PR,TO"
+	// acctStates are the states of ended runs: with them, sacct selects
+	// jobs by their end time. RQ is a run that Slurm requeued on request
+	// (scontrol requeue); a preempted or node-failed run that was
+	// requeued is recorded PR or NF. sacct without --duplicates shows a
+	// requeued run's record in the window of its end, under its own
+	// submit time, beside the job's next run.
+	acctStates = "BF,CA,CD,DL,F,NF,OOM,PR,RQ,TO"
 )
 
 // sacctResponse is the part of `sacct --json` that the source reads: Slurm
@@ -190,34 +195,33 @@ func parseSacctExitCodes(b []byte) (map[int64]int64, error) {
 	return codes, nil
 }
 
-// observeSacct turns one sacct record of an ended job into observations: one,
-// or one per task of an array that ended before any task was split off (a
-// pending array cancelled as a whole). Errors name the field.
-func observeSacct(j *acctJob) ([]*observation, error) {
+// observeSacct turns one sacct record of an ended run into observations:
+// one, or one per task of an array that ended before any task was split off
+// (a pending array cancelled as a whole). gap is not nil when the task list
+// of such an array was cut short: observations are only for the tasks
+// listed in full. Errors name the field.
+func observeSacct(j *acctJob) (obs []*observation, gap *taskGap, err error) {
 	if !j.JobID.Set || j.JobID.V <= 0 {
-		return nil, fmt.Errorf("job_id %d is not a job id", j.JobID.V)
+		return nil, nil, fmt.Errorf("job_id %d is not a job id", j.JobID.V)
 	}
 	id := strconv.FormatInt(j.JobID.V, 10)
-	state, kind, err := normalizeState(j.State.Current.Base())
+	state, err := normalizeEndState(j.State.Current.Base())
 	if err != nil {
-		return nil, fmt.Errorf("job %s: state.current: %w", id, err)
-	}
-	if kind != kindFinal {
-		return nil, fmt.Errorf("job %s: state.current: %q is not a final state", id, j.State.Current.Base())
+		return nil, nil, fmt.Errorf("job %s: state.current: %w", id, err)
 	}
 	if j.Time.Submission.V <= 0 {
-		return nil, fmt.Errorf("job %s: time.submission %d is not a time", id, j.Time.Submission.V)
+		return nil, nil, fmt.Errorf("job %s: time.submission %d is not a time", id, j.Time.Submission.V)
 	}
 	if j.Time.End.V <= 0 {
-		return nil, fmt.Errorf("job %s: time.end %d is not a time", id, j.Time.End.V)
+		return nil, nil, fmt.Errorf("job %s: time.end %d is not a time", id, j.Time.End.V)
 	}
 	submit, err := slurmMillis(id, "time.submission", j.Time.Submission.V)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	end, err := slurmMillis(id, "time.end", j.Time.End.V)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ev := schemas.JobEvent{
 		JobID: id, ArrayTaskID: schemas.Unknown,
@@ -229,49 +233,55 @@ func observeSacct(j *acctJob) ([]*observation, error) {
 	}
 	if j.Time.Eligible.V > 0 {
 		if ev.EligibleMillis, err = slurmMillis(id, "time.eligible", j.Time.Eligible.V); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if j.Time.Limit.Set && j.Time.Limit.V >= 0 {
 		ev.TimeLimitS = j.Time.Limit.V * 60
 	}
 	if err := acctResources(j, &ev); err != nil {
-		return nil, fmt.Errorf("job %s: %w", id, err)
+		return nil, nil, fmt.Errorf("job %s: %w", id, err)
 	}
-	o := &observation{kind: kindFinal, exactSubmit: true}
+	o := &observation{kind: kindFinal, exactSubmit: true, restarts: schemas.Unknown}
 	// As from squeue and the log: a job holds nodes only once it runs, and
 	// Slurm gives a job cancelled while pending a start time but no nodes.
 	if j.Nodes != "" && j.Nodes != "None assigned" && j.Time.Start.V > 0 {
 		if ev.Nodes, err = slurmfmt.ExpandHostlist(j.Nodes); err != nil {
-			return nil, fmt.Errorf("job %s: nodes: %w", id, err)
+			return nil, nil, fmt.Errorf("job %s: nodes: %w", id, err)
 		}
 		if ev.StartMillis, err = slurmMillis(id, "time.start", j.Time.Start.V); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if ev.EndMillis < ev.StartMillis {
-			return nil, fmt.Errorf("job %s: time.end %d before time.start %d", id, j.Time.End.V, j.Time.Start.V)
+			return nil, nil, fmt.Errorf("job %s: time.end %d before time.start %d", id, j.Time.End.V, j.Time.Start.V)
 		}
 		o.started = true
 	}
 	if j.Array.JobID.V <= 0 {
 		o.ev = ev
-		return []*observation{o}, nil
+		return []*observation{o}, nil, nil
 	}
 	ev.ArrayJobID = strconv.FormatInt(j.Array.JobID.V, 10)
 	if j.Array.TaskID.Set {
 		ev.ArrayTaskID = j.Array.TaskID.V
 		ev.JobID = ev.ArrayJobID + "_" + strconv.FormatInt(j.Array.TaskID.V, 10)
 		o.ev = ev
-		return []*observation{o}, nil
+		return []*observation{o}, nil, nil
 	}
 	if o.started {
-		return nil, fmt.Errorf("job %s: array.task_id is null for an array job that ran", id)
+		return nil, nil, fmt.Errorf("job %s: array.task_id is null for an array job that ran", id)
 	}
-	tasks, err := expandArrayTasks(strings.TrimSuffix(strings.TrimPrefix(j.Array.Task, "["), "]"))
+	tasks, complete, err := expandArrayTasks(strings.TrimSuffix(strings.TrimPrefix(j.Array.Task, "["), "]"))
 	if err != nil {
-		return nil, fmt.Errorf("job %s: array.task: %w", id, err)
+		return nil, nil, fmt.Errorf("job %s: array.task: %w", id, err)
 	}
-	return perTask(o, ev, tasks), nil
+	if !complete {
+		gap = &taskGap{arrayJobID: ev.ArrayJobID, above: -1}
+		if len(tasks) > 0 {
+			gap.above = slices.Max(tasks)
+		}
+	}
+	return perTask(o, ev, tasks), gap, nil
 }
 
 // acctResources fills CPUs, GPUs and GPU type from the allocated resources
@@ -331,8 +341,8 @@ func (c acctExitCode) orUnknown() int64 {
 // already ended is not published again). A failing sacct is reported on the
 // accounting condition and counted, and leaves the read where it was: the
 // squeue side of the poll goes on.
-func (s *Source) readAccounting(ctx, pctx context.Context, listed time.Time) error {
-	if !s.acctDue(listed) {
+func (s *Source) readAccounting(ctx, pctx context.Context, listed time.Time, requeues bool) error {
+	if !s.acctDue(listed, requeues) {
 		return nil
 	}
 	now := listed.UnixMilli()
@@ -371,17 +381,19 @@ func (s *Source) readAccounting(ctx, pctx context.Context, listed time.Time) err
 }
 
 // acctDue says whether this poll reads the accounting: on the first poll,
-// every --slurm.accounting-interval, while catching up, and at once when a
-// job went missing from squeue after the last read (before it could be
-// ended as lost); after a failed read, only once the interval has passed.
-func (s *Source) acctDue(listed time.Time) bool {
+// every --slurm.accounting-interval, while catching up, at once when a job
+// went missing from squeue after the last read (before it could be ended as
+// lost), and when squeue shows requeued jobs (the accounting has the state
+// their runs ended in); after a failed read, only once the interval has
+// passed.
+func (s *Source) acctDue(listed time.Time, requeues bool) bool {
 	if !s.cfg.Accounting {
 		return false
 	}
 	if s.acctFailed && listed.Sub(s.acctRun) < s.cfg.AccountingInterval {
 		return false // slurmdbd down: do not ask it at every poll
 	}
-	if s.st.Accounted == 0 || s.acctRun.IsZero() || listed.Sub(s.acctRun) >= s.cfg.AccountingInterval ||
+	if requeues || s.st.Accounted == 0 || s.acctRun.IsZero() || listed.Sub(s.acctRun) >= s.cfg.AccountingInterval ||
 		listed.UnixMilli()-s.st.Accounted > s.cfg.AccountingInterval.Milliseconds()+acctOverlap.Milliseconds() {
 		return true
 	}
@@ -398,9 +410,10 @@ type publishError struct{ error }
 
 func (e publishError) Unwrap() error { return e.error }
 
-// sacct runs the sacct command with args, in UTC.
+// sacct runs the sacct command with args, in UTC, with array task lists in
+// full.
 func (s *Source) sacct(ctx context.Context, args ...string) ([]byte, error) {
-	return s.command(ctx, "sacct", []string{"TZ=UTC"}, s.cfg.Sacct, args...)
+	return s.command(ctx, "sacct", []string{"TZ=UTC", fullBitstrings}, s.cfg.Sacct, args...)
 }
 
 // applyAccounting reads the ended jobs of one window (sacct's selection
@@ -431,10 +444,15 @@ func (s *Source) applyAccounting(ctx, pctx context.Context, window []string) err
 		}
 	}
 	for i := range resp.Jobs {
-		obs, err := observeSacct(&resp.Jobs[i])
+		obs, gap, err := observeSacct(&resp.Jobs[i])
 		if err != nil {
 			s.parseError(inputSacct, err, "index", i)
 			continue
+		}
+		if gap != nil {
+			// The tasks not listed in full follow the usual rules: one
+			// that squeue no longer lists is ended as lost.
+			s.truncatedTasks(inputSacct, gap)
 		}
 		for _, o := range obs {
 			// handle publishes nothing for a job whose end squeue or the

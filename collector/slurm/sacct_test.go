@@ -34,6 +34,7 @@ func TestObserveSacct(t *testing.T) {
 		edits []string // old, new pairs applied to sacct2205
 		want  func(e *schemas.JobEvent, o *observation)
 		ids   []string // job ids of the observations, when not ["8"]
+		gap   *taskGap // the tasks a cut list left unknown
 		err   string
 	}{
 		{name: "22.05", want: func(*schemas.JobEvent, *observation) {}},
@@ -66,6 +67,13 @@ func TestObserveSacct(t *testing.T) {
 		{name: "pending array cancelled whole", edits: []string{`"array": {"job_id": 0,`, `"array": {"job_id": 8,`, `"task": null`, `"task": "[0-2%1]"`,
 			`"current": "FAILED"`, `"current": "CANCELLED"`, `"start": 1795377605`, `"start": 0`},
 			ids: []string{"8_0", "8_1", "8_2"}},
+		{name: "preempted (and requeued)", edits: []string{`"current": "FAILED"`, `"current": "PREEMPTED"`},
+			want: func(e *schemas.JobEvent, _ *observation) { e.State = schemas.StatePreempted }},
+		{name: "requeued on request", edits: []string{`"current": "FAILED"`, `"current": "REQUEUED"`},
+			want: func(e *schemas.JobEvent, _ *observation) { e.State = requeuedState }},
+		{name: "pending array cut short", edits: []string{`"array": {"job_id": 0,`, `"array": {"job_id": 8,`, `"task": null`, `"task": "[0-2,4,9...%1]"`,
+			`"current": "FAILED"`, `"current": "CANCELLED"`, `"start": 1795377605`, `"start": 0`},
+			ids: []string{"8_0", "8_1", "8_2", "8_4"}, gap: &taskGap{arrayJobID: "8", above: 4}},
 		{name: "running", edits: []string{`"current": "FAILED"`, `"current": "RUNNING"`}, err: "not a final state"},
 		{name: "unknown state", edits: []string{`"current": "FAILED"`, `"current": "EXPLODED"`}, err: "unknown job state"},
 		{name: "no end", edits: []string{`"end": 1795377610`, `"end": 0`}, err: "time.end 0"},
@@ -94,7 +102,7 @@ func TestObserveSacct(t *testing.T) {
 			if len(resp.Jobs) != 1 {
 				t.Fatalf("%d jobs; want 1", len(resp.Jobs))
 			}
-			obs, err := observeSacct(&resp.Jobs[0])
+			obs, gap, err := observeSacct(&resp.Jobs[0])
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("observeSacct error = %v; want one containing %q", err, tc.err)
@@ -114,6 +122,9 @@ func TestObserveSacct(t *testing.T) {
 			}
 			if !reflect.DeepEqual(got, ids) {
 				t.Fatalf("observations of jobs %v; want %v", got, ids)
+			}
+			if !reflect.DeepEqual(gap, tc.gap) {
+				t.Errorf("tasks left unknown %+v; want %+v", gap, tc.gap)
 			}
 			if tc.want == nil {
 				for _, o := range obs {
@@ -208,17 +219,21 @@ func FuzzDecodeSacct(f *testing.F) {
 	f.Add([]byte(sacct2205))
 	f.Add([]byte(`{"jobs": [{"job_id": 3, "array": {"job_id": 3, "task": "0-3:2%1"}, "state": {"current": ["CANCELLED"]}, "time": {"submission": 1, "end": 2}}]}`))
 	f.Add([]byte(`{"jobs": [{"job_id": {"set": true, "number": 1}, "exit_code": {"status": ["SIGNALED"], "signal": {"id": {"set": true, "number": 9}}}}]}`))
+	f.Add([]byte(`{"jobs": [{"job_id": 3, "array": {"job_id": 3, "task": "[0-3,7,9,1..."}, "state": {"current": "REQUEUED"}, "time": {"submission": 1, "end": 2}}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		resp, err := decodeSacct(b)
 		if err != nil {
 			return
 		}
 		for i := range resp.Jobs {
-			obs, err := observeSacct(&resp.Jobs[i])
+			obs, gap, err := observeSacct(&resp.Jobs[i])
 			if err != nil {
 				continue
 			}
 			for _, o := range obs {
+				if gap != nil && (o.ev.ArrayJobID != gap.arrayJobID || o.ev.ArrayTaskID > gap.above) {
+					t.Fatalf("task %s of a list cut short above task %d of array %s", o.ev.JobID, gap.above, gap.arrayJobID)
+				}
 				if o.kind != kindFinal || o.ev.EndMillis <= 0 || o.ev.JobID == "" || (o.started && o.ev.StartMillis > o.ev.EndMillis) {
 					t.Fatalf("observation %+v of record %d", o.ev, i)
 				}

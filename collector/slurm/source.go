@@ -14,6 +14,12 @@
 // listing that showed it, so that the record does not hold its GPUs for
 // ever. Should Slurm list it again, its events resume and a later end
 // supersedes the lost one.
+//
+// A job that Slurm requeues (preemption, a node failure, scontrol requeue)
+// keeps its id and gets a new submit time and a higher restart count. Each
+// of its runs is published under the job's id as SUBMIT … END: the requeued
+// run ends at the requeue (the new submit time), with its GPUs' intervals,
+// and the next run starts with a SUBMIT of its own.
 package slurm
 
 import (
@@ -44,6 +50,10 @@ import (
 // maxJobCompRead bounds how much of the job-completion log one poll reads; the
 // rest waits for the next poll.
 const maxJobCompRead = 16 << 20
+
+// fullBitstrings makes squeue and sacct print an array's task list in full:
+// by default Slurm cuts it to 64 bytes ending in "...".
+const fullBitstrings = "SLURM_BITSTR_LEN=0"
 
 // Source follows one Slurm cluster. It is not safe for concurrent use: Run
 // (or Poll) from one goroutine.
@@ -166,7 +176,7 @@ func (s *Source) Poll(ctx context.Context) (err error) {
 	s.scripts = map[string]string{}
 
 	listed := s.now()
-	out, err := s.command(ctx, "squeue", nil, s.cfg.Squeue, "--json", "--all", "--states=all")
+	out, err := s.command(ctx, "squeue", []string{fullBitstrings}, s.cfg.Squeue, "--json", "--all", "--states=all")
 	if err != nil {
 		return err
 	}
@@ -185,19 +195,46 @@ func (s *Source) apply(ctx context.Context, out []byte, listed time.Time) error 
 	// the publisher's own timeout bound it instead.
 	pctx := context.WithoutCancel(ctx)
 	seen := make(map[string]bool, len(resp.Jobs))
+	// unknown holds, by array job id, the tasks that a record of a pending
+	// array did not list (taskGap.above): they are neither seen nor missing.
+	unknown := map[string]int64{}
 	complete := true // every record understood: absent jobs really are absent
+	// requeues are listings of a job's next run whose requeued run has not
+	// ended yet: they are handled once the log and the accounting were
+	// read, which may hold that run's end with its state.
+	var requeues []*observation
 	for i := range resp.Jobs {
-		obs, err := observeSqueue(&resp.Jobs[i])
+		obs, gap, err := observeSqueue(&resp.Jobs[i])
 		if err != nil {
-			complete = false
 			s.parseError(inputSqueue, err, "index", i)
+			// The record's own job is not missing, whatever it holds;
+			// other jobs' absence still counts.
+			switch id, arr := squeueRecordIDs(&resp.Jobs[i]); {
+			case id != "":
+				seen[id] = true
+			case arr != "":
+				unknown[arr] = -1
+			default:
+				complete = false
+			}
 			continue
+		}
+		if gap != nil {
+			s.truncatedTasks(inputSqueue, gap)
+			if a, ok := unknown[gap.arrayJobID]; !ok || gap.above < a {
+				unknown[gap.arrayJobID] = gap.above
+			}
 		}
 		for _, o := range obs {
 			seen[o.ev.JobID] = true
+			if s.awaitsRequeue(o) {
+				requeues = append(requeues, o)
+				continue
+			}
 			if err := s.handle(ctx, pctx, o); err != nil {
 				return err
 			}
+			s.noteListed(o, listed)
 		}
 	}
 	if s.cfg.JobCompLog != "" {
@@ -208,10 +245,16 @@ func (s *Source) apply(ctx context.Context, out []byte, listed time.Time) error 
 		// A job absent from squeue may be in the part of the log not read yet.
 		complete = complete && atEnd
 	}
-	if err := s.readAccounting(ctx, pctx, listed); err != nil {
+	if err := s.readAccounting(ctx, pctx, listed, len(requeues) > 0); err != nil {
 		return err
 	}
-	if err := s.forget(pctx, seen, complete, listed); err != nil {
+	for _, o := range requeues {
+		if err := s.handle(ctx, pctx, o); err != nil {
+			return err
+		}
+		s.noteListed(o, listed)
+	}
+	if err := s.forget(pctx, seen, unknown, complete, listed); err != nil {
 		return err
 	}
 	if complete {
@@ -220,11 +263,39 @@ func (s *Source) apply(ctx context.Context, out []byte, listed time.Time) error 
 	return nil
 }
 
+// noteListed notes that the listing taken at listed showed the run of o, if
+// that is the run the state tracks and it has not ended. The state is not
+// made dirty for it (see jobRecord.Listed).
+func (s *Source) noteListed(o *observation, listed time.Time) {
+	if r := s.st.Jobs[o.ev.JobID]; r != nil && !r.Ended && r.Last.SubmitMillis == o.ev.SubmitMillis {
+		r.Listed = listed.UnixMilli()
+	}
+}
+
+// awaitsRequeue reports whether o, from squeue, shows the next run of a
+// tracked job whose current run has not ended: Slurm requeued the job (a
+// later submit time and a higher restart count).
+func (s *Source) awaitsRequeue(o *observation) bool {
+	r := s.st.Jobs[o.ev.JobID]
+	return r != nil && !r.Ended && o.exactSubmit && o.ev.SubmitMillis > r.Last.SubmitMillis && o.restarts > r.Restarts
+}
+
+// truncatedTasks counts and logs (throttled) a record of a pending array
+// whose task list Slurm cut short.
+func (s *Source) truncatedTasks(input string, gap *taskGap) {
+	s.m.truncated.WithLabelValues(input).Inc()
+	if n, ok := s.logs.Note("truncated "+input, s.now(), 1); ok {
+		s.logger.Warn("slurm cut an array's task list short (SLURM_BITSTR_LEN not honoured); its tasks not listed in full wait for a full list (all are counted in heliostat_slurm_array_task_lists_truncated_total)",
+			"input", input, "array_job_id", gap.arrayJobID, "listed_up_to_task", gap.above, "records", n)
+	}
+}
+
 // forget drops ended jobs that squeue no longer lists from the state after
 // the retention, and ends the unended ones that two complete listings in a
 // row did not show (and the job-completion log, read to its end, and the
-// accounting, read since, did not have either): they are lost.
-func (s *Source) forget(pctx context.Context, seen map[string]bool, complete bool, listed time.Time) error {
+// accounting, read since, did not have either): they are lost. Tasks a
+// listing left unknown (see apply) are not counted either way.
+func (s *Source) forget(pctx context.Context, seen map[string]bool, unknown map[string]int64, complete bool, listed time.Time) error {
 	cutoff := s.now().Add(-s.cfg.Retention).UnixMilli()
 	for id, r := range s.st.Jobs {
 		switch {
@@ -237,10 +308,16 @@ func (s *Source) forget(pctx context.Context, seen map[string]bool, complete boo
 				delete(s.st.Jobs, id)
 				s.dirty = true
 			}
-		case complete:
+		case !complete:
+		case unlisted(r, unknown):
+		default:
 			if r.Missing == 0 {
-				// The last complete listing showed it (or it is newer).
-				r.SeenMillis, r.GoneMillis = s.st.Polled, listed.UnixMilli()
+				r.GoneMillis = listed.UnixMilli()
+				if r.Listed == 0 {
+					// A record from an older state file: the last
+					// complete listing showed it (or it is newer).
+					r.SeenMillis = s.st.Polled
+				}
 			}
 			r.Missing++
 			s.dirty = true
@@ -254,15 +331,40 @@ func (s *Source) forget(pctx context.Context, seen map[string]bool, complete boo
 	return nil
 }
 
+// unlisted reports whether r is a task of a pending array whose record did
+// not list it, nor say that it is not pending any more.
+func unlisted(r *jobRecord, unknown map[string]int64) bool {
+	above, ok := unknown[r.Last.ArrayJobID]
+	return ok && r.Last.ArrayJobID != "" && !r.Started && r.Last.ArrayTaskID > above
+}
+
 // endLost ends a lost job as UNKNOWN, with no exit code, at the last listing
 // that showed it (or its last event, when later): what is known to have
 // happened, so that its run time is a lower bound. Its open allocation
 // intervals close then too.
 func (s *Source) endLost(pctx context.Context, id string, r *jobRecord) error {
+	seenAt := r.Listed
+	if seenAt == 0 {
+		seenAt = r.SeenMillis
+	}
 	e := r.Last
-	end := max(r.SeenMillis, e.EventMillis, e.SubmitMillis, e.StartMillis)
-	e.Type, e.EventMillis, e.EndMillis = schemas.JobEnd, end, end
-	e.State, e.ExitCode = schemas.StateUnknown, schemas.Unknown
+	end := max(seenAt, e.EventMillis, e.SubmitMillis, e.StartMillis)
+	if err := s.endRun(pctx, id, r, end, end, schemas.StateUnknown); err != nil {
+		return err
+	}
+	s.m.lost.Inc()
+	s.logger.Warn("slurm job vanished without an end; ended as UNKNOWN at the last listing that showed it", "job_id", id,
+		"state", e.State.String(), "end", time.UnixMilli(end).UTC(), "jobcomp_log", s.cfg.JobCompLog, "accounting", s.cfg.Accounting)
+	r.Lost = true
+	return nil
+}
+
+// endRun publishes the END of r's run in state, with no exit code, ending at
+// end and stamped at at, and closes its open allocation intervals at end.
+func (s *Source) endRun(pctx context.Context, id string, r *jobRecord, end, at int64, state schemas.JobState) error {
+	e := r.Last
+	e.Type, e.EventMillis, e.EndMillis = schemas.JobEnd, at, end
+	e.State, e.ExitCode = state, schemas.Unknown
 	allocs := make([]schemas.Alloc, len(r.Allocs))
 	for i, a := range r.Allocs {
 		a.EndMillis = end
@@ -271,12 +373,31 @@ func (s *Source) endLost(pctx context.Context, id string, r *jobRecord) error {
 	if err := s.emit(pctx, id, []schemas.JobEvent{e}, allocs); err != nil {
 		return err
 	}
-	s.m.lost.Inc()
-	s.logger.Warn("slurm job vanished without an end; ended as UNKNOWN at the last listing that showed it", "job_id", id,
-		"state", r.Last.State.String(), "end", time.UnixMilli(end).UTC(), "jobcomp_log", s.cfg.JobCompLog, "accounting", s.cfg.Accounting)
-	r.Ended, r.Lost, r.Last, r.Allocs, r.Missing, r.GoneMillis = true, true, e, nil, 0, 0
+	r.Ended, r.Last, r.Allocs, r.Missing, r.GoneMillis = true, e, nil, 0, 0
 	s.dirty = true
 	return nil
+}
+
+// requeued handles the listing o of the next run of r's job, which Slurm
+// requeued: unless a record of Slurm's (the completion log, the accounting)
+// ended r's run already, with its state, the run ends now as requeuedState at
+// the requeue, which is the next run's submit time, and its GPUs' intervals
+// close then. It returns the record of the next run, which keeps what is
+// known of the job and follows the run's END.
+func (s *Source) requeued(pctx context.Context, r *jobRecord, o *observation) (*jobRecord, error) {
+	id, at := o.ev.JobID, o.ev.SubmitMillis
+	if !r.Ended {
+		// The END follows the run's last event, even one stamped by the
+		// collector's clock after slurmctld's requeue time.
+		if err := s.endRun(pctx, id, r, at, max(at, r.Last.EventMillis), requeuedState); err != nil {
+			return nil, err
+		}
+	}
+	s.m.requeued.Inc()
+	s.logger.Info("slurm job requeued; its run ended and the job goes on as a new run", "job_id", id,
+		"run_submit", time.UnixMilli(r.Last.SubmitMillis).UTC(), "run_state", r.Last.State.String(), "run_end", time.UnixMilli(r.Last.EndMillis).UTC(),
+		"requeued_at", time.UnixMilli(at).UTC(), "restarts", o.restarts)
+	return &jobRecord{Last: r.Last, Restarts: o.restarts, FirstSubmit: r.firstSubmit(), After: r.Last.EventMillis}, nil
 }
 
 // emit publishes a job's events, then its allocation changes, and counts the
@@ -305,12 +426,19 @@ func (s *Source) emit(pctx context.Context, id string, evs []schemas.JobEvent, a
 // that open at START and close at END.
 func (s *Source) handle(ctx, pctx context.Context, o *observation) error {
 	r := s.st.Jobs[o.ev.JobID]
+	if r != nil && r.earlierRun(&o.ev) {
+		// A record (the log's, the accounting's) of a run of the job that
+		// Slurm requeued: its END was published when the next run was
+		// listed.
+		return nil
+	}
+	after := int64(0) // the last event of what had the id before o's run
 	if r != nil && o.exactSubmit && r.Last.SubmitMillis != 0 && o.ev.SubmitMillis != r.Last.SubmitMillis {
-		// Two jobs under one id: slurmctld started with an empty state
-		// (ids start again at FirstJobId) or ids wrapped.
 		if o.ev.SubmitMillis < r.Last.SubmitMillis {
-			// The accounting still holds the older one. Its events
-			// would be filed under the newer job's key and overwrite it.
+			// Two jobs under one id: slurmctld started with an empty
+			// state (ids start again at FirstJobId) or ids wrapped. The
+			// accounting still holds the older one. Its events would be
+			// filed under the newer job's key and overwrite it.
 			if r.OlderSkipped == o.ev.SubmitMillis {
 				return nil
 			}
@@ -320,17 +448,26 @@ func (s *Source) handle(ctx, pctx context.Context, o *observation) error {
 				"older_submit", time.UnixMilli(o.ev.SubmitMillis).UTC(), "tracked_submit", time.UnixMilli(r.Last.SubmitMillis).UTC())
 			return nil
 		}
-		s.m.idReused.WithLabelValues(reuseSuperseded).Inc()
-		s.logger.Warn("slurm job id reused: a newer job took the id of a tracked one", "job_id", o.ev.JobID,
-			"tracked_submit", time.UnixMilli(r.Last.SubmitMillis).UTC(), "newer_submit", time.UnixMilli(o.ev.SubmitMillis).UTC(), "tracked_ended", r.Ended)
-		if !r.Ended {
-			// Slurm gives an id again only once the job holding it is
-			// gone, and the record is needed for the newer one.
-			if err := s.endLost(pctx, o.ev.JobID, r); err != nil {
+		if o.restarts > r.Restarts {
+			// The same job, requeued: Slurm resets the submit time.
+			next, err := s.requeued(pctx, r, o)
+			if err != nil {
 				return err
 			}
+			r = next
+		} else {
+			s.m.idReused.WithLabelValues(reuseSuperseded).Inc()
+			s.logger.Warn("slurm job id reused: a newer job took the id of a tracked one", "job_id", o.ev.JobID,
+				"tracked_submit", time.UnixMilli(r.Last.SubmitMillis).UTC(), "newer_submit", time.UnixMilli(o.ev.SubmitMillis).UTC(), "tracked_ended", r.Ended)
+			if !r.Ended {
+				// Slurm gives an id again only once the job holding it is
+				// gone, and the record is needed for the newer one.
+				if err := s.endLost(pctx, o.ev.JobID, r); err != nil {
+					return err
+				}
+			}
+			after, r = r.Last.EventMillis, nil
 		}
-		r = nil
 	}
 	resumed := false
 	if r != nil && r.Ended {
@@ -344,15 +481,20 @@ func (s *Source) handle(ctx, pctx context.Context, o *observation) error {
 		case r.Last.SubmitMillis == o.ev.SubmitMillis || o.slurmID == "":
 			return nil
 		default:
-			r = nil // Slurm reused the id (job ids wrap, or the cluster was rebuilt)
+			after, r = r.Last.EventMillis, nil // Slurm reused the id (job ids wrap, or the cluster was rebuilt)
 		}
 	}
 	if r == nil {
-		r = &jobRecord{}
+		r = &jobRecord{Restarts: max(o.restarts, 0), After: after}
 		if o.batch && s.cfg.HashScripts {
 			o.ev.CommandHash = s.scriptHash(ctx, o.slurmID)
 		}
 	} else {
+		if !o.exactSubmit {
+			// The log's submit time is text in a time zone: the run's
+			// is the one squeue or the accounting gave.
+			o.ev.SubmitMillis = r.Last.SubmitMillis
+		}
 		mergeKnown(&o.ev, &r.Last)
 	}
 
@@ -397,6 +539,13 @@ func (s *Source) handle(ctx, pctx context.Context, o *observation) error {
 	}
 	if len(evs) == 0 {
 		return nil
+	}
+	for i := range evs {
+		// A requeued job's next run is submitted in the second its
+		// previous run ended: its events must still sort after that END.
+		if evs[i].EventMillis <= r.After {
+			evs[i].EventMillis = r.After + 1
+		}
 	}
 	if err := s.emit(pctx, o.ev.JobID, evs, allocs); err != nil {
 		return err

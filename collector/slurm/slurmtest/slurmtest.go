@@ -435,7 +435,8 @@ func (c *Cluster) waitIdle(ctx context.Context) error {
 		if err != nil {
 			return false, nil
 		}
-		idle := 0
+		// A node in several partitions has a line for each.
+		idle := map[string]bool{}
 		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 			f := strings.Fields(line)
 			if len(f) != 2 {
@@ -447,10 +448,10 @@ func (c *Cluster) waitIdle(ctx context.Context) error {
 				return false, fmt.Errorf("slurmtest: node %s is INVAL (gres.conf and slurm.conf disagree): sinfo: %s", f[0], strings.TrimSpace(out))
 			}
 			if f[1] == "idle" {
-				idle++
+				idle[f[0]] = true
 			}
 		}
-		return idle == len(Nodes), nil
+		return len(idle) == len(Nodes), nil
 	})
 }
 
