@@ -161,6 +161,15 @@ func (c Config) ticksPerMessage() int {
 	return max(1, min(n, c.MaxTicksPerMessage))
 }
 
+// lostReporter is a Source that can name the devices it cannot sample (the
+// nvml source: GPUs that fell off the bus, or could not be enumerated at
+// start-up) while it samples the others.
+type lostReporter interface {
+	// Lost returns nil while every device answers, and otherwise an error
+	// naming each one that does not.
+	Lost() error
+}
+
 // Collector samples a Source every tick and publishes the samples, and the
 // events of a Source that is also an EventSource, through a Publisher.
 //
@@ -171,7 +180,8 @@ func (c Config) ticksPerMessage() int {
 type Collector struct {
 	cfg     Config
 	src     Source
-	events  EventSource // nil unless src is one
+	events  EventSource  // nil unless src is one
+	lost    lostReporter // nil unless src is one
 	pub     Publisher
 	logger  *slog.Logger
 	now     func() time.Time
@@ -247,6 +257,9 @@ func New(cfg Config, src Source, pub Publisher, logger *slog.Logger, reg prometh
 	if es, ok := src.(EventSource); ok {
 		c.events = es
 	}
+	if lr, ok := src.(lostReporter); ok {
+		c.lost = lr
+	}
 	c.health = health.New(time.Now)
 	c.ticked = c.health.Add(name+" samples", "waiting for the first sample")
 	c.batch.Cluster, c.batch.Host = cfg.Cluster, cfg.Host
@@ -254,18 +267,29 @@ func New(cfg Config, src Source, pub Publisher, logger *slog.Logger, reg prometh
 	return c, nil
 }
 
-// Ready returns nil once the last sample tick succeeded, and otherwise why
-// it failed and since when: part of the collector's /-/ready.
-func (c *Collector) Ready() error { return c.health.Err() }
+// Ready returns nil once the last sample tick succeeded and, for a source
+// that can tell, every device answers; otherwise it says why the tick failed
+// and since when, and names each device that does not answer ("nvml gpus:
+// gpu 5 GPU-… lost since …"): part of the collector's /-/ready.
+func (c *Collector) Ready() error {
+	err := c.health.Err()
+	if c.lost == nil {
+		return err
+	}
+	if lerr := c.lost.Lost(); lerr != nil {
+		err = errors.Join(err, fmt.Errorf("%s gpus: %w", c.srcName, lerr))
+	}
+	return err
+}
 
 // Run samples the source every Interval and publishes until ctx is done;
 // then it lets a publish in flight finish, publishes what is pending, with up
 // to 5s for it, and returns nil.
 // If the source is an EventSource, Run watches its events in a goroutine it
-// owns and publishes them at the next tick; if watching fails, Run stops,
-// publishes what is pending and returns the error. A failing tick or
-// publish is counted and logged, and Run goes on. Run must not be called
-// concurrently with itself.
+// owns and publishes them at the next tick; if watching fails (for the nvml
+// source: the driver went away, not a single GPU), Run stops, publishes what
+// is pending and returns the error. A failing tick or publish is counted and
+// logged, and Run goes on. Run must not be called concurrently with itself.
 func (c *Collector) Run(ctx context.Context) error {
 	c.logger.Info("collector started", "cluster", c.cfg.Cluster, "host", c.cfg.Host,
 		"interval", c.cfg.Interval, "ticks_per_message", c.perMsg, "events", c.events != nil)

@@ -535,6 +535,48 @@ func TestRunEventWatch(t *testing.T) {
 	}
 }
 
+// lostSource is a fakeSource that names devices it cannot sample.
+type lostSource struct {
+	*fakeSource
+	lost error
+}
+
+func (s *lostSource) Lost() error { return s.lost }
+
+// TestReadyNamesLostDevices: a source that samples some devices and cannot
+// sample others makes readiness fail, naming them, while its ticks succeed.
+func TestReadyNamesLostDevices(t *testing.T) {
+	errLost := errors.New("gpu 5 GPU-0005 lost since 2025-03-01T12:00:00Z")
+	for _, tc := range []struct {
+		name    string
+		lost    error
+		wantErr string
+	}{
+		{name: "every device answers"},
+		{name: "a device is lost", lost: errLost, wantErr: "fake gpus: " + errLost.Error()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				src := &lostSource{fakeSource: &fakeSource{gpus: testGPUs}, lost: tc.lost}
+				h := start(t, Config{Interval: 100 * time.Millisecond}, src, &recorder{})
+				time.Sleep(150 * time.Millisecond)
+				synctest.Wait()
+				err := h.c.Ready()
+				switch {
+				case tc.wantErr == "" && err != nil:
+					t.Errorf("Ready() = %v; want nil", err)
+				case tc.wantErr != "" && (err == nil || err.Error() != tc.wantErr || !errors.Is(err, tc.lost)):
+					t.Errorf("Ready() = %v; want %q wrapping the source's error", err, tc.wantErr)
+				}
+				if got := h.metric(h.c.m.success); got != 1 {
+					t.Errorf("success = %v; want 1: the tick sampled the devices that answer", got)
+				}
+				h.stop(t)
+			})
+		})
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	for _, tc := range []struct {
 		cfg     Config

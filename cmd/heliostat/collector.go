@@ -115,9 +115,7 @@ func runCollectorParts(ctx context.Context, cc collector.Config, src collector.S
 			return fmt.Errorf("collector: register NVML metrics: %w", err)
 		}
 	}
-	pubCtx, stopPub := context.WithCancel(context.WithoutCancel(ctx))
-	pubDone := make(chan error, 1)
-	go func() { pubDone <- pub.Run(pubCtx) }()
+	watchPub, stopPub := startPublisher(ctx, pub)
 	g, gctx := errgroup.WithContext(ctx)
 	if srv != nil {
 		g.Go(func() error { return srv.Run(gctx) })
@@ -126,15 +124,49 @@ func runCollectorParts(ctx context.Context, cc collector.Config, src collector.S
 	for _, run := range extra {
 		g.Go(func() error { return run(gctx) })
 	}
+	g.Go(func() error { return watchPub(gctx) })
 	err = g.Wait()
-	stopPub()
-	if perr := <-pubDone; perr != nil && err == nil {
+	if perr := stopPub(); perr != nil && err == nil {
 		err = perr
 	}
 	if cerr := pub.Close(); cerr != nil && err == nil {
 		err = cerr
 	}
 	return err
+}
+
+// startPublisher runs pub.Run, which replays the spool, in a goroutine of its
+// own: it must outlive the parts that publish through pub, so that what they
+// publish while stopping is still delivered or spooled. stop ends Run and
+// returns its error. watch, run among the parts, returns an error if Run ends
+// before stop is called, so that the parts stop and the process exits with
+// that error (and systemd restarts it) rather than go on spooling what would
+// never be replayed; it returns nil once its context is done.
+func startPublisher(ctx context.Context, pub *publish.Publisher) (watch func(context.Context) error, stop func() error) {
+	pubCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	var runErr error
+	go func() {
+		runErr = pub.Run(pubCtx)
+		close(done)
+	}()
+	watch = func(ctx context.Context) error {
+		select {
+		case <-done:
+			if runErr == nil {
+				return errors.New("collector: publisher stopped replaying its spool")
+			}
+			return fmt.Errorf("collector: publisher stopped replaying its spool: %w", runErr)
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	stop = func() error {
+		cancel()
+		<-done
+		return runErr
+	}
+	return watch, stop
 }
 
 // openSource returns the GPU source and a function that releases it.

@@ -45,17 +45,15 @@ func runSlurmSource(ctx context.Context, sc slurm.Config, cluster string, pc pub
 	}
 	logger.Info("collector running", "source", "slurm", "cluster", cluster, "brokers", pc.Brokers,
 		"spool", pc.SpoolDir, "metrics", srv.URL("/metrics"))
-	pubCtx, stopPub := context.WithCancel(context.WithoutCancel(ctx))
-	pubDone := make(chan error, 1)
-	go func() { pubDone <- pub.Run(pubCtx) }()
+	watchPub, stopPub := startPublisher(ctx, pub)
 	srv.AddCheck(func() error { return errors.Join(src.Ready(), pub.Ready()) })
 	srv.SetReady(true)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Run(gctx) })
 	g.Go(func() error { return src.Run(gctx) })
+	g.Go(func() error { return watchPub(gctx) })
 	err = g.Wait()
-	stopPub()
-	if perr := <-pubDone; perr != nil && err == nil {
+	if perr := stopPub(); perr != nil && err == nil {
 		err = perr
 	}
 	if cerr := pub.Close(); cerr != nil && err == nil {

@@ -3,6 +3,7 @@ package nvml
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -113,14 +114,27 @@ func absent(ret gonvml.Return) bool {
 	return false
 }
 
-// lost reports whether ret says that the whole device is unusable.
-func lost(ret gonvml.Return) bool {
-	switch ret {
-	case gonvml.ERROR_GPU_IS_LOST, gonvml.ERROR_RESET_REQUIRED,
-		gonvml.ERROR_UNINITIALIZED, gonvml.ERROR_DRIVER_NOT_LOADED:
-		return true
+// lostGPU reports whether ret says that the GPU asked is unusable as a whole
+// (fallen off the bus, or in need of a reset) while the driver still answers.
+func lostGPU(ret gonvml.Return) bool {
+	return ret == gonvml.ERROR_GPU_IS_LOST || ret == gonvml.ERROR_RESET_REQUIRED
+}
+
+// driverLost reports whether ret says that NVML as a whole no longer answers.
+func driverLost(ret gonvml.Return) bool {
+	return ret == gonvml.ERROR_UNINITIALIZED || ret == gonvml.ERROR_DRIVER_NOT_LOADED
+}
+
+// retErr returns ret as an error, wrapping ErrDriverLost or ErrDeviceLost
+// where ret says so.
+func retErr(ret gonvml.Return) error {
+	switch {
+	case driverLost(ret):
+		return fmt.Errorf("%w: %w", ErrDriverLost, ret)
+	case lostGPU(ret):
+		return fmt.Errorf("%w: %w", ErrDeviceLost, ret)
 	}
-	return false
+	return ret
 }
 
 // readers are the per-tick queries, in the order they are asked.
@@ -137,10 +151,14 @@ var readers = [...]func(*Source, *device, *schemas.Sample) error{
 	(*Source).readGPM,
 }
 
-// Collect appends one sample per GPU and MIG instance, stamped now, to b. A
-// metric that fails is left out of this tick and counted (MetricErrors); only
-// a device that stopped answering fails the tick, with an error wrapping
-// ErrDeviceLost and naming its UUID. On error b is as it was.
+// Collect appends one sample per GPU and MIG instance that answers, stamped
+// now, to b. A metric that fails is left out of this tick and counted
+// (MetricErrors). A GPU that stops answering as a whole (ERROR_GPU_IS_LOST,
+// ERROR_RESET_REQUIRED) is left out with its MIG instances, logged once and
+// named by Lost; Collect asks it again once every LostRecheckInterval of now
+// and samples it again as soon as it answers. The tick fails, with b as it
+// was, only when NVML as a whole stops answering (an error wrapping
+// ErrDriverLost), when no GPU answers (ErrDeviceLost), or when ctx is done.
 func (s *Source) Collect(ctx context.Context, now time.Time, b *schemas.SampleBatch) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -153,25 +171,87 @@ func (s *Source) Collect(ctx context.Context, now time.Time, b *schemas.SampleBa
 		return fail(fmt.Errorf("nvml: collect: source is closed"))
 	}
 	ts := now.UnixMilli()
+	answered := 0
 	for _, d := range s.devices {
 		if err := ctx.Err(); err != nil {
 			return fail(fmt.Errorf("nvml: collect: %w", err))
 		}
-		smp := schemas.Sample{TSMillis: ts, GPU: b.AddGPU(d.gpu)}
-		for _, read := range readers {
-			if err := read(s, d, &smp); err != nil {
+		g := d.whole
+		// A lost GPU's MIG instances wait for the GPU itself to answer,
+		// which comes first in devices.
+		if g.lostErr != nil && (d != g || now.Before(g.recheck)) {
+			continue
+		}
+		smp := &s.smp
+		*smp = schemas.Sample{TSMillis: ts}
+		if err := s.read(d, smp); err != nil {
+			if !errors.Is(err, ErrDeviceLost) {
 				return fail(err)
 			}
+			s.markLost(g, now, err)
+			continue
 		}
-		b.Samples = append(b.Samples, smp)
+		if g.lostErr != nil {
+			s.markFound(g, now)
+		}
+		smp.GPU = b.AddGPU(d.gpu)
+		b.Samples = append(b.Samples, *smp)
+		answered++
+	}
+	if answered == 0 && len(s.devices) > 0 {
+		return fail(fmt.Errorf("nvml: collect: no gpu answers: %w", ErrDeviceLost))
 	}
 	return nil
+}
+
+// read asks every reader of d, stopping at the first error.
+func (s *Source) read(d *device, smp *schemas.Sample) error {
+	for _, read := range readers {
+		if err := read(s, d, smp); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// markLost records that GPU g answered a query of its own or of one of its
+// MIG instances with err, wrapping ErrDeviceLost, at tick now. The first such
+// answer is logged and counted; later ones only move the next recheck.
+func (s *Source) markLost(g *device, now time.Time, err error) {
+	g.recheck = now.Add(LostRecheckInterval)
+	// GPM rates over an interval the GPU spent lost would mean nothing.
+	for _, d := range s.devices {
+		if d.whole == g && d.gpm != nil {
+			d.gpm.havePrev = false
+		}
+	}
+	if g.lostErr != nil {
+		return
+	}
+	s.lostMu.Lock()
+	g.lostErr, g.lostSince = err, now
+	s.losses++
+	s.lostMu.Unlock()
+	s.logger.Error("nvml gpu lost, sampling the others", "gpu_index", g.gpu.Index, "gpu_uuid", g.gpu.UUID,
+		"pci_bus_id", g.gpu.PCIBusID, "err", err, "recheck_interval", LostRecheckInterval)
+}
+
+// markFound records that lost GPU g answered again at tick now.
+func (s *Source) markFound(g *device, now time.Time) {
+	s.lostMu.Lock()
+	since := g.lostSince
+	g.lostErr, g.lostSince = nil, time.Time{}
+	s.lostMu.Unlock()
+	s.found.Add(1)
+	s.logger.Info("nvml gpu answers again", "gpu_index", g.gpu.Index, "gpu_uuid", g.gpu.UUID,
+		"lost_for", now.Sub(since))
 }
 
 func (d *device) wants(q query) bool { return d.skip&(1<<q) == 0 }
 
 // check classifies the answer ret to query q. It reports whether the answer
-// carries values; it returns an error only when the device is lost.
+// carries values; it returns an error only when the GPU is lost (wrapping
+// ErrDeviceLost) or NVML no longer answers (ErrDriverLost).
 func (s *Source) check(d *device, q query, ret gonvml.Return) (bool, error) {
 	switch {
 	case ret == gonvml.SUCCESS:
@@ -184,8 +264,8 @@ func (s *Source) check(d *device, q query, ret gonvml.Return) (bool, error) {
 		s.logger.Debug("nvml query not supported", "gpu_uuid", d.gpu.UUID, "mig_uuid", d.gpu.MIGUUID,
 			"query", q.String(), "err", ret)
 		return false, nil
-	case lost(ret):
-		return false, fmt.Errorf("nvml: gpu %s: %s: %w: %w", d.name(), q, ErrDeviceLost, ret)
+	case lostGPU(ret), driverLost(ret):
+		return false, fmt.Errorf("nvml: gpu %s: %s: %w", d.name(), q, retErr(ret))
 	}
 	for _, m := range queryInfo[q].metrics {
 		s.errs[m].Add(1)
@@ -329,10 +409,10 @@ func (s *Source) readTemp(d *device, smp *schemas.Sample) error {
 
 // readFields asks for the memory temperature and the PCIe replay counter in
 // one GetFieldValues call; where the replay field is not supported it falls
-// back to GetPcieReplayCounter.
+// back to GetPcieReplayCounter. The caller holds s.mu: the request is s.fields.
 func (s *Source) readFields(d *device, smp *schemas.Sample) error {
 	var (
-		req [2]gonvml.FieldValue
+		req = &s.fields
 		qs  [2]query
 		n   int
 	)

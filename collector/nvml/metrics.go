@@ -1,32 +1,75 @@
 package nvml
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/heliostat-dev/heliostat/schemas"
 )
 
-// readErrorsDesc describes MetricErrors as a Prometheus counter.
-func readErrorsDesc() *prometheus.Desc {
-	return prometheus.NewDesc("heliostat_collector_nvml_read_errors_total",
-		"NVML reads of a GPU metric that failed (other than not supported) or gave a value out of the metric's range, over all GPUs; each left that metric out of its tick's sample.",
-		[]string{"metric"}, nil)
-}
-
-// Collector returns a Prometheus collector of
-// heliostat_collector_nvml_read_errors_total{metric}: MetricErrors of every
-// metric, read at each scrape.
-func (s *Source) Collector() prometheus.Collector { return readErrors{s: s, desc: readErrorsDesc()} }
-
-type readErrors struct {
-	s    *Source
-	desc *prometheus.Desc
-}
-
-func (r readErrors) Describe(ch chan<- *prometheus.Desc) { ch <- r.desc }
-
-func (r readErrors) Collect(ch chan<- prometheus.Metric) {
-	for m := range schemas.NumMetrics {
-		ch <- prometheus.MustNewConstMetric(r.desc, prometheus.CounterValue, float64(r.s.MetricErrors(m)), m.String())
+// Collector returns a Prometheus collector of the Source's own metrics, read
+// at each scrape:
+//
+//   - heliostat_collector_nvml_read_errors_total{metric}: MetricErrors of
+//     every metric;
+//   - heliostat_collector_nvml_gpu_lost{gpu_index,gpu_uuid}: 1 for each GPU
+//     that is lost or was left out at start-up, 0 for each that answers;
+//   - heliostat_collector_nvml_gpu_losses_total: GPUs found lost since New,
+//     those left out at start-up included.
+func (s *Source) Collector() prometheus.Collector {
+	return metrics{
+		s: s,
+		readErrors: prometheus.NewDesc("heliostat_collector_nvml_read_errors_total",
+			"NVML reads of a GPU metric that failed (other than not supported) or gave a value out of the metric's range, over all GPUs; each left that metric out of its tick's sample.",
+			[]string{"metric"}, nil),
+		gpuLost: prometheus.NewDesc("heliostat_collector_nvml_gpu_lost",
+			"1 while a GPU is not sampled because it does not answer (ERROR_GPU_IS_LOST, ERROR_RESET_REQUIRED; asked again every minute) or could not be enumerated at start-up (not asked again until the collector restarts; gpu_uuid empty when unknown), 0 while it is sampled.",
+			[]string{"gpu_index", "gpu_uuid"}, nil),
+		losses: prometheus.NewDesc("heliostat_collector_nvml_gpu_losses_total",
+			"GPUs found not answering since the collector started, those left out at start-up included; a GPU lost again after it came back counts again.",
+			nil, nil),
 	}
+}
+
+type metrics struct {
+	s                           *Source
+	readErrors, gpuLost, losses *prometheus.Desc
+}
+
+func (m metrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- m.readErrors
+	ch <- m.gpuLost
+	ch <- m.losses
+}
+
+func (m metrics) Collect(ch chan<- prometheus.Metric) {
+	for mt := range schemas.NumMetrics {
+		ch <- prometheus.MustNewConstMetric(m.readErrors, prometheus.CounterValue, float64(m.s.MetricErrors(mt)), mt.String())
+	}
+	for _, u := range m.s.unusable {
+		ch <- prometheus.MustNewConstMetric(m.gpuLost, prometheus.GaugeValue, 1, strconv.Itoa(u.index), u.uuid)
+	}
+	type gpu struct {
+		index uint32
+		uuid  string
+		lost  bool
+	}
+	var gpus []gpu
+	m.s.lostMu.Lock()
+	for _, d := range m.s.devices {
+		if d.parent == nil {
+			gpus = append(gpus, gpu{d.gpu.Index, d.gpu.UUID, d.lostErr != nil})
+		}
+	}
+	losses := m.s.losses
+	m.s.lostMu.Unlock()
+	for _, g := range gpus {
+		v := 0.0
+		if g.lost {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(m.gpuLost, prometheus.GaugeValue, v, strconv.FormatUint(uint64(g.index), 10), g.uuid)
+	}
+	ch <- prometheus.MustNewConstMetric(m.losses, prometheus.CounterValue, float64(losses))
 }

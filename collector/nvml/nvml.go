@@ -12,6 +12,26 @@
 // never 0 and never an error; the first "not supported" answer is remembered so
 // later ticks do not ask again. Devices and MIG instances are enumerated once,
 // in New: after a MIG reconfiguration the caller builds a new Source.
+//
+// # Lost GPUs
+//
+// One GPU that stops answering (ERROR_GPU_IS_LOST or ERROR_RESET_REQUIRED,
+// e.g. after Xid 79 "fallen off the bus") costs only its own samples:
+//
+//   - Collect leaves it and its MIG instances out, logs the loss once and
+//     asks it again every LostRecheckInterval (of the tick clock); as soon as
+//     it answers again it is sampled again. A GPU whose handles NVML keeps
+//     refusing after a reset comes back only with a new Source (a restart).
+//   - New leaves out a GPU whose handle, UUID or MIG instances cannot be read
+//     (for any reason but the driver's) and starts with the others; such a
+//     GPU is not asked again by this Source.
+//   - WatchEvents, when waiting answers that a GPU is lost, registers the
+//     GPUs that still answer in a new event set and goes on.
+//
+// Lost names every such GPU (for readiness) and Collector exports them as
+// metrics. Only NVML as a whole going away (ERROR_UNINITIALIZED,
+// ERROR_DRIVER_NOT_LOADED: errors wrapping ErrDriverLost), or every GPU being
+// lost, fails Collect, WatchEvents (driver only) or New.
 package nvml
 
 import (
@@ -26,6 +46,7 @@ import (
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"github.com/heliostat-dev/heliostat/internal/logthrottle"
 	"github.com/heliostat-dev/heliostat/schemas"
 )
 
@@ -33,9 +54,21 @@ import (
 // the kernel driver is not loaded. Open and New return it wrapped.
 var ErrNoDriver = errors.New("nvml: no NVIDIA driver (libnvidia-ml.so.1 not found or driver not loaded)")
 
-// ErrDeviceLost means a GPU stopped answering (fallen off the bus, needs a
-// reset, or NVML was shut down). Collect returns it wrapped, with the GPU's UUID.
+// ErrDeviceLost means a GPU stopped answering: it fell off the bus or needs a
+// reset (ERROR_GPU_IS_LOST, ERROR_RESET_REQUIRED). Lost and GPUProcesses
+// return it wrapped with the GPU named; Collect returns it only when every
+// GPU is lost.
 var ErrDeviceLost = errors.New("nvml: gpu inaccessible")
+
+// ErrDriverLost means NVML as a whole stopped answering after New: the driver
+// was unloaded or NVML shut down (ERROR_UNINITIALIZED,
+// ERROR_DRIVER_NOT_LOADED). Collect and WatchEvents return it wrapped; no GPU
+// can be sampled until the process starts again.
+var ErrDriverLost = errors.New("nvml: driver unloaded or nvml shut down")
+
+// LostRecheckInterval is how often Collect asks a lost GPU again, measured on
+// the clock of the ticks (Collect's now).
+const LostRecheckInterval = time.Minute
 
 // Source samples the GPUs of this host through NVML. Collect and WatchEvents
 // may run concurrently; Close must come after both have returned.
@@ -47,13 +80,40 @@ type Source struct {
 	// devices are the whole GPUs, each followed by its MIG instances. The slice
 	// and the identities in it do not change after New.
 	devices []*device
+	// unusable are the GPUs New left out; fixed after New.
+	unusable []unusableGPU
 
 	// mu serialises Collect, which owns the per-device query state below.
 	mu     sync.Mutex
 	gpmReq gonvml.GpmMetricsGetType // reused: go-nvml v0.13.0-1 makes it about 340 KiB
+	// smp and fields are reused by every tick: as locals they escape (through
+	// the readers' func values and the Device interface), one allocation each
+	// per device and tick.
+	smp    schemas.Sample
+	fields [2]gonvml.FieldValue
 	closed bool
 
 	errs [schemas.NumMetrics]atomic.Uint64
+
+	// lostMu guards device.lostErr and lostSince, and losses, so that Lost
+	// and the metrics need not wait for a tick that may hang in the driver.
+	// They are written only by a holder of mu as well.
+	lostMu sync.Mutex
+	losses uint64 // GPUs found lost since New, the unusable ones included
+	// found counts lost GPUs that answered again; WatchEvents registers them
+	// anew when it changes.
+	found atomic.Uint64
+	// logs throttles WatchEvents' lines about failed waits and GPUs it
+	// cannot register because they are lost.
+	logs logthrottle.Throttle
+}
+
+// unusableGPU is a GPU New left out: its index, its UUID where it could be
+// read, and why.
+type unusableGPU struct {
+	index int
+	uuid  string
+	err   error
 }
 
 // device is one whole GPU or one MIG instance.
@@ -62,6 +122,16 @@ type device struct {
 	h   gonvml.Device
 	// parent is the whole GPU of a MIG instance, nil for a whole GPU.
 	parent gonvml.Device
+	// whole is the device of the whole GPU: d itself, or a MIG instance's
+	// parent. Whether a GPU is lost is recorded on its whole device.
+	whole *device
+
+	// lostErr is why a whole GPU is lost, nil while it answers; lostSince
+	// is the tick that found it lost. Guarded by Source.lostMu.
+	lostErr   error
+	lostSince time.Time
+	// recheck is the first tick at which Collect asks a lost GPU again.
+	recheck time.Time
 
 	skip     uint32 // bit q: query q answered "not supported" and is not asked again
 	failing  uint32 // bit q: query q failed last time; logged once until it succeeds
@@ -101,7 +171,7 @@ func New(lib gonvml.Interface, logger *slog.Logger, now func() time.Time) (*Sour
 	default:
 		return nil, fmt.Errorf("nvml: init: %w", ret)
 	}
-	s := &Source{lib: lib, logger: logger, now: now}
+	s := &Source{lib: lib, logger: logger, now: now, logs: logthrottle.Throttle{Every: eventLogInterval}}
 	if err := s.discover(); err != nil {
 		s.freeGPM()
 		lib.Shutdown()
@@ -132,6 +202,28 @@ func (s *Source) MetricErrors(m schemas.Metric) uint64 {
 	return s.errs[m].Load()
 }
 
+// Lost returns nil while every GPU New found answers, and otherwise an error
+// naming each one that does not: a GPU lost while sampling (asked again every
+// LostRecheckInterval) or one New left out (not asked again: the collector
+// needs a restart once the GPU is back). Each wraps the NVML answer, and
+// ErrDeviceLost where the GPU is lost. It does not wait for a tick in
+// progress.
+func (s *Source) Lost() error {
+	var errs []error
+	for _, u := range s.unusable {
+		errs = append(errs, fmt.Errorf("gpu %d %s left out at start-up, not asked again until the collector restarts: %w", u.index, u.uuid, u.err))
+	}
+	s.lostMu.Lock()
+	defer s.lostMu.Unlock()
+	for _, d := range s.devices {
+		if d.lostErr != nil {
+			errs = append(errs, fmt.Errorf("gpu %d %s lost since %s, asked again every %v: %w",
+				d.gpu.Index, d.gpu.UUID, d.lostSince.UTC().Format(time.RFC3339), LostRecheckInterval, d.lostErr))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Close frees the GPM samples and shuts NVML down. Calling it again does nothing.
 func (s *Source) Close() error {
 	s.mu.Lock()
@@ -149,19 +241,25 @@ func (s *Source) Close() error {
 
 func (s *Source) freeGPM() {
 	for _, d := range s.devices {
-		if d.gpm == nil {
-			continue
-		}
-		for _, smp := range []gonvml.GpmSample{d.gpm.prev, d.gpm.cur} {
-			if smp != nil {
-				smp.Free()
-			}
-		}
-		d.gpm = nil
+		d.freeGPM()
 	}
 }
 
-// discover enumerates the devices and their MIG instances.
+func (d *device) freeGPM() {
+	if d.gpm == nil {
+		return
+	}
+	for _, smp := range []gonvml.GpmSample{d.gpm.prev, d.gpm.cur} {
+		if smp != nil {
+			smp.Free()
+		}
+	}
+	d.gpm = nil
+}
+
+// discover enumerates the devices and their MIG instances. A GPU that cannot
+// be enumerated is left out (unusable) unless the driver itself is gone; if
+// no GPU is left, discover fails.
 func (s *Source) discover() error {
 	driver, ret := s.lib.SystemGetDriverVersion()
 	if ret != gonvml.SUCCESS {
@@ -170,32 +268,64 @@ func (s *Source) discover() error {
 	}
 	n, ret := s.lib.DeviceGetCount()
 	if ret != gonvml.SUCCESS {
-		return fmt.Errorf("nvml: count devices: %w", ret)
+		return fmt.Errorf("nvml: count devices: %w", retErr(ret))
 	}
+	var errs []error
 	for i := range n {
-		h, ret := s.lib.DeviceGetHandleByIndex(i)
-		if ret != gonvml.SUCCESS {
-			return fmt.Errorf("nvml: get device %d: %w", i, ret)
-		}
-		d, err := s.wholeGPU(i, h, driver)
-		if err != nil {
+		d, migs, err := s.openGPU(i, driver)
+		if errors.Is(err, ErrDriverLost) {
 			return err
+		}
+		if err != nil {
+			u := unusableGPU{index: i, err: err}
+			if d != nil {
+				u.uuid = d.gpu.UUID
+				d.freeGPM()
+			}
+			s.unusable = append(s.unusable, u)
+			errs = append(errs, err)
+			s.logger.Error("nvml gpu cannot be enumerated, sampling the others; restart the collector once it is back",
+				"gpu_index", i, "gpu_uuid", u.uuid, "err", err)
+			continue
 		}
 		s.devices = append(s.devices, d)
-		migs, err := s.migInstances(d)
-		if err != nil {
-			return err
-		}
 		s.devices = append(s.devices, migs...)
 	}
-	gpm := 0
+	if n > 0 && len(s.unusable) == n {
+		return fmt.Errorf("nvml: none of the %d gpus can be enumerated: %w", n, errors.Join(errs...))
+	}
+	s.losses = uint64(len(s.unusable))
+	gpus, gpm := 0, 0
 	for _, d := range s.devices {
+		if d.parent == nil {
+			gpus++
+		}
 		if d.gpm != nil {
 			gpm++
 		}
 	}
-	s.logger.Info("nvml devices found", "gpus", n, "mig_instances", len(s.devices)-n, "with_gpm", gpm, "driver", driver)
+	s.logger.Info("nvml devices found", "gpus", gpus, "mig_instances", len(s.devices)-gpus, "with_gpm", gpm,
+		"left_out", len(s.unusable), "driver", driver)
 	return nil
+}
+
+// openGPU enumerates GPU i and its MIG instances. On error it returns the
+// whole GPU's device where its identity was read, so that the caller can name
+// it and free its GPM samples.
+func (s *Source) openGPU(i int, driver string) (*device, []*device, error) {
+	h, ret := s.lib.DeviceGetHandleByIndex(i)
+	if ret != gonvml.SUCCESS {
+		return nil, nil, fmt.Errorf("nvml: get device %d: %w", i, retErr(ret))
+	}
+	d, err := s.wholeGPU(i, h, driver)
+	if err != nil {
+		return nil, nil, err
+	}
+	migs, err := s.migInstances(d)
+	if err != nil {
+		return d, nil, err
+	}
+	return d, migs, nil
 }
 
 // wholeGPU reads the identity of device i. Only the UUID is required; other
@@ -203,7 +333,7 @@ func (s *Source) discover() error {
 func (s *Source) wholeGPU(i int, h gonvml.Device, driver string) (*device, error) {
 	uuid, ret := h.GetUUID()
 	if ret != gonvml.SUCCESS {
-		return nil, fmt.Errorf("nvml: get uuid of device %d: %w", i, ret)
+		return nil, fmt.Errorf("nvml: get uuid of device %d: %w", i, retErr(ret))
 	}
 	g := schemas.GPU{
 		Index:         uint32(i),
@@ -229,6 +359,7 @@ func (s *Source) wholeGPU(i int, h gonvml.Device, driver string) (*device, error
 		s.logger.Warn("nvml model unknown", "gpu_uuid", uuid, "err", ret)
 	}
 	d := &device{gpu: g, h: h}
+	d.whole = d
 	d.gpm = s.openGPM(uuid, h)
 	if d.gpm == nil {
 		d.skip |= gpmQueries
@@ -277,8 +408,16 @@ func (s *Source) openGPM(uuid string, h gonvml.Device) *gpmState {
 
 // migInstances returns the MIG instances of gpu, none when MIG is off or not
 // supported. NVML numbers MIG slots up to GetMaxMigDeviceCount; empty slots
-// answer ERROR_NOT_FOUND.
-func (s *Source) migInstances(gpu *device) ([]*device, error) {
+// answer ERROR_NOT_FOUND. On error it frees what it allocated.
+func (s *Source) migInstances(gpu *device) (migs []*device, err error) {
+	defer func() {
+		if err != nil {
+			for _, d := range migs {
+				d.freeGPM()
+			}
+			migs = nil
+		}
+	}()
 	uuid := gpu.gpu.UUID
 	mode, _, ret := gpu.h.GetMigMode()
 	switch {
@@ -292,9 +431,8 @@ func (s *Source) migInstances(gpu *device) ([]*device, error) {
 	}
 	n, ret := gpu.h.GetMaxMigDeviceCount()
 	if ret != gonvml.SUCCESS {
-		return nil, fmt.Errorf("nvml: gpu %s: count mig devices: %w", uuid, ret)
+		return nil, fmt.Errorf("nvml: gpu %s: count mig devices: %w", uuid, retErr(ret))
 	}
-	var migs []*device
 	for j := range n {
 		h, ret := gpu.h.GetMigDeviceHandleByIndex(j)
 		switch ret {
@@ -302,11 +440,11 @@ func (s *Source) migInstances(gpu *device) ([]*device, error) {
 		case gonvml.ERROR_NOT_FOUND, gonvml.ERROR_INVALID_ARGUMENT:
 			continue
 		default:
-			return nil, fmt.Errorf("nvml: gpu %s: get mig device %d: %w", uuid, j, ret)
+			return migs, fmt.Errorf("nvml: gpu %s: get mig device %d: %w", uuid, j, retErr(ret))
 		}
 		migUUID, ret := h.GetUUID()
 		if ret != gonvml.SUCCESS {
-			return nil, fmt.Errorf("nvml: gpu %s: get uuid of mig device %d: %w", uuid, j, ret)
+			return migs, fmt.Errorf("nvml: gpu %s: get uuid of mig device %d: %w", uuid, j, retErr(ret))
 		}
 		g := gpu.gpu
 		g.MIGUUID = migUUID
@@ -324,7 +462,7 @@ func (s *Source) migInstances(gpu *device) ([]*device, error) {
 		if name, ret := h.GetName(); ret == gonvml.SUCCESS {
 			g.MIGProfile = migProfile(name)
 		}
-		d := &device{gpu: g, h: h, parent: gpu.h, skip: ^uint32(migQueries)}
+		d := &device{gpu: g, h: h, parent: gpu.h, whole: gpu, skip: ^uint32(migQueries)}
 		if gpu.gpm != nil && g.GIID >= 0 {
 			d.gpm = s.allocGPM(migUUID)
 		}

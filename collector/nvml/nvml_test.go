@@ -1,14 +1,19 @@
 package nvml
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
-	"github.com/prometheus/client_golang/prometheus"
+	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -17,7 +22,12 @@ import (
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
 
+	"github.com/heliostat-dev/heliostat/collector"
+	"github.com/heliostat-dev/heliostat/collector/collectortest"
 	"github.com/heliostat-dev/heliostat/schemas"
 )
 
@@ -54,7 +64,7 @@ func baseMetrics(i int) map[schemas.Metric]uint64 {
 
 // newServer returns the 8-GPU mock with every query Collect asks stubbed:
 // the mock panics on a query nobody stubbed.
-func newServer(t *testing.T) *dgxa100.Server {
+func newServer(t testing.TB) *dgxa100.Server {
 	t.Helper()
 	srv := dgxa100.New()
 	for i := range srv.Devices {
@@ -458,6 +468,69 @@ func TestCollectRemembersUnsupported(t *testing.T) {
 	}
 }
 
+// logLines collects log output for tests that count lines.
+type logLines struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// count returns how many lines have the message msg.
+func (l *logLines) count(msg string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.b.String(), fmt.Sprintf("msg=%q", msg))
+}
+
+func (l *logLines) logger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.MultiWriter(l, t.Output()), nil))
+}
+
+// lostMetrics gathers s's metrics: heliostat_collector_nvml_gpu_lost by
+// "index uuid", and heliostat_collector_nvml_gpu_losses_total.
+func lostMetrics(t *testing.T, s *Source) (map[string]float64, float64) {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(s.Collector()); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("Gather() = %v", err)
+	}
+	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+	gauge, losses := map[string]float64{}, -1.0
+	for _, mf := range mfs {
+		switch mf.GetName() {
+		case "heliostat_collector_nvml_gpu_lost":
+			for _, m := range mf.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range m.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				gauge[labels["gpu_index"]+" "+labels["gpu_uuid"]] = m.GetGauge().GetValue()
+			}
+		case "heliostat_collector_nvml_gpu_losses_total":
+			losses = mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return gauge, losses
+}
+
+// TestCollectDeviceLost: a GPU that stops answering costs only its own
+// samples. It is logged once, named by Lost and the metrics, asked again
+// once a minute, and sampled again once it answers.
 func TestCollectDeviceLost(t *testing.T) {
 	tests := []struct {
 		name string
@@ -465,26 +538,180 @@ func TestCollectDeviceLost(t *testing.T) {
 	}{
 		{"gpu is lost", gonvml.ERROR_GPU_IS_LOST},
 		{"reset required", gonvml.ERROR_RESET_REQUIRED},
-		{"nvml uninitialized", gonvml.ERROR_UNINITIALIZED},
+	}
+	steps := []struct {
+		at          time.Duration // after the first tick
+		answers     bool          // GPU 5 answers from this tick on
+		wantAsked   bool          // GPU 5 was asked in this tick
+		wantSampled bool
+	}{
+		{at: 0, wantAsked: true},
+		{at: 30 * time.Second},
+		{at: time.Minute, wantAsked: true},
+		{at: 90 * time.Second, answers: true},
+		{at: 2 * time.Minute, answers: true, wantAsked: true, wantSampled: true},
+		{at: 2*time.Minute + time.Second, answers: true, wantAsked: true, wantSampled: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newServer(t)
 			lostDev := srv.Devices[5].(*dgxa100.Device)
-			lostDev.GetTemperatureFunc = func(gonvml.TemperatureSensors) (uint32, gonvml.Return) { return 0, tt.ret }
-			s := newSource(t, srv)
-			b := schemas.SampleBatch{GPUs: []schemas.GPU{{UUID: "GPU-earlier"}}, Samples: []schemas.Sample{{}}}
-			err := s.Collect(t.Context(), tick, &b)
-			if !errors.Is(err, ErrDeviceLost) || !errors.Is(err, tt.ret) {
-				t.Fatalf("Collect() = %v; want an error wrapping ErrDeviceLost and %v", err, tt.ret)
+			var answers atomic.Bool
+			temp := lostDev.GetTemperatureFunc
+			// Lost in the middle of the readers: the samples read before
+			// it must not leak into the batch.
+			lostDev.GetTemperatureFunc = func(sensor gonvml.TemperatureSensors) (uint32, gonvml.Return) {
+				if !answers.Load() {
+					return 0, tt.ret
+				}
+				return temp(sensor)
 			}
-			if !strings.Contains(err.Error(), lostDev.UUID) {
-				t.Errorf("Collect() = %q; want it to name %s", err, lostDev.UUID)
+			var logs logLines
+			s, err := New(srv, logs.logger(t), nil)
+			if err != nil {
+				t.Fatalf("New() = %v", err)
 			}
-			if len(b.GPUs) != 1 || len(b.Samples) != 1 {
-				t.Errorf("after failed Collect batch has %d GPUs, %d samples; want 1, 1", len(b.GPUs), len(b.Samples))
+			defer s.Close()
+			gauge := fmt.Sprintf("5 %s", lostDev.UUID)
+			for _, st := range steps {
+				answers.Store(st.answers)
+				asked := len(lostDev.GetUtilizationRatesCalls())
+				b := schemas.SampleBatch{GPUs: []schemas.GPU{{UUID: "GPU-earlier"}}, Samples: []schemas.Sample{{}}}
+				if err := s.Collect(t.Context(), tick.Add(st.at), &b); err != nil {
+					t.Fatalf("at %v: Collect() = %v; want nil", st.at, err)
+				}
+				if got := len(lostDev.GetUtilizationRatesCalls()) > asked; got != st.wantAsked {
+					t.Errorf("at %v: GPU 5 asked = %v; want %v", st.at, got, st.wantAsked)
+				}
+				wantSamples := 1 + 7
+				if st.wantSampled {
+					wantSamples++
+				}
+				if len(b.Samples) != wantSamples || len(b.GPUs) != wantSamples {
+					t.Errorf("at %v: batch has %d GPUs, %d samples; want %d, %d", st.at, len(b.GPUs), len(b.Samples), wantSamples, wantSamples)
+				}
+				sampled := false
+				for _, smp := range b.Samples[1:] {
+					if int(smp.GPU) >= len(b.GPUs) {
+						t.Fatalf("at %v: sample of GPU %d, batch has %d", st.at, smp.GPU, len(b.GPUs))
+					}
+					sampled = sampled || b.GPUs[smp.GPU].UUID == lostDev.UUID
+				}
+				if sampled != st.wantSampled {
+					t.Errorf("at %v: GPU 5 sampled = %v; want %v", st.at, sampled, st.wantSampled)
+				}
+
+				lost := s.Lost()
+				if st.wantSampled {
+					if lost != nil {
+						t.Errorf("at %v: Lost() = %v; want nil", st.at, lost)
+					}
+				} else if !errors.Is(lost, ErrDeviceLost) || !errors.Is(lost, tt.ret) || !strings.Contains(lost.Error(), lostDev.UUID) ||
+					!strings.Contains(lost.Error(), "since "+tick.Format(time.RFC3339)) {
+					t.Errorf("at %v: Lost() = %v; want it to name %s, lost since %v, wrapping ErrDeviceLost and %v", st.at, lost, lostDev.UUID, tick, tt.ret)
+				}
+				g, losses := lostMetrics(t, s)
+				if want := map[bool]float64{false: 1, true: 0}[st.wantSampled]; g[gauge] != want || len(g) != 8 {
+					t.Errorf("at %v: heliostat_collector_nvml_gpu_lost = %v; want %v for %q, 8 series", st.at, g, want, gauge)
+				}
+				if losses != 1 {
+					t.Errorf("at %v: heliostat_collector_nvml_gpu_losses_total = %v; want 1", st.at, losses)
+				}
+			}
+			if n := logs.count("nvml gpu lost, sampling the others"); n != 1 {
+				t.Errorf("%d lines logging the loss; want 1", n)
+			}
+			if n := logs.count("nvml gpu answers again"); n != 1 {
+				t.Errorf("%d lines logging the return; want 1", n)
 			}
 		})
+	}
+}
+
+// TestCollectFails: only NVML as a whole going away, or every GPU being
+// lost, fails a tick, and then the batch is as it was.
+func TestCollectFails(t *testing.T) {
+	tests := []struct {
+		name    string
+		lost    []int // devices answering ret
+		ret     gonvml.Return
+		wantErr error
+	}{
+		{"nvml uninitialized", []int{5}, gonvml.ERROR_UNINITIALIZED, ErrDriverLost},
+		{"driver not loaded", []int{0}, gonvml.ERROR_DRIVER_NOT_LOADED, ErrDriverLost},
+		{"every gpu lost", []int{0, 1, 2, 3, 4, 5, 6, 7}, gonvml.ERROR_GPU_IS_LOST, ErrDeviceLost},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newServer(t)
+			for _, i := range tt.lost {
+				srv.Devices[i].(*dgxa100.Device).GetPowerUsageFunc = func() (uint32, gonvml.Return) { return 0, tt.ret }
+			}
+			s := newSource(t, srv)
+			// The second tick asks no lost GPU again, and still fails.
+			for _, at := range []time.Duration{0, time.Second} {
+				b := schemas.SampleBatch{GPUs: []schemas.GPU{{UUID: "GPU-earlier"}}, Samples: []schemas.Sample{{}}}
+				err := s.Collect(t.Context(), tick.Add(at), &b)
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("at %v: Collect() = %v; want an error wrapping %v", at, err, tt.wantErr)
+				}
+				if len(b.GPUs) != 1 || len(b.Samples) != 1 {
+					t.Errorf("at %v: after failed Collect batch has %d GPUs, %d samples; want 1, 1", at, len(b.GPUs), len(b.Samples))
+				}
+			}
+		})
+	}
+}
+
+// TestCollectMIGLost: a MIG instance answering that its GPU is lost takes
+// the GPU and its other instances out; a lost GPU's instances are not asked.
+func TestCollectMIGLost(t *testing.T) {
+	srv := newServer(t)
+	parent := srv.Devices[2].(*dgxa100.Device)
+	parent.GetMigModeFunc = func() (int, int, gonvml.Return) {
+		return gonvml.DEVICE_MIG_ENABLE, gonvml.DEVICE_MIG_ENABLE, gonvml.SUCCESS
+	}
+	migA := migDevice("MIG-aaaa", "Mock NVIDIA A100-SXM4-40GB MIG 3g.20gb", 1, 0, 100)
+	migB := migDevice("MIG-bbbb", "Mock NVIDIA A100-SXM4-40GB MIG 1g.5gb", 2, 0, 200)
+	migA.GetMemoryInfo_v2Func = func() (gonvml.Memory_v2, gonvml.Return) { return gonvml.Memory_v2{}, gonvml.ERROR_GPU_IS_LOST }
+	migs := []gonvml.Device{migA, migB}
+	parent.GetMaxMigDeviceCountFunc = func() (int, gonvml.Return) { return len(migs), gonvml.SUCCESS }
+	parent.GetMigDeviceHandleByIndexFunc = func(j int) (gonvml.Device, gonvml.Return) { return migs[j], gonvml.SUCCESS }
+	s := newSource(t, srv)
+
+	for _, tc := range []struct {
+		at          time.Duration
+		wantSamples int
+		wantParent  bool
+	}{
+		// The parent was sampled before its instance answered.
+		{at: 0, wantSamples: 8, wantParent: true},
+		{at: time.Second, wantSamples: 7},
+	} {
+		var b schemas.SampleBatch
+		if err := s.Collect(t.Context(), tick.Add(tc.at), &b); err != nil {
+			t.Fatalf("at %v: Collect() = %v", tc.at, err)
+		}
+		if len(b.Samples) != tc.wantSamples {
+			t.Errorf("at %v: %d samples; want %d", tc.at, len(b.Samples), tc.wantSamples)
+		}
+		parentSampled := false
+		for _, smp := range b.Samples {
+			g := b.GPUs[smp.GPU]
+			if g.MIGUUID != "" {
+				t.Errorf("at %v: sample of MIG instance %s; want none", tc.at, g.MIGUUID)
+			}
+			parentSampled = parentSampled || g.UUID == parent.UUID
+		}
+		if parentSampled != tc.wantParent {
+			t.Errorf("at %v: GPU 2 sampled = %v; want %v", tc.at, parentSampled, tc.wantParent)
+		}
+	}
+	if n := len(migB.GetMemoryInfo_v2Calls()); n != 0 {
+		t.Errorf("MIG-bbbb asked %d times; want 0: its GPU was lost before its turn", n)
+	}
+	if err := s.Lost(); !errors.Is(err, ErrDeviceLost) || !strings.Contains(err.Error(), parent.UUID) {
+		t.Errorf("Lost() = %v; want it to name %s", err, parent.UUID)
 	}
 }
 
@@ -742,6 +969,7 @@ func TestNewErrors(t *testing.T) {
 		name         string
 		stub         func(srv *dgxa100.Server)
 		wantNoDriver bool
+		wantIs       error // besides ErrNoDriver, if set
 		wantShutdown int
 	}{
 		{
@@ -770,10 +998,27 @@ func TestNewErrors(t *testing.T) {
 			wantShutdown: 1,
 		},
 		{
-			name: "uuid fails",
+			name: "every gpu lost",
 			stub: func(srv *dgxa100.Server) {
-				srv.Devices[4].(*dgxa100.Device).GetUUIDFunc = func() (string, gonvml.Return) { return "", gonvml.ERROR_GPU_IS_LOST }
+				for _, d := range srv.Devices {
+					d.(*dgxa100.Device).GetUUIDFunc = func() (string, gonvml.Return) { return "", gonvml.ERROR_GPU_IS_LOST }
+				}
 			},
+			wantIs:       ErrDeviceLost,
+			wantShutdown: 1,
+		},
+		{
+			name: "driver unloaded while enumerating",
+			stub: func(srv *dgxa100.Server) {
+				get := srv.DeviceGetHandleByIndexFunc
+				srv.DeviceGetHandleByIndexFunc = func(i int) (gonvml.Device, gonvml.Return) {
+					if i == 3 {
+						return nil, gonvml.ERROR_DRIVER_NOT_LOADED
+					}
+					return get(i)
+				}
+			},
+			wantIs:       ErrDriverLost,
 			wantShutdown: 1,
 		},
 	}
@@ -789,11 +1034,103 @@ func TestNewErrors(t *testing.T) {
 			if got := errors.Is(err, ErrNoDriver); got != tt.wantNoDriver {
 				t.Errorf("errors.Is(New() = %q, ErrNoDriver) = %v; want %v", err, got, tt.wantNoDriver)
 			}
+			if tt.wantIs != nil && !errors.Is(err, tt.wantIs) {
+				t.Errorf("New() = %q; want an error wrapping %q", err, tt.wantIs)
+			}
 			if !strings.HasPrefix(err.Error(), "nvml: ") {
 				t.Errorf("New() = %q; want the prefix %q", err, "nvml: ")
 			}
 			if got := len(srv.ShutdownCalls()); got != tt.wantShutdown {
 				t.Errorf("Shutdown calls = %d; want %d", got, tt.wantShutdown)
+			}
+		})
+	}
+}
+
+// TestNewLeavesOutGPU: a GPU that cannot be enumerated at start-up is left
+// out, named by Lost and the metrics, and the others are sampled.
+func TestNewLeavesOutGPU(t *testing.T) {
+	tests := []struct {
+		name     string
+		stub     func(srv *dgxa100.Server, d *dgxa100.Device)
+		wantUUID bool // the left-out GPU is named by its UUID
+		wantLost bool // Lost wraps ErrDeviceLost
+	}{
+		{
+			name: "handle lost",
+			stub: func(srv *dgxa100.Server, _ *dgxa100.Device) {
+				get := srv.DeviceGetHandleByIndexFunc
+				srv.DeviceGetHandleByIndexFunc = func(i int) (gonvml.Device, gonvml.Return) {
+					if i == 4 {
+						return nil, gonvml.ERROR_GPU_IS_LOST
+					}
+					return get(i)
+				}
+			},
+			wantLost: true,
+		},
+		{
+			name: "uuid needs a reset",
+			stub: func(_ *dgxa100.Server, d *dgxa100.Device) {
+				d.GetUUIDFunc = func() (string, gonvml.Return) { return "", gonvml.ERROR_RESET_REQUIRED }
+			},
+			wantLost: true,
+		},
+		{
+			name: "uuid fails otherwise",
+			stub: func(_ *dgxa100.Server, d *dgxa100.Device) {
+				d.GetUUIDFunc = func() (string, gonvml.Return) { return "", gonvml.ERROR_UNKNOWN }
+			},
+		},
+		{
+			name: "mig instances lost",
+			stub: func(_ *dgxa100.Server, d *dgxa100.Device) {
+				d.GetMigModeFunc = func() (int, int, gonvml.Return) {
+					return gonvml.DEVICE_MIG_ENABLE, gonvml.DEVICE_MIG_ENABLE, gonvml.SUCCESS
+				}
+				d.GetMaxMigDeviceCountFunc = func() (int, gonvml.Return) { return 2, gonvml.SUCCESS }
+				d.GetMigDeviceHandleByIndexFunc = func(j int) (gonvml.Device, gonvml.Return) {
+					if j == 0 {
+						return migDevice("MIG-aaaa", "Mock NVIDIA A100-SXM4-40GB MIG 3g.20gb", 1, 0, 100), gonvml.SUCCESS
+					}
+					return nil, gonvml.ERROR_GPU_IS_LOST
+				}
+			},
+			wantUUID: true,
+			wantLost: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newServer(t)
+			d := srv.Devices[4].(*dgxa100.Device)
+			// GPU 4 has GPM: what New allocated for it must be freed.
+			alive, _ := stubGPM(srv, d)
+			tt.stub(srv, d)
+			s := newSource(t, srv)
+			if got := alive.Load(); got != 0 {
+				t.Errorf("GPM samples alive = %d; want 0", got)
+			}
+			gpus := s.GPUs()
+			if len(gpus) != 7 || slices.ContainsFunc(gpus, func(g schemas.GPU) bool { return g.Index == 4 }) {
+				t.Errorf("GPUs() = %+v; want the 7 others", gpus)
+			}
+			var b schemas.SampleBatch
+			collect(t, s, &b)
+			if len(b.Samples) != 7 {
+				t.Errorf("Collect() gave %d samples; want 7", len(b.Samples))
+			}
+			uuid := ""
+			if tt.wantUUID {
+				uuid = d.UUID
+			}
+			err := s.Lost()
+			if err == nil || !strings.Contains(err.Error(), "gpu 4 "+uuid) || errors.Is(err, ErrDeviceLost) != tt.wantLost {
+				t.Errorf("Lost() = %v; want it to name gpu 4 %s, wrapping ErrDeviceLost: %v", err, uuid, tt.wantLost)
+			}
+			g, losses := lostMetrics(t, s)
+			if g["4 "+uuid] != 1 || len(g) != 8 || losses != 1 {
+				t.Errorf("heliostat_collector_nvml_gpu_lost = %v, _gpu_losses_total = %v; want 1 for %q of 8 series, 1", g, losses, "4 "+uuid)
 			}
 		})
 	}
@@ -816,9 +1153,17 @@ func TestWatchEvents(t *testing.T) {
 		register  map[int]gonvml.Return // of RegisterEvents; SUCCESS if not listed
 		script    []waitResult          // then timeouts until ctx ends
 		want      []schemas.GPUEvent
-		wantMasks map[int]uint64 // registered successfully
+		wantAt    []time.Duration // when each event is received; 0 if not listed
+		wantMasks map[int]uint64  // registered successfully
 		wantErr   gonvml.Return
 		wantFree  int
+		// wantCreates are the times event sets are made; once at the
+		// start if nil.
+		wantCreates []time.Duration
+		// wantEarly: WatchEvents returns at once, not when the context
+		// ends.
+		wantEarly bool
+		run       time.Duration // until the context ends; 2s if 0
 	}{
 		{
 			name:      "xid and ecc events",
@@ -844,13 +1189,71 @@ func TestWatchEvents(t *testing.T) {
 			wantFree: 1,
 		},
 		{
-			name:      "wait fails",
+			// A new set is made a second later, with the GPUs that
+			// answer, and watched.
+			name:      "wait answers a gpu lost",
+			supported: map[int]uint64{0: all, 1: all},
+			script: []waitResult{
+				{dev: 0, eventType: gonvml.EventTypeXidCriticalError, data: 79},
+				{ret: gonvml.ERROR_GPU_IS_LOST},
+				{dev: 1, eventType: gonvml.EventTypeXidCriticalError, data: 13},
+			},
+			want: []schemas.GPUEvent{
+				{GPUUUID: "dev0", Type: schemas.EventXID, XID: 79},
+				{GPUUUID: "dev1", Type: schemas.EventXID, XID: 13},
+			},
+			wantAt:      []time.Duration{0, time.Second},
+			wantMasks:   map[int]uint64{0: watchedEvents, 1: watchedEvents},
+			wantFree:    2,
+			wantCreates: []time.Duration{0, time.Second},
+		},
+		{
+			// Sets that fail at once are made again after 1s, 2s, ...
+			name:      "wait keeps answering a gpu lost",
 			supported: map[int]uint64{0: all},
-			script:    []waitResult{{dev: 0, eventType: gonvml.EventTypeXidCriticalError, data: 13}, {ret: gonvml.ERROR_GPU_IS_LOST}},
+			script: []waitResult{
+				{ret: gonvml.ERROR_RESET_REQUIRED}, {ret: gonvml.ERROR_RESET_REQUIRED},
+				{ret: gonvml.ERROR_RESET_REQUIRED}, {ret: gonvml.ERROR_RESET_REQUIRED},
+			},
+			wantMasks:   map[int]uint64{0: watchedEvents},
+			wantFree:    4,
+			wantCreates: []time.Duration{0, time.Second, 3 * time.Second, 7 * time.Second},
+			run:         10 * time.Second,
+		},
+		{
+			name:      "a gpu lost at registration is left out",
+			supported: map[int]uint64{0: all, 1: all},
+			register:  map[int]gonvml.Return{0: gonvml.ERROR_GPU_IS_LOST},
+			script:    []waitResult{{dev: 1, eventType: gonvml.EventTypeXidCriticalError, data: 31}},
+			want:      []schemas.GPUEvent{{GPUUUID: "dev1", Type: schemas.EventXID, XID: 31}},
+			wantMasks: map[int]uint64{1: watchedEvents},
+			wantFree:  1,
+		},
+		{
+			name:        "every gpu lost at registration",
+			supported:   map[int]uint64{0: all},
+			register:    map[int]gonvml.Return{0: gonvml.ERROR_GPU_IS_LOST},
+			wantFree:    2,
+			wantCreates: []time.Duration{0, time.Second},
+		},
+		{
+			name:      "driver unloaded",
+			supported: map[int]uint64{0: all},
+			script:    []waitResult{{dev: 0, eventType: gonvml.EventTypeXidCriticalError, data: 13}, {ret: gonvml.ERROR_DRIVER_NOT_LOADED}},
 			want:      []schemas.GPUEvent{{GPUUUID: "dev0", Type: schemas.EventXID, XID: 13}},
 			wantMasks: map[int]uint64{0: watchedEvents},
-			wantErr:   gonvml.ERROR_GPU_IS_LOST,
+			wantErr:   gonvml.ERROR_DRIVER_NOT_LOADED,
 			wantFree:  1,
+			wantEarly: true,
+		},
+		{
+			name:      "wait fails otherwise",
+			supported: map[int]uint64{0: all},
+			script:    []waitResult{{ret: gonvml.ERROR_UNKNOWN}},
+			wantMasks: map[int]uint64{0: watchedEvents},
+			wantErr:   gonvml.ERROR_UNKNOWN,
+			wantFree:  1,
+			wantEarly: true,
 		},
 		{
 			name:      "no gpu supports events",
@@ -909,20 +1312,23 @@ func TestWatchEvents(t *testing.T) {
 					return gonvml.EventData{Device: srv.Devices[r.dev], EventType: r.eventType, EventData: r.data}, gonvml.SUCCESS
 				},
 			}
+			start := time.Now()
+			var creates []time.Duration
 			srv.EventSetCreateFunc = func() (gonvml.EventSet, gonvml.Return) {
+				creates = append(creates, time.Since(start))
 				if tt.createRet != gonvml.SUCCESS {
 					return nil, tt.createRet
 				}
 				return set, gonvml.SUCCESS
 			}
 
-			start := time.Now()
 			s, err := New(srv, nil, func() time.Time { return time.Now() })
 			if err != nil {
 				t.Fatalf("New() = %v", err)
 			}
 			defer s.Close()
-			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+			run := cmp.Or(tt.run, 2*time.Second)
+			ctx, cancel := context.WithTimeout(t.Context(), run)
 			defer cancel()
 			var got []schemas.GPUEvent
 			err = s.WatchEvents(ctx, func(e schemas.GPUEvent) { got = append(got, e) })
@@ -934,12 +1340,27 @@ func TestWatchEvents(t *testing.T) {
 			} else if err != nil {
 				t.Errorf("%s: WatchEvents() = %v; want nil", tt.name, err)
 			}
+			end := time.Since(start)
 			for i := range got {
-				// Scripted events arrive at once, in the bubble's start time.
-				if got[i].TSMillis != start.UnixMilli() {
-					t.Errorf("%s: event %d TSMillis = %d; want %d", tt.name, i, got[i].TSMillis, start.UnixMilli())
+				// Scripted events arrive at once, in the bubble's time.
+				want := start
+				if i < len(tt.wantAt) {
+					want = start.Add(tt.wantAt[i])
+				}
+				if got[i].TSMillis != want.UnixMilli() {
+					t.Errorf("%s: event %d TSMillis = %d; want %d", tt.name, i, got[i].TSMillis, want.UnixMilli())
 				}
 				got[i].TSMillis = 0
+			}
+			if early := end < run; early != tt.wantEarly {
+				t.Errorf("%s: WatchEvents returned after %v, the context ended after %v; want it early: %v", tt.name, end, run, tt.wantEarly)
+			}
+			want := tt.wantCreates
+			if want == nil {
+				want = []time.Duration{0}
+			}
+			if !slices.Equal(creates, want) {
+				t.Errorf("%s: EventSetCreate calls at %v; want %v", tt.name, creates, want)
 			}
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("%s: events = %+v; want %+v", tt.name, got, tt.want)
@@ -954,6 +1375,123 @@ func TestWatchEvents(t *testing.T) {
 				t.Errorf("%s: EventSet.Free calls = %d; want %d", tt.name, n, tt.wantFree)
 			}
 		})
+	}
+}
+
+// TestWatchEventsRegistersFoundGPU: a GPU that Collect found lost is left
+// out of the event set, and registered in a new one once it answers again.
+func TestWatchEventsRegistersFoundGPU(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newServer(t)
+		var mu sync.Mutex
+		registered := map[int]int{}
+		for i, dev := range srv.Devices {
+			d := dev.(*dgxa100.Device)
+			d.GetSupportedEventTypesFunc = func() (uint64, gonvml.Return) { return watchedEvents, gonvml.SUCCESS }
+			d.RegisterEventsFunc = func(uint64, gonvml.EventSet) gonvml.Return {
+				mu.Lock()
+				defer mu.Unlock()
+				registered[i]++
+				return gonvml.SUCCESS
+			}
+		}
+		registrations := func(i int) int {
+			mu.Lock()
+			defer mu.Unlock()
+			return registered[i]
+		}
+		d0 := srv.Devices[0].(*dgxa100.Device)
+		var answers atomic.Bool
+		power := d0.GetPowerUsageFunc
+		d0.GetPowerUsageFunc = func() (uint32, gonvml.Return) {
+			if !answers.Load() {
+				return 0, gonvml.ERROR_GPU_IS_LOST
+			}
+			return power()
+		}
+		set := &mock.EventSet{
+			FreeFunc: func() gonvml.Return { return gonvml.SUCCESS },
+			WaitFunc: func(ms uint32) (gonvml.EventData, gonvml.Return) {
+				time.Sleep(time.Duration(ms) * time.Millisecond)
+				return gonvml.EventData{}, gonvml.ERROR_TIMEOUT
+			},
+		}
+		srv.EventSetCreateFunc = func() (gonvml.EventSet, gonvml.Return) { return set, gonvml.SUCCESS }
+		s := newSource(t, srv)
+		var b schemas.SampleBatch
+		if err := s.Collect(t.Context(), time.Now(), &b); err != nil || len(b.Samples) != 7 {
+			t.Fatalf("Collect() = %v with %d samples; want nil with 7", err, len(b.Samples))
+		}
+
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- s.WatchEvents(ctx, func(schemas.GPUEvent) {}) }()
+		time.Sleep(LostRecheckInterval + time.Second)
+		if got := [2]int{registrations(0), registrations(1)}; got != [2]int{0, 1} {
+			t.Errorf("registrations of GPU 0, 1 while GPU 0 is lost = %v; want [0 1]", got)
+		}
+		answers.Store(true)
+		b.Reset()
+		if err := s.Collect(t.Context(), time.Now(), &b); err != nil || len(b.Samples) != 8 {
+			t.Fatalf("Collect() once GPU 0 answers = %v with %d samples; want nil with 8", err, len(b.Samples))
+		}
+		time.Sleep(time.Second)
+		if got := [2]int{registrations(0), registrations(1)}; got != [2]int{1, 2} {
+			t.Errorf("registrations of GPU 0, 1 a second after GPU 0 answers again = %v; want [1 2]", got)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("WatchEvents() = %v; want nil", err)
+		}
+	})
+}
+
+// TestCollectorWithLostGPU runs the collector over the mock with GPU 5
+// fallen off the bus, its event set answering ERROR_GPU_IS_LOST to every
+// wait, through the real publisher: the other 7 GPUs are published every
+// tick and the collector keeps running.
+func TestCollectorWithLostGPU(t *testing.T) {
+	srv := newServer(t)
+	lostDev := srv.Devices[5].(*dgxa100.Device)
+	lostDev.GetUtilizationRatesFunc = func() (gonvml.Utilization, gonvml.Return) {
+		return gonvml.Utilization{}, gonvml.ERROR_GPU_IS_LOST
+	}
+	for _, dev := range srv.Devices {
+		d := dev.(*dgxa100.Device)
+		d.GetSupportedEventTypesFunc = func() (uint64, gonvml.Return) { return watchedEvents, gonvml.SUCCESS }
+		d.RegisterEventsFunc = func(uint64, gonvml.EventSet) gonvml.Return { return gonvml.SUCCESS }
+	}
+	srv.EventSetCreateFunc = func() (gonvml.EventSet, gonvml.Return) {
+		return &mock.EventSet{
+			FreeFunc: func() gonvml.Return { return gonvml.SUCCESS },
+			WaitFunc: func(uint32) (gonvml.EventData, gonvml.Return) { return gonvml.EventData{}, gonvml.ERROR_GPU_IS_LOST },
+		}, gonvml.SUCCESS
+	}
+	s := newSource(t, srv)
+	cfg := collector.Config{Cluster: "test", Host: "node", Interval: 100 * time.Millisecond}
+	// Published fails the test if the collector's Run returns an error.
+	run := collectortest.Published(t, cfg, s, time.Second)
+	if run.Collected == 0 || int(run.Collected)%7 != 0 {
+		t.Fatalf("heliostat_collector_samples_total = %v; want a positive multiple of 7 GPUs", run.Collected)
+	}
+	samples := 0
+	var b schemas.SampleBatch
+	for _, m := range run.Messages {
+		if err := schemas.DecodeSampleBatch(m.Value, &b); err != nil {
+			t.Fatalf("DecodeSampleBatch(offset %d) = %v", m.Offset, err)
+		}
+		for _, g := range b.GPUs {
+			if g.UUID == lostDev.UUID {
+				t.Errorf("offset %d names the lost GPU %s", m.Offset, g.UUID)
+			}
+		}
+		samples += len(b.Samples)
+	}
+	if samples != int(run.Collected) {
+		t.Errorf("%d samples published; want %v, heliostat_collector_samples_total", samples, run.Collected)
+	}
+	if err := s.Lost(); !errors.Is(err, ErrDeviceLost) {
+		t.Errorf("Lost() = %v; want an error wrapping ErrDeviceLost", err)
 	}
 }
 
@@ -1061,11 +1599,15 @@ func checkReadErrorsMetric(t *testing.T, s *Source, want map[schemas.Metric]uint
 		t.Fatal(err)
 	}
 	mfs, err := reg.Gather()
-	if err != nil || len(mfs) != 1 || mfs[0].GetName() != "heliostat_collector_nvml_read_errors_total" {
-		t.Fatalf("gathered %v, %v; want heliostat_collector_nvml_read_errors_total", mfs, err)
+	if err != nil {
+		t.Fatalf("Gather() = %v", err)
+	}
+	i := slices.IndexFunc(mfs, func(mf *dto.MetricFamily) bool { return mf.GetName() == "heliostat_collector_nvml_read_errors_total" })
+	if i < 0 {
+		t.Fatalf("gathered no heliostat_collector_nvml_read_errors_total")
 	}
 	got := map[string]float64{}
-	for _, m := range mfs[0].GetMetric() {
+	for _, m := range mfs[i].GetMetric() {
 		got[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
 	}
 	if len(got) != int(schemas.NumMetrics) {

@@ -36,11 +36,8 @@ func (s *Source) GPUProcesses() ([]collector.GPUProcesses, error) {
 		case ret == gonvml.SUCCESS:
 		case absent(ret) || d.parent != nil && ret == gonvml.ERROR_INVALID_ARGUMENT:
 			procs = nil
-		case lost(ret):
-			errs = append(errs, fmt.Errorf("nvml: gpu %s: list processes: %w: %w", d.name(), ErrDeviceLost, ret))
-			continue
 		default:
-			errs = append(errs, fmt.Errorf("nvml: gpu %s: list processes: %w", d.name(), ret))
+			errs = append(errs, fmt.Errorf("nvml: gpu %s: list processes: %w", d.name(), retErr(ret)))
 			continue
 		}
 		out = append(out, collector.GPUProcesses{

@@ -23,10 +23,12 @@ type metrics struct {
 	spoolMessages prometheus.GaugeFunc
 	spoolCorrupt  prometheus.CounterFunc
 	spoolCut      prometheus.CounterFunc
+	spoolLost     prometheus.CounterFunc
+	spoolErrors   *prometheus.CounterVec
 }
 
 func newMetrics(sp *spool.Spool) *metrics {
-	return &metrics{
+	m := &metrics{
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_publisher_messages_total",
 			Help: "Messages handled by the Kafka publisher, by topic and outcome (sent, spooled, replayed, dropped).",
@@ -53,12 +55,25 @@ func newMetrics(sp *spool.Spool) *metrics {
 		}, func() float64 { return float64(sp.Skipped()) }),
 		spoolCut: prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "heliostat_publisher_spool_discarded_bytes_total",
-			Help: "Bytes of torn or unreadable spool segment tails cut off when the spool was opened: a record torn by a crash, or the rest of a damaged segment.",
+			Help: "Bytes of torn or unreadable spool segment tails cut off when the spool was opened or skipped by the replay: a record torn by a crash, the rest of a damaged segment, or a segment file deleted.",
 		}, func() float64 { return float64(sp.DiscardedBytes()) }),
+		spoolLost: prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "heliostat_publisher_spool_lost_messages_total",
+			Help: "Spooled messages the replay skipped because the rest of their segment could not be read (damaged framing, file cut short or deleted): messages lost on this disk.",
+		}, func() float64 { return float64(sp.LostRecords()) }),
+		spoolErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "heliostat_publisher_spool_errors_total",
+			Help: "Replays failed by the spool, by operation (read: taking the next messages; commit: recording them as replayed); each pauses the replay until a retry, with backoff, succeeds.",
+		}, []string{"op"}),
 	}
+	for _, op := range []string{opRead, opCommit} {
+		m.spoolErrors.WithLabelValues(op)
+	}
+	return m
 }
 
 // register registers all metrics on reg, or none of them.
 func (m *metrics) register(reg prometheus.Registerer) error {
-	return metricsreg.Register(reg, m.messages, m.writeErrors, m.rotations, m.spoolBytes, m.spoolMessages, m.spoolCorrupt, m.spoolCut)
+	return metricsreg.Register(reg, m.messages, m.writeErrors, m.rotations, m.spoolBytes, m.spoolMessages, m.spoolCorrupt, m.spoolCut,
+		m.spoolLost, m.spoolErrors)
 }

@@ -35,7 +35,19 @@
 // error wrapping spool.ErrFull and the drop is counted) or when the brokers
 // reject a message for good (too large, invalid topic; when a whole produce
 // request is refused its messages are resent one by one so only the culprit
-// is dropped); both are counted as outcome "dropped".
+// is dropped); both are counted as outcome "dropped". Spooled messages are
+// also lost where the spool's disk loses them (a segment file deleted or
+// damaged): the spool skips what it cannot read any more and counts it.
+//
+// # Spool failures
+//
+// A spool that cannot be read (EIO) or cannot record what was replayed (its
+// cursor cannot be written) does not stop Run: the failure is logged (at
+// most once a minute per operation), counted, shown by Ready, and retried
+// with the same backoff as a broker failure, until it succeeds. Meanwhile
+// Publish keeps appending to the spool, so nothing overtakes what waits in
+// it; stopping the process instead would gain nothing, since the next start
+// reads the same disk, or fails to open it and publishes nothing at all.
 package publish
 
 import (
@@ -79,7 +91,26 @@ const (
 	backoffMin      = time.Second
 	backoffMax      = 30 * time.Second
 	dropLogInterval = 10 * time.Second
+	// spoolLogInterval is how often a spool failure that keeps recurring
+	// is logged at most, per operation.
+	spoolLogInterval = time.Minute
 )
+
+// Values of the op label of heliostat_publisher_spool_errors_total.
+const (
+	opRead   = "read"   // taking the next messages to replay
+	opCommit = "commit" // recording that they were replayed
+)
+
+// spoolError is a failure of the spool during a replay, as opposed to one of
+// the brokers.
+type spoolError struct {
+	op  string // opRead or opCommit
+	err error
+}
+
+func (e *spoolError) Error() string { return fmt.Sprintf("publish: spool %s: %v", e.op, e.err) }
+func (e *spoolError) Unwrap() error { return e.err }
 
 // Publisher publishes messages to Kafka and spools them while Kafka is
 // unreachable. It satisfies collector.Publisher. Its methods are safe for
@@ -119,9 +150,17 @@ type Publisher struct {
 	replayed int
 	// drops throttles the spool-full log line.
 	drops logthrottle.Throttle
-	// health is failing from entering spooling until the spool drains.
-	health  *health.Status
-	brokers *health.Cond
+	// spoolFailures is the number of replays failed by the spool in a row,
+	// 0 while it works, and spoolFailedOp the operation that failed last;
+	// spoolLogs throttles their log lines.
+	spoolFailures int
+	spoolFailedOp string
+	spoolLogs     logthrottle.Throttle
+	// health is failing from entering spooling until the spool drains, and
+	// while the spool fails.
+	health    *health.Status
+	brokers   *health.Cond
+	spoolCond *health.Cond
 }
 
 // replayBatch is a batch taken from the spool. records is what to commit
@@ -162,6 +201,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Publisher
 		producer:  producer,
 		seqs:      map[string]uint64{},
 		drops:     logthrottle.Throttle{Every: dropLogInterval},
+		spoolLogs: logthrottle.Throttle{Every: spoolLogInterval},
 		w: &kafka.Writer{
 			Addr:                   kafka.TCP(cfg.Brokers...),
 			Balancer:               &kafka.Hash{},
@@ -184,6 +224,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Publisher
 	}
 	p.health = health.New(func() time.Time { return p.now() })
 	p.brokers = p.health.Add("kafka", "")
+	p.spoolCond = p.health.Add("spool", "")
 	if reg != nil {
 		if err := p.m.register(reg); err != nil {
 			_ = sp.Close()
@@ -299,13 +340,14 @@ func (p *Publisher) writeDirect(ctx context.Context, topic string, key, value []
 }
 
 // Run replays spooled messages, oldest first, until ctx is done or the
-// Publisher is closed; a failed replay is retried with exponential backoff
-// (1s to 30s). It returns nil on shutdown and an error only if the spool
-// fails.
+// Publisher is closed. A failed replay, whether the brokers or the spool
+// failed, is retried with exponential backoff (1s to 30s); a spool failure is
+// also logged, counted and shown by Ready until a replay succeeds. Run
+// returns nil.
 func (p *Publisher) Run(ctx context.Context) error {
 	delay := p.backoffMin
 	for {
-		if p.spool.Len() == 0 {
+		if p.spool.Len() == 0 && !p.spoolFailing() {
 			select {
 			case <-ctx.Done():
 				return nil
@@ -315,18 +357,19 @@ func (p *Publisher) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		retry, err := p.replayOnce(ctx)
+		err := p.replayOnce(ctx)
+		var serr *spoolError
 		switch {
 		case err == nil:
 			delay = p.backoffMin
 			continue
-		case !retry:
-			if errors.Is(err, spool.ErrClosed) {
-				return nil // closed under us
-			}
-			return err
+		case errors.Is(err, spool.ErrClosed):
+			return nil // closed under us
+		case errors.As(err, &serr):
+			p.spoolFailed(serr, delay)
+		default:
+			p.logger.Debug("replay failed, backing off", "err", err, "backoff", delay)
 		}
-		p.logger.Debug("replay failed, backing off", "err", err, "backoff", delay)
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
@@ -341,14 +384,53 @@ func (p *Publisher) Run(ctx context.Context) error {
 	}
 }
 
+// spoolFailing reports whether the last replay failed in the spool: Run then
+// retries even when the spool holds nothing, to finish a failed commit.
+func (p *Publisher) spoolFailing() bool {
+	p.stateMu.Lock()
+	defer p.stateMu.Unlock()
+	return p.spoolFailures > 0
+}
+
+// spoolFailed counts, logs (throttled) and reports a replay failed by the
+// spool; Run retries it after backoff.
+func (p *Publisher) spoolFailed(err *spoolError, backoff time.Duration) {
+	p.m.spoolErrors.WithLabelValues(err.op).Inc()
+	p.stateMu.Lock()
+	p.spoolFailures++
+	p.spoolFailedOp = err.op
+	p.spoolCond.Report(fmt.Errorf("replay paused, retrying with backoff up to %v: %w", p.backoffMax, err))
+	p.stateMu.Unlock()
+	if n, ok := p.spoolLogs.Note(err.op, p.now(), 1); ok {
+		p.logger.Error("spool failed, replay paused and retried", "op", err.op, "err", err.err,
+			"failures", n, "retry_in", backoff, "spool_messages", p.spool.Len(), "spool_dir", p.cfg.SpoolDir)
+	}
+}
+
+// spoolWorked records that spool operation op worked: after failures of op
+// (of any operation, for opCommit, which ends a replay) it logs that replay
+// goes on.
+func (p *Publisher) spoolWorked(op string) {
+	p.stateMu.Lock()
+	defer p.stateMu.Unlock()
+	if p.spoolFailures == 0 || op != opCommit && op != p.spoolFailedOp {
+		return
+	}
+	p.logger.Info("spool works again, replay goes on", "failed_attempts", p.spoolFailures,
+		"spool_messages", p.spool.Len())
+	p.spoolFailures = 0
+	p.spoolCond.OK()
+}
+
 // Flush replays spooled messages until the spool is empty. It returns the
-// first failure, with the spool left as it was for Run or the next start.
+// first failure, with what was not delivered left in the spool for Run or
+// the next start.
 func (p *Publisher) Flush(ctx context.Context) error {
 	for p.spool.Len() > 0 {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("publish: flush: %d messages still spooled: %w", p.spool.Len(), err)
 		}
-		if _, err := p.replayOnce(ctx); err != nil {
+		if err := p.replayOnce(ctx); err != nil {
 			if errors.Is(err, spool.ErrClosed) {
 				return ErrClosed
 			}
@@ -358,20 +440,27 @@ func (p *Publisher) Flush(ctx context.Context) error {
 	return nil
 }
 
-// replayOnce tries to deliver the oldest spooled batch. retry is true for a
-// broker failure, which later attempts may overcome, and false for a spool
-// failure.
-func (p *Publisher) replayOnce(ctx context.Context) (retry bool, err error) {
+// replayOnce tries to deliver the oldest spooled batch. A failure of the
+// spool is a *spoolError; any other failure is the brokers'.
+func (p *Publisher) replayOnce(ctx context.Context) error {
 	p.replayMu.Lock()
 	defer p.replayMu.Unlock()
 	if p.pending == nil {
 		recs, err := p.spool.PeekN(replayBatchMessages, replayBatchBytes)
 		if err != nil {
-			return false, fmt.Errorf("publish: read spool: %w", err)
+			return &spoolError{op: opRead, err: err}
 		}
 		if len(recs) == 0 {
-			return false, nil
+			// Nothing (left) to send: what a failed commit left
+			// undone, or the spool skipped what it could not read.
+			if err := p.spool.Persist(); err != nil {
+				return &spoolError{op: opCommit, err: err}
+			}
+			p.spoolWorked(opCommit)
+			p.replayedUpTo()
+			return nil
 		}
+		p.spoolWorked(opRead)
 		msgs := make([]kafka.Message, len(recs))
 		for i, r := range recs {
 			msgs[i] = kafka.Message{Topic: r.Topic, Key: r.Key, Value: r.Value, Headers: kafkaHeaders(r.Headers)}
@@ -386,26 +475,42 @@ func (p *Publisher) replayOnce(ctx context.Context) (retry bool, err error) {
 		// metadata TTL (6s); drop it so the next attempt dials afresh
 		// and a broker that came back is seen at once.
 		p.transport.CloseIdleConnections()
-		return true, fmt.Errorf("publish: replay %d spooled messages: %w", len(b.msgs), err)
+		return fmt.Errorf("publish: replay %d spooled messages: %w", len(b.msgs), err)
 	}
-	if err := p.spool.Commit(b.records); err != nil {
-		return false, fmt.Errorf("publish: commit replayed messages: %w", err)
-	}
+	// The spool consumes the records even when it cannot record that on
+	// disk: they were delivered, and sending them again now would only
+	// make duplicates. Persisting is retried by the next replay.
+	err := p.spool.Commit(b.records)
 	p.pending = nil
+	p.stateMu.Lock()
+	p.replayed += b.records
+	p.stateMu.Unlock()
+	if err != nil {
+		return &spoolError{op: opCommit, err: err}
+	}
+	p.spoolWorked(opCommit)
+	p.replayedUpTo()
+	return nil
+}
 
+// replayedUpTo logs, and reports the brokers fine, once the spool drained.
+func (p *Publisher) replayedUpTo() {
 	p.stateMu.Lock()
 	defer p.stateMu.Unlock()
-	p.replayed += b.records
-	if p.spool.Len() == 0 {
-		if p.spooling {
-			p.logger.Info("broker reachable again, replayed spooled messages", "messages", p.replayed)
-		} else {
-			p.logger.Info("replayed spooled messages", "messages", p.replayed)
-		}
-		p.spooling, p.replayed = false, 0
-		p.brokers.OK()
+	if p.spool.Len() > 0 {
+		return
 	}
-	return false, nil
+	// With nothing replayed the spool lost what it held (logged by the
+	// spool): the brokers' state is for the next Publish to find.
+	switch {
+	case p.replayed == 0:
+	case p.spooling:
+		p.logger.Info("broker reachable again, replayed spooled messages", "messages", p.replayed)
+	default:
+		p.logger.Info("replayed spooled messages", "messages", p.replayed)
+	}
+	p.spooling, p.replayed = false, 0
+	p.brokers.OK()
 }
 
 // kafkaHeaders converts a spooled record's headers (nil for records spooled

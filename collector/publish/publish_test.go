@@ -3,10 +3,13 @@ package publish
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -208,12 +211,27 @@ func readAll(t *testing.T, addr, topic string) map[string][]delivered {
 	return got
 }
 
-// checkDelivered checks that exactly the messages in ranges arrived, each
-// once, in order per key.
+// checkDelivered checks that exactly the messages 0..n-1 arrived, each once,
+// in order per key.
 func checkDelivered(t *testing.T, addr, topic string, n int) {
 	t.Helper()
+	checkValues(t, addr, topic, valueRange(0, n))
+}
+
+func valueRange(from, to int) []int {
+	var vs []int
+	for i := from; i < to; i++ {
+		vs = append(vs, i)
+	}
+	return vs
+}
+
+// checkValues checks that exactly the messages numbered values arrived, each
+// once, in order per key.
+func checkValues(t *testing.T, addr, topic string, values []int) {
+	t.Helper()
 	want := map[string][]int{}
-	for i := range n {
+	for _, i := range values {
 		want[string(key(i))] = append(want[string(key(i))], i)
 	}
 	got := readAll(t, addr, topic)
@@ -472,13 +490,19 @@ func TestMetricsLint(t *testing.T) {
 	}
 	n, err := testutil.GatherAndCount(p.reg)
 	// messages{lint,spooled}, write errors, rotations, spool bytes, spool
-	// messages, spool corrupt records, spool discarded bytes
-	if err != nil || n != 7 {
-		t.Errorf("GatherAndCount() = %d, %v; want 7 series", n, err)
+	// messages, spool corrupt records, spool discarded bytes, spool lost
+	// messages, spool errors{read,commit}
+	if err != nil || n != 10 {
+		t.Errorf("GatherAndCount() = %d, %v; want 10 series", n, err)
 	}
-	for _, name := range []string{"heliostat_publisher_spool_corrupt_records_total", "heliostat_publisher_spool_discarded_bytes_total"} {
-		if n, err := testutil.GatherAndCount(p.reg, name); err != nil || n != 1 {
-			t.Errorf("GatherAndCount(%s) = %d, %v; want 1", name, n, err)
+	for name, want := range map[string]int{
+		"heliostat_publisher_spool_corrupt_records_total": 1,
+		"heliostat_publisher_spool_discarded_bytes_total": 1,
+		"heliostat_publisher_spool_lost_messages_total":   1,
+		"heliostat_publisher_spool_errors_total":          2,
+	} {
+		if n, err := testutil.GatherAndCount(p.reg, name); err != nil || n != want {
+			t.Errorf("GatherAndCount(%s) = %d, %v; want %d", name, n, err, want)
 		}
 	}
 }
@@ -600,5 +624,155 @@ func TestProducerRotatesAtKeyBound(t *testing.T) {
 	}
 	if len(got) != len(want) {
 		t.Errorf("keys = %d; want %d", len(got), len(want))
+	}
+}
+
+// spoolSegment returns the path of the spool's only segment file.
+func spoolSegment(t *testing.T, dir string) string {
+	t.Helper()
+	segs, err := filepath.Glob(filepath.Join(dir, "*.seg"))
+	if err != nil || len(segs) != 1 {
+		t.Fatalf("segment files in %s = %q, %v; want one", dir, segs, err)
+	}
+	return segs[0]
+}
+
+// TestReplayAfterSpoolDamage damages the spool of a running publisher while
+// the broker is down, then starts the broker: replay skips what the disk
+// lost and counts it, or pauses while the spool fails and goes on once it
+// works, and Run keeps running throughout.
+func TestReplayAfterSpoolDamage(t *testing.T) {
+	tests := []struct {
+		name   string
+		damage func(t *testing.T, dir string)
+		// op is the spool operation that fails until undo, "" if none.
+		op   string
+		undo func(t *testing.T, dir string)
+		want []int // of the 20 messages spooled
+		lost float64
+	}{
+		{
+			name:   "segment deleted",
+			damage: func(t *testing.T, dir string) { mustRemove(t, spoolSegment(t, dir)) },
+			lost:   20,
+		},
+		{
+			name: "length damaged",
+			damage: func(t *testing.T, dir string) {
+				p := spoolSegment(t, dir)
+				b, err := os.ReadFile(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				off := 0
+				for range 10 {
+					off += 8 + int(binary.BigEndian.Uint32(b[off:]))
+				}
+				copy(b[off:], []byte{0xff, 0xff, 0xff, 0xff})
+				if err := os.WriteFile(p, b, 0o640); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: valueRange(0, 10),
+			lost: 10,
+		},
+		{
+			// A directory in the segment's place fails reads as EIO
+			// would.
+			name: "segment unreadable for a while",
+			damage: func(t *testing.T, dir string) {
+				p := spoolSegment(t, dir)
+				if err := os.Rename(p, filepath.Join(dir, "aside")); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Mkdir(p, 0o750); err != nil {
+					t.Fatal(err)
+				}
+			},
+			op: opRead,
+			undo: func(t *testing.T, dir string) {
+				p := strings.TrimSuffix(spoolSegment(t, dir), "/")
+				mustRemove(t, p)
+				if err := os.Rename(filepath.Join(dir, "aside"), p); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: valueRange(0, 20),
+		},
+		{
+			// The spool drained: the next segment cannot be created,
+			// so the commit cannot finish.
+			name: "commit cannot finish for a while",
+			damage: func(t *testing.T, dir string) {
+				if err := os.Mkdir(nextSegment(t, dir), 0o750); err != nil {
+					t.Fatal(err)
+				}
+			},
+			op:   opCommit,
+			undo: func(t *testing.T, dir string) { mustRemove(t, nextSegment(t, dir)) },
+			want: valueRange(0, 20),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			topic := strings.ReplaceAll(tt.name, " ", "-")
+			addr, port := closedAddr(t)
+			dir := t.TempDir()
+			p := newPublisher(t, Config{Brokers: []string{addr}, SpoolDir: dir, WriteTimeout: 2 * time.Second})
+			publishRange(t, p, topic, 0, 20)
+			tt.damage(t, dir)
+			startCluster(t, topic, kfake.Ports(port))
+			p.run(t)
+
+			if tt.op != "" {
+				failures := func() float64 { return testutil.ToFloat64(p.m.spoolErrors.WithLabelValues(tt.op)) }
+				waitFor(t, "the spool to fail twice", func() bool { return failures() >= 2 })
+				if err := p.Ready(); err == nil || !strings.Contains(err.Error(), "spool: failing for") || !strings.Contains(err.Error(), "replay paused") {
+					t.Errorf("Ready() while the spool fails = %v; want the spool failing, replay paused", err)
+				}
+				if got := p.logs.count("spool failed, replay paused and retried"); got != 1 {
+					t.Errorf("%d logs of the spool failing within a minute; want 1", got)
+				}
+				tt.undo(t, dir)
+			}
+			waitFor(t, "spool to drain and Ready() to be nil", func() bool { return p.spool.Len() == 0 && p.Ready() == nil })
+			// Where no replay wrote to the broker yet, kafka-go may still
+			// hold its failed dial and spool these: wait for them too.
+			publishRange(t, p, topic, 20, 25)
+			waitFor(t, "spool to drain", func() bool { return p.spool.Len() == 0 })
+			checkValues(t, addr, topic, append(tt.want, valueRange(20, 25)...))
+			if got := testutil.ToFloat64(p.m.spoolLost); got != tt.lost {
+				t.Errorf("heliostat_publisher_spool_lost_messages_total = %v; want %v", got, tt.lost)
+			}
+			if tt.lost > 0 && p.logs.count("spool segment unreadable, skipping the rest of it; its messages are lost") != 1 {
+				t.Errorf("the loss was not logged once")
+			}
+			if tt.op != "" && p.logs.count("spool works again, replay goes on") != 1 {
+				t.Errorf("the spool working again was not logged once")
+			}
+		})
+	}
+}
+
+// nextSegment returns the path of the segment the spool in dir starts when
+// its only one drained.
+func nextSegment(t *testing.T, dir string) string {
+	t.Helper()
+	segs, err := filepath.Glob(filepath.Join(dir, "*.seg"))
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("segment files in %s = %q, %v", dir, segs, err)
+	}
+	slices.Sort(segs)
+	seq, err := strconv.ParseUint(strings.TrimSuffix(filepath.Base(segs[0]), ".seg"), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, fmt.Sprintf("%020d.seg", seq+1))
+}
+
+func mustRemove(t *testing.T, path string) {
+	t.Helper()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -28,6 +28,14 @@
 // skipped and counted (see Skipped), and an unreadable tail of an older
 // segment is skipped. Each case is logged. Nothing on disk can make Open or
 // the readers panic.
+//
+// Damage found while reading (PeekN) is handled the same way, so that one
+// bad spot does not stop the replay: a record whose checksum fails is
+// skipped, and the rest of a segment whose framing is damaged, that is
+// shorter than was written, or whose file was deleted, is skipped, its
+// records counted as lost (see LostRecords and DiscardedBytes) and logged.
+// Other read errors (EIO) are returned, and PeekN can be called again; the
+// segment file is opened anew each time.
 package spool
 
 import (
@@ -36,6 +44,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"log/slog"
 	"math"
 	"os"
@@ -102,10 +111,18 @@ type Spool struct {
 	bad     map[position]bool
 	skipped int64
 	// discarded counts the bytes of torn or unreadable segment tails cut
-	// off at Open.
+	// off at Open or skipped by PeekN.
 	discarded int64
-	peeked    []mark
-	wbuf      []byte
+	// lost counts the records in the tails PeekN skipped.
+	lost   int64
+	peeked []mark
+	wbuf   []byte
+	// dirty says that a Commit consumed records but could not finish
+	// advance (write the cursor, create or remove a segment file); the
+	// next Commit or Persist tries again. doomed are the consumed
+	// segments whose files are still to be removed.
+	dirty  bool
+	doomed []uint64
 }
 
 type segment struct {
@@ -113,6 +130,8 @@ type segment struct {
 	// end is where readable data stops: the file size for the active
 	// segment, possibly less for an older one with an unreadable tail.
 	end int64
+	// records are the good records of the segment not yet consumed.
+	records int
 }
 
 type position struct {
@@ -122,11 +141,14 @@ type position struct {
 
 // mark is one frame handed past by PeekN: the position after it, its size
 // and whether it was a good record (false: a corrupt one that was skipped).
+// A lost mark is the unreadable rest of a segment instead, err saying why.
 type mark struct {
 	after  position
 	bytes  int64
 	record bool
 	known  bool // corrupt record that Open already found
+	lost   bool
+	err    error
 }
 
 // Open opens the spool in dir, creating the directory if needed, and
@@ -273,6 +295,7 @@ func (s *Spool) scan(seq uint64, start int64, last bool) (*segment, error) {
 		_, n, err := decodeRecord(data[off:])
 		if err == nil {
 			s.count++
+			seg.records++
 			s.bytes += int64(n)
 			off += int64(n)
 			continue
@@ -370,6 +393,7 @@ func (s *Spool) Append(topic string, key, value []byte, headers ...Header) error
 		return fmt.Errorf("spool: append to segment %d: %w", active.seq, err)
 	}
 	active.end += n
+	active.records++
 	s.count++
 	s.bytes += n
 	return nil
@@ -393,6 +417,14 @@ func (s *Spool) rollover() error {
 // directory is synced so the new file survives a power loss.
 func (s *Spool) createActive(seq uint64) error {
 	f, err := os.OpenFile(s.segmentPath(seq), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o640)
+	if errors.Is(err, fs.ErrNotExist) {
+		// The directory was removed under the spool (a tmp cleaner):
+		// without it nothing appended could be read again.
+		s.logger.Warn("spool directory gone, creating it again", "dir", s.dir)
+		if err = os.MkdirAll(s.dir, 0o750); err == nil {
+			f, err = os.OpenFile(s.segmentPath(seq), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o640)
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("spool: create segment %d: %w", seq, err)
 	}
@@ -407,8 +439,11 @@ func (s *Spool) createActive(seq uint64) error {
 // PeekN returns up to n of the oldest records without consuming them. It
 // stops early once the records' encoded size would exceed maxBytes, but
 // always returns at least one record if the spool is not empty. Corrupt
-// records are skipped and counted. Call Commit to consume records returned
-// by the latest PeekN.
+// records are skipped and counted; so is the rest of a segment that cannot
+// be read any further (damaged framing, a file shorter than written or
+// deleted): its records are lost, and when it is the segment Append writes
+// to, a new one is started. Any other read error is returned, with nothing
+// consumed. Call Commit to consume records returned by the latest PeekN.
 func (s *Spool) PeekN(n int, maxBytes int64) ([]Record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -433,7 +468,8 @@ func (s *Spool) PeekN(n int, maxBytes int64) ([]Record, error) {
 			continue
 		}
 		rec, fl, err := s.readAt(seg, pos.off)
-		if errors.Is(err, errChecksum) || errors.Is(err, errPayload) {
+		switch {
+		case errors.Is(err, errChecksum) || errors.Is(err, errPayload):
 			known := s.bad[pos]
 			if !known {
 				s.logger.Warn("spool record corrupt, skipping it",
@@ -442,8 +478,21 @@ func (s *Spool) PeekN(n int, maxBytes int64) ([]Record, error) {
 			pos.off += fl
 			s.peeked = append(s.peeked, mark{after: pos, bytes: fl, known: known})
 			continue
-		}
-		if err != nil {
+		case errors.Is(err, errLength) || errors.Is(err, errTruncated) || errors.Is(err, fs.ErrNotExist):
+			// Nothing more of this segment can be read; retrying would
+			// stop the replay for good. Open would skip the same.
+			if idx == len(s.segs)-1 {
+				// Later appends must land where the spool knows their
+				// offsets, in a file that exists.
+				if err := s.rollover(); err != nil {
+					return nil, err
+				}
+			}
+			end := position{seq: seg.seq, off: seg.end}
+			s.peeked = append(s.peeked, mark{after: end, bytes: seg.end - pos.off, lost: true, err: err})
+			pos = end
+			continue
+		case err != nil:
 			return nil, fmt.Errorf("spool: read segment %d at offset %d: %w", seg.seq, pos.off, err)
 		}
 		if len(recs) > 0 && bytes+fl > maxBytes {
@@ -455,7 +504,8 @@ func (s *Spool) PeekN(n int, maxBytes int64) ([]Record, error) {
 		s.peeked = append(s.peeked, mark{after: pos, bytes: fl, record: true})
 	}
 	if len(recs) == 0 && len(s.peeked) > 0 {
-		// Only corrupt records: consume them now, nobody will Commit.
+		// Only corrupt records or lost tails: consume them now, nobody
+		// will Commit.
 		if err := s.commit(0); err != nil {
 			return nil, err
 		}
@@ -463,13 +513,12 @@ func (s *Spool) PeekN(n int, maxBytes int64) ([]Record, error) {
 	return recs, nil
 }
 
-// readAt reads and decodes the frame at off in seg.
+// readAt reads and decodes the frame at off in seg. A file shorter than seg
+// says reads as errTruncated. After any other failure to read the file is
+// closed, so that the next read opens it anew.
 func (s *Spool) readAt(seg *segment, off int64) (Record, int64, error) {
 	if s.r == nil || s.rSeq != seg.seq {
-		if s.r != nil {
-			_ = s.r.Close()
-			s.r = nil
-		}
+		s.closeReader()
 		f, err := os.Open(s.segmentPath(seg.seq))
 		if err != nil {
 			return Record{}, 0, err
@@ -481,6 +530,10 @@ func (s *Spool) readAt(seg *segment, off int64) (Record, int64, error) {
 		return Record{}, 0, errTruncated
 	}
 	if _, err := s.r.ReadAt(hdr[:], off); err != nil {
+		if errors.Is(err, io.EOF) {
+			return Record{}, 0, errTruncated
+		}
+		s.closeReader()
 		return Record{}, 0, err
 	}
 	fl, err := frameLen(hdr[:])
@@ -493,17 +546,28 @@ func (s *Spool) readAt(seg *segment, off int64) (Record, int64, error) {
 	buf := make([]byte, fl)
 	if _, err := s.r.ReadAt(buf, off); err != nil {
 		if errors.Is(err, io.EOF) {
-			err = errTruncated
+			return Record{}, 0, errTruncated
 		}
+		s.closeReader()
 		return Record{}, 0, err
 	}
 	rec, _, err := decodeRecord(buf)
 	return rec, int64(fl), err
 }
 
+func (s *Spool) closeReader() {
+	if s.r != nil {
+		_ = s.r.Close()
+		s.r = nil
+	}
+}
+
 // Commit consumes the first n records returned by the latest PeekN (and any
-// corrupt records PeekN skipped among them), and persists the new read
-// position before it returns.
+// corrupt records or lost tails PeekN skipped among them), and persists the
+// new read position before it returns. If persisting fails (the cursor
+// cannot be written, a segment file cannot be created or removed), the
+// records are consumed all the same and the error says why: until a later
+// Commit or Persist succeeds, a crash hands them out again.
 func (s *Spool) Commit(n int) error {
 	if n <= 0 {
 		return nil
@@ -535,15 +599,26 @@ func (s *Spool) commit(n int) error {
 	}
 	for _, m := range s.peeked[:i] {
 		s.bytes -= m.bytes
+		seg := s.segment(m.after.seq)
 		switch {
 		case m.record:
 			s.count--
+			seg.records--
+		case m.lost:
+			s.logger.Error("spool segment unreadable, skipping the rest of it; its messages are lost",
+				"dir", s.dir, "segment", seg.seq, "offset", m.after.off-m.bytes, "bytes", m.bytes,
+				"messages", seg.records, "err", m.err)
+			s.count -= seg.records
+			s.lost += int64(seg.records)
+			s.discarded += m.bytes
+			seg.records = 0
 		case m.known:
 			delete(s.bad, position{seq: m.after.seq, off: m.after.off - m.bytes})
 		default:
 			// Corrupted after Open counted it as a good record.
 			s.skipped++
 			s.count--
+			seg.records--
 		}
 	}
 	s.read = s.peeked[i-1].after
@@ -551,12 +626,25 @@ func (s *Spool) commit(n int) error {
 	return s.advance()
 }
 
+// segment returns the live segment seq. Marks only name live segments; a
+// segment that is not would get a throwaway one, which leaves the counts as
+// they were.
+func (s *Spool) segment(seq uint64) *segment {
+	for _, seg := range s.segs {
+		if seg.seq == seq {
+			return seg
+		}
+	}
+	return &segment{seq: seq}
+}
+
 // advance deletes segments the read position has passed, replaces the active
 // segment with an empty one when the spool drained, and persists the cursor.
+// What it could not do is left for the next call (dirty).
 func (s *Spool) advance() error {
-	var done []uint64
+	s.dirty = true
 	for len(s.segs) > 1 && (s.segs[0].seq < s.read.seq || s.read.off >= s.segs[0].end) {
-		done = append(done, s.segs[0].seq)
+		s.doomed = append(s.doomed, s.segs[0].seq)
 		s.segs = s.segs[1:]
 		if s.read.seq < s.segs[0].seq {
 			s.read = position{seq: s.segs[0].seq}
@@ -568,9 +656,9 @@ func (s *Spool) advance() error {
 			return err
 		}
 		if err := old.Close(); err != nil {
-			return fmt.Errorf("spool: close segment %d: %w", active.seq, err)
+			s.logger.Warn("spool closing a drained segment failed", "dir", s.dir, "segment", active.seq, "err", err)
 		}
-		done = append(done, active.seq)
+		s.doomed = append(s.doomed, active.seq)
 		s.segs[0] = &segment{seq: active.seq + 1}
 		s.read = position{seq: active.seq + 1}
 		// Records that a crash left uncounted cannot remain; keep the
@@ -582,16 +670,35 @@ func (s *Spool) advance() error {
 	if err := s.writeCursor(); err != nil {
 		return err
 	}
-	for _, seq := range done {
-		if s.r != nil && s.rSeq == seq {
-			_ = s.r.Close()
-			s.r = nil
+	for len(s.doomed) > 0 {
+		seq := s.doomed[0]
+		if s.rSeq == seq {
+			s.closeReader()
 		}
-		if err := os.Remove(s.segmentPath(seq)); err != nil {
+		// A file already gone (deleted under the spool) is as good as
+		// removed.
+		if err := os.Remove(s.segmentPath(seq)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("spool: remove consumed segment %d: %w", seq, err)
 		}
+		s.doomed = s.doomed[1:]
 	}
+	s.dirty = false
 	return nil
+}
+
+// Persist finishes what a failed Commit left undone: it writes the read
+// position and creates or removes segment files as that Commit would have.
+// It returns nil at once when nothing is left undone.
+func (s *Spool) Persist() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if !s.dirty {
+		return nil
+	}
+	return s.advance()
 }
 
 // Len returns the number of records not yet consumed.
@@ -617,16 +724,28 @@ func (s *Spool) Skipped() int64 {
 }
 
 // DiscardedBytes returns the bytes of torn or unreadable segment tails
-// that Open cut off (each logged): a record torn by a crash while it was
-// appended, or the unreadable rest of a damaged segment.
+// that Open cut off or PeekN skipped (each logged): a record torn by a crash
+// while it was appended, the unreadable rest of a damaged segment, or a
+// segment whose file was deleted.
 func (s *Spool) DiscardedBytes() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.discarded
 }
 
-// Close syncs and closes the spool. Records not yet committed stay on disk
-// for the next Open. Close is idempotent.
+// LostRecords returns the records that PeekN skipped since Open because the
+// rest of their segment could not be read (damaged framing, a file shorter
+// than written or deleted). Records in tails that Open cut off are not
+// counted: their number cannot be known (see DiscardedBytes).
+func (s *Spool) LostRecords() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lost
+}
+
+// Close syncs and closes the spool, first trying once more to persist what a
+// failed Commit left undone. Records not yet committed stay on disk for the
+// next Open. Close is idempotent.
 func (s *Spool) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -635,8 +754,13 @@ func (s *Spool) Close() error {
 	}
 	s.closed = true
 	var err error
+	if s.dirty {
+		// A last try, so that the next Open does not hand out again
+		// what was consumed.
+		err = s.advance()
+	}
 	if s.w != nil {
-		err = s.w.Sync()
+		err = errors.Join(err, s.w.Sync())
 	}
 	return errors.Join(err, s.closeFiles())
 }

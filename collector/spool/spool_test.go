@@ -556,3 +556,228 @@ func mustRemove(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 }
+
+// TestDamageWhileOpen damages the files of an open spool, as an admin, a tmp
+// cleaner or a failing disk would, and checks that reading skips what cannot
+// be read any more, counts it, and goes on with what follows and with what is
+// appended afterwards.
+func TestDamageWhileOpen(t *testing.T) {
+	size := encodedLen(rec(0).Topic, rec(0).Key, rec(0).Value, rec(0).Headers)
+	badLength := func(seg int, off int64) func(t *testing.T, dir string) {
+		return func(t *testing.T, dir string) {
+			p := segmentFiles(t, dir)[seg]
+			b := readFile(t, p)
+			copy(b[off:], []byte{0xff, 0xff, 0xff, 0xff})
+			writeFile(t, p, b)
+		}
+	}
+	tests := []struct {
+		name         string
+		segmentBytes int64
+		consumed     int // records consumed before the damage
+		damage       func(t *testing.T, dir string)
+		want         []string // of records 0..9, after the consumed ones
+		lost         int64
+		discarded    int64
+		// reread are the records read again after a reopen, of those
+		// consumed: only where the cursor was deleted too.
+		reread []string
+	}{{
+		name:         "older segment deleted",
+		segmentBytes: 4 * size,
+		damage:       func(t *testing.T, dir string) { mustRemove(t, segmentFiles(t, dir)[1]) },
+		want:         append(wantValues(0, 4), wantValues(8, 10)...),
+		lost:         4,
+		discarded:    4 * size,
+	}, {
+		name:         "segment deleted while it is read",
+		segmentBytes: 4 * size,
+		consumed:     1,
+		// The spool holds the file open: nothing is lost.
+		damage: func(t *testing.T, dir string) { mustRemove(t, segmentFiles(t, dir)[0]) },
+		want:   wantValues(1, 10),
+	}, {
+		name:      "active segment deleted",
+		damage:    func(t *testing.T, dir string) { mustRemove(t, segmentFiles(t, dir)[0]) },
+		lost:      10,
+		discarded: 10 * size,
+	}, {
+		name:      "every file deleted",
+		damage:    func(t *testing.T, dir string) { removeAll(t, dir) },
+		lost:      10,
+		discarded: 10 * size,
+		// The cursor written since is gone with its file: a reopened
+		// spool reads from the oldest segment again (at least once).
+		reread: wantValues(10, 11),
+	}, {
+		name: "directory deleted",
+		damage: func(t *testing.T, dir string) {
+			removeAll(t, dir)
+			mustRemove(t, dir)
+		},
+		lost:      10,
+		discarded: 10 * size,
+		reread:    wantValues(10, 11),
+	}, {
+		name:      "length damaged in the active segment",
+		damage:    badLength(0, 4*size),
+		want:      wantValues(0, 4),
+		lost:      6,
+		discarded: 6 * size,
+	}, {
+		name:         "length damaged in an older segment",
+		segmentBytes: 4 * size,
+		damage:       badLength(0, size),
+		want:         append(wantValues(0, 1), wantValues(4, 10)...),
+		lost:         3,
+		discarded:    3 * size,
+	}, {
+		name:      "active segment cut short",
+		damage:    func(t *testing.T, dir string) { chop(t, segmentFiles(t, dir)[0], 3*size+5) },
+		want:      wantValues(0, 6),
+		lost:      4,
+		discarded: 4 * size,
+	}, {
+		// The oldest file left holds records 4..7; 6's length is hit.
+		name:         "length damaged after some records were consumed",
+		segmentBytes: 4 * size,
+		consumed:     5,
+		damage:       badLength(0, 2*size),
+		want:         append(wantValues(5, 6), wantValues(8, 10)...),
+		lost:         2,
+		discarded:    2 * size,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := open(t, dir, 1<<20, WithSegmentBytes(cmp.Or(tt.segmentBytes, DefaultSegmentBytes)))
+			appendRange(t, s, 0, 10)
+			consume(t, s, tt.consumed, 1)
+			tt.damage(t, dir)
+
+			got := consume(t, s, 1000, 3)
+			if !slices.Equal(values(got), tt.want) {
+				t.Errorf("consumed %q; want %q", values(got), tt.want)
+			}
+			if s.LostRecords() != tt.lost || s.DiscardedBytes() != tt.discarded {
+				t.Errorf("LostRecords(), DiscardedBytes() = %d, %d; want %d, %d", s.LostRecords(), s.DiscardedBytes(), tt.lost, tt.discarded)
+			}
+			if s.Len() != 0 || s.Bytes() != 0 {
+				t.Errorf("Len(), Bytes() after reading past the damage = %d, %d; want 0, 0", s.Len(), s.Bytes())
+			}
+			// What is appended afterwards is read, and survives a reopen.
+			appendRange(t, s, 10, 12)
+			if got := consume(t, s, 1, 1); !slices.Equal(values(got), wantValues(10, 11)) {
+				t.Errorf("consumed after the damage %q; want %q", values(got), wantValues(10, 11))
+			}
+			if err := s.Close(); err != nil {
+				t.Fatalf("Close() = %v", err)
+			}
+			s = open(t, dir, 1<<20)
+			if got, want := consume(t, s, 1000, 3), append(tt.reread, wantValues(11, 12)...); !slices.Equal(values(got), want) {
+				t.Errorf("consumed after reopening %q; want %q", values(got), want)
+			}
+		})
+	}
+}
+
+// removeAll deletes every file of dir but the directory itself.
+func removeAll(t *testing.T, dir string) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		mustRemove(t, filepath.Join(dir, e.Name()))
+	}
+}
+
+// TestReadErrorIsRetried: a segment that cannot be read for a reason other
+// than damage (EIO; here a directory in its place) fails PeekN, consumes
+// nothing, and is read again once it can be.
+func TestReadErrorIsRetried(t *testing.T) {
+	dir := t.TempDir()
+	size := encodedLen(rec(0).Topic, rec(0).Key, rec(0).Value, rec(0).Headers)
+	s := open(t, dir, 1<<20, WithSegmentBytes(4*size))
+	appendRange(t, s, 0, 10)
+	seg := segmentFiles(t, dir)[1]
+	aside := seg + ".aside"
+	if err := os.Rename(seg, aside); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(seg, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	got := consume(t, s, 4, 4)
+	for range 3 {
+		if recs, err := s.PeekN(10, 1<<20); err == nil || errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("PeekN with segment 2 unreadable = %d records, %v; want an error", len(recs), err)
+		}
+	}
+	if s.Len() != 6 || s.LostRecords() != 0 {
+		t.Errorf("Len(), LostRecords() after failed reads = %d, %d; want 6, 0", s.Len(), s.LostRecords())
+	}
+	mustRemove(t, seg)
+	if err := os.Rename(aside, seg); err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, consume(t, s, 1000, 3)...)
+	if want := wantValues(0, 10); !slices.Equal(values(got), want) {
+		t.Errorf("consumed %q; want %q", values(got), want)
+	}
+}
+
+// TestCommitPersistFails: a Commit that cannot finish (here: the next
+// segment cannot be created) consumes its records all the same and says so;
+// Persist and later Commits try again, and a reopened spool does not hand the
+// records out again once one succeeded.
+func TestCommitPersistFails(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, 1<<20)
+	appendRange(t, s, 0, 3)
+	next := filepath.Join(dir, "00000000000000000002.seg")
+	if got := segmentFiles(t, dir); len(got) != 1 || filepath.Base(got[0]) != "00000000000000000001.seg" {
+		t.Fatalf("segment files = %q; want only segment 1", got)
+	}
+	if err := os.Mkdir(next, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := s.PeekN(10, 1<<20)
+	if err != nil || len(recs) != 3 {
+		t.Fatalf("PeekN = %d records, %v; want 3, nil", len(recs), err)
+	}
+	if err := s.Commit(3); err == nil {
+		t.Fatalf("Commit(3) with segment 2 uncreatable = nil; want an error")
+	}
+	if s.Len() != 0 {
+		t.Errorf("Len() after a Commit that could not persist = %d; want 0", s.Len())
+	}
+	if err := s.Persist(); err == nil {
+		t.Errorf("Persist() with segment 2 still uncreatable = nil; want an error")
+	}
+	// Appends still land, and are read, in the segment in use; their
+	// Commit cannot finish either.
+	appendRange(t, s, 3, 4)
+	recs, err = s.PeekN(10, 1<<20)
+	if err != nil || !slices.Equal(values(recs), wantValues(3, 4)) {
+		t.Fatalf("PeekN = %q, %v; want %q", values(recs), err, wantValues(3, 4))
+	}
+	if err := s.Commit(1); err == nil {
+		t.Errorf("Commit(1) with segment 2 still uncreatable = nil; want an error")
+	}
+	mustRemove(t, next)
+	if err := s.Persist(); err != nil {
+		t.Fatalf("Persist() = %v; want nil", err)
+	}
+	if err := s.Persist(); err != nil {
+		t.Fatalf("Persist() with nothing left to do = %v; want nil", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, dir, 1<<20)
+	if s.Len() != 0 {
+		t.Errorf("Len() after reopening = %d; want 0: the records were committed", s.Len())
+	}
+}
