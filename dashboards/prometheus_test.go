@@ -44,6 +44,7 @@ var vectorSelector = regexp.MustCompile(`\b(heliostat_[a-z0-9_]+|up)(\{[^}]*\})?
 // pipeline is healthy, and why.
 var emptyWhenHealthy = map[string]string{
 	`count by (source) (heliostat_collector_collect_success == 0)`: "no source failed its last tick",
+	`count by (instance) (heliostat_collector_nvml_gpu_lost == 1)`: "every GPU answers NVML",
 }
 
 // checkPrometheusServer has a real Prometheus scrape the seeded components'

@@ -11,6 +11,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kfake"
 
@@ -22,6 +24,7 @@ import (
 	"github.com/heliostat-dev/heliostat/analytics"
 	"github.com/heliostat-dev/heliostat/collector"
 	"github.com/heliostat-dev/heliostat/collector/attrib"
+	"github.com/heliostat-dev/heliostat/collector/nvml"
 	"github.com/heliostat-dev/heliostat/collector/publish"
 	"github.com/heliostat-dev/heliostat/collector/sim"
 	"github.com/heliostat-dev/heliostat/collector/slurm"
@@ -328,6 +331,24 @@ func seed(t *testing.T) *seeded {
 	// running collector's do, not what they say before the first tick.
 	runUntilReady(t, "GPU collector", col.Run, col.Ready)
 	runUntilReady(t, "GPU attribution", att.Run, att.Ready)
+	// The nvml source's own metrics (read errors, lost GPUs), registered as
+	// runCollectorParts does, on go-nvml's 8-GPU mock.
+	gpus := dgxa100.New()
+	for _, d := range gpus.Devices {
+		d := d.(*dgxa100.Device)
+		d.GetPciInfoFunc = func() (gonvml.PciInfo, gonvml.Return) {
+			var p gonvml.PciInfo
+			copy(p.BusId[:], d.PciBusID)
+			return p, gonvml.SUCCESS
+		}
+		d.GpmQueryDeviceSupportFunc = func() (gonvml.GpmSupport, gonvml.Return) { return gonvml.GpmSupport{}, gonvml.SUCCESS }
+	}
+	nv, err := nvml.New(gpus, logger, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nv.Close()
+	colReg.MustRegister(nv.Collector())
 	slurmReg := reg("collector --source slurm")
 	slurmPub, err := publish.New(publish.Config{Brokers: []string{broker}, SpoolDir: t.TempDir()}, logger, slurmReg)
 	if err != nil {
