@@ -540,12 +540,23 @@ func (s *Source) handle(ctx, pctx context.Context, o *observation) error {
 	if len(evs) == 0 {
 		return nil
 	}
+	// Each event must sort after the record's previous one in the jobs
+	// table, whose latest event wins by (event time, type: SUBMIT < UPDATE
+	// < START < END). A requeued job's next run is submitted in the second
+	// its previous run ended (r.After: strictly after). An UPDATE is
+	// stamped with this host's clock while START and END carry slurmctld's
+	// times, so with this clock ahead an END could sort before the UPDATE
+	// seen just before it and the job stay RUNNING in jobs for good. Only
+	// the events' times move, not the job's start_time or end_time.
+	prev, prevType := r.After, schemas.JobEnd
+	if r.Submitted && r.Last.EventMillis >= prev {
+		prev, prevType = r.Last.EventMillis, r.Last.Type
+	}
 	for i := range evs {
-		// A requeued job's next run is submitted in the second its
-		// previous run ended: its events must still sort after that END.
-		if evs[i].EventMillis <= r.After {
-			evs[i].EventMillis = r.After + 1
+		if evs[i].EventMillis < prev || evs[i].EventMillis == prev && evs[i].Type <= prevType {
+			evs[i].EventMillis = prev + 1
 		}
+		prev, prevType = evs[i].EventMillis, evs[i].Type
 	}
 	if err := s.emit(pctx, o.ev.JobID, evs, allocs); err != nil {
 		return err
