@@ -78,6 +78,32 @@ func TestPanelFigures(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Jobs, for the held-and-wanted panels: an imported job that ended at an
+	// unknown time (no start or end time: it must count nowhere, not wait
+	// until now), a job cancelled while pending (waits until its end), a
+	// running job (waits 10 minutes, then runs until now).
+	b, err = conn.PrepareBatch(ctx, "INSERT INTO "+cfg.Database+".jobs (cluster, job_id, state, gpus, submit_time, start_time, end_time, version)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct {
+		job, state    string
+		gpus          uint32
+		submit        time.Time
+		start, ending *time.Time
+	}{
+		{"t1", "COMPLETED", 4, t0.Add(-30 * time.Minute), nil, nil},
+		{"t2", "CANCELLED", 1, t0, nil, new(t0.Add(5 * time.Minute))},
+		{"t3", "RUNNING", 2, t0, new(t0.Add(10 * time.Minute)), nil},
+	} {
+		if err := b.Append("c", r.job, r.state, &r.gpus, r.submit, r.start, r.ending, uint64(1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		t.Fatal(err)
+	}
+
 	from, to := t0.Add(-time.Hour), t0.Add(2*time.Hour)
 	for _, tc := range []struct {
 		file string
@@ -90,6 +116,11 @@ func TestPanelFigures(t *testing.T) {
 		// as analytics_efficiency: jobs without a utilization mean are left out
 		{"efficiency.json", 2, map[string]float64{"weighted_util": 80, "total_gpu_hours": 4}},
 		{"efficiency.json", 5, map[string]float64{"weighted_util": 80}},
+		// the first step with a job: t0, both t2 and t3 waiting (t1's
+		// unknown times put it nowhere)
+		{"overview.json", 9, map[string]float64{"time": float64(t0.Unix()), "pending_jobs": 2, "pending_gpus": 3, "running_jobs": 0}},
+		{"overview.json", 10, map[string]float64{"time": float64(t0.Unix()), "pending_jobs": 2, "pending_gpus": 3, "running_jobs": 0}},
+		{"jobs-users.json", 22, map[string]float64{"time": float64(t0.Unix()), "pending_jobs": 2, "pending_gpus": 3, "running_jobs": 0}},
 	} {
 		d, p := findPanel(t, tc.file, tc.id)
 		sql, err := expandAll(d, p.Targets[0].RawSQL, from, to)
@@ -137,7 +168,8 @@ func expandAll(d *dashboard, sql string, from, to time.Time) (string, error) {
 	return expandMacros(out, from, to)
 }
 
-// firstRow returns the numeric columns of a query's first row as float64.
+// firstRow returns the numeric and time columns of a query's first row as
+// float64 (times as Unix seconds).
 func firstRow(t *testing.T, conn clickhouse.Conn, sql string) map[string]float64 {
 	t.Helper()
 	rows, err := conn.Query(context.Background(), sql)
@@ -159,6 +191,10 @@ func firstRow(t *testing.T, conn clickhouse.Conn, sql string) map[string]float64
 	out := map[string]float64{}
 	for i, c := range cols {
 		v := reflect.ValueOf(vals[i]).Elem()
+		if tm, ok := v.Interface().(time.Time); ok { // as Unix seconds
+			out[c] = float64(tm.Unix())
+			continue
+		}
 		switch v.Kind() {
 		case reflect.Float32, reflect.Float64:
 			out[c] = v.Float()
