@@ -1,8 +1,10 @@
 -- Job "efficiency": the jobstats-style job summaries (job_summary FINAL, the
 -- jobs submitted in the window) aggregated per cluster, VC and user into
 -- analytics_efficiency. GPU utilization is in percent; sm_active a ratio.
--- Filtering job_summary on submit_time inside FINAL is safe: a job's submit
--- time never changes between its rows.
+-- Filtering job_summary on submit_time inside FINAL is safe: a job keeps one
+-- summary (the summarizer deletes the summary of an earlier end, such as a
+-- requeued job's earlier run with its own submit time, when it writes the
+-- next), so no older row can win where the newer is filtered out.
 INSERT INTO {out.analytics_efficiency} (
     window_id, window_start, window_end, cluster, scope, scope_value,
     jobs, sampled_jobs, gpu_hours, sampled_gpu_hours, util_mean, util_p10, util_p50, util_p90,
