@@ -2,15 +2,21 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/heliostat-dev/heliostat/schemas"
 )
+
+// ErrUnfitValue is InsertJobEvents' error for an event holding a known value
+// too large for its column of job_events.
+var ErrUnfitValue = errors.New("ingest: value too large for its column, which would store it as unknown")
 
 // directPartition is the kafka_partition recorded for rows written straight into
 // ClickHouse (InsertJobEvents) rather than consumed from Kafka. No Kafka topic
@@ -220,12 +226,22 @@ func knownTime(ms int64) *time.Time {
 // event time. Re-inserting the same events is harmless: job_events and jobs
 // collapse identical rows. The rows are recorded in the ledger under a
 // partition number no Kafka topic has, so they never make a consumer skip.
+//
+// An event schemas.CheckJobEvent refuses, or one with a known value its
+// column cannot hold (an exit code beyond Int32; a time limit, node, CPU or
+// GPU count beyond UInt32), fails the whole call before anything is written,
+// naming the event and the column: the Kafka path can only store such a
+// value as NULL and count it, but a direct caller can refuse it, and nothing
+// is turned into unknown silently.
 func InsertJobEvents(ctx context.Context, conn driver.Conn, database, cluster string, source schemas.JobSource, events []schemas.JobEvent) error {
 	blocks := newPartBlocks(newJobEventBlock)
 	for i := range events {
 		e := &events[i]
 		if err := schemas.CheckJobEvent(e); err != nil {
 			return fmt.Errorf("insert job events: events[%d] (job %q): %w", i, e.JobID, err)
+		}
+		if cols := unfitColumns(e); len(cols) > 0 {
+			return fmt.Errorf("insert job events: events[%d] (job %q): %s: %w", i, e.JobID, strings.Join(cols, ", "), ErrUnfitValue)
 		}
 		sec, _ := floorDiv(e.EventMillis)
 		key := monthKey(sec)

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"slices"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/heliostat-dev/heliostat/actuator/replay"
 	"github.com/heliostat-dev/heliostat/collector/publish"
 	"github.com/heliostat-dev/heliostat/collector/sim"
 	"github.com/heliostat-dev/heliostat/ingest/trace"
@@ -35,7 +37,7 @@ func simPositiveFlags() []string {
 func registerSimFlags(fs *flag.FlagSet, getenv func(string) string) *simFlags {
 	f := &simFlags{fs: fs}
 	f.cfg.RegisterFlags(fs, getenv)
-	fs.StringVar(&f.trace, "sim.trace", "", "replay this trace (Helios CSV or SWF; GPU jobs only, their VCs must be in --sim.vcs) instead of the synthetic workload")
+	fs.StringVar(&f.trace, "sim.trace", "", "replay this trace instead of the synthetic workload: Helios CSV (GPU jobs only, their VCs must be in --sim.vcs) or SWF (processors stand for GPUs, jobs run on any node)")
 	fs.StringVar(&f.format, "sim.trace-format", "", "format of --sim.trace: helios or swf; empty guesses it from the name")
 	return f
 }
@@ -85,16 +87,64 @@ func (f *simFlags) workload(logger *slog.Logger) (sim.Workload, error) {
 	if err != nil {
 		return nil, err
 	}
+	logRejects(logger, f.trace, tr)
 	jobs, skipped := traceJobSpecs(tr)
-	logger.Info("replaying trace", "trace", f.trace, "jobs", len(jobs), "skipped", skipped, "rejected_rows", tr.Rejected)
 	vcs, err := sim.ParseVCs(f.cfg.VCs)
 	if err != nil {
 		return nil, err
 	}
+	// The simulator rejects, one by one, the jobs it can never run: count
+	// them here too, so that a trace none of whose jobs can run is refused
+	// rather than replayed as an idle cluster.
+	unfit := unfitJobs(jobs, f.cfg, vcs)
+	if n := sumCounts(skipped); n > 0 {
+		logger.Warn("trace jobs skipped", "trace", f.trace, "jobs", n, "of", len(tr.Jobs), "reasons", countsString(skipped))
+	}
+	if n := sumCounts(unfit); n > 0 {
+		logger.Warn("trace jobs the simulated cluster cannot run will be rejected", "trace", f.trace, "jobs", n, "of", len(jobs), "reasons", countsString(unfit))
+	}
 	if missing := missingVCs(jobs, vcs); len(missing) > 0 {
 		logger.Warn("the trace's jobs in these virtual clusters will be rejected; add them to --sim.vcs", "vcs", missing)
 	}
+	if len(jobs) == sumCounts(unfit) {
+		for k, n := range unfit {
+			skipped[k] += n
+		}
+		return nil, fmt.Errorf("collector: --sim.trace %s: no job of the trace can run on the simulated cluster: %d jobs read, skipped: %s; %d rows rejected (%s)",
+			f.trace, len(tr.Jobs), countsString(skipped), tr.Rejected, countsString(tr.Reasons))
+	}
+	logger.Info("replaying trace", "trace", f.trace, "jobs", len(jobs), "skipped", sumCounts(skipped), "rejected_rows", tr.Rejected)
 	return sim.Jobs(jobs), nil
+}
+
+// unfitJobs counts the jobs the simulator of cfg (with virtual clusters vcs,
+// as sim.ParseVCs gives them) will reject: in a virtual cluster it lacks
+// (unknown_vc), or needing more GPUs than theirs has (larger_than_cluster).
+func unfitJobs(jobs []sim.JobSpec, cfg sim.Config, vcs []sim.VC) map[string]int {
+	gpn, nodes := cfg.GPUsPerNode, cfg.Nodes
+	if gpn == 0 {
+		gpn = sim.DefaultGPUsPerNode
+	}
+	if nodes == 0 {
+		nodes = sim.DefaultNodes
+	}
+	size := map[string]int{"": nodes * gpn}
+	if vcs == nil {
+		size["vc1"] = nodes * gpn
+	}
+	for _, vc := range vcs {
+		size[vc.Name] = vc.Nodes * gpn
+	}
+	out := map[string]int{}
+	for i := range jobs {
+		switch n, ok := size[jobs[i].VC]; {
+		case !ok:
+			out[replay.SkipUnknownVC]++
+		case jobs[i].GPUs > n:
+			out[replay.SkipTooLarge]++
+		}
+	}
+	return out
 }
 
 // runSimParts runs the simulator, its publisher, the extra parts (up's
@@ -139,24 +189,41 @@ func runSimParts(ctx context.Context, s *sim.Sim, pub *publish.Publisher, srv *w
 var errSimDone = errors.New("simulation done")
 
 // traceJobSpecs converts a trace's GPU jobs into the simulator's job specs,
-// submit times relative to the trace's first job. Jobs without GPUs or
-// without a run time are skipped and counted; a state the trace does not
+// submit times relative to the trace's first job. An SWF trace has
+// processors, not GPUs: its allocated processors (else the requested ones)
+// stand for GPUs, as in `heliostat sim`, and its queue numbers are no
+// virtual clusters, so its jobs run on any node. Jobs without GPUs or
+// without a run time are skipped and counted by reason (no_gpus,
+// no_run_time, as `heliostat sim` names them); a state the trace does not
 // give, or that is not final, counts as COMPLETED.
-func traceJobSpecs(tr *trace.Trace) (jobs []sim.JobSpec, skipped int) {
+func traceJobSpecs(tr *trace.Trace) (jobs []sim.JobSpec, skipped map[string]int) {
+	skipped = map[string]int{}
 	var first time.Time
 	for i := range tr.Jobs {
 		if j := &tr.Jobs[i]; first.IsZero() || j.Submit.Before(first) {
 			first = j.Submit
 		}
 	}
+	swf := tr.Format == "swf"
 	for i := range tr.Jobs {
 		j := &tr.Jobs[i]
 		run := j.Run
 		if run < 0 && !j.Start.IsZero() && !j.End.IsZero() {
 			run = j.End.Sub(j.Start)
 		}
-		if j.GPUs < 1 || run < 0 {
-			skipped++
+		gpus, vc := j.GPUs, j.Queue
+		if swf {
+			gpus, vc = j.Procs, ""
+			if gpus <= 0 {
+				gpus = j.ReqProcs
+			}
+		}
+		switch {
+		case run < 0:
+			skipped[replay.SkipNoRun]++
+			continue
+		case gpus < 1:
+			skipped[replay.SkipNoGPUs]++
 			continue
 		}
 		st, ok := trace.EventState(j.State)
@@ -167,8 +234,8 @@ func traceJobSpecs(tr *trace.Trace) (jobs []sim.JobSpec, skipped int) {
 			ID:       j.ID,
 			Name:     j.Executable,
 			User:     j.User,
-			VC:       j.Queue,
-			GPUs:     j.GPUs,
+			VC:       vc,
+			GPUs:     gpus,
 			Submit:   j.Submit.Sub(first),
 			Duration: run,
 			State:    st,

@@ -24,10 +24,6 @@ import (
 	"github.com/heliostat-dev/heliostat/schemas/migrate"
 )
 
-// shownRejects is how many rejected rows import prints on stderr (and keeps in
-// the JSON "errors"); all of them are counted.
-const shownRejects = 5
-
 // importFlags are the settings of `heliostat import`.
 type importFlags struct {
 	format      string
@@ -119,26 +115,20 @@ func clusterFromPath(path string) string {
 // importOutput is the summary of an import; --json prints it as one object,
 // jobs, rejected and reasons first.
 type importOutput struct {
-	Jobs     int               `json:"jobs"`
-	Rejected int               `json:"rejected"`
-	Reasons  map[string]int    `json:"reasons"`
-	File     string            `json:"file"`
-	Format   string            `json:"format"`
-	Cluster  string            `json:"cluster"`
-	To       string            `json:"to"` // "" for a dry run
-	Errors   []importLineError `json:"errors"`
-	Convert  trace.EventStats  `json:"conversion"`
-	SentJobs int               `json:"sent_jobs"`
-	SentEvts int               `json:"sent_events"`
-	ReadS    float64           `json:"read_s"`
-	SendS    float64           `json:"send_s"`
-	JobsPerS float64           `json:"jobs_per_s"`
-}
-
-type importLineError struct {
-	Line   int    `json:"line"`
-	Reason string `json:"reason"`
-	Detail string `json:"detail"`
+	Jobs     int              `json:"jobs"`
+	Rejected int              `json:"rejected"`
+	Reasons  map[string]int   `json:"reasons"`
+	File     string           `json:"file"`
+	Format   string           `json:"format"`
+	Cluster  string           `json:"cluster"`
+	To       string           `json:"to"`     // "" for a dry run
+	Errors   []rejectedRow    `json:"errors"` // the first shownRejects
+	Convert  trace.EventStats `json:"conversion"`
+	SentJobs int              `json:"sent_jobs"`
+	SentEvts int              `json:"sent_events"`
+	ReadS    float64          `json:"read_s"`
+	SendS    float64          `json:"send_s"`
+	JobsPerS float64          `json:"jobs_per_s"`
 }
 
 func runImport(ctx context.Context, args []string, e *env) error {
@@ -238,22 +228,18 @@ func (imp *importer) run(ctx context.Context, getenv func(string) string) (*impo
 	if err != nil {
 		return nil, fmt.Errorf("import: %w", err)
 	}
-	rejectUnstorableTimes(tr) // dry run or not
+	// Dry run or not, so that a dry run says what the import would take.
+	// Then the check at the border: a job whose events the encoder (or
+	// job_events) would refuse is rejected, named and counted, and the
+	// import goes on without it instead of stopping there. The loop below
+	// converts the jobs kept again and gets the same events.
+	rejectUnstorableTimes(tr)
+	tr.RejectUnencodable()
 	out := &importOutput{
 		Jobs: len(tr.Jobs), Rejected: tr.Rejected, Reasons: tr.Reasons,
 		File: imp.path, Format: tr.Format, Cluster: imp.flags.cluster,
-		Errors: []importLineError{},
+		Errors: printRejects(imp.stderr, imp.path, tr),
 		ReadS:  imp.now().Sub(t0).Seconds(),
-	}
-	for i, le := range tr.Errors {
-		if i == shownRejects {
-			break
-		}
-		out.Errors = append(out.Errors, importLineError{Line: le.Line, Reason: le.Reason, Detail: le.Detail})
-		fmt.Fprintf(imp.stderr, "%s:%d: rejected: %s: %s\n", imp.path, le.Line, le.Reason, le.Detail)
-	}
-	if tr.Rejected > shownRejects {
-		fmt.Fprintf(imp.stderr, "%s: %d rejected rows in all, by reason %v\n", imp.path, tr.Rejected, tr.Reasons)
 	}
 
 	var s sink

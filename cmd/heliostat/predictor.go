@@ -32,7 +32,11 @@ type backtestOutput struct {
 	Format   string `json:"format"`
 	Jobs     int    `json:"jobs"`
 	Rejected int    `json:"rejected"`
-	Model    string `json:"model"`
+	// Reasons counts the rejected rows by reason; Errors are the first
+	// shownRejects of them, as in import's JSON.
+	Reasons map[string]int `json:"reasons"`
+	Errors  []rejectedRow  `json:"errors"`
+	Model   string         `json:"model"`
 	duration.Result
 }
 
@@ -66,6 +70,7 @@ func runBacktest(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
+	rejects := printRejects(e.stderr, *path, tr)
 	jobs := durationJobs(tr)
 	res, err := duration.Backtest(ctx, jobs, duration.BacktestConfig{TrainFrac: *trainFrac, RefitEvery: *refit, AdaptRate: *adapt,
 		Progress: func(p duration.BacktestProgress) {
@@ -74,7 +79,8 @@ func runBacktest(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return fmt.Errorf("predictor backtest %s: %w", *path, err)
 	}
-	out := backtestOutput{Trace: *path, Format: tr.Format, Jobs: len(tr.Jobs), Rejected: tr.Rejected, Model: "heliostat", Result: res}
+	out := backtestOutput{Trace: *path, Format: tr.Format, Jobs: len(tr.Jobs), Rejected: tr.Rejected, Reasons: tr.Reasons, Errors: rejects,
+		Model: "heliostat", Result: res}
 	if *baseline != "" {
 		m, ok := res.Baselines[*baseline]
 		if !ok {

@@ -146,6 +146,9 @@ type reportOutput struct {
 	RenderS        float64 `json:"render_s"`
 	ImportS        float64 `json:"import_s,omitempty"`
 	ClickHouseAddr string  `json:"clickhouse_addr"`
+	// TimeZone is the zone of hours of day, days of week and calendar
+	// windows: --analytics.timezone, else a trace's own, else UTC.
+	TimeZone string `json:"time_zone"`
 }
 
 func runReport(ctx context.Context, args []string, e *env) error {
@@ -188,7 +191,8 @@ func runReport(ctx context.Context, args []string, e *env) error {
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 
 	out := &reportOutput{}
-	rep := &reporter{flags: f, logger: logger, quiet: logger, stderr: e.stderr, getenv: e.getenv, out: out, now: time.Now, progress: prog}
+	rep := &reporter{flags: f, logger: logger, quiet: logger, stderr: e.stderr, getenv: e.getenv, out: out, now: time.Now, progress: prog,
+		tzGiven: set["analytics.timezone"]}
 	if !strings.EqualFold(f.log.level, "debug") {
 		quiet := logFlags{level: "warn", format: f.log.format}
 		if rep.quiet, err = quiet.logger(e.stderr); err != nil {
@@ -239,6 +243,9 @@ type reporter struct {
 	quiet *slog.Logger
 	// progress paces the import's progress lines.
 	progress *progress
+	// tzGiven says --analytics.timezone was given: a trace's own time zone
+	// does not replace it.
+	tzGiven bool
 }
 
 // startLocalClickHouse starts a ClickHouse server on a temporary directory
@@ -285,6 +292,7 @@ func (r *reporter) run(ctx context.Context) error {
 			return err
 		}
 	}
+	r.out.TimeZone = f.analytics.TimeZone
 	w, err := r.window(ctx, conn)
 	if err != nil {
 		return err
@@ -341,26 +349,22 @@ func (r *reporter) importTrace(ctx context.Context, conn driver.Conn) error {
 		return fmt.Errorf("report: %w", err)
 	}
 	rejectUnstorableTimes(tr)
-	for i, le := range tr.Errors {
-		if i == shownRejects {
-			break
-		}
-		fmt.Fprintf(r.stderr, "%s:%d: rejected: %s: %s\n", f.tracePath, le.Line, le.Reason, le.Detail)
-	}
-	if tr.Rejected > shownRejects {
-		fmt.Fprintf(r.stderr, "%s: %d rejected rows in all, by reason: %s\n", f.tracePath, tr.Rejected, countsString(tr.Reasons))
-	}
-	if len(tr.Jobs) == 0 {
-		return fmt.Errorf("report: %s: no job could be read (%d rows rejected)", f.tracePath, tr.Rejected)
-	}
 	startAt := 0
 	if f.startAt {
 		startAt = startAtSubmit(tr.Jobs)
+	}
+	// As import does, after the last change to the jobs: a job the encoder
+	// would refuse is rejected, not the end of the import.
+	tr.RejectUnencodable()
+	printRejects(r.stderr, f.tracePath, tr)
+	if len(tr.Jobs) == 0 {
+		return fmt.Errorf("report: %s: no job could be read (%d rows rejected)", f.tracePath, tr.Rejected)
 	}
 	if startAt > 0 {
 		r.notes = append(r.notes, fmt.Sprintf("The trace gives a run time but no start time for %d of its %d jobs: they are taken to start when submitted, so their queuing delay counts as 0 and utilization assumes they did not wait.", startAt, len(tr.Jobs)))
 		r.logger.Warn("jobs without a start time start at their submit time", "jobs", startAt, "file", f.tracePath)
 	}
+	r.traceTimeZone(tr.TimeZone)
 	if tr.Format == "swf" {
 		r.processors = true
 		r.notes = append(r.notes, "The trace (SWF) gives processors, not GPUs: every GPU figure of this report counts processors.")
@@ -395,6 +399,25 @@ func (r *reporter) importTrace(ctx context.Context, conn driver.Conn) error {
 	r.out.ImportS = r.now().Sub(t0).Seconds()
 	r.logger.Info("trace imported", "file", f.tracePath, "cluster", f.cluster, "jobs", conv.Stats.Jobs, "events", conv.Stats.Events, "seconds", r.out.ImportS)
 	return nil
+}
+
+// traceTimeZone makes the time zone a trace names (SWF's TimeZoneString,
+// "" for none) that of the report's hours of day, days of week and calendar
+// windows, unless --analytics.timezone was given, and says so on stderr and
+// in the page's notes: the trace's clock is the one its users lived by.
+func (r *reporter) traceTimeZone(tz string) {
+	f := &r.flags
+	if tz == "" || r.tzGiven || tz == f.analytics.TimeZone {
+		return
+	}
+	if _, err := time.LoadLocation(tz); err != nil {
+		r.notes = append(r.notes, fmt.Sprintf("The trace gives its time zone as %q, which this system does not know: hours of day, days of week and calendar windows are in %s.", tz, f.analytics.TimeZone))
+		fmt.Fprintf(r.stderr, "report: %s: the trace's time zone %q is unknown here (%v); times of day are in %s (--analytics.timezone sets another)\n", f.tracePath, tz, err, f.analytics.TimeZone)
+		return
+	}
+	f.analytics.TimeZone = tz
+	r.notes = append(r.notes, fmt.Sprintf("Hours of day, days of week and calendar windows are in the trace's time zone, %s (its TimeZoneString header); --analytics.timezone sets another.", tz))
+	fmt.Fprintf(r.stderr, "report: %s: times of day in %s, the trace's time zone (--analytics.timezone sets another)\n", f.tracePath, tz)
 }
 
 // startAtSubmit gives the jobs that have a run time but neither a start

@@ -19,15 +19,20 @@ import (
 
 // simOutput is the JSON of `heliostat sim`.
 type simOutput struct {
-	Trace        string         `json:"trace"`
-	Format       string         `json:"format"`
-	TraceJobs    int            `json:"trace_jobs"`
-	RejectedRows int            `json:"rejected_rows"`
-	NJobs        int            `json:"n_jobs"`
-	Skipped      map[string]int `json:"skipped"`
-	Cluster      []replay.VC    `json:"cluster"`
-	Backfill     bool           `json:"backfill"`
-	AgingRate    float64        `json:"qssf_aging_rate"`
+	Trace     string `json:"trace"`
+	Format    string `json:"format"`
+	TraceJobs int    `json:"trace_jobs"`
+	// RejectedRows counts the rows of the trace that could not be read,
+	// RejectedReasons counts them by reason, and RejectedErrors holds the
+	// first shownRejects of them.
+	RejectedRows    int            `json:"rejected_rows"`
+	RejectedReasons map[string]int `json:"rejected_reasons"`
+	RejectedErrors  []rejectedRow  `json:"rejected_errors"`
+	NJobs           int            `json:"n_jobs"`
+	Skipped         map[string]int `json:"skipped"`
+	Cluster         []replay.VC    `json:"cluster"`
+	Backfill        bool           `json:"backfill"`
+	AgingRate       float64        `json:"qssf_aging_rate"`
 	// Policies holds each policy's figures, by name.
 	Policies map[string]simPolicy `json:"policies"`
 	// GapClosed is QSSF's share of the FIFO → SJF gap in average JCT,
@@ -153,11 +158,12 @@ func runSim(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
+	rejects := printRejects(e.stderr, *path, tr)
 	if sizes != nil {
 		cfg.Progress = func(ended, total int) {
 			prog.printf("sim: %s: %d of %d jobs ended (%d%%)", pols[0], ended, total, percent(ended, total))
 		}
-		return runSweep(ctx, e, *path, tr, cl, replay.SweepConfig{Sizes: sizes, FitLargest: !*sweepExact, Policy: pols[0], Replay: cfg}, began, *asJSON)
+		return runSweep(ctx, e, *path, tr, rejects, cl, replay.SweepConfig{Sizes: sizes, FitLargest: !*sweepExact, Policy: pols[0], Replay: cfg}, began, *asJSON)
 	}
 	w, err := replay.FromTrace(tr, cl)
 	if err != nil {
@@ -170,7 +176,8 @@ func runSim(ctx context.Context, args []string, e *env) error {
 	}
 	warnSkipped(e, len(tr.Jobs), w.Skipped)
 	out := simOutput{
-		Trace: *path, Format: tr.Format, TraceJobs: len(tr.Jobs), RejectedRows: tr.Rejected, NJobs: len(w.Jobs),
+		Trace: *path, Format: tr.Format, TraceJobs: len(tr.Jobs), RejectedRows: tr.Rejected,
+		RejectedReasons: tr.Reasons, RejectedErrors: rejects, NJobs: len(w.Jobs),
 		Skipped: w.Skipped, Cluster: w.VCs, Backfill: *backfill, AgingRate: qc.AgingRate, Policies: map[string]simPolicy{},
 	}
 	for _, p := range pols {

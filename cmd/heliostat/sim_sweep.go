@@ -13,12 +13,15 @@ import (
 
 // sweepOutput is the JSON of `heliostat sim --capacity-sweep`.
 type sweepOutput struct {
-	Trace        string         `json:"trace"`
-	Format       string         `json:"format"`
-	TraceJobs    int            `json:"trace_jobs"`
-	RejectedRows int            `json:"rejected_rows"`
-	NJobs        int            `json:"n_jobs"`
-	Skipped      map[string]int `json:"skipped"`
+	Trace     string `json:"trace"`
+	Format    string `json:"format"`
+	TraceJobs int    `json:"trace_jobs"`
+	// RejectedRows, RejectedReasons and RejectedErrors are as in sim's JSON.
+	RejectedRows    int            `json:"rejected_rows"`
+	RejectedReasons map[string]int `json:"rejected_reasons"`
+	RejectedErrors  []rejectedRow  `json:"rejected_errors"`
+	NJobs           int            `json:"n_jobs"`
+	Skipped         map[string]int `json:"skipped"`
 	// BaseCluster is the cluster the factors scale.
 	BaseCluster []replay.VC `json:"base_cluster"`
 	Policy      string      `json:"policy"`
@@ -29,8 +32,9 @@ type sweepOutput struct {
 	Sizes []replay.SweepPoint `json:"sizes"`
 }
 
-// runSweep replays tr on each size of sc and prints what each gave.
-func runSweep(ctx context.Context, e *env, path string, tr *trace.Trace, cl replay.Cluster, sc replay.SweepConfig, began time.Time, asJSON bool) error {
+// runSweep replays tr on each size of sc and prints what each gave; rejects
+// are the rejected rows of tr already printed.
+func runSweep(ctx context.Context, e *env, path string, tr *trace.Trace, rejects []rejectedRow, cl replay.Cluster, sc replay.SweepConfig, began time.Time, asJSON bool) error {
 	w, base, err := replay.SweepWorkload(tr, cl)
 	if err != nil {
 		return err
@@ -50,7 +54,8 @@ func runSweep(ctx context.Context, e *env, path string, tr *trace.Trace, cl repl
 		return err
 	}
 	out := sweepOutput{
-		Trace: path, Format: tr.Format, TraceJobs: len(tr.Jobs), RejectedRows: tr.Rejected, NJobs: len(w.Jobs), Skipped: w.Skipped,
+		Trace: path, Format: tr.Format, TraceJobs: len(tr.Jobs), RejectedRows: tr.Rejected,
+		RejectedReasons: tr.Reasons, RejectedErrors: rejects, NJobs: len(w.Jobs), Skipped: w.Skipped,
 		BaseCluster: base, Policy: string(sc.Policy), Backfill: sc.Replay.Backfill, FitLargest: sc.FitLargest, Sizes: pts,
 	}
 	if asJSON {

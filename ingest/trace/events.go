@@ -1,6 +1,9 @@
 package trace
 
 import (
+	"cmp"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -62,7 +65,9 @@ type EventStats struct {
 	UnmappedStates map[string]int `json:"unmapped_states"`
 	// DuplicateIDs counts jobs whose id an earlier job of the same file had
 	// (SWF writes each part of a checkpointed job as its own line with the
-	// job's number); they are renamed ID#2, ID#3, … in file order.
+	// job's number); they are renamed ID#2, ID#3, … in file order, skipping
+	// any such id an earlier job has (its own or by renaming), so that no
+	// two jobs of a file share an id.
 	DuplicateIDs int `json:"duplicate_ids"`
 }
 
@@ -73,7 +78,9 @@ type EventStats struct {
 // downstream collapse.
 type Converter struct {
 	Stats EventStats
-	seen  map[string]int
+	// seen holds every id given out so far, with the last N of the ID#N
+	// renamings of that id (1 when it was never renamed).
+	seen map[string]int
 }
 
 // NewConverter returns a Converter for one file.
@@ -104,14 +111,44 @@ func NewConverter() *Converter {
 // TimeLimitS the requested time; ExitCode, Priority, MemReqBytes, ArrayTaskID
 // are Unknown, times the trace lacks are 0.
 func (c *Converter) Append(dst []schemas.JobEvent, j *Job) []schemas.JobEvent {
-	id := j.ID
-	if n := c.seen[id]; n > 0 {
-		c.seen[id] = n + 1
-		id += "#" + strconv.Itoa(n+1)
-		c.Stats.DuplicateIDs++
-	} else {
-		c.seen[id] = 1
+	dst, _ = c.append(dst, j, false)
+	return dst
+}
+
+// AppendChecked is Append for events bound for the encoder and job_events:
+// when schemas.CheckJobEvent refuses one of j's events, or one holds a time
+// limit or count above 4294967295 (what job_events stores), it returns dst
+// as it was
+// and a *LineError with reason "bad_event" that names j's line, id and the
+// field, and the Converter is as if it had never seen j.
+func (c *Converter) AppendChecked(dst []schemas.JobEvent, j *Job) ([]schemas.JobEvent, error) {
+	dst, le := c.append(dst, j, true)
+	if le != nil {
+		return dst, le
 	}
+	return dst, nil
+}
+
+// newID returns the id j's events get and the renaming count to record
+// for its id (0: not renamed), without recording either.
+func (c *Converter) newID(id string) (string, int) {
+	n := c.seen[id]
+	if n == 0 {
+		return id, 0
+	}
+	for {
+		n++
+		// A file may hold "5", "5" and "5#2": the second 5 is 5#3.
+		if renamed := id + "#" + strconv.Itoa(n); c.seen[renamed] == 0 {
+			return renamed, n
+		}
+	}
+}
+
+func (c *Converter) append(dst []schemas.JobEvent, j *Job, check bool) ([]schemas.JobEvent, *LineError) {
+	id, renamed := c.newID(j.ID)
+	first := len(dst)
+	var noStart, noEnd, endStateUnknown, endTimeUnknown, unmapped bool
 	cpus := j.Procs
 	if cpus < 0 {
 		cpus = j.ReqProcs
@@ -140,9 +177,7 @@ func (c *Converter) Append(dst []schemas.JobEvent, j *Job) []schemas.JobEvent {
 		GPUs:         count(j.GPUs),
 		MemReqBytes:  schemas.Unknown,
 	}
-	c.Stats.Jobs++
 	dst = append(dst, base)
-	c.Stats.Events++
 
 	last := base.EventMillis
 	if !j.Start.IsZero() {
@@ -152,34 +187,74 @@ func (c *Converter) Append(dst []schemas.JobEvent, j *Job) []schemas.JobEvent {
 		e.EventMillis = e.StartMillis
 		base.StartMillis, last = e.StartMillis, e.StartMillis
 		dst = append(dst, e)
-		c.Stats.Events++
 	} else {
-		c.Stats.NoStart++
+		noStart = true
 	}
 
 	st, ok := EventState(j.State)
-	if !ok {
-		c.Stats.UnmappedStates[j.State]++
-	}
+	unmapped = !ok
 	if !ok && !j.End.IsZero() {
 		st, ok = schemas.StateUnknown, true
-		c.Stats.EndStateUnknown++
+		endStateUnknown = true
 	}
 	if !ok || !st.Final() {
-		c.Stats.NoEnd++
-		return dst
-	}
-	e := base
-	e.Type, e.State = schemas.JobEnd, st
-	if !j.End.IsZero() {
-		e.EndMillis = j.End.UnixMilli()
-		e.EventMillis = e.EndMillis
+		noEnd = true
 	} else {
-		e.EventMillis = last
-		c.Stats.EndTimeUnknown++
+		e := base
+		e.Type, e.State = schemas.JobEnd, st
+		if !j.End.IsZero() {
+			e.EndMillis = j.End.UnixMilli()
+			e.EventMillis = e.EndMillis
+		} else {
+			e.EventMillis = last
+			endTimeUnknown = true
+		}
+		dst = append(dst, e)
 	}
-	c.Stats.Events++
-	return append(dst, e)
+
+	if check {
+		// What job_events holds in 32 bits (ingest stores a larger value
+		// as unknown); the same in every event of the job.
+		for _, f := range [...]struct {
+			name string
+			v    int64
+		}{{"time limit", base.TimeLimitS}, {"node count", base.NodeCount}, {"cpus", base.CPUs}, {"gpus", base.GPUs}} {
+			if f.v > maxValue {
+				clear(dst[first:])
+				return dst[:first], &LineError{Line: j.Line, Reason: "bad_event",
+					Detail: fmt.Sprintf("job %.40q: %s %d: more than %d, the most a job event holds", j.ID, f.name, f.v, maxValue)}
+			}
+		}
+		for i := first; i < len(dst); i++ {
+			if err := schemas.CheckJobEvent(&dst[i]); err != nil {
+				clear(dst[first:])
+				return dst[:first], &LineError{Line: j.Line, Reason: "bad_event",
+					Detail: fmt.Sprintf("job %.40q: %s event: %v", j.ID, dst[i].Type, err)}
+			}
+		}
+	}
+
+	// The job is converted: record it.
+	if renamed > 0 {
+		c.seen[j.ID] = renamed
+		c.Stats.DuplicateIDs++
+	}
+	c.seen[id] = max(c.seen[id], 1)
+	s := &c.Stats
+	s.Jobs++
+	s.Events += len(dst) - first
+	for _, f := range [...]struct {
+		on bool
+		n  *int
+	}{{noStart, &s.NoStart}, {noEnd, &s.NoEnd}, {endStateUnknown, &s.EndStateUnknown}, {endTimeUnknown, &s.EndTimeUnknown}} {
+		if f.on {
+			*f.n++
+		}
+	}
+	if unmapped {
+		s.UnmappedStates[j.State]++
+	}
+	return dst, nil
 }
 
 // count maps a trace count (-1 unknown) to a schemas one.
@@ -188,4 +263,35 @@ func count(n int) int64 {
 		return schemas.Unknown
 	}
 	return int64(n)
+}
+
+// RejectUnencodable rejects every job that a Converter would turn into an
+// event AppendChecked refuses (one schemas.CheckJobEvent refuses, or with a
+// value job_events cannot store), as reason "bad_event" with its line and the
+// field, and returns how many it rejected. The readers refuse what
+// they can see is wrong; this is the check at the border, for a caller about
+// to encode the events (after RejectTimesOutside, which names a time out of
+// range more plainly): such a job is counted and named, and the import goes
+// on without it, instead of stopping at it. A Converter fed the jobs kept
+// gives every one of them the id it had here. The kept errors stay in line
+// order.
+func (t *Trace) RejectUnencodable() int {
+	c := NewConverter()
+	var buf []schemas.JobEvent
+	kept := t.Jobs[:0]
+	n := 0
+	for i := range t.Jobs {
+		j := &t.Jobs[i]
+		var le *LineError
+		if buf, le = c.append(buf[:0], j, true); le == nil {
+			kept = append(kept, *j)
+			continue
+		}
+		n++
+		t.reject(le.Line, le.Reason, func() string { return le.Detail })
+	}
+	clear(t.Jobs[len(kept):])
+	t.Jobs = kept
+	slices.SortStableFunc(t.Errors, func(a, b *LineError) int { return cmp.Compare(a.Line, b.Line) })
+	return n
 }

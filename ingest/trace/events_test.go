@@ -2,6 +2,7 @@ package trace_test
 
 import (
 	"bytes"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -201,6 +202,99 @@ func TestConverterDuplicateIDs(t *testing.T) {
 	}
 	if c.Stats.DuplicateIDs != 2 {
 		t.Errorf("Stats.DuplicateIDs = %d; want 2", c.Stats.DuplicateIDs)
+	}
+}
+
+// TestConverterRenamedIDsUnique: renaming a repeated id never gives an id
+// the file (or an earlier renaming) already has, which would make one job
+// overwrite another downstream.
+func TestConverterRenamedIDsUnique(t *testing.T) {
+	for _, tc := range []struct {
+		in, want []string
+		dups     int
+	}{
+		{[]string{"5", "5", "5#2"}, []string{"5", "5#2", "5#2#2"}, 2},
+		{[]string{"5", "5#2", "5"}, []string{"5", "5#2", "5#3"}, 1},
+		{[]string{"5#2", "5", "5", "5"}, []string{"5#2", "5", "5#3", "5#4"}, 2},
+		{[]string{"5", "5", "5#2", "5#2", "5"}, []string{"5", "5#2", "5#2#2", "5#2#3", "5#3"}, 4},
+		{[]string{"1", "2", "1", "1#2#2", "1#2", "1"}, []string{"1", "2", "1#2", "1#2#2", "1#2#3", "1#3"}, 3},
+	} {
+		c := trace.NewConverter()
+		var got []string
+		seen := map[string]bool{}
+		for i, id := range tc.in {
+			j := trace.Job{Line: i + 2, ID: id, Submit: time.Unix(1e9, 0), Run: -1, Wait: -1, ReqTime: -1, Procs: -1, ReqProcs: -1, GPUs: -1, Nodes: -1}
+			ev := c.Append(nil, &j)
+			got = append(got, ev[0].JobID)
+			if seen[ev[0].JobID] {
+				t.Errorf("ids %q: job %d gets %q, which an earlier job has", tc.in, i, ev[0].JobID)
+			}
+			seen[ev[0].JobID] = true
+		}
+		if !reflect.DeepEqual(got, tc.want) || c.Stats.DuplicateIDs != tc.dups {
+			t.Errorf("ids %q converted to %q, %d duplicates; want %q, %d", tc.in, got, c.Stats.DuplicateIDs, tc.want, tc.dups)
+		}
+	}
+}
+
+// TestConverterAppendChecked: a job whose events the encoder would refuse is
+// refused with its line and the field, and leaves no trace in the Converter:
+// the next job with the same id keeps it, and the stats do not count it.
+func TestConverterAppendChecked(t *testing.T) {
+	t0 := time.Date(2020, 9, 1, 0, 0, 0, 0, time.UTC)
+	job := func(line int, id, user string) trace.Job {
+		return trace.Job{Line: line, ID: id, User: user, State: "COMPLETED", Submit: t0, Start: t0, End: t0.Add(time.Minute),
+			Run: time.Minute, Wait: 0, ReqTime: -1, Procs: -1, ReqProcs: -1, GPUs: 8, Nodes: 1}
+	}
+	c := trace.NewConverter()
+	dst := []schemas.JobEvent{{JobID: "before"}}
+	bad := job(7, "5", "u\xff")
+	got, err := c.AppendChecked(dst, &bad)
+	var le *trace.LineError
+	if !errors.As(err, &le) || le.Line != 7 || le.Reason != "bad_event" || !strings.Contains(le.Detail, "user") || !strings.Contains(le.Detail, "UTF-8") {
+		t.Errorf("AppendChecked(invalid user) error %v; want a bad_event LineError of line 7 naming the user", err)
+	}
+	if len(got) != 1 || got[0].JobID != "before" {
+		t.Errorf("AppendChecked(invalid user) = %+v; want dst as it was", got)
+	}
+	if c.Stats.Jobs != 0 || c.Stats.Events != 0 {
+		t.Errorf("after a refused job: stats %+v; want nothing counted", c.Stats)
+	}
+	good := job(8, "5", "u")
+	got, err = c.AppendChecked(nil, &good)
+	if err != nil || len(got) != 3 || got[0].JobID != "5" || c.Stats.DuplicateIDs != 0 || c.Stats.Jobs != 1 || c.Stats.Events != 3 {
+		t.Errorf("AppendChecked(good job 5) = %+v, %v, stats %+v; want 3 events of job 5, no duplicate", got, err, c.Stats)
+	}
+}
+
+// TestRejectUnencodable: jobs whose events the encoder refuses are rejected
+// with their lines, among the reader's rejects in line order; the others are
+// kept and convert to the same ids as before.
+func TestRejectUnencodable(t *testing.T) {
+	t0 := time.Date(2020, 9, 1, 0, 0, 0, 0, time.UTC)
+	in := "job_id,user,submit_time\n1,u,2020-09-01 00:00:00\n2,u,bad\n"
+	tr, err := trace.ReadHelios(strings.NewReader(in), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Jobs no reader gives: they come from elsewhere (a test, a future reader).
+	tr.Jobs = append(tr.Jobs,
+		trace.Job{Line: 4, ID: "1", User: "u\xff", Submit: t0, Run: -1, Wait: -1, ReqTime: -1, Procs: -1, ReqProcs: -1, GPUs: -1, Nodes: -1},
+		trace.Job{Line: 5, ID: "1", Group: strings.Repeat("g", schemas.MaxStringLen+1), Submit: t0, Run: -1, Wait: -1, ReqTime: -1, Procs: -1, ReqProcs: -1, GPUs: -1, Nodes: -1},
+		trace.Job{Line: 6, ID: "1", Submit: t0, Run: -1, Wait: -1, ReqTime: -1, Procs: -1, ReqProcs: -1, GPUs: -1, Nodes: -1},
+		trace.Job{Line: 7, ID: "1", Submit: t0, Run: -1, Wait: -1, ReqTime: -1, Procs: -1, ReqProcs: -1, GPUs: 1 << 32, Nodes: -1},
+	)
+	if n := tr.RejectUnencodable(); n != 3 {
+		t.Errorf("RejectUnencodable = %d; want 3", n)
+	}
+	checkRejects(t, "unencodable", tr, []reject{{3, "bad_time"}, {4, "bad_event"}, {5, "bad_event"}, {7, "bad_event"}})
+	c := trace.NewConverter()
+	var ids []string
+	for i := range tr.Jobs {
+		ids = append(ids, c.Append(nil, &tr.Jobs[i])[0].JobID)
+	}
+	if want := []string{"1", "1#2"}; !reflect.DeepEqual(ids, want) {
+		t.Errorf("ids kept %q; want %q", ids, want)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/heliostat-dev/heliostat/ingest/trace"
+	"github.com/heliostat-dev/heliostat/schemas"
 )
 
 // seeds adds the testdata files matching pattern to the corpus.
@@ -64,10 +65,62 @@ func checkFuzzed(t *testing.T, tr *trace.Trace) {
 			}
 		}
 	}
+	checkConverted(t, tr)
+}
+
+// checkConverted converts every job a reader accepted, as import does: every
+// event must be one the encoder takes, each job's times in order (submit <=
+// start <= end), and no two jobs may share an id. What a reader accepts must
+// never stop an import at the encoder, nor leave a job RUNNING for ever, nor
+// overwrite another.
+func checkConverted(t *testing.T, tr *trace.Trace) {
+	c := trace.NewConverter()
+	ids := make(map[string]int, len(tr.Jobs))
+	var ev []schemas.JobEvent
+	for _, j := range tr.Jobs {
+		if !j.Start.IsZero() && j.Start.Before(j.Submit) || !j.End.IsZero() && (j.End.Before(j.Submit) || !j.Start.IsZero() && j.End.Before(j.Start)) {
+			t.Fatalf("job on line %d: times out of order: submit %s, start %s, end %s", j.Line, j.Submit, j.Start, j.End)
+		}
+		ev = c.Append(ev[:0], &j)
+		if len(ev) == 0 {
+			t.Fatalf("job on line %d: no event", j.Line)
+		}
+		id := ev[0].JobID
+		if line, dup := ids[id]; dup {
+			t.Fatalf("jobs on lines %d and %d: both converted to id %q", line, j.Line, id)
+		}
+		ids[id] = j.Line
+		for k := range ev {
+			e := &ev[k]
+			if err := schemas.CheckJobEvent(e); err != nil {
+				t.Fatalf("job on line %d: %s event: %v", j.Line, e.Type, err)
+			}
+			if e.JobID != id {
+				t.Fatalf("job on line %d: events of ids %q and %q", j.Line, id, e.JobID)
+			}
+			if k > 0 && e.EventMillis < ev[k-1].EventMillis {
+				t.Fatalf("job on line %d: %s event at %d ms before %s event at %d ms", j.Line, e.Type, e.EventMillis, ev[k-1].Type, ev[k-1].EventMillis)
+			}
+			for _, v := range [...]int64{e.TimeLimitS, e.NodeCount, e.CPUs, e.GPUs} {
+				if v > math.MaxUint32 {
+					t.Fatalf("job on line %d: %+v: a count or limit above what job_events stores", j.Line, *e)
+				}
+			}
+		}
+		if last := ev[len(ev)-1]; last.Type == schemas.JobEnd && !j.End.IsZero() && last.EndMillis < last.SubmitMillis {
+			t.Fatalf("job on line %d: ends at %d ms, before its submit at %d ms", j.Line, last.EndMillis, last.SubmitMillis)
+		}
+	}
+	// Nothing is left for the check at the border to find.
+	if n := tr.RejectUnencodable(); n != 0 {
+		t.Fatalf("RejectUnencodable = %d after the reader; first: %v", n, tr.Errors)
+	}
 }
 
 func FuzzReadSWF(f *testing.F) {
 	seeds(f, "*.swf.in")
+	f.Add([]byte("5 0 1 2 3 -1 -1 3 60 -1 1 1 1 1 1 -1 -1 -1\n5 0 1 2 3 -1 -1 3 60 -1 1 1 1 1 1 -1 -1 -1\n05 0 1 2 3 -1 -1 3 60 -1 1 1 1 1 1 -1 -1 -1\n"))
+	f.Add([]byte("1 0 1 2 4294967296 -1 -1 3 60 -1 1 1 1 1 1 -1 -1 -1\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tr, err := trace.ReadSWF(bytes.NewReader(data))
 		if err != nil {
@@ -79,6 +132,10 @@ func FuzzReadSWF(f *testing.F) {
 
 func FuzzReadHelios(f *testing.F) {
 	seeds(f, "*.csv")
+	f.Add([]byte("job_id,user,job_name,submit_time,start_time,end_time,duration,queue,gpu_num\n" +
+		"5,u\xff,n,2020-01-02 00:00:00,2020-01-02 00:00:00,2020-01-01 00:00:00,10,,8\n" +
+		"5,u,n,2020-01-02 00:00:00,,2020-01-01 00:00:00,,60,4294967296\n" +
+		"5#2,u,n,2020-01-02 00:00:00,,,10,,8\n5,u,n,2020-01-02 00:00:00,,,,,\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tr, err := trace.ReadHelios(bytes.NewReader(data), nil)
 		if err != nil {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/heliostat-dev/heliostat/schemas"
 )
 
 // heliosTimeLayout is how Helios writes times: no zone, the cluster's clock.
@@ -64,12 +66,17 @@ var heliosColumnNames = [hCols]string{
 // writes it, becomes CANCELLED). Group and ReqProcs are unknown, ReqTime -1.
 //
 // A row with another number of cells than the header, malformed CSV (with
-// every line a badly quoted cell ran on over), an
-// empty job_id or submit_time, a bad time, a bad or negative number, or an end
-// before its start is rejected and counted with its line number and reason
-// ("bad_field_count", "bad_csv", "missing_job_id", "missing_submit",
-// "bad_time", "bad_number", "negative_value", "out_of_range"); reading goes
-// on. ReadHelios returns an error only when r fails or the header lacks a
+// every line a badly quoted cell ran on over), an empty job_id or
+// submit_time, a bad time, a bad or negative number, a duration or queue
+// beyond what time.Duration holds, a count above 4294967295 (what job_events
+// stores), a string that is not
+// valid UTF-8 or is longer than schemas.MaxStringLen bytes (a job_id: 1004,
+// leaving room for the #N of a repeated id), or times out of order (a start
+// before the submit, an end before the start or the submit, as given or as
+// derived from duration and queue) is rejected and counted with its line
+// number and reason ("bad_field_count", "bad_csv", "missing_job_id",
+// "missing_submit", "bad_time", "bad_number", "negative_value",
+// "out_of_range", "bad_string"); reading goes on. ReadHelios returns an error only when r fails or the header lacks a
 // required column.
 func ReadHelios(r io.Reader, loc *time.Location) (*Trace, error) {
 	if loc == nil {
@@ -181,6 +188,10 @@ func (p *heliosParser) row(line int, rec []string) {
 		t.reject(line, "missing_job_id", func() string { return "job_id is empty" })
 		return
 	}
+	if why := stringProblem(j.ID, maxIDLen); why != "" {
+		t.reject(line, "bad_string", func() string { return fmt.Sprintf("%s %s", heliosColumnNames[hJobID], why) })
+		return
+	}
 	j.ID = strings.Clone(j.ID) // rec's cells share one string per row
 	sub := p.cell(rec, hSubmit)
 	if sub == "" {
@@ -212,30 +223,48 @@ func (p *heliosParser) row(line int, rec []string) {
 		}
 	}
 
-	// Derive what the file leaves out from what it gives.
-	if j.Run < 0 && !j.Start.IsZero() && !j.End.IsZero() {
-		j.Run = j.End.Sub(j.Start)
-		if j.Run < 0 {
-			t.reject(line, "negative_value", func() string {
-				return fmt.Sprintf("end_time %s before start_time %s", j.End.Format(heliosTimeLayout), j.Start.Format(heliosTimeLayout))
-			})
+	// Strings go into job events as they are: what those cannot hold is
+	// refused here, named, rather than by the encoder, which would stop an
+	// import at this job.
+	for _, c := range [...]int{hUser, hVC, hName, hState} {
+		if why := stringProblem(p.cell(rec, c), schemas.MaxStringLen); why != "" {
+			t.reject(line, "bad_string", func() string { return fmt.Sprintf("%s %s", heliosColumnNames[c], why) })
 			return
 		}
+	}
+
+	// Derive what the file leaves out from what it gives: a derived time
+	// is never earlier than the one it is derived from.
+	startFrom, endFrom := heliosColumnNames[hStart], heliosColumnNames[hEnd]
+	if j.Run < 0 && !j.Start.IsZero() && !j.End.IsZero() {
+		j.Run = max(j.End.Sub(j.Start), -1) // negative: refused below
 	}
 	if j.Wait < 0 && !j.Start.IsZero() {
-		j.Wait = j.Start.Sub(j.Submit)
-		if j.Wait < 0 {
+		j.Wait = max(j.Start.Sub(j.Submit), -1)
+	}
+	if j.Start.IsZero() && j.Wait >= 0 {
+		j.Start, startFrom = j.Submit.Add(j.Wait), "submit_time + queue"
+	}
+	if j.End.IsZero() && !j.Start.IsZero() && j.Run >= 0 {
+		j.End, endFrom = j.Start.Add(j.Run), startFrom+" + duration"
+	}
+	// Times out of order would make a job end before it starts, or start
+	// before it is submitted: its events would leave it RUNNING or PENDING
+	// for good. Submit <= start <= end, each where known.
+	for _, o := range [...]struct {
+		later, earlier       time.Time
+		laterName, earlyName string
+	}{
+		{j.Start, j.Submit, startFrom, heliosColumnNames[hSubmit]},
+		{j.End, j.Start, endFrom, startFrom},
+		{j.End, j.Submit, endFrom, heliosColumnNames[hSubmit]},
+	} {
+		if !o.later.IsZero() && !o.earlier.IsZero() && o.later.Before(o.earlier) {
 			t.reject(line, "negative_value", func() string {
-				return fmt.Sprintf("start_time %s before submit_time %s", j.Start.Format(heliosTimeLayout), j.Submit.Format(heliosTimeLayout))
+				return fmt.Sprintf("%s %s before %s %s", o.laterName, o.later.Format(heliosTimeLayout), o.earlyName, o.earlier.Format(heliosTimeLayout))
 			})
 			return
 		}
-	}
-	if j.Start.IsZero() && j.Wait >= 0 {
-		j.Start = j.Submit.Add(j.Wait)
-	}
-	if j.End.IsZero() && !j.Start.IsZero() && j.Run >= 0 {
-		j.End = j.Start.Add(j.Run)
 	}
 
 	j.User = p.in.str(p.cell(rec, hUser))
@@ -295,22 +324,27 @@ func (p *heliosParser) parseCount(line, c int, s string) (int, bool) {
 	if s == "" {
 		return -1, true
 	}
+	reason, why := "", ""
 	if n, err := strconv.Atoi(s); err == nil {
-		if n >= 0 {
+		switch {
+		case n < 0:
+			reason, why = "negative_value", "negative"
+		case n > maxValue:
+			reason, why = "out_of_range", fmt.Sprintf("more than %d, the most a job event holds", maxValue)
+		default:
 			return n, true
 		}
-		p.t.reject(line, "negative_value", func() string { return fmt.Sprintf("%s %q: negative", heliosColumnNames[c], s) })
+		p.t.reject(line, reason, func() string { return fmt.Sprintf("%s %q: %s", heliosColumnNames[c], s, why) })
 		return 0, false
 	}
 	v, err := strconv.ParseFloat(s, 64)
-	reason, why := "", ""
 	switch {
 	case err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v != math.Trunc(v):
 		reason, why = "bad_number", "not an integer"
 	case v < 0:
 		reason, why = "negative_value", "negative"
-	case v > 1<<53:
-		reason, why = "out_of_range", "too large"
+	case v > maxValue:
+		reason, why = "out_of_range", fmt.Sprintf("more than %d, the most a job event holds", maxValue)
 	default:
 		return int(v), true
 	}

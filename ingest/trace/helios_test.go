@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/heliostat-dev/heliostat/ingest/trace"
+	"github.com/heliostat-dev/heliostat/schemas"
 )
 
 func readHeliosFile(t *testing.T, path string, loc *time.Location) *trace.Trace {
@@ -151,6 +152,19 @@ func TestReadHeliosRejects(t *testing.T) {
 		{"1,COMPLETED,2020-01-01 00:00:00,,,5,,1e300\n", "out_of_range"},
 		{"1,COMPLETED,2020-01-01 00:00:00,2020-01-01 00:10:00,2020-01-01 00:09:00,,,\n", "negative_value"},
 		{"1,COMPLETED,2020-01-01 00:00:00,2019-12-31 23:59:00,,,,\n", "negative_value"},
+		// Times out of order with the duration or queue given, which used to
+		// be taken: the job's END was lost and it stayed RUNNING or PENDING.
+		{"1,COMPLETED,2020-01-02 00:00:00,2020-01-02 00:00:00,2020-01-01 00:00:00,10,,\n", "negative_value"},
+		{"1,COMPLETED,2020-01-02 00:00:00,,2020-01-01 00:00:00,,,\n", "negative_value"},
+		{"1,COMPLETED,2020-01-02 00:00:00,,2020-01-01 00:00:00,10,,\n", "negative_value"},
+		{"1,COMPLETED,2020-01-02 00:00:00,,2020-01-02 00:00:30,,60,\n", "negative_value"},
+		{"1,COMPLETED,2020-01-02 00:00:00,2020-01-01 23:00:00,,10,0,\n", "negative_value"},
+		// What job_events stores in 32 bits.
+		{"1,COMPLETED,2020-01-01 00:00:00,,,5,,4294967296\n", "out_of_range"},
+		{"1,COMPLETED,2020-01-01 00:00:00,,,5,,4294967296.0\n", "out_of_range"},
+		{"1\xff,COMPLETED,2020-01-01 00:00:00,,,5,,\n", "bad_string"},
+		{strings.Repeat("9", 1005) + ",COMPLETED,2020-01-01 00:00:00,,,5,,\n", "bad_string"},
+		{"1,COMPLETED\xc3,2020-01-01 00:00:00,,,5,,\n", "bad_string"},
 	} {
 		// The bad row sits between two good ones; the last is on line 3.
 		in := header + tc.row + "2,COMPLETED,2020-01-01 00:00:00,,,7.25,1.0,8.0\n"
@@ -164,6 +178,62 @@ func TestReadHeliosRejects(t *testing.T) {
 			tr.Jobs[0].Wait != time.Second || tr.Jobs[0].GPUs != 8 || !tr.Jobs[0].Start.Equal(utc("2020-01-01 00:00:01")) {
 			t.Errorf("ReadHelios(%q): jobs %+v; want job 2 of line 3, 7.25s run, 1s wait, 8 GPUs", tc.row, tr.Jobs)
 		}
+	}
+}
+
+// TestReadHeliosOrderDetail: a row whose times are out of order is named
+// with the two times and where each came from.
+func TestReadHeliosOrderDetail(t *testing.T) {
+	const header = "job_id,submit_time,start_time,end_time,duration,queue\n"
+	for _, tc := range []struct{ row, want string }{
+		{"1,2020-01-02 00:00:00,2020-01-02 00:00:00,2020-01-01 00:00:00,10,", "end_time 2020-01-01 00:00:00 before start_time 2020-01-02 00:00:00"},
+		{"1,2020-01-02 00:00:00,,2020-01-01 00:00:00,10,", "end_time 2020-01-01 00:00:00 before submit_time 2020-01-02 00:00:00"},
+		{"1,2020-01-02 00:00:00,,2020-01-02 00:00:30,,60", "end_time 2020-01-02 00:00:30 before submit_time + queue 2020-01-02 00:01:00"},
+		{"1,2020-01-02 00:00:00,2020-01-01 23:00:00,,10,0", "start_time 2020-01-01 23:00:00 before submit_time 2020-01-02 00:00:00"},
+	} {
+		tr, err := trace.ReadHelios(strings.NewReader(header+tc.row+"\n"), nil)
+		if err != nil || len(tr.Errors) != 1 || tr.Errors[0].Detail != tc.want {
+			t.Errorf("ReadHelios(%q) = %+v, %v; want one reject %q", tc.row, tr, err, tc.want)
+		}
+	}
+}
+
+// TestReadHeliosBadStrings: a string cell that a job event cannot hold (not
+// UTF-8, over schemas.MaxStringLen bytes) rejects its row, named, instead of
+// stopping the import at the encoder.
+func TestReadHeliosBadStrings(t *testing.T) {
+	const header = "job_id,user,vc,job_name,state,submit_time,duration\n"
+	long := strings.Repeat("a", schemas.MaxStringLen+1)
+	for _, tc := range []struct {
+		row, field string
+	}{
+		{"1,u\xff\xfe,v,n,COMPLETED,2020-09-01 01:37:15,24", "user"},
+		{"1,u,v\xc3,n,COMPLETED,2020-09-01 01:37:15,24", "vc"},
+		{"1,u,v,\xed\xa0\x80,COMPLETED,2020-09-01 01:37:15,24", "job_name"}, // a UTF-16 surrogate
+		{"1,u,v," + long + ",COMPLETED,2020-09-01 01:37:15,24", "job_name"},
+		{"1,u," + long + ",n,COMPLETED,2020-09-01 01:37:15,24", "vc"},
+		{"1,u,v,n,COMPLETED\x80,2020-09-01 01:37:15,24", "state"},
+		{strings.Repeat("7", 1005) + ",u,v,n,COMPLETED,2020-09-01 01:37:15,24", "job_id"},
+	} {
+		in := header + tc.row + "\n2,u,v,n,COMPLETED,2020-09-01 01:37:15,24\n"
+		tr, err := trace.ReadHelios(strings.NewReader(in), nil)
+		if err != nil {
+			t.Fatalf("ReadHelios(%.60q) error: %v", tc.row, err)
+		}
+		checkRejects(t, tc.field, tr, []reject{{2, "bad_string"}})
+		if len(tr.Errors) == 1 && !strings.HasPrefix(tr.Errors[0].Detail, tc.field+" ") {
+			t.Errorf("ReadHelios(%.60q): detail %q; want it to name %s", tc.row, tr.Errors[0].Detail, tc.field)
+		}
+		if len(tr.Jobs) != 1 || tr.Jobs[0].ID != "2" {
+			t.Errorf("ReadHelios(%.60q): jobs %+v; want job 2 only", tc.row, tr.Jobs)
+		}
+	}
+	// The longest accepted: a 1004-byte id and 1024-byte strings.
+	id, name := strings.Repeat("7", 1004), strings.Repeat("ü", schemas.MaxStringLen/2)
+	in := header + id + ",u,v," + name + ",COMPLETED,2020-09-01 01:37:15,24\n"
+	tr, err := trace.ReadHelios(strings.NewReader(in), nil)
+	if err != nil || len(tr.Jobs) != 1 || tr.Jobs[0].ID != id || tr.Jobs[0].Executable != name {
+		t.Errorf("ReadHelios(longest strings) = %+v, %v; want the job", tr, err)
 	}
 }
 

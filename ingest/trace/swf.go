@@ -77,10 +77,13 @@ var swfState = map[int64]string{0: "FAILED", 1: "COMPLETED", 3: "COMPLETED", 4: 
 //
 // A job line with other than 18 fields, a field that is not an integer (the
 // average CPU time and used memory, which are averages, may be decimals), a
-// negative submit time, another negative value than -1, or a time beyond what
-// time.Duration holds is rejected and counted in the Trace with its line
-// number and reason ("bad_field_count", "bad_number", "negative_submit",
-// "negative_value", "out_of_range", "line_too_long"); reading goes on. ReadSWF
+// negative submit time, another negative value than -1, a time beyond what
+// time.Duration holds, a requested time or a processor count above
+// 4294967295 (what job_events stores), or a job number written in more than
+// 1004 bytes is rejected and
+// counted in the Trace with its line number and reason ("bad_field_count",
+// "bad_number", "negative_submit", "negative_value", "out_of_range",
+// "line_too_long", "bad_string"); reading goes on. ReadSWF
 // returns an error only when r fails or the header is bad.
 func ReadSWF(r io.Reader) (*Trace, error) {
 	t := newTrace("swf")
@@ -255,13 +258,29 @@ func (p *swfParser) line(lineNo int, line []byte) error {
 			return nil
 		}
 	}
-	for _, i := range [...]int{swfSubmit, swfWait, swfRun, swfReqTime} {
+	for _, i := range [...]int{swfSubmit, swfWait, swfRun} {
 		if v[i] > maxSeconds {
 			t.reject(lineNo, "out_of_range", func() string {
 				return fmt.Sprintf("field %d (%s) %q: more seconds than a duration holds", i+1, swfFieldNames[i], p.fields[i])
 			})
 			return nil
 		}
+	}
+	// What a job event stores as a number (job_events: UInt32); the times
+	// above it stores as times, which RejectTimesOutside checks.
+	for _, i := range [...]int{swfProcs, swfReqProcs, swfReqTime} {
+		if v[i] > maxValue {
+			t.reject(lineNo, "out_of_range", func() string {
+				return fmt.Sprintf("field %d (%s) %q: more than %d, the most a job event holds", i+1, swfFieldNames[i], p.fields[i], maxValue)
+			})
+			return nil
+		}
+	}
+	if len(p.fields[swfJob]) > maxIDLen { // only zeros make a number this long
+		t.reject(lineNo, "bad_string", func() string {
+			return fmt.Sprintf("field 1 (%s): %d bytes, more than %d", swfFieldNames[swfJob], len(p.fields[swfJob]), maxIDLen)
+		})
+		return nil
 	}
 
 	j := Job{

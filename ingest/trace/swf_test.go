@@ -111,6 +111,39 @@ func TestReadSWFRejects(t *testing.T) {
 	}
 }
 
+// TestReadSWFOutOfRange: a requested time or processor count job_events
+// cannot store in 32 bits, or a job number too long for a job id, rejects its line as
+// out_of_range or bad_string, naming the field, instead of being stored
+// as unknown.
+func TestReadSWFOutOfRange(t *testing.T) {
+	const good = "2 0 10 10 4 -1 -1 4 60 -1 1 3 -1 -1 1 -1 -1 -1\n"
+	for _, tc := range []struct {
+		line, reason, field string
+	}{
+		{"1 0 10 937 5000000000 -1 -1 -1 60 -1 1 3 -1 -1 1 -1 -1 -1", "out_of_range", "field 5 (allocated processors)"},
+		{"1 0 10 937 4 -1 -1 4294967297 60 -1 1 3 -1 -1 1 -1 -1 -1", "out_of_range", "field 8 (requested processors)"},
+		{"1 0 10 937 4 -1 -1 4 4294967296 -1 1 3 -1 -1 1 -1 -1 -1", "out_of_range", "field 9 (requested time)"},
+		{strings.Repeat("0", 1005) + "1 0 10 937 4 -1 -1 4 60 -1 1 3 -1 -1 1 -1 -1 -1", "bad_string", "field 1 (job number)"},
+	} {
+		tr, err := trace.ReadSWF(strings.NewReader(tc.line + "\n" + good))
+		if err != nil {
+			t.Fatalf("ReadSWF(%.60q) error: %v", tc.line, err)
+		}
+		checkRejects(t, tc.field, tr, []reject{{1, tc.reason}})
+		if len(tr.Errors) == 1 && !strings.HasPrefix(tr.Errors[0].Detail, tc.field) {
+			t.Errorf("ReadSWF(%.60q): detail %q; want it to name %s", tc.line, tr.Errors[0].Detail, tc.field)
+		}
+		if len(tr.Jobs) != 1 || tr.Jobs[0].ID != "2" {
+			t.Errorf("ReadSWF(%.60q): jobs %+v; want job 2 only", tc.line, tr.Jobs)
+		}
+	}
+	// The largest accepted.
+	in := "1 0 10 10 4294967295 -1 -1 4294967295 4294967295 -1 1 3 -1 -1 1 -1 -1 -1\n"
+	if tr, err := trace.ReadSWF(strings.NewReader(in)); err != nil || len(tr.Jobs) != 1 || tr.Jobs[0].Procs != 4294967295 {
+		t.Errorf("ReadSWF(%q) = %+v, %v; want the job", in, tr, err)
+	}
+}
+
 func TestReadSWFManyRejects(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("; UnixStartTime: 100\n")

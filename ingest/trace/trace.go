@@ -9,15 +9,42 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
+
+	"github.com/heliostat-dev/heliostat/schemas"
 )
 
 // MaxErrors is how many rejected rows a Trace keeps in Errors; all of them are
 // counted in Rejected and Reasons.
 const MaxErrors = 100
+
+const (
+	// maxValue is the largest count (processors, GPUs, nodes) or time limit
+	// in seconds a reader accepts: job_events stores them as UInt32, and the
+	// ingest would store a larger one as unknown.
+	maxValue = math.MaxUint32
+	// maxIDLen is the longest job id a reader accepts: schemas.MaxStringLen
+	// less room for the "#N" a Converter appends to a repeated id (N has at
+	// most 19 digits).
+	maxIDLen = schemas.MaxStringLen - 20
+)
+
+// stringProblem says why s cannot be a string of a job event of at most max
+// bytes, or "".
+func stringProblem(s string, max int) string {
+	switch {
+	case !utf8.ValidString(s):
+		return fmt.Sprintf("%.40q: not valid UTF-8", s)
+	case len(s) > max:
+		return fmt.Sprintf("%.40q…: %d bytes, more than %d", s, len(s), max)
+	}
+	return ""
+}
 
 // Errors a reader returns for a file it cannot read as a whole (bad rows are
 // not errors: they are counted in Trace.Rejected). Check them with errors.Is.

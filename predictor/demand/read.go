@@ -46,10 +46,12 @@ func OpenSeries(path string) (Series, error) {
 
 // ReadSeries reads a node-demand CSV (HeliosArtifact's
 // philly_node_sequence.csv: time,active,total) into a Series of `active`
-// values, with Totals from `total` when the column is there. Columns are found by their header names. The step is the smallest
-// gap between consecutive times; every gap must be a whole number of steps,
-// and the steps no row covers are missing (NaN). Times must increase
-// strictly. Errors name the line.
+// values, with Totals from `total` when the column is there. Columns are
+// found by their header names; a column named twice is an error that names
+// both cells. The step is the smallest gap between consecutive times; every
+// gap must be a whole number of steps, and the steps no row covers are
+// missing (NaN). Times must increase strictly. Errors name the line (a gap
+// off the step: its two lines and the two lines whose gap set the step).
 func ReadSeries(r io.Reader) (Series, error) {
 	cr := csv.NewReader(r)
 	cr.ReuseRecord = true
@@ -66,14 +68,23 @@ func ReadSeries(r io.Reader) (Series, error) {
 		if i == 0 {
 			h = strings.TrimPrefix(h, "\ufeff")
 		}
-		switch strings.ToLower(strings.TrimSpace(h)) {
+		name := strings.ToLower(strings.TrimSpace(h))
+		var dst *int
+		switch name {
 		case ColumnTime:
-			iTime = i
+			dst = &iTime
 		case ColumnActive:
-			iActive = i
+			dst = &iActive
 		case ColumnTotal:
-			iTotal = i
+			dst = &iTotal
+		default:
+			continue
 		}
+		if *dst >= 0 {
+			// Which one holds the series? Taking either would be a guess.
+			return Series{}, fmt.Errorf("demand: line 1: column %q twice (cells %d and %d)", name, *dst+1, i+1)
+		}
+		*dst = i
 	}
 	if iTime < 0 {
 		return Series{}, fmt.Errorf("%w %q (line 1)", ErrMissingColumn, ColumnTime)
@@ -130,9 +141,11 @@ func ReadSeries(r io.Reader) (Series, error) {
 		return Series{}, fmt.Errorf("demand: read series: %d rows, need at least 2 to know the step", len(times))
 	}
 
-	step := time.Duration(math.MaxInt64)
+	step, stepAt := time.Duration(math.MaxInt64), 0 // stepAt: the row that ends the first smallest gap
 	for i := 1; i < len(times); i++ {
-		step = min(step, times[i].Sub(times[i-1]))
+		if d := times[i].Sub(times[i-1]); d < step {
+			step, stepAt = d, i
+		}
 	}
 	span := times[len(times)-1].Sub(times[0])
 	if span > math.MaxInt64-step || span/step >= MaxSeriesLen {
@@ -147,8 +160,11 @@ func ReadSeries(r io.Reader) (Series, error) {
 	for i, t := range times {
 		d := t.Sub(times[0])
 		if d%step != 0 {
-			return Series{}, fmt.Errorf("demand: line %d: %s %s is off the %v step grid that starts at %s",
-				lines[i], ColumnTime, t.Format(timeLayout), step, times[0].Format(timeLayout))
+			// Every gap before this one was a whole number of steps, so
+			// this gap is not: name both its rows, and the two rows whose
+			// gap set the step, since either pair may hold the wrong time.
+			return Series{}, fmt.Errorf("demand: line %d: %s %s is %v after line %d's, not a whole number of the %v step (the smallest gap, from line %d to line %d)",
+				lines[i], ColumnTime, t.Format(timeLayout), t.Sub(times[i-1]), lines[i-1], step, lines[stepAt-1], lines[stepAt])
 		}
 		s.Values[d/step] = values[i]
 	}

@@ -63,7 +63,15 @@ func TestReadSeriesErrors(t *testing.T) {
 		{"active above total", "time,active,total\n2017-10-03 00:00:00,1,420\n2017-10-03 00:01:00,421,420\n", "line 3: active 421 is above total 420"},
 		{"out of order", "time,active\n2017-10-03 00:01:00,1\n2017-10-03 00:00:00,1\n", "line 3: time 2017-10-03 00:00:00 is not after line 2"},
 		{"duplicate", "time,active\n2017-10-03 00:01:00,1\n2017-10-03 00:01:00,1\n", "line 3"},
-		{"off the grid", "time,active\n2017-10-03 00:00:00,1\n2017-10-03 00:01:00,1\n2017-10-03 00:02:30,1\n", "line 4: time 2017-10-03 00:02:30 is off the 1m0s step grid"},
+		{"off the grid", "time,active\n2017-10-03 00:00:00,1\n2017-10-03 00:01:00,1\n2017-10-03 00:02:30,1\n",
+			"line 4: time 2017-10-03 00:02:30 is 1m30s after line 3's, not a whole number of the 1m0s step (the smallest gap, from line 2 to line 3)"},
+		// One row a second early far down the file sets a 59s step: the
+		// error names that row, not only the first row off its grid.
+		{"moved row sets the step", "time,active\n2017-10-03 00:00:00,1\n2017-10-03 00:01:00,1\n2017-10-03 00:02:00,1\n2017-10-03 00:02:59,1\n2017-10-03 00:04:00,1\n",
+			"line 3: time 2017-10-03 00:01:00 is 1m0s after line 2's, not a whole number of the 59s step (the smallest gap, from line 4 to line 5)"},
+		{"time twice", "time,active,Time\n", `line 1: column "time" twice (cells 1 and 3)`},
+		{"active twice", "active,time, ACTIVE\n2017-10-03 00:00:00,1,2\n", `line 1: column "active" twice (cells 1 and 3)`},
+		{"total twice", "time,total,active,total\n", `line 1: column "total" twice (cells 2 and 4)`},
 		{"short row", "time,active\n2017-10-03 00:00:00\n", "line 2"},
 		{"header only", "time,active\n", "0 rows"},
 		{"one row", "time,active\n2017-10-03 00:00:00,1\n", "1 rows"},
