@@ -64,6 +64,9 @@ func runActuator(ctx context.Context, args []string, e *env) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("actuator: unexpected argument %q", fs.Arg(0))
 	}
+	if err := refuseZero(fs, predictorPositiveFlags()...); err != nil {
+		return fmt.Errorf("actuator: %w", err)
+	}
 	for _, v := range []interface{ Validate() error }{&ch, gc, lc, ac, sc, pc, kc} {
 		if err := v.Validate(); err != nil {
 			return err

@@ -9,6 +9,14 @@ import (
 	"github.com/heliostat-dev/heliostat/predictor/live"
 )
 
+// predictorPositiveFlags are the --predictor.* flags (live.Config) whose 0
+// the predictor reads as the default: predictor run, actuator and up refuse
+// them given as 0, as predictor backtest refuses its own.
+func predictorPositiveFlags() []string {
+	return []string{"predictor.interval", "predictor.retrain-interval", "predictor.history", "predictor.holdout",
+		"predictor.batch", "predictor.accuracy-window", "predictor.adapt-rate"}
+}
+
 // runPredictorRun is `heliostat predictor run`: the live predictor against
 // ClickHouse, serving /metrics and the probes.
 func runPredictorRun(ctx context.Context, args []string, e *env) error {
@@ -26,6 +34,9 @@ func runPredictorRun(ctx context.Context, args []string, e *env) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("predictor run: unexpected argument %q", fs.Arg(0))
+	}
+	if err := refuseZero(fs, predictorPositiveFlags()...); err != nil {
+		return fmt.Errorf("predictor run: %w", err)
 	}
 	if err := ch.Validate(); err != nil {
 		return err

@@ -90,7 +90,7 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("up: unexpected argument %q", fs.Arg(0))
 	}
-	if err := refuseZero(fs, append([]string{"collector.interval", "synthetic.gpus"}, simPositiveFlags()...)...); err != nil {
+	if err := refuseZero(fs, append(append([]string{"collector.interval", "synthetic.gpus"}, simPositiveFlags()...), predictorPositiveFlags()...)...); err != nil {
 		return fmt.Errorf("up: %w", err)
 	}
 	for _, p := range []struct {

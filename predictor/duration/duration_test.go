@@ -105,6 +105,55 @@ func TestFeaturesSeeEndedJobs(t *testing.T) {
 	}
 }
 
+// TestFeaturesAt: the SubmitState taken before a job is Submitted gives,
+// after it and later jobs are, the features it had at its submit (what a
+// training row of it holds), where Features would count it as its own
+// latest submit and in flight.
+func TestFeaturesAt(t *testing.T) {
+	t0 := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+	h := NewHistory()
+	for i := range 3 {
+		j := Job{User: "u", Executable: "e", Queue: "q", Submit: t0.Add(time.Duration(i) * time.Hour), ReqTime: time.Hour, Procs: 1}
+		h.Submitted(&j)
+		j.Run, j.End = time.Duration(10+i)*time.Minute, j.Submit.Add(time.Duration(10+i)*time.Minute)
+		h.Add(&j)
+	}
+	pending := []Job{
+		{User: "u", Executable: "e", Queue: "q", Submit: t0.Add(5 * time.Hour), ReqTime: time.Hour, Procs: 1},
+		{User: "u", Executable: "e", Queue: "q", Submit: t0.Add(6 * time.Hour), ReqTime: time.Hour, Procs: 1},
+		{User: "u", Executable: "e", Queue: "q", Submit: t0.Add(8 * time.Hour), ReqTime: time.Hour, Procs: 1},
+	}
+	var (
+		states   []SubmitState
+		atSubmit []Features
+	)
+	for i := range pending {
+		states = append(states, h.SubmitState("u"))
+		atSubmit = append(atSubmit, h.Features(&pending[i]))
+		h.Submitted(&pending[i])
+	}
+	for i, tc := range []struct {
+		state SubmitState
+	}{
+		{SubmitState{LastSubmit: t0.Add(2 * time.Hour), InFlight: 0}},
+		{SubmitState{LastSubmit: t0.Add(5 * time.Hour), InFlight: 1}},
+		{SubmitState{LastSubmit: t0.Add(6 * time.Hour), InFlight: 2}},
+	} {
+		if states[i] != tc.state {
+			t.Errorf("SubmitState before pending job %d = %+v; want %+v", i, states[i], tc.state)
+		}
+		if got := h.FeaturesAt(&pending[i], states[i]); !reflect.DeepEqual(got, atSubmit[i]) {
+			t.Errorf("FeaturesAt(pending job %d) = %v; want its features at submit %v", i, got, atSubmit[i])
+		}
+		if got := h.Features(&pending[i]); reflect.DeepEqual(got, atSubmit[i]) {
+			t.Errorf("Features(pending job %d) after later submits = its features at submit: the test does not test FeaturesAt", i)
+		}
+	}
+	if got := h.SubmitState("nobody"); got != (SubmitState{}) {
+		t.Errorf("SubmitState(nobody) = %+v; want zero", got)
+	}
+}
+
 func TestModelChecksInput(t *testing.T) {
 	var m *Model
 	if _, err := m.Predict(Features{}, 0); err != ErrNotTrained {

@@ -141,6 +141,26 @@ func (h *History) Add(j *Job) {
 	h.n++
 }
 
+// SubmitState is what a History holds of a user's submissions, the part of
+// a job's features that counts submits rather than ended jobs: the user's
+// latest submit (time-since-last-submit) and jobs submitted but not ended
+// (in-flight).
+type SubmitState struct {
+	LastSubmit time.Time // zero when the user has submitted nothing
+	InFlight   int
+}
+
+// SubmitState returns user's SubmitState as History holds it now. Taken
+// just before a job is Submitted, it is what that job's features counted
+// at its submit.
+func (h *History) SubmitState(user string) SubmitState {
+	u := h.users[user]
+	if u == nil {
+		return SubmitState{}
+	}
+	return SubmitState{LastSubmit: u.lastSubmit, InFlight: u.inFlight}
+}
+
 // Submitted notes that the user submitted j (for the time-since-last-submit
 // feature); it reveals nothing about j's outcome.
 func (h *History) Submitted(j *Job) {
@@ -207,7 +227,15 @@ var user2Features = []string{"last1", "last2", "ewma", "median10", "spread10", "
 
 // Features computes j's features from what History holds now. Only j's
 // submit-time fields are read.
-func (h *History) Features(j *Job) Features {
+func (h *History) Features(j *Job) Features { return h.FeaturesAt(j, h.SubmitState(j.User)) }
+
+// FeaturesAt computes j's features from the ended jobs History holds now
+// and the user's submissions as s says. For a job History already counts as
+// submitted (and perhaps later ones), Features would take j as its own
+// latest submit and count it in flight, which no training row does: s, the
+// SubmitState taken before j was Submitted, gives the submit-time features
+// of training instead.
+func (h *History) FeaturesAt(j *Job, s SubmitState) Features {
 	global := h.global.v
 	if h.global.n == 0 {
 		global = math.Log(3600)
@@ -273,8 +301,8 @@ func (h *History) Features(j *Job) Features {
 		lo, hi = math.Min(lo, v), math.Max(hi, v)
 	}
 	since := 0.0
-	if !u.lastSubmit.IsZero() && j.Submit.After(u.lastSubmit) {
-		since = math.Log1p(j.Submit.Sub(u.lastSubmit).Seconds())
+	if !s.LastSubmit.IsZero() && j.Submit.After(s.LastSubmit) {
+		since = math.Log1p(j.Submit.Sub(s.LastSubmit).Seconds())
 	}
 	tight := math.Exp(-exactSpread/tightScale) * hasExact
 	utight := math.Exp(-spread / tightScale)
@@ -284,7 +312,7 @@ func (h *History) Features(j *Job) Features {
 	}
 	return Features{
 		Segment: seg,
-		X: []float64{last1, last2, u.ewma.v, med, spread, lo, hi, u.short, math.Log1p(float64(u.inFlight)),
+		X: []float64{last1, last2, u.ewma.v, med, spread, lo, hi, u.short, math.Log1p(float64(s.InFlight)),
 			reqOr(req), hasReq, ratio, u.killed, exeLast, hasExe, exactLast, exactMed, hasExact,
 			procs, queue, global, since, hs, hc, weekend,
 			last1 * last1 / 10, reqOr(req) * reqOr(req) / 10, last1 * reqOr(req) / 10, u.ewma.v * u.short, spread * last1,

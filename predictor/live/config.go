@@ -3,6 +3,7 @@ package live
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"time"
 
 	"github.com/heliostat-dev/heliostat/predictor/duration"
@@ -22,22 +23,28 @@ type Config struct {
 	// learns from and predicts: the last History before the newest job
 	// event in ClickHouse (the data's own clock, so that a simulated cluster
 	// running ahead of the wall clock or an imported trace works the same
-	// way). Default 720h (30 days).
+	// way; an event of a live source stamped more than an hour after
+	// ClickHouse's now() is left out). Default 720h (30 days).
 	History time.Duration
 	// Holdout is the share of the training rows, the latest by submit time,
-	// that a second fit leaves out to report held-out accuracy. Default 0.2;
-	// 0 < Holdout < 1.
+	// that a second fit leaves out to report held-out accuracy and to
+	// calibrate the intervals. Default 0.2; 0 < Holdout < 1 (0 is the
+	// default, not "hold nothing out").
 	Holdout float64
 	// Batch caps the rows of one insert. Default 10000.
 	Batch int
 	// AccuracyWindow is how many of the latest outcomes the rolling accuracy
-	// gauges cover. Default 1000.
+	// gauges cover. Default 1000; at most MaxAccuracyWindow, as their buffer
+	// is allocated up front.
 	AccuracyWindow int
 	// AdaptRate is the step per ended job of the online correction of the
 	// intervals (duration.Adaptive). 0 means duration.DefaultAdaptRate;
 	// negative turns the correction off.
 	AdaptRate float64
 }
+
+// MaxAccuracyWindow caps Config.AccuracyWindow.
+const MaxAccuracyWindow = 1_000_000
 
 // RegisterFlags adds the --predictor.* flags to fs.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
@@ -51,7 +58,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		"step per ended job, in log space, of the online correction that keeps the 80% intervals covering 80% of run times (negative: off)")
 }
 
-// Validate reports a configuration error. Zero values mean the defaults.
+// Validate reports a configuration error. Zero values mean the defaults (so
+// commands refuse a flag given as 0, which would not mean 0).
 func (c Config) Validate() error {
 	var errs []error
 	if c.Interval < 0 || c.RetrainInterval < 0 || c.History < 0 {
@@ -61,10 +69,13 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("live: --predictor.retrain-interval must not be shorter than --predictor.interval"))
 	}
 	if c.Holdout < 0 || c.Holdout >= 1 {
-		errs = append(errs, errors.New("live: --predictor.holdout must be in [0, 1)"))
+		errs = append(errs, fmt.Errorf("live: --predictor.holdout %v: must be above 0 and below 1", c.Holdout))
 	}
 	if c.Batch < 0 || c.AccuracyWindow < 0 {
 		errs = append(errs, errors.New("live: --predictor.batch and --predictor.accuracy-window must not be negative"))
+	}
+	if c.AccuracyWindow > MaxAccuracyWindow {
+		errs = append(errs, fmt.Errorf("live: --predictor.accuracy-window %d: at most %d (the rolling gauges' buffer is allocated up front)", c.AccuracyWindow, MaxAccuracyWindow))
 	}
 	return errors.Join(errs...)
 }

@@ -6,7 +6,10 @@
 // Each pass (every Config.Interval) the Runner
 //
 //  1. reads the window of jobs (Config.History back from the newest job
-//     event) from jobs FINAL, incrementally between retrains;
+//     event, leaving out events of live sources stamped more than an hour
+//     after ClickHouse's now(): a node's clock a year ahead must not move
+//     the window off every job) from jobs FINAL, incrementally between
+//     retrains;
 //  2. replays the window in submit order exactly as the offline backtest
 //     does: a job's features come from a duration.History that holds only
 //     the jobs that had ended strictly before its submit time;

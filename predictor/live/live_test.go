@@ -69,13 +69,20 @@ func (j tjob) events() []schemas.JobEvent {
 	return evs
 }
 
+// insertJobs inserts the events of jobs as a trace's, into cluster c1.
 func insertJobs(t *testing.T, conn driver.Conn, db string, jobs ...tjob) {
+	t.Helper()
+	insertFrom(t, conn, db, schemas.SourceTrace, jobs...)
+}
+
+// insertFrom inserts the events of jobs as src's, into cluster c1.
+func insertFrom(t *testing.T, conn driver.Conn, db string, src schemas.JobSource, jobs ...tjob) {
 	t.Helper()
 	var evs []schemas.JobEvent
 	for _, j := range jobs {
 		evs = append(evs, j.events()...)
 	}
-	if err := ingest.InsertJobEvents(context.Background(), conn, db, "c1", schemas.SourceTrace, evs); err != nil {
+	if err := ingest.InsertJobEvents(context.Background(), conn, db, "c1", src, evs); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -85,7 +92,10 @@ var t0 = time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 // history returns 40 ended jobs for each of three users with typical run
 // times of 10 minutes (alice), an hour (bob) and a minute (carol), over the
 // 20 hours after t0.
-func history() []tjob {
+func history() []tjob { return historyFrom(t0) }
+
+// historyFrom is history over the 20 hours after t0.
+func historyFrom(t0 time.Time) []tjob {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var out []tjob
 	for i := range 40 {
@@ -255,12 +265,12 @@ func TestRunner(t *testing.T) {
 		t.Errorf("open records %v; want the %d pending and running jobs and one array", open, len(pending))
 	}
 	for _, j := range pending {
-		if o := open[key{"c1", j.id}]; o != (openJob{Executable: "train-" + j.user, Procs: int(j.gpus)}) {
+		if o := open[key{"c1", j.id}]; o.Executable != "train-"+j.user || o.Procs != int(j.gpus) || !o.Submit.Equal(j.submit) {
 			t.Errorf("open record of %s: %+v", j.id, o)
 		}
 	}
-	if o := open[key{"c1", "88"}]; o != (openJob{Executable: "train-carol", Procs: 1}) {
-		t.Errorf("open record of array 88: %+v; want its task's", o)
+	if o := open[key{"c1", "88"}]; o != open[key{"c1", "88_1"}] {
+		t.Errorf("open record of array 88: %+v; want its task's, %+v", o, open[key{"c1", "88_1"}])
 	}
 
 	// Jobs end: alice's after 700 s, bob's after 3000 s, carol's cancelled

@@ -30,6 +30,8 @@ type metrics struct {
 	absLogError   prometheus.Gauge
 	coverage      prometheus.Gauge
 	rollingN      prometheus.Gauge
+	dataClock     prometheus.Gauge
+	futureJobs    prometheus.Gauge
 	errors        *prometheus.CounterVec
 }
 
@@ -51,6 +53,10 @@ func newMetrics(reg prometheus.Registerer, age, widen func() float64) (*metrics,
 		coverage: prometheus.NewGauge(prometheus.GaugeOpts{Name: "heliostat_predictor_rolling_interval_coverage_ratio",
 			Help: "Share of the latest outcomes whose run time fell inside the predicted 80% interval."}),
 		rollingN: prometheus.NewGauge(prometheus.GaugeOpts{Name: "heliostat_predictor_rolling_outcomes", Help: "Outcomes the rolling accuracy gauges cover."}),
+		dataClock: prometheus.NewGauge(prometheus.GaugeOpts{Name: "heliostat_predictor_data_clock_seconds",
+			Help: "Newest job event (Unix seconds) at the last pass, which the window is measured back from; events of live sources stamped more than 1h after ClickHouse's now() left out."}),
+		futureJobs: prometheus.NewGauge(prometheus.GaugeOpts{Name: "heliostat_predictor_future_stamped_jobs",
+			Help: "Jobs of live sources (not sim or trace) with an event stamped more than 1h after ClickHouse's now(), which the data clock left out at the last pass."}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "heliostat_predictor_errors_total",
 			Help: "Failed steps of the live predictor, by stage (load, train, predict, outcome)."}, []string{"stage"}),
 	}
@@ -62,7 +68,7 @@ func newMetrics(reg prometheus.Registerer, age, widen func() float64) (*metrics,
 		m.errors.WithLabelValues(s)
 	}
 	if err := metricsreg.Register(reg, m.trainDuration, m.passDuration, m.modelVersion, m.trainRows, m.jobs, m.predictions, m.outcomes,
-		m.within2x, m.absLogError, m.coverage, m.rollingN, m.errors, ageGauge, widenGauge); err != nil {
+		m.within2x, m.absLogError, m.coverage, m.rollingN, m.dataClock, m.futureJobs, m.errors, ageGauge, widenGauge); err != nil {
 		return nil, fmt.Errorf("live: register metrics: %w", err)
 	}
 	return m, nil

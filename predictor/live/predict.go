@@ -20,9 +20,13 @@ type Spec struct {
 	// (the control loop's pending jobs). If the latest pass read it and it
 	// had not ended, its record supplies what a scheduler's view of a
 	// pending job lacks and its row in the predictions table was made from:
-	// the command hash, which names a recurring job better than Name, and
-	// for a job without GPUs its processors. The fields below, the
-	// scheduler's current view, are kept.
+	// the command hash, which names a recurring job better than Name, for
+	// a job without GPUs its processors, without a Submit its submit time,
+	// and the user's submissions as they stood at its submit (the
+	// time since the user's previous submit and the jobs in flight then:
+	// the History of the pass already counts this job and the user's later
+	// ones). The fields below, the scheduler's current view, are kept, and
+	// the jobs that ended since its submit count.
 	Cluster, JobID string
 
 	User      string
@@ -75,19 +79,29 @@ func estimate(t *Trained, hs *historySnap, s Spec, widen float64) (Estimate, err
 		return Estimate{}, fmt.Errorf("live: predict: time limit %v is negative", s.TimeLimit)
 	}
 	j := duration.Job{User: s.User, Executable: s.Name, Queue: s.Partition, Submit: s.Submit, ReqTime: s.TimeLimit, Procs: s.GPUs}
-	if r, ok := hs.open[key{s.Cluster, s.JobID}]; ok && s.JobID != "" {
+	r, recorded := hs.open[key{s.Cluster, s.JobID}]
+	recorded = recorded && s.JobID != ""
+	if recorded {
 		if r.Executable != "" {
 			j.Executable = r.Executable
 		}
 		if s.GPUs == 0 {
 			j.Procs = r.Procs
 		}
+		if j.Submit.IsZero() {
+			j.Submit = r.Submit
+		}
 	}
 	if j.Submit.IsZero() {
 		j.Submit = hs.asOf
 	}
 	hs.mu.Lock()
-	f := hs.h.Features(&j)
+	var f duration.Features
+	if recorded {
+		f = hs.h.FeaturesAt(&j, r.AtSubmit)
+	} else {
+		f = hs.h.Features(&j)
+	}
 	hs.mu.Unlock()
 	p, err := t.Model.PredictWidened(f, s.TimeLimit, widen)
 	if err != nil {

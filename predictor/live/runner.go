@@ -17,6 +17,7 @@ import (
 
 	"github.com/heliostat-dev/heliostat/internal/health"
 	"github.com/heliostat-dev/heliostat/predictor/duration"
+	"github.com/heliostat-dev/heliostat/schemas"
 )
 
 // Trained is a fitted duration model and what is recorded about it in
@@ -80,28 +81,43 @@ type historySnap struct {
 
 // openJob is what a recorded job's prediction takes from its record.
 type openJob struct {
-	Executable string // command hash, else name
-	Procs      int    // GPUs, else CPUs
+	Executable string    // command hash, else name
+	Procs      int       // GPUs, else CPUs
+	Submit     time.Time // for a Spec without one
+	// AtSubmit is the user's submissions as the job's features counted
+	// them at its submit: the History of the pass counts the job itself,
+	// and the user's later jobs, as submitted.
+	AtSubmit duration.SubmitState
 }
 
 // openRecords returns what the records of the jobs that have not ended add
-// to a Spec naming them. A task of a Slurm job array is also found under the
-// array's id, the one squeue gives a pending array whose tasks have not been
-// split yet; the tasks share their command and shape.
+// to a Spec naming them; replay must have set their atSubmit. A task of a
+// Slurm job array is also found under the array's id, the one squeue gives a
+// pending array whose tasks have not been split yet; the tasks share their
+// command and shape, and the array takes the submit-time state of its task
+// replayed first, which none of its other tasks is counted in.
 func openRecords(all []*rec) map[key]openJob {
 	open := map[key]openJob{}
-	for _, rc := range all {
-		if !rc.ended {
-			open[rc.key] = openJob{Executable: rc.job.Executable, Procs: rc.job.Procs}
-		}
+	of := func(rc *rec) openJob {
+		return openJob{Executable: rc.job.Executable, Procs: rc.job.Procs, Submit: rc.job.Submit, AtSubmit: rc.atSubmit}
 	}
+	first := map[key]*rec{}
 	for _, rc := range all {
-		if rc.ended || rc.arrayJobID == "" || rc.arrayJobID == rc.jobID {
+		if rc.ended {
+			continue
+		}
+		open[rc.key] = of(rc)
+		if rc.arrayJobID == "" || rc.arrayJobID == rc.jobID {
 			continue
 		}
 		k := key{rc.cluster, rc.arrayJobID}
+		if f := first[k]; f == nil || replaysBefore(rc, f) {
+			first[k] = rc
+		}
+	}
+	for k, rc := range first {
 		if _, ok := open[k]; !ok {
-			open[k] = openJob{Executable: rc.job.Executable, Procs: rc.job.Procs}
+			open[k] = of(rc)
 		}
 	}
 	return open
@@ -132,6 +148,7 @@ type Runner struct {
 	nextVersion uint64
 	lastTrain   time.Time
 	roll        *rolling
+	skewLogged  time.Time // when future-stamped events were last logged
 
 	// adapt widens or narrows the served intervals as outcomes arrive
 	// (safe for concurrent use: Predict reads it outside a pass).
@@ -146,6 +163,24 @@ type Runner struct {
 // incremental refresh reads again: a row becomes visible only when its insert
 // commits, possibly after rows stamped later.
 const refreshOverlap = 2 * time.Minute
+
+// maxAhead is how far after ClickHouse's now() an event of a live source
+// (Slurm, Kubernetes: anything but the simulator and imported traces, which
+// keep their own time) may be stamped and still move the data clock. One
+// event stamped a year ahead (a node's clock, a bad record) would otherwise
+// move the window a year ahead for good: no job in it, nothing predicted or
+// trained, every user a cold start.
+const maxAhead = time.Hour
+
+// skewLogEvery is how often, at most, the events maxAhead ignores are
+// logged; the gauge counts them every pass.
+const skewLogEvery = 10 * time.Minute
+
+// errEmptyWindow is a pass's error while the window holds no job although
+// the jobs table holds ended ones: nothing can be trained or predicted, and
+// the cause is likely an event of a simulator or trace stamped far ahead, or
+// a --predictor.history shorter than the time since the last submit.
+var errEmptyWindow = errors.New("live: the window holds no job, but the jobs table has ended jobs")
 
 // New returns a Runner that reads and writes the tables of cfg.Database
 // through conn. It does not touch ClickHouse until the first pass.
@@ -237,14 +272,25 @@ func (r *Runner) once(ctx context.Context) (Pass, error) {
 		return pass, err
 	}
 	if !r.loaded {
-		if err := r.loadState(ctx, from); err != nil {
+		st, err := r.loadState(ctx, from)
+		if err != nil {
 			r.m.errors.WithLabelValues(stageLoad).Inc()
 			return pass, err
 		}
+		r.restore(st)
 		r.loaded = true
 	}
 	pass.Jobs = len(r.store)
 	r.m.jobs.Set(float64(len(r.store)))
+	var errs []error
+	if len(r.store) == 0 {
+		// The rest of the pass goes on (outcomes, an empty History): the
+		// error only keeps the runner not ready.
+		if err := r.checkEmptyWindow(ctx, dataNow); err != nil {
+			r.m.errors.WithLabelValues(stageLoad).Inc()
+			errs = append(errs, err)
+		}
+	}
 
 	all := make([]*rec, 0, len(r.store))
 	want := map[*rec]bool{}
@@ -266,8 +312,9 @@ func (r *Runner) once(ctx context.Context) (Pass, error) {
 		pass.Outcomes = n
 		if err != nil {
 			r.m.errors.WithLabelValues(stageOutcome).Inc()
+			errs = append(errs, err)
 		}
-		return pass, err
+		return pass, errors.Join(errs...)
 	}
 	h := replay(all, func(rc *rec) bool { return want[rc] || trainable(rc) }, func(rc *rec, f duration.Features) {
 		if trainable(rc) {
@@ -280,7 +327,6 @@ func (r *Runner) once(ctx context.Context) (Pass, error) {
 	})
 	r.hist.Store(&historySnap{h: h, asOf: dataNow, open: openRecords(all)})
 
-	var errs []error
 	if retrain {
 		switch {
 		case len(rows) > 0:
@@ -323,13 +369,76 @@ func (r *Runner) once(ctx context.Context) (Pass, error) {
 
 // dataClock returns the time of the newest job event: the window is measured
 // back from it, so that a simulated cluster or an imported trace works like a
-// live one.
+// live one. An event of a live source stamped more than maxAhead after
+// ClickHouse's now() is left out, its job counted in a gauge and logged
+// (throttled).
 func (r *Runner) dataClock(ctx context.Context) (time.Time, error) {
-	var sec int64
-	if err := r.conn.QueryRow(ctx, fmt.Sprintf("SELECT toInt64(toUInt32(max(updated_at))) FROM %s.jobs", r.cfg.Database)).Scan(&sec); err != nil {
+	var sec, chNow int64
+	if err := r.conn.QueryRow(ctx, fmt.Sprintf("SELECT toInt64(toUInt32(max(updated_at))), toInt64(toUInt32(now())) FROM %s.jobs",
+		r.cfg.Database)).Scan(&sec, &chNow); err != nil {
 		return time.Time{}, fmt.Errorf("live: newest job event: %w", err)
 	}
-	return time.Unix(sec, 0).UTC(), nil
+	jobs := uint64(0)
+	if sec > chNow+int64(maxAhead/time.Second) {
+		// Rare but for a simulator running ahead: the sources are read
+		// only then (the usual pass reads one column of the table).
+		var err error
+		if sec, jobs, err = r.liveClock(ctx); err != nil {
+			return time.Time{}, err
+		}
+	}
+	clock := time.Unix(sec, 0).UTC()
+	r.m.dataClock.Set(float64(sec))
+	r.m.futureJobs.Set(float64(jobs))
+	return clock, nil
+}
+
+// liveClock returns the newest job event but those of live sources stamped
+// more than maxAhead after ClickHouse's now(), and how many jobs have such
+// an event; it logs them, at most every skewLogEvery.
+func (r *Runner) liveClock(ctx context.Context) (int64, uint64, error) {
+	ahead := fmt.Sprintf("source NOT IN ('%s', '%s') AND updated_at > now() + %d",
+		schemas.SourceSim, schemas.SourceTrace, int64(maxAhead/time.Second))
+	var (
+		sec    int64
+		events uint64
+	)
+	if err := r.conn.QueryRow(ctx, fmt.Sprintf("SELECT toInt64(toUInt32(maxIf(updated_at, NOT (%[2]s)))), countIf(%[2]s) FROM %[1]s.jobs",
+		r.cfg.Database, ahead)).Scan(&sec, &events); err != nil {
+		return 0, 0, fmt.Errorf("live: newest job event: %w", err)
+	}
+	if events == 0 {
+		return sec, 0, nil
+	}
+	var (
+		jobs           uint64
+		newest, chNow  int64
+		cluster, jobID string
+	)
+	if err := r.conn.QueryRow(ctx, fmt.Sprintf(`SELECT uniqExact(cluster, job_id), toInt64(toUInt32(max(updated_at))), argMax(cluster, updated_at), argMax(job_id, updated_at),
+  toInt64(toUInt32(now())) FROM %s.jobs WHERE %s`, r.cfg.Database, ahead)).Scan(&jobs, &newest, &cluster, &jobID, &chNow); err != nil {
+		return 0, 0, fmt.Errorf("live: job events stamped in the future: %w", err)
+	}
+	if now := r.now(); r.skewLogged.IsZero() || now.Sub(r.skewLogged) >= skewLogEvery {
+		r.skewLogged = now
+		r.logger.Warn("ignoring job events stamped in the future", "jobs", jobs, "max_ahead", maxAhead, "clickhouse_now", time.Unix(chNow, 0).UTC(),
+			"newest", time.Unix(newest, 0).UTC(), "cluster", cluster, "job_id", jobID, "data_clock", time.Unix(sec, 0).UTC())
+	}
+	return sec, jobs, nil
+}
+
+// checkEmptyWindow is called when the window holds no job: it returns
+// errEmptyWindow, naming the window, if the jobs table holds an ended job.
+func (r *Runner) checkEmptyWindow(ctx context.Context, dataNow time.Time) error {
+	var n uint64
+	if err := r.conn.QueryRow(ctx, fmt.Sprintf("SELECT count() FROM (SELECT 1 FROM %s.jobs WHERE last_event = 'END' LIMIT 1)", r.cfg.Database)).Scan(&n); err != nil {
+		return fmt.Errorf("live: look for ended jobs: %w", err)
+	}
+	if n == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w (jobs submitted in the %v before the newest job event, %s; an event stamped far ahead?)",
+		errEmptyWindow, r.cfg.History, dataNow.Format(time.RFC3339))
 }
 
 // refresh brings the window up to date: all of it when full, else the jobs
@@ -380,15 +489,28 @@ func (r *Runner) refresh(ctx context.Context, from time.Time, full bool) (bool, 
 	return changed, nil
 }
 
+// savedState is what loadState reads back.
+type savedState struct {
+	predicted   map[key]predRow
+	recorded    map[key]bool
+	latest      []outcomeScore // the latest outcomes, newest first
+	inside      []bool         // within_interval of the window's outcomes, in end order
+	nextVersion uint64
+}
+
 // loadState reads back what earlier runners wrote: the predictions and
 // outcomes of the window's jobs, the latest outcomes for the rolling gauges,
-// and the highest model version.
-func (r *Runner) loadState(ctx context.Context, from time.Time) error {
+// the outcomes for the interval correction and the highest model version.
+// It changes nothing of r: a query that fails (ClickHouse restarting) leaves
+// the runner as it was, for the next pass to load again, rather than half
+// loaded, which the retry would load on top of (outcomes counted twice).
+func (r *Runner) loadState(ctx context.Context, from time.Time) (savedState, error) {
 	db := r.cfg.Database
+	st := savedState{predicted: map[key]predRow{}, recorded: map[key]bool{}}
 	rows, err := r.conn.Query(ctx, fmt.Sprintf(`SELECT cluster, job_id, model_version, predicted_s, lower_s, upper_s, after_end, predicted_at
 FROM %s.predictions FINAL WHERE submit_time >= %d`, db, from.Unix()))
 	if err != nil {
-		return fmt.Errorf("live: select predictions: %w", err)
+		return st, fmt.Errorf("live: select predictions: %w", err)
 	}
 	for rows.Next() {
 		var (
@@ -398,37 +520,39 @@ FROM %s.predictions FINAL WHERE submit_time >= %d`, db, from.Unix()))
 		)
 		if err := rows.Scan(&k.cluster, &k.jobID, &p.version, &p.point, &p.lower, &p.upper, &after, &p.predictedAt); err != nil {
 			rows.Close()
-			return fmt.Errorf("live: scan prediction: %w", err)
+			return st, fmt.Errorf("live: scan prediction: %w", err)
 		}
 		p.afterEnd = after == 1
-		r.predicted[k] = p
+		st.predicted[k] = p
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("live: select predictions: %w", err)
+		return st, fmt.Errorf("live: select predictions: %w", err)
 	}
 	rows, err = r.conn.Query(ctx, fmt.Sprintf("SELECT DISTINCT cluster, job_id FROM %s.prediction_outcomes WHERE submit_time >= %d", db, from.Unix()))
 	if err != nil {
-		return fmt.Errorf("live: select outcomes: %w", err)
+		return st, fmt.Errorf("live: select outcomes: %w", err)
 	}
 	for rows.Next() {
 		var k key
 		if err := rows.Scan(&k.cluster, &k.jobID); err != nil {
 			rows.Close()
-			return fmt.Errorf("live: scan outcome: %w", err)
+			return st, fmt.Errorf("live: scan outcome: %w", err)
 		}
-		r.recorded[k] = true
+		st.recorded[k] = true
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("live: select outcomes: %w", err)
+		return st, fmt.Errorf("live: select outcomes: %w", err)
 	}
+	// Bounded by submit time like the other reads: the table is
+	// partitioned by submit month, and FINAL over all of it would grow
+	// with its age. The gauges cover the latest outcomes of the window.
 	rows, err = r.conn.Query(ctx, fmt.Sprintf(`SELECT abs_log_error, within_2x, within_interval FROM %s.prediction_outcomes FINAL
-WHERE ran = 1 AND after_end = 0 ORDER BY end_time DESC, cluster DESC, job_id DESC LIMIT %d`, db, r.cfg.AccuracyWindow))
+WHERE ran = 1 AND after_end = 0 AND submit_time >= %d ORDER BY end_time DESC, cluster DESC, job_id DESC LIMIT %d`, db, from.Unix(), r.cfg.AccuracyWindow))
 	if err != nil {
-		return fmt.Errorf("live: select latest outcomes: %w", err)
+		return st, fmt.Errorf("live: select latest outcomes: %w", err)
 	}
-	var latest []outcomeScore
 	for rows.Next() {
 		var (
 			s              outcomeScore
@@ -436,51 +560,64 @@ WHERE ran = 1 AND after_end = 0 ORDER BY end_time DESC, cluster DESC, job_id DES
 		)
 		if err := rows.Scan(&s.absLog, &within, &inside); err != nil {
 			rows.Close()
-			return fmt.Errorf("live: scan outcome: %w", err)
+			return st, fmt.Errorf("live: scan outcome: %w", err)
 		}
 		s.within2x, s.inside = within == 1, inside == 1
-		latest = append(latest, s)
+		st.latest = append(st.latest, s)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("live: select latest outcomes: %w", err)
+		return st, fmt.Errorf("live: select latest outcomes: %w", err)
 	}
-	for i := len(latest) - 1; i >= 0; i-- {
-		r.roll.add(latest[i])
-	}
-	r.m.setRolling(r.roll)
-	if err := r.restoreAdaptive(ctx, from); err != nil {
-		return err
+	if st.inside, err = r.adaptiveOutcomes(ctx, from); err != nil {
+		return st, err
 	}
 	var top uint64
 	if err := r.conn.QueryRow(ctx, fmt.Sprintf("SELECT max(model_version) FROM %s.prediction_models", db)).Scan(&top); err != nil {
-		return fmt.Errorf("live: select model version: %w", err)
+		return st, fmt.Errorf("live: select model version: %w", err)
 	}
-	r.nextVersion = top + 1
-	return nil
+	st.nextVersion = top + 1
+	return st, nil
 }
 
-// restoreAdaptive replays, in end order, whether each outcome of the
-// window's jobs fell inside its interval, so that a restarted predictor
-// serves intervals as wide as the one before it did.
-func (r *Runner) restoreAdaptive(ctx context.Context, from time.Time) error {
+// restore makes what loadState read back the runner's state. Nothing
+// before the first load writes the maps, the gauges or the correction.
+func (r *Runner) restore(st savedState) {
+	r.predicted, r.recorded = st.predicted, st.recorded
+	for i := len(st.latest) - 1; i >= 0; i-- {
+		r.roll.add(st.latest[i])
+	}
+	r.m.setRolling(r.roll)
+	// Replayed in end order, so that a restarted predictor serves
+	// intervals as wide as the one before it did.
+	for _, in := range st.inside {
+		r.adapt.Observe(in)
+	}
+	r.nextVersion = st.nextVersion
+}
+
+// adaptiveOutcomes returns, in end order, whether each outcome of the
+// window's jobs fell inside its interval: what the interval correction
+// observed.
+func (r *Runner) adaptiveOutcomes(ctx context.Context, from time.Time) ([]bool, error) {
 	rows, err := r.conn.Query(ctx, fmt.Sprintf(`SELECT within_interval FROM %s.prediction_outcomes FINAL
 WHERE ran = 1 AND after_end = 0 AND submit_time >= %d ORDER BY end_time, cluster, job_id`, r.cfg.Database, from.Unix()))
 	if err != nil {
-		return fmt.Errorf("live: select outcomes for the interval correction: %w", err)
+		return nil, fmt.Errorf("live: select outcomes for the interval correction: %w", err)
 	}
 	defer rows.Close()
+	var out []bool
 	for rows.Next() {
 		var inside uint8
 		if err := rows.Scan(&inside); err != nil {
-			return fmt.Errorf("live: scan outcome for the interval correction: %w", err)
+			return nil, fmt.Errorf("live: scan outcome for the interval correction: %w", err)
 		}
-		r.adapt.Observe(inside == 1)
+		out = append(out, inside == 1)
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("live: select outcomes for the interval correction: %w", err)
+		return nil, fmt.Errorf("live: select outcomes for the interval correction: %w", err)
 	}
-	return nil
+	return out, nil
 }
 
 // train fits a model on rows (in submit order; recs[i] is rows[i]'s job),

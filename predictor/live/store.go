@@ -32,6 +32,10 @@ type rec struct {
 	// predictable is false for a job that had already ended when the runner
 	// first loaded the window: the backlog is history, not work.
 	predictable bool
+	// atSubmit is the user's submissions as the History held them just
+	// before the job was counted as submitted, set by replay: what the
+	// job's own features counted at its submit.
+	atSubmit duration.SubmitState
 }
 
 // run is the job's run time; 0 unless it ended after a known start.
@@ -136,6 +140,18 @@ func (q *endHeap) Pop() any {
 	return x
 }
 
+// replaysBefore reports whether replay takes x before y: by submit time,
+// then cluster and job id.
+func replaysBefore(x, y *rec) bool {
+	if !x.job.Submit.Equal(y.job.Submit) {
+		return x.job.Submit.Before(y.job.Submit)
+	}
+	if x.cluster != y.cluster {
+		return x.cluster < y.cluster
+	}
+	return x.jobID < y.jobID
+}
+
 // replay walks the jobs in submit order the way the offline backtest does:
 // before a job's features are computed, every job that ended strictly before
 // its submit time has joined the History, and no other job has. visit gets
@@ -143,27 +159,20 @@ func (q *endHeap) Pop() any {
 // submitted (for the user's in-flight and time-since-submit features) at its
 // submit time, whatever its fate, so that no feature depends on how another
 // job ends later. The History returned holds every ended job: the state for a
-// job submitted now.
+// job submitted now. Each job's atSubmit is set, for a later ad-hoc
+// prediction of it (openRecords).
 func replay(recs []*rec, want func(*rec) bool, visit func(*rec, duration.Features)) *duration.History {
 	sorted := append([]*rec(nil), recs...)
-	sort.Slice(sorted, func(a, b int) bool {
-		x, y := sorted[a], sorted[b]
-		if !x.job.Submit.Equal(y.job.Submit) {
-			return x.job.Submit.Before(y.job.Submit)
-		}
-		if x.cluster != y.cluster {
-			return x.cluster < y.cluster
-		}
-		return x.jobID < y.jobID
-	})
+	sort.Slice(sorted, func(a, b int) bool { return replaysBefore(sorted[a], sorted[b]) })
 	h := duration.NewHistory()
 	q := &endHeap{}
 	for _, r := range sorted {
 		for q.Len() > 0 && (*q)[0].job.End.Before(r.job.Submit) {
 			h.Add(&heap.Pop(q).(*rec).job)
 		}
+		r.atSubmit = h.SubmitState(r.job.User)
 		if want(r) {
-			visit(r, h.Features(&r.job))
+			visit(r, h.FeaturesAt(&r.job, r.atSubmit))
 		}
 		h.Submitted(&r.job)
 		if r.ended && r.run() > 0 {

@@ -37,6 +37,8 @@ func TestConfigValidate(t *testing.T) {
 		{"negative holdout", func(c *Config) { c.Holdout = -0.1 }, false},
 		{"negative batch", func(c *Config) { c.Batch = -1 }, false},
 		{"negative accuracy window", func(c *Config) { c.AccuracyWindow = -1 }, false},
+		{"largest accuracy window", func(c *Config) { c.AccuracyWindow = MaxAccuracyWindow }, true},
+		{"accuracy window above the cap", func(c *Config) { c.AccuracyWindow = MaxAccuracyWindow + 1 }, false},
 	} {
 		c := def
 		tc.mod(&c)
@@ -189,7 +191,11 @@ func TestEstimateOpenJob(t *testing.T) {
 		recs = append(recs, r)
 	}
 	tr, hs := fitRecs(t, recs, base.Add(6000*2*time.Minute))
-	hs.open = map[key]openJob{{"c1", "slow"}: {Executable: "slow", Procs: 2}, {"c1", "cpu"}: {Executable: "slow", Procs: 2}, {"c1", "nameless"}: {}}
+	// The records' submit-time state is the user's now, as for a job
+	// submitted now that no later job followed.
+	u1 := hs.h.SubmitState("u1")
+	hs.open = map[key]openJob{{"c1", "slow"}: {Executable: "slow", Procs: 2, AtSubmit: u1}, {"c1", "cpu"}: {Executable: "slow", Procs: 2, AtSubmit: u1},
+		{"c1", "nameless"}: {AtSubmit: u1}}
 	est := func(s Spec) Estimate {
 		t.Helper()
 		e, err := estimate(tr, hs, s, 1)
@@ -253,4 +259,37 @@ func FuzzEstimate(f *testing.F) {
 			t.Fatalf("estimate(%+v) = %+v: above the limit", s, e)
 		}
 	})
+}
+
+// TestOpenRecordsArray: a pending array named by its id takes the record of
+// its task replayed first, whose submit-time state counts none of the
+// other tasks, whatever order the window lists them in; an ended job has no
+// open record.
+func TestOpenRecordsArray(t *testing.T) {
+	submit := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+	task := func(id string) *rec {
+		r := &rec{key: key{"c1", id}, user: "u", arrayJobID: "5"}
+		r.job = duration.Job{User: "u", Executable: "e", Submit: submit, Procs: 2}
+		return r
+	}
+	done := &rec{key: key{"c1", "4"}, user: "u", ended: true}
+	done.job = duration.Job{User: "u", Executable: "e", Submit: submit.Add(-time.Hour), Run: time.Minute, End: submit.Add(-59 * time.Minute)}
+	for _, order := range [][]string{{"5_1", "5_2", "5_3"}, {"5_3", "5_2", "5_1"}, {"5_2", "5_3", "5_1"}} {
+		recs := []*rec{done}
+		for _, id := range order {
+			recs = append(recs, task(id))
+		}
+		replay(recs, func(*rec) bool { return false }, nil)
+		open := openRecords(recs)
+		want := openJob{Executable: "e", Procs: 2, Submit: submit, AtSubmit: duration.SubmitState{LastSubmit: done.job.Submit}}
+		if got := open[key{"c1", "5"}]; got != want {
+			t.Errorf("openRecords(%v)[array 5] = %+v; want %+v", order, got, want)
+		}
+		if got := open[key{"c1", "5_3"}].AtSubmit.InFlight; got != 2 {
+			t.Errorf("openRecords(%v)[5_3] in flight at submit = %d; want 2 (5_1 and 5_2)", order, got)
+		}
+		if _, ok := open[done.key]; ok || len(open) != 4 {
+			t.Errorf("openRecords(%v) = %v; want the three tasks and the array", order, open)
+		}
+	}
 }
