@@ -176,8 +176,9 @@ func ReadWindows(ctx context.Context, conn driver.Conn, database string) ([]Wind
 }
 
 // DataSpan returns the whole days (UTC) that hold the submit times of every
-// job in the jobs table, or of cluster's jobs when cluster is not "": the
-// default window of an on-demand run. ErrNoResults when there are none.
+// job run in the job_runs table (a requeued job's earlier runs included), or
+// of cluster's when cluster is not "": the default window of an on-demand
+// run. ErrNoResults when there are none.
 func DataSpan(ctx context.Context, conn driver.Conn, database, cluster string) (Window, error) {
 	if !identifier.MatchString(database) {
 		return Window{}, fmt.Errorf("analytics: database %q is not a plain identifier", database)
@@ -186,11 +187,11 @@ func DataSpan(ctx context.Context, conn driver.Conn, database, cluster string) (
 		n        uint64
 		min, max time.Time
 	)
-	if err := conn.QueryRow(ctx, "SELECT count(), min(submit_time), max(submit_time) FROM "+database+".jobs WHERE ? = '' OR cluster = ?", cluster, cluster).Scan(&n, &min, &max); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT count(), min(submit_time), max(submit_time) FROM "+database+".job_runs WHERE ? = '' OR cluster = ?", cluster, cluster).Scan(&n, &min, &max); err != nil {
 		return Window{}, fmt.Errorf("analytics: span of the jobs: %w", err)
 	}
 	if n == 0 {
-		return Window{}, fmt.Errorf("%w: the jobs table is empty", ErrNoResults)
+		return Window{}, fmt.Errorf("%w: the job_runs table is empty", ErrNoResults)
 	}
 	since := min.UTC().Truncate(24 * time.Hour)
 	until := max.UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)

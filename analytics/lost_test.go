@@ -19,11 +19,7 @@ func TestLostSlurmJobs(t *testing.T) {
 	ctx := context.Background()
 	db := cfg.Database
 	submit := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
-	b, err := conn.PrepareBatch(ctx, "INSERT INTO "+db+".jobs (cluster, job_id, source, user, partition_name, state, submit_time, "+
-		"start_time, end_time, gpus, last_event, updated_at, inserted_at, version)")
-	if err != nil {
-		t.Fatal(err)
-	}
+	var rows [][]any
 	for _, j := range []struct {
 		id, source, state string
 		run               time.Duration
@@ -35,13 +31,9 @@ func TestLostSlurmJobs(t *testing.T) {
 	} {
 		start := submit.Add(time.Minute)
 		end := start.Add(j.run)
-		if err := b.Append("c", j.id, j.source, "alice", "gpu", j.state, submit, start, end, j.gpus, "END", end, end, uint64(1)); err != nil {
-			t.Fatal(err)
-		}
+		rows = append(rows, []any{"c", j.id, j.source, "alice", "gpu", j.state, submit, start, end, j.gpus, "END", end, end, uint64(1)})
 	}
-	if err := b.Send(); err != nil {
-		t.Fatal(err)
-	}
+	insertJobRows(t, conn, db, "cluster, job_id, source, user, partition_name, state, submit_time, start_time, end_time, gpus, last_event, updated_at, inserted_at, version", rows...)
 	w := analytics.Window{Since: submit.Truncate(24 * time.Hour), Until: submit.Truncate(24*time.Hour).AddDate(0, 0, 1)}
 	if _, err := newRunner(t, conn, db, farFuture).RunWindow(ctx, w, "jobs"); err != nil {
 		t.Fatal(err)

@@ -132,8 +132,9 @@ var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // Runner runs the characterization jobs for windows of time, on demand
 // (RunWindow) and on a schedule (Run), writing the result tables of
-// migrations 0014-0019. Each run reads the window's jobs from jobs FINAL once
-// into a Memory table that all jobs read, builds every result table's rows
+// migrations 0014-0019. Each run reads the window's jobs (every run of a
+// requeued job) from job_runs FINAL once into a Memory table that all jobs
+// read, builds every result table's rows
 // in a staging copy, and swaps each staging copy in with ALTER TABLE …
 // REPLACE PARTITION: a re-run replaces a window's rows, never adds to them,
 // and readers never see half a result. Runners share nothing but ClickHouse;
@@ -204,7 +205,7 @@ type RunResult struct {
 	ComputedUntil time.Time   `json:"computed_until"`
 	SnapshotJobs  uint64      `json:"snapshot_jobs"` // jobs read (the window's and the lookback's)
 	WindowJobs    uint64      `json:"window_jobs"`   // of them submitted in the window
-	PrepareS      float64     `json:"prepare_s"`     // reading jobs FINAL and the capacity
+	PrepareS      float64     `json:"prepare_s"`     // reading job_runs FINAL and the capacity
 	Jobs          []JobResult `json:"jobs"`
 	Seconds       float64     `json:"seconds"`
 }

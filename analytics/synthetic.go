@@ -5,18 +5,19 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // SyntheticJobs inserts n synthetic ended jobs of cluster into database's
-// jobs table, submitted over days days from since, for benchmarks: each job
-// as the three rows (SUBMIT, START, END versions) that the jobs table holds
-// for it before merges, so that reading it FINAL costs what it costs on real
-// data. The workload is Helios-like and deterministic (hashes of the job
-// number, no random source): 1,000 users of 16 VCs with a skewed share of
-// jobs, 20% CPU jobs and GPU jobs of 1-64 GPUs, log-uniform run times from 1 s
+// jobs and job_runs tables (one run each), submitted over days days from
+// since, for benchmarks: each job as the three rows (SUBMIT, START, END
+// versions) that the tables hold for it before merges, so that reading them
+// FINAL costs what it costs on real data. The workload is Helios-like and
+// deterministic (hashes of the job number, no random source): 1,000 users
+// of 16 VCs with a skewed share of jobs, 20% CPU jobs and GPU jobs of 1-64 GPUs, log-uniform run times from 1 s
 // to 10^5 s (mean 8,700 s) and queuing delays from 0 to 10^4 s, 70% completed, 18% cancelled,
 // 11% failed and 1% timed out. ClickHouse generates the rows itself
 // (INSERT … SELECT FROM numbers), in blocks of a million jobs.
@@ -33,7 +34,7 @@ func SyntheticJobs(ctx context.Context, conn driver.Conn, database, cluster stri
 	const block = 1_000_000
 	for off := 0; off < n; off += block {
 		m := min(block, n-off)
-		q := `INSERT INTO ` + database + `.jobs (cluster, job_id, source, user, partition_name, state, submit_time,
+		q := `INSERT INTO ` + database + `.{table} (cluster, job_id, source, user, partition_name, state, submit_time,
 			start_time, end_time, time_limit_s, gpus, cpus, last_event, updated_at, inserted_at, version)
 		SELECT cluster, job_id, 'sim', user, vc, ev.1, submit, ev.2, ev.3, toUInt32(86400), g, toUInt32(8), ev.4, ev.5, ev.5,
 			toUInt64(ev.6)
@@ -62,8 +63,10 @@ func SyntheticJobs(ctx context.Context, conn driver.Conn, database, cluster stri
 			('RUNNING', CAST(start AS Nullable(DateTime('UTC'))), CAST(NULL AS Nullable(DateTime('UTC'))), 'START', start, (toUInt64(start) * 1000) * 8 + 3),
 			(st, CAST(start AS Nullable(DateTime('UTC'))), CAST(end AS Nullable(DateTime('UTC'))), 'END', end, (toUInt64(end) * 1000) * 8 + 4)
 		] AS ev`
-		if err := conn.Exec(ctx, q); err != nil {
-			return fmt.Errorf("analytics: insert synthetic jobs: %w", err)
+		for _, table := range []string{"jobs", "job_runs"} {
+			if err := conn.Exec(ctx, strings.Replace(q, "{table}", table, 1)); err != nil {
+				return fmt.Errorf("analytics: insert synthetic jobs into %s: %w", table, err)
+			}
 		}
 	}
 	return nil

@@ -16,8 +16,9 @@ import (
 )
 
 // submitBounds are how the panels that read jobs ended in the range, or
-// jobs not ended, bound the submit times they read. jobs, predictions and
-// prediction_outcomes are partitioned by month of submit, and FINAL merges
+// jobs not ended, bound the submit times they read. jobs, job_runs,
+// predictions and prediction_outcomes are partitioned by month of submit
+// (job_runs: of the run's submit), and FINAL merges
 // every partition a filter on end_time or state leaves possible. A row that
 // FINAL keeps and that passes such a filter is one of the rows (of any
 // version) that pass it, so its submit time is no earlier than their
@@ -25,7 +26,7 @@ import (
 var submitBounds = []string{
 	" AND submit_time <= $__toTime AND submit_time >= (SELECT min(submit_time) FROM prediction_outcomes WHERE " + clusterFilter + " AND $__timeFilter(end_time))",
 	" AND submit_time <= $__toTime AND submit_time >= (SELECT min(submit_time) FROM jobs WHERE " + clusterFilter + " AND $__timeFilter(end_time))",
-	"\n            AND submit_time >= (SELECT min(submit_time) FROM jobs WHERE " + clusterFilter + " AND (end_time IS NULL OR end_time >= $__fromTime))",
+	"\n            AND submit_time >= (SELECT min(submit_time) FROM job_runs WHERE " + clusterFilter + " AND (end_time IS NULL OR end_time >= $__fromTime))",
 	" AND submit_time >= (SELECT min(submit_time) FROM jobs WHERE " + clusterFilter + " AND state IN ('RUNNING', 'PENDING'))",
 	" AND submit_time >= (SELECT min(submit_time) FROM jobs WHERE " + clusterFilter + " AND state = 'PENDING')",
 }
@@ -109,7 +110,8 @@ func (s *seeded) checkSubmitBounds(tb testing.TB, qs []boundedQuery, state strin
 
 // BenchmarkSubmitBounds runs the panels that bound their submit times
 // (submitBounds) over the last 7 days of a year's history: 1,000,000 jobs,
-// each with the rows its job events give it (PENDING; RUNNING, except for
+// each with the rows its job events give it in jobs and in job_runs (one
+// run each) (PENDING; RUNNING, except for
 // the last 200 submitted, which still pend; the final row once ended), a
 // prediction, and an outcome once ended; one job in 97 runs 30 days. Each
 // runs as it stands ("bounded") and without its bounds ("unbounded", what
@@ -133,16 +135,21 @@ func BenchmarkSubmitBounds(b *testing.B) {
     s + 60 + r AS e, toString(number) AS id, concat('u', toString(number %% 500)) AS u,
     number >= %d AS pending`, first, span, n, n-200)
 	ended := fmt.Sprintf("e <= toDateTime(%d, 'UTC') AND NOT pending", to.Unix())
-	fills := []string{
-		fmt.Sprintf(`INSERT INTO %[1]s.jobs (cluster, job_id, source, user, partition_name, state, submit_time, start_time, end_time, gpus, version)
+	var fills []string
+	// jobs and job_runs hold the same rows: one run per job.
+	for _, table := range []string{"jobs", "job_runs"} {
+		fills = append(fills,
+			fmt.Sprintf(`INSERT INTO %[1]s.%[4]s (cluster, job_id, source, user, partition_name, state, submit_time, start_time, end_time, gpus, version)
 SELECT 'c', id, 'bench', u, concat('vc', toString(number %% 4)), 'PENDING', s, NULL, NULL, toUInt32(1 + number %% 8), 1
-FROM (SELECT number, %[2]s FROM system.numbers LIMIT %[3]d)`, ch.Database, job, n),
-		fmt.Sprintf(`INSERT INTO %[1]s.jobs (cluster, job_id, source, user, partition_name, state, submit_time, start_time, end_time, gpus, version)
+FROM (SELECT number, %[2]s FROM system.numbers LIMIT %[3]d)`, ch.Database, job, n, table),
+			fmt.Sprintf(`INSERT INTO %[1]s.%[4]s (cluster, job_id, source, user, partition_name, state, submit_time, start_time, end_time, gpus, version)
 SELECT 'c', id, 'bench', u, concat('vc', toString(number %% 4)), 'RUNNING', s, s + 60, NULL, toUInt32(1 + number %% 8), 2
-FROM (SELECT number, %[2]s FROM system.numbers LIMIT %[3]d) WHERE NOT pending`, ch.Database, job, n),
-		fmt.Sprintf(`INSERT INTO %[1]s.jobs (cluster, job_id, source, user, partition_name, state, submit_time, start_time, end_time, gpus, version)
+FROM (SELECT number, %[2]s FROM system.numbers LIMIT %[3]d) WHERE NOT pending`, ch.Database, job, n, table),
+			fmt.Sprintf(`INSERT INTO %[1]s.%[4]s (cluster, job_id, source, user, partition_name, state, submit_time, start_time, end_time, gpus, version)
 SELECT 'c', id, 'bench', u, concat('vc', toString(number %% 4)), ['COMPLETED', 'FAILED', 'CANCELLED'][number %% 3 + 1], s, s + 60, e, toUInt32(1 + number %% 8), 3
-FROM (SELECT number, %[2]s FROM system.numbers LIMIT %[3]d) WHERE %[4]s`, ch.Database, job, n, ended),
+FROM (SELECT number, %[2]s FROM system.numbers LIMIT %[3]d) WHERE %[5]s`, ch.Database, job, n, table, ended))
+	}
+	fills = append(fills,
 		fmt.Sprintf(`INSERT INTO %[1]s.predictions
 SELECT 'c', id, u, concat('vc', toString(number %% 4)), toUInt32(1 + number %% 8), NULL, s, 1,
     ['exact', 'user2', 'user1', 'cold'][number %% 4 + 1], 1, r * 1.3, r / 2, r * 3, r * 1.3 * (1 + number %% 8), 0, s, 1
@@ -150,8 +157,7 @@ FROM (SELECT number, %[2]s FROM system.numbers LIMIT %[3]d)`, ch.Database, job, 
 		fmt.Sprintf(`INSERT INTO %[1]s.prediction_outcomes
 SELECT 'c', id, u, toUInt32(1 + number %% 8), 'COMPLETED', s, s + 60, e, 1, s, 0, 1,
     r * 1.3, r / 2, r * 3, r, r * 0.3, log(1.3), log(1.3), 1, 1, e, 1
-FROM (SELECT number, %[2]s FROM system.numbers LIMIT %[3]d) WHERE %[4]s`, ch.Database, job, n, ended),
-	}
+FROM (SELECT number, %[2]s FROM system.numbers LIMIT %[3]d) WHERE %[4]s`, ch.Database, job, n, ended))
 	for _, q := range fills {
 		if err := conn.Exec(ctx, q); err != nil {
 			b.Fatalf("fill: %v\n%s", err, q)
@@ -167,7 +173,7 @@ FROM (SELECT number, %[2]s FROM system.numbers LIMIT %[3]d) WHERE %[4]s`, ch.Dat
 	qs := s.boundedQueries(b, "")
 	for _, state := range []string{"fresh", "merged"} {
 		if state == "merged" {
-			for _, t := range []string{"jobs", "predictions", "prediction_outcomes"} {
+			for _, t := range []string{"jobs", "job_runs", "predictions", "prediction_outcomes"} {
 				if err := conn.Exec(ctx, "OPTIMIZE TABLE "+ch.Database+"."+t+" FINAL"); err != nil {
 					b.Fatal(err)
 				}

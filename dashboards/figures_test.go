@@ -81,11 +81,8 @@ func TestPanelFigures(t *testing.T) {
 	// Jobs, for the held-and-wanted panels: an imported job that ended at an
 	// unknown time (no start or end time: it must count nowhere, not wait
 	// until now), a job cancelled while pending (waits until its end), a
-	// running job (waits 10 minutes, then runs until now).
-	b, err = conn.PrepareBatch(ctx, "INSERT INTO "+cfg.Database+".jobs (cluster, job_id, state, gpus, submit_time, start_time, end_time, version)")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// running job (waits 10 minutes, then runs until now). One run each.
+	var jobs [][]any
 	for _, r := range []struct {
 		job, state    string
 		gpus          uint32
@@ -96,13 +93,9 @@ func TestPanelFigures(t *testing.T) {
 		{"t2", "CANCELLED", 1, t0, nil, new(t0.Add(5 * time.Minute))},
 		{"t3", "RUNNING", 2, t0, new(t0.Add(10 * time.Minute)), nil},
 	} {
-		if err := b.Append("c", r.job, r.state, &r.gpus, r.submit, r.start, r.ending, uint64(1)); err != nil {
-			t.Fatal(err)
-		}
+		jobs = append(jobs, []any{"c", r.job, r.state, &r.gpus, r.submit, r.start, r.ending, uint64(1)})
 	}
-	if err := b.Send(); err != nil {
-		t.Fatal(err)
-	}
+	insertJobRows(t, conn, cfg.Database, "cluster, job_id, state, gpus, submit_time, start_time, end_time, version", jobs...)
 
 	from, to := t0.Add(-time.Hour), t0.Add(2*time.Hour)
 	for _, tc := range []struct {

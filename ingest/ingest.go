@@ -104,6 +104,7 @@ func New(cfg Config, conn driver.Conn, logger *slog.Logger, reg prometheus.Regis
 		in.m.ledgerRepairs.WithLabelValues(h.table(), "sent_again")
 		if h.table() == "job_events" {
 			in.m.ledgerRepairs.WithLabelValues(h.table(), "jobs_written")
+			in.m.ledgerRepairs.WithLabelValues(h.table(), "job_runs_written")
 		}
 		in.m.seqGaps.WithLabelValues(h.topic())
 		in.m.skipped.WithLabelValues(h.topic())

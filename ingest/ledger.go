@@ -24,12 +24,13 @@ import (
 //     counts every sample of the block's GPUs and minutes; when it does not,
 //     the block is sent again, so that the rollup gets it, and gpu_samples
 //     holds that block twice.
-//   - job_events (the jobs view): it writes the missing ledger rows, as
-//     above, and the jobs rows too when the view's part is missing (see
-//     repairJobs). The jobs view's part can be missing with the ledger's
-//     present as well: ClickHouse 18.16 runs a table's views in the order
-//     of their names, job_events_ledger_mv before jobs_mv, so for job_events
-//     landed checks jobs whatever the ledger says.
+//   - job_events (the jobs and job_runs views): it writes the missing
+//     ledger rows, as above, and the jobs or job_runs rows too when a
+//     view's part is missing (see repairJobs). Those parts can be missing
+//     with the ledger's present as well: ClickHouse 18.16 runs a table's
+//     views in the order of their names, job_events_ledger_mv before
+//     job_runs_mv and jobs_mv, so for job_events landed checks both tables
+//     whatever the ledger says.
 
 // loadLedger returns, by offset, the part keys the ledger holds for a's
 // partition at or after its committed offset.
@@ -310,10 +311,10 @@ func (in *Ingester) rollupComplete(ctx context.Context, day uint32, cond string,
 	return rolled >= raw, nil
 }
 
-// jobsColumns and jobsSelect are the jobs view's columns and the SELECT
-// list it computes them with from job_events, as migration 0007 defines
-// jobs_mv (TestRepairJobsAsTheView holds them to it). The view copies
-// jobsCopied as they are.
+// jobsColumns and jobsSelect are the jobs views' columns and the SELECT
+// list they compute them with from job_events, as migration 0007 defines
+// jobs_mv and 0026 job_runs_mv (TestRepairJobsAsTheView holds them to it).
+// The views copy jobsCopied as they are.
 const (
 	jobsCopied = "cluster, job_id, source, array_job_id, array_task_id, job_name, user, uid, " +
 		"group_name, account, partition_name, qos, state, exit_code, priority, " +
@@ -325,31 +326,47 @@ const (
 		"multiIf(event_type = 'SUBMIT', 1, event_type = 'UPDATE', 2, event_type = 'START', 3, 4)"
 )
 
-// repairJobs writes the jobs rows of d's block, which is in job_events,
-// when jobs lacks them: some job of the block has no jobs row as recent as
-// its latest event in the block. A failed INSERT can leave them out (the
-// jobs view's part failed, or the server died before it). The rows are
-// computed as the view computes them; a row jobs already holds is written
-// again with the same version and collapses.
+// jobViews are the views of job_events that repairJobs stands in for: the
+// table each writes, the key its rows collapse on, and the repair's action
+// label. Both views compute their rows with jobsSelect.
+var jobViews = []struct{ table, key, action string }{
+	// jobs: one row per job id, the latest run (migration 0007).
+	{"jobs", "cluster, job_id", "jobs_written"},
+	// job_runs: one row per run, a requeued job's runs each with its own
+	// submit time (migration 0026).
+	{"job_runs", "cluster, job_id, submit_time", "job_runs_written"},
+}
+
+// repairJobs writes the rows of d's block, which is in job_events, to each
+// table of jobViews that lacks them: some key (a job in jobs, a run in
+// job_runs) of the block has no row as recent as its latest event in the
+// block. A failed INSERT can leave them out (a view's part failed, or the
+// server died before it); the views are run in the order of their names on
+// 18.16 (job_runs_mv before jobs_mv), perhaps at once on current ClickHouse,
+// so each table is checked on its own. The rows are computed as the views
+// compute them; a row a table already holds is written again with the same
+// version and collapses.
 func (in *Ingester) repairJobs(ctx context.Context, d doubt) error {
 	db := in.cfg.ClickHouse.Database
 	cond, args := d.rows()
-	var missing uint64
-	err := in.conn.QueryRow(ctx, "SELECT count() FROM (SELECT cluster, job_id, max("+jobsVersion+") AS v FROM "+db+".job_events WHERE "+cond+
-		" GROUP BY cluster, job_id) AS e ANY LEFT JOIN (SELECT cluster, job_id, max(version) AS jv FROM "+db+".jobs WHERE (cluster, job_id) IN "+
-		"(SELECT cluster, job_id FROM "+db+".job_events WHERE "+cond+") GROUP BY cluster, job_id) AS j USING (cluster, job_id) WHERE jv < v",
-		append(slices.Clone(args), args...)...).Scan(&missing)
-	if err != nil {
-		return fmt.Errorf("compare jobs with job_events for an uncertain insert: %w", err)
+	for _, v := range jobViews {
+		var missing uint64
+		err := in.conn.QueryRow(ctx, "SELECT count() FROM (SELECT "+v.key+", max("+jobsVersion+") AS v FROM "+db+".job_events WHERE "+cond+
+			" GROUP BY "+v.key+") AS e ANY LEFT JOIN (SELECT "+v.key+", max(version) AS jv FROM "+db+"."+v.table+" WHERE ("+v.key+") IN "+
+			"(SELECT "+v.key+" FROM "+db+".job_events WHERE "+cond+") GROUP BY "+v.key+") AS j USING ("+v.key+") WHERE jv < v",
+			append(slices.Clone(args), args...)...).Scan(&missing)
+		if err != nil {
+			return fmt.Errorf("compare %s with job_events for an uncertain insert: %w", v.table, err)
+		}
+		if missing == 0 {
+			continue
+		}
+		if err := in.conn.Exec(ctx, "INSERT INTO "+db+"."+v.table+" ("+jobsColumns+") SELECT "+jobsSelect+" FROM "+db+".job_events WHERE "+cond, args...); err != nil {
+			return fmt.Errorf("write the %s rows of an uncertain job_events insert: %w", v.table, err)
+		}
+		in.m.ledgerRepairs.WithLabelValues(d.table, v.action).Inc()
+		in.logger.Warn("job events were in clickhouse without their rows of a jobs view; wrote the rows as the view would have",
+			"table", v.table, "part_key", d.key, "kafka_partition", d.spans[0].partition, "kafka_offset", d.spans[0].first, "missing", missing)
 	}
-	if missing == 0 {
-		return nil
-	}
-	if err := in.conn.Exec(ctx, "INSERT INTO "+db+".jobs ("+jobsColumns+") SELECT "+jobsSelect+" FROM "+db+".job_events WHERE "+cond, args...); err != nil {
-		return fmt.Errorf("write the jobs rows of an uncertain job_events insert: %w", err)
-	}
-	in.m.ledgerRepairs.WithLabelValues(d.table, "jobs_written").Inc()
-	in.logger.Warn("job events were in clickhouse without their jobs rows; wrote the jobs rows as the jobs view would have",
-		"part_key", d.key, "kafka_partition", d.spans[0].partition, "kafka_offset", d.spans[0].first, "jobs", missing)
 	return nil
 }

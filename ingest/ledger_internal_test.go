@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -346,16 +347,19 @@ func TestLandedWithOtherViews(t *testing.T) {
 		blk      block
 		detached []string // views away while the block is written
 		landed   bool
-		action   string
+		actions  []string // each goes up by one, no other
 	}{
-		{"gpu_samples with its rollup", samples("a", 10), []string{"gpu_samples_ledger_mv"}, true, "ledger_written"},
-		{"gpu_samples without its rollup", samples("b", 11), []string{"gpu_samples_ledger_mv", "gpu_samples_1m_mv"}, false, "sent_again"},
-		{"job_events without ledger rows", jobEvents("7", 40), []string{"job_events_ledger_mv"}, true, "ledger_written"},
-		// 18.16 runs job_events_ledger_mv before jobs_mv: the ledger can hold
-		// a block whose jobs rows failed.
-		{"job_events without jobs rows", jobEvents("8", 41), []string{"jobs_mv"}, true, "jobs_written"},
-		{"job_events without either", jobEvents("9", 42), []string{"job_events_ledger_mv", "jobs_mv"}, true, "jobs_written"},
-		{"gpu_allocations", allocs(), []string{"gpu_allocations_ledger_mv"}, true, "ledger_written"},
+		{"gpu_samples with its rollup", samples("a", 10), []string{"gpu_samples_ledger_mv"}, true, []string{"ledger_written"}},
+		{"gpu_samples without its rollup", samples("b", 11), []string{"gpu_samples_ledger_mv", "gpu_samples_1m_mv"}, false, []string{"sent_again"}},
+		{"job_events without ledger rows", jobEvents("7", 40), []string{"job_events_ledger_mv"}, true, []string{"ledger_written"}},
+		// 18.16 runs job_events_ledger_mv before job_runs_mv and jobs_mv:
+		// the ledger can hold a block whose jobs or job_runs rows failed.
+		{"job_events without jobs rows", jobEvents("8", 41), []string{"jobs_mv"}, true, []string{"jobs_written"}},
+		{"job_events without ledger and jobs rows", jobEvents("9", 42), []string{"job_events_ledger_mv", "jobs_mv"}, true, []string{"ledger_written", "jobs_written"}},
+		{"job_events without job_runs rows", jobEvents("10", 43), []string{"job_runs_mv"}, true, []string{"job_runs_written"}},
+		{"job_events without job_runs and jobs rows", jobEvents("11", 44), []string{"job_runs_mv", "jobs_mv"}, true, []string{"jobs_written", "job_runs_written"}},
+		{"job_events without any view's rows", jobEvents("12", 45), []string{"job_events_ledger_mv", "job_runs_mv", "jobs_mv"}, true, []string{"ledger_written", "jobs_written", "job_runs_written"}},
+		{"gpu_allocations", allocs(), []string{"gpu_allocations_ledger_mv"}, true, []string{"ledger_written"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, v := range tc.detached {
@@ -373,7 +377,11 @@ func TestLandedWithOtherViews(t *testing.T) {
 				t.Fatal(err)
 			}
 			d := doubtOf(tc.blk)
-			before := testutil.ToFloat64(in.m.ledgerRepairs.WithLabelValues(d.table, tc.action))
+			all := []string{"ledger_written", "sent_again", "jobs_written", "job_runs_written"}
+			before := map[string]float64{}
+			for _, a := range all {
+				before[a] = testutil.ToFloat64(in.m.ledgerRepairs.WithLabelValues(d.table, a))
+			}
 			landed, err := in.landed(ctx, d)
 			if err != nil {
 				t.Fatal(err)
@@ -381,8 +389,14 @@ func TestLandedWithOtherViews(t *testing.T) {
 			if landed != tc.landed {
 				t.Errorf("landed = %v; want %v", landed, tc.landed)
 			}
-			if n := testutil.ToFloat64(in.m.ledgerRepairs.WithLabelValues(d.table, tc.action)) - before; n != 1 {
-				t.Errorf("repairs{action=%q} went up by %v; want 1", tc.action, n)
+			for _, a := range all {
+				want := 0.0
+				if slices.Contains(tc.actions, a) {
+					want = 1
+				}
+				if n := testutil.ToFloat64(in.m.ledgerRepairs.WithLabelValues(d.table, a)) - before[a]; n != want {
+					t.Errorf("repairs{action=%q} went up by %v; want %v", a, n, want)
+				}
 			}
 			p, off := d.spans[0].partition, d.spans[0].first
 			var n uint64
@@ -396,25 +410,28 @@ func TestLandedWithOtherViews(t *testing.T) {
 			if d.table != "job_events" {
 				return
 			}
-			var jobs, events uint64
+			var jobs, runs, events uint64
+			id := tc.blk.(*jobEventBlock).rs[0].e.JobID
 			if err := conn.QueryRow(ctx, "SELECT (SELECT count() FROM "+db+".jobs FINAL WHERE cluster = 'c' AND job_id = ?), "+
+				"(SELECT count() FROM "+db+".job_runs FINAL WHERE cluster = 'c' AND job_id = ?), "+
 				"(SELECT sum(rows) FROM "+db+".ingest_ledger WHERE tbl = 'job_events' AND kafka_partition = ? AND kafka_offset = ?)",
-				tc.blk.(*jobEventBlock).rs[0].e.JobID, uint32(p), uint64(off)).Scan(&jobs, &events); err != nil {
+				id, id, uint32(p), uint64(off)).Scan(&jobs, &runs, &events); err != nil {
 				t.Fatal(err)
 			}
-			if jobs != 1 || events != 1 {
-				t.Errorf("after landed: %d jobs rows, and the ledger counts %d rows of the block; want 1 and 1", jobs, events)
+			if jobs != 1 || runs != 1 || events != 1 {
+				t.Errorf("after landed: %d jobs rows, %d job_runs rows, and the ledger counts %d rows of the block; want 1, 1 and 1", jobs, runs, events)
 			}
 		})
 	}
 }
 
-// TestRepairJobsAsTheView holds repairJobs to the jobs view of migration
-// 0007: the same END event, with every field set, written once through
-// jobs_mv (job "x") and once by repairJobs with the view detached (job
-// "y"), gives the same jobs row but for the job id and insert time. Events
-// of both with every column different from its default make a wrong or
-// missing column in jobsSelect show.
+// TestRepairJobsAsTheView holds repairJobs to the jobs views of migrations
+// 0007 and 0026: the same END event, with every field set, written once
+// through jobs_mv and job_runs_mv (job "x") and once by repairJobs with the
+// views detached (job "y"), gives the same jobs row, and the same job_runs
+// row, but for the job id and insert time. Events of both with every column
+// different from its default make a wrong or missing column in jobsSelect
+// show.
 func TestRepairJobsAsTheView(t *testing.T) {
 	in, conn, db := testIngester(t)
 	ctx := context.Background()
@@ -433,17 +450,8 @@ func TestRepairJobsAsTheView(t *testing.T) {
 	if err := blockOf("x", 60).insert(ctx, conn, db); err != nil {
 		t.Fatal(err)
 	}
-	if err := conn.Exec(ctx, "DETACH TABLE "+db+".jobs_mv"); err != nil {
-		t.Fatal(err)
-	}
 	y := blockOf("y", 61)
-	err := y.insert(ctx, conn, db)
-	if err2 := conn.Exec(ctx, "ATTACH TABLE "+db+".jobs_mv"); err2 != nil {
-		t.Fatal(err2)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	insertDetached(t, conn, db, y, "jobs_mv", "job_runs_mv")
 	if err := in.repairJobs(ctx, doubtOf(y)); err != nil {
 		t.Fatal(err)
 	}
@@ -454,20 +462,100 @@ func TestRepairJobsAsTheView(t *testing.T) {
 		}
 	}
 	list := strings.Join(cols, ", ")
-	var rows, distinct uint64
-	if err := conn.QueryRow(ctx, "SELECT count(), uniqExact(h) FROM (SELECT cityHash64(toString(tuple("+list+"))) AS h FROM "+db+
-		".jobs WHERE job_id IN ('x', 'y'))").Scan(&rows, &distinct); err != nil {
-		t.Fatal(err)
-	}
-	if rows != 2 || distinct != 1 {
-		t.Errorf("jobs rows of x (view) and y (repairJobs): %d rows, %d distinct; want 2 rows, 1 distinct", rows, distinct)
+	for _, table := range []string{"jobs", "job_runs"} {
+		var rows, distinct uint64
+		if err := conn.QueryRow(ctx, "SELECT count(), uniqExact(h) FROM (SELECT cityHash64(toString(tuple("+list+"))) AS h FROM "+db+
+			"."+table+" WHERE job_id IN ('x', 'y'))").Scan(&rows, &distinct); err != nil {
+			t.Fatal(err)
+		}
+		if rows != 2 || distinct != 1 {
+			t.Errorf("%s rows of x (view) and y (repairJobs): %d rows, %d distinct; want 2 rows, 1 distinct", table, rows, distinct)
+		}
 	}
 	// Run again, the repair finds nothing missing and writes nothing.
 	if err := in.repairJobs(ctx, doubtOf(y)); err != nil {
 		t.Fatal(err)
 	}
-	if n := testutil.ToFloat64(in.m.ledgerRepairs.WithLabelValues("job_events", "jobs_written")); n != 1 {
-		t.Errorf("jobs_written = %v after a repair and a check; want 1", n)
+	for _, action := range []string{"jobs_written", "job_runs_written"} {
+		if n := testutil.ToFloat64(in.m.ledgerRepairs.WithLabelValues("job_events", action)); n != 1 {
+			t.Errorf("%s = %v after a repair and a check; want 1", action, n)
+		}
+	}
+}
+
+// TestRepairJobRunsOfAnEarlierRun: a requeued job's first run's END lands
+// in job_events without its views' rows after the second run's SUBMIT was
+// stored whole. jobs, which keeps the latest run, lacks nothing; job_runs
+// lacks the first run, and only its row is written.
+func TestRepairJobRunsOfAnEarlierRun(t *testing.T) {
+	in, conn, db := testIngester(t)
+	ctx := context.Background()
+	submit := time.Date(2026, 5, 10, 9, 0, 0, 0, time.UTC)
+	requeue := submit.Add(11 * time.Hour)
+	run := func(off int64, e schemas.JobEvent) *jobEventBlock {
+		b := &jobEventBlock{key: monthKey(e.EventMillis / 1000)}
+		e.JobID, e.User, e.GPUs = "r", "alice", 4
+		e.ArrayTaskID, e.ExitCode, e.MemReqBytes = schemas.Unknown, schemas.Unknown, schemas.Unknown
+		b.from.note(3, off)
+		b.add("c", schemas.SourceSlurm, &e, 3, uint64(off))
+		return b
+	}
+	second := run(70, schemas.JobEvent{Type: schemas.JobSubmit, State: schemas.StatePending, EventMillis: requeue.UnixMilli(), SubmitMillis: requeue.UnixMilli()})
+	if err := second.insert(ctx, conn, db); err != nil {
+		t.Fatal(err)
+	}
+	first := run(71, schemas.JobEvent{Type: schemas.JobEnd, State: schemas.StatePreempted, EventMillis: requeue.UnixMilli() - 1,
+		SubmitMillis: submit.UnixMilli(), StartMillis: submit.Add(time.Hour).UnixMilli(), EndMillis: requeue.UnixMilli() - 1})
+	insertDetached(t, conn, db, first, "jobs_mv", "job_runs_mv")
+	if err := in.repairJobs(ctx, doubtOf(first)); err != nil {
+		t.Fatal(err)
+	}
+	for action, want := range map[string]float64{"jobs_written": 0, "job_runs_written": 1} {
+		if n := testutil.ToFloat64(in.m.ledgerRepairs.WithLabelValues("job_events", action)); n != want {
+			t.Errorf("%s = %v; want %v", action, n, want)
+		}
+	}
+	got := map[string]string{}
+	for _, table := range []string{"jobs", "job_runs"} {
+		rows, err := conn.Query(ctx, "SELECT toString(submit_time), state FROM "+db+"."+table+" FINAL WHERE job_id = 'r' ORDER BY submit_time")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var runs []string
+		for rows.Next() {
+			var at, state string
+			if err := rows.Scan(&at, &state); err != nil {
+				t.Fatal(err)
+			}
+			runs = append(runs, at+" "+state)
+		}
+		rows.Close()
+		got[table] = strings.Join(runs, ", ")
+	}
+	want := map[string]string{"jobs": "2026-05-10 20:00:00 PENDING", "job_runs": "2026-05-10 09:00:00 PREEMPTED, 2026-05-10 20:00:00 PENDING"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("after the repair, FINAL rows of job r = %q; want %q", got, want)
+	}
+}
+
+// insertDetached inserts blk with views of db detached, as a failed INSERT
+// whose views' parts are missing leaves it.
+func insertDetached(t *testing.T, conn driver.Conn, db string, blk block, views ...string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, v := range views {
+		if err := conn.Exec(ctx, "DETACH TABLE "+db+"."+v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := blk.insert(ctx, conn, db)
+	for _, v := range views {
+		if err := conn.Exec(ctx, "ATTACH TABLE "+db+"."+v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

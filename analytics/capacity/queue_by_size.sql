@@ -2,9 +2,11 @@
 -- [since, until) that started, by size bucket (the smallest power of two at
 -- or above the GPUs asked for: 1, 2, 4 = 3-4 GPUs, 8 = 5-8, …; 0 for CPU
 -- jobs), with the mean, median, 90th and 99th percentile and maximum delay
--- in seconds and the share of jobs that waited more than an hour. Read: a
--- size whose p90 grows from month to month is the one the cluster is short
--- of (or that its scheduler cannot place).
+-- in seconds and the share of jobs that waited more than an hour. Jobs are
+-- runs (job_runs): each run of a job Slurm requeued waits from its own
+-- submit time (the requeue) to its own start. Read: a size whose p90 grows
+-- from month to month is the one the cluster is short of (or that its
+-- scheduler cannot place).
 SELECT
     cluster,
     gpu_bucket,
@@ -24,7 +26,7 @@ FROM (
             toUInt32(if(isNull(gpus) AND source = 'trace', ifNull(cpus, 0), ifNull(gpus, 0))) AS g,
             toUInt32(submit_time) AS submit_s,
             toUInt32(ifNull(start_time, toDateTime(0))) AS start_s
-        FROM {database}.jobs FINAL
+        FROM {database}.job_runs FINAL
         WHERE submit_time >= toDateTime({since}) AND submit_time < toDateTime({until})
     )
     WHERE start_s >= submit_s

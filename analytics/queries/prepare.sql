@@ -1,10 +1,15 @@
--- Run preparation (not a job): the window's jobs, read from jobs FINAL once
--- into a Memory table that every job reads ({jobs}), and the capacity table
--- ({capacity}). The runner then inserts the configured capacities (priority 1-2)
--- into {capacity_all} and runs prepare_capacity.sql.
+-- Run preparation (not a job): the window's jobs, read from job_runs FINAL
+-- once into a Memory table that every job reads ({jobs}), and the capacity
+-- table ({capacity}). The runner then inserts the configured capacities
+-- (priority 1-2) into {capacity_all} and runs prepare_capacity.sql.
 --
--- {jobs}: one row per job submitted in [lookback_since, computed_until) that was
--- submitted in the window (in_window = 1) or held or waited for GPUs in it.
+-- {jobs}: one row per job run submitted in [lookback_since, computed_until)
+-- that was submitted in the window (in_window = 1) or held or waited for GPUs
+-- in it. A run is what `sacct --duplicates` lists: a job Slurm requeued
+-- (preemption, node failure, scontrol requeue) is one row per run, each with
+-- its own submit time, GPU time, waits and final state (PREEMPTED, NODE_FAIL
+-- of the earlier runs), and two jobs that shared an id are two rows; jobs
+-- keeps only the latest run of an id. "Jobs" in the results count runs.
 -- Times are Unix seconds, 0 where unknown. g is the job's GPUs; where a trace
 -- gives none (SWF), its processors play the role of GPUs. state_class maps
 -- final states (see 0015_analytics_jobs.sql); '' for a job not ended.
@@ -13,11 +18,12 @@
 -- last listing that showed it: a lower bound (its GPUs still count as held
 -- until then in hold_*). cv and cvu key a cluster's VC and
 -- a VC's user; state_code numbers state (every state schemas defines;
--- 0 for another, which the jobs table never holds). hold_* is when the job held its GPUs
+-- 0 for another, which job_runs never holds). hold_* is when the job held its GPUs
 -- (a running job until computed_until), wait_* when it waited for them (an
 -- ended job that never started waited until its end); 0, 0 when unknown.
--- Only submit_time (fixed for a job) is filtered inside FINAL: a filter on a
--- column that changes between a job's rows would pick stale rows.
+-- Only submit_time (part of a run's key, fixed for a run) is filtered inside
+-- FINAL: a filter on a column that changes between a run's rows would pick
+-- stale rows.
 CREATE TABLE {jobs} ENGINE = Memory AS
 SELECT *
 FROM (
@@ -49,7 +55,7 @@ FROM (
         if(hold_from = 0, 0, if(end_s > 0, end_s, {computed_until})) AS hold_to,
         submit_s AS wait_from,
         multiIf(start_s > 0, start_s, end_s > 0, end_s, state_class = '', {computed_until}, 0) AS wait_to
-    FROM {database}.jobs FINAL
+    FROM {database}.job_runs FINAL
     WHERE submit_time >= toDateTime({lookback_since}) AND submit_time < toDateTime({computed_until})
 )
 WHERE in_window = 1 OR hold_to > {since} OR wait_to > {since};

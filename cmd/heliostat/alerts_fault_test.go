@@ -37,6 +37,7 @@ var alertsNotFaulted = map[string]string{
 	"HeliostatPredictorModelStale":    "needs an hour without a retrained model",
 	"HeliostatPredictorInaccurate":    "needs 200 ended jobs predicted badly",
 	"HeliostatAnalyticsStale":         "needs an hour without a successful pass",
+	"HeliostatJobEventsFromTheFuture": "needs job events stamped an hour ahead (TestFutureStampedJob in predictor/live checks the gauge)",
 	"HeliostatActuatorActionsFailing": "needs a scheduler that refuses actions",
 }
 

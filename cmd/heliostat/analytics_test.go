@@ -18,7 +18,7 @@ func TestAnalyticsCapacitySQL(t *testing.T) {
 		t.Fatalf("%v\nstderr: %s", err, errb.String())
 	}
 	s := out.String()
-	for _, want := range []string{"-- demand_weekly\n", "-- demand_trend\n", "FROM ctc.jobs FINAL", "toDateTime(841536000)"} {
+	for _, want := range []string{"-- demand_weekly\n", "-- demand_trend\n", "FROM ctc.job_runs FINAL", "toDateTime(841536000)"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("output lacks %q", want)
 		}
