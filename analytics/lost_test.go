@@ -33,7 +33,7 @@ func TestLostSlurmJobs(t *testing.T) {
 		end := start.Add(j.run)
 		rows = append(rows, []any{"c", j.id, j.source, "alice", "gpu", j.state, submit, start, end, j.gpus, "END", end, end, uint64(1)})
 	}
-	insertJobRows(t, conn, db, "cluster, job_id, source, user, partition_name, state, submit_time, start_time, end_time, gpus, last_event, updated_at, inserted_at, version", rows...)
+	schematest.InsertJobRows(t, conn, db, "cluster, job_id, source, user, partition_name, state, submit_time, start_time, end_time, gpus, last_event, updated_at, inserted_at, version", rows...)
 	w := analytics.Window{Since: submit.Truncate(24 * time.Hour), Until: submit.Truncate(24*time.Hour).AddDate(0, 0, 1)}
 	if _, err := newRunner(t, conn, db, farFuture).RunWindow(ctx, w, "jobs"); err != nil {
 		t.Fatal(err)

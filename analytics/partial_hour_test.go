@@ -20,7 +20,7 @@ func TestPartialHour(t *testing.T) {
 	db := cfg.Database
 	ten := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
 	// From 10:00 one job holds all 4 GPUs and another waits for 2 more.
-	insertJobRows(t, conn, db, "cluster, job_id, source, user, partition_name, state, submit_time, start_time, gpus, last_event, updated_at, inserted_at, version",
+	schematest.InsertJobRows(t, conn, db, "cluster, job_id, source, user, partition_name, state, submit_time, start_time, gpus, last_event, updated_at, inserted_at, version",
 		[]any{"c", "1", "slurm", "alice", "gpu", "RUNNING", ten, &ten, uint32(4), "START", ten, ten, uint64(1)},
 		[]any{"c", "2", "slurm", "bob", "gpu", "PENDING", ten, nil, uint32(2), "SUBMIT", ten, ten, uint64(1)})
 

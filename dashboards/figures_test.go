@@ -95,7 +95,7 @@ func TestPanelFigures(t *testing.T) {
 	} {
 		jobs = append(jobs, []any{"c", r.job, r.state, &r.gpus, r.submit, r.start, r.ending, uint64(1)})
 	}
-	insertJobRows(t, conn, cfg.Database, "cluster, job_id, state, gpus, submit_time, start_time, end_time, version", jobs...)
+	schematest.InsertJobRows(t, conn, cfg.Database, "cluster, job_id, state, gpus, submit_time, start_time, end_time, version", jobs...)
 
 	from, to := t0.Add(-time.Hour), t0.Add(2*time.Hour)
 	for _, tc := range []struct {
