@@ -17,8 +17,9 @@ import (
 	"github.com/heliostat-dev/heliostat/ingest/trace"
 )
 
-// simOutput is the JSON of `heliostat sim`.
-type simOutput struct {
+// traceRead heads the JSON of `heliostat sim` and of its capacity sweep:
+// the trace and what reading it gave.
+type traceRead struct {
 	Trace     string `json:"trace"`
 	Format    string `json:"format"`
 	TraceJobs int    `json:"trace_jobs"`
@@ -30,9 +31,21 @@ type simOutput struct {
 	RejectedErrors  []rejectedRow  `json:"rejected_errors"`
 	NJobs           int            `json:"n_jobs"`
 	Skipped         map[string]int `json:"skipped"`
-	Cluster         []replay.VC    `json:"cluster"`
-	Backfill        bool           `json:"backfill"`
-	AgingRate       float64        `json:"qssf_aging_rate"`
+}
+
+// newTraceRead returns the head of the JSON for the trace at path, its
+// rejected rows shown and its workload w.
+func newTraceRead(path string, tr *trace.Trace, rejects []rejectedRow, w *replay.Workload) traceRead {
+	return traceRead{Trace: path, Format: tr.Format, TraceJobs: len(tr.Jobs), RejectedRows: tr.Rejected,
+		RejectedReasons: tr.Reasons, RejectedErrors: rejects, NJobs: len(w.Jobs), Skipped: w.Skipped}
+}
+
+// simOutput is the JSON of `heliostat sim`.
+type simOutput struct {
+	traceRead
+	Cluster   []replay.VC `json:"cluster"`
+	Backfill  bool        `json:"backfill"`
+	AgingRate float64     `json:"qssf_aging_rate"`
 	// Policies holds each policy's figures, by name.
 	Policies map[string]simPolicy `json:"policies"`
 	// GapClosed is QSSF's share of the FIFO → SJF gap in average JCT,
@@ -176,9 +189,8 @@ func runSim(ctx context.Context, args []string, e *env) error {
 	}
 	warnSkipped(e, len(tr.Jobs), w.Skipped)
 	out := simOutput{
-		Trace: *path, Format: tr.Format, TraceJobs: len(tr.Jobs), RejectedRows: tr.Rejected,
-		RejectedReasons: tr.Reasons, RejectedErrors: rejects, NJobs: len(w.Jobs),
-		Skipped: w.Skipped, Cluster: w.VCs, Backfill: *backfill, AgingRate: qc.AgingRate, Policies: map[string]simPolicy{},
+		traceRead: newTraceRead(*path, tr, rejects, w),
+		Cluster:   w.VCs, Backfill: *backfill, AgingRate: qc.AgingRate, Policies: map[string]simPolicy{},
 	}
 	for _, p := range pols {
 		if err := ctx.Err(); err != nil {

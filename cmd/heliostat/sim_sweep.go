@@ -13,15 +13,7 @@ import (
 
 // sweepOutput is the JSON of `heliostat sim --capacity-sweep`.
 type sweepOutput struct {
-	Trace     string `json:"trace"`
-	Format    string `json:"format"`
-	TraceJobs int    `json:"trace_jobs"`
-	// RejectedRows, RejectedReasons and RejectedErrors are as in sim's JSON.
-	RejectedRows    int            `json:"rejected_rows"`
-	RejectedReasons map[string]int `json:"rejected_reasons"`
-	RejectedErrors  []rejectedRow  `json:"rejected_errors"`
-	NJobs           int            `json:"n_jobs"`
-	Skipped         map[string]int `json:"skipped"`
+	traceRead
 	// BaseCluster is the cluster the factors scale.
 	BaseCluster []replay.VC `json:"base_cluster"`
 	Policy      string      `json:"policy"`
@@ -54,8 +46,7 @@ func runSweep(ctx context.Context, e *env, path string, tr *trace.Trace, rejects
 		return err
 	}
 	out := sweepOutput{
-		Trace: path, Format: tr.Format, TraceJobs: len(tr.Jobs), RejectedRows: tr.Rejected,
-		RejectedReasons: tr.Reasons, RejectedErrors: rejects, NJobs: len(w.Jobs), Skipped: w.Skipped,
+		traceRead:   newTraceRead(path, tr, rejects, w),
 		BaseCluster: base, Policy: string(sc.Policy), Backfill: sc.Replay.Backfill, FitLargest: sc.FitLargest, Sizes: pts,
 	}
 	if asJSON {
