@@ -326,15 +326,17 @@ const (
 		"multiIf(event_type = 'SUBMIT', 1, event_type = 'UPDATE', 2, event_type = 'START', 3, 4)"
 )
 
-// jobViews are the views of job_events that repairJobs stands in for: the
+// jobViews returns the views of job_events that repairJobs stands in for: the
 // table each writes, the key its rows collapse on, and the repair's action
 // label. Both views compute their rows with jobsSelect.
-var jobViews = []struct{ table, key, action string }{
-	// jobs: one row per job id, the latest run (migration 0007).
-	{"jobs", "cluster, job_id", "jobs_written"},
-	// job_runs: one row per run, a requeued job's runs each with its own
-	// submit time (migration 0026).
-	{"job_runs", "cluster, job_id, submit_time", "job_runs_written"},
+func jobViews() []struct{ table, key, action string } {
+	return []struct{ table, key, action string }{
+		// jobs: one row per job id, the latest run (migration 0007).
+		{"jobs", "cluster, job_id", "jobs_written"},
+		// job_runs: one row per run, a requeued job's runs each with its own
+		// submit time (migration 0026).
+		{"job_runs", "cluster, job_id, submit_time", "job_runs_written"},
+	}
 }
 
 // repairJobs writes the rows of d's block, which is in job_events, to each
@@ -349,7 +351,7 @@ var jobViews = []struct{ table, key, action string }{
 func (in *Ingester) repairJobs(ctx context.Context, d doubt) error {
 	db := in.cfg.ClickHouse.Database
 	cond, args := d.rows()
-	for _, v := range jobViews {
+	for _, v := range jobViews() {
 		var missing uint64
 		err := in.conn.QueryRow(ctx, "SELECT count() FROM (SELECT "+v.key+", max("+jobsVersion+") AS v FROM "+db+".job_events WHERE "+cond+
 			" GROUP BY "+v.key+") AS e ANY LEFT JOIN (SELECT "+v.key+", max(version) AS jv FROM "+db+"."+v.table+" WHERE ("+v.key+") IN "+

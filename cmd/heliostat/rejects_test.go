@@ -12,7 +12,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	_ "time/tzdata" // the trace time zone tests need US/Eastern wherever they run
 
 	"github.com/heliostat-dev/heliostat/analytics"
 	"github.com/heliostat-dev/heliostat/collector/sim"
