@@ -172,8 +172,9 @@ type Records struct {
 // PastJobs reads the records of cluster's jobs in partition (a pending job
 // that lists several, "gpu,debug", counts in each, as the control loop counts
 // it) that were
-// pending or running at some time in [since, until), from the jobs table
-// (schemas/sql/0007_jobs.sql), for Rebuild, and the newest job event of the
+// pending or running at some time in [since, until), from the job_runs table
+// (schemas/sql/0026_job_runs.sql: every run of a requeued job, where jobs
+// keeps only the latest), for Rebuild, and the newest job event of the
 // cluster. Only jobs submitted at most maxJobRun before since are read: an
 // older one still pending or running at since is not.
 func (l *Log) PastJobs(ctx context.Context, cluster, partition string, since, until time.Time) (Records, error) {
@@ -182,18 +183,18 @@ func (l *Log) PastJobs(ctx context.Context, cluster, partition string, since, un
 		return recs, fmt.Errorf("demandlog: past jobs: empty period %s .. %s", since.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339))
 	}
 	var newest int64
-	if err := l.conn.QueryRow(ctx, "SELECT toInt64(toUInt32(max(updated_at))) FROM "+l.db+".jobs WHERE cluster = ?", cluster).Scan(&newest); err != nil {
-		return recs, fmt.Errorf("demandlog: newest job event in %s.jobs: %w", l.db, err)
+	if err := l.conn.QueryRow(ctx, "SELECT toInt64(toUInt32(max(updated_at))) FROM "+l.db+".job_runs WHERE cluster = ?", cluster).Scan(&newest); err != nil {
+		return recs, fmt.Errorf("demandlog: newest job event in %s.job_runs: %w", l.db, err)
 	}
 	if newest > 0 {
 		recs.Newest = time.Unix(newest, 0).UTC()
 	}
-	rows, err := l.conn.Query(ctx, "SELECT submit_time, start_time, end_time, nodes, node_count, gpus FROM "+l.db+".jobs FINAL "+
+	rows, err := l.conn.Query(ctx, "SELECT submit_time, start_time, end_time, nodes, node_count, gpus FROM "+l.db+".job_runs FINAL "+
 		"WHERE cluster = ? AND has(splitByChar(',', partition_name), ?) AND submit_time >= toDateTime(?, 'UTC') AND submit_time < toDateTime(?, 'UTC') "+
 		"AND (isNull(end_time) OR end_time >= toDateTime(?, 'UTC'))",
 		cluster, partition, max(since.Add(-maxJobRun).Unix(), 0), max(until.Unix(), 0), max(since.Unix(), 0))
 	if err != nil {
-		return recs, fmt.Errorf("demandlog: read %s.jobs: %w", l.db, err)
+		return recs, fmt.Errorf("demandlog: read %s.job_runs: %w", l.db, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -221,7 +222,7 @@ func (l *Log) PastJobs(ctx context.Context, cluster, partition string, since, un
 		recs.Jobs = append(recs.Jobs, j)
 	}
 	if err := rows.Err(); err != nil {
-		return recs, fmt.Errorf("demandlog: read %s.jobs: %w", l.db, err)
+		return recs, fmt.Errorf("demandlog: read %s.job_runs: %w", l.db, err)
 	}
 	return recs, nil
 }

@@ -144,10 +144,11 @@ func TestRebuild(t *testing.T) {
 	}
 }
 
-// TestPastJobs reads job records back from the jobs table: the latest row
-// of each job wins (FINAL), unknown times, nodes and GPUs come back as zero,
-// and only the cluster's partition's jobs pending or running within the
-// period are read. Rebuild on them gives the partition's demand.
+// TestPastJobs reads job records back from the job_runs table: the latest
+// row of each run wins (FINAL), every run of a requeued job counts, unknown
+// times, nodes and GPUs come back as zero, and only the cluster's
+// partition's jobs pending or running within the period are read. Rebuild on
+// them gives the partition's demand.
 func TestPastJobs(t *testing.T) {
 	cfg, conn := schematest.Database(t)
 	l, err := New(conn, cfg.Database, nil)
@@ -184,11 +185,13 @@ func TestPastJobs(t *testing.T) {
 		// Pending on a list of partitions: read for each one it lists.
 		{"c", "6", "cpu,gpu", at(15), nil, nil, nil, u32(1), u32(8), 1},
 		{"c", "7", "cpu,gpux", at(15), nil, nil, nil, u32(1), u32(8), 1},
+		// Requeued: its first run held n4 from 11:45 until it was requeued
+		// at 12:10, its second is pending from 12:12. jobs keeps only the
+		// second; the first run's node counts all the same.
+		{"c", "8", "gpu", at(-20), tp(at(-15)), tp(at(10)), []string{"n4"}, u32(1), u32(8), 3},
+		{"c", "8", "gpu", at(12), nil, nil, nil, u32(1), u32(8), 4},
 	}
-	b, err := conn.PrepareBatch(ctx, "INSERT INTO "+cfg.Database+".jobs (cluster, job_id, partition_name, submit_time, start_time, end_time, nodes, node_count, gpus, version, updated_at)")
-	if err != nil {
-		t.Fatal(err)
-	}
+	var ins [][]any
 	for _, r := range rows {
 		updated := r.submit // the row's event: its latest time
 		for _, t := range []*time.Time{r.start, r.end} {
@@ -196,13 +199,9 @@ func TestPastJobs(t *testing.T) {
 				updated = *t
 			}
 		}
-		if err := b.Append(r.cluster, r.id, r.part, r.submit, r.start, r.end, r.nodes, r.count, r.gpus, r.version, updated); err != nil {
-			t.Fatal(err)
-		}
+		ins = append(ins, []any{r.cluster, r.id, r.part, r.submit, r.start, r.end, r.nodes, r.count, r.gpus, r.version, updated})
 	}
-	if err := b.Send(); err != nil {
-		t.Fatal(err)
-	}
+	schematest.InsertJobRows(t, conn, cfg.Database, "cluster, job_id, partition_name, submit_time, start_time, end_time, nodes, node_count, gpus, version, updated_at", ins...)
 	recs, err := l.PastJobs(ctx, "c", "gpu", at(-30), at(30))
 	if err != nil {
 		t.Fatal(err)
@@ -217,13 +216,15 @@ func TestPastJobs(t *testing.T) {
 		}
 	}
 	got := recs.Jobs
-	if len(got) != 3 {
-		t.Fatalf("read %d jobs, want 3: %+v", len(got), got)
+	if len(got) != 5 {
+		t.Fatalf("read %d job runs, want 5: %+v", len(got), got)
 	}
 	slices.SortFunc(got, func(a, b PastJob) int { return a.Submit.Compare(b.Submit) })
 	want := []PastJob{
+		{Submit: at(-20), Start: at(-15), End: at(10), Nodes: []string{"n4"}, NodeCount: 1, GPUs: 8},
 		{Submit: at(0), Start: at(5), End: at(25), Nodes: []string{"n1", "n2"}, NodeCount: 2, GPUs: 16},
 		{Submit: at(12), Start: at(12), NodeCount: 1},
+		{Submit: at(12), NodeCount: 1, GPUs: 8},
 		{Submit: at(15), NodeCount: 1, GPUs: 8},
 	}
 	for i := range want {
@@ -238,10 +239,12 @@ func TestPastJobs(t *testing.T) {
 	for _, m := range marks {
 		vals = append(vals, m.Demand)
 	}
-	// 12:00 two nodes' worth pending, then two nodes running; the unnamed
-	// job adds one from 12:12, the pending one of "cpu,gpu" one from 12:15;
-	// 12:25 the first ends.
-	if w := []float64{2, 4, 4}; !slices.Equal(vals, w) {
+	// From 11:40 (the first submit) the requeued job's first run: pending,
+	// then on n4 until 12:10; 12:00 two nodes' worth pending, then two
+	// nodes running; the unnamed job adds one from 12:12 and the second run
+	// one pending, the pending one of "cpu,gpu" one from 12:15; 12:25 the
+	// first ends.
+	if w := []float64{1, 1, 3, 5, 5}; !slices.Equal(vals, w) {
 		t.Errorf("rebuilt demand %v, want %v", vals, w)
 	}
 	if _, err := l.PastJobs(ctx, "c", "gpu", at(30), at(30)); err == nil {
