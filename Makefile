@@ -26,7 +26,10 @@ help: ## list the targets
 build: ## build bin/heliostat, its version (heliostat version, heliostat_build_info) from git describe
 	$(GO) build -ldflags "-X github.com/heliostat-dev/heliostat/internal/buildinfo.version=$(VERSION)" -o $(BIN) ./cmd/heliostat
 
-run: build deps ## run the whole pipeline on the embedded default (Ctrl-C stops it)
+# run needs only ClickHouse, which `heliostat up` installs itself when it is
+# missing and it runs as root (or names the package), not what deps installs
+# for the tests.
+run: build ## run the whole pipeline on the embedded default (Ctrl-C stops it)
 	./$(BIN) up
 
 deps: ## install clickhouse-server, Slurm (slurmctld, slurmd, munge; slurmdbd and mariadb-server for accounting), chromium (the report's browser test), systemd (systemd-analyze, for the units' test) and prometheus (promtool and the server, for the alert and dashboard tests; not its node exporter) when missing (Debian, as root); otherwise say what to install
