@@ -15,7 +15,21 @@ type JobPublisher struct {
 	Pub     Publisher
 	Cluster string
 	Source  schemas.JobSource
+	// Retries says that the caller keeps what it could not publish and
+	// publishes it again (the GPU attributor, the Slurm source): messages
+	// go through PublishRetried where Pub is a RetriedPublisher, so that a
+	// message the full spool refuses is not counted by ingest as lost.
+	// Default: false, a refused message is lost (the simulator).
+	Retries bool
 	buf     []byte
+}
+
+// publish hands one message to p.Pub.
+func (p *JobPublisher) publish(ctx context.Context, topic string, key, value []byte) error {
+	if rp, ok := p.Pub.(RetriedPublisher); ok && p.Retries {
+		return rp.PublishRetried(ctx, topic, key, value)
+	}
+	return p.Pub.Publish(ctx, topic, key, value)
 }
 
 // PublishJob publishes events, which must all belong to one job, as one message.
@@ -34,7 +48,7 @@ func (p *JobPublisher) PublishJob(ctx context.Context, events []schemas.JobEvent
 	if err != nil {
 		return fmt.Errorf("publish job %s: %w", id, err)
 	}
-	if err := p.Pub.Publish(ctx, schemas.TopicJobEvents, schemas.JobKey(p.Cluster, id), p.buf); err != nil {
+	if err := p.publish(ctx, schemas.TopicJobEvents, schemas.JobKey(p.Cluster, id), p.buf); err != nil {
 		return fmt.Errorf("publish job %s: %w", id, err)
 	}
 	return nil
@@ -51,7 +65,7 @@ func (p *JobPublisher) PublishAllocs(ctx context.Context, key string, allocs []s
 	if err != nil {
 		return fmt.Errorf("publish allocations %s: %w", key, err)
 	}
-	if err := p.Pub.Publish(ctx, schemas.TopicAllocations, []byte(key), p.buf); err != nil {
+	if err := p.publish(ctx, schemas.TopicAllocations, []byte(key), p.buf); err != nil {
 		return fmt.Errorf("publish allocations %s: %w", key, err)
 	}
 	return nil

@@ -33,3 +33,11 @@ type EventSource interface {
 type Publisher interface {
 	Publish(ctx context.Context, topic string, key, value []byte) error
 }
+
+// RetriedPublisher is implemented by a Publisher (publish.Publisher) that
+// can be told its caller keeps a message it refuses and publishes it again:
+// such a message, refused because the spool is full, then leaves no gap in
+// the sequence numbers, which ingest would count as a lost message.
+type RetriedPublisher interface {
+	PublishRetried(ctx context.Context, topic string, key, value []byte) error
+}

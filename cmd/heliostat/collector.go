@@ -84,7 +84,7 @@ func runCollector(ctx context.Context, args []string, e *env) error {
 	var extra []func(context.Context) error
 	if ns, ok := src.(*nvml.Source); ok && ac.Enabled {
 		ac.Host = cc.Host
-		jp := &collector.JobPublisher{Pub: pub, Cluster: cc.Cluster, Source: schemas.SourceSlurm}
+		jp := &collector.JobPublisher{Pub: pub, Cluster: cc.Cluster, Source: schemas.SourceSlurm, Retries: true}
 		a, err := attrib.New(ac, ns, jp, logger, reg, time.Now)
 		if err != nil {
 			return err

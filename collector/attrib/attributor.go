@@ -39,12 +39,25 @@ const (
 	// maxPerMessage bounds the records in one message: about 100 bytes
 	// each, far below the brokers' 1 MB.
 	maxPerMessage = 1000
+	// vanishedPolls is how many polls in a row must find every listed
+	// process gone from the proc root before readiness fails. One such poll
+	// is a normal race (the only job's processes ended between the listing
+	// and the reading of /proc); it repeating at the next poll, 10s later
+	// by default, would take a second job ending just as it is listed, and
+	// a third is not plausible. A proc root that shows other PIDs than the
+	// driver's (a container without the host's PID namespace or /proc, a
+	// wrong --attribution.proc-root) does it at every poll: 3 polls (30s at
+	// the default interval) name it long before the alerts would.
+	vanishedPolls = 3
+	// logEnviron is the throttle key of malformed environs' logs; the
+	// others are keyed by stage.
+	logEnviron = "environ"
 )
 
 // ProcessLister lists the compute processes of every GPU and MIG instance of
 // the host; the nvml source is one. A GPU whose list failed is left out and
-// the failure returned with the others' lists; a nil list with an error
-// means the whole poll failed.
+// the failure returned with the others' lists; no list (nil or empty) with
+// an error means the whole poll failed.
 type ProcessLister interface {
 	GPUProcesses() ([]collector.GPUProcesses, error)
 }
@@ -164,6 +177,10 @@ type Attributor struct {
 	health   *health.Status
 	polls    *health.Cond // the last poll: its first failure
 	pollErr  error        // the current poll's first failure
+	// allVanished counts the polls in a row, of those that listed a
+	// process, in which every listed process was missing from the proc
+	// root. A poll that listed none leaves it as it is.
+	allVanished int
 }
 
 // New returns an Attributor, having loaded the state file. A state file that
@@ -221,7 +238,10 @@ func New(cfg Config, lister ProcessLister, pub Publisher, logger *slog.Logger, r
 // fail (listing the GPUs' processes, resolving every process to its job,
 // publishing, saving the state file), and otherwise the first failure of
 // the last poll, since when the polls fail. A poll that resolved some
-// processes and failed on others holds: those are counted and logged.
+// processes and failed on others holds: those are counted and logged. So
+// does a poll whose listed processes had all ended, unless that happened
+// vanishedPolls polls in a row: the proc root does not show the driver's
+// PIDs.
 func (a *Attributor) Ready() error { return a.health.Err() }
 
 // Run polls at once and then every Interval until ctx is done. Failures are
@@ -272,8 +292,10 @@ func (a *Attributor) poll(ctx context.Context) {
 	}
 	// A failed listing observes nothing: observing an empty poll would
 	// count every job absent. A partial one is observed: the jobs of a GPU
-	// left out (lost) count as absent and close after the grace.
-	if err == nil || lists != nil {
+	// left out (lost) count as absent and close after the grace. An empty
+	// list with an error is a failed listing too, whatever the lister
+	// meant by it.
+	if err == nil || len(lists) > 0 {
 		seen, resolveOK := a.resolve(lists)
 		ok = ok && resolveOK
 		a.track(start, seen)
@@ -315,7 +337,7 @@ func (a *Attributor) resolve(lists []collector.GPUProcesses) ([]Seen, bool) {
 		p   Process
 		err error
 	}
-	ok, resolved := true, 0
+	ok, resolved, vanished := true, 0, 0
 	var firstErr error
 	cache := make(map[uint32]result)
 	var seen []Seen
@@ -328,9 +350,11 @@ func (a *Attributor) resolve(lists []collector.GPUProcesses) ([]Seen, bool) {
 			if !cached {
 				r.p, r.err = a.resolver.Resolve(pid)
 				cache[pid] = r
+				a.noteEnviron(pid, r.p, r.err)
 				switch {
 				case errors.Is(r.err, ErrVanished):
 					a.m.vanished.Inc()
+					vanished++
 				case r.err != nil:
 					ok = false
 					firstErr = cmp.Or(firstErr, r.err)
@@ -354,7 +378,61 @@ func (a *Attributor) resolve(lists []collector.GPUProcesses) ([]Seen, bool) {
 	if firstErr != nil && resolved == 0 && a.pollErr == nil {
 		a.pollErr = fmt.Errorf("%s: no process on the GPUs could be resolved to a job: %w", stageResolve, firstErr)
 	}
-	return seen, ok
+	return seen, a.checkVanished(len(cache), vanished) && ok
+}
+
+// checkVanished follows the polls in which every one of the listed processes
+// (listed of them, vanished from the proc root) was gone, and fails the poll
+// once vanishedPolls in a row did: the proc root is not the host's /proc. A
+// poll that listed no process says nothing either way. It reports whether
+// the poll holds.
+func (a *Attributor) checkVanished(listed, vanished int) bool {
+	switch {
+	case listed == 0:
+		return true
+	case vanished < listed:
+		a.allVanished = 0
+		return true
+	}
+	a.allVanished++
+	if a.allVanished < vanishedPolls {
+		return true
+	}
+	err := fmt.Errorf("none of the %d processes the driver lists on the GPUs is in %s, for %d polls in a row: "+
+		"--attribution.proc-root must be the host's /proc (in a container: the host's PID namespace, or its /proc mounted there)",
+		listed, a.cfg.ProcRoot, a.allVanished)
+	a.fail(stageResolve, err, "proc_root", a.cfg.ProcRoot)
+	if a.pollErr == nil {
+		a.pollErr = fmt.Errorf("%s: %w", stageResolve, err)
+	}
+	return false
+}
+
+// noteEnviron counts a process whose environ was malformed and logs it, at
+// most once per logInterval. Where the cgroup named the job (p.EnvironErr)
+// the process was resolved all the same; otherwise err is also counted as a
+// resolve failure by the caller.
+func (a *Attributor) noteEnviron(pid uint32, p Process, err error) {
+	ignored := p.EnvironErr != nil
+	if ignored {
+		err = p.EnvironErr
+	}
+	reason := environReason(err)
+	if reason == "" {
+		return
+	}
+	a.m.environ.WithLabelValues(reason).Inc()
+	n, ok := a.logs.Note(logEnviron, a.now(), 1)
+	if !ok {
+		return
+	}
+	if ignored {
+		a.logger.Warn("process environ malformed, job taken from its cgroup", "pid", pid, "job_id", p.JobID,
+			"reason", reason, "count", n, "err", err)
+	} else {
+		a.logger.Warn("process environ malformed and no job in its cgroup, process not resolved", "pid", pid,
+			"reason", reason, "count", n, "err", err)
+	}
 }
 
 // publish hands the pending records to the publisher, keyed by host, in
@@ -395,5 +473,8 @@ func (a *Attributor) logSuppressed() {
 		if n := a.logs.Held(s); n > 0 {
 			a.logger.Warn("attribution failed", "stage", s, "failures", n)
 		}
+	}
+	if n := a.logs.Held(logEnviron); n > 0 {
+		a.logger.Warn("process environ malformed", "count", n)
 	}
 }

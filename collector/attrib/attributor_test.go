@@ -372,3 +372,112 @@ func TestConfigFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestAttributorFailedListingKeepsIntervals: a listing that failed for every
+// GPU observes nothing, whether the lister says so with a nil or an empty
+// list; only a partial listing counts the missing GPUs' jobs absent.
+func TestAttributorFailedListingKeepsIntervals(t *testing.T) {
+	listErr := errors.New("nvml: gpu GPU-0: list processes: ERROR_UNKNOWN")
+	tests := []struct {
+		name       string
+		lists      []collector.GPUProcesses
+		err        error
+		wantClosed int
+	}{
+		{name: "nil list and an error", lists: nil, err: listErr},
+		{name: "empty list and an error", lists: []collector.GPUProcesses{}, err: listErr},
+		{name: "partial list and an error", lists: []collector.GPUProcesses{procs(gpu1)}, err: listErr, wantClosed: 1},
+		{name: "no process on any GPU", lists: []collector.GPUProcesses{procs(gpu0)}, wantClosed: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, filepath.Join(t.TempDir(), "s.json"))
+			h.lister.set([]collector.GPUProcesses{procs(gpu0, 1234)}, nil)
+			h.pollAt(0)
+			if got := len(h.pub.take()); got != 1 {
+				t.Fatalf("poll 0 published %d records; want 1 (job 1234 opened)", got)
+			}
+			h.lister.set(tt.lists, tt.err)
+			for i := 1; i <= DefaultGrace+1; i++ {
+				h.pollAt(i)
+			}
+			if got := len(h.pub.take()); got != tt.wantClosed {
+				t.Errorf("after %d polls listing %v, %v: %d records published; want %d", DefaultGrace+1, tt.lists, tt.err, got, tt.wantClosed)
+			}
+			h.metric(t, h.a.m.open, float64(1-tt.wantClosed), "open intervals")
+		})
+	}
+}
+
+// TestAttributorMalformedEnviron: a process whose environ is malformed but
+// whose cgroup names its job is attributed to that job, and the environ is
+// counted by reason; without a job in the cgroup the process is not resolved.
+func TestAttributorMalformedEnviron(t *testing.T) {
+	h := newHarness(t, filepath.Join(t.TempDir(), "s.json"))
+	// pid 5200: cgroup job 1234, SLURM_JOB_ID=abc.
+	h.lister.set([]collector.GPUProcesses{procs(gpu0, 5200)}, nil)
+	h.pollAt(0)
+	want := []schemas.Alloc{alloc(gpu0, "1234", "", schemas.AllocCgroup, 0, -1)}
+	if got := h.pub.take(); !reflect.DeepEqual(got, want) {
+		t.Errorf("published %+v; want %+v", got, want)
+	}
+	h.metric(t, h.a.m.environ.WithLabelValues(environBadID), 1, "malformed environs{bad_id}")
+	h.metric(t, h.a.m.errors.WithLabelValues(stageResolve), 0, "resolve errors")
+	h.metric(t, h.a.m.pollSuccess, 1, "poll success")
+	if err := h.a.Ready(); err != nil {
+		t.Errorf("Ready() = %v; want nil", err)
+	}
+
+	h2 := newHarness(t, filepath.Join(t.TempDir(), "s.json"))
+	h2.a.resolver = NewResolver("testdata/proc-v2", testUsers(nil))
+	// pid 1820: no job in the cgroup, SLURM_ARRAY_TASK_ID alone.
+	h2.lister.set([]collector.GPUProcesses{procs(gpu0, 1820)}, nil)
+	h2.pollAt(0)
+	if got := h2.pub.take(); len(got) != 0 {
+		t.Errorf("published %+v; want nothing", got)
+	}
+	h2.metric(t, h2.a.m.environ.WithLabelValues(environIncompleteArray), 1, "malformed environs{incomplete_array}")
+	h2.metric(t, h2.a.m.errors.WithLabelValues(stageResolve), 1, "resolve errors")
+}
+
+// TestAttributorWrongProcRoot: a proc root without the driver's PIDs (a
+// container without the host's PID namespace, a wrong
+// --attribution.proc-root) makes every listed process vanish at every poll;
+// after vanishedPolls of them readiness fails and names the proc root. One
+// such poll (the only job ended between listing and reading) is harmless.
+func TestAttributorWrongProcRoot(t *testing.T) {
+	h := newHarness(t, filepath.Join(t.TempDir(), "s.json"))
+	// pids 9998 and 9999 are not in testdata/proc-v1; 1234 is.
+	gone := []collector.GPUProcesses{procs(gpu0, 9998), procs(gpu1, 9999, 9998)}
+	steps := []struct {
+		lists     []collector.GPUProcesses
+		wantReady bool
+	}{
+		{gone, true}, // a race: the processes ended
+		{[]collector.GPUProcesses{procs(gpu0, 1234, 9999)}, true},
+		{gone, true},
+		{gone, true},
+		{nil, true}, // no process listed: says nothing
+		{gone, false},
+		{gone, false},
+		{[]collector.GPUProcesses{procs(gpu0, 1234)}, true},
+	}
+	for i, st := range steps {
+		h.lister.set(st.lists, nil)
+		h.pollAt(i)
+		err := h.a.Ready()
+		if (err == nil) != st.wantReady {
+			t.Fatalf("poll %d: Ready() = %v; want ready %v", i, err, st.wantReady)
+		}
+		if success := testutil.ToFloat64(h.a.m.pollSuccess) == 1; success != st.wantReady {
+			t.Errorf("poll %d: poll success = %v; want %v", i, success, st.wantReady)
+		}
+		if err != nil {
+			for _, w := range []string{"none of the 2 processes", "testdata/proc-v1", "polls in a row", "--attribution.proc-root"} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("poll %d: Ready() = %v; want it to say %q", i, err, w)
+				}
+			}
+		}
+	}
+}

@@ -2,6 +2,7 @@ package attrib
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -33,6 +34,45 @@ func (e Environ) HeliostatJobID() string {
 		return e.ArrayJobID + "_" + e.ArrayTaskID
 	}
 	return e.JobID
+}
+
+// Reasons an environ is malformed, the values of the reason label of
+// heliostat_attrib_malformed_environ_total.
+const (
+	// environBadID: a job, array job or task id that is not a number
+	// (an empty SLURM_JOB_ID= included).
+	environBadID = "bad_id"
+	// environIncompleteArray: SLURM_ARRAY_TASK_ID without
+	// SLURM_ARRAY_JOB_ID or the reverse, or an array job without
+	// SLURM_JOB_ID (a user who set SLURM_ARRAY_TASK_ID by hand).
+	environIncompleteArray = "incomplete_array"
+	// environBadUser: a SLURM_JOB_USER that is not UTF-8 or too long.
+	environBadUser = "bad_user"
+)
+
+var environReasons = [...]string{environBadID, environIncompleteArray, environBadUser}
+
+// environError is a malformed environ; reason is one of the environ*
+// reasons.
+type environError struct {
+	reason string
+	err    error
+}
+
+func (e *environError) Error() string { return e.err.Error() }
+func (e *environError) Unwrap() error { return e.err }
+
+func malformed(reason, format string, args ...any) error {
+	return &environError{reason: reason, err: fmt.Errorf(format, args...)}
+}
+
+// environReason returns the reason of a malformed environ error, "" when err
+// is no such error.
+func environReason(err error) string {
+	if e, ok := errors.AsType[*environError](err); ok {
+		return e.reason
+	}
+	return ""
 }
 
 // ParseEnviron parses the contents of /proc/PID/environ: NUL-separated
@@ -79,7 +119,7 @@ func ParseEnviron(data []byte) (Environ, error) {
 		switch key {
 		case "SLURM_JOB_USER":
 			if !utf8.Valid(v) || len(v) > schemas.MaxStringLen {
-				return Environ{}, fmt.Errorf("attrib: environ entry %d: SLURM_JOB_USER %q is not a valid user name", n, clip(v))
+				return Environ{}, malformed(environBadUser, "attrib: environ entry %d: SLURM_JOB_USER %q is not a valid user name", n, clip(v))
 			}
 			e.User = string(v)
 		case "CUDA_VISIBLE_DEVICES":
@@ -87,7 +127,7 @@ func ParseEnviron(data []byte) (Environ, error) {
 		default:
 			id, err := parseJobNumber(string(v))
 			if err != nil {
-				return Environ{}, fmt.Errorf("attrib: environ entry %d: %s: %w", n, key, err)
+				return Environ{}, malformed(environBadID, "attrib: environ entry %d: %s: %w", n, key, err)
 			}
 			*dst = id
 		}
@@ -100,10 +140,10 @@ func ParseEnviron(data []byte) (Environ, error) {
 		if e.ArrayJobID == "" {
 			have, missing = missing, have
 		}
-		return Environ{}, fmt.Errorf("attrib: environ entry %d: %s without %s", seen[have], have, missing)
+		return Environ{}, malformed(environIncompleteArray, "attrib: environ entry %d: %s without %s", seen[have], have, missing)
 	}
 	if e.ArrayJobID != "" && e.JobID == "" {
-		return Environ{}, fmt.Errorf("attrib: environ entry %d: SLURM_ARRAY_JOB_ID without SLURM_JOB_ID", seen["SLURM_ARRAY_JOB_ID"])
+		return Environ{}, malformed(environIncompleteArray, "attrib: environ entry %d: SLURM_ARRAY_JOB_ID without SLURM_JOB_ID", seen["SLURM_ARRAY_JOB_ID"])
 	}
 	return e, nil
 }

@@ -80,6 +80,9 @@ func FuzzParseEnviron(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		e, err := ParseEnviron(data)
 		if err != nil {
+			if environReason(err) == "" {
+				t.Errorf("ParseEnviron(%q) error %v has no reason for the metric", data, err)
+			}
 			return
 		}
 		for _, id := range []string{e.JobID, e.ArrayJobID, e.ArrayTaskID} {

@@ -24,6 +24,7 @@ type metrics struct {
 	pollSuccess  prometheus.Gauge
 	errors       *prometheus.CounterVec
 	vanished     prometheus.Counter
+	environ      *prometheus.CounterVec
 	unattributed *prometheus.GaugeVec
 	opened       prometheus.Counter
 	closed       prometheus.Counter
@@ -56,6 +57,10 @@ func newMetrics() *metrics {
 			Name: "heliostat_attrib_vanished_processes_total",
 			Help: "GPU processes that ended between being listed and their /proc files being read.",
 		}),
+		environ: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "heliostat_attrib_malformed_environ_total",
+			Help: "GPU processes whose /proc/PID/environ could not be parsed, by reason (bad_id, incomplete_array, bad_user), counted at every poll that read one; the job is taken from the cgroup, and without a job there the process is not resolved.",
+		}, []string{"reason"}),
 		unattributed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "heliostat_attrib_unattributed_processes",
 			Help: "Compute processes in no Slurm job, per GPU or MIG instance, at the last poll.",
@@ -84,11 +89,14 @@ func newMetrics() *metrics {
 	for _, s := range stages {
 		m.errors.WithLabelValues(s)
 	}
+	for _, r := range environReasons {
+		m.environ.WithLabelValues(r)
+	}
 	return m
 }
 
 // register registers every metric on reg, or none.
 func (m *metrics) register(reg prometheus.Registerer) error {
 	return metricsreg.Register(reg, m.polls, m.pollDuration, m.pollSuccess, m.errors, m.vanished,
-		m.unattributed, m.opened, m.closed, m.open, m.pending, m.dropped)
+		m.environ, m.unattributed, m.opened, m.closed, m.open, m.pending, m.dropped)
 }

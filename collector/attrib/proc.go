@@ -44,6 +44,10 @@ type Process struct {
 	// CUDAVisibleDevices is the process's CUDA_VISIBLE_DEVICES (see
 	// Environ); nil when unset or unreadable.
 	CUDAVisibleDevices []string
+	// EnvironErr is why the process's environ could not be parsed when the
+	// cgroup named the job all the same: the environ was then ignored, as
+	// an unreadable one is. nil otherwise.
+	EnvironErr error
 }
 
 // LookupUser maps a uid to a user name.
@@ -79,7 +83,10 @@ func NewResolver(root string, lookup LookupUser) *Resolver {
 // The environment is read too, for the array task and the user name, and is
 // the fallback when the cgroup names no job (Slurm without cgroup task
 // plugin, or a cgroup namespace hiding the path). An environ the collector
-// may not read (not running as root) counts as unset.
+// may not read (not running as root) counts as unset, and so does a
+// malformed one (an id that is not a number, SLURM_ARRAY_TASK_ID set by hand
+// without SLURM_ARRAY_JOB_ID) when the cgroup names the job: Process.EnvironErr
+// says why. Without a job in the cgroup a malformed environ is an error.
 //
 // The user is SLURM_JOB_USER, else the job owner's uid from the cgroup path,
 // else the process's uid from /proc/PID/status, mapped to a name by the
@@ -102,7 +109,11 @@ func (r *Resolver) Resolve(pid uint32) (Process, error) {
 	switch {
 	case err == nil:
 		if env, err = ParseEnviron(data); err != nil {
-			return p, fmt.Errorf("attrib: pid %d: %w", pid, err)
+			err = fmt.Errorf("attrib: pid %d: %w", pid, err)
+			if cg.JobID == "" {
+				return p, err
+			}
+			p.EnvironErr = err
 		}
 	case errors.Is(err, fs.ErrPermission):
 	default:

@@ -34,6 +34,9 @@ func TestResolve(t *testing.T) {
 		want    Process
 		wantErr string // substring; "" for none
 		vanish  bool
+		// wantEnviron: the reason of the environ ignored for the
+		// cgroup's job (Process.EnvironErr), or of wantErr.
+		wantEnviron string
 	}{
 		{
 			name: "cgroup v1, user from environ, CUDA_VISIBLE_DEVICES",
@@ -66,9 +69,10 @@ func TestResolve(t *testing.T) {
 			wantErr: "cgroup line 2: job 1235, but line 1 names job 1234",
 		},
 		{
-			name: "malformed SLURM_JOB_ID in the environment",
+			name: "malformed SLURM_JOB_ID in the environment: the cgroup's job",
 			root: "testdata/proc-v1", pid: 5200,
-			wantErr: "environ entry 4: SLURM_JOB_ID",
+			want:        Process{PID: 5200, JobID: "1234", Source: schemas.AllocCgroup},
+			wantEnviron: environBadID,
 		},
 		{
 			name: "vanished",
@@ -102,6 +106,24 @@ func TestResolve(t *testing.T) {
 			want: Process{PID: 1600, JobID: "1234", Source: schemas.AllocCgroup},
 		},
 		{
+			name: "SLURM_ARRAY_TASK_ID set by hand in a job: the cgroup's job, user from status",
+			root: "testdata/proc-v2", pid: 1800,
+			want:        Process{PID: 1800, JobID: "1234", User: "carol", Source: schemas.AllocCgroup},
+			wantEnviron: environIncompleteArray,
+		},
+		{
+			name: "empty SLURM_JOB_ID: the cgroup's job",
+			root: "testdata/proc-v2", pid: 1810,
+			want:        Process{PID: 1810, JobID: "1234", User: "carol", Source: schemas.AllocCgroup},
+			wantEnviron: environBadID,
+		},
+		{
+			name: "malformed environ and no job in the cgroup",
+			root: "testdata/proc-v2", pid: 1820,
+			wantErr:     "pid 1820: attrib: environ entry 3: SLURM_ARRAY_TASK_ID without SLURM_ARRAY_JOB_ID",
+			wantEnviron: environIncompleteArray,
+		},
+		{
 			name: "container cgroup",
 			root: "testdata/proc-v2", pid: 1700,
 			want: Process{PID: 1700},
@@ -126,11 +148,18 @@ func TestResolve(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("Resolve(%d) error = %v; want one containing %q", tt.pid, err, tt.wantErr)
 				}
+				if r := environReason(err); r != tt.wantEnviron {
+					t.Errorf("environReason(%v) = %q; want %q", err, r, tt.wantEnviron)
+				}
 				return
 			}
 			if err != nil {
 				t.Fatalf("Resolve(%d) error = %v", tt.pid, err)
 			}
+			if r := environReason(got.EnvironErr); r != tt.wantEnviron || (r != "") != (got.EnvironErr != nil) {
+				t.Errorf("Resolve(%d).EnvironErr = %v (reason %q); want reason %q", tt.pid, got.EnvironErr, r, tt.wantEnviron)
+			}
+			got.EnvironErr = nil
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Resolve(%d) = %+v; want %+v", tt.pid, got, tt.want)
 			}

@@ -156,7 +156,9 @@ var readers = [...]func(*Source, *device, *schemas.Sample) error{
 // (MetricErrors). A GPU that stops answering as a whole (ERROR_GPU_IS_LOST,
 // ERROR_RESET_REQUIRED) is left out with its MIG instances, logged once and
 // named by Lost; Collect asks it again once every LostRecheckInterval of now
-// and samples it again as soon as it answers. The tick fails, with b as it
+// and samples it again as soon as it answers. A MIG instance found destroyed
+// is left out, and its GPU's instances enumerated again at the next tick;
+// every MIGRescanInterval of now all GPUs' are. The tick fails, with b as it
 // was, only when NVML as a whole stops answering (an error wrapping
 // ErrDriverLost), when no GPU answers (ErrDeviceLost), or when ctx is done.
 func (s *Source) Collect(ctx context.Context, now time.Time, b *schemas.SampleBatch) error {
@@ -170,6 +172,7 @@ func (s *Source) Collect(ctx context.Context, now time.Time, b *schemas.SampleBa
 	if s.closed {
 		return fail(fmt.Errorf("nvml: collect: source is closed"))
 	}
+	s.refreshMIG(now, true)
 	ts := now.UnixMilli()
 	answered := 0
 	for _, d := range s.devices {
@@ -185,6 +188,11 @@ func (s *Source) Collect(ctx context.Context, now time.Time, b *schemas.SampleBa
 		smp := &s.smp
 		*smp = schemas.Sample{TSMillis: ts}
 		if err := s.read(d, smp); err != nil {
+			if errors.Is(err, errMIGGone) {
+				// Destroyed: its GPU's instances are enumerated
+				// again at the next tick.
+				continue
+			}
 			if !errors.Is(err, ErrDeviceLost) {
 				return fail(err)
 			}
@@ -251,12 +259,17 @@ func (d *device) wants(q query) bool { return d.skip&(1<<q) == 0 }
 
 // check classifies the answer ret to query q. It reports whether the answer
 // carries values; it returns an error only when the GPU is lost (wrapping
-// ErrDeviceLost) or NVML no longer answers (ErrDriverLost).
+// ErrDeviceLost), NVML no longer answers (ErrDriverLost) or a MIG instance
+// was destroyed (errMIGGone).
 func (s *Source) check(d *device, q query, ret gonvml.Return) (bool, error) {
 	switch {
 	case ret == gonvml.SUCCESS:
 		d.failing &^= 1 << q
+		d.answered |= 1 << q
 		return true, nil
+	case migGone(d, q, ret):
+		d.markGone(q)
+		return false, fmt.Errorf("nvml: mig instance %s: %s: %w: %w", d.name(), q, errMIGGone, ret)
 	// MIG instance handles refuse whole-GPU queries with INVALID_ARGUMENT on
 	// some drivers.
 	case absent(ret) || d.parent != nil && ret == gonvml.ERROR_INVALID_ARGUMENT:

@@ -138,7 +138,7 @@ func (s *Source) watchSet(ctx context.Context, emit func(schemas.GPUEvent)) (wor
 // supports. It returns how many it registered and how many it left out as
 // lost: lost to Collect, or answering so now.
 func (s *Source) register(set gonvml.EventSet) (registered, lost int) {
-	for _, d := range s.devices {
+	for _, d := range s.deviceList() {
 		if d.parent != nil {
 			continue
 		}

@@ -16,7 +16,9 @@ import (
 //   - heliostat_collector_nvml_gpu_lost{gpu_index,gpu_uuid}: 1 for each GPU
 //     that is lost or was left out at start-up, 0 for each that answers;
 //   - heliostat_collector_nvml_gpu_losses_total: GPUs found lost since New,
-//     those left out at start-up included.
+//     those left out at start-up included;
+//   - heliostat_collector_nvml_mig_reconfigurations_total: GPUs whose MIG
+//     instances were found changed since New.
 func (s *Source) Collector() prometheus.Collector {
 	return metrics{
 		s: s,
@@ -29,18 +31,23 @@ func (s *Source) Collector() prometheus.Collector {
 		losses: prometheus.NewDesc("heliostat_collector_nvml_gpu_losses_total",
 			"GPUs found not answering since the collector started, those left out at start-up included; a GPU lost again after it came back counts again.",
 			nil, nil),
+		migChanges: prometheus.NewDesc("heliostat_collector_nvml_mig_reconfigurations_total",
+			"Times a GPU's MIG instances were found changed (created or destroyed without a GPU reset) since the collector started; each rebuilt the instances sampled and listed for attribution.",
+			nil, nil),
 	}
 }
 
 type metrics struct {
 	s                           *Source
 	readErrors, gpuLost, losses *prometheus.Desc
+	migChanges                  *prometheus.Desc
 }
 
 func (m metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.readErrors
 	ch <- m.gpuLost
 	ch <- m.losses
+	ch <- m.migChanges
 }
 
 func (m metrics) Collect(ch chan<- prometheus.Metric) {
@@ -62,7 +69,7 @@ func (m metrics) Collect(ch chan<- prometheus.Metric) {
 			gpus = append(gpus, gpu{d.gpu.Index, d.gpu.UUID, d.lostErr != nil})
 		}
 	}
-	losses := m.s.losses
+	losses, migChanges := m.s.losses, m.s.migChanges
 	m.s.lostMu.Unlock()
 	for _, g := range gpus {
 		v := 0.0
@@ -72,4 +79,5 @@ func (m metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.gpuLost, prometheus.GaugeValue, v, strconv.FormatUint(uint64(g.index), 10), g.uuid)
 	}
 	ch <- prometheus.MustNewConstMetric(m.losses, prometheus.CounterValue, float64(losses))
+	ch <- prometheus.MustNewConstMetric(m.migChanges, prometheus.CounterValue, float64(migChanges))
 }

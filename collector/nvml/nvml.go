@@ -10,8 +10,9 @@
 //
 // Metrics the device or driver does not support are absent from the sample,
 // never 0 and never an error; the first "not supported" answer is remembered so
-// later ticks do not ask again. Devices and MIG instances are enumerated once,
-// in New: after a MIG reconfiguration the caller builds a new Source.
+// later ticks do not ask again. Devices are enumerated once, in New; their MIG
+// instances again every MIGRescanInterval and as soon as one is no longer
+// found (see "MIG reconfiguration" below).
 //
 // # Lost GPUs
 //
@@ -32,6 +33,19 @@
 // metrics. Only NVML as a whole going away (ERROR_UNINITIALIZED,
 // ERROR_DRIVER_NOT_LOADED: errors wrapping ErrDriverLost), or every GPU being
 // lost, fails Collect, WatchEvents (driver only) or New.
+//
+// # MIG reconfiguration
+//
+// MIG instances can be destroyed and created while the driver runs, without
+// a GPU reset. A destroyed instance's handle answers ERROR_NOT_FOUND or
+// ERROR_INVALID_ARGUMENT, which are also how an instance says it does not
+// support a query: such an answer to a query the instance answered before
+// means it is gone. Collect then leaves it out and, at its next tick,
+// enumerates that GPU's instances again; GPUProcesses leaves it out too.
+// Collect also enumerates every GPU's instances every MIGRescanInterval, to
+// find new ones. When a GPU's instances changed, its devices are rebuilt (new
+// instances sampled and listed, destroyed ones dropped), the change is logged
+// and counted (heliostat_collector_nvml_mig_reconfigurations_total).
 package nvml
 
 import (
@@ -77,8 +91,11 @@ type Source struct {
 	logger *slog.Logger
 	now    func() time.Time
 
-	// devices are the whole GPUs, each followed by its MIG instances. The slice
-	// and the identities in it do not change after New.
+	// devices are the whole GPUs, each followed by its MIG instances. The
+	// whole GPUs do not change after New; a MIG reconfiguration replaces the
+	// slice (never its elements in place) with another holding the same
+	// whole GPUs and their new instances. It is replaced by a holder of mu
+	// and lostMu both, so holding either is enough to read it.
 	devices []*device
 	// unusable are the GPUs New left out; fixed after New.
 	unusable []unusableGPU
@@ -95,11 +112,17 @@ type Source struct {
 
 	errs [schemas.NumMetrics]atomic.Uint64
 
+	// migScanAt is the tick at which Collect next enumerates every GPU's
+	// MIG instances again; zero before the first tick.
+	migScanAt time.Time
+
 	// lostMu guards device.lostErr and lostSince, and losses, so that Lost
 	// and the metrics need not wait for a tick that may hang in the driver.
 	// They are written only by a holder of mu as well.
 	lostMu sync.Mutex
 	losses uint64 // GPUs found lost since New, the unusable ones included
+	// migChanges counts the MIG layouts found changed since New, per GPU.
+	migChanges uint64
 	// found counts lost GPUs that answered again; WatchEvents registers them
 	// anew when it changes.
 	found atomic.Uint64
@@ -135,6 +158,13 @@ type device struct {
 
 	skip     uint32 // bit q: query q answered "not supported" and is not asked again
 	failing  uint32 // bit q: query q failed last time; logged once until it succeeds
+	answered uint32 // bit q: query q succeeded at least once
+	// gone (bit q) says that MIG instance d answered query q, which it had
+	// answered before, as if it no longer existed (migGone).
+	gone uint32
+	// migStale says that one of whole GPU d's MIG instances is gone, so that
+	// its instances are enumerated again.
+	migStale bool
 	badValue uint32 // bit m: metric m was out of range last time; logged once
 	gpm      *gpmState
 }
@@ -184,12 +214,21 @@ func New(lib gonvml.Interface, logger *slog.Logger, now func() time.Time) (*Sour
 func (s *Source) Name() string { return "nvml" }
 
 // GPUs returns the identity of every GPU and MIG instance, in Collect order.
+// MIG instances are those known at the last tick (see MIGRescanInterval).
 func (s *Source) GPUs() []schemas.GPU {
-	gpus := make([]schemas.GPU, len(s.devices))
-	for i, d := range s.devices {
+	devices := s.deviceList()
+	gpus := make([]schemas.GPU, len(devices))
+	for i, d := range devices {
 		gpus[i] = d.gpu
 	}
 	return gpus
+}
+
+// deviceList returns the devices for a reader that does not hold mu.
+func (s *Source) deviceList() []*device {
+	s.lostMu.Lock()
+	defer s.lostMu.Unlock()
+	return s.devices
 }
 
 // MetricErrors returns how many times, over all devices since New, reading
@@ -406,18 +445,31 @@ func (s *Source) openGPM(uuid string, h gonvml.Device) *gpmState {
 	return nil
 }
 
+// migInstance is one MIG instance as enumeration found it: its handle and
+// identity.
+type migInstance struct {
+	h   gonvml.Device
+	gpu schemas.GPU
+}
+
 // migInstances returns the MIG instances of gpu, none when MIG is off or not
-// supported. NVML numbers MIG slots up to GetMaxMigDeviceCount; empty slots
-// answer ERROR_NOT_FOUND. On error it frees what it allocated.
-func (s *Source) migInstances(gpu *device) (migs []*device, err error) {
-	defer func() {
-		if err != nil {
-			for _, d := range migs {
-				d.freeGPM()
-			}
-			migs = nil
-		}
-	}()
+// supported. On error it frees what it allocated.
+func (s *Source) migInstances(gpu *device) ([]*device, error) {
+	found, err := s.enumMIG(gpu)
+	if err != nil {
+		return nil, err
+	}
+	migs := make([]*device, 0, len(found))
+	for _, m := range found {
+		migs = append(migs, s.newMIGDevice(gpu, m))
+	}
+	return migs, nil
+}
+
+// enumMIG enumerates the MIG instances of gpu and reads their identity,
+// allocating nothing: none when MIG is off or not supported. NVML numbers
+// MIG slots up to GetMaxMigDeviceCount; empty slots answer ERROR_NOT_FOUND.
+func (s *Source) enumMIG(gpu *device) ([]migInstance, error) {
 	uuid := gpu.gpu.UUID
 	mode, _, ret := gpu.h.GetMigMode()
 	switch {
@@ -433,6 +485,7 @@ func (s *Source) migInstances(gpu *device) (migs []*device, err error) {
 	if ret != gonvml.SUCCESS {
 		return nil, fmt.Errorf("nvml: gpu %s: count mig devices: %w", uuid, retErr(ret))
 	}
+	var found []migInstance
 	for j := range n {
 		h, ret := gpu.h.GetMigDeviceHandleByIndex(j)
 		switch ret {
@@ -440,11 +493,11 @@ func (s *Source) migInstances(gpu *device) (migs []*device, err error) {
 		case gonvml.ERROR_NOT_FOUND, gonvml.ERROR_INVALID_ARGUMENT:
 			continue
 		default:
-			return migs, fmt.Errorf("nvml: gpu %s: get mig device %d: %w", uuid, j, retErr(ret))
+			return nil, fmt.Errorf("nvml: gpu %s: get mig device %d: %w", uuid, j, retErr(ret))
 		}
 		migUUID, ret := h.GetUUID()
 		if ret != gonvml.SUCCESS {
-			return migs, fmt.Errorf("nvml: gpu %s: get uuid of mig device %d: %w", uuid, j, retErr(ret))
+			return nil, fmt.Errorf("nvml: gpu %s: get uuid of mig device %d: %w", uuid, j, retErr(ret))
 		}
 		g := gpu.gpu
 		g.MIGUUID = migUUID
@@ -462,16 +515,22 @@ func (s *Source) migInstances(gpu *device) (migs []*device, err error) {
 		if name, ret := h.GetName(); ret == gonvml.SUCCESS {
 			g.MIGProfile = migProfile(name)
 		}
-		d := &device{gpu: g, h: h, parent: gpu.h, whole: gpu, skip: ^uint32(migQueries)}
-		if gpu.gpm != nil && g.GIID >= 0 {
-			d.gpm = s.allocGPM(migUUID)
-		}
-		if d.gpm == nil {
-			d.skip |= gpmQueries
-		}
-		migs = append(migs, d)
+		found = append(found, migInstance{h: h, gpu: g})
 	}
-	return migs, nil
+	return found, nil
+}
+
+// newMIGDevice returns the device of MIG instance m of gpu, with its GPM
+// samples where the GPU has GPM.
+func (s *Source) newMIGDevice(gpu *device, m migInstance) *device {
+	d := &device{gpu: m.gpu, h: m.h, parent: gpu.h, whole: gpu, skip: ^uint32(migQueries)}
+	if gpu.gpm != nil && m.gpu.GIID >= 0 {
+		d.gpm = s.allocGPM(m.gpu.MIGUUID)
+	}
+	if d.gpm == nil {
+		d.skip |= gpmQueries
+	}
+	return d
 }
 
 // allocGPM allocates the two GPM samples of a device, nil if NVML cannot.

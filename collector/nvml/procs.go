@@ -3,6 +3,7 @@ package nvml
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -14,19 +15,28 @@ import (
 // in MIG mode the whole GPU's list is an aggregate of its instances' (and
 // needs privileges), so listing both would name each process twice. A device
 // that does not support the query ("not supported", "no permission") is
-// listed with no processes.
+// listed with no processes. A MIG instance found destroyed (see "MIG
+// reconfiguration" in the package comment) is left out, without an error,
+// and the instances of its GPU are enumerated again at the next call.
 //
 // A device that fails (lost, or any other error) is left out, and the error,
 // naming it, is joined into the returned one; the other devices are still
-// listed. A closed Source returns no list and an error.
+// listed. When no device could be listed, or NVML as a whole stopped
+// answering (an error wrapping ErrDriverLost), the list is nil: the whole
+// listing failed, and a caller must not read it as GPUs without processes.
+// A closed Source returns no list and an error.
 func (s *Source) GPUProcesses() ([]collector.GPUProcesses, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil, errors.New("nvml: list processes: source is closed")
 	}
+	s.refreshMIG(time.Time{}, false)
 	out := make([]collector.GPUProcesses, 0, len(s.devices))
-	var errs []error
+	var (
+		errs   []error
+		driver bool // an error wraps ErrDriverLost
+	)
 	for i, d := range s.devices {
 		if d.parent == nil && i+1 < len(s.devices) && s.devices[i+1].parent != nil {
 			continue // a MIG-enabled GPU: its instances follow
@@ -34,10 +44,18 @@ func (s *Source) GPUProcesses() ([]collector.GPUProcesses, error) {
 		procs, ret := d.h.GetComputeRunningProcesses()
 		switch {
 		case ret == gonvml.SUCCESS:
+			d.answered |= 1 << qProcesses
+		case migGone(d, qProcesses, ret):
+			// Destroyed, and its processes with it: left out, and its
+			// GPU's instances enumerated again at the next listing.
+			d.markGone(qProcesses)
+			continue
 		case absent(ret) || d.parent != nil && ret == gonvml.ERROR_INVALID_ARGUMENT:
 			procs = nil
 		default:
-			errs = append(errs, fmt.Errorf("nvml: gpu %s: list processes: %w", d.name(), retErr(ret)))
+			err := retErr(ret)
+			driver = driver || errors.Is(err, ErrDriverLost)
+			errs = append(errs, fmt.Errorf("nvml: gpu %s: list processes: %w", d.name(), err))
 			continue
 		}
 		out = append(out, collector.GPUProcesses{
@@ -46,6 +64,9 @@ func (s *Source) GPUProcesses() ([]collector.GPUProcesses, error) {
 			MIGUUID: d.gpu.MIGUUID,
 			PIDs:    uniquePIDs(procs),
 		})
+	}
+	if len(errs) > 0 && (len(out) == 0 || driver) {
+		return nil, errors.Join(errs...)
 	}
 	return out, errors.Join(errs...)
 }

@@ -31,6 +31,15 @@ func procsFail(ret gonvml.Return) func() ([]gonvml.ProcessInfo, gonvml.Return) {
 	return func() ([]gonvml.ProcessInfo, gonvml.Return) { return nil, ret }
 }
 
+// everyDevice returns stub for each of the mock's 8 GPUs.
+func everyDevice(stub func() ([]gonvml.ProcessInfo, gonvml.Return)) map[int]func() ([]gonvml.ProcessInfo, gonvml.Return) {
+	m := make(map[int]func() ([]gonvml.ProcessInfo, gonvml.Return))
+	for i := range 8 {
+		m[i] = stub
+	}
+	return m
+}
+
 func TestGPUProcesses(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -39,6 +48,9 @@ func TestGPUProcesses(t *testing.T) {
 		missing  []int                                                // devices left out of the list
 		wantErr  []string                                             // substrings of the error
 		wantLost bool
+		wantNil  bool // no list at all: the whole listing failed
+		// wantDriver: the error wraps ErrDriverLost.
+		wantDriver bool
 	}{
 		{
 			name: "processes on some GPUs",
@@ -83,6 +95,24 @@ func TestGPUProcesses(t *testing.T) {
 			wantErr:  []string{"list processes"},
 			wantLost: true,
 		},
+		{
+			// An empty list would tell the attributor that every job left
+			// its GPU, closing every open interval.
+			name:    "every GPU failing gives no list",
+			stub:    everyDevice(procsFail(gonvml.ERROR_UNKNOWN)),
+			wantErr: []string{"list processes", "ERROR_UNKNOWN"},
+			wantNil: true,
+		},
+		{
+			name: "the driver gone gives no list, though some GPUs answered first",
+			stub: map[int]func() ([]gonvml.ProcessInfo, gonvml.Return){
+				0: procsOf(11),
+				5: procsFail(gonvml.ERROR_UNINITIALIZED),
+			},
+			wantErr:    []string{"list processes"},
+			wantNil:    true,
+			wantDriver: true,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -106,6 +136,15 @@ func TestGPUProcesses(t *testing.T) {
 			}
 			if lost := errors.Is(err, ErrDeviceLost); lost != tt.wantLost {
 				t.Errorf("errors.Is(%v, ErrDeviceLost) = %v; want %v", err, lost, tt.wantLost)
+			}
+			if driver := errors.Is(err, ErrDriverLost); driver != tt.wantDriver {
+				t.Errorf("errors.Is(%v, ErrDriverLost) = %v; want %v", err, driver, tt.wantDriver)
+			}
+			if tt.wantNil {
+				if got != nil {
+					t.Errorf("GPUProcesses() = %+v; want nil", got)
+				}
+				return
 			}
 			var want []collector.GPUProcesses
 			for i, dev := range srv.Devices {

@@ -273,19 +273,50 @@ func (p *Publisher) nextSequence(topic string, key []byte) schemas.Sequence {
 	return schemas.Sequence{Producer: p.producer, Seq: n}
 }
 
+// giveBack returns seq, the number the last message of topic and key got,
+// for the next one. The caller holds p.mu, and has held it since seq was
+// given: no other message of that key has been numbered since.
+func (p *Publisher) giveBack(topic string, key []byte, seq schemas.Sequence) {
+	k := topic + "\x00" + string(key)
+	if p.producer != seq.Producer || p.seqs[k] != seq.Seq {
+		return
+	}
+	if seq.Seq == 1 {
+		delete(p.seqs, k)
+		return
+	}
+	p.seqs[k] = seq.Seq - 1
+}
+
 // Publish delivers one message, keyed as given. It returns nil once the
 // brokers acknowledged the message or it is safely in the spool. It returns
 // an error if the message is dropped: the spool is full (the error wraps
 // spool.ErrFull), the brokers rejected the message for good, or the
-// Publisher is closed.
+// Publisher is closed. A dropped message keeps its sequence number, so that
+// ingest counts the gap it leaves as a lost message.
 func (p *Publisher) Publish(ctx context.Context, topic string, key, value []byte) error {
+	return p.publish(ctx, topic, key, value, false)
+}
+
+// PublishRetried is Publish for a caller that keeps a message Publish
+// refused and publishes it again later (the GPU attributor, the Slurm
+// source): a message refused because the spool is full gives its sequence
+// number back, to the next message of its key, so that ingest does not count
+// as lost a message that is not. Numbers stay in the order of the messages
+// sent and spooled: none is given between the refused one's and its return.
+func (p *Publisher) PublishRetried(ctx context.Context, topic string, key, value []byte) error {
+	return p.publish(ctx, topic, key, value, true)
+}
+
+func (p *Publisher) publish(ctx context.Context, topic string, key, value []byte, retried bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return ErrClosed
 	}
 	// Numbered before anything can fail, so a message dropped below leaves
-	// a gap that ingest counts.
+	// a gap that ingest counts (but for a retried one the full spool
+	// refuses).
 	seq := p.nextSequence(topic, key)
 	// A caller that already gave up (a shutdown) gets its message spooled
 	// without a write that kafka-go might still complete, which the replay
@@ -318,6 +349,11 @@ func (p *Publisher) Publish(ctx context.Context, topic string, key, value []byte
 		p.m.messages.WithLabelValues(topic, outcomeDropped).Inc()
 		if errors.Is(err, spool.ErrFull) {
 			p.logDrop(topic)
+			// The spool is unchanged (spool.Append): the number was
+			// given to no message that exists.
+			if retried {
+				p.giveBack(topic, key, seq)
+			}
 		}
 		return fmt.Errorf("publish: spool message for %s: %w", topic, err)
 	}

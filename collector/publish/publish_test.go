@@ -23,9 +23,14 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/heliostat-dev/heliostat/collector"
 	"github.com/heliostat-dev/heliostat/collector/spool"
 	"github.com/heliostat-dev/heliostat/schemas"
 )
+
+// The GPU attributor and the Slurm source reach PublishRetried through
+// collector.JobPublisher.
+var _ collector.RetriedPublisher = (*Publisher)(nil)
 
 const partitions = 4
 
@@ -774,5 +779,57 @@ func mustRemove(t *testing.T, path string) {
 	t.Helper()
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPublishRetriedSpoolFull: a message the full spool refuses keeps its
+// number when the caller drops it (Publish: ingest counts the gap as a lost
+// message) and gives it back when the caller sends it again
+// (PublishRetried: no gap for a message that is not lost).
+func TestPublishRetriedSpoolFull(t *testing.T) {
+	const topic = "full"
+	down, _ := closedAddr(t)
+	p := newPublisher(t, Config{Brokers: []string{down}, SpoolDir: t.TempDir(), SpoolMaxBytes: 750})
+	value := bytes.Repeat([]byte("x"), 100)
+	last := func() uint64 {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.seqs[topic+"\x00host-0"]
+	}
+	for i := range 4 {
+		if err := p.PublishRetried(context.Background(), topic, []byte("host-0"), value); err != nil {
+			t.Fatalf("PublishRetried(message %d) = %v", i, err)
+		}
+	}
+	steps := []struct {
+		name    string
+		publish func(context.Context, string, []byte, []byte) error
+		want    uint64
+	}{
+		{"PublishRetried refused", p.PublishRetried, 4},
+		{"PublishRetried refused again", p.PublishRetried, 4},
+		{"Publish refused", p.Publish, 5},
+		{"PublishRetried refused after a drop", p.PublishRetried, 5},
+	}
+	for _, st := range steps {
+		if err := st.publish(context.Background(), topic, []byte("host-0"), value); !errors.Is(err, spool.ErrFull) {
+			t.Fatalf("%s: error = %v; want spool.ErrFull", st.name, err)
+		}
+		if got := last(); got != st.want {
+			t.Errorf("%s: last number given = %d; want %d", st.name, got, st.want)
+		}
+	}
+	if got := p.count(topic, outcomeDropped); got != 4 {
+		t.Errorf("dropped = %d; want 4 (a refused message is counted either way)", got)
+	}
+	// A key whose first message is refused is numbered from 1 again.
+	if err := p.PublishRetried(context.Background(), topic, []byte("host-9"), value); !errors.Is(err, spool.ErrFull) {
+		t.Fatalf("PublishRetried(host-9) = %v; want spool.ErrFull", err)
+	}
+	p.mu.Lock()
+	_, numbered := p.seqs[topic+"\x00host-9"]
+	p.mu.Unlock()
+	if numbered {
+		t.Errorf("host-9 holds a number after its only message was refused")
 	}
 }

@@ -104,7 +104,7 @@ func New(cfg Config, pub collector.Publisher, logger *slog.Logger, reg prometheu
 	m.tracked.Set(float64(len(st.Jobs)))
 	s := &Source{
 		cfg:         cfg,
-		pub:         collector.JobPublisher{Pub: pub, Cluster: cfg.Cluster, Source: schemas.SourceSlurm},
+		pub:         collector.JobPublisher{Pub: pub, Cluster: cfg.Cluster, Source: schemas.SourceSlurm, Retries: true},
 		logger:      logger,
 		m:           m,
 		now:         now,

@@ -1,0 +1,318 @@
+package nvml
+
+import (
+	"fmt"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/heliostat-dev/heliostat/schemas"
+)
+
+// migLayout is the MIG slots of the mock's GPU 2, which a test changes as
+// nvidia-smi mig -dci/-dgi/-cgi/-cci would while the collector runs.
+type migLayout struct {
+	mu    sync.Mutex
+	slots map[int]*mock.Device
+	dead  map[*mock.Device]*atomic.Bool
+}
+
+// add creates a MIG instance in slot.
+func (l *migLayout) add(slot int, uuid, profile string, gi int) {
+	d := migDevice(uuid, "NVIDIA A100 MIG "+profile, gi, 0, 100)
+	dead := new(atomic.Bool)
+	// A destroyed instance's handle answers as NVML answers a stale one:
+	// not found, or invalid argument.
+	mem, procs := d.GetMemoryInfo_v2Func, d.GetComputeRunningProcessesFunc
+	d.GetMemoryInfo_v2Func = func() (gonvml.Memory_v2, gonvml.Return) {
+		if dead.Load() {
+			return gonvml.Memory_v2{}, gonvml.ERROR_NOT_FOUND
+		}
+		return mem()
+	}
+	d.GetComputeRunningProcessesFunc = func() ([]gonvml.ProcessInfo, gonvml.Return) {
+		if dead.Load() {
+			return nil, gonvml.ERROR_INVALID_ARGUMENT
+		}
+		return procs()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.slots[slot] = d
+	l.dead[d] = dead
+}
+
+// destroy destroys the instance in slot, if any.
+func (l *migLayout) destroy(slot int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if d, ok := l.slots[slot]; ok {
+		l.dead[d].Store(true)
+		delete(l.slots, slot)
+	}
+}
+
+// newMIGServer returns the 8-GPU mock whose GPU 2 is in MIG mode with
+// MIG-aaaa in slot 0 and three slots in all.
+func newMIGServer(t *testing.T) (*dgxa100.Server, *dgxa100.Device, *migLayout) {
+	t.Helper()
+	srv := newServer(t)
+	parent := srv.Devices[2].(*dgxa100.Device)
+	parent.GetMigModeFunc = func() (int, int, gonvml.Return) {
+		return gonvml.DEVICE_MIG_ENABLE, gonvml.DEVICE_MIG_ENABLE, gonvml.SUCCESS
+	}
+	parent.GetUtilizationRatesFunc = func() (gonvml.Utilization, gonvml.Return) {
+		return gonvml.Utilization{}, gonvml.ERROR_NOT_SUPPORTED
+	}
+	l := &migLayout{slots: map[int]*mock.Device{}, dead: map[*mock.Device]*atomic.Bool{}}
+	l.add(0, "MIG-aaaa", "3g.20gb", 1)
+	parent.GetMaxMigDeviceCountFunc = func() (int, gonvml.Return) { return 3, gonvml.SUCCESS }
+	parent.GetMigDeviceHandleByIndexFunc = func(j int) (gonvml.Device, gonvml.Return) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if d, ok := l.slots[j]; ok {
+			return d, gonvml.SUCCESS
+		}
+		return nil, gonvml.ERROR_NOT_FOUND
+	}
+	return srv, parent, l
+}
+
+// migSampled returns the MIG instances sampled in b, each with whether its
+// sample holds fb_used.
+func migSampled(b *schemas.SampleBatch) map[string]bool {
+	got := map[string]bool{}
+	for _, smp := range b.Samples {
+		if g := b.GPUs[smp.GPU]; g.MIGUUID != "" {
+			_, ok := smp.Uint(schemas.FBUsed)
+			got[g.MIGUUID] = ok
+		}
+	}
+	return got
+}
+
+// migListed returns the MIG instances GPUProcesses lists, with their PIDs.
+func migListed(t *testing.T, s *Source) map[string][]uint32 {
+	t.Helper()
+	lists, err := s.GPUProcesses()
+	if err != nil {
+		t.Fatalf("GPUProcesses() = %v", err)
+	}
+	got := map[string][]uint32{}
+	for _, p := range lists {
+		if p.MIGUUID != "" {
+			got[p.MIGUUID] = p.PIDs
+		}
+	}
+	return got
+}
+
+func migReconfigurations(t *testing.T, s *Source) float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(s.Collector())
+	n, err := testutil.GatherAndCount(reg, "heliostat_collector_nvml_mig_reconfigurations_total")
+	if err != nil || n != 1 {
+		t.Fatalf("GatherAndCount(mig_reconfigurations_total) = %d, %v; want 1 series", n, err)
+	}
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == "heliostat_collector_nvml_mig_reconfigurations_total" {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return -1
+}
+
+// TestCollectMIGReconfigured: a MIG instance destroyed and another created
+// while the collector runs, without a GPU reset. The destroyed one's stale
+// handle answers "not found": it is left out at once, the GPU's instances
+// are enumerated again at the next tick, and the new one is sampled and
+// listed from then on.
+func TestCollectMIGReconfigured(t *testing.T) {
+	srv, parent, layout := newMIGServer(t)
+	logs := &logLines{}
+	s, err := New(srv, logs.logger(t), func() time.Time { return tick })
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+
+	steps := []struct {
+		name        string
+		change      func()
+		wantSampled map[string]bool // MIG instance: fb_used present
+		wantListed  map[string][]uint32
+		wantChanges float64
+	}{
+		{
+			name:        "before",
+			wantSampled: map[string]bool{"MIG-aaaa": true},
+			wantListed:  map[string][]uint32{"MIG-aaaa": {42}},
+		},
+		{
+			name: "MIG-aaaa destroyed, MIG-cccc created in slot 1",
+			change: func() {
+				layout.destroy(0)
+				layout.add(1, "MIG-cccc", "1g.5gb", 2)
+			},
+			// This tick finds MIG-aaaa gone and leaves it out; the
+			// listing after it enumerates the instances again.
+			wantSampled: map[string]bool{},
+			wantListed:  map[string][]uint32{"MIG-cccc": {42}},
+			wantChanges: 1,
+		},
+		{
+			name:        "next tick",
+			wantSampled: map[string]bool{"MIG-cccc": true},
+			wantListed:  map[string][]uint32{"MIG-cccc": {42}},
+			wantChanges: 1,
+		},
+	}
+	for i, st := range steps {
+		if st.change != nil {
+			st.change()
+		}
+		var b schemas.SampleBatch
+		if err := s.Collect(t.Context(), tick.Add(time.Duration(i)*time.Second), &b); err != nil {
+			t.Fatalf("%s: Collect() = %v", st.name, err)
+		}
+		if got := migSampled(&b); !reflect.DeepEqual(got, st.wantSampled) {
+			t.Errorf("%s: MIG instances sampled (fb_used present) = %v; want %v", st.name, got, st.wantSampled)
+		}
+		if got := migListed(t, s); !reflect.DeepEqual(got, st.wantListed) {
+			t.Errorf("%s: GPUProcesses() MIG instances = %v; want %v", st.name, got, st.wantListed)
+		}
+		if got := migReconfigurations(t, s); got != st.wantChanges {
+			t.Errorf("%s: mig_reconfigurations_total = %v; want %v", st.name, got, st.wantChanges)
+		}
+	}
+	var migs []string
+	for _, g := range s.GPUs() {
+		if g.MIGUUID != "" {
+			migs = append(migs, g.MIGUUID)
+			if g.UUID != parent.UUID || g.GIID != 2 || g.MIGProfile != "1g.5gb" {
+				t.Errorf("GPUs() has %+v; want MIG-cccc of %s, GI 2, 1g.5gb", g, parent.UUID)
+			}
+		}
+	}
+	if !reflect.DeepEqual(migs, []string{"MIG-cccc"}) {
+		t.Errorf("GPUs() MIG instances = %v; want [MIG-cccc]", migs)
+	}
+	if n := logs.count("nvml mig layout changed"); n != 1 {
+		t.Errorf("%d lines 'nvml mig layout changed'; want 1", n)
+	}
+	if err := s.Lost(); err != nil {
+		t.Errorf("Lost() = %v; want nil", err)
+	}
+}
+
+// TestCollectMIGRescan: an instance created beside the others, none of which
+// fails, is found by the enumeration every MIGRescanInterval of the tick
+// clock; an enumeration that finds the same instances changes nothing.
+func TestCollectMIGRescan(t *testing.T) {
+	srv, parent, layout := newMIGServer(t)
+	s := newSource(t, srv)
+	at := func(d time.Duration) map[string]bool {
+		t.Helper()
+		var b schemas.SampleBatch
+		if err := s.Collect(t.Context(), tick.Add(d), &b); err != nil {
+			t.Fatalf("Collect() at %v = %v", d, err)
+		}
+		return migSampled(&b)
+	}
+	at(0)
+	enumerations := len(parent.GetMaxMigDeviceCountCalls())
+	at(MIGRescanInterval)
+	if n := len(parent.GetMaxMigDeviceCountCalls()) - enumerations; n != 1 {
+		t.Errorf("enumerations after %v = %d; want 1", MIGRescanInterval, n)
+	}
+	if got := migReconfigurations(t, s); got != 0 {
+		t.Errorf("mig_reconfigurations_total after an unchanged enumeration = %v; want 0", got)
+	}
+
+	layout.add(2, "MIG-bbbb", "1g.5gb", 3)
+	want := map[string]bool{"MIG-aaaa": true}
+	if got := at(MIGRescanInterval + time.Second); !reflect.DeepEqual(got, want) {
+		t.Errorf("before the next enumeration: sampled %v; want %v", got, want)
+	}
+	want = map[string]bool{"MIG-aaaa": true, "MIG-bbbb": true}
+	if got := at(2 * MIGRescanInterval); !reflect.DeepEqual(got, want) {
+		t.Errorf("at the next enumeration: sampled %v; want %v", got, want)
+	}
+	if got := migReconfigurations(t, s); got != 1 {
+		t.Errorf("mig_reconfigurations_total = %v; want 1", got)
+	}
+}
+
+// TestGPUProcessesMIGDestroyed: a listing that finds an instance destroyed
+// before any tick did leaves it out without an error (its processes ended
+// with it), and the next listing has the GPU's new instances.
+func TestGPUProcessesMIGDestroyed(t *testing.T) {
+	srv, _, layout := newMIGServer(t)
+	s := newSource(t, srv)
+	if got, want := migListed(t, s), map[string][]uint32{"MIG-aaaa": {42}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("GPUProcesses() MIG instances = %v; want %v", got, want)
+	}
+	layout.destroy(0)
+	layout.add(0, "MIG-dddd", "3g.20gb", 1)
+	if got, want := migListed(t, s), map[string][]uint32{}; !reflect.DeepEqual(got, want) {
+		t.Errorf("GPUProcesses() after MIG-aaaa was destroyed = %v; want %v", got, want)
+	}
+	if got, want := migListed(t, s), map[string][]uint32{"MIG-dddd": {42}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("next GPUProcesses() = %v; want %v", got, want)
+	}
+}
+
+// TestMIGReconfiguredConcurrently runs what the collector runs side by side
+// (ticks, attribution's listings, readiness, scrapes) while the MIG layout
+// changes; run it with -race.
+func TestMIGReconfiguredConcurrently(t *testing.T) {
+	srv, _, layout := newMIGServer(t)
+	s := newSource(t, srv)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(s.Collector())
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, f := range []func(){
+		func() { _, _ = s.GPUProcesses() },
+		func() { _ = s.Lost(); _ = s.GPUs() },
+		func() { _, _ = reg.Gather() },
+	} {
+		wg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+					f()
+				}
+			}
+		})
+	}
+	for i := range 40 {
+		slot := 1 + i%2
+		if i%4 < 2 {
+			layout.add(slot, fmt.Sprintf("MIG-%04d", i), "1g.5gb", 2+slot)
+		} else {
+			layout.destroy(slot)
+		}
+		var b schemas.SampleBatch
+		if err := s.Collect(t.Context(), tick.Add(time.Duration(i)*MIGRescanInterval), &b); err != nil {
+			t.Fatalf("Collect() = %v", err)
+		}
+	}
+	close(done)
+	wg.Wait()
+	if got := migReconfigurations(t, s); got < 10 {
+		t.Errorf("mig_reconfigurations_total = %v; want the layout changes seen", got)
+	}
+}
