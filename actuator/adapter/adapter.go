@@ -62,10 +62,24 @@ type Job struct {
 	// admin). The actuator never changes a held job's priority (Slurm
 	// refuses it) and does not count it as demand.
 	Held bool
+	// Ineligible: the job cannot start however many nodes are up — it
+	// waits for a dependency, a begin time, or a QOS, association or
+	// job-array limit. The actuator ranks it and sets its priority, but does
+	// not count it as demand.
+	Ineligible bool
+	// ArrayTasks is, for a pending job array whose tasks the scheduler has
+	// not split into jobs of their own, the number of tasks this one job
+	// stands for that may start (a throttle, --array=…%N, less the tasks
+	// running, caps it); GPUs and NodeCount are each task's. 0 for any other
+	// job, which is one task. PendingTasks reads it.
+	ArrayTasks int
 	// Nodes are nodes the job is bound for: required by the job or already
 	// picked for it by the scheduler. They count as about to receive a job.
 	Nodes []string
 }
+
+// PendingTasks returns the tasks j stands for: ArrayTasks, at least 1.
+func (j *Job) PendingTasks() int { return max(j.ArrayTasks, 1) }
 
 // Partitions returns the partitions j was submitted to: Partition split on
 // commas, spaces trimmed, empty names left out.

@@ -435,10 +435,27 @@ func (g *Guard) take(a Action) (time.Time, error) {
 		key = string(a.Kind) + "|" + a.Target + "|" + strconv.FormatInt(a.Priority, 10)
 	}
 	if !w.take(at, a.Kind == PowerUp, key, !g.cfg.Apply) {
-		return at, fmt.Errorf("%w: %d %s", ErrRateLimited, w.max, what)
+		return at, &RateLimitError{Max: w.max, What: what, RoomAt: w.roomAt(at)}
 	}
 	return at, nil
 }
+
+// RateLimitError is the error of an action its rate limit held back. It
+// wraps ErrRateLimited.
+type RateLimitError struct {
+	Max  int
+	What string // what the limit counts: "priority changes per minute", …
+	// RoomAt is when, on the clock the limit counts on (Action.At), the
+	// window next has room, unless other actions take it first.
+	RoomAt time.Time
+}
+
+func (e *RateLimitError) Error() string {
+	return fmt.Sprintf("%v: %d %s (room again at %s)", ErrRateLimited, e.Max, e.What, e.RoomAt.UTC().Format(time.RFC3339))
+}
+
+// Unwrap returns ErrRateLimited.
+func (e *RateLimitError) Unwrap() error { return ErrRateLimited }
 
 // giveBack returns the unit take spent at at for a, which made no
 // transition.
@@ -488,6 +505,15 @@ func (w *window) take(now time.Time, force bool, key string, once bool) bool {
 	}
 	w.events = append(w.events, event{at: now, key: key})
 	return true
+}
+
+// roomAt returns when the window, as take left it at now, next has room:
+// when enough of its oldest events have left the span.
+func (w *window) roomAt(now time.Time) time.Time {
+	if len(w.events) < w.max || w.max <= 0 {
+		return now
+	}
+	return w.events[len(w.events)-w.max].at.Add(w.span)
 }
 
 // giveBack forgets one event recorded at at, if the window still holds one.

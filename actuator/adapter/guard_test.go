@@ -184,13 +184,15 @@ func TestGuardRateLimitSchedulerClock(t *testing.T) {
 		a       adapter.Action
 		advance time.Duration // simulated time to run the cluster to first (the power-up's wake-up)
 		want    adapter.Outcome
+		room    time.Time // a skipped action's RateLimitError.RoomAt
 	}{
 		{a: adapter.Action{Kind: adapter.PowerDown, Target: "sim-node-003", At: t0}, want: adapter.Applied},
 		{a: adapter.Action{Kind: adapter.PowerUp, Target: "sim-node-003", At: t0}, want: adapter.Applied},
-		{a: adapter.Action{Kind: adapter.PowerDown, Target: "sim-node-003", At: t0.Add(59 * time.Minute)}, advance: 10*time.Second + sim.DefaultWakeDelay, want: adapter.Skipped},
+		{a: adapter.Action{Kind: adapter.PowerDown, Target: "sim-node-003", At: t0.Add(59 * time.Minute)}, advance: 10*time.Second + sim.DefaultWakeDelay, want: adapter.Skipped,
+			room: t0.Add(time.Hour)}, // the power-down and the power-up at t0 fill the cap of 1 twice over: room once both have left
 		{a: adapter.Action{Kind: adapter.PowerDown, Target: "sim-node-003", At: t0.Add(time.Hour)}, want: adapter.Applied},
 		{a: adapter.Action{Kind: adapter.SetPriority, Target: "q", Partition: "vc1", Priority: 5, At: t0.Add(time.Hour)}, want: adapter.Applied},
-		{a: adapter.Action{Kind: adapter.SetPriority, Target: "q", Partition: "vc1", Priority: 7, At: t0.Add(time.Hour + 59*time.Second)}, want: adapter.Skipped},
+		{a: adapter.Action{Kind: adapter.SetPriority, Target: "q", Partition: "vc1", Priority: 7, At: t0.Add(time.Hour + 59*time.Second)}, want: adapter.Skipped, room: t0.Add(time.Hour + time.Minute)},
 		{a: adapter.Action{Kind: adapter.SetPriority, Target: "q", Partition: "vc1", Priority: 8, At: t0.Add(time.Hour + time.Minute)}, want: adapter.Applied},
 	} {
 		if tc.advance > 0 {
@@ -201,6 +203,10 @@ func TestGuardRateLimitSchedulerClock(t *testing.T) {
 		r := g.Do(ctx, tc.a)
 		if r.Outcome != tc.want || tc.want == adapter.Skipped && !errors.Is(r.Err, adapter.ErrRateLimited) {
 			t.Errorf("%s %s at %v: %v %v; want %v", tc.a.Kind, tc.a.Target, tc.a.At, r.Outcome, r.Err, tc.want)
+		}
+		var limited *adapter.RateLimitError
+		if tc.want == adapter.Skipped && (!errors.As(r.Err, &limited) || !limited.RoomAt.Equal(tc.room)) {
+			t.Errorf("%s %s at %v: %v; want a RateLimitError with room at %v", tc.a.Kind, tc.a.Target, tc.a.At, r.Err, tc.room)
 		}
 	}
 }

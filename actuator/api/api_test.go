@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 
@@ -500,6 +501,59 @@ func TestPassBody(t *testing.T) {
 				t.Errorf("POST /v1/passes with body %q ran %d passes; want none", tc.body, ran)
 			}
 		})
+	}
+}
+
+// TestPassAuditError: a pass that sent its actions but could not record
+// their outcomes answers 200 with the actions and audit_error, where it once
+// answered 503 and hid what was applied; a pass that failed before acting
+// still answers 503.
+func TestPassAuditError(t *testing.T) {
+	f := newFixture(t, true)
+	v := int64(7)
+	f.srv.d.Pass = func(context.Context) (loop.Report, error) {
+		return loop.Report{At: t0, Pending: 1, Actions: []audit.Record{{Cluster: "c", ID: "0003", Kind: "set_priority", Target: "5", Value: &v,
+				Outcome: audit.Applied, DecidedAt: t0, RecordedAt: t0}}},
+			fmt.Errorf("%w (1 actions; retried next pass): %w", loop.ErrOutcomesNotRecorded, errors.New("connection refused"))
+	}
+	w := f.do("POST", "/v1/passes", "", "Authorization", "Bearer "+token)
+	var got PassResponse
+	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || w.Code != http.StatusOK || len(got.Actions) != 1 || got.Actions[0].Outcome != audit.Applied ||
+		!strings.Contains(got.AuditError, "connection refused") {
+		t.Errorf("POST /v1/passes, outcomes not recorded = %d %s; want 200 with the applied action and audit_error", w.Code, w.Body)
+	}
+	f.srv.d.Pass = func(context.Context) (loop.Report, error) {
+		return loop.Report{}, errors.New("loop: read scheduler: squeue: exit status 1")
+	}
+	if w := f.do("POST", "/v1/passes", "", "Authorization", "Bearer "+token); w.Code != http.StatusServiceUnavailable {
+		t.Errorf("POST /v1/passes, scheduler unreadable = %d %s; want 503", w.Code, w.Body)
+	}
+}
+
+// TestBadRequestsCounted: every rejected request counts in
+// heliostat_actuator_api_bad_requests_total under the field it names — a
+// wrong Content-Type (415) and a body on POST /v1/passes among them.
+func TestBadRequestsCounted(t *testing.T) {
+	f := newFixture(t, true)
+	for _, tc := range []struct {
+		method, target, body string
+		hdr                  []string
+		code                 int
+		field                string // the label
+	}{
+		{"POST", "/v1/predict", `{"user": "u"}`, []string{"Content-Type", "text/plain"}, 415, "Content-Type"},
+		{"POST", "/v1/passes", "x", []string{"Authorization", "Bearer " + token}, 400, "body"},
+		{"GET", "/v1/actions?before=x_0002", "", nil, 400, "before"},
+		{"GET", "/v1/queue?=1", "", nil, 400, "query"},
+		{"GET", "/v1/queue?what=1", "", nil, 400, "other"},
+	} {
+		w := f.do(tc.method, tc.target, tc.body, tc.hdr...)
+		if w.Code != tc.code {
+			t.Errorf("%s %s = %d %s; want %d", tc.method, tc.target, w.Code, w.Body, tc.code)
+		}
+		if n := testutil.ToFloat64(f.srv.m.badRequests.WithLabelValues(tc.field)); n != 1 {
+			t.Errorf("%s %s: bad_requests_total{field=%q} = %v; want 1", tc.method, tc.target, tc.field, n)
+		}
 	}
 }
 

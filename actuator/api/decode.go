@@ -20,6 +20,8 @@ import (
 type fieldError struct {
 	Field  string
 	Reason string
+	// Code is the HTTP status; 0: 400.
+	Code int
 }
 
 func (e *fieldError) Error() string {

@@ -14,6 +14,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -341,7 +342,7 @@ type PredictResponse struct {
 
 func (s *Server) predict(w http.ResponseWriter, r *http.Request) {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
-		writeError(w, http.StatusUnsupportedMediaType, "Content-Type", "want application/json, got "+ct)
+		s.badRequest(w, &fieldError{Field: "Content-Type", Reason: "want application/json, got " + ct, Code: http.StatusUnsupportedMediaType})
 		return
 	}
 	req, submit, err := decodePredict(r.Body, s.cfg.MaxBodyBytes)
@@ -513,12 +514,15 @@ type PassResponse struct {
 	At      time.Time      `json:"at"`
 	Pending int            `json:"pending"`
 	Actions []audit.Record `json:"actions"`
+	// AuditError says why the actions' outcomes could not be written to
+	// the audit table (a later pass writes them); absent when they were.
+	AuditError string `json:"audit_error,omitempty"`
 }
 
 func (s *Server) pass(w http.ResponseWriter, r *http.Request) {
 	// -1 is a body of unknown length (chunked): a body all the same.
 	if r.ContentLength != 0 {
-		writeError(w, http.StatusBadRequest, "body", "takes no body")
+		s.badRequest(w, bad("body", "takes no body"))
 		return
 	}
 	if s.d.Pass == nil {
@@ -531,14 +535,20 @@ func (s *Server) pass(w http.ResponseWriter, r *http.Request) {
 	// or it might ask for another.
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(PassWriteTimeout))
 	rep, err := s.d.Pass(r.Context())
-	if err != nil {
+	resp := PassResponse{At: rep.At, Pending: rep.Pending, Actions: rep.Actions}
+	switch {
+	case errors.Is(err, loop.ErrOutcomesNotRecorded):
+		// The actions were sent: the client must hear which, or it
+		// might ask for them again.
+		resp.AuditError = err.Error()
+	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, "", "pass failed: "+err.Error())
 		return
 	}
-	if rep.Actions == nil {
-		rep.Actions = []audit.Record{}
+	if resp.Actions == nil {
+		resp.Actions = []audit.Record{}
 	}
-	writeJSON(w, http.StatusOK, PassResponse{At: rep.At, Pending: rep.Pending, Actions: rep.Actions})
+	writeJSON(w, http.StatusOK, resp)
 }
 
 func (s *Server) openapi(w http.ResponseWriter, _ *http.Request) {
@@ -591,16 +601,18 @@ func (s *Server) badRequest(w http.ResponseWriter, err error) {
 	var fe *fieldError
 	if errors.As(err, &fe) {
 		s.m.badRequests.WithLabelValues(metricField(fe.Field)).Inc()
-		writeError(w, http.StatusBadRequest, fe.Field, fe.Reason)
+		writeError(w, cmp.Or(fe.Code, http.StatusBadRequest), fe.Field, fe.Reason)
 		return
 	}
+	s.m.badRequests.WithLabelValues("other").Inc()
 	writeError(w, http.StatusBadRequest, "", err.Error())
 }
 
 // metricField keeps the field label's values to the known fields.
 func metricField(f string) string {
 	switch f {
-	case "user", "name", "partition", "gpus", "time_limit_s", "submit_time", "body", "limit", "since", "kind", "target":
+	case "user", "name", "partition", "gpus", "time_limit_s", "submit_time", "body", "limit", "since", "kind", "target",
+		"before", "query", "Content-Type":
 		return f
 	}
 	return "other"

@@ -101,13 +101,16 @@ func (l *Log) NewID(at time.Time) string {
 const columns = "cluster, action_id, adapter, kind, target, partition_name, value, previous, reason, basis, model_version, dry_run, outcome, error, decided_at, recorded_at"
 
 // Plan writes recs with outcome "planned" (their Outcome and Error are
-// ignored). The caller sends none of them to the scheduler unless Plan
+// ignored) and, once written, sets each one's RecordedAt to the row's
+// recorded_at. The caller sends none of them to the scheduler unless Plan
 // succeeded.
 func (l *Log) Plan(ctx context.Context, recs []Record) error {
 	return l.write(ctx, recs, 1)
 }
 
-// Settle writes recs with their outcomes, which must not be "planned".
+// Settle writes recs with their outcomes, which must not be "planned", and,
+// once written, sets each one's RecordedAt to the row's recorded_at: what
+// List then reads back for the action.
 func (l *Log) Settle(ctx context.Context, recs []Record) error {
 	for _, r := range recs {
 		if r.Outcome == "" || r.Outcome == Planned {
@@ -143,6 +146,9 @@ func (l *Log) write(ctx context.Context, recs []Record, version uint8) error {
 	}
 	if err := batch.Send(); err != nil {
 		return fmt.Errorf("audit: insert %d actions into %s.actions: %w", len(recs), l.db, err)
+	}
+	for i := range recs {
+		recs[i].RecordedAt = now
 	}
 	return nil
 }

@@ -48,7 +48,8 @@ func TestPlanSettleList(t *testing.T) {
 	}
 	prio.Outcome = Applied
 	down.Outcome, down.Error = Skipped, "dry run"
-	if err := l.Settle(ctx, []Record{prio, down}); err != nil {
+	settled := []Record{prio, down}
+	if err := l.Settle(ctx, settled); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Settle(ctx, []Record{lost}); err == nil {
@@ -62,6 +63,11 @@ func TestPlanSettleList(t *testing.T) {
 	wantPrio.RecordedAt = t0.Add(time.Minute)
 	if len(got) != 3 || !reflect.DeepEqual(got[2], wantPrio) {
 		t.Fatalf("List()[2] = %+v\nwant %+v", got, wantPrio)
+	}
+	// Settle stamped the records it wrote as List reads them back (what
+	// POST /v1/passes answers, and GET /v1/actions then).
+	if !reflect.DeepEqual(settled[0], wantPrio) {
+		t.Errorf("Settle's record = %+v\nwant %+v", settled[0], wantPrio)
 	}
 	for i, want := range []struct{ id, outcome, err string }{{lost.ID, Planned, ""}, {down.ID, Skipped, "dry run"}, {prio.ID, Applied, ""}} {
 		if got[i].ID != want.id || got[i].Outcome != want.outcome || got[i].Error != want.err {

@@ -204,7 +204,7 @@ func TestDemandRebuild(t *testing.T) {
 	now := day0.Add(30*time.Hour + 4*time.Minute)
 	// Jobs of one 8-GPU node each, daily(s) of them running in each step s
 	// since day0; one job pending 16 GPUs in the last hour adds two nodes.
-	b, err := conn.PrepareBatch(ctx, "INSERT INTO "+cfg.Database+".jobs (cluster, job_id, partition_name, submit_time, start_time, end_time, nodes, node_count, gpus, version, updated_at)")
+	b, err := conn.PrepareBatch(ctx, "INSERT INTO "+cfg.Database+".job_runs (cluster, job_id, partition_name, submit_time, start_time, end_time, nodes, node_count, gpus, version, updated_at)")
 	if err != nil {
 		t.Fatal(err)
 	}

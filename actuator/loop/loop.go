@@ -10,7 +10,9 @@
 //     of allowlisted partitions;
 //  4. for each partition, from its nodes, its demand (busy nodes plus the
 //     nodes its pending jobs need: a job submitted to several partitions
-//     counts in each, a job asking for several nodes gets whole nodes) and
+//     counts in each, a job asking for several nodes gets whole nodes, a
+//     pending array counts each task that may start, and held jobs and jobs
+//     that cannot start yet — Job.Ineligible — count not at all) and
 //     a forecast, makes a CES power plan
 //     (actuator/ces) and powers nodes down and up accordingly. The
 //     forecast is predictor/demand's (a causal model of the demand the
@@ -135,6 +137,21 @@ type demandMark struct {
 type recent struct {
 	value int64
 	at    time.Time
+	// until, when set, ends the hold before RepeatAfter: a rate limit's
+	// window has room again then.
+	until time.Time
+}
+
+// holds reports whether r, recorded as skipped, keeps the same action from
+// being recorded again at now.
+func (r recent) holds(now time.Time, repeatAfter time.Duration) bool {
+	if now.Before(r.at) {
+		return false
+	}
+	if !r.until.IsZero() {
+		return now.Before(r.until)
+	}
+	return now.Sub(r.at) < repeatAfter
 }
 
 // New returns a Loop acting through g, recording in a, predicting with p
@@ -192,6 +209,12 @@ const (
 	// the outcomes an earlier pass could not.
 	StopSettleTimeout = 10 * time.Second
 )
+
+// ErrOutcomesNotRecorded is the error of a pass that sent its actions but
+// could not write their outcomes to the audit table: its Report lists the
+// actions all the same, and the outcomes are written by a later pass (or as
+// Run stops).
+var ErrOutcomesNotRecorded = errors.New("loop: outcomes not written to the audit table")
 
 // errPassCancelled is the reason of the actions a cancelled pass did not
 // start.
@@ -486,13 +509,13 @@ func (l *Loop) plan(now time.Time, snap adapter.Snapshot, pools map[string][]ada
 }
 
 // pendingByPool groups the pending jobs that count as demand (all but the
-// held ones) by the partitions they were submitted to. A job submitted to
-// several ("gpu,other") is in each: whichever starts it, each keeps room
-// for it.
+// held ones and those that cannot start however many nodes are up) by the
+// partitions they were submitted to. A job submitted to several
+// ("gpu,other") is in each: whichever starts it, each keeps room for it.
 func pendingByPool(jobs []adapter.Job) map[string][]adapter.Job {
 	out := map[string][]adapter.Job{}
 	for _, j := range jobs {
-		if j.Held {
+		if j.Held || j.Ineligible {
 			continue
 		}
 		for _, p := range j.Partitions() {
@@ -506,16 +529,18 @@ func pendingByPool(jobs []adapter.Job) map[string][]adapter.Job {
 // jobs need: the jobs that ask for one node or do not say share nodes,
 // ⌈Σ GPUs ÷ gpn⌉, a job without GPUs counting one; a job that asks for
 // several nodes gets whole nodes of its own, as many as it asks for and at
-// least ⌈GPUs ÷ gpn⌉, as the simulator places them.
+// least ⌈GPUs ÷ gpn⌉, as the simulator places them. A pending array counts
+// each task it stands for (PendingTasks) as such a job.
 func nodesNeeded(jobs []adapter.Job, gpn int) int {
 	gpn = max(gpn, 1)
 	shared, whole := 0, 0
 	for _, j := range jobs {
+		tasks := j.PendingTasks()
 		if j.NodeCount > 1 {
-			whole += max(j.NodeCount, ceilDiv(j.GPUs, gpn))
+			whole += tasks * max(j.NodeCount, ceilDiv(j.GPUs, gpn))
 			continue
 		}
-		shared += max(j.GPUs, 1)
+		shared += tasks * max(j.GPUs, 1)
 	}
 	return ceilDiv(shared, gpn) + whole
 }
@@ -524,15 +549,15 @@ func nodesNeeded(jobs []adapter.Job, gpn int) int {
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
 // dedupe drops actions the loop recorded as skipped less than RepeatAfter ago
-// with the same value, and forgets skipped actions the plan no longer asks
-// for.
+// with the same value (held back by a rate limit: until its window has
+// room), and forgets skipped actions the plan no longer asks for.
 func (l *Loop) dedupe(now time.Time, todo []planned) []planned {
 	keep := todo[:0]
 	asked := map[string]bool{}
 	for _, p := range todo {
 		k := string(p.a.Kind) + "|" + p.a.Target
 		asked[k] = true
-		if r, ok := l.seen[k]; ok && r.value == p.a.Priority && now.Sub(r.at) < l.cfg.RepeatAfter && !now.Before(r.at) {
+		if r, ok := l.seen[k]; ok && r.value == p.a.Priority && r.holds(now, l.cfg.RepeatAfter) {
 			continue
 		}
 		keep = append(keep, p)
@@ -583,9 +608,15 @@ func (l *Loop) apply(ctx context.Context, now time.Time, todo []planned) ([]audi
 		}
 		l.m.actions.WithLabelValues(string(p.a.Kind), string(res.Outcome)).Inc()
 		k := string(p.a.Kind) + "|" + p.a.Target
-		if res.Outcome == adapter.Skipped && !stopped {
+		var limited *adapter.RateLimitError
+		switch {
+		case res.Outcome == adapter.Skipped && !stopped && errors.As(res.Err, &limited):
+			// Set aside only until the cap has room: the next pass
+			// from then sends it, rather than one RepeatAfter later.
+			l.seen[k] = recent{value: p.a.Priority, at: now, until: limited.RoomAt}
+		case res.Outcome == adapter.Skipped && !stopped:
 			l.seen[k] = recent{value: p.a.Priority, at: now}
-		} else {
+		default:
 			delete(l.seen, k) // not set aside: sent, or left for the next pass
 		}
 		if ps := l.pool[p.rec.Partition]; ps != nil && p.a.Kind != adapter.SetPriority {
@@ -616,7 +647,7 @@ func (l *Loop) apply(ctx context.Context, now time.Time, todo []planned) ([]audi
 	defer scancel()
 	if err := l.audit.Settle(sctx, recs); err != nil {
 		l.owed = append(l.owed, recs...)
-		return recs, fmt.Errorf("loop: record the outcomes of %d actions (retried next pass): %w", len(recs), err)
+		return recs, fmt.Errorf("%w (%d actions; retried next pass): %w", ErrOutcomesNotRecorded, len(recs), err)
 	}
 	return recs, nil
 }

@@ -558,6 +558,18 @@ func TestPendingDemand(t *testing.T) {
 		{"held jobs are no demand",
 			[]adapter.Job{{Partition: "gpu,other", GPUs: 8, NodeCount: 2, Held: true}},
 			map[string]int{"gpu": 8, "other": 8}, map[string]int{}},
+		{"jobs that cannot start are no demand",
+			[]adapter.Job{{Partition: "gpu", GPUs: 8, Ineligible: true}, {Partition: "gpu", GPUs: 8, NodeCount: 2, Ineligible: true, ArrayTasks: 4}},
+			map[string]int{"gpu": 8}, map[string]int{}},
+		{"a pending array counts each task",
+			[]adapter.Job{{Partition: "gpu", GPUs: 8, NodeCount: 1, ArrayTasks: 100}},
+			map[string]int{"gpu": 8}, map[string]int{"gpu": 100}},
+		{"tasks of an array share nodes",
+			[]adapter.Job{{Partition: "gpu", GPUs: 2, ArrayTasks: 10}, {Partition: "gpu", GPUs: 4}},
+			map[string]int{"gpu": 8}, map[string]int{"gpu": 3}},
+		{"an array of multi-node tasks",
+			[]adapter.Job{{Partition: "gpu", GPUs: 16, NodeCount: 2, ArrayTasks: 3}},
+			map[string]int{"gpu": 8}, map[string]int{"gpu": 6}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pending := pendingByPool(tc.jobs)
@@ -695,6 +707,110 @@ func TestLoopMultiNodeDemand(t *testing.T) {
 	}
 }
 
+// TestLoopArrayDemand: a pending array of 5 tasks × 8 GPUs keeps 5 of 8
+// nodes powered, where it once counted as one job; a job waiting for a
+// dependency keeps none, yet gets its priority.
+func TestLoopArrayDemand(t *testing.T) {
+	cfg, conn := schematest.Database(t)
+	sched := &static{snap: adapter.Snapshot{Jobs: []adapter.Job{
+		{ID: "7", User: "u", Partition: "gpu", GPUs: 8, NodeCount: 1, ArrayTasks: 5, Submit: t0, TimeLimit: time.Hour},
+		{ID: "8", User: "u", Partition: "gpu", GPUs: 8, NodeCount: 1, Ineligible: true, Submit: t0, TimeLimit: time.Hour},
+	}}}
+	for i := range 8 {
+		sched.snap.Nodes = append(sched.snap.Nodes, adapter.Node{Name: fmt.Sprintf("gpu-%d", i), Partitions: []string{"gpu"}, Power: adapter.PowerOn, GPUs: 8, FreeGPUs: 8, State: "idle"})
+	}
+	g, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"gpu"}, Nodes: []string{"*"}}, sched, func() time.Time { return t0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	al, err := audit.New(conn, cfg.Database, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := testConfig()
+	lc.Forecast = ForecastPeak
+	l, err := New(lc, g, al, nil, nil, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for m := range 8 {
+		sched.at(t0.Add(time.Duration(m) * time.Minute))
+		if _, err := l.Once(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p := l.View().Plans; len(p) != 1 || p[0].Plan == nil || p[0].Plan.Demand != 5 {
+		t.Errorf("plans %+v; want gpu's demand 5 (the array's 5 tasks)", p)
+	}
+	if got := sched.powered("gpu"); got != 5 {
+		t.Errorf("gpu: %d nodes powered; want 5", got)
+	}
+	snap, _ := sched.Snapshot(ctx)
+	for _, j := range snap.Jobs {
+		if j.Priority == 0 {
+			t.Errorf("job %s's priority was not set", j.ID)
+		}
+	}
+}
+
+// TestLoopRateLimitedRetried: with a cap of 2 priority changes a minute, 6
+// jobs get theirs within 3 passes a minute apart. An action the cap held
+// back is set aside only until the cap has room (not for RepeatAfter, as
+// other skipped actions are): a pass before then records nothing, the first
+// pass after sends it.
+func TestLoopRateLimitedRetried(t *testing.T) {
+	cfg, conn := schematest.Database(t)
+	sched := &static{}
+	for i := range 6 {
+		sched.snap.Jobs = append(sched.snap.Jobs, adapter.Job{ID: fmt.Sprint(100 + i), User: "u", Partition: "gpu", GPUs: 1, Submit: t0, TimeLimit: time.Duration(i+1) * time.Hour})
+	}
+	g, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"gpu"}, MaxPriorityPerMinute: 2}, sched, func() time.Time { return t0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	al, err := audit.New(conn, cfg.Database, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := testConfig()
+	lc.Forecast = ForecastPeak
+	l, err := New(lc, g, al, nil, nil, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		at              time.Duration
+		recorded, isSet int // actions recorded by the pass; priorities set after it
+	}{
+		{time.Second, 6, 2},      // 2 applied, 4 held back until 1m1s
+		{31 * time.Second, 0, 2}, // the cap has no room yet: nothing recorded again
+		{61 * time.Second, 4, 4}, // 2 applied, 2 held back until 2m1s
+		{121 * time.Second, 2, 6},
+	} {
+		sched.at(t0.Add(step.at))
+		rep, err := l.Once(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap, _ := sched.Snapshot(context.Background())
+		set := 0
+		for _, j := range snap.Jobs {
+			if j.Priority != 0 {
+				set++
+			}
+		}
+		if len(rep.Actions) != step.recorded || set != step.isSet {
+			t.Errorf("pass at +%v: %d actions recorded, %d of 6 priorities set; want %d, %d", step.at, len(rep.Actions), set, step.recorded, step.isSet)
+		}
+		for _, r := range rep.Actions {
+			if r.Outcome == audit.Skipped && !strings.Contains(r.Error, "rate limit reached") {
+				t.Errorf("pass at +%v: %s skipped: %s; want only the rate limit", step.at, r.Target, r.Error)
+			}
+		}
+	}
+}
+
 // cancelling is the simulated cluster's scheduler that cancels a context
 // while its first priority change is in flight, and fails that change if
 // its own context is cancelled then, as a killed scontrol would.
@@ -827,6 +943,47 @@ func (a *settleOnce) Settle(ctx context.Context, recs []audit.Record) error {
 		return errors.New("clickhouse: connection refused")
 	}
 	return a.Log.Settle(ctx, recs)
+}
+
+// TestLoopReportRecordedAt: the actions of a pass's report (the answer of
+// POST /v1/passes) carry the recorded_at of their latest audit row, as GET
+// /v1/actions reads it: the outcome's, or the plan's when the outcome could
+// not be written.
+func TestLoopReportRecordedAt(t *testing.T) {
+	cfg, conn := schematest.Database(t)
+	sched := &static{snap: adapter.Snapshot{At: t0, Jobs: []adapter.Job{{ID: "1", User: "u", Partition: "gpu", GPUs: 1, Submit: t0, TimeLimit: time.Hour}}}}
+	g, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"gpu"}}, sched, func() time.Time { return t0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	wall := t0.Add(90 * time.Second)
+	al, err := audit.New(conn, cfg.Database, func() time.Time { return wall })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &settleOnce{Log: al}
+	l, err := New(testConfig(), g, a, nil, nil, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := l.Once(context.Background())
+	if err == nil || len(rep.Actions) != 1 || !rep.Actions[0].RecordedAt.Equal(wall) {
+		t.Fatalf("pass whose outcomes were not written: %+v, %v; want 1 action recorded (planned) at %v and an error", rep.Actions, err, wall)
+	}
+	// The next pass writes the owed outcome, and records the job again
+	// under its new priority: nothing (the priority was applied).
+	wall = wall.Add(time.Minute)
+	sched.snap.Jobs = append(sched.snap.Jobs, adapter.Job{ID: "2", User: "u", Partition: "gpu", GPUs: 1, Submit: t0, TimeLimit: 2 * time.Hour})
+	if rep, err = l.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	listed, err := al.List(context.Background(), audit.Query{Cluster: "t", Target: "2", Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Actions) != 1 || len(listed) != 1 || rep.Actions[0].RecordedAt.IsZero() || !rep.Actions[0].RecordedAt.Equal(listed[0].RecordedAt) {
+		t.Errorf("report %+v; listed %+v; want job 2's action with the recorded_at GET /v1/actions reads", rep.Actions, listed)
+	}
 }
 
 // TestLoopRunSettlesOwedAtStop: when Run is stopped after a pass could not

@@ -27,7 +27,9 @@ func New(s *sim.Sim) *Scheduler { return &Scheduler{s: s} }
 func (*Scheduler) Name() string { return "sim" }
 
 // Snapshot lists the pending jobs and the nodes at the simulation's current
-// time. A node is busy while any of its GPUs is held or reserved.
+// time. A node is busy while any of its GPUs is held or reserved. The
+// simulation has no job arrays, dependencies or begin times: each job is
+// one task (adapter.Job.ArrayTasks 0) and may start.
 func (a *Scheduler) Snapshot(ctx context.Context) (adapter.Snapshot, error) {
 	if err := ctx.Err(); err != nil {
 		return adapter.Snapshot{}, err

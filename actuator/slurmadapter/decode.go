@@ -52,8 +52,11 @@ type squeueDoc struct {
 // decodeSqueue reads `squeue --json` and returns its pending jobs in order of
 // submission (then id). Jobs in other states are left out; a pending array
 // of tasks not yet split is one job named by the array's id, which
-// `scontrol update jobid=` applies to every pending task.
-func decodeSqueue(b []byte) ([]adapter.Job, error) {
+// `scontrol update jobid=` applies to every pending task, standing for the
+// tasks of its array_task_string that may start (ArrayTasks). A job that
+// cannot start yet (ineligibleReason, or an eligible_time after now) is
+// marked Ineligible.
+func decodeSqueue(b []byte, now time.Time) ([]adapter.Job, error) {
 	var doc squeueDoc
 	if err := unmarshal(b, &doc); err != nil {
 		return nil, fmt.Errorf("squeue --json: %w", err)
@@ -64,6 +67,7 @@ func decodeSqueue(b []byte) ([]adapter.Job, error) {
 	if doc.Jobs == nil {
 		return nil, fmt.Errorf("squeue --json: %w: no \"jobs\" list", ErrShape)
 	}
+	running := runningTasks(*doc.Jobs)
 	var out []adapter.Job
 	for i, j := range *doc.Jobs {
 		if len(j.JobState) == 0 || j.JobState[0] != "PENDING" {
@@ -90,7 +94,23 @@ func decodeSqueue(b []byte) ([]adapter.Job, error) {
 		}
 		job := adapter.Job{ID: id, Name: j.Name, User: j.UserName, Partition: j.Partition, GPUs: gpus,
 			NodeCount: clampInt(j.NodeCount.V), Priority: j.Priority.V, Nodes: bound,
-			Held: j.Priority.Set && j.Priority.V == 0 || strings.HasPrefix(j.StateReason, "JobHeld")}
+			Held:       j.Priority.Set && j.Priority.V == 0 || strings.HasPrefix(j.StateReason, "JobHeld"),
+			Ineligible: ineligibleReason(j.StateReason) || !now.IsZero() && j.EligibleTime.Set && j.EligibleTime.V > now.Unix()}
+		if !j.ArrayTaskID.Set && j.ArrayJobID.Set && j.ArrayJobID.V > 0 && j.ArrayTaskString != "" {
+			n, throttle, err := arrayTasks(j.ArrayTaskString)
+			if err != nil {
+				return nil, fmt.Errorf("squeue --json: %w: job %s: %v", ErrRecord, id, err)
+			}
+			if throttle > 0 {
+				// Only throttle − running tasks may start; none while
+				// the throttle is spent (Slurm's JobArrayTaskLimit).
+				n = min(n, max(throttle-running[j.ArrayJobID.V], 0))
+			}
+			if n == 0 {
+				job.Ineligible = true
+			}
+			job.ArrayTasks = max(n, 1)
+		}
 		if j.SubmitTime.Set && j.SubmitTime.V > 0 {
 			job.Submit = time.Unix(j.SubmitTime.V, 0).UTC()
 		}
@@ -101,6 +121,43 @@ func decodeSqueue(b []byte) ([]adapter.Job, error) {
 	}
 	sortJobs(out)
 	return out, nil
+}
+
+// ineligibleReason reports whether a pending job's state_reason says it
+// cannot start however many nodes are up: it waits for a dependency or a
+// begin time, or a QOS, association or array throttle limit holds it
+// (QOSMax…, QOSGrp…, AssocMax…, AssocGrp… and the older generic names). Reasons
+// that more or other nodes could resolve (Resources, Priority,
+// ReqNodeNotAvail, PartitionNodeLimit, …) are not among them.
+func ineligibleReason(r string) bool {
+	switch r {
+	case "Dependency", "DependencyNeverSatisfied", "BeginTime", "JobArrayTaskLimit",
+		"QOSJobLimit", "QOSResourceLimit", "QOSTimeLimit", "AssociationJobLimit", "AssociationResourceLimit", "AssociationTimeLimit":
+		return true
+	}
+	for _, p := range []string{"QOSMax", "QOSGrp", "AssocMax", "AssocGrp"} {
+		if strings.HasPrefix(r, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// runningTasks counts the tasks of each job array (by array_job_id) that
+// squeue lists as running or suspended: they count against the array's
+// throttle.
+func runningTasks(jobs []slurmfmt.Job) map[int64]int {
+	out := map[int64]int{}
+	for _, j := range jobs {
+		if len(j.JobState) == 0 || !j.ArrayTaskID.Set || !j.ArrayJobID.Set || j.ArrayJobID.V <= 0 {
+			continue
+		}
+		switch j.JobState[0] {
+		case "RUNNING", "SUSPENDED":
+			out[j.ArrayJobID.V]++
+		}
+	}
+	return out
 }
 
 // jobGPUs returns the GPUs a pending job asks for: per job, or per node ×

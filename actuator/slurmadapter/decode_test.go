@@ -2,6 +2,7 @@ package slurmadapter
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"reflect"
 	"strings"
@@ -20,10 +21,13 @@ func readFixture(t testing.TB, name string) []byte {
 	return b
 }
 
+// fixtureNow is a time shortly after the fixtures were captured.
+var fixtureNow = time.Unix(1795307300, 0).UTC()
+
 // TestDecodeSqueueFixture reads squeue --json of Slurm 22.05.8 with a running
-// job, a pending job bound for gpu1 and a held pending array.
+// job, a pending job bound for gpu1 and a held pending array of 3 tasks.
 func TestDecodeSqueueFixture(t *testing.T) {
-	jobs, err := decodeSqueue(readFixture(t, "squeue.json"))
+	jobs, err := decodeSqueue(readFixture(t, "squeue.json"), fixtureNow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,10 +36,11 @@ func TestDecodeSqueueFixture(t *testing.T) {
 	}
 	bound, arr := jobs[0], jobs[1]
 	if bound.ID != "2" || bound.Name != "bound" || bound.User != "root" || bound.Partition != "batch" || bound.GPUs != 8 ||
-		bound.TimeLimit != 90*time.Minute || bound.Held || !reflect.DeepEqual(bound.Nodes, []string{"gpu1"}) || bound.Priority != 4294901758 || bound.Submit.IsZero() {
+		bound.TimeLimit != 90*time.Minute || bound.Held || !reflect.DeepEqual(bound.Nodes, []string{"gpu1"}) || bound.Priority != 4294901758 || bound.Submit.IsZero() ||
+		bound.Ineligible || bound.PendingTasks() != 1 {
 		t.Errorf("job 2 = %+v", bound)
 	}
-	if arr.ID != "3" || arr.GPUs != 2 || !arr.Held || arr.TimeLimit != 0 || len(arr.Nodes) != 0 {
+	if arr.ID != "3" || arr.GPUs != 2 || !arr.Held || arr.TimeLimit != 0 || len(arr.Nodes) != 0 || arr.ArrayTasks != 3 {
 		t.Errorf("array job 3 = %+v", arr)
 	}
 }
@@ -90,6 +95,8 @@ func TestDecodeErrors(t *testing.T) {
 		{"squeue bad priority", sq, `{"jobs": [{"job_id": 1, "job_state": "PENDING", "priority": "high"}]}`, ErrShape, "priority"},
 		{"squeue bad host list", sq, `{"jobs": [{"job_id": 7, "job_state": "PENDING", "required_nodes": "gpu[1-"}]}`, ErrRecord, "job 7"},
 		{"squeue bad gres", sq, `{"jobs": [{"job_id": 7, "job_state": "PENDING", "tres_per_node": "gres:gpu:a:b"}]}`, ErrRecord, "job 7"},
+		{"squeue bad array tasks", sq, `{"jobs": [{"job_id": 7, "array_job_id": 7, "array_task_string": "0-x", "job_state": "PENDING"}]}`, ErrRecord, "job 7"},
+		{"squeue array tasks cut short", sq, `{"jobs": [{"job_id": 7, "array_job_id": 7, "array_task_string": "0-1,4,9,16,25,32...", "job_state": "PENDING"}]}`, ErrRecord, "SLURM_BITSTR_LEN"},
 		{"sinfo no nodes", si, `{"errors": []}`, ErrShape, `"nodes"`},
 		{"sinfo record without names", si, `{"sinfo": [{"node": {"state": ["IDLE"]}, "nodes": {"nodes": []}}]}`, ErrRecord, "record 0"},
 		{"sinfo record bad host", si, `{"sinfo": [{"node": {"state": ["IDLE"]}, "nodes": {"nodes": ["n[1-"]}}]}`, ErrRecord, "record 0"},
@@ -109,8 +116,93 @@ func TestDecodeErrors(t *testing.T) {
 	}
 }
 
-func sq(b []byte) error { _, err := decodeSqueue(b); return err }
+func sq(b []byte) error { _, err := decodeSqueue(b, fixtureNow); return err }
 func si(b []byte) error { _, err := decodeSinfo(b); return err }
+
+// TestDecodeSqueueArrays: a pending array whose tasks are not split yet is
+// one job standing for the tasks that may start — all of its task list, or
+// its throttle (%N) less its running tasks — each asking for the record's
+// GPUs and nodes.
+func TestDecodeSqueueArrays(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		tasks      string // array_task_string of pending array 7
+		running    int    // tasks of array 7 running
+		want       int    // ArrayTasks
+		ineligible bool
+	}{
+		{"a range", "0-99", 0, 100, false},
+		{"a range with a step", "0-99:2", 0, 50, false},
+		{"a list", "1,5,7-9", 0, 5, false},
+		{"throttled", "0-99%10", 3, 7, false},
+		{"throttled, fewer left than the throttle", "5-7%10", 2, 3, false},
+		{"throttle spent", "2-9%2", 2, 1, true},
+		{"throttle more than spent", "2-9%2", 3, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := `{"jobs": [`
+			for i := range tc.running {
+				doc += fmt.Sprintf(`{"job_id": %d, "array_job_id": 7, "array_task_id": %d, "job_state": "RUNNING", "nodes": "gpu%d"},`, 100+i, i, i)
+			}
+			doc += `{"job_id": 7, "array_job_id": 7, "array_task_id": null, "array_task_string": "` + tc.tasks + `", "job_state": "PENDING",
+				"state_reason": "Resources", "partition": "gpu", "tres_per_node": "gres:gpu:8", "node_count": 1},
+				{"job_id": 8, "array_job_id": 7, "array_task_id": 1, "job_state": "PENDING", "state_reason": "Resources"}]}`
+			jobs, err := decodeSqueue([]byte(doc), fixtureNow)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(jobs) != 2 || jobs[0].ID != "7" || jobs[1].ID != "7_1" {
+				t.Fatalf("decodeSqueue = %+v; want the array 7 and its split task 7_1", jobs)
+			}
+			arr := jobs[0]
+			if arr.ArrayTasks != tc.want || arr.Ineligible != tc.ineligible || arr.GPUs != 8 || arr.NodeCount != 1 {
+				t.Errorf("array_task_string %q with %d running: ArrayTasks %d, Ineligible %v, GPUs %d, NodeCount %d; want %d, %v, 8, 1",
+					tc.tasks, tc.running, arr.ArrayTasks, arr.Ineligible, arr.GPUs, arr.NodeCount, tc.want, tc.ineligible)
+			}
+			if split := jobs[1]; split.ArrayTasks != 0 || split.PendingTasks() != 1 {
+				t.Errorf("split task %+v: PendingTasks %d; want 1", split, split.PendingTasks())
+			}
+		})
+	}
+}
+
+// TestDecodeSqueueIneligible: a pending job that cannot start however many
+// nodes are up — waiting for a dependency or a begin time, or held by a QOS,
+// association or array limit — is Ineligible; one waiting for resources,
+// priority or nodes is not. The reasons are Slurm 22.05's state_reason.
+func TestDecodeSqueueIneligible(t *testing.T) {
+	for _, tc := range []struct {
+		reason   string
+		eligible int64 // eligible_time, Unix seconds
+		want     bool
+	}{
+		{"Dependency", 0, true},
+		{"DependencyNeverSatisfied", 0, true},
+		{"BeginTime", fixtureNow.Unix() + 3600, true},
+		{"JobArrayTaskLimit", 0, true},
+		{"QOSMaxGRESPerUser", 0, true},
+		{"QOSGrpNodeLimit", 0, true},
+		{"QOSJobLimit", 0, true},
+		{"AssocGrpGRES", 0, true},
+		{"AssocMaxJobsLimit", 0, true},
+		{"AssociationResourceLimit", 0, true},
+		{"None", fixtureNow.Unix() + 60, true}, // --begin, before Slurm set the reason
+		{"Resources", 0, false},
+		{"Priority", fixtureNow.Unix() - 60, false},
+		{"ReqNodeNotAvail", 0, false},
+		{"PartitionNodeLimit", 0, false},
+		{"None", fixtureNow.Unix(), false},
+	} {
+		doc := fmt.Sprintf(`{"jobs": [{"job_id": 9, "job_state": "PENDING", "state_reason": %q, "eligible_time": %d, "priority": 100}]}`, tc.reason, tc.eligible)
+		jobs, err := decodeSqueue([]byte(doc), fixtureNow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(jobs) != 1 || jobs[0].Ineligible != tc.want || jobs[0].Held {
+			t.Errorf("decodeSqueue(reason %s, eligible_time %+ds) = %+v; want Ineligible %v, not held", tc.reason, tc.eligible-fixtureNow.Unix(), jobs, tc.want)
+		}
+	}
+}
 
 // TestDecodeLaterVersions reads the shapes of later Slurm releases: states as
 // lists with the flags in them, numbers as {set, infinite, number}.
@@ -120,7 +212,7 @@ func TestDecodeLaterVersions(t *testing.T) {
 		 "time_limit": {"set": true, "infinite": false, "number": 30}, "submit_time": {"set": true, "number": 1700000000},
 		 "tres_per_job": "gres/gpu:4", "partition": "p", "node_count": {"set": true, "infinite": false, "number": 2}},
 		{"job_id": 10, "job_state": ["PENDING"], "time_limit": {"set": false, "infinite": true, "number": 0}, "array_job_id": 10, "array_task_id": 3},
-		{"job_id": 11, "job_state": ["RUNNING"]}]}`))
+		{"job_id": 11, "job_state": ["RUNNING"]}]}`), fixtureNow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,8 +303,10 @@ func TestGPUCount(t *testing.T) {
 func FuzzDecodeSqueue(f *testing.F) {
 	f.Add(readFixture(f, "squeue.json"))
 	f.Add([]byte(`{"jobs": [{"job_id": 9, "job_state": ["PENDING"], "priority": {"set": true, "number": 4}, "nodes": "a[1-2]"}]}`))
+	f.Add([]byte(`{"jobs": [{"job_id": 5, "array_job_id": 5, "array_task_id": 0, "job_state": "RUNNING"},
+		{"job_id": 4, "array_job_id": 4, "array_task_string": "0-99:3,200%5", "job_state": "PENDING", "state_reason": "Resources"}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		jobs, err := decodeSqueue(b)
+		jobs, err := decodeSqueue(b, fixtureNow)
 		if err != nil {
 			if errKind(err) == "other" {
 				t.Errorf("decodeSqueue error of no kind: %v", err)
@@ -220,7 +314,7 @@ func FuzzDecodeSqueue(f *testing.F) {
 			return
 		}
 		for _, j := range jobs {
-			if j.ID == "" || j.GPUs < 0 {
+			if j.ID == "" || j.GPUs < 0 || j.ArrayTasks < 0 || j.ArrayTasks > maxArrayTasks {
 				t.Errorf("decodeSqueue accepted %+v", j)
 			}
 		}

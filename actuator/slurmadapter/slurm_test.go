@@ -288,3 +288,66 @@ func TestSlurm(t *testing.T) {
 		}
 	}
 }
+
+// TestSlurmPendingArraysAndWaits reads a real Slurm 22.05's queue: a pending
+// array stands for its tasks — all those of its task list, however long
+// (squeue cuts the list at 64 bytes unless SLURM_BITSTR_LEN=0), or its
+// throttle less its running tasks — and jobs waiting for a dependency, a
+// begin time or the array's throttle cannot start however many nodes are up.
+func TestSlurmPendingArraysAndWaits(t *testing.T) {
+	c := slurmtest.StartWith(t, slurmtest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	must := func(out string, err error) string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(out)
+	}
+	// Two of the four nodes run the throttled array's tasks; each task of
+	// the other arrays asks for three nodes, so they stay pending.
+	thr := must(c.Submit(ctx, "--gres=gpu:8", "-N1", "--array=0-9%2", "-J", "thr", "--wrap", "sleep 120"))
+	step := must(c.Submit(ctx, "--gres=gpu:8", "-N3", "--array=0-99:3", "-J", "step", "--wrap", "true"))
+	var squares []string
+	for i := range 30 {
+		squares = append(squares, strconv.Itoa(i*i))
+	}
+	long := must(c.Submit(ctx, "--gres=gpu:8", "-N3", "--array="+strings.Join(squares, ","), "-J", "long", "--wrap", "true"))
+	dep := must(c.Submit(ctx, "--gres=gpu:1", "--dependency=afterok:"+thr, "-J", "dep", "--wrap", "true"))
+	begin := must(c.Submit(ctx, "--gres=gpu:1", "--begin=now+1hour", "-J", "begin", "--wrap", "true"))
+	for len(strings.Fields(must(c.Run(ctx, "squeue", "-h", "-t", "RUNNING", "-o", "%i")))) < 2 {
+		time.Sleep(200 * time.Millisecond)
+	}
+	s, err := New(Config{Conf: c.Conf()}, c.Env(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type view struct {
+		tasks, gpus, nodes int
+		ineligible         bool
+	}
+	got := map[string]view{}
+	for _, j := range snap.Jobs {
+		got[j.ID] = view{j.PendingTasks(), j.GPUs, j.NodeCount, j.Ineligible}
+	}
+	want := map[string]view{
+		thr:   {1, 8, 1, true}, // 2-9%2 with 2 running: the throttle is spent
+		step:  {34, 24, 3, false},
+		long:  {30, 24, 3, false},
+		dep:   {1, 1, 1, true},
+		begin: {1, 1, 1, true},
+	}
+	for id, w := range want {
+		if got[id] != w {
+			t.Errorf("job %s = %+v; want %+v", id, got[id], w)
+		}
+	}
+	if t.Failed() {
+		t.Log(must(c.Run(ctx, "squeue", "-o", "%i %T %r %K")))
+	}
+}

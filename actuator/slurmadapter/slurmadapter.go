@@ -73,7 +73,8 @@ type Scheduler struct {
 }
 
 // New returns a Scheduler. env is the environment of the commands (nil: the
-// process's), in which Conf, when set, replaces SLURM_CONF. Metrics are registered
+// process's), in which Conf, when set, replaces SLURM_CONF, and
+// SLURM_BITSTR_LEN is set to 0 (squeue writes a job array's whole task list). Metrics are registered
 // on reg unless it is nil.
 func New(cfg Config, env []string, reg prometheus.Registerer, now func() time.Time) (*Scheduler, error) {
 	if err := cfg.Validate(); err != nil {
@@ -89,13 +90,21 @@ func New(cfg Config, env []string, reg prometheus.Registerer, now func() time.Ti
 		env = os.Environ()
 	}
 	if cfg.Conf != "" {
-		env = append(slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, "SLURM_CONF=") }), "SLURM_CONF="+cfg.Conf)
+		env = setEnv(env, "SLURM_CONF", cfg.Conf)
 	}
+	// squeue cuts a pending array's task list at 64 bytes unless told
+	// otherwise; the adapter counts the tasks in it.
+	env = setEnv(env, "SLURM_BITSTR_LEN", "0")
 	m, err := newMetrics(reg)
 	if err != nil {
 		return nil, err
 	}
 	return &Scheduler{cfg: cfg, env: env, m: m, now: now}, nil
+}
+
+// setEnv returns env with key set to value, replacing any setting of it.
+func setEnv(env []string, key, value string) []string {
+	return append(slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, key+"=") }), key+"="+value)
 }
 
 // Name returns "slurm".
@@ -122,7 +131,7 @@ func (s *Scheduler) pending(ctx context.Context) ([]adapter.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	jobs, err := decodeSqueue(out)
+	jobs, err := decodeSqueue(out, s.now())
 	if err != nil {
 		s.m.decodeErrors.WithLabelValues("squeue", errKind(err)).Inc()
 		return nil, err
