@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -153,9 +154,8 @@ func (in *Ingester) Topics() []string {
 	return t
 }
 
-// Run consumes until ctx is done, then flushes the open batch (for at most
-// shutdownFlushTimeout), commits, leaves the group and returns nil. It
-// returns an error only when it cannot start.
+// Run consumes until ctx is done, then flushes the open batch, commits and
+// returns nil. It returns an error only when it cannot start.
 func (in *Ingester) Run(ctx context.Context) error {
 	defer in.dead.Close()
 	defer in.kt.CloseIdleConnections()
@@ -166,7 +166,7 @@ func (in *Ingester) Run(ctx context.Context) error {
 		StartOffset:            kafka.FirstOffset,
 		HeartbeatInterval:      in.cfg.SessionTimeout / 5,
 		SessionTimeout:         in.cfg.SessionTimeout,
-		RebalanceTimeout:       rebalanceTimeout(in.cfg.SessionTimeout), // see rebalance.go
+		RebalanceTimeout:       in.cfg.SessionTimeout,
 		JoinGroupBackoff:       time.Second,
 		WatchPartitionChanges:  true,
 		PartitionWatchInterval: 5 * time.Second,
@@ -187,33 +187,28 @@ func (in *Ingester) Run(ctx context.Context) error {
 		in.idleCheckLoop(ctx)
 	}()
 	defer wg.Wait()
+	stop := context.AfterFunc(ctx, func() { group.Close() })
+	defer stop()
 	defer group.Close()
 	backoff := newBackoff(500*time.Millisecond, in.cfg.RetryMax)
-	var drained <-chan struct{} // the latest generation's (see startGeneration)
 	for {
 		gen, err := group.Next(ctx)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, kafka.ErrGroupClosed) {
-				break
+				return nil
 			}
 			in.m.errors.WithLabelValues("group").Inc()
 			in.groupHealth.Report(fmt.Errorf("joining consumer group %s: %w", in.cfg.Group, err))
 			in.warnf("group", "joining consumer group failed, retrying", "group", in.cfg.Group, "err", err)
 			if !backoff.wait(ctx) {
-				break
+				return nil
 			}
 			continue
 		}
 		backoff.reset()
 		in.groupHealth.OK()
-		drained = in.startGeneration(ctx, gen)
+		in.startGeneration(gen)
 	}
-	// The generation flushes its open batch while it lasts; then Close ends
-	// it and leaves the group.
-	if drained != nil {
-		<-drained
-	}
-	return nil
 }
 
 // newHandlers returns one handler per consumed topic. The readers decode with
@@ -251,12 +246,7 @@ type item struct {
 	raw       head             // the message's offset, key and value, for ingest_heads
 }
 
-// startGeneration recovers and reads gen's partitions until gen ends, or
-// until ctx (Run's) is done: then it flushes the open batch while gen lasts
-// and waits in gen until Run closes the group, so that the replica leaves
-// the group rather than joining the next generation first. The channel it
-// returns is closed once the generation wrote what it is going to write.
-func (in *Ingester) startGeneration(ctx context.Context, gen *kafka.Generation) <-chan struct{} {
+func (in *Ingester) startGeneration(gen *kafka.Generation) {
 	var as []assignment
 	for topic, parts := range gen.Assignments {
 		h, ok := in.byTopic[topic]
@@ -269,59 +259,31 @@ func (in *Ingester) startGeneration(ctx context.Context, gen *kafka.Generation) 
 	}
 	in.m.assigned.Set(float64(len(as)))
 	in.logger.Info("partitions assigned", "generation", gen.ID, "partitions", len(as))
-	drained := make(chan struct{})
-	gen.Start(func(gctx context.Context) {
-		release := in.holdSession(gctx, gen)
-		defer release()
-		in.consume(ctx, gctx, gen, as)
-		close(drained)
-		if ctx.Err() != nil {
-			<-gctx.Done()
+	gen.Start(func(ctx context.Context) {
+		in.clearRewinds()
+		done, seqs, ok := in.recover(ctx, as)
+		if !ok {
+			return
 		}
+		in.m.seqMarks.Set(float64(len(seqs.marks)))
+		if in.onAssigned != nil {
+			in.onAssigned()
+		}
+		items := make(chan item, 256)
+		var wg sync.WaitGroup
+		for i, a := range as {
+			if a.rewound {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				in.read(ctx, a, done[i], items)
+			}()
+		}
+		in.sink(ctx, gen, items, seqs)
+		wg.Wait()
 	})
-	return drained
-}
-
-// consume is a generation's work: recover as, read them and write what they
-// hold. gctx is the generation's context, ctx Run's; reading stops when
-// either ends.
-func (in *Ingester) consume(ctx, gctx context.Context, gen *kafka.Generation, as []assignment) {
-	rctx, cancel := context.WithCancel(gctx)
-	defer cancel()
-	defer context.AfterFunc(ctx, cancel)()
-	in.clearRewinds()
-	done, seqs, ok := in.recover(rctx, as)
-	if !ok {
-		return
-	}
-	in.m.seqMarks.Set(float64(len(seqs.marks)))
-	if in.onAssigned != nil {
-		in.onAssigned()
-	}
-	items := make(chan item, 256)
-	var wg sync.WaitGroup
-	var lags []*partLag
-	for i, a := range as {
-		if a.rewound {
-			continue
-		}
-		lag := in.newPartLag(a)
-		lags = append(lags, lag)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer lag.stop()
-			in.read(rctx, a, done[i], items, lag)
-		}()
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		in.lagLoop(rctx, lags)
-	}()
-	in.sink(gctx, ctx.Done(), gen, items, seqs)
-	cancel()
-	wg.Wait()
 }
 
 // resolveStart returns the first offset and the log end of a's partition
@@ -478,8 +440,8 @@ func (in *Ingester) recoverPartition(ctx context.Context, as *assignment, seqs *
 }
 
 // read fetches one partition from offset a.offset, decodes each message and
-// hands it to the batch. It reports its position to lag.
-func (in *Ingester) read(ctx context.Context, a assignment, done map[int64][]uint32, out chan<- item, lag *partLag) {
+// hands it to the batch.
+func (in *Ingester) read(ctx context.Context, a assignment, done map[int64][]uint32, out chan<- item) {
 	r := kafka.NewReader(kafka.ReaderConfig{
 		Brokers:        in.cfg.Brokers,
 		Topic:          a.h.topic(),
@@ -497,6 +459,7 @@ func (in *Ingester) read(ctx context.Context, a assignment, done map[int64][]uin
 		in.logger.Error("cannot seek partition", "topic", a.h.topic(), "partition", a.partition, "offset", a.offset, "err", err)
 		return
 	}
+	lag := in.m.lag.WithLabelValues(a.h.topic(), strconv.Itoa(int(a.partition)))
 	next := a.offset // the offset the next message should have
 	for {
 		// An offset past the log end (a rewound partition) makes the
@@ -530,7 +493,7 @@ func (in *Ingester) read(ctx context.Context, a assignment, done map[int64][]uin
 			}
 			continue
 		}
-		lag.read(m.Offset+1, m.HighWaterMark)
+		lag.Set(float64(max(m.HighWaterMark-m.Offset-1, 0)))
 		if next >= 0 && m.Offset > next {
 			// Kafka deleted them (retention) before they were read: the
 			// reader moves on to the first offset it still holds.
@@ -566,7 +529,6 @@ type batch struct {
 	rows     int
 	msgs     int
 	dead     []kafka.Message
-	deadFrom []deadFrom               // where each of dead came from
 	next     map[string]map[int]int64 // offsets to commit
 	heads    map[headKey]head         // the last message read from each partition
 	seqs     map[seqKey]seqMark       // sequence marks to store before the commit
@@ -602,7 +564,6 @@ func (b *batch) reset() {
 	}
 	b.rows, b.msgs = 0, 0
 	b.dead = b.dead[:0]
-	b.deadFrom = b.deadFrom[:0]
 	clear(b.next)
 	clear(b.heads)
 	clear(b.seqs)
@@ -611,31 +572,30 @@ func (b *batch) reset() {
 	clear(b.forgotAt)
 }
 
+// flushJob is a full batch on its way to the flusher.
+type flushJob struct {
+	ctx context.Context
+	b   *batch
+}
+
 // sink batches items by rows and by time. Full batches go to one flusher
 // goroutine, which writes and commits them in order while the next batch
 // fills: decoding overlaps ClickHouse's work on the previous INSERT. At most
 // two batches exist, so memory stays bounded and a slow ClickHouse holds the
-// readers back. ctx is the generation's: when it ends, the open batch is
-// dropped (see rebalance.go). When stop is closed (shutdown), the open batch
-// is flushed while the generation lasts, for at most shutdownFlushTimeout.
-func (in *Ingester) sink(ctx context.Context, stop <-chan struct{}, gen *kafka.Generation, items <-chan item, seqs *sequences) {
-	// fctx is what the flushes run under: the generation, cut short
-	// shutdownFlushTimeout after stop.
-	fctx, cancelFlush := context.WithCancel(ctx)
-	defer cancelFlush()
-	var deadline *time.Timer // started at stop
+// readers back.
+func (in *Ingester) sink(ctx context.Context, gen *kafka.Generation, items <-chan item, seqs *sequences) {
 	free := make(chan *batch, 2)
 	free <- in.newBatch()
 	free <- in.newBatch()
-	jobs := make(chan *batch)
+	jobs := make(chan flushJob)
 	failed := make(chan struct{})
 	flusherDone := make(chan struct{})
 	go func() {
 		defer close(flusherDone)
-		for b := range jobs {
-			ok := in.flush(fctx, gen, b)
-			b.reset()
-			free <- b
+		for j := range jobs {
+			ok := in.flush(j.ctx, gen, j.b)
+			j.b.reset()
+			free <- j.b
 			if !ok {
 				close(failed)
 				for range jobs {
@@ -647,18 +607,15 @@ func (in *Ingester) sink(ctx context.Context, stop <-chan struct{}, gen *kafka.G
 	defer func() {
 		close(jobs)
 		<-flusherDone
-		if deadline != nil {
-			deadline.Stop()
-		}
 	}()
 	cur := <-free
 	in.sweepSequences(seqs, cur)
 	// handOff gives cur to the flusher and takes a free batch; false when a
 	// flush failed (the generation is over).
-	handOff := func() bool {
+	handOff := func(fctx context.Context) bool {
 		in.m.seqMarks.Set(float64(len(seqs.marks)))
 		select {
-		case jobs <- cur:
+		case jobs <- flushJob{ctx: fctx, b: cur}:
 		case <-failed:
 			return false
 		}
@@ -678,31 +635,25 @@ func (in *Ingester) sink(ctx context.Context, stop <-chan struct{}, gen *kafka.G
 				cur.first = time.Now()
 			}
 			in.addItem(cur, it, seqs)
-			if cur.rows >= in.cfg.BatchRows && !handOff() {
+			if cur.rows >= in.cfg.BatchRows && !handOff(ctx) {
 				return
 			}
 		case <-tick.C:
 			in.sweepSequences(seqs, cur)
 			due := cur.msgs > 0 && time.Since(cur.first) >= in.cfg.BatchInterval
-			if (due || cur.msgs == 0 && len(cur.forget) > 0) && !handOff() {
+			if (due || cur.msgs == 0 && len(cur.forget) > 0) && !handOff(ctx) {
 				return
 			}
 		case <-failed:
 			return
 		case <-ctx.Done():
-			// The partitions may be another replica's already. Their
-			// offsets in the open batch are not committed: the next
-			// owner reads them again.
-			cur.reset()
-			return
-		case <-stop:
-			// Stop fetching, flush the open batch, commit, close (Run
-			// leaves the group once the flusher is done).
-			deadline = time.AfterFunc(shutdownFlushTimeout, cancelFlush)
-			if cur.msgs > 0 || len(cur.forget) > 0 {
-				in.m.seqMarks.Set(float64(len(seqs.marks)))
+			// Stop fetching, flush the open batch, commit, close. The commit may
+			// fail now that the generation is over; the ledger covers that.
+			if cur.msgs > 0 {
+				fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+				defer cancel()
 				select {
-				case jobs <- cur:
+				case jobs <- flushJob{ctx: fctx, b: cur}:
 				case <-failed:
 				}
 			}
@@ -747,11 +698,6 @@ func (in *Ingester) addItem(b *batch, it item, seqs *sequences) {
 		}
 	}
 	if it.dead != nil {
-		if slices.Contains(it.skip, deadPartKey) {
-			// Dead-lettered before (see deadletter.go).
-			in.m.messages.WithLabelValues(topic, "duplicate").Inc()
-			return
-		}
 		in.deadletter(b, it)
 		return
 	}
@@ -764,18 +710,115 @@ func (in *Ingester) addItem(b *batch, it item, seqs *sequences) {
 	}
 }
 
+func (in *Ingester) deadletter(b *batch, it item) {
+	kind := "decode"
+	var de *schemas.DecodeError
+	if errors.As(it.reason, &de) {
+		kind = "decode_" + de.Kind
+	}
+	in.m.errors.WithLabelValues(kind).Inc()
+	in.m.messages.WithLabelValues(it.h.topic(), "deadletter").Inc()
+	in.warnf("deadletter", "undecodable message sent to dead-letter topic", "topic", it.h.topic(),
+		"partition", it.partition, "offset", it.offset, "err", it.reason)
+	m := it.dead
+	// The original headers go along (a numbered message's producer says
+	// which collector sent it), followed by where and why it failed.
+	dl := kafka.Message{
+		Key:   m.Key,
+		Value: m.Value,
+		Headers: append(slices.Clip(m.Headers),
+			kafka.Header{Key: schemas.HeaderDeadletterReason, Value: []byte(it.reason.Error())},
+			kafka.Header{Key: schemas.HeaderDeadletterTopic, Value: []byte(m.Topic)},
+			kafka.Header{Key: schemas.HeaderDeadletterPartition, Value: []byte(strconv.Itoa(m.Partition))},
+			kafka.Header{Key: schemas.HeaderDeadletterOffset, Value: []byte(strconv.FormatInt(m.Offset, 10))},
+		),
+	}
+	if fitDeadLetter(&dl, deadLetterMaxBytes) {
+		in.m.deadCut.Inc()
+	}
+	b.dead = append(b.dead, dl)
+}
+
+// deadLetterMaxBytes bounds a dead letter's key, value and headers. A
+// message over kafka-go's BatchBytes (1 MiB by default) or the broker's
+// max.message.bytes (1,048,588 by default) is refused for good, and a dead
+// letter is its original message with more headers, so one near the limit
+// would never be written and would hold up every partition of the replica.
+const deadLetterMaxBytes = 1_000_000
+
+// deadLetterMinBytes is as far as flush cuts dead letters for a topic that
+// refuses deadLetterMaxBytes.
+const deadLetterMinBytes = 4096
+
+// fitDeadLetter cuts m's value so that m takes at most limit bytes, and
+// says in HeaderDeadletterTruncated how long the value was. It reports
+// whether it cut a message it had not cut before (which keeps the length
+// its first cut recorded).
+func fitDeadLetter(m *kafka.Message, limit int) bool {
+	const overhead = 64 // the record's own fields, and a header's lengths
+	size := overhead + len(m.Key) + len(m.Value)
+	cutBefore := false
+	for _, h := range m.Headers {
+		size += overhead/4 + len(h.Key) + len(h.Value)
+		cutBefore = cutBefore || h.Key == schemas.HeaderDeadletterTruncated
+	}
+	if size <= limit {
+		return false
+	}
+	orig := strconv.Itoa(len(m.Value))
+	if !cutBefore {
+		size += overhead/4 + len(schemas.HeaderDeadletterTruncated) + len(orig)
+	}
+	keep := max(len(m.Value)-(size-limit), 0)
+	m.Value = m.Value[:keep:keep]
+	if !cutBefore {
+		m.Headers = append(slices.Clip(m.Headers), kafka.Header{Key: schemas.HeaderDeadletterTruncated, Value: []byte(orig)})
+	}
+	return !cutBefore
+}
+
+// tooLarge reports whether err says a message was too large for the
+// writer or the broker.
+func tooLarge(err error) bool {
+	var we kafka.WriteErrors
+	if errors.As(err, &we) {
+		return slices.ContainsFunc(we, tooLarge)
+	}
+	return errors.Is(err, kafka.MessageSizeTooLarge)
+}
+
 // flush writes dead letters, then the blocks' intents, then every block, then
 // commits the offsets. It returns false when ctx ended before everything was
 // written; nothing is committed then, and the next owner of the partitions
-// resumes from the intents and the ledger. Once ctx (the generation) has
-// ended it begins no further write: the partitions may be another
-// replica's (see rebalance.go).
+// resumes from the intents and the ledger.
 func (in *Ingester) flush(ctx context.Context, gen *kafka.Generation, b *batch) bool {
-	if ctx.Err() != nil {
-		return false
-	}
-	if len(b.dead) > 0 && !in.writeDeadLetters(ctx, b) {
-		return false
+	if len(b.dead) > 0 {
+		backoff := newBackoff(100*time.Millisecond, in.cfg.RetryMax)
+		limit := deadLetterMaxBytes
+		for {
+			err := in.dead.WriteMessages(ctx, b.dead...)
+			if err == nil {
+				in.deadHealth.OK()
+				break
+			}
+			if tooLarge(err) && limit > deadLetterMinBytes {
+				// The dead-letter topic takes less (its max.message.bytes).
+				limit = max(limit/4, deadLetterMinBytes)
+				for i := range b.dead {
+					if fitDeadLetter(&b.dead[i], limit) {
+						in.m.deadCut.Inc()
+					}
+				}
+				in.warnf("deadletter-cut", "the dead-letter topic refused a message as too large; cutting dead letters' values", "limit_bytes", limit, "err", err)
+				continue
+			}
+			in.deadHealth.Report(fmt.Errorf("writing dead letters: %w", err))
+			in.m.errors.WithLabelValues("deadletter").Inc()
+			in.warnf("deadletter-write", "writing dead letters failed, retrying", "messages", len(b.dead), "err", err)
+			if !backoff.wait(ctx) {
+				return false
+			}
+		}
 	}
 	if b.msgs > 0 { // not a batch that only deletes forgotten producers' rows
 		in.m.flushRows.Observe(float64(b.rows))
@@ -792,7 +835,6 @@ func (in *Ingester) flush(ctx context.Context, gen *kafka.Generation, b *batch) 
 	if err := in.writeIntents(ctx, blks); err != nil {
 		return false
 	}
-	// insert checks ctx before each block; retryWrite before each write.
 	for _, blk := range blks {
 		start := time.Now()
 		if err := in.insert(ctx, blk); err != nil {
@@ -802,9 +844,6 @@ func (in *Ingester) flush(ctx context.Context, gen *kafka.Generation, b *batch) 
 		in.m.rows.WithLabelValues(blk.table()).Add(float64(blk.rows()))
 	}
 	for _, h := range b.handlers {
-		if ctx.Err() != nil {
-			return false
-		}
 		xctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		err := h.flushExtra(xctx, in.conn, in.cfg.ClickHouse.Database)
 		cancel()
@@ -820,15 +859,15 @@ func (in *Ingester) flush(ctx context.Context, gen *kafka.Generation, b *batch) 
 	if err := in.writeHeads(ctx, b.heads); err != nil {
 		return false
 	}
-	if forget := stillIdle(b.forget, b.forgotAt, b.senders); len(forget) > 0 && ctx.Err() == nil {
+	if forget := stillIdle(b.forget, b.forgotAt, b.senders); len(forget) > 0 {
 		if err := in.pruneSequences(ctx, forget); err != nil {
 			in.m.errors.WithLabelValues("sequences").Inc()
 			in.warnf("sequences", "deleting forgotten producers' rows failed; the next partition assignment deletes them",
 				"producers", len(forget), "err", err)
 		}
 	}
-	if len(b.next) == 0 || ctx.Err() != nil {
-		return ctx.Err() == nil
+	if len(b.next) == 0 {
+		return true
 	}
 	if err := gen.CommitOffsets(b.next); err != nil {
 		in.m.errors.WithLabelValues("commit").Inc()
@@ -864,15 +903,9 @@ func (in *Ingester) insert(ctx context.Context, blk block) error {
 			}
 		}
 		if !uncertain {
-			if ctx.Err() != nil {
-				// The generation ended: the block's partitions may be
-				// another replica's (see rebalance.go).
-				return ctx.Err()
-			}
 			// The send is not cut short by ctx: a half-sent INSERT would leave
-			// its outcome unknown just as another replica takes over. The
-			// rebalance waits for it (rebalanceTimeout).
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), insertTimeout)
+			// its outcome unknown just as another replica takes over.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 			sctx = clickhouse.Context(sctx, clickhouse.WithQueryID(insertQueryID(in.cfg.ClickHouse.Database, blk.table(), blk.partKey(), blk.origin().spans)))
 			err = blk.insert(sctx, in.conn, in.cfg.ClickHouse.Database)
 			cancel()
