@@ -647,22 +647,12 @@ func (s *static) powered(part string) int {
 	return n
 }
 
-// TestLoopMultiNodeDemand: a queue of a job asking for 4 nodes × 1 GPU and
-// a one-node job submitted to two partitions keeps 4 + 1 nodes of gpu
-// powered and 1 of other, while the rest are powered down.
-func TestLoopMultiNodeDemand(t *testing.T) {
+// newPeakLoop returns a loop on sched with its own audit table, planning
+// power from the watched peak, behind a guard made of gc on t0's clock.
+func newPeakLoop(t *testing.T, sched *static, gc adapter.GuardConfig) *Loop {
+	t.Helper()
 	cfg, conn := schematest.Database(t)
-	sched := &static{snap: adapter.Snapshot{Jobs: []adapter.Job{
-		{ID: "wide", User: "u", Partition: "gpu", GPUs: 4, NodeCount: 4, Submit: t0, TimeLimit: time.Hour},
-		{ID: "either", User: "u", Partition: "gpu,other", GPUs: 8, NodeCount: 1, Submit: t0, TimeLimit: time.Hour},
-	}}}
-	for i := range 8 {
-		sched.snap.Nodes = append(sched.snap.Nodes, adapter.Node{Name: fmt.Sprintf("gpu-%d", i), Partitions: []string{"gpu"}, Power: adapter.PowerOn, GPUs: 8, FreeGPUs: 8, State: "idle"})
-	}
-	for i := range 3 {
-		sched.snap.Nodes = append(sched.snap.Nodes, adapter.Node{Name: fmt.Sprintf("other-%d", i), Partitions: []string{"other"}, Power: adapter.PowerOn, GPUs: 8, FreeGPUs: 8, State: "idle"})
-	}
-	g, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"gpu", "other"}, Nodes: []string{"*"}}, sched, func() time.Time { return t0 })
+	g, err := adapter.NewGuard(gc, sched, func() time.Time { return t0 })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -676,6 +666,30 @@ func TestLoopMultiNodeDemand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return l
+}
+
+// idleNodes returns n powered, idle 8-GPU nodes of partition, named
+// partition-0 … partition-(n-1).
+func idleNodes(partition string, n int) []adapter.Node {
+	var nodes []adapter.Node
+	for i := range n {
+		nodes = append(nodes, adapter.Node{Name: fmt.Sprintf("%s-%d", partition, i), Partitions: []string{partition}, Power: adapter.PowerOn, GPUs: 8, FreeGPUs: 8, State: "idle"})
+	}
+	return nodes
+}
+
+// TestLoopMultiNodeDemand: a queue of a job asking for 4 nodes × 1 GPU and
+// a one-node job submitted to two partitions keeps 4 + 1 nodes of gpu
+// powered and 1 of other, while the rest are powered down.
+func TestLoopMultiNodeDemand(t *testing.T) {
+	sched := &static{snap: adapter.Snapshot{Jobs: []adapter.Job{
+		{ID: "wide", User: "u", Partition: "gpu", GPUs: 4, NodeCount: 4, Submit: t0, TimeLimit: time.Hour},
+		{ID: "either", User: "u", Partition: "gpu,other", GPUs: 8, NodeCount: 1, Submit: t0, TimeLimit: time.Hour},
+	}}}
+	sched.snap.Nodes = append(sched.snap.Nodes, idleNodes("gpu", 8)...)
+	sched.snap.Nodes = append(sched.snap.Nodes, idleNodes("other", 3)...)
+	l := newPeakLoop(t, sched, adapter.GuardConfig{Apply: true, Partitions: []string{"gpu", "other"}, Nodes: []string{"*"}})
 	ctx := context.Background()
 	for m := range 8 {
 		sched.at(t0.Add(time.Duration(m) * time.Minute))
@@ -711,28 +725,12 @@ func TestLoopMultiNodeDemand(t *testing.T) {
 // nodes powered, where it once counted as one job; a job waiting for a
 // dependency keeps none, yet gets its priority.
 func TestLoopArrayDemand(t *testing.T) {
-	cfg, conn := schematest.Database(t)
 	sched := &static{snap: adapter.Snapshot{Jobs: []adapter.Job{
 		{ID: "7", User: "u", Partition: "gpu", GPUs: 8, NodeCount: 1, ArrayTasks: 5, Submit: t0, TimeLimit: time.Hour},
 		{ID: "8", User: "u", Partition: "gpu", GPUs: 8, NodeCount: 1, Ineligible: true, Submit: t0, TimeLimit: time.Hour},
 	}}}
-	for i := range 8 {
-		sched.snap.Nodes = append(sched.snap.Nodes, adapter.Node{Name: fmt.Sprintf("gpu-%d", i), Partitions: []string{"gpu"}, Power: adapter.PowerOn, GPUs: 8, FreeGPUs: 8, State: "idle"})
-	}
-	g, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"gpu"}, Nodes: []string{"*"}}, sched, func() time.Time { return t0 })
-	if err != nil {
-		t.Fatal(err)
-	}
-	al, err := audit.New(conn, cfg.Database, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lc := testConfig()
-	lc.Forecast = ForecastPeak
-	l, err := New(lc, g, al, nil, nil, nil, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sched.snap.Nodes = append(sched.snap.Nodes, idleNodes("gpu", 8)...)
+	l := newPeakLoop(t, sched, adapter.GuardConfig{Apply: true, Partitions: []string{"gpu"}, Nodes: []string{"*"}})
 	ctx := context.Background()
 	for m := range 8 {
 		sched.at(t0.Add(time.Duration(m) * time.Minute))
@@ -760,25 +758,11 @@ func TestLoopArrayDemand(t *testing.T) {
 // other skipped actions are): a pass before then records nothing, the first
 // pass after sends it.
 func TestLoopRateLimitedRetried(t *testing.T) {
-	cfg, conn := schematest.Database(t)
 	sched := &static{}
 	for i := range 6 {
 		sched.snap.Jobs = append(sched.snap.Jobs, adapter.Job{ID: fmt.Sprint(100 + i), User: "u", Partition: "gpu", GPUs: 1, Submit: t0, TimeLimit: time.Duration(i+1) * time.Hour})
 	}
-	g, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"gpu"}, MaxPriorityPerMinute: 2}, sched, func() time.Time { return t0 })
-	if err != nil {
-		t.Fatal(err)
-	}
-	al, err := audit.New(conn, cfg.Database, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lc := testConfig()
-	lc.Forecast = ForecastPeak
-	l, err := New(lc, g, al, nil, nil, nil, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := newPeakLoop(t, sched, adapter.GuardConfig{Apply: true, Partitions: []string{"gpu"}, MaxPriorityPerMinute: 2})
 	for _, step := range []struct {
 		at              time.Duration
 		recorded, isSet int // actions recorded by the pass; priorities set after it
