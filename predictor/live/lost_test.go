@@ -55,3 +55,39 @@ func TestLostSlurmJobHasNoRunTime(t *testing.T) {
 		t.Errorf("history holds %d jobs; want 2", n)
 	}
 }
+
+// TestFutureEndedJobHasNoRunTime checks that a live source's job whose end is
+// stamped far ahead of ClickHouse's clock (a node's clock a year off) loads
+// as ended with no run time, so it neither trains nor joins the history,
+// while a trace's job ending as far ahead, and a Slurm job ending within
+// maxAhead, keep their run times.
+func TestFutureEndedJobHasNoRunTime(t *testing.T) {
+	ch, conn := schematest.Database(t)
+	db := ch.Database
+	wall := time.Now().UTC().Truncate(time.Second)
+	submit, start := wall.Add(-2*time.Hour), wall.Add(-time.Hour)
+	year := 365 * 24 * time.Hour
+	insertFrom(t, conn, db, schemas.SourceSlurm,
+		tjob{id: "skewed-end", user: "alice", gpus: 1, submit: submit, start: start, end: wall.Add(year)},
+		tjob{id: "slurm-near", user: "alice", gpus: 1, submit: submit, start: start, end: wall.Add(maxAhead / 2)})
+	insertFrom(t, conn, db, schemas.SourceTrace, tjob{id: "trace-ahead", user: "alice", gpus: 1, submit: submit, start: start, end: wall.Add(year)})
+	recs, _, err := loadJobs(context.Background(), conn, db, time.Unix(0, 0), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]time.Duration{"skewed-end": 0, "slurm-near": time.Hour + maxAhead/2, "trace-ahead": time.Hour + year}
+	if len(recs) != len(want) {
+		t.Fatalf("loaded %d jobs; want %d", len(recs), len(want))
+	}
+	for _, r := range recs {
+		if !r.ended {
+			t.Errorf("%s: not ended", r.jobID)
+		}
+		if r.run() != want[r.jobID] {
+			t.Errorf("%s: run %v; want %v", r.jobID, r.run(), want[r.jobID])
+		}
+	}
+	if n := replay(recs, func(*rec) bool { return false }, nil).Len(); n != 2 {
+		t.Errorf("history holds %d jobs; want 2 (not the skewed end)", n)
+	}
+}
