@@ -207,7 +207,7 @@ func TestEfficiency(t *testing.T) {
 				q = c
 			}
 		}
-		res, err := analytics.RunCapacityQuery(ctx, conn, db, q, w, farFuture, time.UTC)
+		res, err := analytics.RunCapacityQuery(ctx, conn, db, q, w, farFuture, time.UTC, 30*24*time.Hour)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

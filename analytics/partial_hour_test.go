@@ -80,7 +80,7 @@ func TestPartialHour(t *testing.T) {
 				t.Errorf("hour of day 10: busy %v GPUs, utilization %v; want 4, 1", slotBusy, slotUtil)
 			}
 
-			res, err := analytics.RunCapacityQuery(ctx, conn, db, demandWeekly, w, tc.now, time.UTC)
+			res, err := analytics.RunCapacityQuery(ctx, conn, db, demandWeekly, w, tc.now, time.UTC, 30*24*time.Hour)
 			if err != nil {
 				t.Fatal(err)
 			}

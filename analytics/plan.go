@@ -21,9 +21,11 @@ type CapacityResult struct {
 }
 
 // CapacitySQL returns q's SQL with its placeholders filled in for database,
-// window w (computed up to now when w is still open) and time zone loc:
-// what RunCapacityQuery runs, and what `heliostat analytics capacity --sql`
-// prints for clickhouse-client.
+// window w (computed up to now when w is still open), time zone loc and
+// lookback (the runs submitted up to lookback before w are read whole, the
+// earlier ones that ran or waited in w through a scan of their end times:
+// the figures do not depend on it): what RunCapacityQuery runs, and what
+// `heliostat analytics capacity --sql` prints for clickhouse-client.
 func CapacitySQL(q CapacityQuery, database string, w Window, now time.Time, loc *time.Location, lookback time.Duration) (string, error) {
 	if !identifier.MatchString(database) {
 		return "", fmt.Errorf("analytics: database %q is not a plain identifier", database)
@@ -31,8 +33,14 @@ func CapacitySQL(q CapacityQuery, database string, w Window, now time.Time, loc 
 	if err := w.Validate(); err != nil {
 		return "", err
 	}
+	if lookback < 0 {
+		return "", fmt.Errorf("analytics: lookback %v is negative", lookback)
+	}
 	if loc == nil {
 		loc = time.UTC
+	}
+	if loc.String() == "Local" {
+		return "", fmt.Errorf("analytics: %w", errLocalZone)
 	}
 	until := w.Until
 	if now = now.UTC().Truncate(time.Second); now.Before(until) {
@@ -56,11 +64,11 @@ func CapacitySQL(q CapacityQuery, database string, w Window, now time.Time, loc 
 	return s, nil
 }
 
-// RunCapacityQuery runs capacity-planning query q for window w (jobs
-// submitted up to 30 days before it count while they run or wait) and
-// returns its rows.
-func RunCapacityQuery(ctx context.Context, conn driver.Conn, database string, q CapacityQuery, w Window, now time.Time, loc *time.Location) (*CapacityResult, error) {
-	s, err := CapacitySQL(q, database, w, now, loc, 30*24*time.Hour)
+// RunCapacityQuery runs capacity-planning query q for window w, as
+// CapacitySQL(q, database, w, now, loc, lookback) writes it, and returns its
+// rows.
+func RunCapacityQuery(ctx context.Context, conn driver.Conn, database string, q CapacityQuery, w Window, now time.Time, loc *time.Location, lookback time.Duration) (*CapacityResult, error) {
+	s, err := CapacitySQL(q, database, w, now, loc, lookback)
 	if err != nil {
 		return nil, err
 	}

@@ -215,19 +215,42 @@ func CapacityQueries() []CapacityQuery {
 }
 
 // inlineParts replaces each {part.NAME} of a capacity query with the text of
-// capacity/NAME.part, a fragment several queries share; the files are part
-// of the binary, so a missing one is a build defect (the tests run every
-// query).
+// capacity/NAME.part, a fragment several queries share, and does the same in
+// the parts it inlined (hourly_demand.part reads runs.part); the files are
+// part of the binary, so a missing one, or parts that name each other in a
+// loop, is a build defect (the tests run every query).
 func inlineParts(sql string) string {
-	return partRef.ReplaceAllStringFunc(sql, func(m string) string {
-		name := partRef.FindStringSubmatch(m)[1]
-		b, err := fs.ReadFile(queryFS, "capacity/"+name+".part")
-		if err != nil {
-			panic(fmt.Sprintf("analytics: embedded capacity/%s.part: %v", name, err))
+	for depth := 0; partRef.MatchString(sql); depth++ {
+		if depth == maxPartDepth {
+			panic(fmt.Sprintf("analytics: embedded capacity parts nest deeper than %d: a loop?", maxPartDepth))
 		}
-		return string(b)
-	})
+		sql = partRef.ReplaceAllStringFunc(sql, func(m string) string {
+			name := partRef.FindStringSubmatch(m)[1]
+			b, err := fs.ReadFile(queryFS, "capacity/"+name+".part")
+			if err != nil {
+				panic(fmt.Sprintf("analytics: embedded capacity/%s.part: %v", name, err))
+			}
+			return stripLeadingComment(string(b))
+		})
+	}
+	return sql
 }
+
+// stripLeadingComment drops the comment lines a part starts with (its
+// documentation): inlined after "FROM ", the first would comment out the
+// rest of that line's SQL in what --sql prints.
+func stripLeadingComment(s string) string {
+	for {
+		line, rest, ok := strings.Cut(s, "\n")
+		if !ok || !strings.HasPrefix(strings.TrimSpace(line), "--") {
+			return s
+		}
+		s = rest
+	}
+}
+
+// maxPartDepth bounds how deep capacity parts may inline one another.
+const maxPartDepth = 4
 
 // unix formats a Unix time for a placeholder.
 func unix(sec int64) string { return strconv.FormatInt(sec, 10) }

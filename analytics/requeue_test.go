@@ -142,7 +142,7 @@ func TestRequeuedJobRuns(t *testing.T) {
 			if q.Name != name {
 				continue
 			}
-			res, err := analytics.RunCapacityQuery(ctx, conn, db, q, w, farFuture, time.UTC)
+			res, err := analytics.RunCapacityQuery(ctx, conn, db, q, w, farFuture, time.UTC, 30*24*time.Hour)
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}

@@ -25,7 +25,8 @@ type Config struct {
 	// caller).
 	Database string
 	// Interval between scheduled passes; 0 disables the schedule (Run
-	// returns at once). The flag defaults to 15m.
+	// returns at once; `heliostat analytics`, which only runs the schedule,
+	// refuses it). The flag defaults to 15m.
 	Interval time.Duration
 	// Periods are the calendar windows the schedule keeps up to date. The
 	// flag defaults to day,month.
@@ -34,12 +35,17 @@ type Config struct {
 	// recomputes it: jobs submitted in it may end, and change its figures,
 	// after it closed. The flag defaults to 48h.
 	Settle time.Duration
-	// Lookback is how long before a window's start a job may have been
-	// submitted and still count towards the window's utilization (a job
-	// that ran longer is cut). The flag defaults to 720h (30 days).
+	// Lookback is how long before a window's start the runs read whole
+	// (job_runs FINAL) were submitted. Earlier runs that still held or
+	// waited for GPUs in the window count too, found through a scan of
+	// job_runs' end times, and RunResult.EarlyRuns counts them: the figures
+	// do not depend on Lookback, only the cost of the read, which is least
+	// when it covers most runs' time from submission to end. The flag
+	// defaults to 720h (30 days).
 	Lookback time.Duration
-	// TimeZone is the zone of the calendar windows, hours of day, days of
-	// week and months. Default (and flag default) UTC.
+	// TimeZone is the IANA name of the zone of the calendar windows, hours
+	// of day, days of week and months; not "Local", which ClickHouse does
+	// not know. Default (and flag default) UTC.
 	TimeZone string
 	// Capacity are configured GPU capacities (--analytics.capacity); they
 	// win over CapacityFile's for the same cluster and VC.
@@ -69,8 +75,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.DurationVar(&c.Settle, "analytics.settle", 48*time.Hour, "keep recomputing a window this long after it closed (its jobs may still end)")
-	fs.DurationVar(&c.Lookback, "analytics.lookback", 30*24*time.Hour, "jobs submitted up to this long before a window count towards its utilization")
-	fs.StringVar(&c.TimeZone, "analytics.timezone", "UTC", "IANA time zone of calendar windows, hours of day, days of week and months")
+	fs.DurationVar(&c.Lookback, "analytics.lookback", 30*24*time.Hour, "job runs submitted up to this long before a window are read whole; earlier ones that ran or waited in it are found by a scan of their end times (a cost trade-off: the figures are the same)")
+	fs.StringVar(&c.TimeZone, "analytics.timezone", "UTC", "IANA time zone of calendar windows, hours of day, days of week and months (not Local: ClickHouse does not know it)")
 	fs.Func("analytics.capacity", "GPU capacities: comma-separated CLUSTER=GPUS, CLUSTER/VC=GPUS or /VC=GPUS (default: --analytics.capacity-file, else gpu_inventory, else the peak GPUs held at once)", func(s string) error {
 		cs, err := ParseCapacities(s)
 		c.Capacity = append(c.Capacity, cs...)
@@ -118,14 +124,27 @@ func (c *Config) Validate() error {
 }
 
 func (c *Config) location() (*time.Location, error) {
-	if c.TimeZone == "" {
-		return time.UTC, nil
-	}
-	loc, err := time.LoadLocation(c.TimeZone)
+	loc, err := LoadTimeZone(c.TimeZone)
 	if err != nil {
 		return nil, fmt.Errorf("--analytics.timezone %q: %w", c.TimeZone, err)
 	}
 	return loc, nil
+}
+
+// errLocalZone refuses Go's "Local", which time.LoadLocation accepts but
+// ClickHouse, where the name goes, does not ("Cannot load time zone Local").
+var errLocalZone = errors.New(`"Local" is Go's name for this machine's zone, unknown to ClickHouse: give the zone's IANA name (e.g. Europe/Berlin; timedatectl shows it)`)
+
+// LoadTimeZone returns the location of an IANA time zone name that both Go
+// and ClickHouse know; "" is UTC. It refuses "Local".
+func LoadTimeZone(name string) (*time.Location, error) {
+	switch name {
+	case "":
+		return time.UTC, nil
+	case "Local":
+		return nil, errLocalZone
+	}
+	return time.LoadLocation(name)
 }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -203,8 +222,9 @@ type JobResult struct {
 type RunResult struct {
 	Window        string      `json:"window"`
 	ComputedUntil time.Time   `json:"computed_until"`
-	SnapshotJobs  uint64      `json:"snapshot_jobs"` // jobs read (the window's and the lookback's)
+	SnapshotJobs  uint64      `json:"snapshot_jobs"` // job runs read: the window's, and earlier ones that held or waited for GPUs in it
 	WindowJobs    uint64      `json:"window_jobs"`   // of them submitted in the window
+	EarlyRuns     uint64      `json:"early_runs"`    // of them submitted before the lookback (found by the scan of end times)
 	PrepareS      float64     `json:"prepare_s"`     // reading job_runs FINAL and the capacity
 	Jobs          []JobResult `json:"jobs"`
 	Seconds       float64     `json:"seconds"`
@@ -327,7 +347,7 @@ func (r *Runner) prepare(ctx context.Context, rn *run, res *RunResult) error {
 	if err := r.execAll(ctx, rn, "prepare", mustStatements("queries/prepare.sql")); err != nil {
 		return err
 	}
-	if err := r.conn.QueryRow(ctx, "SELECT count(), countIf(in_window = 1) FROM "+rn.vars["jobs"]).Scan(&res.SnapshotJobs, &res.WindowJobs); err != nil {
+	if err := r.conn.QueryRow(ctx, "SELECT count(), countIf(in_window = 1), countIf(submit_s < "+rn.vars["lookback_since"]+") FROM "+rn.vars["jobs"]).Scan(&res.SnapshotJobs, &res.WindowJobs, &res.EarlyRuns); err != nil {
 		return fmt.Errorf("count the window's jobs: %w", err)
 	}
 	if len(r.cfg.Capacity) > 0 {
@@ -526,7 +546,7 @@ func (r *Runner) pass(ctx context.Context) ([]Window, error) {
 				continue
 			}
 			done = append(done, w)
-			r.logger.Info("analytics window done", "window", w.ID(), "period", p, "jobs", res.WindowJobs, "seconds", res.Seconds)
+			r.logger.Info("analytics window done", "window", w.ID(), "period", p, "jobs", res.WindowJobs, "early_runs", res.EarlyRuns, "seconds", res.Seconds)
 		}
 	}
 	return done, first

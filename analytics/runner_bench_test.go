@@ -62,6 +62,86 @@ func BenchmarkCharacterize(b *testing.B) {
 	}
 }
 
+// BenchmarkCharacterizeLastMonth runs every characterization job over the
+// last 30 days of -analytics.bench-jobs synthetic jobs submitted over 180
+// days: the 120 days before the lookback (30 days) are read only through
+// the scan of job_runs' end times that finds the earlier runs still holding
+// or waiting for GPUs in the window. "unmerged" keeps the three rows of
+// every run, as just inserted: each run has a row with no end, so every one
+// is a candidate that FINAL reads again (the worst case); "merged" runs
+// OPTIMIZE … FINAL first, as background merges leave old partitions.
+//
+//	go test ./analytics -run '^$' -bench CharacterizeLastMonth -benchtime 1x
+func BenchmarkCharacterizeLastMonth(b *testing.B) {
+	cfg, conn := schematest.Database(b)
+	ctx := context.Background()
+	since := time.Date(2020, 4, 1, 0, 0, 0, 0, time.UTC)
+	if err := analytics.SyntheticJobs(ctx, conn, cfg.Database, "bench", *benchJobs, since, 180); err != nil {
+		b.Fatal(err)
+	}
+	w := analytics.Window{Since: since.AddDate(0, 0, 150), Until: since.AddDate(0, 0, 180)}
+	r, err := analytics.NewRunner(analytics.Config{Database: cfg.Database, Lookback: 30 * 24 * time.Hour},
+		conn, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), func() time.Time { return w.Until })
+	if err != nil {
+		b.Fatal(err)
+	}
+	pid := schematest.ClickHouse(b).PID()
+	for _, merged := range []bool{false, true} {
+		name := "unmerged"
+		if merged {
+			name = "merged"
+			if err := conn.Exec(ctx, "OPTIMIZE TABLE "+cfg.Database+".job_runs FINAL"); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.Run(name, func(b *testing.B) {
+			cpu0 := cpuSeconds(b, pid)
+			var res *analytics.RunResult
+			for b.Loop() {
+				if res, err = r.RunWindow(ctx, w); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric((cpuSeconds(b, pid)-cpu0)/float64(b.N), "ch-cpu-s/op")
+			b.ReportMetric(float64(res.WindowJobs)/res.Seconds, "jobs/s")
+			b.Logf("%d jobs in the window, %d read, prepare %.2fs", res.WindowJobs, res.SnapshotJobs, res.PrepareS)
+		})
+	}
+}
+
+// BenchmarkCapacityQueries runs the capacity-planning queries that read
+// job_runs over the last 30 days of -analytics.bench-jobs synthetic jobs
+// submitted over 180 days (merged, as old partitions are).
+//
+//	go test ./analytics -run '^$' -bench CapacityQueries -benchtime 1x
+func BenchmarkCapacityQueries(b *testing.B) {
+	cfg, conn := schematest.Database(b)
+	ctx := context.Background()
+	since := time.Date(2020, 4, 1, 0, 0, 0, 0, time.UTC)
+	if err := analytics.SyntheticJobs(ctx, conn, cfg.Database, "bench", *benchJobs, since, 180); err != nil {
+		b.Fatal(err)
+	}
+	if err := conn.Exec(ctx, "OPTIMIZE TABLE "+cfg.Database+".job_runs FINAL"); err != nil {
+		b.Fatal(err)
+	}
+	w := analytics.Window{Since: since.AddDate(0, 0, 150), Until: since.AddDate(0, 0, 180)}
+	pid := schematest.ClickHouse(b).PID()
+	for _, q := range analytics.CapacityQueries() {
+		if !strings.Contains(q.SQL, "job_runs") {
+			continue
+		}
+		b.Run(q.Name, func(b *testing.B) {
+			cpu0 := cpuSeconds(b, pid)
+			for b.Loop() {
+				if _, err := analytics.RunCapacityQuery(ctx, conn, cfg.Database, q, w, w.Until, time.UTC, 30*24*time.Hour); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric((cpuSeconds(b, pid)-cpu0)/float64(b.N), "ch-cpu-s/op")
+		})
+	}
+}
+
 // cpuSeconds is the user + system CPU time of process pid so far (Linux).
 func cpuSeconds(b *testing.B, pid int) float64 {
 	b.Helper()

@@ -285,7 +285,7 @@ func TestCharacterizeCTC(t *testing.T) {
 			if q.Name == "idle_allocated" || q.Name == "energy_monthly" {
 				continue // need telemetry: TestEfficiency runs them
 			}
-			res, err := analytics.RunCapacityQuery(ctx, conn, db, q, w, farFuture, time.UTC)
+			res, err := analytics.RunCapacityQuery(ctx, conn, db, q, w, farFuture, time.UTC, 30*24*time.Hour)
 			if err != nil {
 				t.Fatalf("%s: %v", q.Name, err)
 			}

@@ -4,8 +4,8 @@
 -- for the current hour end now), then per week (Monday, in {tz}) the mean,
 -- median, 90th and 99th percentile and maximum of those hourly figures, with
 -- the 90th percentile of running GPUs alone. Idle hours count as 0. Jobs
--- submitted up to the lookback before since count while they run or wait; a
--- job's GPUs are its processors where a trace gives no GPUs (SWF). Read: size
+-- submitted before since count while they run or wait, however long before;
+-- a job's GPUs are its processors where a trace gives no GPUs (SWF). Read: size
 -- the cluster for demand_p90 or demand_p99; the gap between demand and
 -- running is what queued.
 SELECT

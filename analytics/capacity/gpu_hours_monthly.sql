@@ -32,8 +32,7 @@ FROM (
                 toUInt32(ifNull(end_time, toDateTime(0))) AS end_s,
                 toUInt32(greatest(start_s, {since})) AS s,
                 toUInt32(least(if(end_s > 0, end_s, if(ended, 0, {computed_until})), {computed_until})) AS e
-            FROM {database}.job_runs FINAL
-            WHERE submit_time >= toDateTime({lookback_since}) AND submit_time < toDateTime({until})
+            FROM {part.runs}
         )
         WHERE g > 0 AND start_s > 0 AND s < e
     )
@@ -58,8 +57,7 @@ ANY LEFT JOIN (
                 toUInt32(ifNull(end_time, toDateTime(0))) AS end_s,
                 toUInt32(greatest(start_s, {since})) AS s,
                 toUInt32(least(if(end_s > 0, end_s, if(ended, 0, {computed_until})), {computed_until})) AS e
-            FROM {database}.job_runs FINAL
-            WHERE submit_time >= toDateTime({lookback_since}) AND submit_time < toDateTime({until})
+            FROM {part.runs}
         )
         WHERE g > 0 AND start_s > 0 AND s < e
     )

@@ -3,9 +3,15 @@
 -- table ({capacity}). The runner then inserts the configured capacities
 -- (priority 1-2) into {capacity_all} and runs prepare_capacity.sql.
 --
--- {jobs}: one row per job run submitted in [lookback_since, computed_until)
--- that was submitted in the window (in_window = 1) or held or waited for GPUs
--- in it. A run is what `sacct --duplicates` lists: a job Slurm requeued
+-- {jobs}: one row per job run submitted before computed_until that was
+-- submitted in the window (in_window = 1) or held or waited for GPUs in it.
+-- The runs submitted in [lookback_since, computed_until) are read whole; the
+-- earlier ones through a scan of job_runs' end times (a run that may have
+-- held or waited in the window has a row with no end or one after since; the
+-- scan reads the end_time column of the runs before lookback_since, and
+-- FINAL only the runs it found), so that a run that began more than the
+-- lookback before the window and ran or waited into it counts too. A run is
+-- what `sacct --duplicates` lists: a job Slurm requeued
 -- (preemption, node failure, scontrol requeue) is one row per run, each with
 -- its own submit time, GPU time, waits and final state (PREEMPTED, NODE_FAIL
 -- of the earlier runs), and two jobs that shared an id are two rows; jobs
@@ -55,8 +61,20 @@ FROM (
         if(hold_from = 0, 0, if(end_s > 0, end_s, {computed_until})) AS hold_to,
         submit_s AS wait_from,
         multiIf(start_s > 0, start_s, end_s > 0, end_s, state_class = '', {computed_until}, 0) AS wait_to
-    FROM {database}.job_runs FINAL
-    WHERE submit_time >= toDateTime({lookback_since}) AND submit_time < toDateTime({computed_until})
+    FROM (
+        SELECT cluster, partition_name, user, state, source, submit_time, start_time, end_time, gpus, cpus
+        FROM {database}.job_runs FINAL
+        WHERE submit_time >= toDateTime({lookback_since}) AND submit_time < toDateTime({computed_until})
+        UNION ALL
+        -- the key (fixed for a run) picks the runs inside FINAL; the end
+        -- time, which changes between a run's rows, only outside it
+        SELECT cluster, partition_name, user, state, source, submit_time, start_time, end_time, gpus, cpus
+        FROM {database}.job_runs FINAL
+        WHERE submit_time < toDateTime({lookback_since}) AND (cluster, job_id, submit_time) IN (
+            SELECT cluster, job_id, submit_time
+            FROM {database}.job_runs
+            WHERE submit_time < toDateTime({lookback_since}) AND (end_time IS NULL OR end_time > toDateTime({since})))
+    )
 )
 WHERE in_window = 1 OR hold_to > {since} OR wait_to > {since};
 
@@ -68,11 +86,20 @@ CREATE TABLE {capacity_all} (
     prio UInt8
 ) ENGINE = Memory;
 
--- Whole GPUs seen in gpu_inventory since the window's start (priority 3).
+-- Schedulable GPUs seen in gpu_inventory since the window's start (priority
+-- 3): per GPU (host, gpu_uuid), its MIG instances (rows with a mig_uuid)
+-- where it has any, else the whole GPU (the row with mig_uuid ''). Slurm
+-- hands out each MIG instance as one gres/gpu, so that is what jobs' GPU
+-- counts count. A GPU whose MIG instances changed in the window counts those
+-- of every layout seen since its start.
 INSERT INTO {capacity_all} (cluster, vc, gpus, source, prio)
-SELECT cluster, '', toUInt32(uniqExact(host, gpu_uuid)), 'inventory', 3
-FROM {database}.gpu_inventory
-WHERE last_seen >= toDateTime({since}) AND cluster IN (SELECT cluster FROM {jobs})
+SELECT cluster, '', toUInt32(sum(units)), 'inventory', 3
+FROM (
+    SELECT cluster, host, gpu_uuid, greatest(uniqExactIf(mig_uuid, mig_uuid != ''), 1) AS units
+    FROM {database}.gpu_inventory
+    WHERE last_seen >= toDateTime({since}) AND cluster IN (SELECT cluster FROM {jobs})
+    GROUP BY cluster, host, gpu_uuid
+)
 GROUP BY cluster;
 
 -- The most GPUs held at once by running jobs in [since, computed_until), per

@@ -42,6 +42,18 @@ func runAnalytics(ctx context.Context, args []string, e *env) error {
 	lf.register(fs)
 	var wf webFlags
 	wf.register(fs, ":9402")
+	// This command only runs the schedule: 0, which disables it elsewhere
+	// (up), leaves it nothing to do.
+	fs.Lookup("analytics.interval").Usage = "how often the schedule recomputes the recent windows; must be above 0 (for one window once: heliostat analytics run)"
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `usage: heliostat analytics [flags]                     keep the recent calendar windows characterized
+       heliostat analytics run [flags] [JOB…]         characterize one window now (run -h: its flags and jobs)
+       heliostat analytics capacity [flags] [QUERY…]  capacity-planning queries (capacity -h: its flags and queries)
+
+flags of the schedule:
+`)
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -56,7 +68,7 @@ func runAnalytics(ctx context.Context, args []string, e *env) error {
 		return err
 	}
 	if cfg.Interval == 0 {
-		return errors.New("analytics: --analytics.interval 0 leaves the schedule nothing to do; use `analytics run` for one window")
+		return errors.New("analytics: --analytics.interval 0: must be above 0, since this command only runs the schedule; use `analytics run` for one window")
 	}
 	logger, err := lf.logger(e.stderr)
 	if err != nil {
@@ -221,8 +233,8 @@ func orAll(names []string) string {
 }
 
 func printRun(w io.Writer, out *analyticsRunOutput) {
-	fmt.Fprintf(w, "window %s (data up to %s): %d jobs submitted in it, %d read with the lookback; prepared in %.2fs, %.2fs in all\n",
-		out.Window, out.ComputedUntil.Format(time.RFC3339), out.WindowJobs, out.SnapshotJobs, out.PrepareS, out.Seconds)
+	fmt.Fprintf(w, "window %s (data up to %s): %d jobs submitted in it, %d read with the earlier ones that held or waited for GPUs in it (%d submitted before the lookback); prepared in %.2fs, %.2fs in all\n",
+		out.Window, out.ComputedUntil.Format(time.RFC3339), out.WindowJobs, out.SnapshotJobs, out.EarlyRuns, out.PrepareS, out.Seconds)
 	for _, j := range out.Jobs {
 		var parts []string
 		for t, n := range j.Rows {
@@ -256,8 +268,8 @@ func runAnalyticsCapacity(ctx context.Context, args []string, e *env) error {
 	ch.RegisterFlags(fs, e.getenv)
 	var wf windowFlags
 	wf.register(fs)
-	tz := fs.String("analytics.timezone", "UTC", "IANA time zone of weeks and months")
-	lookback := fs.Duration("analytics.lookback", 30*24*time.Hour, "jobs submitted up to this long before --since count while they run or wait")
+	tz := fs.String("analytics.timezone", "UTC", "IANA time zone of weeks and months (not Local: ClickHouse does not know it)")
+	lookback := fs.Duration("analytics.lookback", 30*24*time.Hour, "job runs submitted up to this long before --since are read whole; earlier ones that ran or waited in the window are found by a scan of their end times (a cost trade-off: the figures are the same)")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout: {\"window\", \"results\": [{query, columns, rows}]}")
 	printSQL := fs.Bool("sql", false, "print the SQL with the placeholders filled in (for clickhouse-client) instead of running it")
 	var lf logFlags
@@ -295,9 +307,12 @@ func runAnalyticsCapacity(ctx context.Context, args []string, e *env) error {
 			queries = append(queries, q)
 		}
 	}
-	loc, err := time.LoadLocation(*tz)
+	loc, err := analytics.LoadTimeZone(*tz)
 	if err != nil {
-		return fmt.Errorf("--analytics.timezone %q: %w", *tz, err)
+		return fmt.Errorf("analytics capacity: --analytics.timezone %q: %w", *tz, err)
+	}
+	if *lookback < 0 {
+		return fmt.Errorf("analytics capacity: --analytics.lookback %v: must not be negative", *lookback)
 	}
 	if err := ch.Validate(); err != nil {
 		return err
@@ -339,7 +354,7 @@ func runAnalyticsCapacity(ctx context.Context, args []string, e *env) error {
 	out := output{Window: w.ID()}
 	for _, q := range queries {
 		fmt.Fprintf(e.stderr, "running %s for %s\n", q.Name, w)
-		res, err := analytics.RunCapacityQuery(ctx, conn, ch.Database, q, w, now, loc)
+		res, err := analytics.RunCapacityQuery(ctx, conn, ch.Database, q, w, now, loc, *lookback)
 		if err != nil {
 			return err
 		}

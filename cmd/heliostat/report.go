@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -146,8 +147,9 @@ type reportOutput struct {
 	RenderS        float64 `json:"render_s"`
 	ImportS        float64 `json:"import_s,omitempty"`
 	ClickHouseAddr string  `json:"clickhouse_addr"`
-	// TimeZone is the zone of hours of day, days of week and calendar
-	// windows: --analytics.timezone, else a trace's own, else UTC.
+	// TimeZone is the zone of the window's hours of day, days of week and
+	// months, as its results were computed (--analytics.timezone, else a
+	// trace's own, else UTC, when report computed them).
 	TimeZone string `json:"time_zone"`
 }
 
@@ -192,7 +194,7 @@ func runReport(ctx context.Context, args []string, e *env) error {
 
 	out := &reportOutput{}
 	rep := &reporter{flags: f, logger: logger, quiet: logger, stderr: e.stderr, getenv: e.getenv, out: out, now: time.Now, progress: prog,
-		tzGiven: set["analytics.timezone"]}
+		tzGiven: set["analytics.timezone"], capacityGiven: set["analytics.capacity"] || set["analytics.capacity-file"]}
 	if !strings.EqualFold(f.log.level, "debug") {
 		quiet := logFlags{level: "warn", format: f.log.format}
 		if rep.quiet, err = quiet.logger(e.stderr); err != nil {
@@ -244,8 +246,13 @@ type reporter struct {
 	// progress paces the import's progress lines.
 	progress *progress
 	// tzGiven says --analytics.timezone was given: a trace's own time zone
-	// does not replace it.
+	// does not replace it, and stored results computed in another zone are
+	// computed again.
 	tzGiven bool
+	// capacityGiven says --analytics.capacity or --analytics.capacity-file
+	// was given: stored results that used other configured capacities are
+	// computed again.
+	capacityGiven bool
 }
 
 // startLocalClickHouse starts a ClickHouse server on a temporary directory
@@ -292,7 +299,6 @@ func (r *reporter) run(ctx context.Context) error {
 			return err
 		}
 	}
-	r.out.TimeZone = f.analytics.TimeZone
 	w, err := r.window(ctx, conn)
 	if err != nil {
 		return err
@@ -300,6 +306,14 @@ func (r *reporter) run(ctx context.Context) error {
 	r.out.Window = w.ID()
 	if err := r.characterize(ctx, conn, w); err != nil {
 		return err
+	}
+	// The zone the figures were computed in: the flag's when report
+	// computed them, else the stored results'.
+	if r.out.TimeZone, err = analytics.ReadTimeZone(ctx, conn, f.clickhouse.Database, w); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	if r.out.TimeZone == "" {
+		r.out.TimeZone = cmp.Or(f.analytics.TimeZone, "UTC")
 	}
 	h, err := r.headline(ctx, conn, w)
 	if err != nil {
@@ -410,7 +424,7 @@ func (r *reporter) traceTimeZone(tz string) {
 	if tz == "" || r.tzGiven || tz == f.analytics.TimeZone {
 		return
 	}
-	if _, err := time.LoadLocation(tz); err != nil {
+	if _, err := analytics.LoadTimeZone(tz); err != nil {
 		r.notes = append(r.notes, fmt.Sprintf("The trace gives its time zone as %q, which this system does not know: hours of day, days of week and calendar windows are in %s.", tz, f.analytics.TimeZone))
 		fmt.Fprintf(r.stderr, "report: %s: the trace's time zone %q is unknown here (%v); times of day are in %s (--analytics.timezone sets another)\n", f.tracePath, tz, err, f.analytics.TimeZone)
 		return
@@ -472,27 +486,23 @@ func (r *reporter) window(ctx context.Context, conn driver.Conn) (analytics.Wind
 }
 
 // characterize runs the analytics jobs for w unless it has complete
-// results computed up to its end (or up to now for an open window).
+// results computed up to its end (or up to now for an open window) with the
+// --analytics.timezone and capacities given (when given: without them the
+// stored results stand, whatever settings the schedule computed them with).
 func (r *reporter) characterize(ctx context.Context, conn driver.Conn, w analytics.Window) error {
 	f := &r.flags
+	runner, err := analytics.NewRunner(f.analytics, conn, r.logger, prometheus.NewRegistry(), r.now)
+	if err != nil {
+		return err
+	}
 	if !f.rerun && f.tracePath == "" {
-		ws, err := analytics.ReadWindows(ctx, conn, f.clickhouse.Database)
-		if err != nil && !isMissingTable(err) {
+		done, err := r.characterized(ctx, conn, runner, w)
+		if err != nil || done {
 			return err
-		}
-		for _, x := range ws {
-			if x.Window == w && len(x.Jobs) >= len(analytics.JobNames()) && !x.ComputedUntil.Before(minTime(w.Until, r.now().Add(-time.Minute))) {
-				r.logger.Info("window already characterized", "window", w.ID(), "run_at", x.RunAt)
-				return nil
-			}
 		}
 	}
 	if _, err := migrate.Apply(ctx, conn, f.clickhouse.Database, r.quiet); err != nil {
 		return fmt.Errorf("report: apply schema: %w", err)
-	}
-	runner, err := analytics.NewRunner(f.analytics, conn, r.logger, prometheus.NewRegistry(), r.now)
-	if err != nil {
-		return err
 	}
 	r.logger.Info("characterizing", "window", w.ID())
 	res, err := runner.RunWindow(ctx, w)
@@ -502,6 +512,31 @@ func (r *reporter) characterize(ctx context.Context, conn driver.Conn, w analyti
 	r.out.CharacterizeS = res.Seconds
 	r.logger.Info("characterized", "window", w.ID(), "jobs", res.WindowJobs, "seconds", res.Seconds)
 	return nil
+}
+
+// characterized reports whether w has complete, current results computed
+// with the settings given on the command line.
+func (r *reporter) characterized(ctx context.Context, conn driver.Conn, runner *analytics.Runner, w analytics.Window) (bool, error) {
+	ws, err := analytics.ReadWindows(ctx, conn, r.flags.clickhouse.Database)
+	if err != nil && !isMissingTable(err) {
+		return false, err
+	}
+	for _, x := range ws {
+		if x.Window != w || len(x.Jobs) < len(analytics.JobNames()) || x.ComputedUntil.Before(minTime(w.Until, r.now().Add(-time.Minute))) {
+			continue
+		}
+		diffs, err := runner.StoredDifferences(ctx, w, analytics.Compare{TimeZone: r.tzGiven, Capacity: r.capacityGiven})
+		if err != nil {
+			return false, fmt.Errorf("report: %w", err)
+		}
+		if len(diffs) > 0 {
+			r.logger.Info("window characterized with other settings; computing it again", "window", w.ID(), "run_at", x.RunAt, "differences", strings.Join(diffs, "; "))
+			return false, nil
+		}
+		r.logger.Info("window already characterized", "window", w.ID(), "run_at", x.RunAt)
+		return true, nil
+	}
+	return false, nil
 }
 
 func minTime(a, b time.Time) time.Time {

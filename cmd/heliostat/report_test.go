@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/heliostat-dev/heliostat/analytics/report"
 	"github.com/heliostat-dev/heliostat/analytics/report/reporttest"
@@ -32,6 +33,8 @@ type reportResult struct {
 	Window            string             `json:"window"`
 	Out               string             `json:"out"`
 	StartAtSubmit     *int               `json:"start_at_submit_jobs"`
+	TimeZone          string             `json:"time_zone"`
+	CharacterizeS     float64            `json:"characterize_s"`
 }
 
 // runReportJSON runs `heliostat report ARGS --json`; stdout must be exactly
@@ -351,5 +354,63 @@ func TestReportTraceProgress(t *testing.T) {
 	err := run(t.Context(), []string{"report", "--json", "--trace", path, "--progress-interval", "-1s"}, noEnv, &stdout, &stderr)
 	if err == nil || !strings.Contains(err.Error(), "--progress-interval -1s is negative") {
 		t.Errorf("report --progress-interval -1s: %v; want it refused", err)
+	}
+}
+
+// TestReportStoredSettings: report reuses a window's stored results unless
+// --analytics.timezone or --analytics.capacity was given and differs from
+// what they were computed with; then it computes them again, as --rerun
+// does. time_zone in --json is that of the figures reported.
+func TestReportStoredSettings(t *testing.T) {
+	day := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	end := day.Add(5 * time.Hour)
+	window := []string{"--since", "2026-03-02", "--until", "2026-03-03"}
+	for _, tc := range []struct {
+		name          string
+		stored, given []string // flags of `analytics run` and of `report`
+		rerun         bool
+		tz            string
+		gpus          uint32 // capacity of the cluster used
+		source        string
+	}{
+		{"no flags", nil, nil, false, "UTC", 4, "peak"},
+		{"no flags, stored in another zone", []string{"--analytics.timezone", "Asia/Shanghai"}, nil, false, "Asia/Shanghai", 4, "peak"},
+		{"another zone and capacity", nil, []string{"--analytics.timezone", "Asia/Shanghai", "--analytics.capacity", "c=100"}, true, "Asia/Shanghai", 100, "config"},
+		{"the same zone and capacity", []string{"--analytics.timezone", "Asia/Shanghai", "--analytics.capacity", "c=100"},
+			[]string{"--analytics.timezone", "Asia/Shanghai", "--analytics.capacity", "c=100"}, false, "Asia/Shanghai", 100, "config"},
+		{"another capacity", []string{"--analytics.capacity", "c=100"}, []string{"--analytics.capacity", "c=50"}, true, "UTC", 50, "config"},
+		{"a capacity where none was configured", nil, []string{"--analytics.capacity", "c=4"}, true, "UTC", 4, "config"},
+		{"UTC given, stored in another zone", []string{"--analytics.timezone", "Asia/Shanghai"}, []string{"--analytics.timezone", "UTC"}, true, "UTC", 4, "peak"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, conn := schematest.Database(t)
+			ctx := context.Background()
+			db := cfg.Database
+			schematest.InsertJobRows(t, conn, db, "cluster, job_id, source, user, partition_name, state, submit_time, start_time, end_time, gpus, last_event, updated_at, inserted_at, version",
+				[]any{"c", "1", "slurm", "alice", "gpu", "COMPLETED", day, &day, &end, uint32(4), "END", end, end, uint64(1)})
+			ch := append([]string{"--clickhouse.addr", cfg.Addr, "--clickhouse.database", db}, window...)
+			var out, errb bytes.Buffer
+			if err := run(ctx, append(append([]string{"analytics", "run", "--log.level", "warn"}, ch...), tc.stored...), noEnv, &out, &errb); err != nil {
+				t.Fatalf("analytics run: %v\n%s", err, errb.String())
+			}
+			got := runReportJSON(t, append(ch, tc.given...)...)
+			if rerun := got.CharacterizeS > 0; rerun != tc.rerun {
+				t.Errorf("report computed the window again: %v; want %v", rerun, tc.rerun)
+			}
+			var tz, source string
+			var gpus uint32
+			if err := conn.QueryRow(ctx, "SELECT any(tz) FROM "+db+".analytics_utilization WHERE window_id = '2026-03-02T00:00:00Z/2026-03-03T00:00:00Z'").Scan(&tz); err != nil {
+				t.Fatal(err)
+			}
+			if err := conn.QueryRow(ctx, "SELECT gpus, source FROM "+db+".analytics_capacity WHERE window_id = '2026-03-02T00:00:00Z/2026-03-03T00:00:00Z' AND vc = ''").Scan(&gpus, &source); err != nil {
+				t.Fatal(err)
+			}
+			if got.TimeZone != tc.tz || tz != tc.tz {
+				t.Errorf("time_zone %q in --json, %q in the results; want %q in both", got.TimeZone, tz, tc.tz)
+			}
+			if gpus != tc.gpus || source != tc.source {
+				t.Errorf("capacity %d GPUs (%s); want %d (%s)", gpus, source, tc.gpus, tc.source)
+			}
+		})
 	}
 }
