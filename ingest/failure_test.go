@@ -2,15 +2,18 @@ package ingest_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kfake"
 
@@ -45,6 +48,24 @@ func gather(t *testing.T, reg *prometheus.Registry, name string) map[string]floa
 		}
 	}
 	return out
+}
+
+// refuseSamples refuses every gpu_samples INSERT while refuse is set:
+// ClickHouse failing them.
+type refuseSamples struct {
+	driver.Conn
+	refuse *atomic.Bool
+}
+
+func refusing(refuse *atomic.Bool) func(driver.Conn) driver.Conn {
+	return func(c driver.Conn) driver.Conn { return refuseSamples{Conn: c, refuse: refuse} }
+}
+
+func (c refuseSamples) PrepareBatch(ctx context.Context, q string, opts ...driver.PrepareBatchOption) (driver.Batch, error) {
+	if c.refuse.Load() && strings.Contains(q, ".gpu_samples (") {
+		return nil, errors.New("test: clickhouse refuses")
+	}
+	return c.Conn.PrepareBatch(ctx, q, opts...)
 }
 
 // TestClickHouseOutage stops the ClickHouse server mid-stream and starts it

@@ -207,7 +207,7 @@ func (in *Ingester) Run(ctx context.Context) error {
 		}
 		backoff.reset()
 		in.groupHealth.OK()
-		in.startGeneration(gen)
+		in.startGeneration(ctx, gen)
 	}
 }
 
@@ -246,7 +246,9 @@ type item struct {
 	raw       head             // the message's offset, key and value, for ingest_heads
 }
 
-func (in *Ingester) startGeneration(gen *kafka.Generation) {
+// startGeneration recovers and reads gen's partitions until gen ends. ctx is
+// Run's.
+func (in *Ingester) startGeneration(ctx context.Context, gen *kafka.Generation) {
 	var as []assignment
 	for topic, parts := range gen.Assignments {
 		h, ok := in.byTopic[topic]
@@ -259,9 +261,9 @@ func (in *Ingester) startGeneration(gen *kafka.Generation) {
 	}
 	in.m.assigned.Set(float64(len(as)))
 	in.logger.Info("partitions assigned", "generation", gen.ID, "partitions", len(as))
-	gen.Start(func(ctx context.Context) {
+	gen.Start(func(gctx context.Context) {
 		in.clearRewinds()
-		done, seqs, ok := in.recover(ctx, as)
+		done, seqs, ok := in.recover(gctx, as)
 		if !ok {
 			return
 		}
@@ -271,17 +273,28 @@ func (in *Ingester) startGeneration(gen *kafka.Generation) {
 		}
 		items := make(chan item, 256)
 		var wg sync.WaitGroup
+		var lags []*partLag
 		for i, a := range as {
 			if a.rewound {
 				continue
 			}
+			lag := in.newPartLag(a)
+			lags = append(lags, lag)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				in.read(ctx, a, done[i], items)
+				// Deleted when the partition moves away (or is found
+				// rewound), kept at shutdown (see partLag).
+				defer func() { lag.stop(ctx.Err() != nil) }()
+				in.read(gctx, a, done[i], items, lag)
 			}()
 		}
-		in.sink(ctx, gen, items, seqs)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in.lagLoop(gctx, lags)
+		}()
+		in.sink(gctx, gen, items, seqs)
 		wg.Wait()
 	})
 }
@@ -440,8 +453,8 @@ func (in *Ingester) recoverPartition(ctx context.Context, as *assignment, seqs *
 }
 
 // read fetches one partition from offset a.offset, decodes each message and
-// hands it to the batch.
-func (in *Ingester) read(ctx context.Context, a assignment, done map[int64][]uint32, out chan<- item) {
+// hands it to the batch. It reports its position to lag.
+func (in *Ingester) read(ctx context.Context, a assignment, done map[int64][]uint32, out chan<- item, lag *partLag) {
 	r := kafka.NewReader(kafka.ReaderConfig{
 		Brokers:        in.cfg.Brokers,
 		Topic:          a.h.topic(),
@@ -459,7 +472,6 @@ func (in *Ingester) read(ctx context.Context, a assignment, done map[int64][]uin
 		in.logger.Error("cannot seek partition", "topic", a.h.topic(), "partition", a.partition, "offset", a.offset, "err", err)
 		return
 	}
-	lag := in.m.lag.WithLabelValues(a.h.topic(), strconv.Itoa(int(a.partition)))
 	next := a.offset // the offset the next message should have
 	for {
 		// An offset past the log end (a rewound partition) makes the
@@ -493,7 +505,7 @@ func (in *Ingester) read(ctx context.Context, a assignment, done map[int64][]uin
 			}
 			continue
 		}
-		lag.Set(float64(max(m.HighWaterMark-m.Offset-1, 0)))
+		lag.read(m.Offset+1, m.HighWaterMark)
 		if next >= 0 && m.Offset > next {
 			// Kafka deleted them (retention) before they were read: the
 			// reader moves on to the first offset it still holds.

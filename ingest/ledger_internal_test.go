@@ -688,7 +688,8 @@ func TestResolveStart(t *testing.T) {
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	out := make(chan item, 16)
-	go in.read(rctx, assignment{h: h, partition: 0, offset: 2}, nil, out)
+	a := assignment{h: h, partition: 0, offset: 2}
+	go in.read(rctx, a, nil, out, in.newPartLag(a))
 	select {
 	case it := <-out:
 		if it.offset != 6 {

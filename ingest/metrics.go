@@ -47,7 +47,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
 		}, []string{"table"}),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "heliostat_ingest_consumer_lag_messages", Help: "Messages between the last one read and the partition's high watermark.",
+			Name: "heliostat_ingest_consumer_lag_messages", Help: "Messages between the last one read and the partition's log end, for the partitions this replica reads now (refreshed from the log end also while reading waits).",
 		}, []string{"topic", "partition"}),
 		flushRows: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "heliostat_ingest_flush_rows", Help: "Rows per flush.",
