@@ -1,64 +1,10 @@
 package ingest
 
 import (
-	"bytes"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
-
-	"github.com/segmentio/kafka-go"
-
-	"github.com/heliostat-dev/heliostat/schemas"
 )
-
-func TestFitDeadLetter(t *testing.T) {
-	hdr := func(m kafka.Message) (string, int) {
-		v, n := "", 0
-		for _, h := range m.Headers {
-			if h.Key == schemas.HeaderDeadletterTruncated {
-				v, n = string(h.Value), n+1
-			}
-		}
-		return v, n
-	}
-	for _, tc := range []struct {
-		name         string
-		value, limit int
-		cut          bool
-	}{
-		{"small", 100, 1000, false},
-		{"just fits", 800, 1000, false},
-		{"over", 5000, 1000, true},
-		{"far over", 2_000_000, deadLetterMaxBytes, true},
-		{"limit below the headers", 50, 60, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			m := kafka.Message{Key: []byte("k"), Value: bytes.Repeat([]byte{'v'}, tc.value),
-				Headers: []kafka.Header{{Key: schemas.HeaderDeadletterReason, Value: []byte("bad magic")}}}
-			if got := fitDeadLetter(&m, tc.limit); got != tc.cut {
-				t.Fatalf("fitDeadLetter = %v; want %v", got, tc.cut)
-			}
-			v, n := hdr(m)
-			if !tc.cut {
-				if len(m.Value) != tc.value || n != 0 {
-					t.Errorf("uncut: value %d bytes, %d truncated headers", len(m.Value), n)
-				}
-				return
-			}
-			if n != 1 || v != strconv.Itoa(tc.value) || len(m.Value) >= tc.value {
-				t.Errorf("cut: value %d bytes, %d truncated headers %q; want fewer than %d bytes, one header %d", len(m.Value), n, v, tc.value, tc.value)
-			}
-			// Cut again, smaller: still one header with the first length.
-			if fitDeadLetter(&m, tc.limit/2) {
-				t.Error("a second cut reported as a new one")
-			}
-			if v, n := hdr(m); n != 1 || v != strconv.Itoa(tc.value) {
-				t.Errorf("after a second cut: %d truncated headers %q; want one, %d", n, v, tc.value)
-			}
-		})
-	}
-}
 
 // TestStillIdle: a producer forgotten at the start of a batch that sends
 // again within it keeps the marks the batch writes for it; its older

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -541,6 +540,7 @@ type batch struct {
 	rows     int
 	msgs     int
 	dead     []kafka.Message
+	deadFrom []deadFrom               // where each of dead came from
 	next     map[string]map[int]int64 // offsets to commit
 	heads    map[headKey]head         // the last message read from each partition
 	seqs     map[seqKey]seqMark       // sequence marks to store before the commit
@@ -576,6 +576,7 @@ func (b *batch) reset() {
 	}
 	b.rows, b.msgs = 0, 0
 	b.dead = b.dead[:0]
+	b.deadFrom = b.deadFrom[:0]
 	clear(b.next)
 	clear(b.heads)
 	clear(b.seqs)
@@ -710,6 +711,11 @@ func (in *Ingester) addItem(b *batch, it item, seqs *sequences) {
 		}
 	}
 	if it.dead != nil {
+		if slices.Contains(it.skip, deadPartKey) {
+			// Dead-lettered before (see deadletter.go).
+			in.m.messages.WithLabelValues(topic, "duplicate").Inc()
+			return
+		}
 		in.deadletter(b, it)
 		return
 	}
@@ -722,115 +728,13 @@ func (in *Ingester) addItem(b *batch, it item, seqs *sequences) {
 	}
 }
 
-func (in *Ingester) deadletter(b *batch, it item) {
-	kind := "decode"
-	var de *schemas.DecodeError
-	if errors.As(it.reason, &de) {
-		kind = "decode_" + de.Kind
-	}
-	in.m.errors.WithLabelValues(kind).Inc()
-	in.m.messages.WithLabelValues(it.h.topic(), "deadletter").Inc()
-	in.warnf("deadletter", "undecodable message sent to dead-letter topic", "topic", it.h.topic(),
-		"partition", it.partition, "offset", it.offset, "err", it.reason)
-	m := it.dead
-	// The original headers go along (a numbered message's producer says
-	// which collector sent it), followed by where and why it failed.
-	dl := kafka.Message{
-		Key:   m.Key,
-		Value: m.Value,
-		Headers: append(slices.Clip(m.Headers),
-			kafka.Header{Key: schemas.HeaderDeadletterReason, Value: []byte(it.reason.Error())},
-			kafka.Header{Key: schemas.HeaderDeadletterTopic, Value: []byte(m.Topic)},
-			kafka.Header{Key: schemas.HeaderDeadletterPartition, Value: []byte(strconv.Itoa(m.Partition))},
-			kafka.Header{Key: schemas.HeaderDeadletterOffset, Value: []byte(strconv.FormatInt(m.Offset, 10))},
-		),
-	}
-	if fitDeadLetter(&dl, deadLetterMaxBytes) {
-		in.m.deadCut.Inc()
-	}
-	b.dead = append(b.dead, dl)
-}
-
-// deadLetterMaxBytes bounds a dead letter's key, value and headers. A
-// message over kafka-go's BatchBytes (1 MiB by default) or the broker's
-// max.message.bytes (1,048,588 by default) is refused for good, and a dead
-// letter is its original message with more headers, so one near the limit
-// would never be written and would hold up every partition of the replica.
-const deadLetterMaxBytes = 1_000_000
-
-// deadLetterMinBytes is as far as flush cuts dead letters for a topic that
-// refuses deadLetterMaxBytes.
-const deadLetterMinBytes = 4096
-
-// fitDeadLetter cuts m's value so that m takes at most limit bytes, and
-// says in HeaderDeadletterTruncated how long the value was. It reports
-// whether it cut a message it had not cut before (which keeps the length
-// its first cut recorded).
-func fitDeadLetter(m *kafka.Message, limit int) bool {
-	const overhead = 64 // the record's own fields, and a header's lengths
-	size := overhead + len(m.Key) + len(m.Value)
-	cutBefore := false
-	for _, h := range m.Headers {
-		size += overhead/4 + len(h.Key) + len(h.Value)
-		cutBefore = cutBefore || h.Key == schemas.HeaderDeadletterTruncated
-	}
-	if size <= limit {
-		return false
-	}
-	orig := strconv.Itoa(len(m.Value))
-	if !cutBefore {
-		size += overhead/4 + len(schemas.HeaderDeadletterTruncated) + len(orig)
-	}
-	keep := max(len(m.Value)-(size-limit), 0)
-	m.Value = m.Value[:keep:keep]
-	if !cutBefore {
-		m.Headers = append(slices.Clip(m.Headers), kafka.Header{Key: schemas.HeaderDeadletterTruncated, Value: []byte(orig)})
-	}
-	return !cutBefore
-}
-
-// tooLarge reports whether err says a message was too large for the
-// writer or the broker.
-func tooLarge(err error) bool {
-	var we kafka.WriteErrors
-	if errors.As(err, &we) {
-		return slices.ContainsFunc(we, tooLarge)
-	}
-	return errors.Is(err, kafka.MessageSizeTooLarge)
-}
-
 // flush writes dead letters, then the blocks' intents, then every block, then
 // commits the offsets. It returns false when ctx ended before everything was
 // written; nothing is committed then, and the next owner of the partitions
 // resumes from the intents and the ledger.
 func (in *Ingester) flush(ctx context.Context, gen *kafka.Generation, b *batch) bool {
-	if len(b.dead) > 0 {
-		backoff := newBackoff(100*time.Millisecond, in.cfg.RetryMax)
-		limit := deadLetterMaxBytes
-		for {
-			err := in.dead.WriteMessages(ctx, b.dead...)
-			if err == nil {
-				in.deadHealth.OK()
-				break
-			}
-			if tooLarge(err) && limit > deadLetterMinBytes {
-				// The dead-letter topic takes less (its max.message.bytes).
-				limit = max(limit/4, deadLetterMinBytes)
-				for i := range b.dead {
-					if fitDeadLetter(&b.dead[i], limit) {
-						in.m.deadCut.Inc()
-					}
-				}
-				in.warnf("deadletter-cut", "the dead-letter topic refused a message as too large; cutting dead letters' values", "limit_bytes", limit, "err", err)
-				continue
-			}
-			in.deadHealth.Report(fmt.Errorf("writing dead letters: %w", err))
-			in.m.errors.WithLabelValues("deadletter").Inc()
-			in.warnf("deadletter-write", "writing dead letters failed, retrying", "messages", len(b.dead), "err", err)
-			if !backoff.wait(ctx) {
-				return false
-			}
-		}
+	if len(b.dead) > 0 && !in.writeDeadLetters(ctx, b) {
+		return false
 	}
 	if b.msgs > 0 { // not a batch that only deletes forgotten producers' rows
 		in.m.flushRows.Observe(float64(b.rows))

@@ -33,12 +33,13 @@ import (
 //     whatever the ledger says.
 
 // loadLedger returns, by offset, the part keys the ledger holds for a's
-// partition at or after its committed offset.
+// partition at or after its committed offset: its table's, and deadPartKey
+// for a message dead-lettered (see deadletter.go).
 func (in *Ingester) loadLedger(ctx context.Context, a assignment) (map[int64][]uint32, error) {
 	from := max(a.offset, 0)
 	rows, err := in.conn.Query(ctx, "SELECT kafka_offset, part_key FROM "+in.cfg.ClickHouse.Database+
-		".ingest_ledger WHERE tbl = ? AND kafka_partition = ? AND kafka_offset >= ? GROUP BY kafka_offset, part_key",
-		a.h.table(), uint32(a.partition), uint64(from))
+		".ingest_ledger WHERE tbl IN (?, ?) AND kafka_partition = ? AND kafka_offset >= ? GROUP BY kafka_offset, part_key",
+		a.h.table(), deadLedgerTable(a.h.table()), uint32(a.partition), uint64(from))
 	if err != nil {
 		return nil, fmt.Errorf("query ingest ledger: %w", err)
 	}

@@ -729,7 +729,8 @@ func deleteRecords(t *testing.T, broker, topic string, partition int32, offset i
 // TestPruneLedger checks that the ledger partitions holding only offsets that
 // Kafka deleted are dropped, and that a partition is kept while one of its
 // rows is for an offset Kafka still holds, or for a table, topic or Kafka
-// partition whose first offset is unknown.
+// partition whose first offset is unknown. Dead letters' rows are judged by
+// their source table's topic.
 func TestPruneLedger(t *testing.T) {
 	ch, conn := schematest.Database(t)
 	_, broker := schematest.Broker(t)
@@ -766,6 +767,9 @@ func TestPruneLedger(t *testing.T) {
 		{"gpu_samples", 5, 0, 0, 20260201},   // 202602: a partition the topic lacks
 		{"job_events", 0, 0, 3, 202604},      // 2026: job events Kafka has from offset 0
 		{"gpu_allocations", 0, 0, 1, 202512}, // 2025: a topic that does not exist
+		// 42949672: dead letters of gpu_samples' partition 0, offsets 6
+		// and 7 still in Kafka.
+		{"deadletter/gpu_samples", 0, 3, 7, deadPartKey},
 	}
 	for _, l := range ledger {
 		if err := conn.Exec(ctx, "INSERT INTO "+ch.Database+".ingest_ledger (tbl, kafka_partition, kafka_offset, part_key, rows) "+
@@ -784,19 +788,19 @@ func TestPruneLedger(t *testing.T) {
 	if !slices.Equal(dropped, []string{"202604"}) {
 		t.Errorf("pruneLedger() dropped %v; want [202604]", dropped)
 	}
-	if got := schematest.Count(t, conn, ch.Database+".ingest_ledger"); got != 4+3+1+1+4+2 {
-		t.Errorf("%d ledger rows left; want 15, all but the 10 of 202604", got)
+	if got := schematest.Count(t, conn, ch.Database+".ingest_ledger"); got != 4+3+1+1+4+2+5 {
+		t.Errorf("%d ledger rows left; want 20, all but the 10 of 202604", got)
 	}
 	if dropped, err := in.pruneLedger(ctx); err != nil || len(dropped) != 0 {
 		t.Errorf("pruneLedger() again = %v, %v; want nothing dropped", dropped, err)
 	}
-	// Kafka deletes the rest of gpu_samples' partition 0: 202605 and 202603
-	// hold only expired offsets now, but 202603 still names a table ingest
-	// does not know.
+	// Kafka deletes the rest of gpu_samples' partition 0: 202605, 202603
+	// and the dead letters' partition hold only expired offsets now, but
+	// 202603 still names a table ingest does not know.
 	deleteRecords(t, broker, schemas.TopicGPUSamples, 0, 10)
 	dropped, err = in.pruneLedger(ctx)
-	if err != nil || !slices.Equal(dropped, []string{"202605"}) {
-		t.Errorf("pruneLedger() after more deletions = %v, %v; want [202605]", dropped, err)
+	if err != nil || !slices.Equal(dropped, []string{"202605", "42949672"}) {
+		t.Errorf("pruneLedger() after more deletions = %v, %v; want [202605 42949672]", dropped, err)
 	}
 }
 

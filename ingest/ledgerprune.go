@@ -24,7 +24,8 @@ const ledgerPruneEvery = 24 * time.Hour
 //
 // A ledger partition is kept while any of its rows is for an offset at or
 // above its Kafka partition's first offset, or for a table, topic or
-// partition whose first offset the brokers did not give. Each partition is
+// partition whose first offset the brokers did not give. Dead letters' rows
+// (deadLedgerTable) are for their source table's topic. Each partition is
 // checked just before it is dropped; a ledger row that lands between the
 // check and the drop (a late message of that month written in those
 // milliseconds) is dropped with it.
@@ -79,7 +80,7 @@ func (in *Ingester) ledgerExpired(ctx context.Context, p string, first map[strin
 		if err := rows.Scan(&tbl, &kp, &last); err != nil {
 			return false, fmt.Errorf("read ledger partition %s: %w", p, err)
 		}
-		f, ok := first[tbl][int(kp)]
+		f, ok := first[ledgerSource(tbl)][int(kp)]
 		if !ok || last >= uint64(f) {
 			expired = false
 		}

@@ -36,7 +36,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"table"}),
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_ingest_messages_total",
-			Help: "Kafka messages handled, by topic and outcome (inserted; duplicate: already in ClickHouse; resent: a copy a producer sent again, dropped; deadletter).",
+			Help: "Kafka messages handled, by topic and outcome (inserted; duplicate: already in ClickHouse, or already dead-lettered; resent: a copy a producer sent again, dropped; deadletter).",
 		}, []string{"topic", "outcome"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_ingest_errors_total",

@@ -194,8 +194,8 @@ func (in *Ingester) ResetPartition(ctx context.Context, topic string, partition 
 	}
 	db := in.cfg.ClickHouse.Database
 	var rows uint64
-	if err := in.conn.QueryRow(ctx, "SELECT count() FROM "+db+".ingest_ledger WHERE tbl = ? AND kafka_partition = ? AND kafka_offset >= ?",
-		h.table(), uint32(partition), uint64(from)).Scan(&rows); err != nil {
+	if err := in.conn.QueryRow(ctx, "SELECT count() FROM "+db+".ingest_ledger WHERE tbl IN (?, ?) AND kafka_partition = ? AND kafka_offset >= ?",
+		h.table(), deadLedgerTable(h.table()), uint32(partition), uint64(from)).Scan(&rows); err != nil {
 		return fmt.Errorf("reset partition: count ledger rows: %w", err)
 	}
 	kept, err := in.keptRows(ctx, h.table(), partition, from)
@@ -286,12 +286,17 @@ func (in *Ingester) forget(ctx context.Context, table, topic string, partition i
 			return fmt.Errorf("record the offsets whose old rows %s keeps: %w", table, err)
 		}
 	}
-	for _, q := range []struct{ sql, key string }{
-		{"ALTER TABLE " + db + ".ingest_ledger DELETE WHERE tbl = ? AND kafka_partition = ? AND kafka_offset >= ?", table},
-		{"ALTER TABLE " + db + ".ingest_intents DELETE WHERE tbl = ? AND kafka_partition = ? AND last_offset >= ?", table},
-		{"ALTER TABLE " + db + ".ingest_sequences DELETE WHERE topic = ? AND kafka_partition = ? AND kafka_offset >= ?", topic},
+	for _, q := range []struct {
+		sql  string
+		keys []any
+	}{
+		// The partition's dead letters too: the new log's messages at
+		// their offsets are others.
+		{"ALTER TABLE " + db + ".ingest_ledger DELETE WHERE tbl IN (?, ?) AND kafka_partition = ? AND kafka_offset >= ?", []any{table, deadLedgerTable(table)}},
+		{"ALTER TABLE " + db + ".ingest_intents DELETE WHERE tbl = ? AND kafka_partition = ? AND last_offset >= ?", []any{table}},
+		{"ALTER TABLE " + db + ".ingest_sequences DELETE WHERE topic = ? AND kafka_partition = ? AND kafka_offset >= ?", []any{topic}},
 	} {
-		if err := in.conn.Exec(ctx, q.sql, q.key, uint32(partition), uint64(from)); err != nil {
+		if err := in.conn.Exec(ctx, q.sql, append(q.keys, uint32(partition), uint64(from))...); err != nil {
 			return fmt.Errorf("forget what ingest holds of %s/%d from offset %d: %w", topic, partition, from, err)
 		}
 	}
