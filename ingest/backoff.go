@@ -28,13 +28,18 @@ func (b *backoff) wait(ctx context.Context) bool {
 	}
 }
 
-// retryWrite calls send until it succeeds or ctx ends, with backoff, and keeps
-// heliostat_ingest_clickhouse_up in step. Each failure counts as an error of
-// kind and logs msg (throttled) with args and the error. send must be safe to
-// repeat after an uncertain failure.
+// retryWrite calls send until it succeeds or ctx ends (not at all when ctx
+// has ended), with backoff, and keeps heliostat_ingest_clickhouse_up in
+// step. Each failure counts as an error of kind and logs msg (throttled)
+// with args and the error. send must be safe to repeat after an uncertain
+// failure.
 func (in *Ingester) retryWrite(ctx context.Context, kind, msg string, send func() error, args ...any) error {
 	backoff := newBackoff(100*time.Millisecond, in.cfg.RetryMax)
 	for {
+		if ctx.Err() != nil {
+			// Nothing begun once the generation ended (see rebalance.go).
+			return ctx.Err()
+		}
 		err := send()
 		in.clickhouseReport(err)
 		if err == nil {

@@ -62,6 +62,11 @@ type Config struct {
 	// ingest compares its position with the partition's log end, to notice
 	// a topic deleted and created again (see ResetPartition). Default 30s.
 	LogCheck time.Duration
+
+	// shutdownFlush is how long Run, once its context is done, goes on
+	// beginning writes: shutdownFlushTimeout, shorter only in tests
+	// (export_test.go).
+	shutdownFlush time.Duration
 }
 
 // DefaultDedupeWindow is the --dedupe.window default: a copy of a message
@@ -144,6 +149,9 @@ func (c *Config) Validate() error {
 	}
 	if c.LogCheck < 10*time.Millisecond {
 		return fmt.Errorf("ingest: --ingest.log-check %s is below 10ms", c.LogCheck)
+	}
+	if c.shutdownFlush == 0 {
+		c.shutdownFlush = shutdownFlushTimeout
 	}
 	if c.Retention < 0 || c.RollupRetention < 0 {
 		return errors.New("ingest: retention must not be negative")

@@ -41,7 +41,7 @@ func TestDeadLetterSentOnce(t *testing.T) {
 	regs := []*prometheus.Registry{prometheus.NewRegistry(), prometheus.NewRegistry()}
 	var refuse atomic.Bool
 	refuse.Store(true)
-	done := startIngestConn(t, ctx, broker, ch, regs[0], nil, refusing(&refuse))
+	done := startIngestConn(t, ctx, broker, ch, regs[0], func(c *ingest.Config) { ingest.ShortenShutdown(c, time.Second) }, refusing(&refuse))
 	deadline := time.Now().Add(30 * time.Second)
 	for metricSum(t, regs[0], "heliostat_ingest_errors_total", "kind", "insert") == 0 {
 		if time.Now().After(deadline) {

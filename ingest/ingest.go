@@ -153,8 +153,10 @@ func (in *Ingester) Topics() []string {
 	return t
 }
 
-// Run consumes until ctx is done, then flushes the open batch, commits and
-// returns nil. It returns an error only when it cannot start.
+// Run consumes until ctx is done, then flushes the open batch while its
+// generation lasts (beginning writes for at most shutdownFlushTimeout),
+// commits, leaves the group and returns nil. It returns an error only when
+// it cannot start.
 func (in *Ingester) Run(ctx context.Context) error {
 	defer in.dead.Close()
 	defer in.kt.CloseIdleConnections()
@@ -165,7 +167,7 @@ func (in *Ingester) Run(ctx context.Context) error {
 		StartOffset:            kafka.FirstOffset,
 		HeartbeatInterval:      in.cfg.SessionTimeout / 5,
 		SessionTimeout:         in.cfg.SessionTimeout,
-		RebalanceTimeout:       in.cfg.SessionTimeout,
+		RebalanceTimeout:       in.cfg.SessionTimeout, // not longer: see rebalance.go
 		JoinGroupBackoff:       time.Second,
 		WatchPartitionChanges:  true,
 		PartitionWatchInterval: 5 * time.Second,
@@ -186,28 +188,33 @@ func (in *Ingester) Run(ctx context.Context) error {
 		in.idleCheckLoop(ctx)
 	}()
 	defer wg.Wait()
-	stop := context.AfterFunc(ctx, func() { group.Close() })
-	defer stop()
 	defer group.Close()
 	backoff := newBackoff(500*time.Millisecond, in.cfg.RetryMax)
+	var drained <-chan struct{} // the latest generation's (see startGeneration)
 	for {
 		gen, err := group.Next(ctx)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, kafka.ErrGroupClosed) {
-				return nil
+				break
 			}
 			in.m.errors.WithLabelValues("group").Inc()
 			in.groupHealth.Report(fmt.Errorf("joining consumer group %s: %w", in.cfg.Group, err))
 			in.warnf("group", "joining consumer group failed, retrying", "group", in.cfg.Group, "err", err)
 			if !backoff.wait(ctx) {
-				return nil
+				break
 			}
 			continue
 		}
 		backoff.reset()
 		in.groupHealth.OK()
-		in.startGeneration(ctx, gen)
+		drained = in.startGeneration(ctx, gen)
 	}
+	// The generation flushes its open batch while it lasts; then Close ends
+	// it and leaves the group.
+	if drained != nil {
+		<-drained
+	}
+	return nil
 }
 
 // newHandlers returns one handler per consumed topic. The readers decode with
@@ -245,9 +252,12 @@ type item struct {
 	raw       head             // the message's offset, key and value, for ingest_heads
 }
 
-// startGeneration recovers and reads gen's partitions until gen ends. ctx is
-// Run's.
-func (in *Ingester) startGeneration(ctx context.Context, gen *kafka.Generation) {
+// startGeneration recovers and reads gen's partitions until gen ends, or
+// until ctx (Run's) is done: then it flushes the open batch while gen lasts
+// and waits in gen until Run closes the group, so that the replica leaves
+// the group rather than joining the next generation first. The channel it
+// returns is closed once the generation wrote what it is going to write.
+func (in *Ingester) startGeneration(ctx context.Context, gen *kafka.Generation) <-chan struct{} {
 	var as []assignment
 	for topic, parts := range gen.Assignments {
 		h, ok := in.byTopic[topic]
@@ -260,42 +270,59 @@ func (in *Ingester) startGeneration(ctx context.Context, gen *kafka.Generation) 
 	}
 	in.m.assigned.Set(float64(len(as)))
 	in.logger.Info("partitions assigned", "generation", gen.ID, "partitions", len(as))
+	drained := make(chan struct{})
 	gen.Start(func(gctx context.Context) {
-		in.clearRewinds()
-		done, seqs, ok := in.recover(gctx, as)
-		if !ok {
-			return
+		in.consume(ctx, gctx, gen, as)
+		close(drained)
+		if ctx.Err() != nil {
+			<-gctx.Done()
 		}
-		in.m.seqMarks.Set(float64(len(seqs.marks)))
-		if in.onAssigned != nil {
-			in.onAssigned()
+	})
+	return drained
+}
+
+// consume is a generation's work: recover as, read them and write what they
+// hold. gctx is the generation's context, ctx Run's; reading stops when
+// either ends.
+func (in *Ingester) consume(ctx, gctx context.Context, gen *kafka.Generation, as []assignment) {
+	rctx, cancel := context.WithCancel(gctx)
+	defer cancel()
+	defer context.AfterFunc(ctx, cancel)()
+	in.clearRewinds()
+	done, seqs, ok := in.recover(rctx, as)
+	if !ok {
+		return
+	}
+	in.m.seqMarks.Set(float64(len(seqs.marks)))
+	if in.onAssigned != nil {
+		in.onAssigned()
+	}
+	items := make(chan item, 256)
+	var wg sync.WaitGroup
+	var lags []*partLag
+	for i, a := range as {
+		if a.rewound {
+			continue
 		}
-		items := make(chan item, 256)
-		var wg sync.WaitGroup
-		var lags []*partLag
-		for i, a := range as {
-			if a.rewound {
-				continue
-			}
-			lag := in.newPartLag(a)
-			lags = append(lags, lag)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				// Deleted when the partition moves away (or is found
-				// rewound), kept at shutdown (see partLag).
-				defer func() { lag.stop(ctx.Err() != nil) }()
-				in.read(gctx, a, done[i], items, lag)
-			}()
-		}
+		lag := in.newPartLag(a)
+		lags = append(lags, lag)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			in.lagLoop(gctx, lags)
+			// Deleted when the partition moves away (or is found
+			// rewound), kept at shutdown (see partLag).
+			defer func() { lag.stop(ctx.Err() != nil) }()
+			in.read(rctx, a, done[i], items, lag)
 		}()
-		in.sink(gctx, gen, items, seqs)
-		wg.Wait()
-	})
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		in.lagLoop(rctx, lags)
+	}()
+	in.sink(gctx, ctx.Done(), gen, items, seqs)
+	cancel()
+	wg.Wait()
 }
 
 // resolveStart returns the first offset and the log end of a's partition
@@ -585,30 +612,46 @@ func (b *batch) reset() {
 	clear(b.forgotAt)
 }
 
-// flushJob is a full batch on its way to the flusher.
-type flushJob struct {
-	ctx context.Context
-	b   *batch
-}
-
 // sink batches items by rows and by time. Full batches go to one flusher
 // goroutine, which writes and commits them in order while the next batch
 // fills: decoding overlaps ClickHouse's work on the previous INSERT. At most
 // two batches exist, so memory stays bounded and a slow ClickHouse holds the
-// readers back.
-func (in *Ingester) sink(ctx context.Context, gen *kafka.Generation, items <-chan item, seqs *sequences) {
+// readers back. ctx is the generation's: when it ends, the open batch is
+// dropped (see rebalance.go). When stop is closed (shutdown), the open batch
+// is flushed while the generation lasts; flushes begin no write
+// shutdownFlushTimeout after stop.
+func (in *Ingester) sink(ctx context.Context, stop <-chan struct{}, gen *kafka.Generation, items <-chan item, seqs *sequences) {
+	// fctx is what the flushes run under: the generation, cut short
+	// shutdownFlushTimeout after stop, wherever the sink is then (a flush
+	// retrying a ClickHouse that is down keeps it waiting for the flusher).
+	fctx, cancelFlush := context.WithCancel(ctx)
+	defer cancelFlush()
+	go func() {
+		select {
+		case <-stop:
+		case <-fctx.Done():
+			return
+		}
+		t := time.NewTimer(in.cfg.shutdownFlush)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancelFlush()
+		case <-fctx.Done():
+		}
+	}()
 	free := make(chan *batch, 2)
 	free <- in.newBatch()
 	free <- in.newBatch()
-	jobs := make(chan flushJob)
+	jobs := make(chan *batch)
 	failed := make(chan struct{})
 	flusherDone := make(chan struct{})
 	go func() {
 		defer close(flusherDone)
-		for j := range jobs {
-			ok := in.flush(j.ctx, gen, j.b)
-			j.b.reset()
-			free <- j.b
+		for b := range jobs {
+			ok := in.flush(fctx, gen, b)
+			b.reset()
+			free <- b
 			if !ok {
 				close(failed)
 				for range jobs {
@@ -624,11 +667,11 @@ func (in *Ingester) sink(ctx context.Context, gen *kafka.Generation, items <-cha
 	cur := <-free
 	in.sweepSequences(seqs, cur)
 	// handOff gives cur to the flusher and takes a free batch; false when a
-	// flush failed (the generation is over).
-	handOff := func(fctx context.Context) bool {
+	// flush failed (the generation is over, or the shutdown's time is up).
+	handOff := func() bool {
 		in.m.seqMarks.Set(float64(len(seqs.marks)))
 		select {
-		case jobs <- flushJob{ctx: fctx, b: cur}:
+		case jobs <- cur:
 		case <-failed:
 			return false
 		}
@@ -648,25 +691,30 @@ func (in *Ingester) sink(ctx context.Context, gen *kafka.Generation, items <-cha
 				cur.first = time.Now()
 			}
 			in.addItem(cur, it, seqs)
-			if cur.rows >= in.cfg.BatchRows && !handOff(ctx) {
+			if cur.rows >= in.cfg.BatchRows && !handOff() {
 				return
 			}
 		case <-tick.C:
 			in.sweepSequences(seqs, cur)
 			due := cur.msgs > 0 && time.Since(cur.first) >= in.cfg.BatchInterval
-			if (due || cur.msgs == 0 && len(cur.forget) > 0) && !handOff(ctx) {
+			if (due || cur.msgs == 0 && len(cur.forget) > 0) && !handOff() {
 				return
 			}
 		case <-failed:
 			return
 		case <-ctx.Done():
-			// Stop fetching, flush the open batch, commit, close. The commit may
-			// fail now that the generation is over; the ledger covers that.
-			if cur.msgs > 0 {
-				fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
-				defer cancel()
+			// The partitions may be another replica's already. Their
+			// offsets in the open batch are not committed: the next
+			// owner reads them again.
+			cur.reset()
+			return
+		case <-stop:
+			// Stop fetching, flush the open batch, commit, close (Run
+			// leaves the group once the flusher is done).
+			if cur.msgs > 0 || len(cur.forget) > 0 {
+				in.m.seqMarks.Set(float64(len(seqs.marks)))
 				select {
-				case jobs <- flushJob{ctx: fctx, b: cur}:
+				case jobs <- cur:
 				case <-failed:
 				}
 			}
@@ -731,8 +779,13 @@ func (in *Ingester) addItem(b *batch, it item, seqs *sequences) {
 // flush writes dead letters, then the blocks' intents, then every block, then
 // commits the offsets. It returns false when ctx ended before everything was
 // written; nothing is committed then, and the next owner of the partitions
-// resumes from the intents and the ledger.
+// resumes from the intents and the ledger. Once ctx (the generation) has
+// ended it begins no further write: the partitions may be another
+// replica's (see rebalance.go).
 func (in *Ingester) flush(ctx context.Context, gen *kafka.Generation, b *batch) bool {
+	if ctx.Err() != nil {
+		return false
+	}
 	if len(b.dead) > 0 && !in.writeDeadLetters(ctx, b) {
 		return false
 	}
@@ -751,6 +804,7 @@ func (in *Ingester) flush(ctx context.Context, gen *kafka.Generation, b *batch) 
 	if err := in.writeIntents(ctx, blks); err != nil {
 		return false
 	}
+	// insert checks ctx before each block; retryWrite before each write.
 	for _, blk := range blks {
 		start := time.Now()
 		if err := in.insert(ctx, blk); err != nil {
@@ -760,6 +814,9 @@ func (in *Ingester) flush(ctx context.Context, gen *kafka.Generation, b *batch) 
 		in.m.rows.WithLabelValues(blk.table()).Add(float64(blk.rows()))
 	}
 	for _, h := range b.handlers {
+		if ctx.Err() != nil {
+			return false
+		}
 		xctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		err := h.flushExtra(xctx, in.conn, in.cfg.ClickHouse.Database)
 		cancel()
@@ -775,15 +832,15 @@ func (in *Ingester) flush(ctx context.Context, gen *kafka.Generation, b *batch) 
 	if err := in.writeHeads(ctx, b.heads); err != nil {
 		return false
 	}
-	if forget := stillIdle(b.forget, b.forgotAt, b.senders); len(forget) > 0 {
+	if forget := stillIdle(b.forget, b.forgotAt, b.senders); len(forget) > 0 && ctx.Err() == nil {
 		if err := in.pruneSequences(ctx, forget); err != nil {
 			in.m.errors.WithLabelValues("sequences").Inc()
 			in.warnf("sequences", "deleting forgotten producers' rows failed; the next partition assignment deletes them",
 				"producers", len(forget), "err", err)
 		}
 	}
-	if len(b.next) == 0 {
-		return true
+	if len(b.next) == 0 || ctx.Err() != nil {
+		return ctx.Err() == nil
 	}
 	if err := gen.CommitOffsets(b.next); err != nil {
 		in.m.errors.WithLabelValues("commit").Inc()
@@ -819,8 +876,14 @@ func (in *Ingester) insert(ctx context.Context, blk block) error {
 			}
 		}
 		if !uncertain {
+			if ctx.Err() != nil {
+				// The generation ended: the block's partitions may be
+				// another replica's (see rebalance.go).
+				return ctx.Err()
+			}
 			// The send is not cut short by ctx: a half-sent INSERT would leave
-			// its outcome unknown just as another replica takes over.
+			// its outcome unknown just as another replica takes over, which
+			// waits for it while ClickHouse lists it (awaitInserts).
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 			sctx = clickhouse.Context(sctx, clickhouse.WithQueryID(insertQueryID(in.cfg.ClickHouse.Database, blk.table(), blk.partKey(), blk.origin().spans)))
 			err = blk.insert(sctx, in.conn, in.cfg.ClickHouse.Database)

@@ -234,7 +234,10 @@ func TestIntentOutlivesIngester(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	reg := prometheus.NewRegistry()
-	done := startIngestConn(t, ctx, broker, ch, reg, nil, func(c driver.Conn) driver.Conn { return unanswered{c} })
+	// It stops while its INSERT is in doubt: its shutdown (1 s) ends the
+	// retries.
+	done := startIngestConn(t, ctx, broker, ch, reg, func(c *ingest.Config) { ingest.ShortenShutdown(c, time.Second) },
+		func(c driver.Conn) driver.Conn { return unanswered{c} })
 	deadline := time.Now().Add(60 * time.Second)
 	for schematest.Count(t, conn, db+".gpu_samples") == 0 || metricSum(t, reg, "heliostat_ingest_errors_total", "kind", "insert") < 2 {
 		if time.Now().After(deadline) {
