@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/heliostat-dev/heliostat/analytics"
+	"github.com/heliostat-dev/heliostat/internal/chconn"
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
 
@@ -62,6 +64,17 @@ func BenchmarkCharacterize(b *testing.B) {
 	}
 }
 
+// lastMonthOfHalfYear seeds -analytics.bench-jobs synthetic jobs submitted
+// over 180 days and returns the window of the last 30.
+func lastMonthOfHalfYear(b *testing.B) (chconn.Config, driver.Conn, analytics.Window) {
+	cfg, conn := schematest.Database(b)
+	since := time.Date(2020, 4, 1, 0, 0, 0, 0, time.UTC)
+	if err := analytics.SyntheticJobs(context.Background(), conn, cfg.Database, "bench", *benchJobs, since, 180); err != nil {
+		b.Fatal(err)
+	}
+	return cfg, conn, analytics.Window{Since: since.AddDate(0, 0, 150), Until: since.AddDate(0, 0, 180)}
+}
+
 // BenchmarkCharacterizeLastMonth runs every characterization job over the
 // last 30 days of -analytics.bench-jobs synthetic jobs submitted over 180
 // days: the 120 days before the lookback (30 days) are read only through
@@ -73,13 +86,8 @@ func BenchmarkCharacterize(b *testing.B) {
 //
 //	go test ./analytics -run '^$' -bench CharacterizeLastMonth -benchtime 1x
 func BenchmarkCharacterizeLastMonth(b *testing.B) {
-	cfg, conn := schematest.Database(b)
+	cfg, conn, w := lastMonthOfHalfYear(b)
 	ctx := context.Background()
-	since := time.Date(2020, 4, 1, 0, 0, 0, 0, time.UTC)
-	if err := analytics.SyntheticJobs(ctx, conn, cfg.Database, "bench", *benchJobs, since, 180); err != nil {
-		b.Fatal(err)
-	}
-	w := analytics.Window{Since: since.AddDate(0, 0, 150), Until: since.AddDate(0, 0, 180)}
 	r, err := analytics.NewRunner(analytics.Config{Database: cfg.Database, Lookback: 30 * 24 * time.Hour},
 		conn, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), func() time.Time { return w.Until })
 	if err != nil {
@@ -115,16 +123,11 @@ func BenchmarkCharacterizeLastMonth(b *testing.B) {
 //
 //	go test ./analytics -run '^$' -bench CapacityQueries -benchtime 1x
 func BenchmarkCapacityQueries(b *testing.B) {
-	cfg, conn := schematest.Database(b)
+	cfg, conn, w := lastMonthOfHalfYear(b)
 	ctx := context.Background()
-	since := time.Date(2020, 4, 1, 0, 0, 0, 0, time.UTC)
-	if err := analytics.SyntheticJobs(ctx, conn, cfg.Database, "bench", *benchJobs, since, 180); err != nil {
-		b.Fatal(err)
-	}
 	if err := conn.Exec(ctx, "OPTIMIZE TABLE "+cfg.Database+".job_runs FINAL"); err != nil {
 		b.Fatal(err)
 	}
-	w := analytics.Window{Since: since.AddDate(0, 0, 150), Until: since.AddDate(0, 0, 180)}
 	pid := schematest.ClickHouse(b).PID()
 	for _, q := range analytics.CapacityQueries() {
 		if !strings.Contains(q.SQL, "job_runs") {

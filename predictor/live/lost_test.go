@@ -37,18 +37,7 @@ func TestLostSlurmJobHasNoRunTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]time.Duration{"lost": 0, "slurm-done": end.Sub(start), "trace-unknown": end.Sub(start)}
-	if len(recs) != len(want) {
-		t.Fatalf("loaded %d jobs; want %d", len(recs), len(want))
-	}
-	for _, r := range recs {
-		if !r.ended {
-			t.Errorf("%s: not ended", r.jobID)
-		}
-		if r.run() != want[r.jobID] {
-			t.Errorf("%s: run %v; want %v", r.jobID, r.run(), want[r.jobID])
-		}
-	}
+	checkEndedRuns(t, recs, map[string]time.Duration{"lost": 0, "slurm-done": end.Sub(start), "trace-unknown": end.Sub(start)})
 	// The lost job neither trains nor joins the history.
 	h := replay(recs, func(*rec) bool { return false }, nil)
 	if n := h.Len(); n != 2 {
@@ -75,7 +64,16 @@ func TestFutureEndedJobHasNoRunTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]time.Duration{"skewed-end": 0, "slurm-near": time.Hour + maxAhead/2, "trace-ahead": time.Hour + year}
+	checkEndedRuns(t, recs, map[string]time.Duration{"skewed-end": 0, "slurm-near": time.Hour + maxAhead/2, "trace-ahead": time.Hour + year})
+	if n := replay(recs, func(*rec) bool { return false }, nil).Len(); n != 2 {
+		t.Errorf("history holds %d jobs; want 2 (not the skewed end)", n)
+	}
+}
+
+// checkEndedRuns checks that recs are the jobs of want, each ended with the
+// run time want gives it.
+func checkEndedRuns(t *testing.T, recs []*rec, want map[string]time.Duration) {
+	t.Helper()
 	if len(recs) != len(want) {
 		t.Fatalf("loaded %d jobs; want %d", len(recs), len(want))
 	}
@@ -86,8 +84,5 @@ func TestFutureEndedJobHasNoRunTime(t *testing.T) {
 		if r.run() != want[r.jobID] {
 			t.Errorf("%s: run %v; want %v", r.jobID, r.run(), want[r.jobID])
 		}
-	}
-	if n := replay(recs, func(*rec) bool { return false }, nil).Len(); n != 2 {
-		t.Errorf("history holds %d jobs; want 2 (not the skewed end)", n)
 	}
 }
