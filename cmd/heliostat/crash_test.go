@@ -89,7 +89,7 @@ func TestIngestSurvivesSIGKILL(t *testing.T) {
 	)
 	want := uint64(msgs * gpus * ticks)
 
-	// The producer streams the samples over a few seconds while kills go on.
+	// The producer streams the samples over about 6 s while kills go on.
 	produced := make(chan error, 1)
 	go func() {
 		w := &kafka.Writer{Addr: kafka.TCP(broker), Topic: schemas.TopicGPUSamples, Balancer: &kafka.Hash{},
@@ -129,7 +129,11 @@ func TestIngestSurvivesSIGKILL(t *testing.T) {
 				produced <- err
 				return
 			}
-			time.Sleep(40 * time.Millisecond)
+			// The stream lasts about 6 s, past the first kill (at most 4 s
+			// in): at least that kill lands while messages are still to
+			// come, however fast ingest keeps up (at 40 ms a chunk, a run
+			// had stored all of them by the first kill).
+			time.Sleep(120 * time.Millisecond)
 		}
 		produced <- nil
 	}()
