@@ -40,15 +40,19 @@ func (l *partLag) read(next, end int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.next = next
-	if !l.stopped {
-		l.vec.WithLabelValues(l.labels...).Set(float64(max(end-next, 0)))
-	}
+	l.set(end)
 }
 
 // refresh sets the lag from the log end alone.
 func (l *partLag) refresh(end int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.set(end)
+}
+
+// set sets the series to end less l.next, unless stopped or the reader's
+// position is not known yet. The caller holds l.mu.
+func (l *partLag) set(end int64) {
 	if !l.stopped && l.next >= 0 {
 		l.vec.WithLabelValues(l.labels...).Set(float64(max(end-l.next, 0)))
 	}

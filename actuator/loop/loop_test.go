@@ -679,6 +679,28 @@ func idleNodes(partition string, n int) []adapter.Node {
 	return nodes
 }
 
+// runMinutes runs n passes of l a minute apart from t0.
+func runMinutes(t *testing.T, l *Loop, sched *static, n int) {
+	t.Helper()
+	for m := range n {
+		sched.at(t0.Add(time.Duration(m) * time.Minute))
+		if _, err := l.Once(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// allPrioritized checks that every job of sched has its priority set.
+func allPrioritized(t *testing.T, sched *static) {
+	t.Helper()
+	snap, _ := sched.Snapshot(context.Background())
+	for _, j := range snap.Jobs {
+		if j.Priority == 0 {
+			t.Errorf("job %s's priority was not set", j.ID)
+		}
+	}
+}
+
 // TestLoopMultiNodeDemand: a queue of a job asking for 4 nodes × 1 GPU and
 // a one-node job submitted to two partitions keeps 4 + 1 nodes of gpu
 // powered and 1 of other, while the rest are powered down.
@@ -690,13 +712,7 @@ func TestLoopMultiNodeDemand(t *testing.T) {
 	sched.snap.Nodes = append(sched.snap.Nodes, idleNodes("gpu", 8)...)
 	sched.snap.Nodes = append(sched.snap.Nodes, idleNodes("other", 3)...)
 	l := newPeakLoop(t, sched, adapter.GuardConfig{Apply: true, Partitions: []string{"gpu", "other"}, Nodes: []string{"*"}})
-	ctx := context.Background()
-	for m := range 8 {
-		sched.at(t0.Add(time.Duration(m) * time.Minute))
-		if _, err := l.Once(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	runMinutes(t, l, sched, 8)
 	demand := map[string]float64{}
 	for _, p := range l.View().Plans {
 		if p.Plan != nil {
@@ -713,12 +729,7 @@ func TestLoopMultiNodeDemand(t *testing.T) {
 		t.Errorf("other: %d nodes powered; want 1", got)
 	}
 	// The job on two partitions has its priority set: both are allowed.
-	snap, _ := sched.Snapshot(ctx)
-	for _, j := range snap.Jobs {
-		if j.Priority == 0 {
-			t.Errorf("job %s's priority was not set", j.ID)
-		}
-	}
+	allPrioritized(t, sched)
 }
 
 // TestLoopArrayDemand: a pending array of 5 tasks × 8 GPUs keeps 5 of 8
@@ -731,25 +742,14 @@ func TestLoopArrayDemand(t *testing.T) {
 	}}}
 	sched.snap.Nodes = append(sched.snap.Nodes, idleNodes("gpu", 8)...)
 	l := newPeakLoop(t, sched, adapter.GuardConfig{Apply: true, Partitions: []string{"gpu"}, Nodes: []string{"*"}})
-	ctx := context.Background()
-	for m := range 8 {
-		sched.at(t0.Add(time.Duration(m) * time.Minute))
-		if _, err := l.Once(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	runMinutes(t, l, sched, 8)
 	if p := l.View().Plans; len(p) != 1 || p[0].Plan == nil || p[0].Plan.Demand != 5 {
 		t.Errorf("plans %+v; want gpu's demand 5 (the array's 5 tasks)", p)
 	}
 	if got := sched.powered("gpu"); got != 5 {
 		t.Errorf("gpu: %d nodes powered; want 5", got)
 	}
-	snap, _ := sched.Snapshot(ctx)
-	for _, j := range snap.Jobs {
-		if j.Priority == 0 {
-			t.Errorf("job %s's priority was not set", j.ID)
-		}
-	}
+	allPrioritized(t, sched)
 }
 
 // TestLoopRateLimitedRetried: with a cap of 2 priority changes a minute, 6
