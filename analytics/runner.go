@@ -55,10 +55,20 @@ type Config struct {
 	CapacityFile string
 }
 
-// RegisterFlags adds the --analytics.* flags to fs.
+// RegisterFlags adds every --analytics.* flag to fs: the schedule's
+// (RegisterScheduleFlags) and those of a window's figures
+// (RegisterWindowFlags), for the commands that run the schedule.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	c.RegisterScheduleFlags(fs)
+	c.RegisterWindowFlags(fs)
+}
+
+// RegisterScheduleFlags adds the flags of the schedule (Run):
+// --analytics.interval, --analytics.windows and --analytics.settle. A
+// command that characterizes one window and never runs the schedule leaves
+// them out, since it would ignore them.
+func (c *Config) RegisterScheduleFlags(fs *flag.FlagSet) {
 	c.Periods = []Period{Day, Month}
-	c.TimeZone = "UTC"
 	fs.DurationVar(&c.Interval, "analytics.interval", 15*time.Minute, "how often the schedule recomputes the recent windows (0 disables it)")
 	fs.Func("analytics.windows", "comma-separated calendar windows the schedule keeps up to date: day, week, month (default day,month)", func(s string) error {
 		c.Periods = nil
@@ -75,6 +85,13 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.DurationVar(&c.Settle, "analytics.settle", 48*time.Hour, "keep recomputing a window this long after it closed (its jobs may still end)")
+}
+
+// RegisterWindowFlags adds the flags that shape a window's figures:
+// --analytics.timezone, --analytics.capacity, --analytics.capacity-file and
+// --analytics.lookback.
+func (c *Config) RegisterWindowFlags(fs *flag.FlagSet) {
+	c.TimeZone = "UTC"
 	fs.DurationVar(&c.Lookback, "analytics.lookback", 30*24*time.Hour, "job runs submitted up to this long before a window are read whole; earlier ones that ran or waited in it are found by a scan of their end times (a cost trade-off: the figures are the same)")
 	fs.StringVar(&c.TimeZone, "analytics.timezone", "UTC", "IANA time zone of calendar windows, hours of day, days of week and months (not Local: ClickHouse does not know it)")
 	fs.Func("analytics.capacity", "GPU capacities: comma-separated CLUSTER=GPUS, CLUSTER/VC=GPUS or /VC=GPUS (default: --analytics.capacity-file, else gpu_inventory, else the peak GPUs held at once)", func(s string) error {

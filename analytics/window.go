@@ -108,6 +108,21 @@ func (p Period) next(start time.Time) time.Time {
 	return time.Date(y, m, d+1, 0, 0, 0, 0, start.Location())
 }
 
+// ThroughToday returns the window from since to the end of the day, in loc,
+// that holds now: the window of a --since given without its end. The calls
+// of one day name the same window, which, like the schedule's day window
+// while it is open, is computed up to now (RunResult.ComputedUntil) and
+// computed again, into the same partitions, once those results are stale;
+// an end at now itself would name a new window, and store a new partition,
+// at every call. A since at or after that end is refused.
+func ThroughToday(since, now time.Time, loc *time.Location) (Window, error) {
+	w := Window{Since: since, Until: Day.Containing(now, loc).Until}
+	if !w.Until.After(since) {
+		return Window{}, fmt.Errorf("analytics: since %s is not before the end of today (%s in %s): give the window's end", since.UTC().Format(time.RFC3339), w.Until.In(loc).Format(time.RFC3339), loc)
+	}
+	return w, w.Validate()
+}
+
 // Recent returns the windows of period p, in loc, that overlap [now-settle,
 // now], oldest first: the windows whose jobs may still change (a job
 // submitted in a window may end long after it).

@@ -57,6 +57,36 @@ func TestPeriods(t *testing.T) {
 	}
 }
 
+// TestThroughToday: a window given only its start ends at the end of the
+// day, in the zone, that holds now, whatever the time of day.
+func TestThroughToday(t *testing.T) {
+	shanghai, err := time.LoadLocation("Asia/Shanghai")
+	if err != nil {
+		t.Fatalf("no tzdata: %v", err)
+	}
+	since := time.Date(2020, 9, 1, 6, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		now  time.Time
+		loc  *time.Location
+		want string // window ID, or the error's text
+	}{
+		{time.Date(2020, 9, 2, 0, 0, 0, 0, time.UTC), time.UTC, "2020-09-01T06:00:00Z/2020-09-03T00:00:00Z"},
+		{time.Date(2020, 9, 2, 23, 59, 59, 0, time.UTC), time.UTC, "2020-09-01T06:00:00Z/2020-09-03T00:00:00Z"},
+		{time.Date(2020, 9, 2, 17, 30, 0, 0, time.UTC), shanghai, "2020-09-01T06:00:00Z/2020-09-03T16:00:00Z"},
+		{time.Date(2020, 9, 1, 7, 0, 0, 0, time.UTC), time.UTC, "2020-09-01T06:00:00Z/2020-09-02T00:00:00Z"},
+		{time.Date(2020, 8, 31, 12, 0, 0, 0, time.UTC), time.UTC, "not before the end of today"},
+	} {
+		w, err := ThroughToday(since, tc.now, tc.loc)
+		got := w.ID()
+		if err != nil {
+			got = err.Error()
+		}
+		if !strings.Contains(got, tc.want) {
+			t.Errorf("ThroughToday(%v, %v, %v) = %s; want %s", since, tc.now, tc.loc, got, tc.want)
+		}
+	}
+}
+
 func TestExpand(t *testing.T) {
 	got, err := expand("SELECT {q:a:0.5} FROM {database}.t", map[string]string{"database": "db"})
 	if err != nil {

@@ -241,8 +241,10 @@ WHERE length(a) > 0;
 -- The CDF at le_s = 10^(k/10), k = 0..70: each value falls in the first
 -- point at or above it (bucket k, found from its log10 and checked against
 -- the points themselves so that rounding cannot misplace it; 71 beyond 10^7
--- s), then the buckets accumulate. Counted per cluster, VC and CPU/GPU, then
--- rolled up.
+-- s; values under 1 s, 0 s included, are bucket 0: log10 reads at least 1,
+-- since ClickHouse evaluates both branches of if() and newer versions refuse
+-- toInt32 of log10(0) = -inf), then the buckets accumulate. Counted per
+-- cluster, VC and CPU/GPU, then rolled up.
 INSERT INTO {out.analytics_duration_cdf} (
     window_id, window_start, window_end, cluster, scope, scope_value, job_class, metric,
     le_s, jobs_le, jobs, cdf)
@@ -266,7 +268,7 @@ FROM (
                 SELECT cluster, vc, toUInt8(g > 0) AS gpu,
                     (arrayJoin([('run', run_s), ('queue', queue_s)]) AS m).1 AS metric,
                     m.2 AS v,
-                    ceil(10 * log10(v)) AS k0,
+                    ceil(10 * log10(greatest(v, 1))) AS k0,
                     if(v < 1, 0, least(71, toInt32(k0 + (v > exp10(k0 / 10)) - (v <= exp10((k0 - 1) / 10))))) AS bucket
                 FROM {jobs}
                 WHERE in_window = 1 AND v >= 0

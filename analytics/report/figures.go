@@ -80,9 +80,13 @@ func (r *Report) figStateShare() figure {
 		c.Series = append(c.Series, Series{Name: s.State, Values: []float64{ratio(float64(s.Jobs), jobs), ratio(s.GPUTime, gt)}})
 	}
 	h := r.Headline
+	if done, ok := h.StateShare["completed"]; !ok || math.IsNaN(done) {
+		c.Series = nil
+		return figure{ID: FigStateShare, Title: c.Title, Caption: "No job of the window has ended yet: there is no final state to share out.", SVG: c.SVG()}
+	}
 	caption := fmt.Sprintf("%s of jobs completed, %s were cancelled and %s failed (TIMEOUT and NODE_FAIL count as failed); by GPU time: %s, %s and %s.",
-		fmtPct(h.StateShare["completed"]), fmtPct(h.StateShare["cancelled"]), fmtPct(h.StateShare["failed"]),
-		fmtPct(h.GPUTimeStateShare["completed"]), fmtPct(h.GPUTimeStateShare["cancelled"]), fmtPct(h.GPUTimeStateShare["failed"]))
+		fmtShare(h.StateShare, "completed"), fmtShare(h.StateShare, "cancelled"), fmtShare(h.StateShare, "failed"),
+		fmtShare(h.GPUTimeStateShare, "completed"), fmtShare(h.GPUTimeStateShare, "cancelled"), fmtShare(h.GPUTimeStateShare, "failed"))
 	if u, ok := h.StateShare["unknown"]; ok {
 		caption += fmt.Sprintf(" The trace gives no outcome for %s of jobs.", fmtPct(u))
 	}
@@ -308,7 +312,7 @@ func (r *Report) figUserQueue() figure {
 		c.Series = []Series{q, g}
 		c.Line = &done
 	}
-	if top == 0 {
+	if top == 0 || math.IsNaN(top) { // NaN: no queuing delay to divide by
 		c.Series, c.Line = nil, nil
 		return figure{ID: FigUserQueue, Title: c.Title, Caption: "No GPU job waited in this window (or the source gives no start times), so there is no queuing delay to share out.", SVG: c.SVG()}
 	}

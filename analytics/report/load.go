@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -145,10 +146,12 @@ FROM {db}.analytics_headline WHERE window_id = ? AND cluster = ?`, func(rows dri
 			h.DurationMedianS = nan
 		}
 		for i, st := range States {
-			if st == "unknown" && s[i] == 0 && g[i] == 0 {
+			if st == "unknown" && !(s[i] > 0 || g[i] > 0) {
 				continue // shown only where the source has unknown outcomes
 			}
-			h.StateShare[st], h.GPUTimeStateShare[st] = finite(s[i]), finite(g[i])
+			// NaN (no ended job, no GPU time) stays: the page shows no data,
+			// not 0.
+			h.StateShare[st], h.GPUTimeStateShare[st] = s[i], g[i]
 		}
 		r.Headline = h
 		return nil
@@ -157,14 +160,6 @@ FROM {db}.analytics_headline WHERE window_id = ? AND cluster = ?`, func(rows dri
 		return fmt.Errorf("%w %s, cluster %q", ErrNoResults, l.window, l.cluster)
 	}
 	return err
-}
-
-// finite turns NaN (nothing to divide) into 0.
-func finite(v float64) float64 {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0
-	}
-	return v
 }
 
 func (l *loader) durations(ctx context.Context, r *Report) error {
@@ -414,7 +409,7 @@ WHERE window_id = ? AND cluster = ? AND scope = 'cluster' ORDER BY top_pct`, fun
 		if err := rows.Scan(&pct, &top, &share); err != nil {
 			return err
 		}
-		r.Concentration = append(r.Concentration, Concentration{Pct: float64(pct) / 100, Users: int64(top), Share: finite(share)})
+		r.Concentration = append(r.Concentration, Concentration{Pct: float64(pct) / 100, Users: int64(top), Share: share})
 		return nil
 	})
 }
@@ -431,11 +426,14 @@ WHERE window_id = ? AND cluster = ? AND scope = 'cluster' ORDER BY gpu_time_rank
 		if err := rows.Scan(&s); err != nil {
 			return err
 		}
-		shares = append(shares, finite(s))
+		shares = append(shares, s)
 		return nil
 	})
 	if err != nil {
 		return err
+	}
+	if slices.ContainsFunc(shares, math.IsNaN) {
+		shares = nil // no GPU time to share out: no curve
 	}
 	step := max(1, len(shares)/curvePoints)
 	cum := 0.0
@@ -454,7 +452,6 @@ ORDER BY queue_share DESC, gpu_time_rank, user LIMIT `+strconv.Itoa(figureUsers)
 			return err
 		}
 		u.Jobs = int64(jobs)
-		u.GPUTimeShare, u.QueueShare = finite(u.GPUTimeShare), finite(u.QueueShare)
 		r.Users = append(r.Users, u)
 		return nil
 	})

@@ -277,3 +277,41 @@ func TestHandlerNothingYet(t *testing.T) {
 		t.Errorf("GET on a database never characterized = %d; want 404", resp.StatusCode)
 	}
 }
+
+// TestLoadZeroRunTime: a GPU job that ran 0 s counts at the run-time CDF's
+// first point, 1 s (its bucket is 0 where log10 of 0 would be -inf), and one
+// that ran an hour only from 3,981 s (10^3.6) on.
+func TestLoadZeroRunTime(t *testing.T) {
+	cfg, conn := schematest.Database(t)
+	ctx := t.Context()
+	db := cfg.Database
+	day := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	end := day.Add(time.Hour)
+	schematest.InsertJobRows(t, conn, db, "cluster, job_id, source, user, partition_name, state, submit_time, start_time, end_time, gpus, last_event, updated_at, inserted_at, version",
+		[]any{"c", "1", "slurm", "a", "gpu", "COMPLETED", day, &day, &end, uint32(1), "END", end, end, uint64(1)},
+		[]any{"c", "2", "slurm", "a", "gpu", "COMPLETED", day, &day, &day, uint32(1), "END", day, day, uint64(1)})
+	w := analytics.Window{Since: day, Until: day.AddDate(0, 0, 1)}
+	r, err := analytics.NewRunner(analytics.Config{Database: db}, conn, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.RunWindow(ctx, w, "jobs"); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Load(ctx, conn, LoadOptions{Database: db, Window: w, Cluster: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.DurationCDF) == 0 {
+		t.Fatal("no run-time CDF")
+	}
+	got := map[float64]float64{}
+	for _, p := range rep.DurationCDF[0].Points {
+		got[math.Round(p.X)] = p.Y
+	}
+	for _, want := range []Point{{1, 0.5}, {3162, 0.5}, {3981, 1}} {
+		if y, ok := got[want.X]; !ok || math.Abs(y-want.Y) > 1e-9 {
+			t.Errorf("run-time CDF at %g s = %v (present %v); want %v", want.X, y, ok, want.Y)
+		}
+	}
+}

@@ -80,6 +80,8 @@ type Report struct {
 }
 
 // Headline holds the key figures (the JSON of `heliostat report --json`).
+// A share is NaN where there is nothing to share out (no ended job, no GPU
+// time): the page shows "–".
 type Headline struct {
 	Jobs              int64              `json:"jobs"`
 	GPUJobs           int64              `json:"gpu_jobs"`
@@ -153,7 +155,7 @@ type GPUStates struct {
 type Concentration struct {
 	Pct   float64 // 0.01, 0.05, …
 	Users int64   // ⌈Pct × users⌉
-	Share float64
+	Share float64 // NaN: no GPU time
 }
 
 // User is one user's figures.
@@ -161,8 +163,8 @@ type User struct {
 	Name           string
 	Jobs           int64
 	GPUTime        float64
-	GPUTimeShare   float64
-	QueueShare     float64 // of all queuing delay of GPU jobs
+	GPUTimeShare   float64 // NaN: no GPU time
+	QueueShare     float64 // of all queuing delay of GPU jobs; NaN: none
 	CompletionRate float64
 }
 

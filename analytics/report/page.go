@@ -24,8 +24,10 @@ type page struct {
 }
 
 var funcs = template.FuncMap{
-	"join":  strings.Join,
-	"pct":   fmtPct,
+	"join": strings.Join,
+	"pct":  fmtPct,
+	// share is a share of m, "–" where m has none.
+	"share": fmtShare,
 	"dur":   fmtDur,
 	"num":   fmtNum,
 	"hours": func(gpuSeconds float64) string { return fmtNum(gpuSeconds / 3600) },
@@ -77,6 +79,16 @@ type flagCount struct {
 }
 
 var pageTmpl = template.Must(template.New("page").Funcs(funcs).Parse(pageHTML))
+
+// fmtShare prints m[key] as fmtPct does, and a missing key, like NaN, as
+// "–": no data, not 0.
+func fmtShare(m map[string]float64, key string) string {
+	v, ok := m[key]
+	if !ok {
+		return "–"
+	}
+	return fmtPct(v)
+}
 
 // queueRanked orders users by their share of queuing delay, as the
 // queuing-delay figure numbers them.

@@ -220,6 +220,17 @@ func TestRenderEmpty(t *testing.T) {
 	if strings.Contains(page, "NaN") {
 		t.Errorf("empty report prints NaN")
 	}
+	// Shares of nothing are no data, not 0.
+	r.Headline.Top5pctGPUTime = math.NaN()
+	buf.Reset()
+	if err := Render(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, tile := range []string{"of jobs completed", "of jobs failed", "of GPU time used by the top 5% of users"} {
+		if !strings.Contains(buf.String(), "<b>–</b><span>"+tile+"</span>") {
+			t.Errorf("empty report: the tile %q does not show –", tile)
+		}
+	}
 }
 
 func TestFormat(t *testing.T) {
@@ -229,7 +240,7 @@ func TestFormat(t *testing.T) {
 		want string
 	}{
 		{fmtNum, 0, "0"}, {fmtNum, 950, "950"}, {fmtNum, 1234, "1.2k"}, {fmtNum, 12345, "12k"}, {fmtNum, 3.4e6, "3.4M"}, {fmtNum, 0.25, "0.25"},
-		{fmtPct, 0.4321, "43.2%"}, {fmtPct, 1, "100%"}, {fmtPct, 0.0004, "<0.1%"}, {fmtPct, 0, "0%"},
+		{fmtPct, 0.4321, "43.2%"}, {fmtPct, 1, "100%"}, {fmtPct, 0.0004, "<0.1%"}, {fmtPct, 0, "0%"}, {fmtPct, math.NaN(), "–"},
 		{fmtDur, 45, "45 s"}, {fmtDur, 391.5, "6.5 min"}, {fmtDur, 5400, "1.5 h"}, {fmtDur, 2 * 86400, "2 d"}, {fmtDur, math.NaN(), "–"},
 	} {
 		if got := c.f(c.in); got != c.want {

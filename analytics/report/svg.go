@@ -516,8 +516,12 @@ func trimZero(v float64, prec int) string {
 	return s
 }
 
-// fmtPct prints a share in [0, 1] as a percentage.
+// fmtPct prints a share in [0, 1] as a percentage; NaN (nothing to share
+// out) as "–".
 func fmtPct(v float64) string {
+	if math.IsNaN(v) {
+		return "–"
+	}
 	if v != 0 && math.Abs(v) < 0.001 {
 		return "<0.1%"
 	}

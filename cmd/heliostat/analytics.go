@@ -103,7 +103,7 @@ type windowFlags struct {
 
 func (w *windowFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&w.since, "since", "", "window start, RFC 3339 or YYYY-MM-DD (UTC) (default: the first day of the jobs' submit times)")
-	fs.StringVar(&w.until, "until", "", "window end, exclusive, RFC 3339 or YYYY-MM-DD (default: the day after the last submit time, or --since plus a day)")
+	fs.StringVar(&w.until, "until", "", "window end, exclusive, RFC 3339 or YYYY-MM-DD (default: the day after the last submit time; with --since, the end of today in --analytics.timezone, as report --since)")
 }
 
 func parseWindowTime(name, s string) (time.Time, error) {
@@ -115,9 +115,10 @@ func parseWindowTime(name, s string) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("--%s %q: want RFC 3339 (2020-09-01T00:00:00Z) or a date (2020-09-01)", name, s)
 }
 
-// window resolves the flags; with neither, the days holding every job's
-// submit time.
-func (w *windowFlags) window(ctx context.Context, conn driver.Conn, database string) (analytics.Window, error) {
+// window resolves the flags: with neither, the days holding every job's
+// submit time; with --since alone, from it to the end of the day, in loc,
+// that holds now (analytics.ThroughToday).
+func (w *windowFlags) window(ctx context.Context, conn driver.Conn, database string, now time.Time, loc *time.Location) (analytics.Window, error) {
 	if w.since == "" && w.until == "" {
 		return analytics.DataSpan(ctx, conn, database, "")
 	}
@@ -128,11 +129,13 @@ func (w *windowFlags) window(ctx context.Context, conn driver.Conn, database str
 	if err != nil {
 		return analytics.Window{}, err
 	}
-	until := since.AddDate(0, 0, 1)
-	if w.until != "" {
-		if until, err = parseWindowTime("until", w.until); err != nil {
-			return analytics.Window{}, err
-		}
+	if w.until == "" {
+		// As report --since: one window a day, not one a call.
+		return analytics.ThroughToday(since, now, loc)
+	}
+	until, err := parseWindowTime("until", w.until)
+	if err != nil {
+		return analytics.Window{}, err
 	}
 	win := analytics.Window{Since: since, Until: until}
 	return win, win.Validate()
@@ -145,11 +148,17 @@ type analyticsRunOutput struct {
 }
 
 func runAnalyticsRun(ctx context.Context, args []string, e *env) error {
+	return analyticsRunAt(ctx, args, e, time.Now)
+}
+
+// analyticsRunAt is runAnalyticsRun on the clock now: the end of a window
+// given by --since alone, and the runner's clock.
+func analyticsRunAt(ctx context.Context, args []string, e *env, now func() time.Time) error {
 	fs := newFlagSet("analytics run", e)
 	var ch chconn.Config
 	ch.RegisterFlags(fs, e.getenv)
 	var cfg analytics.Config
-	cfg.RegisterFlags(fs)
+	cfg.RegisterWindowFlags(fs)
 	var wf windowFlags
 	wf.register(fs)
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
@@ -163,7 +172,7 @@ func runAnalyticsRun(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
-	cfg.Database, cfg.Interval = ch.Database, 0
+	cfg.Database = ch.Database
 	if err := ch.Validate(); err != nil {
 		return err
 	}
@@ -183,11 +192,15 @@ func runAnalyticsRun(ctx context.Context, args []string, e *env) error {
 		return err
 	}
 	defer conn.Close()
-	w, err := wf.window(ctx, conn, ch.Database)
+	loc, err := analytics.LoadTimeZone(cfg.TimeZone)
+	if err != nil {
+		return fmt.Errorf("analytics run: --analytics.timezone %q: %w", cfg.TimeZone, err)
+	}
+	w, err := wf.window(ctx, conn, ch.Database, now(), loc)
 	if err != nil {
 		return fmt.Errorf("analytics run: %w", err)
 	}
-	r, err := analytics.NewRunner(cfg, conn, logger, prometheus.NewRegistry(), time.Now)
+	r, err := analytics.NewRunner(cfg, conn, logger, prometheus.NewRegistry(), now)
 	if err != nil {
 		return err
 	}
@@ -332,11 +345,11 @@ func runAnalyticsCapacity(ctx context.Context, args []string, e *env) error {
 		}
 		defer conn.Close()
 	}
-	w, err := wf.window(ctx, conn, ch.Database)
+	now := time.Now()
+	w, err := wf.window(ctx, conn, ch.Database, now, loc)
 	if err != nil {
 		return fmt.Errorf("analytics capacity: %w", err)
 	}
-	now := time.Now()
 	if *printSQL {
 		for _, q := range queries {
 			s, err := analytics.CapacitySQL(q, ch.Database, w, now, loc, *lookback)

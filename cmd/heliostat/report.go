@@ -53,7 +53,7 @@ func (f *reportFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&f.out, "out", "", "write the HTML report to this file (required unless --json)")
 	fs.BoolVar(&f.asJSON, "json", false, "print the headline figures as one JSON object on stdout")
 	fs.StringVar(&f.since, "since", "", "start of the window: jobs submitted at or after it (RFC 3339 or YYYY-MM-DD, UTC; default: the latest characterized window, else the whole days holding the jobs)")
-	fs.StringVar(&f.until, "until", "", "end of the window, exclusive (RFC 3339 or YYYY-MM-DD; default with --since: now)")
+	fs.StringVar(&f.until, "until", "", "end of the window, exclusive (RFC 3339 or YYYY-MM-DD; default with --since: the end of today in --analytics.timezone, so that one day's calls share one window, its figures computed up to now and again when over a minute old; as analytics run --since)")
 	fs.StringVar(&f.cluster, "cluster", "", "cluster to report on (default: the only one in the window; with --trace, the name the trace is filed under, default the file name)")
 	fs.BoolVar(&f.rerun, "rerun", false, "run the characterization jobs for the window even when it has results")
 	fs.StringVar(&f.title, "title", "", "title of the page (default: heliostat report: CLUSTER)")
@@ -64,7 +64,7 @@ func (f *reportFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	f.progress = progressFlag(fs)
 	fs.BoolVar(&f.keepCH, "keep-clickhouse", false, "with --trace and no --clickhouse.addr: leave the temporary ClickHouse data directory in place and print it")
 	f.clickhouse.RegisterFlags(fs, getenv)
-	f.analytics.RegisterFlags(fs)
+	f.analytics.RegisterWindowFlags(fs)
 	f.log.register(fs)
 }
 
@@ -92,7 +92,7 @@ func (f *reportFlags) check() error {
 		}
 	}
 	ac := f.analytics
-	ac.Database, ac.Interval = f.clickhouse.Database, 0
+	ac.Database = f.clickhouse.Database
 	if err := ac.Validate(); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
@@ -125,14 +125,16 @@ func parseWhen(name, s string) (time.Time, error) {
 // reportOutput is what --json prints: the headline figures, then where the
 // page went and what was assumed.
 type reportOutput struct {
-	Jobs              uint64             `json:"jobs"`
-	GPUJobs           uint64             `json:"gpu_jobs"`
-	Users             uint64             `json:"users"`
-	StateShare        map[string]float64 `json:"state_share"`
-	GPUTimeStateShare map[string]float64 `json:"gpu_time_state_share"`
+	Jobs    uint64 `json:"jobs"`
+	GPUJobs uint64 `json:"gpu_jobs"`
+	Users   uint64 `json:"users"`
+	// The shares are null where there is nothing to share out (no ended
+	// job, no GPU time), as in analytics.Headline's JSON.
+	StateShare        map[string]*float64 `json:"state_share"`
+	GPUTimeStateShare map[string]*float64 `json:"gpu_time_state_share"`
 	// DurationMedianS is null when no job has a known run time.
 	DurationMedianS *float64 `json:"duration_median_s"`
-	Top5PctGPUTime  float64  `json:"top5pct_users_gpu_time_share"`
+	Top5PctGPUTime  *float64 `json:"top5pct_users_gpu_time_share"`
 	EndedJobs       uint64   `json:"ended_jobs"`
 	DurationJobs    uint64   `json:"duration_jobs"`
 	Cluster         string   `json:"cluster"`
@@ -154,6 +156,12 @@ type reportOutput struct {
 }
 
 func runReport(ctx context.Context, args []string, e *env) error {
+	return reportAt(ctx, args, e, time.Now)
+}
+
+// reportAt is runReport on the clock now: the end of a window given by
+// --since alone, whether stored results are current, the page's time.
+func reportAt(ctx context.Context, args []string, e *env, now func() time.Time) error {
 	fs := newFlagSet("report", e)
 	var f reportFlags
 	f.register(fs, e.getenv)
@@ -193,7 +201,7 @@ func runReport(ctx context.Context, args []string, e *env) error {
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 
 	out := &reportOutput{}
-	rep := &reporter{flags: f, logger: logger, quiet: logger, stderr: e.stderr, getenv: e.getenv, out: out, now: time.Now, progress: prog,
+	rep := &reporter{flags: f, logger: logger, quiet: logger, stderr: e.stderr, getenv: e.getenv, out: out, now: now, progress: prog,
 		tzGiven: set["analytics.timezone"], capacityGiven: set["analytics.capacity"] || set["analytics.capacity-file"]}
 	if !strings.EqualFold(f.log.level, "debug") {
 		quiet := logFlags{level: "warn", format: f.log.format}
@@ -286,7 +294,6 @@ func (r *reporter) startLocalClickHouse(ctx context.Context) (stop func(), err e
 func (r *reporter) run(ctx context.Context) error {
 	f := &r.flags
 	f.analytics.Database = f.clickhouse.Database
-	f.analytics.Interval = 0
 	conn, err := f.clickhouse.Open(ctx, r.getenv)
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
@@ -321,16 +328,10 @@ func (r *reporter) run(ctx context.Context) error {
 	}
 	r.out.Cluster = h.Cluster
 	r.out.Jobs, r.out.GPUJobs, r.out.Users, r.out.EndedJobs = h.Jobs, h.GPUJobs, h.Users, h.EndedJobs
-	r.out.StateShare, r.out.GPUTimeStateShare = h.StateShare, h.GPUTimeStateShare
-	r.out.DurationJobs, r.out.Top5PctGPUTime = h.DurationJobs, finiteOr0(h.Top5PctUsersGPUTimeShare)
-	for k, v := range r.out.StateShare {
-		r.out.StateShare[k] = finiteOr0(v)
-	}
-	for k, v := range r.out.GPUTimeStateShare {
-		r.out.GPUTimeStateShare[k] = finiteOr0(v)
-	}
-	if m := h.DurationMedianS; h.DurationJobs > 0 && !math.IsNaN(m) && !math.IsInf(m, 0) {
-		r.out.DurationMedianS = &m
+	r.out.StateShare, r.out.GPUTimeStateShare = finiteOrNulls(h.StateShare), finiteOrNulls(h.GPUTimeStateShare)
+	r.out.DurationJobs, r.out.Top5PctGPUTime = h.DurationJobs, finiteOrNull(h.Top5PctUsersGPUTimeShare)
+	if h.DurationJobs > 0 {
+		r.out.DurationMedianS = finiteOrNull(h.DurationMedianS)
 	}
 	if f.out == "" {
 		return nil
@@ -345,11 +346,21 @@ func (r *reporter) run(ctx context.Context) error {
 	return nil
 }
 
-func finiteOr0(v float64) float64 {
+// finiteOrNull is v, or nil (null in JSON) for NaN, nothing to divide:
+// JSON has no NaN, and 0 would be a figure.
+func finiteOrNull(v float64) *float64 {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0
+		return nil
 	}
-	return v
+	return &v
+}
+
+func finiteOrNulls(m map[string]float64) map[string]*float64 {
+	out := make(map[string]*float64, len(m))
+	for k, v := range m {
+		out[k] = finiteOrNull(v)
+	}
+	return out
 }
 
 // importTrace reads the trace and writes its job events straight into
@@ -465,11 +476,20 @@ func (r *reporter) window(ctx context.Context, conn driver.Conn) (analytics.Wind
 		if err != nil {
 			return analytics.Window{}, err
 		}
-		until := r.now().UTC().Truncate(time.Second).Add(time.Second)
-		if f.until != "" {
-			if until, err = parseWhen("until", f.until); err != nil {
-				return analytics.Window{}, err
+		if f.until == "" {
+			loc, err := analytics.LoadTimeZone(f.analytics.TimeZone)
+			if err != nil {
+				return analytics.Window{}, fmt.Errorf("report: --analytics.timezone %q: %w", f.analytics.TimeZone, err)
 			}
+			w, err := analytics.ThroughToday(since, r.now(), loc)
+			if err != nil {
+				return analytics.Window{}, fmt.Errorf("report: --since %s without --until: %w", f.since, err)
+			}
+			return w, nil
+		}
+		until, err := parseWhen("until", f.until)
+		if err != nil {
+			return analytics.Window{}, err
 		}
 		w := analytics.Window{Since: since, Until: until}
 		return w, w.Validate()

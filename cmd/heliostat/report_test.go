@@ -414,3 +414,44 @@ func TestReportStoredSettings(t *testing.T) {
 		})
 	}
 }
+
+// TestReportNoData: a window whose only job still runs has no ended job to
+// share out and no GPU time: report --json prints those shares as null, as
+// analytics run --json does (they were 0), and the page shows "–" for them.
+func TestReportNoData(t *testing.T) {
+	cfg, conn := schematest.Database(t)
+	db := cfg.Database
+	day := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	schematest.InsertJobRows(t, conn, db, "cluster, job_id, source, user, partition_name, state, submit_time, start_time, gpus, last_event, updated_at, inserted_at, version",
+		[]any{"c", "1", "slurm", "alice", "gpu", "RUNNING", day, &day, uint32(4), "START", day, day, uint64(1)})
+	ch := []string{"--clickhouse.addr", cfg.Addr, "--clickhouse.database", db, "--since", "2026-03-02", "--until", "2026-03-03", "--json", "--log.level", "warn"}
+	page := filepath.Join(t.TempDir(), "page.html")
+	var outputs [2]map[string]any
+	for i, cmd := range [][]string{{"analytics", "run"}, {"report", "--out", page}} {
+		var stdout, stderr bytes.Buffer
+		if err := run(t.Context(), append(cmd, ch...), noEnv, &stdout, &stderr); err != nil {
+			t.Fatalf("%v: %v\n%s", cmd, err, stderr.String())
+		}
+		if err := json.Unmarshal(stdout.Bytes(), &outputs[i]); err != nil {
+			t.Fatalf("%v: %v: %q", cmd, err, stdout.String())
+		}
+	}
+	headline := outputs[0]["headlines"].([]any)[0].(map[string]any)
+	for _, key := range []string{"state_share", "gpu_time_state_share", "top5pct_users_gpu_time_share"} {
+		want, _ := json.Marshal(headline[key])
+		got, _ := json.Marshal(outputs[1][key])
+		if string(got) != string(want) || strings.Contains(string(got), "0") {
+			t.Errorf("report --json %s = %s; want %s as analytics run --json prints, no data as null", key, got, want)
+		}
+	}
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tile := range []string{"of jobs completed", "of jobs cancelled", "of jobs failed", "of GPU time used by the top 5% of users"} {
+		if !strings.Contains(string(b), "<b>–</b><span>"+tile+"</span>") {
+			i := strings.Index(string(b), tile)
+			t.Errorf("page: the tile %q does not show –: %s", tile, string(b)[max(0, i-40):i+len(tile)])
+		}
+	}
+}
