@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 
@@ -256,14 +257,27 @@ func printRun(w io.Writer, out *analyticsRunOutput) {
 		fmt.Fprintf(w, "  %-12s %6.2fs  %s\n", j.Job, j.Seconds, strings.Join(sortedStrings(parts), ", "))
 	}
 	for _, h := range out.Headlines {
-		fmt.Fprintf(w, "cluster %s: %d jobs (%d GPU jobs), %d users; ended jobs completed %.1f%%, cancelled %.1f%%, failed %.1f%%",
-			h.Cluster, h.Jobs, h.GPUJobs, h.Users, 100*h.StateShare["completed"], 100*h.StateShare["cancelled"], 100*h.StateShare["failed"])
+		fmt.Fprintf(w, "cluster %s: %d jobs (%d GPU jobs), %d users; ended jobs completed %s, cancelled %s, failed %s",
+			h.Cluster, h.Jobs, h.GPUJobs, h.Users, pctOrDash(h.StateShare["completed"]), pctOrDash(h.StateShare["cancelled"]), pctOrDash(h.StateShare["failed"]))
 		if u, ok := h.StateShare["unknown"]; ok {
-			fmt.Fprintf(w, ", unknown %.1f%%", 100*u)
+			fmt.Fprintf(w, ", unknown %s", pctOrDash(u))
 		}
-		fmt.Fprintf(w, "; median run time %.0fs over %d jobs; top 5%% of users hold %.1f%% of GPU time\n",
-			h.DurationMedianS, h.DurationJobs, 100*h.Top5PctUsersGPUTimeShare)
+		median := "–"
+		if !math.IsNaN(h.DurationMedianS) && !math.IsInf(h.DurationMedianS, 0) {
+			median = fmt.Sprintf("%.0fs", h.DurationMedianS)
+		}
+		fmt.Fprintf(w, "; median run time %s over %d jobs; top 5%% of users hold %s of GPU time\n",
+			median, h.DurationJobs, pctOrDash(h.Top5PctUsersGPUTimeShare))
 	}
+}
+
+// pctOrDash formats a share as a percentage, or "–" where there is nothing
+// to share out (NaN: no ended job, no GPU time).
+func pctOrDash(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f%%", 100*v)
 }
 
 func sortedStrings(s []string) []string {
