@@ -177,9 +177,9 @@ func TestRequeuedJobRuns(t *testing.T) {
 	// queue_by_size: alice's runs waited 3600 s and 600 s (quantiles
 	// interpolated between them), carol's 1800 s, bob's 0 s.
 	if got, want := capacity("queue_by_size"), []string{
-		"c 1 1 0 0 0 0 0 0",
-		"c 2 1 1800 1800 1800 1800 1800 0",
-		"c 4 2 2100 2100 3300 3570 3600 0",
+		"c 1 1 0 0 0 0 0 0 0 0",
+		"c 2 1 1800 1800 1800 1800 1800 0 0 0",
+		"c 4 2 2100 2100 3300 3570 3600 0 0 0",
 	}; !reflect.DeepEqual(got, want) {
 		t.Errorf("queue_by_size:\n%q\nwant every run counted:\n%q", got, want)
 	}

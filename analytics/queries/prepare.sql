@@ -86,18 +86,37 @@ CREATE TABLE {capacity_all} (
     prio UInt8
 ) ENGINE = Memory;
 
--- Schedulable GPUs seen in gpu_inventory since the window's start (priority
--- 3): per GPU (host, gpu_uuid), its MIG instances (rows with a mig_uuid)
--- where it has any, else the whole GPU (the row with mig_uuid ''). Slurm
--- hands out each MIG instance as one gres/gpu, so that is what jobs' GPU
--- counts count. A GPU whose MIG instances changed in the window counts those
--- of every layout seen since its start.
+-- Schedulable GPUs (priority 3, source inventory): per GPU (host,
+-- gpu_uuid), its MIG instances (rows with a mig_uuid) where it has any, else
+-- the whole GPU (the row with mig_uuid ''). Slurm hands out each MIG
+-- instance as one gres/gpu, so that is what jobs' GPU counts count.
+-- The GPUs and instances are those that reported samples in [since,
+-- computed_until) (gpu_samples_1m): gpu_inventory keeps only a last_seen,
+-- so a GPU installed, or a MIG layout created, after the window would count
+-- in it when the window is computed again later. A GPU whose MIG instances
+-- changed in the window counts those of every layout that reported in it.
+INSERT INTO {capacity_all} (cluster, vc, gpus, source, prio)
+SELECT cluster, '', toUInt32(sum(units)), 'inventory', 3
+FROM (
+    SELECT cluster, host, gpu_uuid, greatest(uniqExactIf(mig_uuid, mig_uuid != ''), 1) AS units
+    FROM {database}.gpu_samples_1m
+    WHERE minute >= toStartOfMinute(toDateTime({since})) AND minute < toDateTime({computed_until})
+        AND cluster IN (SELECT cluster FROM {jobs})
+    GROUP BY cluster, host, gpu_uuid
+)
+GROUP BY cluster;
+
+-- A cluster without samples in the window (an imported trace, rollup
+-- partitions dropped by --retention.rollup) falls back to the GPUs in
+-- gpu_inventory seen since the window's start, by the same rule: an upper
+-- bound for a window in the past (GPUs added since count too).
 INSERT INTO {capacity_all} (cluster, vc, gpus, source, prio)
 SELECT cluster, '', toUInt32(sum(units)), 'inventory', 3
 FROM (
     SELECT cluster, host, gpu_uuid, greatest(uniqExactIf(mig_uuid, mig_uuid != ''), 1) AS units
     FROM {database}.gpu_inventory
     WHERE last_seen >= toDateTime({since}) AND cluster IN (SELECT cluster FROM {jobs})
+        AND cluster NOT IN (SELECT cluster FROM {capacity_all} WHERE prio = 3)
     GROUP BY cluster, host, gpu_uuid
 )
 GROUP BY cluster;
