@@ -119,9 +119,13 @@ func Replay(ctx context.Context, s demand.Series, rc ReplayConfig) (Result, erro
 		return Result{}, fmt.Errorf("%w: cluster size unknown: the series has no total; give the node count", ErrReplay)
 	}
 	k0, ok := index(y, rc.TestFrom)
-	if !ok || k0 <= 0 {
+	switch {
+	case !ok:
 		return Result{}, fmt.Errorf("%w: test-from %s is not on the %v grid after the series start %s",
 			ErrReplay, rc.TestFrom.Format(time.DateTime), step, y.Start.Format(time.DateTime))
+	case k0 <= 0:
+		return Result{}, fmt.Errorf("%w: test-from %s is not after the series start %s: no demand before it to train on or to start from",
+			ErrReplay, rc.TestFrom.Format(time.DateTime), y.Start.Format(time.DateTime))
 	}
 	// Demand above the cluster cannot be scored: every step would count
 	// as unmet and the utilization would mean nothing. A cluster size

@@ -114,27 +114,36 @@ func TestReplayHandChecked(t *testing.T) {
 func TestReplayRejects(t *testing.T) {
 	s := tiny(45, 80, 90)
 	ok := ReplayConfig{Source: ForecastOracle, Nodes: 100, TestFrom: t0, TestUntil: t0.Add(30 * time.Minute)}
+	start := t0.Add(-20 * time.Minute).Format(time.DateTime)
 	tests := []struct {
 		name string
 		mod  func(*ReplayConfig)
+		want string // in the error; "": any error
 	}{
-		{"unknown policy", func(rc *ReplayConfig) { rc.PolicyName = "greedy" }},
-		{"unknown forecast", func(rc *ReplayConfig) { rc.Source = "crystal-ball" }},
-		{"empty window", func(rc *ReplayConfig) { rc.TestUntil = rc.TestFrom }},
-		{"off the grid", func(rc *ReplayConfig) { rc.TestFrom = t0.Add(time.Minute) }},
-		{"nothing before the window", func(rc *ReplayConfig) { rc.TestFrom = t0.Add(-20 * time.Minute) }},
-		{"no cluster size", func(rc *ReplayConfig) { rc.Nodes = 0 }},
-		{"negative nodes", func(rc *ReplayConfig) { rc.Nodes = -1 }},
-		{"cluster below the demand", func(rc *ReplayConfig) { rc.Nodes = 89 }},
+		{"unknown policy", func(rc *ReplayConfig) { rc.PolicyName = "greedy" }, ""},
+		{"unknown forecast", func(rc *ReplayConfig) { rc.Source = "crystal-ball" }, ""},
+		{"empty window", func(rc *ReplayConfig) { rc.TestUntil = rc.TestFrom }, ""},
+		{"off the grid", func(rc *ReplayConfig) { rc.TestFrom = t0.Add(time.Minute) }, "is not on the 10m0s grid"},
+		// On the grid, but nothing to train on: say that, not "off the grid".
+		{"window at the series start", func(rc *ReplayConfig) { rc.TestFrom = t0.Add(-20 * time.Minute) },
+			"test-from " + start + " is not after the series start " + start + ": no demand before it"},
+		{"window before the series start", func(rc *ReplayConfig) { rc.TestFrom = t0.Add(-30 * time.Minute) }, "is not after the series start"},
+		{"no cluster size", func(rc *ReplayConfig) { rc.Nodes = 0 }, ""},
+		{"negative nodes", func(rc *ReplayConfig) { rc.Nodes = -1 }, ""},
+		{"cluster below the demand", func(rc *ReplayConfig) { rc.Nodes = 89 }, ""},
 		{"window after the data", func(rc *ReplayConfig) {
 			rc.TestFrom, rc.TestUntil = t0.Add(24*time.Hour), t0.Add(48*time.Hour)
-		}},
+		}, ""},
 	}
 	for _, tt := range tests {
 		rc := ok
 		tt.mod(&rc)
-		if _, err := Replay(context.Background(), s, rc); err == nil {
-			t.Errorf("%s: Replay accepted %+v", tt.name, rc)
+		_, err := Replay(context.Background(), s, rc)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: Replay(test-from %s) error %v; want one containing %q", tt.name, rc.TestFrom.Format(time.DateTime), err, tt.want)
+		}
+		if tt.want != "" && !strings.Contains(tt.want, "grid") && strings.Contains(err.Error(), "grid") {
+			t.Errorf("%s: Replay error %v; the time is on the grid", tt.name, err)
 		}
 	}
 	if _, err := Replay(context.Background(), s, ok); err != nil {

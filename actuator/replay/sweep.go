@@ -21,7 +21,8 @@ import (
 // a cluster that is one pool. Scaling multiplies each VC's node count and
 // rounds to the nearest (halves up), keeping at least one node; a VC of a
 // single node (an SWF machine given as one pool of MaxProcs processors)
-// scales its GPUs (processors) instead. With FitLargest, a VC never shrinks
+// scales its GPUs (processors) instead. A size that would take a VC beyond
+// 2^20 nodes (a one-node VC beyond 2^20 GPUs) is refused. With FitLargest, a VC never shrinks
 // below what its largest job needs. Otherwise a job larger than its VC at
 // some size never runs there: it is counted (NeverRun) and left out of that
 // size's replay, so the sizes below the largest jobs replay less work, which
@@ -98,10 +99,16 @@ func parseSizes(s string, one func(string) (Size, error)) ([]Size, error) {
 
 // Scale returns base at size s. largest[i] is the most GPUs a job of VC i
 // asks for; with fit, no VC is made too small for it (nil or 0: no bound).
+// A size that would give a VC more nodes (or a one-node VC more GPUs) than a
+// replay models, 2^20, is refused, naming the size and the VC: clamped, the
+// row would not be the size it names.
 func Scale(base []VC, s Size, largest []int, fit bool) ([]VC, error) {
 	if s.Nodes > 0 {
 		if len(base) != 1 {
 			return nil, fmt.Errorf("replay: explicit node counts need a cluster of one pool, not %d virtual clusters: scale them with factors", len(base))
+		}
+		if s.Nodes > maxNodes {
+			return nil, fmt.Errorf("replay: size %s: more than %d nodes", s, maxNodes)
 		}
 	} else if !(s.Factor > 0) || math.IsInf(s.Factor, 0) {
 		return nil, fmt.Errorf("replay: scale factor %v: want a number above 0", s.Factor)
@@ -116,15 +123,32 @@ func Scale(base []VC, s Size, largest []int, fit bool) ([]VC, error) {
 		case s.Nodes > 0:
 			v.Nodes = max(s.Nodes, ceilDiv(need, v.GPUsPerNode))
 		case v.Nodes == 1:
-			v.GPUsPerNode = min(max(1, int(math.Round(s.Factor*float64(v.GPUsPerNode)))), maxGPUsPerNode)
-			v.GPUsPerNode = max(v.GPUsPerNode, need)
+			n, err := scaled(s, v, "GPUs (processors) on its node", v.GPUsPerNode, maxGPUsPerNode)
+			if err != nil {
+				return nil, err
+			}
+			v.GPUsPerNode = max(n, need)
 		default:
-			v.Nodes = min(max(1, int(math.Round(s.Factor*float64(v.Nodes)))), maxNodes)
-			v.Nodes = max(v.Nodes, ceilDiv(need, v.GPUsPerNode))
+			n, err := scaled(s, v, "nodes", v.Nodes, maxNodes)
+			if err != nil {
+				return nil, err
+			}
+			v.Nodes = max(n, ceilDiv(need, v.GPUsPerNode))
 		}
 		out[i] = v
 	}
 	return out, nil
+}
+
+// scaled returns n × s.Factor rounded (halves up), at least 1, or an error
+// naming the size, the VC and what it counts when that is more than bound.
+// The product is taken and checked in float64, so that no n overflows an int.
+func scaled(s Size, v VC, what string, n, bound int) (int, error) {
+	x := math.Round(s.Factor * float64(n))
+	if x > float64(bound) {
+		return 0, fmt.Errorf("replay: size %s: VC %s would have %.0f %s, more than the %d a replay models", s, v.Name, x, what, bound)
+	}
+	return max(1, int(x)), nil
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

@@ -140,6 +140,16 @@ func TestScale(t *testing.T) {
 		{base: vcs, size: Size{Nodes: 2}, wantErr: true}, // node counts need one pool
 		{base: vcs, size: Size{Factor: 0}, wantErr: true},
 		{base: vcs, size: Size{Factor: math.Inf(1)}, wantErr: true},
+		// Sizes beyond the bounds of a cluster are refused, not clamped to
+		// them (or overflowed): the row would not be the size it says.
+		{base: []VC{{"all", 1, maxGPUsPerNode}}, size: Size{Factor: 1}, want: []VC{{"all", 1, maxGPUsPerNode}}},
+		{base: []VC{{"all", 1, maxGPUsPerNode}}, size: Size{Factor: 0.5}, want: []VC{{"all", 1, maxGPUsPerNode / 2}}},
+		{base: []VC{{"all", 1, maxGPUsPerNode}}, size: Size{Factor: 2}, wantErr: true},
+		{base: []VC{{"all", 1, math.MaxInt64}}, size: Size{Factor: 2}, wantErr: true},
+		{base: []VC{{"all", 1, math.MaxInt64}}, size: Size{Factor: 0.5}, wantErr: true},
+		{base: []VC{{"a", maxNodes, 8}}, size: Size{Factor: 1.5}, wantErr: true},
+		{base: []VC{{"a", math.MaxInt64, 8}}, size: Size{Factor: 2}, wantErr: true},
+		{base: []VC{{"all", 1, 8}}, size: Size{Nodes: maxNodes + 1}, wantErr: true},
 	}
 	for _, tc := range cases {
 		got, err := Scale(tc.base, tc.size, tc.largest, tc.fit)

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/heliostat-dev/heliostat/ingest/trace"
+	"github.com/heliostat-dev/heliostat/internal/bom"
 )
 
 // Job is one job of a replay. Times are whole seconds.
@@ -41,6 +42,9 @@ type Workload struct {
 	VCs  []VC
 	// Skipped counts the trace's jobs left out, by reason.
 	Skipped map[string]int
+	// UnknownVCs counts the jobs left out as SkipUnknownVC by the VC
+	// their trace names ("" when it names none); empty without a VC file.
+	UnknownVCs map[string]int
 }
 
 // Bounds of a cluster description.
@@ -55,10 +59,11 @@ var ErrBadVCs = errors.New("replay: bad virtual cluster file")
 
 // ParseVCs reads a virtual cluster file: a CSV with the header
 // vc,nodes,gpus_per_node (the last column optional: 8 when absent) and one
-// row per VC, as shared/data/helios/venus_sept_2vc_vcs.csv. Errors name the
-// line and the field.
+// row per VC, as shared/data/helios/venus_sept_2vc_vcs.csv; a UTF-8
+// byte-order mark before the header is dropped. Errors name the line and the
+// field.
 func ParseVCs(r io.Reader) ([]VC, error) {
-	cr := csv.NewReader(r)
+	cr := csv.NewReader(bom.Skip(r)) // a quoted first cell after the mark would be a bare quote
 	cr.FieldsPerRecord = -1
 	header, err := cr.Read()
 	if err != nil {
@@ -69,9 +74,6 @@ func ParseVCs(r io.Reader) ([]VC, error) {
 	}
 	col := map[string]int{}
 	for i, h := range header {
-		if i == 0 {
-			h = strings.TrimPrefix(h, "\uFEFF")
-		}
 		h = strings.ToLower(strings.TrimSpace(h))
 		if _, dup := col[h]; dup {
 			return nil, fmt.Errorf("%w: line 1: column %q twice", ErrBadVCs, h)
@@ -132,7 +134,8 @@ func ParseVCs(r io.Reader) ([]VC, error) {
 // clusters, each job on the one named by its queue (a Helios trace's VC).
 // Otherwise Nodes × GPUsPerNode is one pool for every job; with those zero
 // too, an SWF trace runs on one pool of the machine's processors from its
-// header (MaxProcs, else MaxNodes).
+// header (MaxProcs, else MaxNodes), which FromTrace refuses above 2^20
+// processors as it does --gpus-per-node.
 type Cluster struct {
 	VCs         []VC
 	Nodes       int
@@ -153,7 +156,7 @@ const (
 // Helios job uses its GPUs; an SWF job its allocated processors, else the
 // requested ones.
 func FromTrace(tr *trace.Trace, cl Cluster) (*Workload, error) {
-	w := &Workload{Skipped: map[string]int{}}
+	w := &Workload{Skipped: map[string]int{}, UnknownVCs: map[string]int{}}
 	switch {
 	case len(cl.VCs) > 0:
 		w.VCs = cl.VCs
@@ -162,6 +165,8 @@ func FromTrace(tr *trace.Trace, cl Cluster) (*Workload, error) {
 			return nil, fmt.Errorf("replay: cluster of %d nodes × %d GPUs: want both from 1 (nodes up to %d, GPUs a node up to %d)", cl.Nodes, cl.GPUsPerNode, maxNodes, maxGPUsPerNode)
 		}
 		w.VCs = []VC{{Name: "all", Nodes: cl.Nodes, GPUsPerNode: cl.GPUsPerNode}}
+	case tr.Format == "swf" && tr.MaxProcs > maxGPUsPerNode:
+		return nil, fmt.Errorf("replay: the SWF header gives a machine of %d processors (MaxProcs, else MaxNodes), more than the %d a replay models: give --nodes and --gpus-per-node", tr.MaxProcs, maxGPUsPerNode)
 	case tr.Format == "swf" && tr.MaxProcs > 0:
 		w.VCs = []VC{{Name: "all", Nodes: 1, GPUsPerNode: tr.MaxProcs}}
 	case tr.Format == "swf":
@@ -201,6 +206,7 @@ func FromTrace(tr *trace.Trace, cl Cluster) (*Workload, error) {
 			k, ok := byName[t.Queue]
 			if !ok {
 				w.Skipped[SkipUnknownVC]++
+				w.UnknownVCs[t.Queue]++
 				continue
 			}
 			vc = k

@@ -2,6 +2,9 @@ package replay
 
 import (
 	"errors"
+	"math"
+	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +20,7 @@ func TestParseVCs(t *testing.T) {
 	}{
 		{"venus", "vc,nodes,gpus_per_node\nvcvGl,20,8\nvcvlY,2,8\n", []VC{{"vcvGl", 20, 8}, {"vcvlY", 2, 8}}, ""},
 		{"default gpus and spaces, BOM", "\uFEFFVC, Nodes\n a , 3 \n", []VC{{"a", 3, 8}}, ""},
+		{"BOM before a quoted header", "\uFEFF\"vc\",\"nodes\"\r\n\"a\",3\r\n", []VC{{"a", 3, 8}}, ""},
 		{"columns in another order", "gpus_per_node,vc,nodes\n4,x,2\n", []VC{{"x", 2, 4}}, ""},
 		{"empty", "", nil, "empty file"},
 		{"no vc column", "name,nodes\na,1\n", nil, `no column "vc"`},
@@ -53,6 +57,7 @@ func FuzzParseVCs(f *testing.F) {
 	f.Add("vc,nodes,gpus_per_node\nvcvGl,20,8\nvcvlY,2,8\n")
 	f.Add("vc,nodes\na,1\n")
 	f.Add("vc,nodes\n\"a\nb\",1\n")
+	f.Add("\uFEFF\"vc\",\"nodes\"\na,1\n")
 	f.Fuzz(func(t *testing.T, in string) {
 		vcs, err := ParseVCs(strings.NewReader(in))
 		if err != nil {
@@ -134,6 +139,79 @@ func TestFromTrace(t *testing.T) {
 	}
 	if _, err := FromTrace(swf, Cluster{Nodes: 2}); err == nil {
 		t.Error("nodes without GPUs per node: no error")
+	}
+}
+
+// TestFromTraceUnknownVCs: the jobs left out for a VC the VC file lacks are
+// counted by VC name too.
+func TestFromTraceUnknownVCs(t *testing.T) {
+	base := time.Date(2020, 9, 1, 0, 0, 0, 0, time.UTC)
+	tr := &trace.Trace{Format: "helios"}
+	for i, vc := range []string{"a", "zz", "y", "zz", "a", "zz", ""} {
+		tr.Jobs = append(tr.Jobs, trace.Job{ID: strconv.Itoa(i), Queue: vc, GPUs: 1, Procs: -1, ReqProcs: -1, Submit: base, Run: time.Second, ReqTime: -1})
+	}
+	for _, tc := range []struct {
+		name string
+		cl   Cluster
+		want map[string]int
+	}{
+		{"VC file", Cluster{VCs: []VC{{"a", 1, 8}}}, map[string]int{"zz": 3, "y": 1, "": 1}},
+		{"every VC known", Cluster{VCs: []VC{{"a", 1, 8}, {"zz", 1, 8}, {"y", 1, 8}, {"", 1, 8}}}, map[string]int{}},
+		{"pooled", Cluster{Nodes: 1, GPUsPerNode: 8}, map[string]int{}},
+	} {
+		w, err := FromTrace(tr, tc.cl)
+		if err != nil {
+			t.Fatalf("%s: FromTrace error %v", tc.name, err)
+		}
+		if !reflect.DeepEqual(w.UnknownVCs, tc.want) {
+			t.Errorf("%s: FromTrace UnknownVCs = %v (skipped %v); want %v", tc.name, w.UnknownVCs, w.Skipped, tc.want)
+		}
+		if w.Skipped[SkipUnknownVC] != sumInts(tc.want) {
+			t.Errorf("%s: FromTrace skipped %v; want %s %d", tc.name, w.Skipped, SkipUnknownVC, sumInts(tc.want))
+		}
+	}
+}
+
+func sumInts(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// TestFromTraceMaxProcs: an SWF machine from the header is bounded like
+// --gpus-per-node; a larger one is refused, not run as a smaller one.
+func TestFromTraceMaxProcs(t *testing.T) {
+	job := trace.Job{ID: "1", Submit: time.Unix(0, 0), Run: time.Minute, Procs: 1, ReqProcs: -1, GPUs: -1, ReqTime: -1}
+	for _, tc := range []struct {
+		maxProcs int
+		err      string // "": accepted
+	}{
+		{1, ""},
+		{maxGPUsPerNode, ""},
+		{maxGPUsPerNode + 1, "MaxProcs"},
+		{2_000_000, "2000000"},
+		{math.MaxInt64, "9223372036854775807"},
+	} {
+		tr := &trace.Trace{Format: "swf", MaxProcs: tc.maxProcs, Jobs: []trace.Job{job}}
+		w, err := FromTrace(tr, Cluster{})
+		if tc.err == "" {
+			if err != nil || w.VCs[0].GPUsPerNode != tc.maxProcs {
+				t.Errorf("FromTrace(MaxProcs %d) = %v, %v; want one node of %d", tc.maxProcs, w, err, tc.maxProcs)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("FromTrace(MaxProcs %d) error %v; want one naming %q", tc.maxProcs, err, tc.err)
+		}
+		if _, _, err := SweepWorkload(tr, Cluster{}); err == nil {
+			t.Errorf("SweepWorkload(MaxProcs %d): no error", tc.maxProcs)
+		}
+		// --nodes and --gpus-per-node replace the header's size.
+		if _, err := FromTrace(tr, Cluster{Nodes: 2, GPUsPerNode: 4}); err != nil {
+			t.Errorf("FromTrace(MaxProcs %d, 2 nodes × 4) error %v", tc.maxProcs, err)
+		}
 	}
 }
 

@@ -32,6 +32,11 @@ func runBench(ctx context.Context, args []string, e *env) error {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of heliostat's side of the run to this file")
 	var lf logFlags
 	lf.register(fs)
+	// The bench's own progress goes to stderr; its logs only when they
+	// matter. Set as the default, so that the help says so and
+	// --log.level still works.
+	fs.Lookup("log.level").DefValue = "warn"
+	lf.level = "warn"
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -46,7 +51,6 @@ func runBench(ctx context.Context, args []string, e *env) error {
 			return fmt.Errorf("bench ingest: --%s %d: must be at least 1", f.name, f.v)
 		}
 	}
-	lf.level = "warn"
 	logger, err := lf.logger(e.stderr)
 	if err != nil {
 		return err

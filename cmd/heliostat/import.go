@@ -9,8 +9,10 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/segmentio/kafka-go"
@@ -44,7 +46,10 @@ type importFlags struct {
 
 func (f *importFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&f.format, "format", "", "trace format: swf or helios (default: from the file name: .swf, .swf.gz, .csv, .csv.gz)")
-	fs.StringVar(&f.cluster, "cluster", "", "cluster name the jobs are filed under; it keeps job ids of different files apart (default: the file name without .swf/.csv/.gz)")
+	fs.StringVar(&f.cluster, "cluster", "", "cluster name the jobs are filed under (UTF-8, at most "+strconv.Itoa(schemas.MaxStringLen)+" bytes). "+
+		"Jobs are kept per cluster and job id: two files imported under one cluster replace each other's jobs of the same id. "+
+		"Default: the file name without .swf/.csv/.gz; for cluster_log.csv or cluster_log.csv.gz (any case), which Helios calls every cluster's file, "+
+		"the name of the directory in the path (Venus/cluster_log.csv: Venus), and --cluster is required when the path names none (./cluster_log.csv)")
 	fs.StringVar(&f.to, "to", "kafka", "where the job events go: kafka (topic "+schemas.TopicJobEvents+") or clickhouse (straight into job_events, for sites without Kafka)")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "read and convert the file, send nothing")
 	fs.BoolVar(&f.asJSON, "json", false, "print the summary as one JSON object on stdout")
@@ -72,6 +77,8 @@ func (f *importFlags) validate() error {
 		return fmt.Errorf("import: --format %q: want swf or helios", f.format)
 	case f.kafkaBatch < 1:
 		return fmt.Errorf("import: --kafka.batch-messages %d: want at least 1", f.kafkaBatch)
+	case f.partitions < 1:
+		return fmt.Errorf("import: --kafka.partitions %d: want at least 1", f.partitions)
 	case f.chBatch < 1:
 		return fmt.Errorf("import: --clickhouse.batch-events %d: want at least 1", f.chBatch)
 	case f.progress < 0:
@@ -98,6 +105,54 @@ func splitComma(s string) []string {
 		}
 	}
 	return out
+}
+
+// heliosLogStem is the name, less .csv or .csv.gz, of every Helios cluster's
+// trace file: <Cluster>/cluster_log.csv.
+const heliosLogStem = "cluster_log"
+
+// Where the name of the cluster of an import comes from.
+const (
+	clusterFromFlag = "--cluster"
+	clusterFromFile = "the file name"
+	clusterFromDir  = "the directory name (Helios names every cluster's file cluster_log.csv)"
+)
+
+// defaultCluster names the cluster of a trace file imported without
+// --cluster and says from what: the file name without .swf/.csv/.gz, except
+// for Helios' cluster_log.csv(.gz), which every cluster's file is called:
+// then its directory's name ("…/Venus/cluster_log.csv" → "Venus"), and an
+// error asking for --cluster when the path names no directory.
+func defaultCluster(path string) (name, from string, err error) {
+	base := filepath.Base(path)
+	if !strings.EqualFold(base, heliosLogStem+".csv") && !strings.EqualFold(base, heliosLogStem+".csv.gz") {
+		return clusterFromPath(path), clusterFromFile, nil
+	}
+	dir := filepath.Base(filepath.Dir(path))
+	if dir == "" || dir == "." || dir == ".." || dir == string(filepath.Separator) {
+		return "", "", fmt.Errorf("import: %s: Helios names every cluster's file %s.csv, and the path names no directory to take the cluster from: give --cluster", path, heliosLogStem)
+	}
+	return dir, clusterFromDir, nil
+}
+
+// checkCluster says why name cannot be the cluster of job events, naming
+// --cluster and where the name came from.
+func checkCluster(name, from string) error {
+	why := ""
+	switch {
+	case name == "":
+		why = "empty"
+	case !utf8.ValidString(name):
+		why = "not valid UTF-8"
+	case len(name) > schemas.MaxStringLen:
+		why = fmt.Sprintf("%d bytes, more than the %d a job event holds", len(name), schemas.MaxStringLen)
+	default:
+		return nil
+	}
+	if from == clusterFromFlag {
+		return fmt.Errorf("import: --cluster %.40q: %s", name, why)
+	}
+	return fmt.Errorf("import: cluster %.40q, taken from %s: %s: give --cluster", name, from, why)
 }
 
 // clusterFromPath names a cluster after its trace file:
@@ -158,8 +213,19 @@ func runImport(ctx context.Context, args []string, e *env) error {
 		return err
 	}
 	imp := &importer{flags: f, path: files[0], logger: logger, stderr: e.stderr, now: time.Now}
+	from := clusterFromFlag
 	if imp.flags.cluster == "" {
-		imp.flags.cluster = clusterFromPath(imp.path)
+		if imp.flags.cluster, from, err = defaultCluster(imp.path); err != nil {
+			return err
+		}
+	}
+	// Before the file is read: a name the job events cannot carry would
+	// stop the import at its first job, blaming the trace.
+	if err := checkCluster(imp.flags.cluster, from); err != nil {
+		return err
+	}
+	if from != clusterFromFlag {
+		logger.Info("import cluster chosen", "cluster", imp.flags.cluster, "from", from, "file", imp.path)
 	}
 	out, err := imp.run(ctx, e.getenv)
 	if err != nil {

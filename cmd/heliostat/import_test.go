@@ -98,8 +98,10 @@ func TestImportDryRunSharedTraces(t *testing.T) {
 				t.Errorf("import --dry-run %s: format %q, cluster %q, to %q, sent %d; want %q, %q, nothing sent",
 					tc.file, res.Format, res.Cluster, res.To, res.SentJobs, tc.format, tc.cluster)
 			}
-			if stderr != "" {
-				t.Errorf("import --dry-run %s: stderr %q; want nothing", tc.file, stderr)
+			// Only the cluster chosen for it, from its file name.
+			if lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n"); len(lines) != 1 ||
+				!strings.Contains(lines[0], "cluster="+tc.cluster) || !strings.Contains(lines[0], "file name") {
+				t.Errorf("import --dry-run %s: stderr %q; want one line saying the cluster %s comes from the file name", tc.file, stderr, tc.cluster)
 			}
 		})
 	}
@@ -178,6 +180,8 @@ func TestImportFlags(t *testing.T) {
 		{[]string{"--dry-run", filepath.Join(t.TempDir(), "missing.swf")}, "missing.swf"},
 		{[]string{"--dry-run", filepath.Join(t.TempDir(), "trace.txt")}, "cannot guess"},
 		{[]string{small, "--kafka.batch-messages", "0"}, "--kafka.batch-messages 0"},
+		{[]string{small, "--kafka.partitions", "0"}, "--kafka.partitions 0"},
+		{[]string{small, "--dry-run", "--kafka.partitions", "-3"}, "--kafka.partitions -3"},
 	} {
 		var stdout, stderr bytes.Buffer
 		err := run(context.Background(), append([]string{"import"}, tc.args...), noEnv, &stdout, &stderr)
@@ -198,6 +202,112 @@ func TestClusterFromPath(t *testing.T) {
 		if got := clusterFromPath(in); got != want {
 			t.Errorf("clusterFromPath(%q) = %q; want %q", in, got, want)
 		}
+	}
+}
+
+// TestDefaultCluster: without --cluster a file is filed under its name,
+// except Helios' cluster_log.csv, which every cluster's file is called: it is
+// filed under its directory's name, or refused when that gives none.
+func TestDefaultCluster(t *testing.T) {
+	for _, tc := range []struct {
+		path, want, from string // want "": an error
+	}{
+		{"../shared/data/swf/HPC2N-2002-2.2-cln.swf.gz", "HPC2N-2002-2.2-cln", "the file name"},
+		{"venus_sept_2vc.csv", "venus_sept_2vc", "the file name"},
+		{"/data/helios/Venus/cluster_log.csv", "Venus", "the directory name"},
+		{"Earth/cluster_log.CSV.GZ", "Earth", "the directory name"},
+		{"helios/Saturn/Cluster_Log.csv.gz", "Saturn", "the directory name"},
+		{"Venus/cluster_log.swf", "cluster_log", "the file name"}, // not Helios' name
+		{"Venus/cluster_log_2.csv", "cluster_log_2", "the file name"},
+		{"cluster_log.csv", "", ""},
+		{"./cluster_log.csv", "", ""},
+		{"/cluster_log.csv.gz", "", ""},
+	} {
+		got, from, err := defaultCluster(tc.path)
+		switch {
+		case tc.want == "" && (err == nil || !strings.Contains(err.Error(), "--cluster")):
+			t.Errorf("defaultCluster(%q) = %q, %q, %v; want an error asking for --cluster", tc.path, got, from, err)
+		case tc.want != "" && (err != nil || got != tc.want || !strings.Contains(from, tc.from)):
+			t.Errorf("defaultCluster(%q) = %q, %q, %v; want %q from %s", tc.path, got, from, err, tc.want, tc.from)
+		}
+	}
+}
+
+// TestImportHeliosClusters: two Helios clusters' files, both called
+// cluster_log.csv, are filed under two clusters, and the choice is logged.
+func TestImportHeliosClusters(t *testing.T) {
+	const csv = "job_id,vc,gpu_num,submit_time,duration\n100,a,1,2020-09-01 00:00:00,10\n"
+	dir := t.TempDir()
+	for _, name := range []string{"Venus", "Earth"} {
+		p := filepath.Join(dir, name, "cluster_log.csv")
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(csv), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		res, stderr := runImportJSON(t, p, "--dry-run")
+		if res.Cluster != name || res.Jobs != 1 {
+			t.Errorf("import %s: cluster %q, %d jobs; want %q, 1", p, res.Cluster, res.Jobs, name)
+		}
+		if !strings.Contains(stderr, "cluster="+name) || !strings.Contains(stderr, "directory name") {
+			t.Errorf("import %s: stderr %q; want the cluster chosen and from what logged", p, stderr)
+		}
+		// --cluster wins, and nothing needs saying.
+		res, stderr = runImportJSON(t, p, "--dry-run", "--cluster", "helios-"+name)
+		if res.Cluster != "helios-"+name || stderr != "" {
+			t.Errorf("import %s --cluster helios-%s: cluster %q, stderr %q; want helios-%[2]s, nothing", p, name, res.Cluster, stderr)
+		}
+	}
+}
+
+// TestImportBadCluster: a cluster name the job events cannot carry fails
+// the import before the file is read, naming --cluster (and the file name
+// when it came from there), dry run or not.
+func TestImportBadCluster(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "import_small.swf.in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	badName := filepath.Join(dir, "trace\xff.swf")
+	badDir := filepath.Join(dir, "Venus\xff", "cluster_log.csv")
+	if err := os.MkdirAll(filepath.Dir(badDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{badName, badDir} {
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	good := fixture(t, "import_small.swf.in", "small.swf")
+	for _, tc := range []struct {
+		args []string
+		want []string // in the error
+	}{
+		{[]string{good, "--cluster", "a\xffb"}, []string{"--cluster", "not valid UTF-8"}},
+		{[]string{good, "--cluster", strings.Repeat("x", schemas.MaxStringLen+1)}, []string{"--cluster", "1025 bytes", "1024"}},
+		{[]string{badName}, []string{"--cluster", "not valid UTF-8", "file name"}},
+		{[]string{badDir, "--format", "swf"}, []string{"--cluster", "not valid UTF-8", "directory name"}},
+	} {
+		for _, dry := range []string{"--dry-run", "--to=clickhouse"} {
+			var stdout, stderr bytes.Buffer
+			argv := append([]string{"import", "--progress-interval", "0", dry, "--clickhouse.addr", "127.0.0.1:1"}, tc.args...)
+			err := run(context.Background(), argv, noEnv, &stdout, &stderr)
+			for _, w := range tc.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("heliostat %q = %v; want an error containing %q", argv, err, w)
+				}
+			}
+			if stdout.Len() > 0 {
+				t.Errorf("heliostat %q printed %q; want nothing: the file is not read", argv, stdout.String())
+			}
+		}
+	}
+	// The longest name the wire takes is taken.
+	res, _ := runImportJSON(t, good, "--dry-run", "--cluster", strings.Repeat("x", schemas.MaxStringLen))
+	if len(res.Cluster) != schemas.MaxStringLen {
+		t.Errorf("import --cluster of %d bytes: cluster of %d bytes", schemas.MaxStringLen, len(res.Cluster))
 	}
 }
 

@@ -210,8 +210,14 @@ func reportAt(ctx context.Context, args []string, e *env, now func() time.Time) 
 		}
 	}
 	if f.tracePath != "" {
+		from := clusterFromFlag
 		if f.cluster == "" {
-			rep.flags.cluster = clusterFromPath(f.tracePath)
+			if rep.flags.cluster, from, err = defaultCluster(f.tracePath); err != nil {
+				return err
+			}
+		}
+		if err := checkCluster(rep.flags.cluster, from); err != nil {
+			return err
 		}
 		// Without an address (flag or environment) the trace goes into a
 		// temporary local ClickHouse.

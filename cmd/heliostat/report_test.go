@@ -282,6 +282,11 @@ func TestReportFlags(t *testing.T) {
 		{[]string{"--json", "--trace", "missing.csv", "--analytics.timezone", "Mars/Olympus"}, `--analytics.timezone "Mars/Olympus"`},
 		{[]string{"--out", "/nonexistent/dir/r.html", "--trace", "missing.csv"}, "directory /nonexistent/dir does not exist"},
 		{[]string{"--out", os.TempDir(), "--trace", "missing.csv"}, "is a directory"},
+		// The cluster, like import's: Helios' cluster_log.csv takes its
+		// directory's name, and a name no job event can hold is refused.
+		{[]string{"--json", "--trace", "cluster_log.csv"}, "give --cluster"},
+		{[]string{"--json", "--trace", "missing.csv", "--cluster", strings.Repeat("c", 2000)}, "--cluster"},
+		{[]string{"--json", "--trace", "caf\xe9.csv"}, "not valid UTF-8"},
 	} {
 		var stdout, stderr bytes.Buffer
 		err := run(context.Background(), append([]string{"report"}, tc.args...), noEnv, &stdout, &stderr)

@@ -1,16 +1,21 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/heliostat-dev/heliostat/actuator/qssf"
 	"github.com/heliostat-dev/heliostat/actuator/replay"
@@ -31,13 +36,73 @@ type traceRead struct {
 	RejectedErrors  []rejectedRow  `json:"rejected_errors"`
 	NJobs           int            `json:"n_jobs"`
 	Skipped         map[string]int `json:"skipped"`
+	// UnknownVCs counts the jobs skipped as unknown_vc by the VC their
+	// trace names: VCs the --vcs file lacks.
+	UnknownVCs map[string]int `json:"unknown_vcs"`
 }
 
 // newTraceRead returns the head of the JSON for the trace at path, its
 // rejected rows shown and its workload w.
 func newTraceRead(path string, tr *trace.Trace, rejects []rejectedRow, w *replay.Workload) traceRead {
 	return traceRead{Trace: path, Format: tr.Format, TraceJobs: len(tr.Jobs), RejectedRows: tr.Rejected,
-		RejectedReasons: tr.Reasons, RejectedErrors: rejects, NJobs: len(w.Jobs), Skipped: w.Skipped}
+		RejectedReasons: tr.Reasons, RejectedErrors: rejects, NJobs: len(w.Jobs), Skipped: w.Skipped, UnknownVCs: w.UnknownVCs}
+}
+
+// checkTraceJobs refuses a trace that gave no job, before any cluster is
+// made of it: when every row was rejected, the --format is the likely cause
+// (an SWF reader takes each line of a CSV for a bad row), not the cluster.
+func checkTraceJobs(path string, tr *trace.Trace) error {
+	switch {
+	case len(tr.Jobs) > 0:
+		return nil
+	case tr.Rejected > 0:
+		return fmt.Errorf("sim: %s: every row of the trace was rejected (%d rows: %s); is --format %s right?",
+			path, tr.Rejected, countsString(tr.Reasons), tr.Format)
+	}
+	return fmt.Errorf("sim: %s: the trace holds no job", path)
+}
+
+// shownUnknownVCs is how many VCs the --vcs file lacks sim names, the
+// most jobs first; the JSON has them all.
+const shownUnknownVCs = 5
+
+// skippedString writes why jobs were left out of w, with the VCs the --vcs
+// file lacks: "unknown_vc 415; VCs not in --vcs: vcA 300, vcB 115".
+func skippedString(w *replay.Workload) string {
+	s := countsString(w.Skipped)
+	if len(w.UnknownVCs) == 0 {
+		return s
+	}
+	names := slices.Collect(maps.Keys(w.UnknownVCs))
+	slices.SortFunc(names, func(a, b string) int {
+		if c := cmp.Compare(w.UnknownVCs[b], w.UnknownVCs[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	var parts []string
+	for _, name := range names[:min(len(names), shownUnknownVCs)] {
+		parts = append(parts, fmt.Sprintf("%s %d", vcName(name), w.UnknownVCs[name]))
+	}
+	if more := len(names) - shownUnknownVCs; more > 0 {
+		parts = append(parts, fmt.Sprintf("and %d more", more))
+	}
+	return s + "; VCs not in --vcs: " + strings.Join(parts, ", ")
+}
+
+// vcName writes a trace's VC name for people: "(none given)" for "", quoted
+// and cut to 40 bytes when it is long or holds a space, a comma or what
+// does not print.
+func vcName(s string) string {
+	if s == "" {
+		return "(none given)"
+	}
+	if len(s) > 40 || strings.ContainsFunc(s, func(r rune) bool {
+		return r == ',' || r == utf8.RuneError || !unicode.IsGraphic(r) || unicode.IsSpace(r)
+	}) {
+		return fmt.Sprintf("%.40q", s)
+	}
+	return s
 }
 
 // simOutput is the JSON of `heliostat sim`.
@@ -172,6 +237,9 @@ func runSim(ctx context.Context, args []string, e *env) error {
 		return err
 	}
 	rejects := printRejects(e.stderr, *path, tr)
+	if err := checkTraceJobs(*path, tr); err != nil {
+		return err
+	}
 	if sizes != nil {
 		cfg.Progress = func(ended, total int) {
 			prog.printf("sim: %s: %d of %d jobs ended (%d%%)", pols[0], ended, total, percent(ended, total))
@@ -183,11 +251,11 @@ func runSim(ctx context.Context, args []string, e *env) error {
 		return err
 	}
 	fmt.Fprintf(e.stderr, "sim: %s: %d jobs to replay (%d rows rejected; skipped: %s), read in %.2fs\n",
-		*path, len(w.Jobs), tr.Rejected, countsString(w.Skipped), time.Since(began).Seconds())
+		*path, len(w.Jobs), tr.Rejected, skippedString(w), time.Since(began).Seconds())
 	if len(w.Jobs) == 0 {
-		return fmt.Errorf("sim: %s: no job of the trace can run on the cluster (skipped: %s)", *path, countsString(w.Skipped))
+		return fmt.Errorf("sim: %s: no job of the trace can run on the cluster (skipped: %s)", *path, skippedString(w))
 	}
-	warnSkipped(e, len(tr.Jobs), w.Skipped)
+	warnSkipped(e, len(tr.Jobs), w)
 	out := simOutput{
 		traceRead: newTraceRead(*path, tr, rejects, w),
 		Cluster:   w.VCs, Backfill: *backfill, AgingRate: qc.AgingRate, Policies: map[string]simPolicy{},
@@ -230,7 +298,7 @@ func runSim(ctx context.Context, args []string, e *env) error {
 	}
 	fmt.Fprintf(e.stdout, "%s (%s): %d jobs replayed on %s, %s\n", *path, tr.Format, out.NJobs, clusterString(w.VCs), queue)
 	if n := sumCounts(w.Skipped); n > 0 {
-		fmt.Fprintf(e.stdout, "  %d of the trace's %d jobs left out (%s)\n", n, len(tr.Jobs), countsString(w.Skipped))
+		fmt.Fprintf(e.stdout, "  %d of the trace's %d jobs left out (%s)\n", n, len(tr.Jobs), skippedString(w))
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "policy\tavg JCT s\tavg queue s\tp99 queue s\tavg bounded slowdown\tgap closed\treplay s\t")
@@ -251,14 +319,15 @@ const skippedWarnShare = 0.1
 
 // warnSkipped warns on stderr when a replay leaves out more than
 // skippedWarnShare of the trace's jobs: a cluster too small for them (or
-// a VC file that misses theirs) changes what the figures mean.
-func warnSkipped(e *env, traceJobs int, skipped map[string]int) {
-	n := sumCounts(skipped)
+// a VC file that misses theirs, which it names) changes what the figures
+// mean.
+func warnSkipped(e *env, traceJobs int, w *replay.Workload) {
+	n := sumCounts(w.Skipped)
 	if traceJobs == 0 || float64(n) <= skippedWarnShare*float64(traceJobs) {
 		return
 	}
 	fmt.Fprintf(e.stderr, "sim: warning: %d of the trace's %d jobs (%.0f%%) are left out (%s); the figures describe the other %d only. Is the cluster (--nodes, --gpus-per-node, --vcs) the trace's?\n",
-		n, traceJobs, 100*float64(n)/float64(traceJobs), countsString(skipped), traceJobs-n)
+		n, traceJobs, 100*float64(n)/float64(traceJobs), skippedString(w), traceJobs-n)
 }
 
 func parsePolicies(s string) ([]replay.Policy, error) {

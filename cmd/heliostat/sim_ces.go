@@ -62,7 +62,7 @@ flags:
 	var fcfg demand.ForecasterConfig
 	fs.DurationVar(&fcfg.Calibration, "forecast.calibration", demand.DefaultCalibration, "span of past forecast errors the upper quantile is taken over")
 	fs.DurationVar(&fcfg.VolatilityWindow, "forecast.volatility-window", 0, "scale forecast errors by the mean step change over this window; 0: no scaling")
-	fs.DurationVar(&fcfg.Model.RefitEvery, "forecast.refit-every", demand.DefaultRefitEvery, "retrain the forecaster this often on everything before the decision")
+	fs.DurationVar(&fcfg.Model.RefitEvery, "forecast.refit-every", demand.DefaultRefitEvery, "retrain the forecaster this often on everything before the decision; negative: never (the model trained at --test-from is kept)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

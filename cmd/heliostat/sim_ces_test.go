@@ -79,3 +79,18 @@ func TestSimCESErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestSimCESHelp: the help says what a negative --forecast.refit-every does,
+// as --demand.refit-every's does.
+func TestSimCESHelp(t *testing.T) {
+	var errs bytes.Buffer
+	e := &env{getenv: func(string) string { return "" }, stdout: io.Discard, stderr: &errs}
+	if err := runSimCES(context.Background(), []string{"-h"}, e); err == nil {
+		t.Fatal("sim ces -h: no error")
+	}
+	_, help, _ := strings.Cut(errs.String(), "-forecast.refit-every")
+	help, _, _ = strings.Cut(help, "\n  -")
+	if !strings.Contains(help, "negative: never") {
+		t.Errorf("sim ces -h: --forecast.refit-every %q; want it to say what a negative value does", help)
+	}
+}

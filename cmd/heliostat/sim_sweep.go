@@ -32,11 +32,11 @@ func runSweep(ctx context.Context, e *env, path string, tr *trace.Trace, rejects
 		return err
 	}
 	fmt.Fprintf(e.stderr, "sim: %s: %d jobs to replay on %d sizes of %s (%d rows rejected; skipped: %s), read in %.2fs\n",
-		path, len(w.Jobs), len(sc.Sizes), clusterString(base), tr.Rejected, countsString(w.Skipped), time.Since(began).Seconds())
+		path, len(w.Jobs), len(sc.Sizes), clusterString(base), tr.Rejected, skippedString(w), time.Since(began).Seconds())
 	if len(w.Jobs) == 0 {
-		return fmt.Errorf("sim: %s: no job of the trace can be replayed (skipped: %s)", path, countsString(w.Skipped))
+		return fmt.Errorf("sim: %s: no job of the trace can be replayed (skipped: %s)", path, skippedString(w))
 	}
-	warnSkipped(e, len(tr.Jobs), w.Skipped)
+	warnSkipped(e, len(tr.Jobs), w)
 	sc.Progress = func(i int, p replay.SweepPoint) {
 		fmt.Fprintf(e.stderr, "sim: size %d/%d %s (%s): avg queue %.0f s, %d never run, %.2fs\n",
 			i+1, len(sc.Sizes), p.Size, clusterString(p.Cluster), p.AvgQueue, p.NeverRun, p.ElapsedS)

@@ -97,6 +97,7 @@ func TestSimCapacitySweepErrors(t *testing.T) {
 		{[]string{"--capacity-sweep.exact"}, "needs --capacity-sweep"},
 		{[]string{"--capacity-sweep", "1", "--policy", "fifo,sjf"}, "one policy"},
 		{[]string{"--capacity-sweep.nodes", "2,3"}, "one pool"},
+		{[]string{"--capacity-sweep", "1", "--format", "swf"}, "every row of the trace was rejected (2 rows: bad_field_count 2); is --format swf right?"},
 	} {
 		var out, errs bytes.Buffer
 		args := append([]string{"sim", "--trace", tr, "--vcs", vcs}, tc.args...)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -75,6 +76,10 @@ func TestSimCommandErrors(t *testing.T) {
 	if err := os.WriteFile(tr, []byte("job_id,user,vc,gpu_num,submit_time,duration\n1,u,zz,1,2020-09-01 00:00:00,10\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	headerOnly := filepath.Join(dir, "empty.csv")
+	if err := os.WriteFile(headerOnly, []byte("job_id,user,vc,gpu_num,submit_time,duration\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	goodVCs := filepath.Join(dir, "good.csv")
 	if err := os.WriteFile(goodVCs, []byte("vc,nodes\na,1\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -91,6 +96,11 @@ func TestSimCommandErrors(t *testing.T) {
 		{[]string{"sim", "--trace", tr, "--vcs", badVCs}, "line 2: nodes"},
 		{[]string{"sim", "--trace", tr}, "no cluster"},
 		{[]string{"sim", "--trace", tr, "--vcs", goodVCs}, "no job of the trace can run"},
+		// The wrong --format: every row rejected says so, asks about it,
+		// and comes before the SWF header's missing machine size.
+		{[]string{"sim", "--trace", tr, "--format", "swf"}, "every row of the trace was rejected (2 rows: bad_field_count 2); is --format swf right?"},
+		{[]string{"sim", "--trace", tr, "--format", "swf", "--nodes", "1"}, "every row of the trace was rejected"},
+		{[]string{"sim", "--trace", headerOnly, "--nodes", "1"}, "holds no job"},
 		{[]string{"sim", "--trace", tr, "--nodes", "1", "--qssf.aging-rate", "-3"}, "aging-rate"},
 		{[]string{"sim", "--trace", filepath.Join(dir, "missing.csv"), "--nodes", "1"}, "no such file"},
 		{[]string{"sim", "--trace", tr, "extra"}, "unexpected argument"},
@@ -146,5 +156,72 @@ func TestSimWarnsSkipped(t *testing.T) {
 	}
 	if strings.Contains(errs.String(), "warning") || strings.Contains(out.String(), "left out") {
 		t.Errorf("nothing left out, yet: %q %q", out.String(), errs.String())
+	}
+}
+
+// TestSimUnknownVCs: jobs of VCs the --vcs file lacks are named by VC, with
+// counts, the most first: in the warning, the summary, the error when none is
+// left, and the JSON.
+func TestSimUnknownVCs(t *testing.T) {
+	dir := t.TempDir()
+	vcs := filepath.Join(dir, "vcs.csv")
+	if err := os.WriteFile(vcs, []byte("vc,nodes\na,1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, vcs ...string) string {
+		var b strings.Builder
+		b.WriteString("job_id,user,vc,gpu_num,submit_time,duration\n")
+		for i, vc := range vcs {
+			fmt.Fprintf(&b, "%d,u,%s,1,2020-09-01 00:%02d:00,60\n", i, vc, i)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	some := write("some.csv", "a", "zz", "zz", "zz", "yy", "a", "v1", "v2", "v3", "v4", "v5")
+	none := write("none.csv", "zz", "yy", "zz")
+	for _, tc := range []struct {
+		name string
+		args []string
+		err  string   // in the error; "": none
+		want []string // in stdout + stderr
+		json map[string]int
+	}{
+		{name: "warning and summary", args: []string{"--trace", some},
+			want: []string{"(unknown_vc 9; VCs not in --vcs: zz 3, v1 1, v2 1, v3 1, v4 1, and 2 more)"}},
+		{name: "json", args: []string{"--trace", some, "--json"},
+			json: map[string]int{"zz": 3, "yy": 1, "v1": 1, "v2": 1, "v3": 1, "v4": 1, "v5": 1}},
+		{name: "sweep json", args: []string{"--trace", some, "--json", "--capacity-sweep", "1"},
+			json: map[string]int{"zz": 3, "yy": 1, "v1": 1, "v2": 1, "v3": 1, "v4": 1, "v5": 1}},
+		{name: "none left", args: []string{"--trace", none}, err: "(skipped: unknown_vc 3; VCs not in --vcs: zz 2, yy 1)"},
+		{name: "none left, sweep", args: []string{"--trace", none, "--capacity-sweep", "1"}, err: "VCs not in --vcs: zz 2, yy 1"},
+	} {
+		var out, errs bytes.Buffer
+		args := append([]string{"sim", "--vcs", vcs, "--policy", "fifo"}, tc.args...)
+		err := run(context.Background(), args, func(string) string { return "" }, &out, &errs)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: heliostat %q = %v; want an error containing %q", tc.name, args, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: heliostat %q: %v\n%s", tc.name, args, err, errs.String())
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(errs.String(), "warning") || strings.Count(out.String()+errs.String(), w) < 2 {
+				t.Errorf("%s: stdout %q stderr %q; want %q in the warning and the summary", tc.name, out.String(), errs.String(), w)
+			}
+		}
+		if tc.json != nil {
+			var res struct {
+				UnknownVCs map[string]int `json:"unknown_vcs"`
+			}
+			if err := json.Unmarshal(out.Bytes(), &res); err != nil || !reflect.DeepEqual(res.UnknownVCs, tc.json) {
+				t.Errorf("%s: unknown_vcs %v (%v); want %v", tc.name, res.UnknownVCs, err, tc.json)
+			}
+		}
 	}
 }

@@ -1,9 +1,7 @@
 package trace
 
 import (
-	"cmp"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -292,6 +290,5 @@ func (t *Trace) RejectUnencodable() int {
 	}
 	clear(t.Jobs[len(kept):])
 	t.Jobs = kept
-	slices.SortStableFunc(t.Errors, func(a, b *LineError) int { return cmp.Compare(a.Line, b.Line) })
 	return n
 }

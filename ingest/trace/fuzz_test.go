@@ -136,6 +136,7 @@ func FuzzReadHelios(f *testing.F) {
 		"5,u\xff,n,2020-01-02 00:00:00,2020-01-02 00:00:00,2020-01-01 00:00:00,10,,8\n" +
 		"5,u,n,2020-01-02 00:00:00,,2020-01-01 00:00:00,,60,4294967296\n" +
 		"5#2,u,n,2020-01-02 00:00:00,,,10,,8\n5,u,n,2020-01-02 00:00:00,,,,,\n"))
+	f.Add([]byte("\uFEFF\"job_id\",\"submit_time\"\r\n1,2020-01-02 00:00:00\r\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tr, err := trace.ReadHelios(bytes.NewReader(data), nil)
 		if err != nil {

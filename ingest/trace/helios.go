@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/heliostat-dev/heliostat/internal/bom"
 	"github.com/heliostat-dev/heliostat/schemas"
 )
 
@@ -57,7 +58,7 @@ var heliosColumnNames = [hCols]string{
 // submit_time are required (ErrMissingColumn otherwise); unknown columns are
 // ignored. Times are "YYYY-MM-DD HH:MM:SS" in loc (nil means UTC); duration
 // and queue are seconds and may be decimals ("123.0"); an empty cell is
-// unknown.
+// unknown. A UTF-8 byte-order mark before the header is dropped.
 //
 // Queue is the VC, Executable the job name, GPUs/Procs/Nodes come from
 // gpu_num/cpu_num/node_num, Run from duration (else end-start), Wait from
@@ -82,7 +83,9 @@ func ReadHelios(r io.Reader, loc *time.Location) (*Trace, error) {
 	if loc == nil {
 		loc = time.UTC
 	}
-	cr := csv.NewReader(r)
+	// The mark goes before the CSV reader sees it: a quoted first cell
+	// after it would be a bare quote.
+	cr := csv.NewReader(bom.Skip(r))
 	cr.ReuseRecord = true
 	cr.FieldsPerRecord = -1 // counts are checked here, to reject rows, not fail
 
@@ -98,9 +101,6 @@ func ReadHelios(r io.Reader, loc *time.Location) (*Trace, error) {
 		col[i] = -1
 	}
 	for i, name := range header {
-		if i == 0 {
-			name = strings.TrimPrefix(name, "\uFEFF")
-		}
 		c, ok := heliosColumn[strings.ToLower(strings.TrimSpace(name))]
 		if !ok {
 			continue

@@ -2,6 +2,7 @@ package trace_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -283,5 +284,25 @@ func TestReadHeliosReadError(t *testing.T) {
 	tr, err := trace.ReadHelios(r, nil)
 	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "line 2") {
 		t.Errorf("ReadHelios(failing reader) = %v, %v; want an error wrapping %v that names line 2", tr, err, boom)
+	}
+}
+
+// TestReadHeliosBOM: a byte-order mark before the header is dropped, also
+// before a quoted first cell, which a CSV reader would take for a bare quote.
+func TestReadHeliosBOM(t *testing.T) {
+	for _, in := range []string{
+		"\uFEFFjob_id,submit_time\n1,2020-01-01 00:00:00\n",
+		"\uFEFF\"job_id\",\"submit_time\"\n1,2020-01-01 00:00:00\n",
+		"\uFEFF\"Job_ID\",submit_time\r\n\"1\",\"2020-01-01 00:00:00\"\r\n",
+	} {
+		tr, err := trace.ReadHelios(strings.NewReader(in), nil)
+		if err != nil {
+			t.Errorf("ReadHelios(%q) error: %v", in, err)
+			continue
+		}
+		checkRejects(t, fmt.Sprintf("%q", in), tr, nil)
+		if len(tr.Jobs) != 1 || tr.Jobs[0].ID != "1" || tr.Jobs[0].Line != 2 || !tr.Jobs[0].Submit.Equal(utc("2020-01-01 00:00:00")) {
+			t.Errorf("ReadHelios(%q) jobs %+v; want job 1 on line 2", in, tr.Jobs)
+		}
 	}
 }

@@ -64,7 +64,9 @@ var swfState = map[int64]string{0: "FAILED", 1: "COMPLETED", 3: "COMPLETED", 4: 
 // Header comments before the first job set the time origin (UnixStartTime,
 // seconds; 0 when absent), the machine size (Trace.MaxProcs: MaxProcs, else
 // MaxNodes) and Trace.TimeZone (TimeZoneString). A header value the reader
-// uses that is not a number in range makes ReadSWF fail with ErrBadHeader.
+// uses that is not a number in range (UnixStartTime from 0 to 9999-12-31,
+// MaxProcs and MaxNodes -1 to 4294967295) makes ReadSWF fail with
+// ErrBadHeader, naming the line and the field.
 //
 // Jobs map as follows: Submit = UnixStartTime + submit time (UTC); Wait, Run
 // and ReqTime are the wait, run and requested times; Start = Submit+Wait and
@@ -348,6 +350,10 @@ func (p *swfParser) header(lineNo int, body []byte) error {
 		return fmt.Errorf("trace: swf: line %d: %s %q: %w: not between 0 and %d", lineNo, key, val, ErrBadHeader, maxUnixStart)
 	case dst != &p.start && n < -1:
 		return fmt.Errorf("trace: swf: line %d: %s %q: %w: negative", lineNo, key, val, ErrBadHeader)
+	case dst != &p.start && n > maxValue:
+		// No job could use such a machine: a job's processors are bounded
+		// the same way.
+		return fmt.Errorf("trace: swf: line %d: %s %q: %w: more than %d, the most processors a job event holds", lineNo, key, val, ErrBadHeader, maxValue)
 	}
 	*dst = n
 	return nil

@@ -177,14 +177,19 @@ func TestReadSWFBadHeader(t *testing.T) {
 		"; MaxProcs: many\n",
 		"; MaxNodes: -3\n",
 		"; MaxNodes: 99999999999999999999\n",
+		"; MaxProcs: 4294967296\n",          // more than a job event holds
+		"; MaxProcs: 9223372036854775807\n", // would overflow a capacity sweep
+		"; MaxNodes: 4294967296 (all of them)\n",
 	} {
 		tr, err := trace.ReadSWF(strings.NewReader("; Version: 2.2\n" + in + "1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"))
-		if !errors.Is(err, trace.ErrBadHeader) || !strings.Contains(err.Error(), "line 2") {
-			t.Errorf("ReadSWF(%q) = %v, %v; want ErrBadHeader naming line 2", in, tr, err)
+		field, _, _ := strings.Cut(strings.TrimPrefix(in, "; "), ":")
+		if !errors.Is(err, trace.ErrBadHeader) || !strings.Contains(err.Error(), "line 2") || !strings.Contains(err.Error(), field) {
+			t.Errorf("ReadSWF(%q) = %v, %v; want ErrBadHeader naming line 2 and %s", in, tr, err, field)
 		}
 	}
-	// Headers the reader does not use, or empty ones, are not errors.
-	for _, in := range []string{"; MaxProcs:\n", "; Note: anything: at all\n", ";\n", "; StartTime: Sun Jul 28\n"} {
+	// Headers the reader does not use, or empty ones, are not errors; nor
+	// is the largest machine a job event can describe.
+	for _, in := range []string{"; MaxProcs: 4294967295\n", "; MaxProcs:\n", "; Note: anything: at all\n", ";\n", "; StartTime: Sun Jul 28\n"} {
 		if _, err := trace.ReadSWF(strings.NewReader(in)); err != nil {
 			t.Errorf("ReadSWF(%q) error: %v", in, err)
 		}

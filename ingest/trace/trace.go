@@ -96,7 +96,8 @@ type Trace struct {
 	// kept as text; "" when absent. Times in Jobs are UTC regardless.
 	TimeZone string
 	// Rejected counts rows that could not be read; Reasons counts them by
-	// reason, and Errors keeps the first 100 with their line numbers.
+	// reason, and Errors keeps the MaxErrors of them with the lowest line
+	// numbers, in line order.
 	Rejected int
 	Reasons  map[string]int
 	Errors   []*LineError
@@ -117,14 +118,25 @@ func newTrace(format string) *Trace {
 	return &Trace{Format: format, Reasons: make(map[string]int)}
 }
 
-// reject counts a bad row and keeps the first MaxErrors of them. detail is
+// reject counts a bad row and keeps the MaxErrors of lowest line, in line
+// order (a row of a line already kept goes after it). The readers reject in
+// line order, but the checks at the border (RejectTimesOutside,
+// RejectUnencodable) run after them and concern earlier lines: with
+// MaxErrors kept, such a row takes the place of the latest one. detail is
 // only called for the kept ones, so a file of bad rows costs no formatting.
 func (t *Trace) reject(line int, reason string, detail func() string) {
 	t.Rejected++
 	t.Reasons[reason]++
-	if len(t.Errors) < MaxErrors {
-		t.Errors = append(t.Errors, &LineError{Line: line, Reason: reason, Detail: detail()})
+	n := len(t.Errors)
+	if n == MaxErrors && line >= t.Errors[n-1].Line {
+		return
 	}
+	// After the kept rows of this line and before those of later lines.
+	i, _ := slices.BinarySearchFunc(t.Errors, line+1, func(e *LineError, l int) int { return cmp.Compare(e.Line, l) })
+	if n == MaxErrors {
+		t.Errors = t.Errors[:n-1]
+	}
+	t.Errors = slices.Insert(t.Errors, i, &LineError{Line: line, Reason: reason, Detail: detail()})
 }
 
 // RejectTimesOutside rejects every job with a submit, start or end time before
@@ -160,7 +172,6 @@ func (t *Trace) RejectTimesOutside(from, to time.Time) int {
 	}
 	clear(t.Jobs[len(kept):])
 	t.Jobs = kept
-	slices.SortStableFunc(t.Errors, func(a, b *LineError) int { return cmp.Compare(a.Line, b.Line) })
 	return n
 }
 

@@ -97,3 +97,42 @@ func TestRejectTimesOutside(t *testing.T) {
 		}
 	}
 }
+
+// TestRejectKeepsLowestLines: once MaxErrors rows are kept, a later reject of
+// an earlier line (the border checks run after the reader) replaces the
+// latest kept one, so Errors holds the MaxErrors lowest lines, in order.
+func TestRejectKeepsLowestLines(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("; UnixStartTime: 0\n")
+	b.WriteString("1 0 0 10 1 -1 -1 1 100 -1 1 5 1 -1 1 1 -1 -1\n")          // line 2, kept by the reader
+	b.WriteString("2 4294967296 0 10 1 -1 -1 1 100 -1 1 5 1 -1 1 1 -1 -1\n") // line 3, out of range for the border
+	for range 150 {
+		b.WriteString("1 2 3\n") // lines 4..153
+	}
+	tr, err := trace.ReadSWF(strings.NewReader(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name        string
+		check       func() int
+		first, last int
+	}{
+		{"reader", func() int { return 0 }, 4, 103},
+		{"RejectTimesOutside", func() int { return tr.RejectTimesOutside(time.Unix(0, 0), time.Unix(math.MaxUint32, 0)) }, 3, 102},
+	} {
+		tc.check()
+		checkCounts(t, tc.name, tr)
+		if got := len(tr.Errors); got != trace.MaxErrors {
+			t.Fatalf("after %s: %d errors kept; want %d", tc.name, got, trace.MaxErrors)
+		}
+		if first, last := tr.Errors[0].Line, tr.Errors[len(tr.Errors)-1].Line; first != tc.first || last != tc.last {
+			t.Errorf("after %s: kept errors from line %d to %d; want %d to %d", tc.name, first, last, tc.first, tc.last)
+		}
+		for i := 1; i < len(tr.Errors); i++ {
+			if tr.Errors[i].Line < tr.Errors[i-1].Line {
+				t.Fatalf("after %s: error %d on line %d after line %d", tc.name, i, tr.Errors[i].Line, tr.Errors[i-1].Line)
+			}
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/heliostat-dev/heliostat/internal/bom"
 	"github.com/heliostat-dev/heliostat/internal/gzfile"
 )
 
@@ -47,13 +48,13 @@ func OpenSeries(path string) (Series, error) {
 // ReadSeries reads a node-demand CSV (HeliosArtifact's
 // philly_node_sequence.csv: time,active,total) into a Series of `active`
 // values, with Totals from `total` when the column is there. Columns are
-// found by their header names; a column named twice is an error that names
-// both cells. The step is the smallest gap between consecutive times; every
+// found by their header names (after a UTF-8 byte-order mark, which is
+// dropped); a column named twice is an error that names both cells. The step is the smallest gap between consecutive times; every
 // gap must be a whole number of steps, and the steps no row covers are
 // missing (NaN). Times must increase strictly. Errors name the line (a gap
 // off the step: its two lines and the two lines whose gap set the step).
 func ReadSeries(r io.Reader) (Series, error) {
-	cr := csv.NewReader(r)
+	cr := csv.NewReader(bom.Skip(r)) // a quoted first cell after the mark would be a bare quote
 	cr.ReuseRecord = true
 	cr.TrimLeadingSpace = true
 	header, err := cr.Read()
@@ -65,9 +66,6 @@ func ReadSeries(r io.Reader) (Series, error) {
 	}
 	iTime, iActive, iTotal := -1, -1, -1
 	for i, h := range header {
-		if i == 0 {
-			h = strings.TrimPrefix(h, "\ufeff")
-		}
 		name := strings.ToLower(strings.TrimSpace(h))
 		var dst *int
 		switch name {

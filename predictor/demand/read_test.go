@@ -29,6 +29,8 @@ func TestReadSeries(t *testing.T) {
 			at("2017-10-03 00:00:00"), time.Minute, []float64{312, 309}, 420},
 		{"columns in another order, extra column, spaces, BOM", "\ufefftotal, note ,TIME,active\n420,x,2017-10-03 00:00:00,1\n552,y,2017-10-03 00:02:00, 2\n",
 			at("2017-10-03 00:00:00"), 2 * time.Minute, []float64{1, 2}, 552},
+		{"BOM before a quoted header", "\ufeff\"time\",\"active\"\r\n\"2017-10-03 00:00:00\",1\r\n2017-10-03 00:01:00,2\r\n",
+			at("2017-10-03 00:00:00"), time.Minute, []float64{1, 2}, 0},
 		{"gap becomes missing steps", "time,active\n2017-10-03 00:00:00,5\n2017-10-03 00:01:00,6\n2017-10-03 00:04:00,7\n",
 			at("2017-10-03 00:00:00"), time.Minute, []float64{5, 6, nan, nan, 7}, 0},
 		{"T separator and fractional counts", "time,active,total\n2017-10-03T00:00:00,1.5,4\n2017-10-03T00:00:30,0,4\n",
@@ -97,6 +99,7 @@ func FuzzReadSeries(f *testing.F) {
 	f.Add("active,time\n1,2017-10-03T00:00:00\n2,2017-10-03T00:00:10\n")
 	f.Add("time,active\n\"2017-10-03 00:00:00\",1\n2017-10-03 00:00:00.5,2\n")
 	f.Add("time,active\n0001-01-01 00:00:00,0\n9999-12-31 23:59:59,1e308\n")
+	f.Add("\ufeff\"time\",\"active\"\n2017-10-03 00:00:00,1\n2017-10-03 00:01:00,2\n")
 	f.Fuzz(func(t *testing.T, in string) {
 		s, err := ReadSeries(strings.NewReader(in))
 		if err != nil {
