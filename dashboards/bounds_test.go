@@ -23,11 +23,23 @@ import (
 // FINAL keeps and that passes such a filter is one of the rows (of any
 // version) that pass it, so its submit time is no earlier than their
 // earliest; a job that ended in the range was submitted before its end.
+// A prediction carries the submit time of the run the predictor first saw,
+// an outcome and jobs' row that of the job's latest run: for a job Slurm
+// requeued, the prediction's is earlier. So the predictions joined to
+// outcomes, or to pending jobs, are bounded by the earliest submit time of
+// the predictions (any version, read by their key (cluster, job_id)) of the
+// ids the other side holds. For the pending queue those ids are read FINAL
+// (and bounded as the queue is): before a month is merged, every job of it
+// still has a superseded PENDING row, and a set of every id ever pending
+// made the bound cost seconds.
 var submitBounds = []string{
 	" AND submit_time <= $__toTime AND submit_time >= (SELECT min(submit_time) FROM prediction_outcomes WHERE " + clusterFilter + " AND $__timeFilter(end_time))",
-	" AND submit_time <= $__toTime AND submit_time >= (SELECT min(submit_time) FROM jobs WHERE " + clusterFilter + " AND $__timeFilter(end_time))",
+	" AND submit_time <= $__toTime AND submit_time >= (SELECT min(submit_time) FROM predictions WHERE (cluster, job_id) IN (SELECT cluster, job_id FROM prediction_outcomes WHERE " + clusterFilter + " AND $__timeFilter(end_time)))",
+	" AND submit_time <= $__toTime AND submit_time >= (SELECT min(submit_time) FROM job_runs WHERE " + clusterFilter + " AND $__timeFilter(end_time))",
 	"\n            AND submit_time >= (SELECT min(submit_time) FROM job_runs WHERE " + clusterFilter + " AND (end_time IS NULL OR end_time >= $__fromTime))",
 	" AND submit_time >= (SELECT min(submit_time) FROM jobs WHERE " + clusterFilter + " AND state IN ('RUNNING', 'PENDING'))",
+	// holds the next bound, so it is removed first (unbound removes them in order)
+	" AND submit_time >= (SELECT min(submit_time) FROM predictions WHERE (cluster, job_id) IN (SELECT cluster, job_id FROM jobs FINAL WHERE " + clusterFilter + " AND state = 'PENDING' AND submit_time >= (SELECT min(submit_time) FROM jobs WHERE " + clusterFilter + " AND state = 'PENDING')))",
 	" AND submit_time >= (SELECT min(submit_time) FROM jobs WHERE " + clusterFilter + " AND state = 'PENDING')",
 }
 
@@ -50,18 +62,13 @@ func unbound(sql string) (string, bool) {
 type boundedQuery struct{ name, bounded, unbounded string }
 
 // boundedQueries returns every dashboard target that holds a submit bound,
-// with cluster selected ("" for All) and every other variable at All.
-func (s *seeded) boundedQueries(tb testing.TB, cluster string) []boundedQuery {
+// with the variables named in pick set to its values (cluster, vc) and every
+// other variable at All.
+func (s *seeded) boundedQueries(tb testing.TB, pick map[string][]string) []boundedQuery {
 	tb.Helper()
 	var out []boundedQuery
 	for _, d := range loadDashboards(tb) {
-		sel := map[string]selection{}
-		for _, v := range d.Templating.List {
-			sel[v.Name] = selection{all: true}
-			if v.Name == "cluster" && cluster != "" {
-				sel[v.Name] = selection{values: []string{cluster}}
-			}
-		}
+		sel := picked(d, pick)
 		for _, p := range d.allPanels() {
 			for _, tg := range p.Targets {
 				raw, ok := unbound(tg.RawSQL)
@@ -84,6 +91,19 @@ func (s *seeded) boundedQueries(tb testing.TB, cluster string) []boundedQuery {
 		tb.Fatal("no panel bounds its submit times as submitBounds expects")
 	}
 	return out
+}
+
+// picked selects, for d's variables, the values pick names and All for the
+// others.
+func picked(d *dashboard, pick map[string][]string) map[string]selection {
+	sel := map[string]selection{}
+	for _, v := range d.Templating.List {
+		sel[v.Name] = selection{all: true}
+		if vals, ok := pick[v.Name]; ok {
+			sel[v.Name] = selection{values: vals}
+		}
+	}
+	return sel
 }
 
 // checkSubmitBounds fails unless every bounded query returns rows, the same
@@ -170,7 +190,7 @@ FROM (SELECT number, %[2]s FROM system.numbers LIMIT %[3]d) WHERE %[4]s`, ch.Dat
 	b.Cleanup(func() { grafana.Close() })
 	s := &seeded{db: ch.Database, conn: conn, grafana: grafana, from: from, to: to}
 
-	qs := s.boundedQueries(b, "")
+	qs := s.boundedQueries(b, nil)
 	for _, state := range []string{"fresh", "merged"} {
 		if state == "merged" {
 			for _, t := range []string{"jobs", "job_runs", "predictions", "prediction_outcomes"} {

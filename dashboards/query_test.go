@@ -64,8 +64,8 @@ func TestPanels(t *testing.T) {
 	// among them), a panel's submit-time bound must not change its answer,
 	// whether the bound reads every cluster or the one selected.
 	t.Run("submit bounds", func(t *testing.T) {
-		s.checkSubmitBounds(t, s.boundedQueries(t, ""), "seeded, all clusters")
-		s.checkSubmitBounds(t, s.boundedQueries(t, seedCluster), "seeded, cluster "+seedCluster)
+		s.checkSubmitBounds(t, s.boundedQueries(t, nil), "seeded, all clusters")
+		s.checkSubmitBounds(t, s.boundedQueries(t, map[string][]string{"cluster": {seedCluster}}), "seeded, cluster "+seedCluster)
 	})
 	t.Run("prometheus", func(t *testing.T) { s.checkPrometheus(t) })
 	t.Run("prometheus server", func(t *testing.T) { s.checkPrometheusServer(t) })

@@ -28,16 +28,7 @@ func TestRequeuedJobPanels(t *testing.T) {
 	day := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 	at := func(h, m int) time.Time { return day.Add(time.Duration(h)*time.Hour + time.Duration(m)*time.Minute) }
 	ev := func(typ schemas.JobEventType, event time.Time, state schemas.JobState, submit, start, end time.Time) schemas.JobEvent {
-		ms := func(t time.Time) int64 {
-			if t.IsZero() {
-				return 0
-			}
-			return t.UnixMilli()
-		}
-		return schemas.JobEvent{Type: typ, EventMillis: event.UnixMilli(), JobID: "100", User: "alice", Partition: "gpu", State: state,
-			SubmitMillis: ms(submit), StartMillis: ms(start), EndMillis: ms(end), GPUs: 4,
-			ArrayTaskID: schemas.Unknown, UID: schemas.Unknown, ExitCode: schemas.Unknown, Priority: schemas.Unknown,
-			TimeLimitS: schemas.Unknown, NodeCount: schemas.Unknown, CPUs: schemas.Unknown, MemReqBytes: schemas.Unknown}
+		return slurmJobEvent("100", "alice", typ, event, state, submit, start, end)
 	}
 	var none time.Time
 	s1, r1, e1 := at(9, 0), at(10, 0), at(20, 0)
@@ -103,4 +94,19 @@ func TestRequeuedJobPanels(t *testing.T) {
 			t.Errorf("%s: at the points checked (running jobs, GPUs; pending jobs, GPUs) = %v; want %v", panelName(d, p), got, want)
 		}
 	}
+}
+
+// slurmJobEvent is an event of a 4-GPU job in partition gpu as the Slurm
+// source publishes it; a zero time is unknown.
+func slurmJobEvent(id, user string, typ schemas.JobEventType, event time.Time, state schemas.JobState, submit, start, end time.Time) schemas.JobEvent {
+	ms := func(t time.Time) int64 {
+		if t.IsZero() {
+			return 0
+		}
+		return t.UnixMilli()
+	}
+	return schemas.JobEvent{Type: typ, EventMillis: event.UnixMilli(), JobID: id, User: user, Partition: "gpu", State: state,
+		SubmitMillis: ms(submit), StartMillis: ms(start), EndMillis: ms(end), GPUs: 4,
+		ArrayTaskID: schemas.Unknown, UID: schemas.Unknown, ExitCode: schemas.Unknown, Priority: schemas.Unknown,
+		TimeLimitS: schemas.Unknown, NodeCount: schemas.Unknown, CPUs: schemas.Unknown, MemReqBytes: schemas.Unknown}
 }
