@@ -54,7 +54,7 @@ func TestPanelFigures(t *testing.T) {
 	}
 	// Three jobs of one user: sampled at 80 % for 1 GPU-hour, sampled without
 	// a utilization for 1 GPU-hour, not sampled for 2 GPU-hours.
-	b, err = conn.PrepareBatch(ctx, "INSERT INTO "+cfg.Database+".job_summary (cluster, job_id, user, partition_name, state, gpus, submit_time, start_time, end_time, "+
+	b, err = conn.PrepareBatch(ctx, "INSERT INTO "+cfg.Database+".job_run_summary (cluster, job_id, user, partition_name, state, gpus, submit_time, start_time, end_time, "+
 		"elapsed_s, gpu_hours, samples, util_mean, computed_at, version)")
 	if err != nil {
 		t.Fatal(err)

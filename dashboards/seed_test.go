@@ -366,7 +366,7 @@ func seed(t *testing.T) *seeded {
 	t.Cleanup(func() { s.grafana.Close() })
 	s.from = start.Add(-time.Hour)
 	s.to = time.Now().Add(time.Minute)
-	for _, table := range []string{"jobs FINAL", "job_runs FINAL", "gpu_samples", "gpu_events", "gpu_allocations FINAL", "job_summary FINAL", "predictions FINAL", "prediction_outcomes FINAL", "prediction_models", "actions FINAL", "analytics_headline"} {
+	for _, table := range []string{"jobs FINAL", "job_runs FINAL", "gpu_samples", "gpu_events", "gpu_allocations FINAL", "job_run_summary FINAL", "predictions FINAL", "prediction_outcomes FINAL", "prediction_models", "actions FINAL", "analytics_headline"} {
 		t.Logf("seeded %s: %d rows", table, schematest.Count(t, conn, db+"."+table))
 	}
 	return s

@@ -48,12 +48,12 @@ type SummaryConfig struct {
 	// summarizer waits for the job's last GPU samples (the flag defaults to
 	// 1m; it should exceed the collectors' publish interval plus ingest lag).
 	Delay time.Duration
-	// Batch caps the jobs summarized per query; default 5000.
+	// Batch caps the job runs summarized per query; default 5000.
 	Batch int
-	// FullEvery is how often a pass looks at every ended job instead of
+	// FullEvery is how often a pass looks at every ended run instead of
 	// only those whose END reached ClickHouse since the last pass (the flag
 	// defaults to 1h; 0 makes every pass a full one). A full pass costs time
-	// linear in the jobs and summaries kept; it catches an END whose insert
+	// linear in the runs and summaries kept; it catches an END whose insert
 	// became visible later than SummaryOverlap after it was stamped.
 	FullEvery time.Duration
 }
@@ -83,19 +83,22 @@ func (c SummaryConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Summarizer writes job_summary rows for ended jobs: GPU hours, per-GPU mean
-// and max utilization from the samples that fall inside the job's run on the
-// GPUs allocated to that run, energy, and the jobstats flags. Each pass picks
-// ended jobs that have no summary of their current end yet: a job whose jobs
-// row ends later or in another state than its summary (a lost job that Slurm
-// listed again, a requeued job's later run) is summarized again, and the
-// rewrite replaces the older summary. The first pass, and one every
-// FullEvery, looks at every ended job; the others only at jobs whose END row
-// reached ClickHouse after the previous complete pass's cutoff less
-// SummaryOverlap, which keeps a pass cheap however many jobs the tables hold.
-// The watermark lives in memory only, so a restart begins with a full pass,
-// and several replicas only duplicate work (job_summary keeps one row per
-// job). Once is not safe for concurrent use.
+// Summarizer writes job_run_summary rows for ended job runs: GPU hours,
+// per-GPU mean and max utilization from the samples that fall inside the run
+// on the GPUs allocated to that run, energy, and the jobstats flags. A run is
+// a row of job_runs, (cluster, job ID, submit time): Slurm requeues a job
+// under its ID with a new submit time per run, and two jobs can share an ID
+// (slurmctld restarted clean), and each run gets its own summary. Each pass
+// picks ended runs that have no summary of their current end yet: a run whose
+// job_runs row ends later or in another state than its summary (a lost job
+// that Slurm listed again) is summarized again, and the rewrite replaces the
+// run's older summary. The first pass, and one every FullEvery, looks at every
+// ended run; the others only at runs whose END row reached ClickHouse after
+// the previous complete pass's cutoff less SummaryOverlap, which keeps a pass
+// cheap however many runs the tables hold. The watermark lives in memory only,
+// so a restart begins with a full pass, and several replicas only duplicate
+// work (job_run_summary keeps one row per run). job_summary, one row per job
+// ID, is no longer written. Once is not safe for concurrent use.
 type Summarizer struct {
 	cfg    SummaryConfig
 	conn   driver.Conn
@@ -125,10 +128,10 @@ func NewSummarizer(cfg SummaryConfig, conn driver.Conn, logger *slog.Logger, reg
 		cfg.Batch = 5000
 	}
 	s := &Summarizer{cfg: cfg, conn: conn, logger: logger, now: now,
-		jobs: prometheus.NewCounter(prometheus.CounterOpts{Name: "heliostat_ingest_job_summaries_total", Help: "Job summaries written."}),
+		jobs: prometheus.NewCounter(prometheus.CounterOpts{Name: "heliostat_ingest_job_summaries_total", Help: "Job run summaries written."}),
 		errs: prometheus.NewCounter(prometheus.CounterOpts{Name: "heliostat_ingest_job_summary_errors_total", Help: "Summarizer passes that failed."}),
 		passes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "heliostat_ingest_job_summary_passes_total",
-			Help: "Summarizer passes by kind: full (every ended job) or incremental (jobs ended since the last pass)."}, []string{"kind"}),
+			Help: "Summarizer passes by kind: full (every ended job run) or incremental (runs ended since the last pass)."}, []string{"kind"}),
 	}
 	if err := metricsreg.Register(reg, s.jobs, s.errs, s.passes); err != nil {
 		return nil, fmt.Errorf("ingest: register summarizer metrics: %w", err)
@@ -196,9 +199,14 @@ type summaryJob struct {
 	limit                                           *uint32
 }
 
-// key returns the job's key in the maps allocations and priorSummaries
-// return.
-func (j summaryJob) key() string { return j.cluster + "\x00" + j.jobID }
+// key returns the run's key in the maps allocations and priorSummaries
+// return: its cluster, job ID and submit time.
+func (j summaryJob) key() string {
+	return j.idKey() + "\x00" + strconv.FormatInt(j.submit.Unix(), 10)
+}
+
+// idKey returns the key of the run's job ID, shared by every run of it.
+func (j summaryJob) idKey() string { return j.cluster + "\x00" + j.jobID }
 
 type gpuStats struct {
 	host                 string
@@ -212,39 +220,43 @@ type gpuStats struct {
 	firstSec, lastSec    int64
 }
 
-// Once summarizes up to Batch ended jobs and returns how many it wrote.
+// Once summarizes up to Batch ended job runs and returns how many it wrote.
 func (s *Summarizer) Once(ctx context.Context) (int, error) {
 	db := s.cfg.Database
 	now := s.now()
 	cutoff := now.Add(-s.cfg.Delay).Unix()
 	full := s.since == 0 || now.Sub(s.lastFull) >= s.cfg.FullEvery
-	// A job is done when a summary of its current end exists: a summary
-	// written before the job ended again (a lost job listed again, a requeued
-	// job's later run) does not count. The summaries are matched by a hash of
-	// (cluster, job ID, end, state): at a million jobs and summaries (18.16,
-	// 2 cores) a full pass's query took 0.5 s against 1.2 s with the set
-	// of (cluster, job ID) it used before and 1.35 s with a set of the
-	// tuples. A false match, about one chance in 2^64 / (summaries kept) per
-	// job, would leave that job's end unsummarized.
-	kind, window, done := "full", "", fmt.Sprintf("SELECT cityHash64(cluster, job_id, end_time, state) FROM %s.job_summary", db)
+	// A run is done when a summary of its current end exists: a summary
+	// written before the run ended again (a lost job listed again) does not
+	// count. The summaries are matched by a hash of (cluster, job ID, submit,
+	// end, state): at a million jobs and summaries (18.16, 2 cores) a full
+	// pass's query took 0.5 s against 1.2 s with the set of (cluster, job
+	// ID) it used before and 1.35 s with a set of the tuples. A false match,
+	// about one chance in 2^64 / (summaries kept) per run, would leave that
+	// run's end unsummarized.
+	kind, window, done := "full", "", fmt.Sprintf("SELECT cityHash64(cluster, job_id, submit_time, end_time, state) FROM %s.job_run_summary", db)
 	if !full {
-		// The jobs whose END row arrived in the window, found on the raw rows
-		// (no FINAL, no set of every summary), then read FINAL by key.
+		// The runs whose END row arrived in the window, found on the raw
+		// rows (no FINAL, no set of every summary), then read FINAL by key.
+		// The key is the job ID's, not the run's: it lets in the other runs
+		// of those IDs too, which the hash leaves out once summarized, and
+		// at a million runs the pass took 120 ms against 150 ms with sets
+		// of (cluster, job ID, submit time).
 		kind = "incremental"
-		recent := fmt.Sprintf("SELECT cluster, job_id FROM %s.jobs WHERE inserted_at >= %d AND last_event = 'END'",
+		recent := fmt.Sprintf("SELECT cluster, job_id FROM %s.job_runs WHERE inserted_at >= %d AND last_event = 'END'",
 			db, s.since-int64(SummaryOverlap/time.Second))
 		window = "(cluster, job_id) IN (" + recent + ") AND "
 		done += " WHERE (cluster, job_id) IN (" + recent + ")"
 	}
-	// end_time is Nullable in jobs, not in job_summary: assumeNotNull gives
-	// both sides of the hash the same type.
+	// end_time is Nullable in job_runs, not in job_run_summary:
+	// assumeNotNull gives both sides of the hash the same type.
 	rows, err := s.conn.Query(ctx, fmt.Sprintf(`SELECT cluster, job_id, user, account, partition_name, state, gpus, submit_time, start_time, end_time, time_limit_s
-FROM %[1]s.jobs FINAL
+FROM %[1]s.job_runs FINAL
 WHERE %[2]slast_event = 'END' AND start_time IS NOT NULL AND end_time IS NOT NULL AND toUInt32(inserted_at) <= %[3]d
-  AND cityHash64(cluster, job_id, assumeNotNull(end_time), state) NOT IN (%[4]s)
+  AND cityHash64(cluster, job_id, submit_time, assumeNotNull(end_time), state) NOT IN (%[4]s)
 LIMIT %[5]d`, db, window, cutoff, done, s.cfg.Batch))
 	if err != nil {
-		return 0, fmt.Errorf("select ended jobs (%s pass): %w", kind, err)
+		return 0, fmt.Errorf("select ended job runs (%s pass): %w", kind, err)
 	}
 	s.passes.WithLabelValues(kind).Inc()
 	var jobs []summaryJob
@@ -253,14 +265,14 @@ LIMIT %[5]d`, db, window, cutoff, done, s.cfg.Batch))
 		var start, end *time.Time
 		if err := rows.Scan(&j.cluster, &j.jobID, &j.user, &j.account, &j.partition, &j.state, &j.gpus, &j.submit, &start, &end, &j.limit); err != nil {
 			rows.Close()
-			return 0, fmt.Errorf("scan ended job: %w", err)
+			return 0, fmt.Errorf("scan ended job run: %w", err)
 		}
 		j.start, j.end = *start, *end
 		jobs = append(jobs, j)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("select ended jobs: %w", err)
+		return 0, fmt.Errorf("select ended job runs: %w", err)
 	}
 	if len(jobs) == 0 {
 		s.passDone(full, now, cutoff, 0)
@@ -274,11 +286,11 @@ LIMIT %[5]d`, db, window, cutoff, done, s.cfg.Batch))
 	if err != nil {
 		return 0, err
 	}
-	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+db+".job_summary (cluster, job_id, user, account, partition_name, state, gpus, "+
+	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+db+".job_run_summary (cluster, job_id, user, account, partition_name, state, gpus, "+
 		"submit_time, start_time, end_time, elapsed_s, time_limit_s, gpu_hours, gpu_hosts, gpu_indexes, gpu_util_mean, gpu_util_max, samples, "+
 		"util_mean, util_max, sm_active_mean, util_source, fb_used_max_bytes, power_mean_w, energy_j, zero_util_gpu_hours, flags, computed_at, version)")
 	if err != nil {
-		return 0, fmt.Errorf("prepare job_summary insert: %w", err)
+		return 0, fmt.Errorf("prepare job_run_summary insert: %w", err)
 	}
 	defer batch.Abort()
 	stats, err := s.sampleStats(ctx, jobs, allocs)
@@ -290,11 +302,11 @@ LIMIT %[5]d`, db, window, cutoff, done, s.cfg.Batch))
 		if err := batch.Append(j.cluster, j.jobID, j.user, j.account, j.partition, j.state, r.gpus,
 			j.submit, j.start, j.end, r.elapsed, j.limit, r.gpuHours, r.hosts, r.indexes, r.utilMean, r.utilMax, r.samples,
 			r.mean, r.max, r.smMean, r.utilSource, r.fbMax, r.powerW, r.energyJ, r.zeroHours, r.flags, now, versions[i]); err != nil {
-			return 0, fmt.Errorf("append job_summary row for job %s: %w", j.jobID, err)
+			return 0, fmt.Errorf("append job_run_summary row for job %s submitted at %s: %w", j.jobID, j.submit.UTC().Format(time.DateTime), err)
 		}
 	}
 	if err := batch.Send(); err != nil {
-		return 0, fmt.Errorf("send %d job summaries: %w", len(jobs), err)
+		return 0, fmt.Errorf("send %d job run summaries: %w", len(jobs), err)
 	}
 	s.jobs.Add(float64(len(jobs)))
 	s.passDone(full, now, cutoff, len(jobs))
@@ -320,61 +332,67 @@ type gpuKey struct {
 	index int32
 }
 
-// allocations returns the GPUs allocated to each job's run (by
-// summaryJob.key), one entry per host and GPU index whatever the number of
-// sources that saw it, in queries of at most about sampleChunk of job IDs
-// each. A requeued job keeps its ID across runs, so only the allocation
-// intervals that overlap the run in jobs (the latest) count: the GPUs of an
-// earlier run, which others used afterwards, do not.
+// allocations returns the GPUs allocated to each run (by summaryJob.key), one
+// entry per host and GPU index whatever the number of sources that saw it, in
+// queries of at most about sampleChunk of job IDs each. The allocation rows
+// carry the job ID, not the run: a requeued job keeps its ID across runs, and
+// a reused ID is another job's, so only the intervals that belong to a run's
+// own [start, end] (inRun) count for it, each interval for one run at most
+// (owner).
 func (s *Summarizer) allocations(ctx context.Context, jobs []summaryJob) (map[string][]gpuKey, error) {
-	byKey := make(map[string]*summaryJob, len(jobs))
+	byID := make(map[string][]*summaryJob, len(jobs))
 	for i := range jobs {
-		byKey[jobs[i].key()] = &jobs[i]
+		k := jobs[i].idKey()
+		byID[k] = append(byID[k], &jobs[i])
 	}
 	out, seen := map[string][]gpuKey{}, map[jobGPUKey]bool{}
-	err := inChunks(jobs, func(ids []string) error { return s.allocationsOf(ctx, ids, byKey, seen, out) })
+	err := inChunks(jobs, func(ids []string) error { return s.allocationsOf(ctx, ids, byID, seen, out) })
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-// inChunks calls f with the quoted IDs of jobs, as many at a time as fit in
-// about sampleChunk of query text.
+// inChunks calls f with the quoted IDs of jobs, each once, as many at a time
+// as fit in about sampleChunk of query text.
 func inChunks(jobs []summaryJob, f func(ids []string) error) error {
 	var ids []string
+	listed := map[string]bool{}
 	size := 0
 	for n, j := range jobs {
-		q := quote(j.jobID)
-		ids = append(ids, q)
-		size += len(q) + 1
-		if size < sampleChunk && n < len(jobs)-1 {
+		if q := quote(j.jobID); !listed[q] {
+			listed[q] = true
+			ids = append(ids, q)
+			size += len(q) + 1
+		}
+		if size < sampleChunk && n < len(jobs)-1 || len(ids) == 0 {
 			continue
 		}
 		if err := f(ids); err != nil {
 			return err
 		}
 		ids, size = ids[:0], 0
+		clear(listed)
 	}
 	return nil
 }
 
-// jobGPUKey is a GPU of the job of summaryJob.key job.
+// jobGPUKey is a GPU of the run of summaryJob.key job.
 type jobGPUKey struct {
 	job string
 	gpu gpuKey
 }
 
 // allocationsOf adds to out, under summaryJob.key, the GPUs allocated to the
-// runs of the jobs of ids (quoted) that seen does not hold yet, byKey holding
-// the jobs.
+// runs of the jobs of ids (quoted) that seen does not hold yet, byID holding
+// the runs by summaryJob.idKey.
 //
 // Each interval is read as FINAL would show it (its row of the highest
 // version, so that a closed interval's open row does not count), but by
 // argMax over the rows of these jobs: FINAL would merge the whole table, in
 // whose sorting key job_id is not a prefix, on every pass. An open interval
 // (alloc_end NULL, read as -1) runs on.
-func (s *Summarizer) allocationsOf(ctx context.Context, ids []string, byKey map[string]*summaryJob, seen map[jobGPUKey]bool, out map[string][]gpuKey) error {
+func (s *Summarizer) allocationsOf(ctx context.Context, ids []string, byID map[string][]*summaryJob, seen map[jobGPUKey]bool, out map[string][]gpuKey) error {
 	rows, err := s.conn.Query(ctx, fmt.Sprintf(`SELECT cluster, job_id, host, gpu_index, toInt64(alloc_start), argMax(ifNull(toInt64(alloc_end), toInt64(-1)), version)
 FROM %s.gpu_allocations
 WHERE gpu_index >= 0 AND job_id IN (%s)
@@ -391,11 +409,11 @@ GROUP BY cluster, host, gpu_index, gpu_uuid, mig_uuid, job_id, alloc_start, sour
 		if err := rows.Scan(&j.cluster, &j.jobID, &k.host, &k.index, &from, &to); err != nil {
 			return fmt.Errorf("scan allocation: %w", err)
 		}
-		run := byKey[j.key()]
-		if run == nil || !inRun(from, to, run.start.Unix(), run.end.Unix()) {
+		run := owner(byID[j.idKey()], from, to)
+		if run == nil {
 			continue
 		}
-		if jk := (jobGPUKey{j.key(), k}); !seen[jk] {
+		if jk := (jobGPUKey{run.key(), k}); !seen[jk] {
 			seen[jk] = true
 			out[jk.job] = append(out[jk.job], k)
 		}
@@ -404,6 +422,32 @@ GROUP BY cluster, host, gpu_index, gpu_uuid, mig_uuid, job_id, alloc_start, sour
 		return fmt.Errorf("select allocations: %w", err)
 	}
 	return nil
+}
+
+// owner returns the run of runs (those of one job ID in the pass) that the
+// allocation interval [from, to] (Unix seconds, to < 0: still open) belongs
+// to, or nil: of the runs inRun accepts it for, the last to start at or
+// before from (the run that held the GPUs when the interval began), else the
+// first to start. The runs of one ID follow each other, so a closed interval
+// fits one of them at most; an open one that an earlier run left open (its
+// closing row lost) would fit every later run too, and goes to the earlier.
+func owner(runs []*summaryJob, from, to int64) *summaryJob {
+	var best *summaryJob
+	for _, r := range runs {
+		start := r.start.Unix()
+		if !inRun(from, to, start, r.end.Unix()) {
+			continue
+		}
+		switch b := best; {
+		case b == nil:
+			best = r
+		case start <= from && (b.start.Unix() > from || start > b.start.Unix()):
+			best = r
+		case start > from && b.start.Unix() > from && start < b.start.Unix():
+			best = r
+		}
+	}
+	return best
 }
 
 // inRun reports whether the allocation interval [from, to] (to < 0: still
@@ -416,35 +460,36 @@ func inRun(from, to, start, end int64) bool {
 	return from == start || from < end && (to < 0 || to > start)
 }
 
-// priorSummary is what job_summary holds of one job at one end.
+// priorSummary is what job_run_summary holds of one run at one end.
 type priorSummary struct {
 	end     int64  // end_time, Unix seconds
 	version uint64 // the highest of those rows
 }
 
-// priorSummaries returns the summaries already written of the jobs, by
+// priorSummaries returns the summaries already written of the runs, by
 // summaryJob.key, in queries of at most about sampleChunk of job IDs each.
+// The other runs of the same IDs come along; no run of the pass looks them up.
 func (s *Summarizer) priorSummaries(ctx context.Context, jobs []summaryJob) (map[string][]priorSummary, error) {
 	out := map[string][]priorSummary{}
 	err := inChunks(jobs, func(ids []string) error {
-		rows, err := s.conn.Query(ctx, fmt.Sprintf(`SELECT cluster, job_id, toInt64(end_time), max(version)
-FROM %s.job_summary
+		rows, err := s.conn.Query(ctx, fmt.Sprintf(`SELECT cluster, job_id, submit_time, toInt64(end_time), max(version)
+FROM %s.job_run_summary
 WHERE job_id IN (%s)
-GROUP BY cluster, job_id, end_time`, s.cfg.Database, strings.Join(ids, ",")))
+GROUP BY cluster, job_id, submit_time, end_time`, s.cfg.Database, strings.Join(ids, ",")))
 		if err != nil {
-			return fmt.Errorf("select earlier job summaries: %w", err)
+			return fmt.Errorf("select earlier job run summaries: %w", err)
 		}
 		defer rows.Close()
 		for rows.Next() {
 			var j summaryJob
 			var p priorSummary
-			if err := rows.Scan(&j.cluster, &j.jobID, &p.end, &p.version); err != nil {
-				return fmt.Errorf("scan earlier job summary: %w", err)
+			if err := rows.Scan(&j.cluster, &j.jobID, &j.submit, &p.end, &p.version); err != nil {
+				return fmt.Errorf("scan earlier job run summary: %w", err)
 			}
 			out[j.key()] = append(out[j.key()], p)
 		}
 		if err := rows.Err(); err != nil {
-			return fmt.Errorf("select earlier job summaries: %w", err)
+			return fmt.Errorf("select earlier job run summaries: %w", err)
 		}
 		return nil
 	})
@@ -454,22 +499,24 @@ GROUP BY cluster, job_id, end_time`, s.cfg.Database, strings.Join(ids, ",")))
 	return out, nil
 }
 
-// supersede prepares the rewrite of jobs summarized before (a lost job listed
-// again and ended, a requeued job's later run): it returns each job's
-// summary version, the computation time in ms but above every earlier
-// summary's so that the rewrite replaces them, and deletes the earlier
-// summaries at another end than the job's new one.
+// supersede prepares the rewrite of runs summarized before (a lost job listed
+// again and ended later): it returns each run's summary version, the
+// computation time in ms but above every earlier summary's of the same run
+// so that the rewrite replaces them, and deletes the run's earlier summaries
+// at another end than its new one. The summaries of the other runs of the
+// same job ID (a requeued job's earlier runs, another job that had the ID)
+// are summaries in their own right and stay.
 //
-// FINAL alone does not hide those. A query that filters on end_time skips
-// the parts whose end_time range (and partitions, by end month) miss the
-// filter before FINAL merges: a range that holds the old end but not the new
-// one shows the old summary, until a background merge joins the two rows,
-// which never happens across months. The delete is a mutation, one per pass
-// and chunk of such jobs, that ClickHouse runs in the background: on 18.16 it
-// rewrites only the parts that hold such rows, after reading the key and end
-// of every part (0.1-0.2 s at a million summaries). It is sent before the new
-// summaries, so a failed insert leaves the job without a summary of its end,
-// for the next pass to write.
+// FINAL alone does not hide a superseded summary. A query that filters on
+// end_time skips the parts whose end_time range (and partitions, by end
+// month) miss the filter before FINAL merges: a range that holds the old end
+// but not the new one shows the old summary, until a background merge joins
+// the two rows, which never happens across months. The delete is a mutation,
+// one per pass and chunk of such runs, that ClickHouse runs in the
+// background: on 18.16 it rewrites only the parts that hold such rows, after
+// reading the key and end of every part (0.1-0.2 s at a million summaries).
+// It is sent before the new summaries, so a failed insert leaves the run
+// without a summary of its end, for the next pass to write.
 func (s *Summarizer) supersede(ctx context.Context, jobs []summaryJob, now time.Time) ([]uint64, error) {
 	prior, err := s.priorSummaries(ctx, jobs)
 	if err != nil {
@@ -485,7 +532,7 @@ func (s *Summarizer) supersede(ctx context.Context, jobs []summaryJob, now time.
 			if p.end == j.end.Unix() {
 				continue
 			}
-			t := fmt.Sprintf("(%s, %s, %d)", quote(j.cluster), quote(j.jobID), p.end)
+			t := fmt.Sprintf("(%s, %s, %d, %d)", quote(j.cluster), quote(j.jobID), j.submit.Unix(), p.end)
 			stale = append(stale, t)
 			size += len(t) + 2
 			if size >= sampleChunk {
@@ -504,13 +551,13 @@ func (s *Summarizer) supersede(ctx context.Context, jobs []summaryJob, now time.
 	return versions, nil
 }
 
-// deleteSummaries deletes the job_summary rows of the (cluster, job ID, end
-// in Unix seconds) tuples.
+// deleteSummaries deletes the job_run_summary rows of the (cluster, job ID,
+// submit, end, both in Unix seconds) tuples.
 func (s *Summarizer) deleteSummaries(ctx context.Context, tuples []string) error {
-	q := fmt.Sprintf("ALTER TABLE %s.job_summary DELETE WHERE (cluster, job_id, toInt64(end_time)) IN (%s)",
+	q := fmt.Sprintf("ALTER TABLE %s.job_run_summary DELETE WHERE (cluster, job_id, toInt64(submit_time), toInt64(end_time)) IN (%s)",
 		s.cfg.Database, strings.Join(tuples, ", "))
 	if err := s.conn.Exec(ctx, q); err != nil {
-		return fmt.Errorf("delete %d superseded job summaries: %w", len(tuples), err)
+		return fmt.Errorf("delete %d superseded job run summaries: %w", len(tuples), err)
 	}
 	s.logger.Info("deleting job summaries superseded by a later end", "summaries", len(tuples))
 	return nil

@@ -14,7 +14,8 @@ import (
 )
 
 // BenchmarkSummarizerPass measures one summarizer pass on tables that already
-// hold a million ended and summarized jobs (schematest.FillJobs): each
+// hold a million ended and summarized jobs (schematest.FillJobs, one run
+// each): each
 // iteration adds one ended job and times the pass that summarizes it. "full"
 // looks at every ended job each pass (--summary.full-every 0, the behaviour
 // before the watermark); "incremental" reads only the jobs whose END arrived
@@ -27,7 +28,8 @@ func BenchmarkSummarizerPass(b *testing.B) {
 	// A year of jobs, all ended at least an hour ago and summarized, so
 	// only the jobs each iteration adds are left to do.
 	schematest.FillJobs(b, conn, db, jobs, 400*24*time.Hour, time.Now().Add(-3*time.Hour))
-	if err := conn.Exec(ctx, `INSERT INTO `+db+`.job_summary (cluster, job_id, user, state, gpus, submit_time, start_time, end_time, elapsed_s, gpu_hours, computed_at, version)
+	copyJobRuns(b, conn, db)
+	if err := conn.Exec(ctx, `INSERT INTO `+db+`.job_run_summary (cluster, job_id, user, state, gpus, submit_time, start_time, end_time, elapsed_s, gpu_hours, computed_at, version)
 SELECT cluster, job_id, user, state, assumeNotNull(gpus), submit_time, assumeNotNull(start_time), assumeNotNull(end_time), 7140, 1.98, now(), 1
 FROM `+db+`.jobs WHERE last_event = 'END'`); err != nil {
 		b.Fatal(err)
@@ -75,6 +77,7 @@ func BenchmarkSummarizerBacklog(b *testing.B) {
 	db := ch.Database
 	last := time.Now().Add(-3 * time.Hour).Truncate(time.Second)
 	schematest.FillJobs(b, conn, db, jobs, span, last)
+	copyJobRuns(b, conn, db)
 	// FillJobs: job n is submitted at base + n*step, starts 60 s later and
 	// ends 7,200 s after submit, on 1 + n%8 GPUs.
 	step := int64(span/time.Second) / jobs
@@ -96,7 +99,7 @@ FROM system.numbers LIMIT %[4]d`, db, base, hosts*8, int64((span+2*time.Hour)/ti
 	}
 	for b.Loop() {
 		b.StopTimer()
-		if err := conn.Exec(ctx, "TRUNCATE TABLE "+db+".job_summary"); err != nil {
+		if err := conn.Exec(ctx, "TRUNCATE TABLE "+db+".job_run_summary"); err != nil {
 			b.Fatal(err)
 		}
 		sum, err := ingest.NewSummarizer(ingest.SummaryConfig{Database: db}, conn, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), time.Now)
@@ -109,7 +112,7 @@ FROM system.numbers LIMIT %[4]d`, db, base, hosts*8, int64((span+2*time.Hour)/ti
 		}
 	}
 	b.StopTimer()
-	if n := schematest.Count(b, conn, db+".job_summary WHERE samples < 100"); n != 0 {
+	if n := schematest.Count(b, conn, db+".job_run_summary WHERE samples < 100"); n != 0 {
 		b.Fatalf("%d summaries with fewer than 100 samples; every job ran for 119 minutes with a sample a minute", n)
 	}
 }

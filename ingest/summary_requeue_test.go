@@ -1,10 +1,12 @@
 package ingest_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,39 +17,43 @@ import (
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
 
-// jobRow is one row of jobs as jobs_mv writes it for an event of a job of
-// cluster c1. A zero start or end is NULL.
+// jobRow is one row of jobs and job_runs as jobs_mv and job_runs_mv write it
+// for an event of a job of cluster c1. A zero start or end is NULL.
 type jobRow struct {
 	id, event, state   string
+	user               string // "u1" when empty
 	submit, start, end time.Time
 	gpus               *uint32
 	at, inserted       time.Time // the event's time; when it reached ClickHouse
 }
 
-// insertJobRows writes rows to db.jobs, each versioned as jobs_mv versions
-// its event.
+// insertJobRows writes rows to db.jobs and db.job_runs, each versioned as
+// jobs_mv versions its event.
 func insertJobRows(t testing.TB, conn driver.Conn, db string, rows ...jobRow) {
 	t.Helper()
-	b, err := conn.PrepareBatch(context.Background(), "INSERT INTO "+db+".jobs (cluster, job_id, user, partition_name, state, submit_time, start_time, end_time, gpus, last_event, updated_at, inserted_at, version)")
-	if err != nil {
-		t.Fatal(err)
-	}
 	order := map[string]uint64{"SUBMIT": 1, "UPDATE": 2, "START": 3, "END": 4}
-	for _, r := range rows {
-		var start, end *time.Time
-		if !r.start.IsZero() {
-			start = &r.start
-		}
-		if !r.end.IsZero() {
-			end = &r.end
-		}
-		if err := b.Append("c1", r.id, "u1", "gpu", r.state, r.submit, start, end, r.gpus, r.event, r.at, r.inserted,
-			uint64(r.at.UnixMilli())*8+order[r.event]); err != nil {
+	for _, table := range []string{"jobs", "job_runs"} {
+		b, err := conn.PrepareBatch(context.Background(), "INSERT INTO "+db+"."+table+" (cluster, job_id, user, partition_name, state, submit_time, start_time, end_time, gpus, last_event, updated_at, inserted_at, version)")
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := b.Send(); err != nil {
-		t.Fatal(err)
+		for _, r := range rows {
+			var start, end *time.Time
+			if !r.start.IsZero() {
+				start = &r.start
+			}
+			if !r.end.IsZero() {
+				end = &r.end
+			}
+			user := cmp.Or(r.user, "u1")
+			if err := b.Append("c1", r.id, user, "gpu", r.state, r.submit, start, end, r.gpus, r.event, r.at, r.inserted,
+				uint64(r.at.UnixMilli())*8+order[r.event]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := b.Send(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -99,15 +105,18 @@ FROM (SELECT arrayJoin(range(toUInt64(%[6]d))) AS g, arrayJoin(range(toUInt64(%[
 	}
 }
 
-// jobSummary is the job_summary FINAL row of a job, as far as these tests
+// jobSummary is a job_run_summary FINAL row of a job, as far as these tests
 // read it.
 type jobSummary struct {
+	user      string
+	submit    time.Time
 	state     string
 	gpus      uint32
 	end       time.Time
 	elapsed   uint32
 	gpuHours  float64
 	hosts     []string
+	samples   uint64
 	utilMean  *float32
 	zeroHours *float64
 	flags     []string
@@ -127,16 +136,17 @@ func (s jobSummary) String() string {
 		}
 		return "NULL"
 	}
-	return fmt.Sprintf("{%s gpus %d end %s elapsed %d gpu_hours %v hosts %v util_mean %s zero_util_gpu_hours %s flags %v}",
-		s.state, s.gpus, s.end.UTC().Format(time.DateTime), s.elapsed, s.gpuHours, s.hosts, f(s.utilMean), f(s.zeroHours), s.flags)
+	return fmt.Sprintf("{%s submit %s %s gpus %d end %s elapsed %d gpu_hours %v hosts %v samples %d util_mean %s zero_util_gpu_hours %s flags %v}",
+		s.user, s.submit.UTC().Format(time.DateTime), s.state, s.gpus, s.end.UTC().Format(time.DateTime), s.elapsed, s.gpuHours, s.hosts, s.samples,
+		f(s.utilMean), f(s.zeroHours), s.flags)
 }
 
-// readSummary returns the job_summary FINAL row of job id, failing the test
-// unless there is exactly one.
-func readSummary(t testing.TB, conn driver.Conn, db, id string) jobSummary {
+// readSummaries returns the job_run_summary FINAL rows of job id, one per
+// run, by submit time.
+func readSummaries(t testing.TB, conn driver.Conn, db, id string) []jobSummary {
 	t.Helper()
-	rows, err := conn.Query(context.Background(), "SELECT state, gpus, end_time, elapsed_s, gpu_hours, gpu_hosts, util_mean, zero_util_gpu_hours, flags FROM "+
-		db+".job_summary FINAL WHERE cluster = 'c1' AND job_id = '"+id+"'")
+	rows, err := conn.Query(context.Background(), "SELECT user, submit_time, state, gpus, end_time, elapsed_s, gpu_hours, gpu_hosts, samples, util_mean, zero_util_gpu_hours, flags FROM "+
+		db+".job_run_summary FINAL WHERE cluster = 'c1' AND job_id = '"+id+"' ORDER BY submit_time")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +154,7 @@ func readSummary(t testing.TB, conn driver.Conn, db, id string) jobSummary {
 	var out []jobSummary
 	for rows.Next() {
 		var s jobSummary
-		if err := rows.Scan(&s.state, &s.gpus, &s.end, &s.elapsed, &s.gpuHours, &s.hosts, &s.utilMean, &s.zeroHours, &s.flags); err != nil {
+		if err := rows.Scan(&s.user, &s.submit, &s.state, &s.gpus, &s.end, &s.elapsed, &s.gpuHours, &s.hosts, &s.samples, &s.utilMean, &s.zeroHours, &s.flags); err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, s)
@@ -152,80 +162,129 @@ func readSummary(t testing.TB, conn driver.Conn, db, id string) jobSummary {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if len(out) != 1 {
-		t.Fatalf("job_summary FINAL holds %d rows of job %s: %v; want 1", len(out), id, out)
-	}
-	return out[0]
+	return out
 }
 
 func u32(n uint32) *uint32 { return &n }
 
-// TestSummarizerRequeuedJob: job 100 ran on 4 GPUs of h1 until it was
-// preempted, was requeued, and ran 4 h on 4 GPUs of h2 at 90 %; job 200 then
-// held h1's GPUs, idle. The summary of job 100 is its latest run's: the GPUs
-// of h2 only, at 90 %, with no idle GPU hours, and where Slurm gave no GPU
-// count, 4 GPUs (those of the run), not 8. Both runs' allocation rows are
+// TestSummarizerEveryRun: every run of a job ID gets its own summary, with
+// its own GPUs, GPU hours, samples and end. Job 100 ran on 4 GPUs of h1 at
+// 80 % until it was preempted, was requeued (a new submit time) and ran 4 h
+// on 4 GPUs of h2 at 90 %; job 200 then held h1's GPUs, idle. Job 7 is two
+// jobs that shared an ID (slurmctld restarted clean): bob's on GPU 0 of h4 at
+// 30 %, then carol's on 2 GPUs of h3 at 60 %, while h4 idled. Where Slurm
+// gave no GPU count, each run has the GPUs allocated to it, not those of the
+// other runs of its ID, also when bob's allocation was left open (its closing
+// row lost), which overlaps carol's run too. The allocation rows stay
 // unmerged (an open row and the closing one), as ingest leaves them.
-func TestSummarizerRequeuedJob(t *testing.T) {
-	t0 := time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC)
-	at := func(d time.Duration) time.Time { return t0.Add(d) }
+func TestSummarizerEveryRun(t *testing.T) {
+	t0 := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	at := func(h, m int) time.Time { return t0.Add(time.Duration(h)*time.Hour + time.Duration(m)*time.Minute) }
 	for _, tc := range []struct {
-		name string
-		gpus *uint32 // job 100's GPU count in jobs
+		name    string
+		gpus    func(n uint32) *uint32 // the GPU count in jobs and job_runs
+		bobOpen bool                   // bob's allocation never closed
 	}{
-		{"gpus recorded", u32(4)},
-		{"gpus unknown", nil},
+		{"gpus recorded", u32, false},
+		{"gpus unknown", func(uint32) *uint32 { return nil }, false},
+		{"gpus unknown, an earlier run's allocation left open", func(uint32) *uint32 { return nil }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ch, conn := schematest.Database(t)
 			db := ch.Database
+			end := func(id, user, state string, gpus uint32, submit, start, end time.Time) jobRow {
+				return jobRow{id: id, user: user, event: "END", state: state, submit: submit, start: start, end: end, gpus: tc.gpus(gpus), at: end, inserted: end}
+			}
 			insertJobRows(t, conn, db,
-				// Run 1: preempted after an hour on h1.
-				jobRow{id: "100", event: "END", state: "PREEMPTED", submit: t0, start: at(time.Minute), end: at(time.Hour), gpus: tc.gpus, at: at(time.Hour), inserted: at(time.Hour)},
-				// Run 2: requeued at its end, ran 4 h on h2.
-				jobRow{id: "100", event: "END", state: "COMPLETED", submit: at(time.Hour), start: at(2 * time.Hour), end: at(6 * time.Hour), gpus: tc.gpus, at: at(6 * time.Hour), inserted: at(6 * time.Hour)},
-				jobRow{id: "200", event: "END", state: "COMPLETED", submit: at(time.Hour), start: at(time.Hour + 5*time.Minute), end: at(7 * time.Hour), gpus: u32(4), at: at(7 * time.Hour), inserted: at(7 * time.Hour)},
+				// Job 100, run 1: preempted after an hour on h1; run 2:
+				// requeued at its end, ran 4 h on h2.
+				end("100", "alice", "PREEMPTED", 4, at(8, 0), at(9, 0), at(10, 0)),
+				end("100", "alice", "COMPLETED", 4, at(10, 0), at(11, 0), at(15, 0)),
+				end("200", "dave", "COMPLETED", 4, at(10, 0), at(10, 5), at(12, 0)),
+				// Job 7: bob's, then carol's.
+				end("7", "bob", "COMPLETED", 1, at(8, 0), at(8, 0), at(9, 0)),
+				end("7", "carol", "COMPLETED", 2, at(12, 0), at(12, 30), at(13, 30)),
 			)
+			bobEnd := at(9, 0)
+			if tc.bobOpen {
+				bobEnd = time.Time{}
+			}
 			insertAllocs(t, conn, db,
-				allocRow{"h1", 4, "100", at(time.Minute), at(time.Hour)},
-				allocRow{"h2", 4, "100", at(2 * time.Hour), at(6 * time.Hour)},
-				allocRow{"h1", 4, "200", at(time.Hour + 5*time.Minute), at(7 * time.Hour)},
+				allocRow{"h1", 4, "100", at(9, 0), at(10, 0)},
+				allocRow{"h2", 4, "100", at(11, 0), at(15, 0)},
+				allocRow{"h1", 4, "200", at(10, 5), at(12, 0)},
+				allocRow{"h4", 1, "7", at(8, 0), bobEnd},
+				allocRow{"h3", 2, "7", at(12, 30), at(13, 30)},
 			)
-			insertSamples(t, conn, db, "h1", 4, t0, at(time.Hour), 80)
-			insertSamples(t, conn, db, "h1", 4, at(time.Hour), at(8*time.Hour), 0)
-			insertSamples(t, conn, db, "h2", 4, t0, at(2*time.Hour), 0)
-			insertSamples(t, conn, db, "h2", 4, at(2*time.Hour), at(6*time.Hour+time.Minute), 90)
-			insertSamples(t, conn, db, "h2", 4, at(6*time.Hour+time.Minute), at(8*time.Hour), 0)
+			// A sample a minute on every GPU from 07:00 to 16:00, at the
+			// utilization of the run that held it (runs take the samples of
+			// [start, end]), else 0.
+			for _, s := range []struct {
+				host     string
+				gpus     int
+				from, to time.Time
+				util     uint8
+			}{
+				{"h1", 4, at(7, 0), at(9, 0), 0}, {"h1", 4, at(9, 0), at(10, 1), 80}, {"h1", 4, at(10, 1), at(16, 0), 0},
+				{"h2", 4, at(7, 0), at(11, 0), 0}, {"h2", 4, at(11, 0), at(15, 1), 90}, {"h2", 4, at(15, 1), at(16, 0), 0},
+				{"h3", 2, at(7, 0), at(12, 30), 0}, {"h3", 2, at(12, 30), at(13, 31), 60}, {"h3", 2, at(13, 31), at(16, 0), 0},
+				{"h4", 1, at(7, 0), at(8, 0), 0}, {"h4", 1, at(8, 0), at(9, 1), 30}, {"h4", 1, at(9, 1), at(16, 0), 0},
+			} {
+				insertSamples(t, conn, db, s.host, s.gpus, s.from, s.to, s.util)
+			}
 
 			sum, err := ingest.NewSummarizer(ingest.SummaryConfig{Database: db}, conn, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), time.Now)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if n, err := sum.Once(context.Background()); err != nil || n != 2 {
-				t.Fatalf("Once = %d, %v; want 2 jobs summarized", n, err)
+			if n, err := sum.Once(context.Background()); err != nil || n != 5 {
+				t.Fatalf("Once = %d, %v; want 5 runs summarized", n, err)
 			}
-			got := readSummary(t, conn, db, "100")
-			if got.state != "COMPLETED" || got.gpus != 4 || got.elapsed != 4*3600 || got.gpuHours != 16 ||
-				!slices.Equal(got.hosts, []string{"h2", "h2", "h2", "h2"}) ||
-				got.utilMean == nil || *got.utilMean != 90 || got.zeroHours == nil || *got.zeroHours != 0 || len(got.flags) != 0 {
-				t.Errorf("summary of job 100 = %v; want its run on h2: COMPLETED, 4 GPUs, 14400 s, 16 GPU hours, util_mean 90, no zero-util hours, no flags", got)
+			if n, err := sum.Once(context.Background()); err != nil || n != 0 {
+				t.Fatalf("second Once = %d, %v; want 0 (every run summarized)", n, err)
 			}
-			got = readSummary(t, conn, db, "200")
-			if !slices.Equal(got.hosts, []string{"h1", "h1", "h1", "h1"}) || got.utilMean == nil || *got.utilMean != 0 ||
-				!slices.Contains(got.flags, ingest.FlagIdleAllocated) {
-				t.Errorf("summary of job 200 = %v; want h1's 4 GPUs, idle", got)
+			f32 := func(v float32) *float32 { return &v }
+			f64 := func(v float64) *float64 { return &v }
+			hosts := func(h string, n int) []string { return slices.Repeat([]string{h}, n) }
+			h200 := 6900 / 3600.0 // job 200's hours, summed as the summarizer sums them
+			for _, want := range []struct {
+				id   string
+				runs []jobSummary
+			}{
+				{"100", []jobSummary{
+					{user: "alice", submit: at(8, 0), state: "PREEMPTED", gpus: 4, end: at(10, 0), elapsed: 3600, gpuHours: 4, hosts: hosts("h1", 4),
+						samples: 4 * 61, utilMean: f32(80), zeroHours: f64(0), flags: []string{}},
+					{user: "alice", submit: at(10, 0), state: "COMPLETED", gpus: 4, end: at(15, 0), elapsed: 4 * 3600, gpuHours: 16, hosts: hosts("h2", 4),
+						samples: 4 * 241, utilMean: f32(90), zeroHours: f64(0), flags: []string{}},
+				}},
+				{"200", []jobSummary{
+					{user: "dave", submit: at(10, 0), state: "COMPLETED", gpus: 4, end: at(12, 0), elapsed: 6900, gpuHours: 4 * h200, hosts: hosts("h1", 4),
+						samples: 4 * 116, utilMean: f32(0), zeroHours: f64(h200 + h200 + h200 + h200), flags: []string{ingest.FlagLowUtil, ingest.FlagIdleAllocated}},
+				}},
+				{"7", []jobSummary{
+					{user: "bob", submit: at(8, 0), state: "COMPLETED", gpus: 1, end: at(9, 0), elapsed: 3600, gpuHours: 1, hosts: hosts("h4", 1),
+						samples: 61, utilMean: f32(30), zeroHours: f64(0), flags: []string{}},
+					{user: "carol", submit: at(12, 0), state: "COMPLETED", gpus: 2, end: at(13, 30), elapsed: 3600, gpuHours: 2, hosts: hosts("h3", 2),
+						samples: 2 * 61, utilMean: f32(60), zeroHours: f64(0), flags: []string{}},
+				}},
+			} {
+				got := readSummaries(t, conn, db, want.id)
+				if fmt.Sprint(got) != fmt.Sprint(want.runs) {
+					t.Errorf("summaries of job %s:\n%v\nwant one per run:\n%v", want.id, got, want.runs)
+				}
 			}
 		})
 	}
 }
 
-// TestSummarizerNewEnd: a job summarized at one end and ended again later —
+// TestSummarizerNewEnd: a run summarized at one end and ended again later —
 // a lost job (UNKNOWN at its last listing) that Slurm listed again and that
-// then completed, also across a month end, and a requeued job whose later
-// run ended after its first run's end was summarized — is summarized again by
-// the next (incremental) pass, and job_summary shows only the new end, under
-// FINAL and, once the superseded row is deleted, read by end time too. Later
-// passes, incremental and full, leave it.
+// then completed, also across a month end — is summarized again by the next
+// (incremental) pass, and job_run_summary shows only the run's new end, under
+// FINAL and, once the superseded row is deleted, read by end time too. A
+// requeued job's later run, which ended after its first run was summarized,
+// gets a summary of its own by the next pass, and the first run's stays.
+// Later passes, incremental and full, leave them.
 func TestSummarizerNewEnd(t *testing.T) {
 	d := func(s string) time.Time {
 		v, err := time.Parse(time.DateTime, s)
@@ -236,9 +295,9 @@ func TestSummarizerNewEnd(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name        string
-		first, then []jobRow // the jobs rows summarized first; those that came later
+		first, then []jobRow // the job rows summarized first; those that came later
 		allocs      []allocRow
-		want1, want jobSummary // state, gpus, end, elapsed, gpu_hours, hosts
+		want1, want []jobSummary // by run: submit, state, gpus, end, elapsed, gpu_hours, hosts
 	}{
 		{
 			name: "lost job listed again",
@@ -252,8 +311,8 @@ func TestSummarizerNewEnd(t *testing.T) {
 			},
 			// Closed when the job was lost; they stay closed.
 			allocs: []allocRow{{"h1", 2, "", d("2026-03-02 10:00:00"), d("2026-03-02 11:00:00")}},
-			want1:  jobSummary{state: "UNKNOWN", gpus: 2, end: d("2026-03-02 11:00:00"), elapsed: 3600, gpuHours: 2, hosts: []string{"h1", "h1"}},
-			want:   jobSummary{state: "COMPLETED", gpus: 2, end: d("2026-03-02 20:00:00"), elapsed: 36000, gpuHours: 20, hosts: []string{"h1", "h1"}},
+			want1:  []jobSummary{{submit: d("2026-03-02 09:00:00"), state: "UNKNOWN", gpus: 2, end: d("2026-03-02 11:00:00"), elapsed: 3600, gpuHours: 2, hosts: []string{"h1", "h1"}}},
+			want:   []jobSummary{{submit: d("2026-03-02 09:00:00"), state: "COMPLETED", gpus: 2, end: d("2026-03-02 20:00:00"), elapsed: 36000, gpuHours: 20, hosts: []string{"h1", "h1"}}},
 		},
 		{
 			name: "lost job completed in the next month",
@@ -265,8 +324,8 @@ func TestSummarizerNewEnd(t *testing.T) {
 				{event: "END", state: "COMPLETED", submit: d("2026-03-31 21:00:00"), start: d("2026-03-31 22:00:00"), end: d("2026-04-01 02:00:00"), gpus: u32(2), at: d("2026-04-01 02:00:00")},
 			},
 			allocs: []allocRow{{"h1", 2, "", d("2026-03-31 22:00:00"), d("2026-03-31 23:00:00")}},
-			want1:  jobSummary{state: "UNKNOWN", gpus: 2, end: d("2026-03-31 23:00:00"), elapsed: 3600, gpuHours: 2, hosts: []string{"h1", "h1"}},
-			want:   jobSummary{state: "COMPLETED", gpus: 2, end: d("2026-04-01 02:00:00"), elapsed: 4 * 3600, gpuHours: 8, hosts: []string{"h1", "h1"}},
+			want1:  []jobSummary{{submit: d("2026-03-31 21:00:00"), state: "UNKNOWN", gpus: 2, end: d("2026-03-31 23:00:00"), elapsed: 3600, gpuHours: 2, hosts: []string{"h1", "h1"}}},
+			want:   []jobSummary{{submit: d("2026-03-31 21:00:00"), state: "COMPLETED", gpus: 2, end: d("2026-04-01 02:00:00"), elapsed: 4 * 3600, gpuHours: 8, hosts: []string{"h1", "h1"}}},
 		},
 		{
 			name: "requeued job's later run",
@@ -281,8 +340,11 @@ func TestSummarizerNewEnd(t *testing.T) {
 				{"h1", 2, "", d("2026-03-02 10:00:00"), d("2026-03-02 11:00:00")},
 				{"h3", 1, "", d("2026-03-02 12:00:00"), d("2026-03-02 14:00:00")},
 			},
-			want1: jobSummary{state: "PREEMPTED", gpus: 2, end: d("2026-03-02 11:00:00"), elapsed: 3600, gpuHours: 2, hosts: []string{"h1", "h1"}},
-			want:  jobSummary{state: "COMPLETED", gpus: 1, end: d("2026-03-02 14:00:00"), elapsed: 7200, gpuHours: 2, hosts: []string{"h3"}},
+			want1: []jobSummary{{submit: d("2026-03-02 09:00:00"), state: "PREEMPTED", gpus: 2, end: d("2026-03-02 11:00:00"), elapsed: 3600, gpuHours: 2, hosts: []string{"h1", "h1"}}},
+			want: []jobSummary{
+				{submit: d("2026-03-02 09:00:00"), state: "PREEMPTED", gpus: 2, end: d("2026-03-02 11:00:00"), elapsed: 3600, gpuHours: 2, hosts: []string{"h1", "h1"}},
+				{submit: d("2026-03-02 11:00:00"), state: "COMPLETED", gpus: 1, end: d("2026-03-02 14:00:00"), elapsed: 7200, gpuHours: 2, hosts: []string{"h3"}},
+			},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -309,12 +371,17 @@ func TestSummarizerNewEnd(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			check := func(step string, want jobSummary) {
+			check := func(step string, want []jobSummary) {
 				t.Helper()
-				got := readSummary(t, conn, db, id)
-				if got.state != want.state || got.gpus != want.gpus || !got.end.Equal(want.end) || got.elapsed != want.elapsed ||
-					got.gpuHours != want.gpuHours || !slices.Equal(got.hosts, want.hosts) {
-					t.Fatalf("%s: summary = %v; want %v", step, got, want)
+				got := readSummaries(t, conn, db, id)
+				same := len(got) == len(want)
+				for i := 0; same && i < len(got); i++ {
+					g, w := got[i], want[i]
+					same = g.submit.Equal(w.submit) && g.state == w.state && g.gpus == w.gpus && g.end.Equal(w.end) && g.elapsed == w.elapsed &&
+						g.gpuHours == w.gpuHours && slices.Equal(g.hosts, w.hosts)
+				}
+				if !same {
+					t.Fatalf("%s: summaries = %v; want %v", step, got, want)
 				}
 			}
 			once := func(step string, advance time.Duration, wantN int, wantKind string) {
@@ -342,31 +409,37 @@ func TestSummarizerNewEnd(t *testing.T) {
 			// The superseded summary is gone, not only under FINAL, once
 			// ClickHouse has run the delete (in the background): a read
 			// that filters on end_time skips the new row's part, or month,
-			// before FINAL merges.
-			stale := fmt.Sprintf("%s.job_summary WHERE job_id = '%s' AND end_time != toDateTime(%d)", db, id, tc.want.end.Unix())
+			// before FINAL merges. The other runs' summaries stay.
+			var runs []string
+			for _, w := range tc.want {
+				runs = append(runs, fmt.Sprintf("(%d, %d)", w.submit.Unix(), w.end.Unix()))
+			}
+			stale := fmt.Sprintf("%s.job_run_summary WHERE job_id = '%s' AND (toInt64(submit_time), toInt64(end_time)) NOT IN (%s)", db, id, strings.Join(runs, ", "))
 			deadline := time.Now().Add(30 * time.Second)
 			for schematest.Count(t, conn, stale) != 0 && time.Now().Before(deadline) {
 				time.Sleep(100 * time.Millisecond)
 			}
 			if n := schematest.Count(t, conn, stale); n != 0 {
-				t.Errorf("%d job_summary rows of job %s at another end than %s; want the superseded one deleted", n, id, tc.want.end)
+				t.Errorf("%d job_run_summary rows of job %s at another (submit, end) than %v; want the superseded one deleted", n, id, runs)
 			}
-			var states []string
-			rows, err := conn.Query(ctx, "SELECT state FROM "+db+".job_summary FINAL WHERE job_id = '"+id+"' AND end_time < toDateTime('"+
-				tc.want.end.Format(time.DateTime)+"')")
-			if err != nil {
-				t.Fatal(err)
-			}
-			for rows.Next() {
-				var s string
-				if err := rows.Scan(&s); err != nil {
+			for _, w := range tc.want {
+				var states []string
+				rows, err := conn.Query(ctx, "SELECT state FROM "+db+".job_run_summary FINAL WHERE job_id = '"+id+"' AND submit_time = toDateTime('"+
+					w.submit.Format(time.DateTime)+"') AND end_time < toDateTime('"+w.end.Format(time.DateTime)+"')")
+				if err != nil {
 					t.Fatal(err)
 				}
-				states = append(states, s)
-			}
-			rows.Close()
-			if len(states) != 0 {
-				t.Errorf("job_summary FINAL ending before %s shows %v; want nothing (the old end superseded)", tc.want.end, states)
+				for rows.Next() {
+					var s string
+					if err := rows.Scan(&s); err != nil {
+						t.Fatal(err)
+					}
+					states = append(states, s)
+				}
+				rows.Close()
+				if len(states) != 0 {
+					t.Errorf("job_run_summary FINAL of the run submitted at %s ending before %s shows %v; want nothing (the old end superseded)", w.submit, w.end, states)
+				}
 			}
 		})
 	}

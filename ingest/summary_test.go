@@ -129,7 +129,7 @@ func TestSummarizer(t *testing.T) {
 		source             string
 	)
 	err = conn.QueryRow(context.Background(), "SELECT gpus, elapsed_s, gpu_hours, gpu_indexes, gpu_util_mean, gpu_util_max, samples, util_mean, energy_j, zero_util_gpu_hours, power_mean_w, flags, util_source FROM "+
-		ch.Database+".job_summary FINAL WHERE job_id = '50'").Scan(&gpus, &elapsed, &gpuHours, &idx, &means, &maxes, &samples, &mean, &energyJ, &zeroHours, &power, &flags, &source)
+		ch.Database+".job_run_summary FINAL WHERE job_id = '50'").Scan(&gpus, &elapsed, &gpuHours, &idx, &means, &maxes, &samples, &mean, &energyJ, &zeroHours, &power, &flags, &source)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestSummarizerIncremental(t *testing.T) {
 	}
 	summarized := func() []string {
 		t.Helper()
-		rows, err := conn.Query(ctx, "SELECT job_id FROM "+ch.Database+".job_summary FINAL ORDER BY job_id")
+		rows, err := conn.Query(ctx, "SELECT job_id FROM "+ch.Database+".job_run_summary FINAL ORDER BY job_id")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -304,6 +304,7 @@ FROM (SELECT g, arrayJoin(range(120)) AS k FROM (SELECT number AS g FROM system.
 			t.Fatal(err)
 		}
 	}
+	copyJobRuns(t, conn, db)
 	sum, err := ingest.NewSummarizer(ingest.SummaryConfig{Database: db}, conn, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), time.Now)
 	if err != nil {
 		t.Fatal(err)
@@ -311,7 +312,7 @@ FROM (SELECT g, arrayJoin(range(120)) AS k FROM (SELECT number AS g FROM system.
 	if n, err := sum.Once(ctx); err != nil || n != jobs+2 {
 		t.Fatalf("Once = %d, %v; want %d", n, err, jobs+2)
 	}
-	rows, err := conn.Query(ctx, "SELECT toUInt64(job_id), gpus, samples, util_mean, length(gpu_hosts), flags, gpu_hosts, gpu_indexes FROM "+db+".job_summary FINAL")
+	rows, err := conn.Query(ctx, "SELECT toUInt64(job_id), gpus, samples, util_mean, length(gpu_hosts), flags, gpu_hosts, gpu_indexes FROM "+db+".job_run_summary FINAL")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,6 +393,7 @@ FROM (SELECT j, arrayJoin([0, 1]) AS k FROM (SELECT number AS j FROM system.numb
 			t.Fatal(err)
 		}
 	}
+	copyJobRuns(t, conn, db)
 	sum, err := ingest.NewSummarizer(ingest.SummaryConfig{Database: db}, conn, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), time.Now)
 	if err != nil {
 		t.Fatal(err)
@@ -400,7 +402,7 @@ FROM (SELECT j, arrayJoin([0, 1]) AS k FROM (SELECT number AS j FROM system.numb
 		t.Fatalf("Once = %d, %v; want %d", n, err, jobs)
 	}
 	var n, withSamples uint64
-	if err := conn.QueryRow(ctx, "SELECT count(), countIf(samples = 2 AND length(gpu_hosts) = 1) FROM "+db+".job_summary FINAL").Scan(&n, &withSamples); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT count(), countIf(samples = 2 AND length(gpu_hosts) = 1) FROM "+db+".job_run_summary FINAL").Scan(&n, &withSamples); err != nil {
 		t.Fatal(err)
 	}
 	if n != jobs || withSamples != jobs {
@@ -408,21 +410,33 @@ FROM (SELECT j, arrayJoin([0, 1]) AS k FROM (SELECT number AS j FROM system.numb
 	}
 }
 
-// insertEndedJob writes the jobs row of a job that ran for the hour before
-// inserted and whose END reached ClickHouse at inserted.
+// insertEndedJob writes the jobs and job_runs row of a job that ran for the
+// hour before inserted and whose END reached ClickHouse at inserted.
 func insertEndedJob(t testing.TB, conn driver.Conn, db, id string, inserted time.Time) {
 	t.Helper()
-	b, err := conn.PrepareBatch(context.Background(), "INSERT INTO "+db+".jobs (cluster, job_id, user, state, submit_time, start_time, end_time, gpus, last_event, updated_at, inserted_at, version)")
-	if err != nil {
-		t.Fatal(err)
+	for _, table := range []string{"jobs", "job_runs"} {
+		b, err := conn.PrepareBatch(context.Background(), "INSERT INTO "+db+"."+table+" (cluster, job_id, user, state, submit_time, start_time, end_time, gpus, last_event, updated_at, inserted_at, version)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := inserted.Add(-time.Hour)
+		g := uint32(1)
+		if err := b.Append("c1", id, "u1", "COMPLETED", start, &start, &inserted, &g, "END", inserted, inserted, uint64(inserted.Unix())); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Send(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	start := inserted.Add(-time.Hour)
-	g := uint32(1)
-	if err := b.Append("c1", id, "u1", "COMPLETED", start, &start, &inserted, &g, "END", inserted, inserted, uint64(inserted.Unix())); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Send(); err != nil {
-		t.Fatal(err)
+}
+
+// copyJobRuns copies the rows of db.jobs into db.job_runs, as the views write
+// both from job_events, for tests that fill jobs with a query (each job run
+// once). The two tables have the same columns in the same order.
+func copyJobRuns(t testing.TB, conn driver.Conn, db string) {
+	t.Helper()
+	if err := conn.Exec(context.Background(), "INSERT INTO "+db+".job_runs SELECT * FROM "+db+".jobs"); err != nil {
+		t.Fatalf("copy %s.jobs into job_runs: %v", db, err)
 	}
 }
 
@@ -442,7 +456,7 @@ func TestSummarizerBacklog(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- sum.Run(ctx) }()
-	waitCount(t, conn, ch.Database+".job_summary", 5, 30*time.Second)
+	waitCount(t, conn, ch.Database+".job_run_summary", 5, 30*time.Second)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

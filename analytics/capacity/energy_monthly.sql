@@ -1,6 +1,6 @@
 -- Energy per month (in {tz}) and cluster in [since, until), in kWh, from two
 -- sources: the fleet (every GPU's mean power each minute, gpu_samples_1m,
--- idle GPUs included) and the jobs (energy_j of the job summaries of jobs
+-- idle GPUs included) and the jobs (energy_j of the run summaries of job runs
 -- that ended in the month). GPU-hours of the fleet are the GPU-minutes
 -- sampled / 60. jobs_share is the share of the fleet's energy drawn under
 -- jobs; the rest went to idle or unattributed GPUs. GPU power only: no CPU,
@@ -28,7 +28,7 @@ FROM (
     SELECT toStartOfMonth(end_time, '{tz}') AS month, cluster,
         toFloat64(0) AS fleet_j, toFloat64(0) AS gpu_minutes,
         sum(ifNull(energy_j, 0)) AS job_j, count() AS job_n
-    FROM {database}.job_summary FINAL
+    FROM {database}.job_run_summary FINAL
     WHERE end_time >= toDateTime({since}) AND end_time < toDateTime({until})
     GROUP BY month, cluster
 )

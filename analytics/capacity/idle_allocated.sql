@@ -1,5 +1,5 @@
 -- Idle-allocated GPU share by month and VC, per cluster, from the job
--- summaries (job_summary) of jobs that ended in [since, until), months in
+-- summaries (job_run_summary, one per run) of job runs that ended in [since, until), months in
 -- {tz}: GPU hours of summarized jobs, of those with GPU samples, hours on
 -- GPUs that sat at 0% utilization for the whole job (zero_util_gpu_hours)
 -- and their share of the sampled hours, and the share of sampled GPU hours
@@ -22,7 +22,7 @@ FROM (
         sumIf(gpu_hours, samples > 0) AS sgh,
         sum(ifNull(zero_util_gpu_hours, 0)) AS idle,
         sumIf(gpu_hours, has(flags, 'low_util')) AS low_gh
-    FROM {database}.job_summary FINAL
+    FROM {database}.job_run_summary FINAL
     WHERE end_time >= toDateTime({since}) AND end_time < toDateTime({until})
     GROUP BY month, cluster, vc
 )

@@ -1,10 +1,12 @@
--- Job "efficiency": the jobstats-style job summaries (job_summary FINAL, the
--- jobs submitted in the window) aggregated per cluster, VC and user into
--- analytics_efficiency. GPU utilization is in percent; sm_active a ratio.
--- Filtering job_summary on submit_time inside FINAL is safe: a job keeps one
--- summary (the summarizer deletes the summary of an earlier end, such as a
--- requeued job's earlier run with its own submit time, when it writes the
--- next), so no older row can win where the newer is filtered out.
+-- Job "efficiency": the jobstats-style summaries of job runs
+-- (job_run_summary FINAL, one per run, the runs submitted in the window)
+-- aggregated per cluster, VC and user into analytics_efficiency. Each run of
+-- a requeued job, and each job of a reused id, counts as a job with its own
+-- GPU hours, idle hours and energy, in the window of its own submit time, as
+-- the other analytics jobs count job_runs. GPU utilization is in percent;
+-- sm_active a ratio. Filtering on submit_time inside FINAL is safe: it is in
+-- the table's key, so every row of a run has the run's submit time and no
+-- older row can win where the newer is filtered out.
 INSERT INTO {out.analytics_efficiency} (
     window_id, window_start, window_end, cluster, scope, scope_value,
     jobs, sampled_jobs, gpu_hours, sampled_gpu_hours, util_mean, util_p10, util_p50, util_p90,
@@ -36,7 +38,7 @@ FROM (
         countIf(has(flags, 'idle_allocated')) AS idle_alloc,
         countIf(has(flags, 'poor_time_limit')) AS poor,
         countIf(has(flags, 'no_samples')) AS nos
-    FROM {database}.job_summary FINAL
+    FROM {database}.job_run_summary FINAL
     WHERE submit_time >= toDateTime({since}) AND submit_time < toDateTime({computed_until})
     GROUP BY cluster, scope, scope_value
 ) AS sums
@@ -50,7 +52,7 @@ ANY LEFT JOIN (
             sc.2 AS scope_value,
             arrayJoin(flags) AS flag,
             count() AS n
-        FROM {database}.job_summary FINAL
+        FROM {database}.job_run_summary FINAL
         WHERE submit_time >= toDateTime({since}) AND submit_time < toDateTime({computed_until})
         GROUP BY cluster, scope, scope_value, flag
     )

@@ -11,7 +11,7 @@ import (
 )
 
 // clusterStatus is what `heliostat up` reports: the jobs ClickHouse holds by
-// state, and the GPU samples and job summaries written so far.
+// state, and the GPU samples and job run summaries written so far.
 type clusterStatus struct {
 	submitted, pending, running, finished uint64
 	completed, failed, cancelled, other   uint64
@@ -37,7 +37,9 @@ FROM `+db+`.jobs FINAL`).Scan(&s.submitted, &s.pending, &s.running, &s.finished,
 	if err := conn.QueryRow(ctx, "SELECT count() FROM "+db+".gpu_samples").Scan(&s.samples); err != nil {
 		return s, fmt.Errorf("count gpu samples: %w", err)
 	}
-	if err := conn.QueryRow(ctx, "SELECT count() FROM "+db+".job_summary FINAL").Scan(&s.summaries); err != nil {
+	// One summary per run of a job (a requeued job's runs, the jobs of a
+	// reused id); job_summary, one per job id, is no longer written.
+	if err := conn.QueryRow(ctx, "SELECT count() FROM "+db+".job_run_summary FINAL").Scan(&s.summaries); err != nil {
 		return s, fmt.Errorf("count job summaries: %w", err)
 	}
 	return s, nil
