@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
 	"github.com/heliostat-dev/heliostat/schemas"
 	"github.com/heliostat-dev/heliostat/schemas/migrate"
 )
@@ -119,5 +121,39 @@ func TestJobRunsColumns(t *testing.T) {
 	jobs, runs := cols("jobs"), cols("job_runs")
 	if len(jobs) == 0 || !reflect.DeepEqual(runs, jobs) {
 		t.Errorf("job_runs columns = %q; want those of jobs, %q", runs, jobs)
+	}
+}
+
+// applyBefore applies to db every migration before the one of version,
+// which must be called name, and returns the migrations and its index.
+func applyBefore(t *testing.T, conn driver.Conn, db string, version uint32, name string) ([]migrate.Migration, int) {
+	t.Helper()
+	migs, err := migrate.Load(schemas.Migrations, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := -1
+	for i, m := range migs {
+		if m.Version == version {
+			at = i
+		}
+	}
+	if at < 0 || migs[at].Name != name {
+		t.Fatalf("no migration %04d_%s among %d migrations", version, name, len(migs))
+	}
+	if _, err := migrate.ApplyMigrations(context.Background(), conn, db, migs[:at], discard); err != nil {
+		t.Fatalf("apply migrations before %04d: %v", version, err)
+	}
+	return migs, at
+}
+
+// applyAgain runs m's statements once more, as a part that migrated at the
+// same time, or a retry after a failed statement, would.
+func applyAgain(t *testing.T, conn driver.Conn, m migrate.Migration) {
+	t.Helper()
+	for i, stmt := range m.Statements {
+		if err := conn.Exec(context.Background(), stmt); err != nil {
+			t.Fatalf("%04d statement %d again: %v", m.Version, i+1, err)
+		}
 	}
 }
