@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/heliostat-dev/heliostat/schemas"
 	"github.com/heliostat-dev/heliostat/schemas/migrate"
 )
 
@@ -19,22 +18,7 @@ import (
 func TestJobRunSummaryBackfill(t *testing.T) {
 	db, conn := emptyDatabase(t)
 	ctx := context.Background()
-	migs, err := migrate.Load(schemas.Migrations, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := -1
-	for i, m := range migs {
-		if m.Version == 27 {
-			at = i
-		}
-	}
-	if at < 0 || migs[at].Name != "job_run_summary" {
-		t.Fatalf("no migration 0027_job_run_summary among %d migrations", len(migs))
-	}
-	if _, err := migrate.ApplyMigrations(ctx, conn, db, migs[:at], discard); err != nil {
-		t.Fatalf("apply migrations before 0027: %v", err)
-	}
+	migs, at := applyBefore(t, conn, db, 27, "job_run_summary")
 	// (job, state, submit, start, end, gpu hours, flags, version)
 	if err := conn.Exec(ctx, `INSERT INTO `+db+`.job_summary (cluster, job_id, user, state, gpus, submit_time, start_time, end_time, elapsed_s, gpu_hours, flags, computed_at, version)
 SELECT 'c', r.1, 'alice', r.2, toUInt32(4), toDateTime(r.3, 'UTC'), toDateTime(r.4, 'UTC'), toDateTime(r.5, 'UTC'), toUInt32(0), r.6, r.7, toDateTime(r.5, 'UTC'), toUInt64(r.8)
@@ -59,11 +43,7 @@ FROM (SELECT arrayJoin([
 	if got := summaries(); !reflect.DeepEqual(got, want) {
 		t.Errorf("job_run_summary FINAL after 0027 = %q; want the newest summary of each job %q", got, want)
 	}
-	for i, stmt := range migs[at].Statements {
-		if err := conn.Exec(ctx, stmt); err != nil {
-			t.Fatalf("0027 statement %d again: %v", i+1, err)
-		}
-	}
+	applyAgain(t, conn, migs[at])
 	if got := summaries(); !reflect.DeepEqual(got, want) {
 		t.Errorf("job_run_summary FINAL after 0027 ran twice = %q; want %q", got, want)
 	}

@@ -23,22 +23,7 @@ import (
 func TestJobRunsBackfill(t *testing.T) {
 	db, conn := emptyDatabase(t)
 	ctx := context.Background()
-	migs, err := migrate.Load(schemas.Migrations, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := -1
-	for i, m := range migs {
-		if m.Version == 26 {
-			at = i
-		}
-	}
-	if at < 0 || migs[at].Name != "job_runs" {
-		t.Fatalf("no migration 0026_job_runs among %d migrations", len(migs))
-	}
-	if _, err := migrate.ApplyMigrations(ctx, conn, db, migs[:at], discard); err != nil {
-		t.Fatalf("apply migrations before 0026: %v", err)
-	}
+	migs, at := applyBefore(t, conn, db, 26, "job_runs")
 	// job r: run 1 submitted 09:00, ran 10:00-20:00, preempted; run 2
 	// submitted 20:00, ran 20:10-00:10, completed. Job s: one run.
 	// (event time, type, job, state, submit, start, end)
@@ -96,11 +81,7 @@ func TestJobRunsBackfill(t *testing.T) {
 	}
 
 	// 0026 once more: the backfill's copies collapse.
-	for i, stmt := range migs[at].Statements {
-		if err := conn.Exec(ctx, stmt); err != nil {
-			t.Fatalf("0026 statement %d again: %v", i+1, err)
-		}
-	}
+	applyAgain(t, conn, migs[at])
 	if got := runs(); !reflect.DeepEqual(got, want) {
 		t.Errorf("job_runs FINAL after 0026 ran twice = %q; want %q", got, want)
 	}
