@@ -70,21 +70,18 @@ func TestEfficiency(t *testing.T) {
 	stale.version, stale.gpuHours, stale.flags = 0, 1000, []string{"low_util", "poor_time_limit"}
 	insert := append([]summaryRow{stale}, rows...)
 
-	{
-		table := "job_run_summary"
-		b, err := conn.PrepareBatch(ctx, "INSERT INTO "+db+"."+table+" (cluster, job_id, user, partition_name, state, gpus, submit_time, start_time, end_time, elapsed_s, gpu_hours, samples, util_mean, sm_active_mean, energy_j, zero_util_gpu_hours, flags, computed_at, version)")
-		if err != nil {
+	b, err := conn.PrepareBatch(ctx, "INSERT INTO "+db+".job_run_summary (cluster, job_id, user, partition_name, state, gpus, submit_time, start_time, end_time, elapsed_s, gpu_hours, samples, util_mean, sm_active_mean, energy_j, zero_util_gpu_hours, flags, computed_at, version)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range insert {
+		if err := b.Append("c", r.job, r.user, r.vc, "COMPLETED", r.gpus, submit, submit.Add(time.Minute), submit.Add(time.Hour), uint32(3540),
+			r.gpuHours, r.samples, r.util, r.sm, r.energyJ, r.zeroHours, r.flags, submit, r.version); err != nil {
 			t.Fatal(err)
 		}
-		for _, r := range insert {
-			if err := b.Append("c", r.job, r.user, r.vc, "COMPLETED", r.gpus, submit, submit.Add(time.Minute), submit.Add(time.Hour), uint32(3540),
-				r.gpuHours, r.samples, r.util, r.sm, r.energyJ, r.zeroHours, r.flags, submit, r.version); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := b.Send(); err != nil {
-			t.Fatal(err)
-		}
+	}
+	if err := b.Send(); err != nil {
+		t.Fatal(err)
 	}
 	// two GPUs at 100 W and 300 W for 10 minutes
 	sb, err := conn.PrepareBatch(ctx, "INSERT INTO "+db+".gpu_samples (ts, cluster, host, gpu_index, gpu_uuid, mig_uuid, power_mw, kafka_partition, kafka_offset)")
