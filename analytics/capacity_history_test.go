@@ -17,11 +17,16 @@ import (
 // analytics run over history) — by the same MIG rule as gpu_inventory (a
 // GPU's instances where it has any, else the GPU). A cluster without
 // samples in the window (a trace, rollups dropped) falls back to
-// gpu_inventory; a configured capacity still wins.
+// gpu_inventory; a configured capacity still wins. The GPUs that reported
+// in the window's last hour and those that reported only earlier in it
+// count alike.
 func TestCapacityHistory(t *testing.T) {
 	day := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 	w := analytics.Window{Since: day, Until: day.Add(24 * time.Hour)}
-	in, later := day.Add(time.Hour), day.AddDate(0, 0, 30)
+	// in is early in the window, end in its last hour (the capacity step
+	// reads that hour for every GPU, and the rest of the window only for
+	// the other GPUs of gpu_inventory)
+	in, end, later := day.Add(time.Hour), day.Add(23*time.Hour+30*time.Minute), day.AddDate(0, 0, 30)
 	// dev is a GPU (mig "") or a MIG instance of GPU gpu on host, in cluster
 	// c, in gpu_inventory with last_seen and reporting samples at each of at
 	type dev struct {
@@ -63,6 +68,12 @@ func TestCapacityHistory(t *testing.T) {
 			map[string]int{"c": 1}, nil, map[string]string{"c": "1 inventory"}},
 		{"MIG instances in the window", cat(
 			[]dev{whole("c", "h1", "GPU-a", in), whole("c", "h1", "GPU-b", in)}, migs("h1", "GPU-a", 7, in)),
+			map[string]int{"c": 8}, nil, map[string]string{"c": "8 inventory"}},
+		{"GPUs at the window's end, GPUs down at its end", []dev{whole("c", "h1", "GPU-a", in, end, later),
+			whole("c", "h1", "GPU-b", end), whole("c", "h1", "GPU-c", in, later), whole("c", "h2", "GPU-d", in)},
+			map[string]int{"c": 2}, nil, map[string]string{"c": "4 inventory"}},
+		{"MIG layout created in the window's last hour", cat(
+			[]dev{whole("c", "h1", "GPU-a", in), whole("c", "h1", "GPU-b", in, end)}, migs("h1", "GPU-a", 7, end, later)),
 			map[string]int{"c": 8}, nil, map[string]string{"c": "8 inventory"}},
 		{"a GPU gone before the window", []dev{whole("c", "h1", "GPU-a", in),
 			{"c", "h2", "GPU-b", "", day.Add(-time.Hour), []time.Time{day.Add(-time.Hour)}}},

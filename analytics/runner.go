@@ -321,6 +321,7 @@ func (r *Runner) runWindow(ctx context.Context, w Window, jobs []Job) (*RunResul
 		"jobs":           db + ".analytics_tmp_jobs_" + id,
 		"capacity":       db + ".analytics_tmp_capacity_" + id,
 		"capacity_all":   db + ".analytics_tmp_capacity_all_" + id,
+		"gpus_seen":      db + ".analytics_tmp_gpus_seen_" + id,
 		"window_id":      w.ID(),
 		"since":          unix(w.Since.Unix()),
 		"until":          unix(w.Until.Unix()),
@@ -360,7 +361,7 @@ func (r *Runner) runWindow(ctx context.Context, w Window, jobs []Job) (*RunResul
 // prepare reads the window's jobs and the capacities (prepare.sql,
 // prepare_capacity.sql).
 func (r *Runner) prepare(ctx context.Context, rn *run, res *RunResult) error {
-	rn.cleanup = append(rn.cleanup, rn.vars["jobs"], rn.vars["capacity_all"], rn.vars["capacity"])
+	rn.cleanup = append(rn.cleanup, rn.vars["jobs"], rn.vars["capacity_all"], rn.vars["gpus_seen"], rn.vars["capacity"])
 	if err := r.execAll(ctx, rn, "prepare", mustStatements("queries/prepare.sql")); err != nil {
 		return err
 	}

@@ -145,6 +145,103 @@ func BenchmarkCapacityQueries(b *testing.B) {
 	}
 }
 
+var benchGPUs = flag.Int("analytics.bench-gpus", 512, "GPUs reporting every minute in BenchmarkCapacityFromSamples")
+
+// BenchmarkCapacityFromSamples measures the capacity step of a run's
+// preparation: the GPUs that reported samples in the window, read from
+// gpu_samples_1m (a row per GPU and minute: -analytics.bench-gpus GPUs, 8
+// per host, every minute of the 30-day window and of the 5 days before it,
+// as the schedule's month window reads them; every 64th GPU stops 20 days
+// into the window), and gpu_inventory. "none" runs before the
+// samples are inserted (the preparation without the scan), "samples" after
+// (the scan finds every GPU), "configured" with the cluster's capacity
+// given (--analytics.capacity), which needs no scan. 20,000 synthetic jobs
+// are in the window; the figure that matters is prepare-s.
+//
+//	go test ./analytics -run '^$' -bench CapacityFromSamples -benchtime 3x
+func BenchmarkCapacityFromSamples(b *testing.B) {
+	cfg, conn := schematest.Database(b)
+	ctx := context.Background()
+	since := time.Date(2020, 4, 1, 0, 0, 0, 0, time.UTC)
+	w := analytics.Window{Since: since, Until: since.AddDate(0, 0, 30)}
+	if err := analytics.SyntheticJobs(ctx, conn, cfg.Database, "bench", 20_000, since, 30); err != nil {
+		b.Fatal(err)
+	}
+	pid := schematest.ClickHouse(b).PID()
+	clock := func() time.Time { return w.Until }
+	quiet := slog.New(slog.DiscardHandler)
+	plain, err := analytics.NewRunner(analytics.Config{Database: cfg.Database, Lookback: 30 * 24 * time.Hour},
+		conn, quiet, prometheus.NewRegistry(), clock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	configured, err := analytics.NewRunner(analytics.Config{Database: cfg.Database, Lookback: 30 * 24 * time.Hour,
+		Capacity: []analytics.Capacity{{Cluster: "bench", GPUs: uint32(*benchGPUs)}}},
+		conn, quiet, prometheus.NewRegistry(), clock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	seed := func() {
+		from := since.AddDate(0, 0, -5)
+		minutes := strconv.Itoa(int(w.Until.Sub(from) / time.Minute))
+		down := strconv.FormatInt(since.AddDate(0, 0, 20).Unix(), 10)
+		t0 := time.Now()
+		// every 64th GPU stops reporting 20 days into the window, so that
+		// the capacity step reads it for the whole window
+		q := "INSERT INTO " + cfg.Database + ".gpu_samples_1m (minute, cluster, host, gpu_uuid, mig_uuid) " +
+			"SELECT minute, 'bench', concat('node', toString(intDiv(gpu, 8))), concat('GPU-', toString(gpu)), '' " +
+			"FROM (SELECT intDiv(number, " + minutes + ") AS gpu, " +
+			"toDateTime(" + strconv.FormatInt(from.Unix(), 10) + " + (number % " + minutes + ") * 60) AS minute " +
+			"FROM numbers(" + strconv.Itoa(*benchGPUs) + " * " + minutes + ")) " +
+			"WHERE gpu % 64 != 0 OR minute < toDateTime(" + down + ")"
+		if err := conn.Exec(ctx, q); err != nil {
+			b.Fatal(err)
+		}
+		if err := conn.Exec(ctx, "OPTIMIZE TABLE "+cfg.Database+".gpu_samples_1m FINAL"); err != nil {
+			b.Fatal(err)
+		}
+		if err := conn.Exec(ctx, "INSERT INTO "+cfg.Database+".gpu_inventory (cluster, host, gpu_uuid, mig_uuid, last_seen) "+
+			"SELECT cluster, host, gpu_uuid, mig_uuid, max(minute) FROM "+cfg.Database+".gpu_samples_1m GROUP BY cluster, host, gpu_uuid, mig_uuid"); err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("inserted %d GPUs × %s minutes of rollup rows and their inventory in %v", *benchGPUs, minutes, time.Since(t0))
+	}
+	for _, tc := range []struct {
+		name   string
+		r      *analytics.Runner
+		source string
+	}{
+		{"none", plain, "peak"},
+		{"samples", plain, "inventory"},
+		{"configured", configured, "config"},
+	} {
+		if tc.name == "samples" {
+			seed()
+		}
+		b.Run(tc.name, func(b *testing.B) {
+			cpu0 := cpuSeconds(b, pid)
+			var prep float64
+			for b.Loop() {
+				res, err := tc.r.RunWindow(ctx, w, "capacity")
+				if err != nil {
+					b.Fatal(err)
+				}
+				prep += res.PrepareS
+			}
+			b.ReportMetric((cpuSeconds(b, pid)-cpu0)/float64(b.N), "ch-cpu-s/op")
+			b.ReportMetric(prep/float64(b.N), "prepare-s")
+			var gpus uint32
+			var source string
+			if err := conn.QueryRow(ctx, "SELECT gpus, source FROM "+cfg.Database+".analytics_capacity WHERE window_id = ? AND cluster = 'bench' AND vc = ''", w.ID()).Scan(&gpus, &source); err != nil {
+				b.Fatal(err)
+			}
+			if source != tc.source || (tc.source != "peak" && gpus != uint32(*benchGPUs)) {
+				b.Fatalf("capacity %d GPUs from %s; want %d from %s", gpus, source, *benchGPUs, tc.source)
+			}
+		})
+	}
+}
+
 // cpuSeconds is the user + system CPU time of process pid so far (Linux).
 func cpuSeconds(b *testing.B, pid int) float64 {
 	b.Helper()
