@@ -94,7 +94,7 @@ func (c *Config) RegisterWindowFlags(fs *flag.FlagSet) {
 	c.TimeZone = "UTC"
 	fs.DurationVar(&c.Lookback, "analytics.lookback", 30*24*time.Hour, "job runs submitted up to this long before a window are read whole; earlier ones that ran or waited in it are found by a scan of their end times (a cost trade-off: the figures are the same)")
 	fs.StringVar(&c.TimeZone, "analytics.timezone", "UTC", "IANA time zone of calendar windows, hours of day, days of week and months (not Local: ClickHouse does not know it)")
-	fs.Func("analytics.capacity", "GPU capacities: comma-separated CLUSTER=GPUS, CLUSTER/VC=GPUS or /VC=GPUS (default: --analytics.capacity-file, else gpu_inventory, else the peak GPUs held at once)", func(s string) error {
+	fs.Func("analytics.capacity", "GPU capacities: comma-separated CLUSTER=GPUS, CLUSTER/VC=GPUS or /VC=GPUS (default: --analytics.capacity-file, else the sum of a cluster's configured VCs, else the GPUs that reported samples in the window (gpu_inventory for a cluster with none), else the peak GPUs held at once)", func(s string) error {
 		cs, err := ParseCapacities(s)
 		c.Capacity = append(c.Capacity, cs...)
 		return err

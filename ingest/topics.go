@@ -14,7 +14,8 @@ import (
 )
 
 // EnsureTopics creates the topics that do not exist yet, with the given
-// partitions (replication factor 1 when the cluster has one broker, else 3),
+// partitions (replication factor 3 when the cluster has at least 3 brokers,
+// else 1),
 // over a plaintext connection. Existing topics are left as they are.
 func EnsureTopics(ctx context.Context, brokers []string, partitions int, topics ...string) error {
 	return EnsureTopicsVia(ctx, nil, brokers, partitions, topics...)

@@ -63,7 +63,7 @@ func runIngest(ctx context.Context, args []string, e *env) error {
 		if err != nil {
 			return err
 		}
-		if err := ingest.EnsureTopicsVia(ctx, in.Security(), cfg.Brokers, *partitions, append(in.Topics(), schemas.TopicDeadletter)...); err != nil {
+		if err := ingest.EnsureTopicsVia(ctx, in.Security(), cfg.Brokers, *partitions, append(in.Topics(), schemas.TopicDeadletter, schemas.TopicActions)...); err != nil {
 			logger.Warn("could not create topics; expecting them to exist", "err", err)
 		}
 		logger.Info("ingest running", "brokers", cfg.Brokers, "kafka_security", in.Security().String(), "group", cfg.Group, "clickhouse", cfg.ClickHouse.Addr,

@@ -65,7 +65,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	addr := envdefault.String(getenv, "HELIOSTAT_CLICKHOUSE_ADDR", "127.0.0.1:9000")
 	fs.StringVar(&c.Addr, "clickhouse.addr", addr, "ClickHouse native-protocol address host:port ($HELIOSTAT_CLICKHOUSE_ADDR)")
 	fs.StringVar(&c.Database, "clickhouse.database", "heliostat", "ClickHouse database that holds heliostat's tables")
-	fs.StringVar(&c.User, "clickhouse.user", "default", "ClickHouse user")
+	fs.StringVar(&c.User, "clickhouse.user", envdefault.String(getenv, "HELIOSTAT_CLICKHOUSE_USER", "default"), "ClickHouse user ($HELIOSTAT_CLICKHOUSE_USER)")
 	fs.StringVar(&c.PasswordFile, "clickhouse.password-file", "", "file holding the ClickHouse password (default: $HELIOSTAT_CLICKHOUSE_PASSWORD)")
 	fs.DurationVar(&c.DialTimeout, "clickhouse.dial-timeout", 5*time.Second, "timeout for connecting to ClickHouse")
 	fs.StringVar(&c.Compression, "clickhouse.compression", "lz4", "block compression on the wire: lz4 or none")
