@@ -793,12 +793,22 @@ func summarize(j summaryJob, allocated int, stats []gpuStats) summaryRow {
 			fbMax, haveFB = max(fbMax, *g.fbMax), true
 		}
 		// The energy counter is monotonic until a driver reload; a counter
-		// that went backwards is left out rather than guessed.
-		if g.energyMin != nil && g.energyMax != nil && *g.energyMax >= *g.energyMin {
+		// that went backwards is left out rather than guessed. It covers
+		// the span from the GPU's first to its last sample in the run;
+		// the rest of the run (before the first sample and after the
+		// last, up to a sample interval each, or all of a run shorter
+		// than one) is counted at the GPU's mean power, so that a short
+		// run's energy is not 0 and a long one's not one interval short.
+		uncovered := max(0, float64(r.elapsed)-float64(g.lastSec-g.firstSec))
+		switch {
+		case g.energyMin != nil && g.energyMax != nil && *g.energyMax >= *g.energyMin:
 			energy += float64(*g.energyMax-*g.energyMin) / 1000
+			if g.powerMeanMW != nil {
+				energy += *g.powerMeanMW / 1000 * uncovered
+			}
 			haveEnergy = true
-		} else if g.powerMeanMW != nil {
-			energy += *g.powerMeanMW / 1000 * float64(g.lastSec-g.firstSec)
+		case g.powerMeanMW != nil:
+			energy += *g.powerMeanMW / 1000 * float64(r.elapsed)
 			haveEnergy = true
 		}
 	}
