@@ -45,7 +45,7 @@ type ReplayConfig struct {
 	Forecaster demand.ForecasterConfig
 	// TestFrom and TestUntil bound the decisions: every step boundary in
 	// [TestFrom, TestUntil). The forecaster trains on everything before
-	// each decision. Defaults: demand.DefaultTestFrom, DefaultTestUntil.
+	// each decision. Defaults: demand.DefaultConfig().TestFrom and TestUntil.
 	TestFrom, TestUntil time.Time
 	// Nodes is the cluster size; 0: the series' latest `total` before
 	// TestFrom (demand.Series.TotalBefore; 420 on Philly, which had 552
@@ -331,10 +331,10 @@ func (rc ReplayConfig) withDefaults() (ReplayConfig, error) {
 		return rc, err
 	}
 	if rc.TestFrom.IsZero() {
-		rc.TestFrom = demand.DefaultTestFrom
+		rc.TestFrom = demand.DefaultConfig().TestFrom
 	}
 	if rc.TestUntil.IsZero() {
-		rc.TestUntil = demand.DefaultTestUntil
+		rc.TestUntil = demand.DefaultConfig().TestUntil
 	}
 	if !rc.TestUntil.After(rc.TestFrom) {
 		return rc, fmt.Errorf("%w: test-until %s is not after test-from %s", ErrReplay,

@@ -162,7 +162,7 @@ func TestReplayRejects(t *testing.T) {
 // forecaster refits daily and calibrates online, so this covers both.
 func TestReplayCausal(t *testing.T) {
 	s := philly(t)
-	from := demand.DefaultTestFrom
+	from := demand.DefaultConfig().TestFrom
 	T := from.Add(26*time.Hour + 30*time.Minute) // after the second daily refit
 	rc := ReplayConfig{TestFrom: from, TestUntil: T.Add(3 * time.Hour)}
 	run := func(s demand.Series) []Step {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/heliostat-dev/heliostat/ingest/trace"
 	"github.com/heliostat-dev/heliostat/predictor/demand"
@@ -62,6 +63,10 @@ func runBacktest(ctx context.Context, args []string, e *env) error {
 	if err := refuseZero(fs, "train-frac", "refit-every", "adapt-rate"); err != nil {
 		return fmt.Errorf("predictor backtest: %w", err)
 	}
+	// Checked before the trace is read: the backtest takes half a minute.
+	if err := checkBaseline(*baseline); err != nil {
+		return err
+	}
 	prog, err := newProgress("predictor backtest", e.stderr, *every)
 	if err != nil {
 		return err
@@ -82,18 +87,14 @@ func runBacktest(ctx context.Context, args []string, e *env) error {
 	out := backtestOutput{Trace: *path, Format: tr.Format, Jobs: len(tr.Jobs), Rejected: tr.Rejected, Reasons: tr.Reasons, Errors: rejects,
 		Model: "heliostat", Result: res}
 	if *baseline != "" {
-		m, ok := res.Baselines[*baseline]
-		if !ok {
-			return fmt.Errorf("predictor backtest: --baseline %q: want reqtime, last1 or last2", *baseline)
-		}
-		out.Model, out.Metrics = *baseline, m
+		out.Model, out.Metrics = *baseline, res.Baselines[*baseline]
 	}
 	if *asJSON {
 		return json.NewEncoder(e.stdout).Encode(out)
 	}
 	fmt.Fprintf(e.stdout, "%s: %d jobs (%d rejected), %d train / %d test, model %s\n", *path, out.Jobs, out.Rejected, res.NTrain, res.NTest, out.Model)
 	fmt.Fprintf(e.stdout, "  %-10s within 2x %.3f  R² (log) %6.3f  MAE %8.0f s\n", "heliostat", res.Within2x, res.R2Log, res.MAES)
-	for _, name := range []string{"reqtime", "last1", "last2"} {
+	for _, name := range backtestBaselines() {
 		m := res.Baselines[name]
 		fmt.Fprintf(e.stdout, "  %-10s within 2x %.3f  R² (log) %6.3f  MAE %8.0f s\n", name, m.Within2x, m.R2Log, m.MAES)
 	}
@@ -114,6 +115,19 @@ func runBacktest(ctx context.Context, args []string, e *env) error {
 		}
 	}
 	return nil
+}
+
+// backtestBaselines are the values of predictor backtest --baseline, the
+// keys of duration.Result.Baselines.
+func backtestBaselines() []string { return []string{"reqtime", "last1", "last2"} }
+
+// checkBaseline returns an error naming --baseline unless name is "" or one
+// of backtestBaselines.
+func checkBaseline(name string) error {
+	if name == "" || slices.Contains(backtestBaselines(), name) {
+		return nil
+	}
+	return fmt.Errorf("predictor backtest: --baseline %q: want reqtime, last1 or last2", name)
 }
 
 // withLimit counts the jobs that carry a time limit.

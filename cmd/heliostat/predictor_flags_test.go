@@ -43,3 +43,24 @@ func TestPredictorFlagsRefuseZero(t *testing.T) {
 		}
 	}
 }
+
+// TestBacktestBaselineCheckedFirst: a bad --baseline is refused before the
+// trace is read and the backtest run (half a minute on HPC2N): here the
+// trace does not exist, and the --baseline error must win.
+func TestBacktestBaselineCheckedFirst(t *testing.T) {
+	for _, tt := range []struct {
+		baseline string
+		want     string
+	}{
+		{"last3", `--baseline "last3": want reqtime, last1 or last2`},
+		{"heliostat", `--baseline "heliostat": want reqtime, last1 or last2`},
+		{"REQTIME", `--baseline "REQTIME": want reqtime, last1 or last2`},
+		{"last1", "/nonexistent/trace.swf"}, // valid: the trace is read, and fails
+	} {
+		args := []string{"predictor", "backtest", "--trace", "/nonexistent/trace.swf", "--baseline", tt.baseline}
+		err := run(context.Background(), args, func(string) string { return "" }, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("heliostat %v = %v; want an error with %q", args, err, tt.want)
+		}
+	}
+}

@@ -51,8 +51,8 @@ flags:
 		fs.PrintDefaults()
 	}
 	path := fs.String("series", "", "node-demand series CSV (time, active, total; .csv or .csv.gz), e.g. philly_node_sequence.csv (required)")
-	testFrom := fs.String("test-from", demand.DefaultTestFrom.Format(time.DateOnly), "first decision time (YYYY-MM-DD[ HH:MM:SS], the series' clock); training uses everything before it. Default: ANCHORS.md's CES window start")
-	testUntil := fs.String("test-until", demand.DefaultTestUntil.Format(time.DateOnly), "decisions stop before this time. Default: ANCHORS.md's CES window end (2017-12-14 23:59 included)")
+	testFrom := fs.String("test-from", demand.DefaultConfig().TestFrom.Format(time.DateOnly), "first decision time (YYYY-MM-DD[ HH:MM:SS], the series' clock); training uses everything before it. Default: ANCHORS.md's CES window start")
+	testUntil := fs.String("test-until", demand.DefaultConfig().TestUntil.Format(time.DateOnly), "decisions stop before this time. Default: ANCHORS.md's CES window end (2017-12-14 23:59 included)")
 	latencies := fs.String("wake-latency", "0s,10m", "comma-separated wake-up latencies, one run each")
 	nodes := fs.Int("nodes", 0, "cluster size; 0: the latest value of the series' total column before --test-from")
 	compare := fs.Bool("compare", true, "also run the Helios policy and the oracle forecasts")

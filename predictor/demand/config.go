@@ -16,12 +16,15 @@ const (
 	DefaultRidge      = 1e-3
 )
 
-// Default test window of the CES protocol: decisions from 2017-12-01 00:00
-// up to (not including) 2017-12-15 00:00, on the file's clock.
-var (
-	DefaultTestFrom  = time.Date(2017, 12, 1, 0, 0, 0, 0, time.UTC)
-	DefaultTestUntil = time.Date(2017, 12, 15, 0, 0, 0, 0, time.UTC)
-)
+// The default test window of the CES protocol: decisions from 2017-12-01
+// 00:00 up to (not including) 2017-12-15 00:00, on the file's clock
+// (DefaultConfig().TestFrom and TestUntil).
+
+// defaultTestFrom is the first decision time of the CES protocol's test window.
+func defaultTestFrom() time.Time { return time.Date(2017, 12, 1, 0, 0, 0, 0, time.UTC) }
+
+// defaultTestUntil ends the CES protocol's test window (excluded).
+func defaultTestUntil() time.Time { return time.Date(2017, 12, 15, 0, 0, 0, 0, time.UTC) }
 
 // Config configures the forecaster and its backtest. The zero value of each
 // field means its default; DefaultConfig returns them filled in.
@@ -66,10 +69,10 @@ func (c Config) withDefaults() Config {
 		c.Horizon = DefaultHorizon
 	}
 	if c.TestFrom.IsZero() {
-		c.TestFrom = DefaultTestFrom
+		c.TestFrom = defaultTestFrom()
 	}
 	if c.TestUntil.IsZero() {
-		c.TestUntil = DefaultTestUntil
+		c.TestUntil = defaultTestUntil()
 	}
 	if c.RefitEvery == 0 {
 		c.RefitEvery = DefaultRefitEvery

@@ -10,14 +10,23 @@ import (
 // The feature set, in durations; each becomes a whole number of steps
 // (rounded, at least one) and duplicates are dropped, so at 10-minute steps
 // the 6-step lag and the 1-hour lag are one feature.
-var (
-	lagSteps     = []int{2, 3, 6}                                                 // besides lag 1, the level itself
-	lagDurations = []time.Duration{time.Hour, 24 * time.Hour, 7 * 24 * time.Hour} // further lags
-	// seasonalPeriods give the value one period before the target step, the
-	// day_ago and week_ago of the target rather than of the decision.
-	seasonalPeriods = []time.Duration{24 * time.Hour, 7 * 24 * time.Hour}
-	windowDurations = []time.Duration{time.Hour, 6 * time.Hour, 24 * time.Hour} // rolling mean, max, min
-)
+
+// lagSteps are the lags in steps, besides lag 1, the level itself.
+func lagSteps() [3]int { return [3]int{2, 3, 6} }
+
+// lagDurations are the further lags.
+func lagDurations() [3]time.Duration {
+	return [3]time.Duration{time.Hour, 24 * time.Hour, 7 * 24 * time.Hour}
+}
+
+// seasonalPeriods give the value one period before the target step, the
+// day_ago and week_ago of the target rather than of the decision.
+func seasonalPeriods() [2]time.Duration { return [2]time.Duration{24 * time.Hour, 7 * 24 * time.Hour} }
+
+// windowDurations are the spans of the rolling mean, max and min.
+func windowDurations() [3]time.Duration {
+	return [3]time.Duration{time.Hour, 6 * time.Hour, 24 * time.Hour}
+}
 
 // featureSpec says which features a model uses. Indices are relative to k,
 // the step that starts at the decision time: y[k-1] is the latest step a
@@ -54,13 +63,13 @@ func fullSpec(step time.Duration, horizon int) featureSpec {
 			f.lags = append(f.lags, l)
 		}
 	}
-	for _, l := range lagSteps {
+	for _, l := range lagSteps() {
 		add(l)
 	}
-	for _, d := range lagDurations {
+	for _, d := range lagDurations() {
 		add(stepsOf(d, step))
 	}
-	for _, d := range seasonalPeriods {
+	for _, d := range seasonalPeriods() {
 		p := stepsOf(d, step)
 		// y[k+H-1-P] is the lag L = P-H+1; skip it when it is the level or a lag.
 		if p >= horizon && !seen[p-horizon+1] {
@@ -68,7 +77,7 @@ func fullSpec(step time.Duration, horizon int) featureSpec {
 			f.seasonal = append(f.seasonal, p)
 		}
 	}
-	for _, d := range windowDurations {
+	for _, d := range windowDurations() {
 		if w := stepsOf(d, step); w >= 2 && !slices.Contains(f.windows, w) {
 			f.windows = append(f.windows, w)
 		}

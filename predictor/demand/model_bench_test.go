@@ -14,7 +14,7 @@ func BenchmarkFit(b *testing.B) {
 	s := philly(b)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Fit(s, DefaultTestFrom, time.Hour); err != nil {
+		if _, err := Fit(s, DefaultConfig().TestFrom, time.Hour); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -23,7 +23,7 @@ func BenchmarkFit(b *testing.B) {
 // BenchmarkPredict issues one forecast from a 10-minute history.
 func BenchmarkPredict(b *testing.B) {
 	s := philly(b)
-	m, err := Fit(s, DefaultTestFrom, time.Hour)
+	m, err := Fit(s, DefaultConfig().TestFrom, time.Hour)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func BenchmarkPredict(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	at := DefaultTestFrom.Add(36 * time.Hour)
+	at := DefaultConfig().TestFrom.Add(36 * time.Hour)
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := m.Predict(y, at); err != nil {

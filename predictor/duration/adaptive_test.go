@@ -55,7 +55,7 @@ func TestAdaptiveSteps(t *testing.T) {
 // the point alone; 0 means 1.
 func TestPredictWidened(t *testing.T) {
 	m := &Model{Rows: 1}
-	f := Features{Segment: SegCold, X: make([]float64, len(featureNames[SegCold])), Fallback: math.Log(3600)}
+	f := Features{Segment: SegCold, X: make([]float64, len(featureNames(SegCold))), Fallback: math.Log(3600)}
 	near := func(a, b time.Duration) bool { return (a - b).Abs() < time.Millisecond }
 	for _, tc := range []struct {
 		widen, logOffset float64

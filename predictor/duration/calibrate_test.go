@@ -12,7 +12,7 @@ import (
 func coldRows(rng *rand.Rand, n int, sd float64) []Row {
 	rows := make([]Row, n)
 	for i := range rows {
-		x := make([]float64, len(featureNames[SegCold]))
+		x := make([]float64, len(featureNames(SegCold)))
 		for k := range x {
 			x[k] = rng.Float64()
 		}
@@ -54,7 +54,7 @@ func TestCalibrate(t *testing.T) {
 	later := coldRows(rng, 4000, 1.0)
 	// Three rows of another segment, answered by its history rule.
 	for i := range 3 {
-		x := make([]float64, len(featureNames[SegUser1]))
+		x := make([]float64, len(featureNames(SegUser1)))
 		later = append(later, Row{F: Features{Segment: SegUser1, X: x, Fallback: 5}, Y: 5 + float64(i)})
 	}
 	cal := Calibrate(held, later)
@@ -135,7 +135,7 @@ func TestFitCalibrated(t *testing.T) {
 // the scheduler kills them.
 func TestPredictLimitCap(t *testing.T) {
 	m := &Model{Rows: 1}
-	f := Features{Segment: SegCold, X: make([]float64, len(featureNames[SegCold])), Fallback: math.Log(7200)}
+	f := Features{Segment: SegCold, X: make([]float64, len(featureNames(SegCold))), Fallback: math.Log(7200)}
 	for _, tc := range []struct {
 		req             time.Duration
 		point, low, hig time.Duration

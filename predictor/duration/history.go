@@ -81,13 +81,18 @@ func exactKey(j *Job) string {
 	return j.User + "\x00" + j.ReqTime.String() + "\x00" + strconv.Itoa(j.Procs)
 }
 
-// Add records an ended job.
+// Add records an ended job. A job that never ran (Run <= 0: cancelled while
+// pending, lost, its run time unknown) teaches nothing about run times, but
+// it has ended: it only leaves its user's in-flight count.
 func (h *History) Add(j *Job) {
+	u := h.users[j.User]
+	if u != nil && u.inFlight > 0 {
+		u.inFlight--
+	}
 	if j.Run <= 0 {
 		return
 	}
 	lr := math.Log(j.Run.Seconds())
-	u := h.users[j.User]
 	if u == nil {
 		u = &userHist{}
 		h.users[j.User] = u
@@ -99,9 +104,6 @@ func (h *History) Add(j *Job) {
 		short = 1
 	}
 	u.short = 0.7*u.short + 0.3*short
-	if u.inFlight > 0 {
-		u.inFlight--
-	}
 	if j.ReqTime > 0 {
 		u.ratio.add(lr-math.Log(j.ReqTime.Seconds()), 0.3)
 		hit := 0.0
@@ -210,20 +212,51 @@ type Features struct {
 	Fallback float64
 }
 
-// featureNames lists, per segment, the features in the order of X.
-var featureNames = [numSegments][]string{
-	SegExact: user2Features,
-	SegUser2: user2Features,
-	SegUser1: {"last1", "req", "has_req", "user_ratio_req", "exe_last", "has_exe", "exact_last", "has_exact", "procs", "queue", "global", "hour_sin", "hour_cos", "weekend"},
-	SegCold:  {"req", "has_req", "procs", "queue", "global", "hour_sin", "hour_cos", "weekend"},
+// featureNames lists segment s's features in the order of X; nil for a
+// segment that does not exist.
+func featureNames(s Segment) []string {
+	switch s {
+	case SegExact, SegUser2:
+		return user2Features()
+	case SegUser1:
+		return []string{"last1", "req", "has_req", "user_ratio_req", "exe_last", "has_exe", "exact_last", "has_exact", "procs", "queue", "global", "hour_sin", "hour_cos", "weekend"}
+	case SegCold:
+		return []string{"req", "has_req", "procs", "queue", "global", "hour_sin", "hour_cos", "weekend"}
+	}
+	return nil
 }
 
-var user2Features = []string{"last1", "last2", "ewma", "median10", "spread10", "min10", "max10", "short", "in_flight",
-	"req", "has_req", "user_ratio_req", "killed", "exe_last", "has_exe", "exact_last", "exact_median", "has_exact",
-	"procs", "queue", "global", "since_submit", "hour_sin", "hour_cos", "weekend",
-	"last1_sq", "req_sq", "last1_x_req", "ewma_x_short", "spread_x_last1",
-	"exact_spread", "exact_n", "exact_med_x_tight", "tight", "med_x_utight", "utight",
-	"h_last1_1", "h_last1_2", "h_last1_3", "h_exmed_1", "h_exmed_2", "h_exmed_3", "h_med_1", "h_med_2", "h_med_3", "h_req_1", "h_req_2", "h_req_3", "h_ratio_1", "h_ratio_2", "h_ratio_3"}
+// Feature counts per segment: the lengths of featureNames, which
+// TestFeatureNames checks.
+const (
+	numUser2Features = 51
+	numUser1Features = 14
+	numColdFeatures  = 8
+)
+
+// numFeatures returns len(featureNames(s)) without building the list: it is
+// checked on every prediction.
+func numFeatures(s Segment) int {
+	switch s {
+	case SegExact, SegUser2:
+		return numUser2Features
+	case SegUser1:
+		return numUser1Features
+	case SegCold:
+		return numColdFeatures
+	}
+	return 0
+}
+
+// user2Features lists the features of the segments user2 and exact.
+func user2Features() []string {
+	return []string{"last1", "last2", "ewma", "median10", "spread10", "min10", "max10", "short", "in_flight",
+		"req", "has_req", "user_ratio_req", "killed", "exe_last", "has_exe", "exact_last", "exact_median", "has_exact",
+		"procs", "queue", "global", "since_submit", "hour_sin", "hour_cos", "weekend",
+		"last1_sq", "req_sq", "last1_x_req", "ewma_x_short", "spread_x_last1",
+		"exact_spread", "exact_n", "exact_med_x_tight", "tight", "med_x_utight", "utight",
+		"h_last1_1", "h_last1_2", "h_last1_3", "h_exmed_1", "h_exmed_2", "h_exmed_3", "h_med_1", "h_med_2", "h_med_3", "h_req_1", "h_req_2", "h_req_3", "h_ratio_1", "h_ratio_2", "h_ratio_3"}
+}
 
 // Features computes j's features from what History holds now. Only j's
 // submit-time fields are read.
@@ -306,6 +339,7 @@ func (h *History) FeaturesAt(j *Job, s SubmitState) Features {
 	}
 	tight := math.Exp(-exactSpread/tightScale) * hasExact
 	utight := math.Exp(-spread / tightScale)
+	kn := knots()
 	seg := SegUser2
 	if hasExact == 1 {
 		seg = SegExact
@@ -317,18 +351,21 @@ func (h *History) FeaturesAt(j *Job, s SubmitState) Features {
 			procs, queue, global, since, hs, hc, weekend,
 			last1 * last1 / 10, reqOr(req) * reqOr(req) / 10, last1 * reqOr(req) / 10, u.ewma.v * u.short, spread * last1,
 			exactSpread, exactN, exactMed * tight, tight, med * utight, utight,
-			hinge(last1, 0), hinge(last1, 1), hinge(last1, 2), hinge(exactMed, 0), hinge(exactMed, 1), hinge(exactMed, 2),
-			hinge(med, 0), hinge(med, 1), hinge(med, 2), hinge(reqOr(req), 0), hinge(reqOr(req), 1), hinge(reqOr(req), 2),
-			hinge(ratio, 0), hinge(ratio, 1), hinge(ratio, 2)},
+			hinge(last1, kn[0]), hinge(last1, kn[1]), hinge(last1, kn[2]), hinge(exactMed, kn[0]), hinge(exactMed, kn[1]), hinge(exactMed, kn[2]),
+			hinge(med, kn[0]), hinge(med, kn[1]), hinge(med, kn[2]), hinge(reqOr(req), kn[0]), hinge(reqOr(req), kn[1]), hinge(reqOr(req), kn[2]),
+			hinge(ratio, kn[0]), hinge(ratio, kn[1]), hinge(ratio, kn[2])},
 		Fallback: last2,
 	}
 }
 
-var tightScale = 0.5
+// tightScale is the spread (log seconds) at which the tight features fall to 1/e.
+const tightScale = 0.5
 
-var knots = []float64{math.Log(60), math.Log(900), math.Log(4 * 3600)}
+// knots are the hinges' knees in log seconds: 1 minute, 15 minutes, 4 hours.
+func knots() [3]float64 { return [3]float64{math.Log(60), math.Log(900), math.Log(4 * 3600)} }
 
-func hinge(v float64, k int) float64 { return math.Max(0, v-knots[k]) }
+// hinge is max(0, v - knot).
+func hinge(v, knot float64) float64 { return math.Max(0, v-knot) }
 
 func medianSpread(v []float64) (median, spread float64) {
 	s := append([]float64(nil), v...)

@@ -79,7 +79,7 @@ func Fit(rows []Row, now time.Time) (*Model, error) {
 		bySeg[r.F.Segment] = append(bySeg[r.F.Segment], r)
 	}
 	for s := range bySeg {
-		if len(bySeg[s]) < max(minSegmentRows, rowsPerFeature*len(featureNames[s])) {
+		if len(bySeg[s]) < max(minSegmentRows, rowsPerFeature*numFeatures(Segment(s))) {
 			continue
 		}
 		sm, err := fitNode(Segment(s), bySeg[s], nil, 0)
@@ -95,12 +95,12 @@ func check(f Features) error {
 	if f.Segment < 0 || f.Segment >= numSegments {
 		return fmt.Errorf("duration: segment %d out of range", f.Segment)
 	}
-	if len(f.X) != len(featureNames[f.Segment]) {
-		return fmt.Errorf("duration: segment %d takes %d features, got %d", f.Segment, len(featureNames[f.Segment]), len(f.X))
+	if len(f.X) != numFeatures(f.Segment) {
+		return fmt.Errorf("duration: segment %d takes %d features, got %d", f.Segment, numFeatures(f.Segment), len(f.X))
 	}
 	for i, x := range f.X {
 		if math.IsNaN(x) || math.IsInf(x, 0) {
-			return fmt.Errorf("duration: feature %s = %v is not finite", featureNames[f.Segment][i], x)
+			return fmt.Errorf("duration: feature %s = %v is not finite", featureNames(f.Segment)[i], x)
 		}
 	}
 	return nil
@@ -171,7 +171,7 @@ func fitSegment(s Segment, rows []Row, w []float64, iters int) (*segModel, []flo
 
 // Model tree: a segment's fit is split where the parent's residuals show a
 // change of level or slope on one side of a feature threshold.
-var (
+const (
 	treeDepth   = 2
 	minLeafRows = 3000
 	minGain     = 0.0005 // of the weighted residual sum of squares
@@ -186,7 +186,7 @@ func fitNode(s Segment, rows []Row, w []float64, depth int) (*segModel, error) {
 	if err != nil {
 		return nil, err
 	}
-	minLeaf := max(minLeafRows, rowsPerFeature*len(featureNames[s]))
+	minLeaf := max(minLeafRows, rowsPerFeature*numFeatures(s))
 	if depth >= treeDepth || len(rows) < 2*minLeaf {
 		return sm, nil
 	}
@@ -241,10 +241,16 @@ func (a splitStats) explained() float64 {
 	return e
 }
 
-// splitFeature lists the features a tree may split on: the job's own history
-// and request, not load or calendar terms, which drift between training and use.
-var splitFeature = map[string]bool{"last1": true, "median10": true, "spread10": true, "short": true,
-	"req": true, "user_ratio_req": true, "exact_median": true, "exact_spread": true, "procs": true, "killed": true}
+// splitFeature reports whether a tree may split on the feature named name:
+// the job's own history and request, not load or calendar terms, which drift
+// between training and use.
+func splitFeature(name string) bool {
+	switch name {
+	case "last1", "median10", "spread10", "short", "req", "user_ratio_req", "exact_median", "exact_spread", "procs", "killed":
+		return true
+	}
+	return false
+}
 
 func bestSplit(s Segment, rows []Row, sm *segModel, w []float64, minLeaf int) (feat int, thr float64, ok bool) {
 	p := len(rows[0].F.X)
@@ -259,8 +265,9 @@ func bestSplit(s Segment, rows []Row, sm *segModel, w []float64, minLeaf int) (f
 	best := minGain * total.rr
 	step := max(1, len(rows)/2048)
 	sample := make([]float64, 0, len(rows)/step+1)
+	names := featureNames(s)
 	for c := 0; c < p; c++ {
-		if !splitFeature[featureNames[s][c]] {
+		if !splitFeature(names[c]) {
 			continue
 		}
 		sample = sample[:0]
@@ -301,14 +308,14 @@ func bestSplit(s Segment, rows []Row, sm *segModel, w []float64, minLeaf int) (f
 }
 
 // Robust fitting: iteratively reweighted least squares with Huber weights.
-var (
+const (
 	huberIterations = 6
 	childIterations = 3
 	huberK          = 1.0
 )
 
 func solveWeighted(s Segment, rows []Row, w []float64) (*segModel, error) {
-	p := len(featureNames[s])
+	p := numFeatures(s)
 	var n float64
 	mx := make([]float64, p)
 	var my float64
@@ -374,7 +381,7 @@ func solveWeighted(s Segment, rows []Row, w []float64) (*segModel, error) {
 	}
 	r := new(regression.Regression)
 	r.SetObserved("log_run")
-	for i, name := range featureNames[s] {
+	for i, name := range featureNames(s) {
 		r.SetVar(i, name)
 	}
 	for i := 0; i < p; i++ {

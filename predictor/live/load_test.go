@@ -89,7 +89,7 @@ func TestLoadStateRetry(t *testing.T) {
 	}
 	for _, tc := range []struct{ name, query string }{
 		{"predictions", "predictions FINAL WHERE submit_time"},
-		{"outcomes", "SELECT DISTINCT cluster, job_id"},
+		{"outcomes", "GROUP BY cluster, job_id, submit_time"},
 		{"latest outcomes", "ORDER BY end_time DESC"},
 		{"interval correction", "ORDER BY end_time, cluster"},
 		{"model version", "max(model_version)"},

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/heliostat-dev/heliostat/ingest"
 	"github.com/heliostat-dev/heliostat/schemas"
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
@@ -83,6 +85,90 @@ func checkEndedRuns(t *testing.T, recs []*rec, want map[string]time.Duration) {
 		}
 		if r.run() != want[r.jobID] {
 			t.Errorf("%s: run %v; want %v", r.jobID, r.run(), want[r.jobID])
+		}
+	}
+}
+
+// TestLostJobFoundAgainScored: the Slurm source ends a job it lost track
+// of as UNKNOWN and the predictor records its outcome unscored (ran = 0).
+// Slurm lists the job again (an UPDATE puts it back to RUNNING) and it then
+// completes: its outcome is rewritten with the real run time, and counted
+// once in the rolling gauges and the interval correction, also by a
+// restarted runner.
+func TestLostJobFoundAgainScored(t *testing.T) {
+	ch, conn := schematest.Database(t)
+	db := ch.Database
+	ctx := context.Background()
+	insertJobs(t, conn, db, history()...)
+	now := t0.Add(30 * time.Hour)
+	j := tjob{id: "lost", user: "alice", gpus: 2, limit: 4 * 3600, submit: now, start: now.Add(time.Minute)}
+	insertFrom(t, conn, db, schemas.SourceSlurm, j)
+	c := &clock{t: now.Add(2 * time.Minute)}
+	r, _ := newRunner(t, conn, db, c)
+	if _, err := r.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	running := j.events()[1]
+	send := func(evs ...schemas.JobEvent) {
+		t.Helper()
+		if err := ingest.InsertJobEvents(ctx, conn, db, "c1", schemas.SourceSlurm, evs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pass := func() Pass {
+		t.Helper()
+		p, err := r.Once(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	lostAt := now.Add(5 * time.Minute)
+	lost := running
+	lost.Type, lost.State, lost.EndMillis, lost.EventMillis = schemas.JobEnd, schemas.StateUnknown, lostAt.UnixMilli(), lostAt.UnixMilli()
+	send(lost)
+	c.t = lostAt.Add(time.Minute)
+	if p := pass(); p.Outcomes != 1 {
+		t.Fatalf("pass after the loss = %+v; want 1 outcome", p)
+	}
+	if o := outcomesOf(t, conn, db, "lost")[now]; o.ran != 0 || o.state != schemas.StateUnknown.String() {
+		t.Fatalf("premise: outcome of the lost job = %+v; want ran 0, UNKNOWN", o)
+	}
+	back := running
+	back.Type, back.EventMillis = schemas.JobUpdate, lostAt.Add(2*time.Minute).UnixMilli()
+	send(back)
+	c.t = c.t.Add(time.Minute)
+	if p := pass(); p.Outcomes != 0 {
+		t.Errorf("pass after the job is listed again = %+v; want no outcome", p)
+	}
+	end := now.Add(time.Minute + 12*time.Minute)
+	done := running
+	done.Type, done.State, done.ExitCode, done.EndMillis, done.EventMillis = schemas.JobEnd, schemas.StateCompleted, 0, end.UnixMilli(), end.UnixMilli()
+	send(done)
+	c.t = end.Add(time.Minute)
+	if p := pass(); p.Outcomes != 1 {
+		t.Errorf("pass after the real end = %+v; want 1 outcome, rewritten", p)
+	}
+	if o := outcomesOf(t, conn, db, "lost")[now]; o.ran != 1 || o.actual != 12*60 || o.state != schemas.StateCompleted.String() {
+		t.Errorf("outcome of the job found again = %+v; want ran 1, actual 720 s, COMPLETED", o)
+	}
+	want := r.adapt.State()
+	if want.Observed != 1 || testutil.ToFloat64(r.m.rollingN) != 1 {
+		t.Errorf("interval correction %+v, rolling outcomes %v; want the rewritten outcome counted once", want, testutil.ToFloat64(r.m.rollingN))
+	}
+	// A late copy of the end changes nothing; nor does a restart.
+	done.EventMillis++
+	send(done)
+	c.t = c.t.Add(time.Minute)
+	for _, restart := range []bool{false, true} {
+		if restart {
+			r, _ = newRunner(t, conn, db, c)
+		}
+		if p := pass(); p.Outcomes != 0 || p.Predictions != 0 {
+			t.Errorf("pass (restart %v) after a late copy of the end = %+v; want nothing written", restart, p)
+		}
+		if got := r.adapt.State(); got != want || testutil.ToFloat64(r.m.rollingN) != 1 {
+			t.Errorf("restart %v: interval correction %+v, rolling outcomes %v; want %+v, 1", restart, got, testutil.ToFloat64(r.m.rollingN), want)
 		}
 	}
 }

@@ -67,6 +67,28 @@ type predRow struct {
 	point, lower, upper float64 // seconds
 	predictedAt         time.Time
 	afterEnd            bool
+	// submit is the submit time of the run predicted. jobs keeps only a
+	// job id's latest run: a record with another submit time is another
+	// run (Slurm requeued the job) or another job (slurmctld reused the id
+	// after a restart), which this prediction is not about (supersede).
+	submit time.Time
+	user   string
+	gpus   uint32
+}
+
+// outcomeRow is what the runner keeps of a written outcome: which run and
+// which end of it was scored. A record of the same run that ends again
+// differently (a lost Slurm job listed again, then ended) is scored again.
+type outcomeRow struct {
+	submit, end time.Time
+	state       string
+	ran         bool // scored: counted in the rolling gauges and the interval correction
+}
+
+// scores reports whether o is the outcome of rc as it stands: same run,
+// same end and state.
+func (o outcomeRow) scores(rc *rec) bool {
+	return o.submit.Equal(rc.job.Submit) && o.end.Equal(rc.job.End) && o.state == rc.state
 }
 
 // historySnap is the History as of the latest pass, for ad-hoc predictions.
@@ -144,7 +166,7 @@ type Runner struct {
 	store       map[key]*rec
 	cursor      int64 // newest inserted_at seen, Unix seconds
 	predicted   map[key]predRow
-	recorded    map[key]bool
+	recorded    map[key]outcomeRow
 	nextVersion uint64
 	lastTrain   time.Time
 	roll        *rolling
@@ -193,7 +215,7 @@ func New(cfg Config, conn driver.Conn, logger *slog.Logger, reg prometheus.Regis
 	}
 	cfg = cfg.withDefaults()
 	r := &Runner{cfg: cfg, conn: conn, logger: logger, now: now, roll: newRolling(cfg.AccuracyWindow),
-		store: map[key]*rec{}, predicted: map[key]predRow{}, recorded: map[key]bool{}, adapt: duration.NewAdaptive(cfg.AdaptRate)}
+		store: map[key]*rec{}, predicted: map[key]predRow{}, recorded: map[key]outcomeRow{}, adapt: duration.NewAdaptive(cfg.AdaptRate)}
 	m, err := newMetrics(reg, func() float64 {
 		if t := r.model.Load(); t != nil {
 			return since(now, t.Info.TrainedAt)
@@ -283,6 +305,12 @@ func (r *Runner) once(ctx context.Context) (Pass, error) {
 	pass.Jobs = len(r.store)
 	r.m.jobs.Set(float64(len(r.store)))
 	var errs []error
+	n, err := r.supersede(ctx)
+	pass.Outcomes += n
+	if err != nil {
+		r.m.errors.WithLabelValues(stageOutcome).Inc()
+		errs = append(errs, err)
+	}
 	if len(r.store) == 0 {
 		// The rest of the pass goes on (outcomes, an empty History): the
 		// error only keeps the runner not ready.
@@ -309,7 +337,7 @@ func (r *Runner) once(ctx context.Context) (Pass, error) {
 	if !changed && !retrain && len(want) == 0 {
 		// Nothing new since the last replay: its History still stands.
 		n, err := r.recordOutcomes(ctx)
-		pass.Outcomes = n
+		pass.Outcomes += n
 		if err != nil {
 			r.m.errors.WithLabelValues(stageOutcome).Inc()
 			errs = append(errs, err)
@@ -342,14 +370,14 @@ func (r *Runner) once(ctx context.Context) (Pass, error) {
 			r.lastTrain = r.now()
 		}
 	}
-	n, err := r.predict(ctx, features)
+	n, err = r.predict(ctx, features)
 	pass.Predictions = n
 	if err != nil {
 		r.m.errors.WithLabelValues(stagePredict).Inc()
 		errs = append(errs, err)
 	}
 	n, err = r.recordOutcomes(ctx)
-	pass.Outcomes = n
+	pass.Outcomes += n
 	if err != nil {
 		r.m.errors.WithLabelValues(stageOutcome).Inc()
 		errs = append(errs, err)
@@ -457,6 +485,9 @@ func (r *Runner) refresh(ctx context.Context, from time.Time, full bool) (bool, 
 	if full {
 		store := make(map[key]*rec, len(recs))
 		for _, rc := range recs {
+			if o := store[rc.key]; o != nil && o.version > rc.version {
+				continue // FINAL merges within a partition: two runs submitted in different months
+			}
 			switch old := r.store[rc.key]; {
 			case !r.loaded:
 				rc.predictable = !rc.ended
@@ -492,9 +523,9 @@ func (r *Runner) refresh(ctx context.Context, from time.Time, full bool) (bool, 
 // savedState is what loadState reads back.
 type savedState struct {
 	predicted   map[key]predRow
-	recorded    map[key]bool
-	latest      []outcomeScore // the latest outcomes, newest first
-	inside      []bool         // within_interval of the window's outcomes, in end order
+	recorded    map[key]outcomeRow // the outcome of the predicted run, if any
+	latest      []outcomeScore     // the latest outcomes, newest first
+	inside      []bool             // within_interval of the window's outcomes, in end order
 	nextVersion uint64
 }
 
@@ -506,8 +537,11 @@ type savedState struct {
 // loaded, which the retry would load on top of (outcomes counted twice).
 func (r *Runner) loadState(ctx context.Context, from time.Time) (savedState, error) {
 	db := r.cfg.Database
-	st := savedState{predicted: map[key]predRow{}, recorded: map[key]bool{}}
-	rows, err := r.conn.Query(ctx, fmt.Sprintf(`SELECT cluster, job_id, model_version, predicted_s, lower_s, upper_s, after_end, predicted_at
+	st := savedState{predicted: map[key]predRow{}, recorded: map[key]outcomeRow{}}
+	// FINAL merges within a partition only: of a job id's predictions of
+	// runs submitted in different months, the latest run's is kept.
+	rows, err := r.conn.Query(ctx, fmt.Sprintf(`SELECT cluster, job_id, model_version, predicted_s, lower_s, upper_s, after_end, predicted_at,
+  submit_time, user, gpus
 FROM %s.predictions FINAL WHERE submit_time >= %d`, db, from.Unix()))
 	if err != nil {
 		return st, fmt.Errorf("live: select predictions: %w", err)
@@ -518,28 +552,41 @@ FROM %s.predictions FINAL WHERE submit_time >= %d`, db, from.Unix()))
 			p     predRow
 			after uint8
 		)
-		if err := rows.Scan(&k.cluster, &k.jobID, &p.version, &p.point, &p.lower, &p.upper, &after, &p.predictedAt); err != nil {
+		if err := rows.Scan(&k.cluster, &k.jobID, &p.version, &p.point, &p.lower, &p.upper, &after, &p.predictedAt,
+			&p.submit, &p.user, &p.gpus); err != nil {
 			rows.Close()
 			return st, fmt.Errorf("live: scan prediction: %w", err)
 		}
 		p.afterEnd = after == 1
+		if old, ok := st.predicted[k]; ok && old.submit.After(p.submit) {
+			continue
+		}
 		st.predicted[k] = p
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return st, fmt.Errorf("live: select predictions: %w", err)
 	}
-	rows, err = r.conn.Query(ctx, fmt.Sprintf("SELECT DISTINCT cluster, job_id FROM %s.prediction_outcomes WHERE submit_time >= %d", db, from.Unix()))
+	// The latest outcome of each run (a rewritten one replaces the older).
+	rows, err = r.conn.Query(ctx, fmt.Sprintf(`SELECT cluster, job_id, submit_time, argMax(end_time, version), argMax(state, version), argMax(ran, version)
+FROM %s.prediction_outcomes WHERE submit_time >= %d GROUP BY cluster, job_id, submit_time`, db, from.Unix()))
 	if err != nil {
 		return st, fmt.Errorf("live: select outcomes: %w", err)
 	}
 	for rows.Next() {
-		var k key
-		if err := rows.Scan(&k.cluster, &k.jobID); err != nil {
+		var (
+			k   key
+			o   outcomeRow
+			ran uint8
+		)
+		if err := rows.Scan(&k.cluster, &k.jobID, &o.submit, &o.end, &o.state, &ran); err != nil {
 			rows.Close()
 			return st, fmt.Errorf("live: scan outcome: %w", err)
 		}
-		st.recorded[k] = true
+		o.ran = ran == 1
+		if p, ok := st.predicted[k]; ok && p.submit.Equal(o.submit) {
+			st.recorded[k] = o
+		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -759,10 +806,19 @@ func outcomeOf(p predRow, actual float64) outcome {
 	return o
 }
 
-// firstWins turns a prediction time into the predictions table's version,
-// which is higher for an earlier prediction: of two predictions of one job,
-// ReplacingMergeTree keeps the first.
-func firstWins(t time.Time) uint64 { return uint64(math.MaxInt64 - t.UnixMilli()) }
+// predictionVersion is the predictions table's version of a prediction made
+// at t of the run submitted at submit. Of two predictions of one run (a
+// retried insert, two replicas), ReplacingMergeTree keeps the first: the
+// version is higher for an earlier prediction, to the second, up to 2^24 s
+// (194 days) after the submit. Of predictions of two runs under one job id
+// (a requeued job, an id reused), it keeps the later run's: the submit time
+// is in the high bits. The top bit is set, so that every version is above
+// the 2^63 - t in ms of the predictions written before runs were told apart.
+func predictionVersion(submit, t time.Time) uint64 {
+	const delayBits = 24
+	delay := min(max(t.Unix()-submit.Unix(), 0), 1<<delayBits-1)
+	return 1<<63 | uint64(max(submit.Unix(), 0))<<delayBits | uint64(1<<delayBits-1-delay)
+}
 
 // predict writes a prediction for each job of features with the current
 // model, in batches, and returns how many it wrote.
@@ -802,7 +858,8 @@ func (r *Runner) predict(ctx context.Context, features map[*rec]duration.Feature
 				errs = append(errs, fmt.Errorf("live: predict job %s/%s: %w", rc.cluster, rc.jobID, err))
 				continue
 			}
-			pr := predRow{version: t.Info.Version, point: p.Point.Seconds(), lower: p.Low.Seconds(), upper: p.High.Seconds(), predictedAt: at, afterEnd: rc.ended}
+			pr := predRow{version: t.Info.Version, point: p.Point.Seconds(), lower: p.Low.Seconds(), upper: p.High.Seconds(), predictedAt: at, afterEnd: rc.ended,
+				submit: rc.job.Submit, user: rc.user, gpus: rc.gpus}
 			var fitted, after uint8
 			if p.Fitted {
 				fitted = 1
@@ -811,7 +868,7 @@ func (r *Runner) predict(ctx context.Context, features map[*rec]duration.Feature
 				after = 1
 			}
 			if err := b.Append(rc.cluster, rc.jobID, rc.user, rc.partition, rc.gpus, rc.limit, rc.job.Submit, pr.version, f.Segment.String(), fitted,
-				pr.point, pr.lower, pr.upper, pr.point*math.Max(float64(rc.gpus), 1), after, at, firstWins(at)); err != nil {
+				pr.point, pr.lower, pr.upper, pr.point*math.Max(float64(rc.gpus), 1), after, at, predictionVersion(rc.job.Submit, at)); err != nil {
 				b.Abort()
 				return written, fmt.Errorf("live: append prediction of job %s/%s: %w", rc.cluster, rc.jobID, err)
 			}
@@ -833,12 +890,111 @@ func (r *Runner) predict(ctx context.Context, features map[*rec]duration.Feature
 	return written, errors.Join(errs...)
 }
 
+// supersede drops the predictions whose job id's record is now another run
+// than the one predicted (Slurm requeued the job; slurmctld, restarted with
+// a clean state, reused the id), so that the record is predicted and scored
+// as a job of its own. A dropped prediction without an outcome gets one, not
+// scored (ran = 0): jobs no longer holds the run it predicted, whose state
+// and times are taken from job_runs. It returns how many outcomes it wrote.
+func (r *Runner) supersede(ctx context.Context) (int, error) {
+	var old []key
+	for k, p := range r.predicted {
+		if rc := r.store[k]; rc != nil && !rc.job.Submit.Equal(p.submit) {
+			old = append(old, k)
+		}
+	}
+	if len(old) == 0 {
+		return 0, nil
+	}
+	sort.Slice(old, func(a, b int) bool {
+		return old[a].cluster < old[b].cluster || old[a].cluster == old[b].cluster && old[a].jobID < old[b].jobID
+	})
+	var unscored []key
+	for _, k := range old {
+		if o, ok := r.recorded[k]; ok && o.submit.Equal(r.predicted[k].submit) {
+			delete(r.predicted, k) // its outcome is in
+			delete(r.recorded, k)
+			continue
+		}
+		unscored = append(unscored, k)
+	}
+	if len(unscored) == 0 {
+		return 0, nil
+	}
+	at := r.now().UTC().Truncate(time.Second)
+	b, err := r.conn.PrepareBatch(ctx, "INSERT INTO "+r.cfg.Database+".prediction_outcomes (cluster, job_id, user, gpus, state, submit_time, start_time, end_time, "+
+		"model_version, predicted_at, after_end, ran, predicted_s, lower_s, upper_s, recorded_at, version)")
+	if err != nil {
+		return 0, fmt.Errorf("live: prepare prediction_outcomes insert: %w", err)
+	}
+	defer b.Abort()
+	for _, k := range unscored {
+		p := r.predicted[k]
+		state, start, end, err := r.runEnd(ctx, k, p.submit)
+		if err != nil {
+			return 0, err
+		}
+		if end == nil {
+			// The run's end never reached ClickHouse: it ended before
+			// the record's run was submitted, as far as is known.
+			e := r.store[k].job.Submit
+			end = &e
+		}
+		if err := b.Append(k.cluster, k.jobID, p.user, p.gpus, state, p.submit, start, *end,
+			p.version, p.predictedAt, b2u(p.afterEnd), uint8(0), p.point, p.lower, p.upper, at, uint64(at.UnixMilli())); err != nil {
+			return 0, fmt.Errorf("live: append outcome of job %s/%s: %w", k.cluster, k.jobID, err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		return 0, fmt.Errorf("live: insert %d outcomes: %w", len(unscored), err)
+	}
+	for _, k := range unscored {
+		delete(r.predicted, k)
+		delete(r.recorded, k)
+	}
+	r.m.outcomes.Add(float64(len(unscored)))
+	r.logger.Info("predictions of superseded runs recorded unscored", "jobs", len(unscored), "cluster", unscored[0].cluster, "job_id", unscored[0].jobID)
+	return len(unscored), nil
+}
+
+// runEnd returns the latest state, start and end of the run of job k
+// submitted at submit, from job_runs; "" and nil times when it has no row.
+func (r *Runner) runEnd(ctx context.Context, k key, submit time.Time) (string, *time.Time, *time.Time, error) {
+	rows, err := r.conn.Query(ctx, fmt.Sprintf(`SELECT argMax(state, version), argMax(start_time, version), argMax(end_time, version)
+FROM %s.job_runs WHERE cluster = ? AND job_id = ? AND submit_time = toDateTime(%d, 'UTC')`, r.cfg.Database, submit.Unix()), k.cluster, k.jobID)
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("live: select run of job %s/%s: %w", k.cluster, k.jobID, err)
+	}
+	defer rows.Close()
+	var (
+		state      string
+		start, end *time.Time
+	)
+	for rows.Next() {
+		if err := rows.Scan(&state, &start, &end); err != nil {
+			return "", nil, nil, fmt.Errorf("live: scan run of job %s/%s: %w", k.cluster, k.jobID, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return "", nil, nil, fmt.Errorf("live: select run of job %s/%s: %w", k.cluster, k.jobID, err)
+	}
+	return state, start, end, nil
+}
+
 // recordOutcomes writes the error of every predicted job that has ended and
-// has no outcome yet.
+// has no outcome yet, or whose record ended again differently since its
+// outcome was written (a lost Slurm job, ended as UNKNOWN, listed again and
+// then ended): a rewritten outcome replaces the older (version =
+// recorded_at). A run's score counts once in the rolling gauges and the
+// interval correction, whichever of its outcomes is scored first.
 func (r *Runner) recordOutcomes(ctx context.Context) (int, error) {
 	var done []*rec
-	for k := range r.predicted {
-		if rc := r.store[k]; rc != nil && rc.ended && !r.recorded[k] {
+	for k, p := range r.predicted {
+		rc := r.store[k]
+		if rc == nil || !rc.ended || !rc.job.Submit.Equal(p.submit) {
+			continue // not ended, or another run (supersede)
+		}
+		if o, ok := r.recorded[k]; !ok || !o.scores(rc) {
 			done = append(done, rc)
 		}
 	}
@@ -864,13 +1020,14 @@ func (r *Runner) recordOutcomes(ctx context.Context) (int, error) {
 		for _, rc := range chunk {
 			p := r.predicted[rc.key]
 			o := outcomeOf(p, rc.run().Seconds())
+			prev, rewrite := r.recorded[rc.key]
 			if err := b.Append(rc.cluster, rc.jobID, rc.user, rc.gpus, rc.state, rc.job.Submit, rc.start, rc.job.End,
 				p.version, p.predictedAt, b2u(p.afterEnd), b2u(o.ran), p.point, p.lower, p.upper, o.actual, o.absError, o.logRatio, o.absLog,
 				b2u(o.within2x), b2u(o.inside), at, uint64(at.UnixMilli())); err != nil {
 				b.Abort()
 				return written, fmt.Errorf("live: append outcome of job %s/%s: %w", rc.cluster, rc.jobID, err)
 			}
-			if o.ran && !p.afterEnd {
+			if o.ran && !p.afterEnd && !(rewrite && prev.ran) {
 				scores = append(scores, outcomeScore{absLog: o.absLog, within2x: o.within2x, inside: o.inside})
 			}
 		}
@@ -878,7 +1035,8 @@ func (r *Runner) recordOutcomes(ctx context.Context) (int, error) {
 			return written, fmt.Errorf("live: insert %d outcomes: %w", len(chunk), err)
 		}
 		for _, rc := range chunk {
-			r.recorded[rc.key] = true
+			prev := r.recorded[rc.key]
+			r.recorded[rc.key] = outcomeRow{submit: rc.job.Submit, end: rc.job.End, state: rc.state, ran: prev.ran || rc.run() > 0}
 		}
 		for _, s := range scores {
 			r.roll.add(s)

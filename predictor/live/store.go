@@ -46,19 +46,38 @@ func (r *rec) run() time.Duration { return r.job.Run }
 // since (Unix seconds), which may include a job whose latest state is older
 // (a late copy of an earlier event): callers keep the higher version. It
 // returns the rows and the newest inserted_at seen.
+//
+// A job's features take its request (time limit, GPUs or CPUs, partition)
+// as it was at submit, from the run's first event in job_events, as its
+// prediction did: jobs holds the latest, and Slurm publishes a limit raised
+// after the job started (scontrol update) as an UPDATE. rec's gpus, limit
+// and partition stay the latest, what the tables' rows show.
 func loadJobs(ctx context.Context, conn driver.Conn, db string, from time.Time, since int64) ([]*rec, int64, error) {
-	q := fmt.Sprintf(`SELECT cluster, job_id, source, array_job_id, user, job_name, command_hash, partition_name, state, last_event, gpus, cpus,
-  time_limit_s, submit_time, start_time, end_time, version, toInt64(toUInt32(inserted_at)),
-  source NOT IN ('%s', '%s') AND ifNull(end_time > now() + %d, 0)
-FROM %s.jobs FINAL
-WHERE submit_time >= %d`, schemas.SourceSim, schemas.SourceTrace, int64(maxAhead/time.Second), db, from.Unix())
+	keys := ""
 	if since > 0 {
 		// The keys are found on the raw rows and only those are merged:
 		// filtering the merged rows on inserted_at merges the whole window
 		// first, about 4 times slower (BenchmarkLoadJobs).
-		q += fmt.Sprintf(" AND (cluster, job_id) IN (SELECT cluster, job_id FROM %s.jobs WHERE submit_time >= %d AND inserted_at >= %d)",
+		keys = fmt.Sprintf(" AND (cluster, job_id) IN (SELECT cluster, job_id FROM %s.jobs WHERE submit_time >= %d AND inserted_at >= %d)",
 			db, from.Unix(), since)
 	}
+	// A run's events are stamped at or after its submit: event_ts >= from
+	// prunes job_events' partitions (by event month).
+	q := fmt.Sprintf(`SELECT j.cluster, j.job_id, j.source, j.array_job_id, j.user, j.job_name, j.command_hash, j.partition_name, j.state, j.last_event,
+  j.gpus, j.cpus, j.time_limit_s, j.submit_time, j.start_time, j.end_time, j.version, toInt64(toUInt32(j.inserted_at)),
+  j.source NOT IN ('%[1]s', '%[2]s') AND ifNull(j.end_time > now() + %[3]d, 0),
+  s.found, s.partition_name, s.gpus, s.cpus, s.time_limit_s
+FROM (SELECT cluster, job_id, source, array_job_id, user, job_name, command_hash, partition_name, state, last_event, gpus, cpus,
+    time_limit_s, submit_time, start_time, end_time, version, inserted_at
+  FROM %[4]s.jobs FINAL WHERE submit_time >= %[5]d%[6]s) AS j
+LEFT JOIN (
+  SELECT cluster, job_id, submit_time, toUInt8(1) AS found, argMin(partition_name, (event_ts, event_ms)) AS partition_name,
+    argMin(gpus, (event_ts, event_ms)) AS gpus, argMin(cpus, (event_ts, event_ms)) AS cpus, argMin(time_limit_s, (event_ts, event_ms)) AS time_limit_s
+  FROM %[4]s.job_events
+  WHERE submit_time >= %[5]d AND event_ts >= toDateTime(%[5]d, 'UTC')%[6]s
+  GROUP BY cluster, job_id, submit_time
+) AS s ON j.cluster = s.cluster AND j.job_id = s.job_id AND j.submit_time = s.submit_time
+SETTINGS join_use_nulls = 0`, schemas.SourceSim, schemas.SourceTrace, int64(maxAhead/time.Second), db, from.Unix(), keys)
 	rows, err := conn.Query(ctx, q)
 	if err != nil {
 		return nil, 0, fmt.Errorf("select jobs: %w", err)
@@ -76,31 +95,42 @@ WHERE submit_time >= %d`, schemas.SourceSim, schemas.SourceTrace, int64(maxAhead
 			gpus, cpus         *uint32
 			end                *time.Time
 			inserted           int64
-			endAhead           uint8
+			endAhead, found    uint8
+			subPartition       string
+			subGPUs, subCPUs   *uint32
+			subLimit           *uint32
 		)
 		if err := rows.Scan(&r.cluster, &r.jobID, &source, &r.arrayJobID, &r.user, &name, &hash, &r.partition, &r.state, &lastEvent, &gpus, &cpus,
-			&r.limit, &r.job.Submit, &r.start, &end, &r.version, &inserted, &endAhead); err != nil {
+			&r.limit, &r.job.Submit, &r.start, &end, &r.version, &inserted, &endAhead,
+			&found, &subPartition, &subGPUs, &subCPUs, &subLimit); err != nil {
 			return nil, 0, fmt.Errorf("scan job: %w", err)
 		}
 		newest = max(newest, inserted)
-		r.job.User, r.job.Queue = r.user, r.partition
+		if gpus != nil {
+			r.gpus = *gpus
+		}
+		limit := r.limit
+		r.job.Queue = r.partition
+		if found == 1 {
+			// The request at submit; where the run's first event did not
+			// know a field, the first event that did (argMin skips NULLs).
+			r.job.Queue, gpus, cpus, limit = subPartition, subGPUs, subCPUs, subLimit
+		}
+		r.job.User = r.user
 		// The command hash names a recurring job better than its name; the
 		// name is the fallback (Helios matches on it).
 		r.job.Executable = hash
 		if hash == "" {
 			r.job.Executable = name
 		}
-		if gpus != nil {
-			r.gpus = *gpus
-		}
 		switch {
-		case r.gpus > 0:
-			r.job.Procs = int(r.gpus)
+		case gpus != nil && *gpus > 0:
+			r.job.Procs = int(*gpus)
 		case cpus != nil && *cpus > 0:
 			r.job.Procs = int(*cpus)
 		}
-		if r.limit != nil && *r.limit > 0 {
-			r.job.ReqTime = time.Duration(*r.limit) * time.Second
+		if limit != nil && *limit > 0 {
+			r.job.ReqTime = time.Duration(*limit) * time.Second
 		}
 		if lastEvent == "END" && end != nil {
 			r.ended = true
@@ -183,7 +213,8 @@ func replay(recs []*rec, want func(*rec) bool, visit func(*rec, duration.Feature
 			visit(r, h.FeaturesAt(&r.job, r.atSubmit))
 		}
 		h.Submitted(&r.job)
-		if r.ended && r.run() > 0 {
+		if r.ended {
+			// Also a job that never ran: it leaves its user's in-flight count.
 			heap.Push(q, r)
 		}
 	}
