@@ -16,6 +16,7 @@ import (
 
 	"github.com/heliostat-dev/heliostat/analytics"
 	"github.com/heliostat-dev/heliostat/internal/chconn"
+	"github.com/heliostat-dev/heliostat/schemas"
 )
 
 const analyticsUsage = "`analytics` (the schedule), `analytics run [--since T --until T] [JOB…]`, `analytics capacity [QUERY…] [--since T --until T] [--sql]`"
@@ -104,7 +105,7 @@ type windowFlags struct {
 
 func (w *windowFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&w.since, "since", "", "window start, RFC 3339 or YYYY-MM-DD (UTC) (default: the first day of the jobs' submit times)")
-	fs.StringVar(&w.until, "until", "", "window end, exclusive, RFC 3339 or YYYY-MM-DD (default: the day after the last submit time; with --since, the end of today in --analytics.timezone, as report --since)")
+	fs.StringVar(&w.until, "until", "", "window end, exclusive, RFC 3339 or YYYY-MM-DD (default: the day after the last submit time; with --since, the end of today in --analytics.timezone, as report --since; today on the data's clock where simulated or trace job events lie ahead of the wall clock)")
 }
 
 func parseWindowTime(name, s string) (time.Time, error) {
@@ -152,9 +153,10 @@ func runAnalyticsRun(ctx context.Context, args []string, e *env) error {
 	return analyticsRunAt(ctx, args, e, time.Now)
 }
 
-// analyticsRunAt is runAnalyticsRun on the clock now: the end of a window
-// given by --since alone, and the runner's clock.
-func analyticsRunAt(ctx context.Context, args []string, e *env, now func() time.Time) error {
+// analyticsRunAt is runAnalyticsRun on the wall clock wall, from which it
+// reads the data clock (readDataClock): the end of a window given by
+// --since alone, and the runner's clock.
+func analyticsRunAt(ctx context.Context, args []string, e *env, wall func() time.Time) error {
 	fs := newFlagSet("analytics run", e)
 	var ch chconn.Config
 	ch.RegisterFlags(fs, e.getenv)
@@ -197,11 +199,16 @@ func analyticsRunAt(ctx context.Context, args []string, e *env, now func() time.
 	if err != nil {
 		return fmt.Errorf("analytics run: --analytics.timezone %q: %w", cfg.TimeZone, err)
 	}
-	w, err := wf.window(ctx, conn, ch.Database, now(), loc)
+	clock, err := readDataClock(ctx, conn, ch.Database, wall)
 	if err != nil {
 		return fmt.Errorf("analytics run: %w", err)
 	}
-	r, err := analytics.NewRunner(cfg, conn, logger, prometheus.NewRegistry(), now)
+	clock.note(e.stderr, "analytics run")
+	w, err := wf.window(ctx, conn, ch.Database, clock.now(), loc)
+	if err != nil {
+		return fmt.Errorf("analytics run: %w", err)
+	}
+	r, err := analytics.NewRunner(cfg, conn, logger, prometheus.NewRegistry(), clock.now)
 	if err != nil {
 		return err
 	}
@@ -290,6 +297,14 @@ func sortedStrings(s []string) []string {
 }
 
 func runAnalyticsCapacity(ctx context.Context, args []string, e *env) error {
+	return analyticsCapacityAt(ctx, args, e, time.Now)
+}
+
+// analyticsCapacityAt is runAnalyticsCapacity on the wall clock wall, from
+// which it reads the data clock (readDataClock) when it connects: --sql
+// with a window given, which needs no server, cuts an open window at the
+// wall clock.
+func analyticsCapacityAt(ctx context.Context, args []string, e *env, wall func() time.Time) error {
 	fs := newFlagSet("analytics capacity", e)
 	var ch chconn.Config
 	ch.RegisterFlags(fs, e.getenv)
@@ -359,7 +374,14 @@ func runAnalyticsCapacity(ctx context.Context, args []string, e *env) error {
 		}
 		defer conn.Close()
 	}
-	now := time.Now()
+	clock := &dataClock{wall: wall}
+	if conn != nil {
+		if clock, err = readDataClock(ctx, conn, ch.Database, wall); err != nil {
+			return fmt.Errorf("analytics capacity: %w", err)
+		}
+		clock.note(e.stderr, "analytics capacity")
+	}
+	now := clock.now()
 	w, err := wf.window(ctx, conn, ch.Database, now, loc)
 	if err != nil {
 		return fmt.Errorf("analytics capacity: %w", err)
@@ -394,4 +416,128 @@ func runAnalyticsCapacity(ctx context.Context, args []string, e *env) error {
 		return json.NewEncoder(e.stdout).Encode(out)
 	}
 	return nil
+}
+
+// dataClock is the clock of the commands that characterize the data
+// ClickHouse holds (analytics run, analytics capacity, report): it cuts an
+// open window, ends a window given by --since alone, and is the clock the
+// stored results are computed up to and versioned by. It is the wall
+// clock, unless a simulated cluster or an imported trace left job events
+// after it: heliostat up's simulated clock runs ahead of the wall clock
+// (--sim.speedup), and cut at the wall clock its data held almost no jobs.
+// Then it is the later of a second after the newest such event and the
+// clock of the newest stored analytics run (up's schedule runs on the
+// simulated clock, which may be past the newest event): a run on an earlier
+// clock would compute an open window up to less than the schedule did, and
+// its analytics_runs rows, versioned by their clock, would lose to the
+// schedule's under FINAL, so that the window's record would no longer say
+// what its results are.
+//
+// A live source's events (Slurm's) never move it: they are stamped by the
+// cluster's clocks, and one ahead (a node's skewed clock) must not move
+// every window (the live predictor ignores them too). So on a real cluster
+// it is the wall clock.
+//
+// The clock is global, not per cluster: a run replaces a window's results
+// of every cluster at once, under one computed_until, so the clock of one
+// cluster (even the one report --cluster shows) would cut the others'.
+type dataClock struct {
+	wall func() time.Time
+	// ahead is the data's time when it lies ahead of the wall clock read
+	// at readDataClock, else zero; from says where it came from.
+	ahead time.Time
+	from  string
+}
+
+// now returns the later of the wall clock and the data's time.
+func (c *dataClock) now() time.Time {
+	t := c.wall()
+	if c.ahead.After(t) {
+		return c.ahead
+	}
+	return t
+}
+
+// note writes one line to w, named after cmd, when the data's clock is
+// ahead of the wall clock.
+func (c *dataClock) note(w io.Writer, cmd string) {
+	wall := c.wall()
+	if !c.ahead.After(wall) {
+		return
+	}
+	fmt.Fprintf(w, "%s: data clock %s (%s), ahead of the wall clock %s\n",
+		cmd, c.ahead.UTC().Format(time.RFC3339Nano), c.from, wall.UTC().Format(time.RFC3339))
+}
+
+// readDataClock reads the clock of the data in db (dataClock) on the wall
+// clock wall. A table not created yet holds nothing.
+func readDataClock(ctx context.Context, conn driver.Conn, db string, wall func() time.Time) (*dataClock, error) {
+	c := &dataClock{wall: wall}
+	event, err := newestJobEvent(ctx, conn, db, "", schemas.SourceSim, schemas.SourceTrace)
+	if err != nil && !isMissingTable(err) {
+		return nil, err
+	}
+	if event.IsZero() {
+		return c, nil
+	}
+	// Its second is all of it that job_runs keeps (a job submitted then is
+	// submitted before computed_until only from the next second).
+	event = event.Truncate(time.Second).Add(time.Second)
+	if !event.After(wall()) {
+		return c, nil
+	}
+	c.ahead, c.from = event, "a second after the newest simulated or trace job event"
+	// analytics_runs.version is the clock of the runner that wrote the row,
+	// in nanoseconds (analytics.Runner.recordRun).
+	var version uint64
+	err = conn.QueryRow(ctx, "SELECT max(version) FROM "+db+".analytics_runs").Scan(&version)
+	if err != nil && !isMissingTable(err) {
+		return nil, fmt.Errorf("read the clock of the newest analytics run: %w", err)
+	}
+	if run := time.Unix(0, int64(version)).UTC(); version > 0 && run.After(c.ahead) {
+		c.ahead, c.from = run, "the newest stored analytics run's, past the newest simulated or trace job event"
+	}
+	return c, nil
+}
+
+// newestJobEvent returns the time of the newest job event in db's
+// job_events of cluster ("": of every cluster) from one of sources (none:
+// from any); zero when there is none.
+//
+// simclock.go's lastJobEvent(ctx, conn, db, cluster) is
+// newestJobEvent(ctx, conn, db, cluster).
+func newestJobEvent(ctx context.Context, conn driver.Conn, db, cluster string, sources ...schemas.JobSource) (time.Time, error) {
+	var (
+		where []string
+		args  []any
+	)
+	if cluster != "" {
+		where, args = append(where, "cluster = ?"), append(args, cluster)
+	}
+	if len(sources) > 0 {
+		names := make([]string, len(sources))
+		for i, s := range sources {
+			names[i] = s.String()
+		}
+		where, args = append(where, "has(?, source)"), append(args, names)
+	}
+	q := "SELECT count(), max(event_ts) FROM " + db + ".job_events"
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	var (
+		n uint64
+		t time.Time
+	)
+	if err := conn.QueryRow(ctx, q, args...).Scan(&n, &t); err != nil {
+		what := "every cluster"
+		if cluster != "" {
+			what = fmt.Sprintf("cluster %q", cluster)
+		}
+		return time.Time{}, fmt.Errorf("read the newest job event of %s: %w", what, err)
+	}
+	if n == 0 {
+		return time.Time{}, nil
+	}
+	return t.UTC(), nil
 }

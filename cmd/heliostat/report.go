@@ -53,7 +53,7 @@ func (f *reportFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&f.out, "out", "", "write the HTML report to this file (required unless --json)")
 	fs.BoolVar(&f.asJSON, "json", false, "print the headline figures as one JSON object on stdout")
 	fs.StringVar(&f.since, "since", "", "start of the window: jobs submitted at or after it (RFC 3339 or YYYY-MM-DD, UTC; default: the latest characterized window, else the whole days holding the jobs)")
-	fs.StringVar(&f.until, "until", "", "end of the window, exclusive (RFC 3339 or YYYY-MM-DD; default with --since: the end of today in --analytics.timezone, so that one day's calls share one window, its figures computed up to now and again when over a minute old; as analytics run --since)")
+	fs.StringVar(&f.until, "until", "", "end of the window, exclusive (RFC 3339 or YYYY-MM-DD; default with --since: the end of today in --analytics.timezone, so that one day's calls share one window, its figures computed up to now and again when over a minute old; as analytics run --since. Today and now are the wall clock's, or the data's where simulated or trace job events lie ahead of it)")
 	fs.StringVar(&f.cluster, "cluster", "", "cluster to report on (default: the only one in the window; with --trace, the name the trace is filed under, default the file name)")
 	fs.BoolVar(&f.rerun, "rerun", false, "run the characterization jobs for the window even when it has results")
 	fs.StringVar(&f.title, "title", "", "title of the page (default: heliostat report: CLUSTER)")
@@ -159,8 +159,9 @@ func runReport(ctx context.Context, args []string, e *env) error {
 	return reportAt(ctx, args, e, time.Now)
 }
 
-// reportAt is runReport on the clock now: the end of a window given by
-// --since alone, whether stored results are current, the page's time.
+// reportAt is runReport on the wall clock now: the page's time, and the
+// clock from which it reads the data clock (readDataClock): the end of a
+// window given by --since alone, whether stored results are current.
 func reportAt(ctx context.Context, args []string, e *env, now func() time.Time) error {
 	fs := newFlagSet("report", e)
 	var f reportFlags
@@ -250,8 +251,11 @@ type reporter struct {
 	stderr io.Writer
 	getenv func(string) string
 	out    *reportOutput
-	now    func() time.Time
-	notes  []string
+	// now is the wall clock: the page's time, how long steps took. data is
+	// the data clock, read from it once the data is in ClickHouse.
+	now   func() time.Time
+	data  *dataClock
+	notes []string
 	// processors is set for an SWF trace: its processors stand for GPUs.
 	processors bool
 	// quiet logs the schema migrations: at warn level unless debugging,
@@ -312,6 +316,10 @@ func (r *reporter) run(ctx context.Context) error {
 			return err
 		}
 	}
+	if r.data, err = readDataClock(ctx, conn, f.clickhouse.Database, r.now); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	r.data.note(r.stderr, "report")
 	w, err := r.window(ctx, conn)
 	if err != nil {
 		return err
@@ -487,7 +495,7 @@ func (r *reporter) window(ctx context.Context, conn driver.Conn) (analytics.Wind
 			if err != nil {
 				return analytics.Window{}, fmt.Errorf("report: --analytics.timezone %q: %w", f.analytics.TimeZone, err)
 			}
-			w, err := analytics.ThroughToday(since, r.now(), loc)
+			w, err := analytics.ThroughToday(since, r.dataNow(), loc)
 			if err != nil {
 				return analytics.Window{}, fmt.Errorf("report: --since %s without --until: %w", f.since, err)
 			}
@@ -512,12 +520,13 @@ func (r *reporter) window(ctx context.Context, conn driver.Conn) (analytics.Wind
 }
 
 // characterize runs the analytics jobs for w unless it has complete
-// results computed up to its end (or up to now for an open window) with the
-// --analytics.timezone and capacities given (when given: without them the
-// stored results stand, whatever settings the schedule computed them with).
+// results computed up to its end (or, for an open window, up to the data
+// clock's now) with the --analytics.timezone and capacities given (when
+// given: without them the stored results stand, whatever settings the
+// schedule computed them with).
 func (r *reporter) characterize(ctx context.Context, conn driver.Conn, w analytics.Window) error {
 	f := &r.flags
-	runner, err := analytics.NewRunner(f.analytics, conn, r.logger, prometheus.NewRegistry(), r.now)
+	runner, err := analytics.NewRunner(f.analytics, conn, r.logger, prometheus.NewRegistry(), r.dataNow)
 	if err != nil {
 		return err
 	}
@@ -548,7 +557,7 @@ func (r *reporter) characterized(ctx context.Context, conn driver.Conn, runner *
 		return false, err
 	}
 	for _, x := range ws {
-		if x.Window != w || len(x.Jobs) < len(analytics.JobNames()) || x.ComputedUntil.Before(minTime(w.Until, r.now().Add(-time.Minute))) {
+		if x.Window != w || len(x.Jobs) < len(analytics.JobNames()) || x.ComputedUntil.Before(minTime(w.Until, r.dataNow().Add(-time.Minute))) {
 			continue
 		}
 		diffs, err := runner.StoredDifferences(ctx, w, analytics.Compare{TimeZone: r.tzGiven, Capacity: r.capacityGiven})
@@ -563,6 +572,15 @@ func (r *reporter) characterized(ctx context.Context, conn driver.Conn, runner *
 		return true, nil
 	}
 	return false, nil
+}
+
+// dataNow is the data clock (dataClock.now); the wall clock until run has
+// read it.
+func (r *reporter) dataNow() time.Time {
+	if r.data == nil {
+		return r.now()
+	}
+	return r.data.now()
 }
 
 func minTime(a, b time.Time) time.Time {
