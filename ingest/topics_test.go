@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
+
 	"github.com/heliostat-dev/heliostat/ingest"
+	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
 
 // TestEnsureTopicsNotKafka: a listener that accepts connections and never
@@ -40,5 +43,69 @@ func TestEnsureTopicsNotKafka(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("EnsureTopics still blocked 10 s after its context ended")
+	}
+}
+
+// topicConfig returns the value of config name set on topic itself (not a
+// broker default), or "".
+func topicConfig(t *testing.T, broker, topic, name string) string {
+	t.Helper()
+	client := &kafka.Client{Addr: kafka.TCP(broker), Timeout: 10 * time.Second}
+	resp, err := client.DescribeConfigs(t.Context(), &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{
+		{ResourceType: kafka.ResourceTypeTopic, ResourceName: topic, ConfigNames: []string{name}}}})
+	if err != nil {
+		t.Fatalf("describe configs of %s: %v", topic, err)
+	}
+	for _, r := range resp.Resources {
+		for _, c := range r.ConfigEntries {
+			// 1: DYNAMIC_TOPIC_CONFIG. kfake reports its defaults with
+			// IsDefault false.
+			if c.ConfigName == name && c.ConfigSource == 1 {
+				return c.ConfigValue
+			}
+		}
+	}
+	return ""
+}
+
+// TestEnsureTopicsConfigs: EnsureTopicsWith creates topics with the configs
+// it is given, and sets them on topics that exist only when told to;
+// EnsureTopics sets none. Before, it could not give a topic a config, so
+// heliostat up's topics had no retention and its broker kept every message.
+func TestEnsureTopicsConfigs(t *testing.T) {
+	week := map[string]string{"retention.ms": "604800000"}
+	for _, tc := range []struct {
+		name     string
+		existing bool // the topic exists, without configs
+		spec     *ingest.TopicSpec
+		want     string
+	}{
+		{"EnsureTopics", false, nil, ""},
+		{"created with configs", false, &ingest.TopicSpec{Partitions: 2, Configs: week}, "604800000"},
+		{"existing left as it is", true, &ingest.TopicSpec{Partitions: 2, Configs: week}, ""},
+		{"existing set", true, &ingest.TopicSpec{Partitions: 2, Configs: week, SetOnExisting: true}, "604800000"},
+		{"created and set", false, &ingest.TopicSpec{Partitions: 2, Configs: week, SetOnExisting: true}, "604800000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, broker := schematest.Broker(t)
+			const topic = "heliostat.test"
+			if tc.existing {
+				if err := ingest.EnsureTopics(t.Context(), []string{broker}, 2, topic); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var err error
+			if tc.spec == nil {
+				err = ingest.EnsureTopics(t.Context(), []string{broker}, 2, topic)
+			} else {
+				err = ingest.EnsureTopicsWith(t.Context(), nil, []string{broker}, *tc.spec, topic)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := topicConfig(t, broker, topic, "retention.ms"); got != tc.want {
+				t.Errorf("retention.ms of %s = %q; want %q", topic, got, tc.want)
+			}
+		})
 	}
 }

@@ -503,9 +503,6 @@ func readDataClock(ctx context.Context, conn driver.Conn, db string, wall func()
 // newestJobEvent returns the time of the newest job event in db's
 // job_events of cluster ("": of every cluster) from one of sources (none:
 // from any); zero when there is none.
-//
-// simclock.go's lastJobEvent(ctx, conn, db, cluster) is
-// newestJobEvent(ctx, conn, db, cluster).
 func newestJobEvent(ctx context.Context, conn driver.Conn, db, cluster string, sources ...schemas.JobSource) (time.Time, error) {
 	var (
 		where []string

@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/heliostat-dev/heliostat/internal/chserver"
 )
 
 // TestInterruptLongCommands runs the offline commands that take longest on
@@ -143,4 +146,65 @@ func TestSecondSignalEndsAtOnce(t *testing.T) {
 		t.Errorf("child ended with %v; want killed by SIGINT", exit.ProcessState)
 	}
 	t.Logf("ended %v after the second SIGINT (%v)", time.Since(signalled).Round(time.Millisecond), exit.ProcessState)
+}
+
+// TestInterruptUpStarting sends SIGINT to `heliostat up` while it starts
+// its ClickHouse: up stops as it does once running (exit 0), says what it
+// was doing, and leaves no ClickHouse behind. Before, it printed only
+// "heliostat: context canceled" and exited 130.
+func TestInterruptUpStarting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a ClickHouse of its own")
+	}
+	dir := t.TempDir()
+	args := []string{"up", "--data-dir", dir, "--source", "sim", "--status-interval", "0"}
+	for _, f := range []string{"clickhouse.port", "kafka.port"} {
+		p, err := chserver.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--"+f, strconv.Itoa(p))
+	}
+	args = append(args, "--web.listen-address", freeAddr(t), "--actuator.listen-address", freeAddr(t))
+	for _, tc := range []struct {
+		after string // SIGINT once a stderr line has this
+		want  string // the line that says what up was doing
+	}{
+		{"starting embedded broker and local clickhouse", "interrupted while starting ClickHouse"},
+	} {
+		cmd := childCommand(args...)
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill() })
+		var lines []string
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+			if strings.Contains(sc.Text(), tc.after) {
+				break
+			}
+		}
+		if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+		}
+		out := strings.Join(lines, "\n")
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("up interrupted after %q: %v; want exit 0, as a stop once running\n%s", tc.after, err, out)
+		}
+		if !strings.Contains(out, tc.want) || strings.Contains(out, "context canceled") {
+			t.Errorf("up interrupted after %q logged:\n%s\nwant %q and no \"context canceled\"", tc.after, out, tc.want)
+		}
+		t.Logf("interrupted after %q:\n%s", tc.after, out)
+		if pid := clickHousePID(dir); pid != 0 {
+			t.Errorf("a ClickHouse (pid %d) still runs on %s after up stopped", pid, dir)
+		}
+	}
 }

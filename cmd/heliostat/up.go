@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -26,6 +27,7 @@ import (
 	"github.com/heliostat-dev/heliostat/collector/sim"
 	"github.com/heliostat-dev/heliostat/ingest"
 	"github.com/heliostat-dev/heliostat/internal/chconn"
+	"github.com/heliostat-dev/heliostat/internal/chserver"
 	"github.com/heliostat-dev/heliostat/internal/devstack"
 	"github.com/heliostat-dev/heliostat/internal/web"
 	"github.com/heliostat-dev/heliostat/predictor/live"
@@ -33,17 +35,25 @@ import (
 	"github.com/heliostat-dev/heliostat/schemas/migrate"
 )
 
+// upKafkaRetention is up's --kafka.retention default: a week of messages,
+// about 16 GB of data/kafka at the simulated cluster's default rate.
+const upKafkaRetention = 7 * 24 * time.Hour
+
 func runUp(ctx context.Context, args []string, e *env) error {
 	fs := newFlagSet("up", e)
 	dataDir := fs.String("data-dir", "data", "directory for the broker's log, ClickHouse's data and the collector's spool; a second run resumes from it")
 	kafkaPort := fs.Int("kafka.port", 9092, "port of the embedded Kafka-protocol broker on 127.0.0.1")
 	chPort := fs.Int("clickhouse.port", 19000, "native port of the local ClickHouse server on 127.0.0.1")
+	kafkaRetention := fs.Duration("kafka.retention", upKafkaRetention, "the embedded broker drops messages written longer ago than this (wall clock, checked hourly; ingest reads them within seconds); 0 keeps all")
 	var wf webFlags
-	wf.register(fs, ":9400")
+	// The report and the advisory API show user names and jobs, without a
+	// token by default: up serves them on this host only, as its broker and
+	// ClickHouse (a deployed part listens on every interface).
+	wf.register(fs, "127.0.0.1:9400")
 	source := fs.String("source", "auto", "what runs the cluster: sim (a simulated GPU cluster with jobs), nvml (this host's GPUs), synthetic (fake GPUs, no jobs), or auto (nvml when a driver is present, else sim)")
 	gpus := fs.Int("synthetic.gpus", 8, "GPUs the synthetic source reports")
 	interval := fs.Duration("collector.interval", 5*time.Second, "sampling interval of the nvml and synthetic sources (>= 100ms)")
-	retention := fs.Duration("retention", 30*24*time.Hour, "drop raw sample partitions older than this (0 keeps all)")
+	retention := fs.Duration("retention", 30*24*time.Hour, "drop raw sample and GPU event partitions older than this on the cluster's clock (the simulated cluster's runs ahead of the wall clock); 0 keeps all")
 	statusEvery := fs.Duration("status-interval", 30*time.Second, "print the jobs and samples status line this often (0 disables)")
 	simf := registerSimFlags(fs, e.getenv)
 	var sumc ingest.SummaryConfig
@@ -76,6 +86,8 @@ func runUp(ctx context.Context, args []string, e *env) error {
 		{"sim.backfill", "true"}, // Helios' long-tailed run times clog a FIFO without it
 		{"sim.cluster", "local"},
 		{"actuator.cluster", "local"},
+		// This host only, as --web.listen-address.
+		{"actuator.listen-address", "127.0.0.1:9403"},
 	} {
 		if err := setDefault(fs, d.name, d.value); err != nil {
 			return fmt.Errorf("up: %w", err)
@@ -103,6 +115,9 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	}
 	if *statusEvery < 0 {
 		return fmt.Errorf("up: --status-interval %v: negative (0 turns the status line off)", *statusEvery)
+	}
+	if *kafkaRetention < 0 {
+		return fmt.Errorf("up: --kafka.retention %v: negative (0 keeps all)", *kafkaRetention)
 	}
 	// The simulated cluster is not a real scheduler: up closes the loop on
 	// it (the actuator applies its actions to every partition and node)
@@ -168,10 +183,19 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
+	// A stop signal during start-up stops up as one after it does:
+	// cleanly, saying what it was doing.
+	interrupted := func(doing string, err error) error {
+		if ctx.Err() == nil {
+			return err
+		}
+		logger.Info("interrupted while "+doing, "cause", context.Cause(ctx))
+		return nil
+	}
 	logger.Info("starting embedded broker and local clickhouse", "data_dir", dir)
 	stack, err := devstack.Start(ctx, devstack.Config{Dir: dir, KafkaPort: *kafkaPort, ClickHousePort: *chPort, Install: true}, logger)
 	if err != nil {
-		return err
+		return interrupted("starting ClickHouse", err)
 	}
 	defer func() {
 		if err := stack.Stop(); err != nil {
@@ -179,25 +203,34 @@ func runUp(ctx context.Context, args []string, e *env) error {
 		}
 		logger.Info("stopped")
 	}()
+	logger.Info("local clickhouse started", "pid", stack.ClickHouse.PID(), "addr", stack.ClickHouse.Addr(), "log", stack.ClickHouse.ErrorLog())
 	broker := stack.KafkaAddr()
 	ch := chconn.Config{Addr: stack.ClickHouse.Addr(), Database: "heliostat"}
 	conn, err := ch.Open(ctx, e.getenv)
 	if err != nil {
-		return err
+		return interrupted("connecting to ClickHouse", err)
 	}
 	defer conn.Close()
 	if _, err := migrate.Apply(ctx, conn, ch.Database, logger); err != nil {
-		return err
+		return interrupted("applying the ClickHouse migrations", err)
 	}
-	if err := ingest.EnsureTopics(ctx, []string{broker}, 4, append(schemas.DataTopics(), schemas.TopicActions)...); err != nil {
-		return err
+	// kfake, like Kafka, trims only topics with a retention. Set on the
+	// topics an earlier release created without one, too.
+	topics := ingest.TopicSpec{Partitions: 4, Configs: map[string]string{"retention.ms": "-1"}, SetOnExisting: true}
+	if *kafkaRetention > 0 {
+		topics.Configs["retention.ms"] = strconv.FormatInt(max(kafkaRetention.Milliseconds(), 1), 10)
+	}
+	if err := ingest.EnsureTopicsWith(ctx, nil, []string{broker}, topics, append(schemas.DataTopics(), schemas.TopicActions)...); err != nil {
+		return interrupted("creating the Kafka topics", err)
 	}
 
 	reg, srv, err := serveMetrics(wf, logger)
 	if err != nil {
 		return err
 	}
-	in, err := ingest.New(ingest.Config{Brokers: []string{broker}, ClickHouse: ch, Retention: *retention, DedupeWindow: ingest.DefaultDedupeWindow}, conn, logger, reg)
+	// The samples' retention runs on their clock (RetainSamples below),
+	// not in ingest's wall-clock loop.
+	in, err := ingest.New(ingest.Config{Brokers: []string{broker}, Group: upIngestGroup, ClickHouse: ch, DedupeWindow: ingest.DefaultDedupeWindow}, conn, logger, reg)
 	if err != nil {
 		return err
 	}
@@ -217,6 +250,7 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	}
 	var (
 		s            *sim.Sim
+		restored     []string
 		describe     string
 		act          *startedActuator
 		actLn        net.Listener
@@ -229,12 +263,19 @@ func runUp(ctx context.Context, args []string, e *env) error {
 		// so that its jobs, samples and demand follow the earlier ones
 		// instead of overlapping them.
 		if !set["sim.start"] {
-			if simf.cfg.Start, err = resumeSimStart(ctx, conn, ch.Database, dir, simf.cfg.Cluster, time.Now(), logger); err != nil {
+			if simf.cfg.Start, err = resumeSimStartFrom(ctx, conn, ch.Database, []string{broker}, dir, simf.cfg.Cluster, time.Now(), logger); err != nil {
 				_ = pub.Close()
-				return err
+				return interrupted("reading where the last run stopped", err)
 			}
 		}
+		// A restart continues the simulated cluster: its jobs are saved at
+		// the stop, not ended.
+		simf.cfg.KeepJobs = true
 		if s, err = sim.New(simf.cfg, work, nil, pub, logger, reg, time.Now); err != nil {
+			_ = pub.Close()
+			return err
+		}
+		if restored, err = restoreSim(dir, s, logger); err != nil {
 			_ = pub.Close()
 			return err
 		}
@@ -305,6 +346,16 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	ig.Go(func() error { return summarizer.Run(ingestCtx) })
 	ig.Go(func() error { return runner.Run(ingestCtx) })
 	ig.Go(func() error { return characterize.Run(ingestCtx) })
+	// The samples carry the simulated cluster's time, which runs ahead of
+	// the wall clock: their retention compares them with it, every
+	// simulated hour (a minute at 60×), at most hourly.
+	retainEvery := time.Hour
+	if s != nil {
+		retainEvery = min(max(time.Duration(float64(time.Hour)/s.Config().Speedup), time.Second), time.Hour)
+	}
+	ig.Go(func() error {
+		return in.RetainSamples(ingestCtx, ingest.SampleRetention{Keep: *retention, Now: clock, Every: retainEvery})
+	})
 	// The actuator runs beside the collector or simulator, so that it
 	// stops before their publisher, which also publishes its actions,
 	// is closed.
@@ -315,6 +366,8 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	if s != nil {
 		parts = append(parts, func(ctx context.Context) error {
 			return keepSimClock(ctx, dir, s.Config().Cluster, s.Now, logger)
+		}, func(ctx context.Context) error {
+			return closeLostSimJobs(ctx, s, restored, []string{broker}, upIngestGroup, conn, ch.Database, logger)
 		})
 	}
 	ig.Go(func() error {
@@ -327,20 +380,41 @@ func runUp(ctx context.Context, args []string, e *env) error {
 		srv.AddCheck(act.loop.Ready)
 	}
 	srv.SetReady(true)
+	// up's ClickHouse is its child: should it exit (killed, out of
+	// memory), up starts it again on the same data while the parts retry,
+	// and stops if it cannot. The supervisor stops last, so that ingest's
+	// last flush has a ClickHouse.
+	runCtx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	superviseCtx, stopSupervising := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSupervising()
+	supervised := make(chan error, 1)
+	go func() {
+		err := stack.ClickHouse.Supervise(superviseCtx, chserver.SuperviseConfig{})
+		if err != nil {
+			stopRun(err)
+		}
+		supervised <- err
+	}()
 	if s != nil {
-		err = runSimParts(ctx, s, pub, srv, parts...)
+		err = runSimParts(runCtx, s, pub, srv, parts...)
 		// Where the simulation stopped, now that it has.
-		if serr := saveSimClock(dir, s.Config().Cluster, s.Now()); serr != nil {
+		if serr := saveSimState(dir, s); serr != nil {
 			logger.Warn("could not save the simulated clock; a restart may overlap this run's timeline", "err", serr)
 		}
 	} else {
-		err = runCollectorParts(ctx, cc, src, pub, srv, logger, reg, parts...)
+		err = runCollectorParts(runCtx, cc, src, pub, srv, logger, reg, parts...)
 	}
 	// What ingest has not read yet stays in the broker's log on disk and is
 	// ingested on the next start.
 	stopIngest()
 	if ierr := ig.Wait(); ierr != nil && err == nil {
 		err = ierr
+	}
+	stopSupervising()
+	if serr := <-supervised; serr != nil {
+		// What the parts reported followed from it.
+		return fmt.Errorf("up: stopped: its ClickHouse is down: %w", serr)
 	}
 	return err
 }

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"io"
 	"net/http"
 	"os"
@@ -12,10 +14,15 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
+
+	"github.com/heliostat-dev/heliostat/internal/chconn"
 	"github.com/heliostat-dev/heliostat/internal/chserver"
+	"github.com/heliostat-dev/heliostat/schemas"
 )
 
 // TestUp runs `heliostat up` — what `make run` starts — on a simulated
@@ -245,4 +252,272 @@ func TestSimClockFile(t *testing.T) {
 	if got, err := readSimClocks(t.TempDir()); err != nil || len(got) != 0 {
 		t.Errorf("no clock file: %v, %v; want no clocks", got, err)
 	}
+}
+
+// TestUpListensOnLoopback: up serves its report, metrics and advisory API
+// (user names, jobs, actions; no token by default) on 127.0.0.1 unless told
+// otherwise, as its broker and ClickHouse are; the deployed parts keep
+// listening on every interface. Before, `up -h` showed ":9400" and ":9403".
+func TestUpListensOnLoopback(t *testing.T) {
+	for _, tc := range []struct {
+		cmd  []string
+		flag string
+		want string
+	}{
+		{[]string{"up"}, "web.listen-address", "127.0.0.1:9400"},
+		{[]string{"up"}, "actuator.listen-address", "127.0.0.1:9403"},
+		{[]string{"collector"}, "web.listen-address", ":9400"},
+		{[]string{"actuator"}, "actuator.listen-address", ":9403"},
+	} {
+		var out, errb strings.Builder
+		if err := run(context.Background(), append(tc.cmd, "-h"), noEnv, &out, &errb); err != nil && !errors.Is(err, flag.ErrHelp) {
+			t.Fatalf("%s -h: %v", tc.cmd, err)
+		}
+		re := regexp.MustCompile(`(?m)^  -` + regexp.QuoteMeta(tc.flag) + ` string\n(?:\s+\t.*\n)*?\s+\t.*\(default "([^"]*)"\)`)
+		m := re.FindStringSubmatch(errb.String())
+		if m == nil {
+			t.Errorf("%s -h: no default for -%s in:\n%s", tc.cmd, tc.flag, errb.String())
+			continue
+		}
+		if m[1] != tc.want {
+			t.Errorf("%s -h: -%s default %q; want %q", tc.cmd, tc.flag, m[1], tc.want)
+		}
+	}
+}
+
+// clickHousePID returns the pid of the clickhouse-server that runs on up's
+// data directory dir, or 0.
+func clickHousePID(dir string) int {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		if strings.Contains(string(b), "--path="+filepath.Join(dir, "clickhouse")+"/data/") {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+			return pid
+		}
+	}
+	return 0
+}
+
+// upProcess is `heliostat up` running in this process on the simulated
+// cluster, logging JSON.
+type upProcess struct {
+	dir            string
+	ports          []int // clickhouse, kafka, web, actuator
+	stdout, stderr *lockedWriter
+	stop           context.CancelFunc
+	done           chan error
+}
+
+// startUp starts up on a new data directory with the simulated cluster at
+// 1,200× for ten simulated days (12 minutes, longer than any test here
+// waits), with extra flags appended.
+func startUp(t *testing.T, extra ...string) *upProcess {
+	t.Helper()
+	u := &upProcess{dir: t.TempDir(), ports: make([]int, 4), stdout: &lockedWriter{w: &strings.Builder{}},
+		stderr: &lockedWriter{w: &strings.Builder{}}, done: make(chan error, 1)}
+	for i := range u.ports {
+		p, err := chserver.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.ports[i] = p
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	u.stop = cancel
+	args := append([]string{"up", "--data-dir", u.dir,
+		"--clickhouse.port", strconv.Itoa(u.ports[0]), "--kafka.port", strconv.Itoa(u.ports[1]),
+		"--web.listen-address", "127.0.0.1:" + strconv.Itoa(u.ports[2]), "--actuator.listen-address", "127.0.0.1:" + strconv.Itoa(u.ports[3]),
+		"--source", "sim", "--sim.duration", "240h", "--sim.speedup", "1200", "--status-interval", "1s",
+		"--log.format", "json"}, extra...)
+	go func() { u.done <- run(ctx, args, noEnv, u.stdout, u.stderr) }()
+	t.Cleanup(func() {
+		cancel()
+		<-u.done
+	})
+	return u
+}
+
+// upLog is one line of up's JSON log.
+type upLog struct {
+	Level  string `json:"level"`
+	Msg    string `json:"msg"`
+	Status string `json:"status"`
+	Log    string `json:"log"`
+	PID    int    `json:"pid"`
+	Err    string `json:"err"`
+}
+
+// waitFor polls up's log and stdout until f says it saw what it waits
+// for, and fails t when up exits first or after timeout.
+func (u *upProcess) waitFor(t *testing.T, what string, timeout time.Duration, f func(logs []upLog, stdout string) bool) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); ; time.Sleep(200 * time.Millisecond) {
+		var logs []upLog
+		for _, line := range strings.Split(u.stderr.String(), "\n") {
+			var l upLog
+			if json.Unmarshal([]byte(line), &l) == nil {
+				logs = append(logs, l)
+			}
+		}
+		if f(logs, u.stdout.String()) {
+			return
+		}
+		select {
+		case err := <-u.done:
+			u.done <- err
+			t.Fatalf("up exited (%v) while the test waited for %s\n%s", err, what, u.stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s after %s:\n%s\nstdout:\n%s", what, timeout, u.stderr.String(), u.stdout.String())
+		}
+	}
+}
+
+// lastSamples returns the GPU samples of the last status line in stdout,
+// and how many status lines there were.
+func lastSamples(stdout string) (samples, lines int) {
+	status := regexp.MustCompile(`jobs: \d+ submitted.* · (\d+) GPU samples`)
+	for _, line := range strings.Split(stdout, "\n") {
+		if m := status.FindStringSubmatch(line); m != nil {
+			samples, _ = strconv.Atoi(m[1])
+			lines++
+		}
+	}
+	return samples, lines
+}
+
+// TestUpRestartsClickHouse kills up's ClickHouse with SIGKILL while up
+// runs: up logs an error naming the exit status and where ClickHouse's log
+// is, starts it again on the same data, and ingest goes on (the status
+// line counts more samples than before the kill). Before, nothing said so,
+// and the parts logged "connection refused" until up was stopped.
+func TestUpRestartsClickHouse(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs heliostat up")
+	}
+	u := startUp(t)
+	var before int
+	u.waitFor(t, "a status line with GPU samples", 2*time.Minute, func(_ []upLog, stdout string) bool {
+		before, _ = lastSamples(stdout)
+		return before > 0
+	})
+	pid := clickHousePID(u.dir)
+	if pid == 0 {
+		t.Fatalf("no clickhouse-server runs on %s", u.dir)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	logDir := filepath.Join(u.dir, "clickhouse", "log")
+	u.waitFor(t, "error log of the ClickHouse exit", time.Minute, func(logs []upLog, _ string) bool {
+		for _, l := range logs {
+			if l.Level == "ERROR" && strings.Contains(l.Msg, "clickhouse server exited") {
+				t.Logf("logged: level %s msg %q status %q pid %d log %s", l.Level, l.Msg, l.Status, l.PID, l.Log)
+				if l.Status != "signal: killed" || !strings.HasPrefix(l.Log, logDir) || l.PID != pid {
+					t.Errorf("exit logged with status %q, log %q, pid %d; want \"signal: killed\", a file in %s, pid %d", l.Status, l.Log, l.PID, logDir, pid)
+				}
+				return true
+			}
+		}
+		return false
+	})
+	u.waitFor(t, "a restarted ClickHouse", time.Minute, func(logs []upLog, _ string) bool {
+		for _, l := range logs {
+			if l.Msg == "clickhouse server restarted" {
+				return l.PID != 0 && l.PID != pid && clickHousePID(u.dir) == l.PID
+			}
+		}
+		return false
+	})
+	u.waitFor(t, "a status line with more GPU samples than before the kill", time.Minute, func(_ []upLog, stdout string) bool {
+		n, _ := lastSamples(stdout)
+		return n > before
+	})
+	u.stop()
+	if err := <-u.done; err != nil {
+		t.Errorf("up stopped with %v after its ClickHouse was restarted", err)
+	}
+	u.done <- nil
+}
+
+// TestUpTrims: up's embedded topics keep 7 days (kfake, like Kafka, trims
+// only topics with a retention), and the raw samples' retention runs on the
+// simulated clock, which runs ahead of the wall clock: a day of samples
+// older than --retention in simulated time is dropped, though the wall
+// clock has not reached it. Before, the topics had no retention and the
+// sample partitions were compared with the wall clock.
+func TestUpTrims(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs heliostat up")
+	}
+	start := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, 60).Add(10 * time.Hour)
+	u := startUp(t, "--sim.start", start.Format(time.RFC3339), "--retention", "720h")
+	u.waitFor(t, "the start banner", 2*time.Minute, func(_ []upLog, stdout string) bool {
+		return strings.Contains(stdout, "heliostat is up")
+	})
+
+	// The topics up created.
+	client := &kafka.Client{Addr: kafka.TCP("127.0.0.1:" + strconv.Itoa(u.ports[1])), Timeout: 10 * time.Second}
+	var resources []kafka.DescribeConfigRequestResource
+	topics := append(schemas.DataTopics(), schemas.TopicActions)
+	for _, topic := range topics {
+		resources = append(resources, kafka.DescribeConfigRequestResource{ResourceType: kafka.ResourceTypeTopic, ResourceName: topic, ConfigNames: []string{"retention.ms"}})
+	}
+	resp, err := client.DescribeConfigs(context.Background(), &kafka.DescribeConfigsRequest{Resources: resources})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, r := range resp.Resources {
+		for _, c := range r.ConfigEntries {
+			// 1: DYNAMIC_TOPIC_CONFIG, set on the topic; kfake reports
+			// its defaults with IsDefault false.
+			if c.ConfigName == "retention.ms" && c.ConfigSource == 1 {
+				got[r.ResourceName] = c.ConfigValue
+			}
+		}
+	}
+	for _, topic := range topics {
+		if got[topic] != "604800000" {
+			t.Errorf("topic %s: retention.ms %q; want 604800000 (7 days) set on the topic", topic, got[topic])
+		}
+	}
+
+	// A day of samples 40 simulated days old: 20 days ahead of the wall
+	// clock.
+	ch := chconn.Config{Addr: "127.0.0.1:" + strconv.Itoa(u.ports[0]), Database: "heliostat"}
+	conn, err := ch.Open(context.Background(), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	old := start.AddDate(0, 0, -40)
+	// Partition 999 is no partition of gpu.samples: the ledger row the
+	// insert adds is never asked about.
+	ictx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := conn.Exec(ictx, "INSERT INTO heliostat.gpu_samples (ts, cluster, host, gpu_uuid, kafka_partition, kafka_offset) SELECT ?, 'local', 'seeded', 'GPU-seeded', 999, 1", old); err != nil {
+		t.Fatal(err)
+	}
+	partition := old.Format("20060102")
+	u.waitFor(t, "partition "+partition+" of gpu_samples dropped", time.Minute, func(_ []upLog, _ string) bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var n uint64
+		if err := conn.QueryRow(ctx, "SELECT count() FROM system.parts WHERE database = 'heliostat' AND table = 'gpu_samples' AND active AND partition = ?", partition).Scan(&n); err != nil {
+			t.Logf("partitions of gpu_samples: %v", err)
+			return false
+		}
+		return n == 0
+	})
+	u.stop()
+	if err := <-u.done; err != nil {
+		t.Errorf("up: %v", err)
+	}
+	u.done <- nil
 }

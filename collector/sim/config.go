@@ -87,6 +87,13 @@ type Config struct {
 	// PowerUp wakes a node.
 	// Default: false (the --sim.auto-resume flag defaults to true).
 	AutoResume bool
+	// KeepJobs leaves the pending and running jobs open when Run returns,
+	// instead of ending running ones as NODE_FAIL and pending ones as
+	// CANCELLED: nothing is published for them, and Snapshot returns them
+	// for a later Sim to Restore. `heliostat up` sets it, so that a
+	// restart continues the simulated cluster; it has no flag.
+	// Default: false.
+	KeepJobs bool
 }
 
 // RegisterFlags registers the simulator's flags on fs, with the defaults

@@ -28,6 +28,7 @@ type metrics struct {
 	samples   prometheus.Counter
 	simTime   prometheus.Gauge
 	resumed   prometheus.Counter
+	restored  prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -80,6 +81,10 @@ func newMetrics() *metrics {
 			Name: "heliostat_sim_nodes_resumed_total",
 			Help: "Powered-down nodes the simulated scheduler powered up for a pending job (--sim.auto-resume, as Slurm's ResumeProgram).",
 		}),
+		restored: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "heliostat_sim_jobs_restored_total",
+			Help: "Pending and running jobs the simulator took over from the run before it (heliostat up after a restart).",
+		}),
 	}
 	for _, s := range []string{"COMPLETED", "FAILED", "CANCELLED"} {
 		m.finished.WithLabelValues(s)
@@ -92,7 +97,7 @@ func newMetrics() *metrics {
 
 func (m *metrics) all() []prometheus.Collector {
 	return []prometheus.Collector{m.submitted, m.started, m.finished, m.rejected, m.pending, m.running,
-		m.gpusBusy, m.nodes, m.messages, m.samples, m.simTime, m.resumed}
+		m.gpusBusy, m.nodes, m.messages, m.samples, m.simTime, m.resumed, m.restored}
 }
 
 // register registers the metrics on reg, or none of them.

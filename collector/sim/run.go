@@ -18,7 +18,8 @@ const stopFlushTimeout = 5 * time.Second
 // as now, the real clock; at Speedup 0 it runs as fast as the machine goes.
 // Run publishes as it goes, at least once a real second. When it returns,
 // the simulated cluster goes away: running jobs end as NODE_FAIL, pending
-// ones as CANCELLED, and what is left is published with up to 5s for it.
+// ones as CANCELLED (unless Config.KeepJobs: then they stay open, for
+// Snapshot), and what is left is published with up to 5s for it.
 // A failed publish is counted and logged, and Run goes on; Run returns nil
 // unless it is already running (ErrRunning).
 func (s *Sim) Run(ctx context.Context) error {

@@ -22,6 +22,11 @@
 // SampleInterval one GPU sample per GPU of every powered node, on
 // schemas.TopicGPUSamples keyed by host. Samples agree with allocations: a
 // GPU shows load exactly while a running job holds it.
+//
+// When Run returns, the simulated cluster goes away and ends its jobs,
+// unless Config.KeepJobs: then Snapshot gives its jobs and nodes, and a
+// later Sim of the same cluster continues them (Restore), as `heliostat up`
+// does across restarts; EndLost ends the jobs a killed run left open.
 package sim
 
 import (
@@ -816,8 +821,13 @@ func (s *Sim) endJob(j *job, st schemas.JobState) {
 
 // stop ends what is left when Run returns: the simulated cluster goes away,
 // so running jobs end as NODE_FAIL and pending ones as CANCELLED, and their
-// allocations close.
+// allocations close. With Config.KeepJobs the cluster is only paused: the
+// jobs stay as they are, for Snapshot.
 func (s *Sim) stop() {
+	if s.cfg.KeepJobs {
+		s.updateGauges()
+		return
+	}
 	if s.nextTick-int64(s.cfg.SampleInterval/time.Second) == s.t && s.running > 0 {
 		// The nodes reported their jobs running at this very time: the
 		// jobs end a second later, so that those samples fall inside

@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -46,6 +47,11 @@ type Config struct {
 	// Install lets Start install Debian's clickhouse-server package with apt-get
 	// when the binary is missing and the process runs as root.
 	Install bool
+	// NotInstalledHint, when set, ends the error of a missing binary with
+	// what else the caller's user can do, in the caller's terms (a command
+	// with --clickhouse.addr: "or point --clickhouse.addr at an existing
+	// server"). Default: none, for a caller with no other server to use.
+	NotInstalledHint string
 	// TLS, when set, opens the secure native-protocol port (tcp_port_secure)
 	// with these files. Default nil: no secure port, as the packaged config
 	// leaves it (its tcp_port_secure is commented out).
@@ -57,6 +63,9 @@ type Config struct {
 	// pickPort picks a free port; nil means FreePort. Tests set it to hand
 	// out a port that is taken.
 	pickPort func() (int, error)
+	// lookBinary finds an installed server; nil means lookBinary. Tests
+	// set it to find none.
+	lookBinary func() (string, error)
 }
 
 // portAttempts bounds how often Start picks fresh ports when the server
@@ -100,16 +109,40 @@ type TLSFiles struct {
 // Server is a running child clickhouse-server.
 type Server struct {
 	cfg    Config
-	cmd    *exec.Cmd
-	done   chan struct{}
-	err    error
 	logger *slog.Logger
+
+	// mu guards p and stopped: Supervise restarts the server while
+	// another goroutine may call Stop or PID.
+	mu sync.Mutex
+	// p is the latest process started; nil before the first start.
+	p *process
+	// stopped is set by Stop: no process starts after it.
+	stopped bool
 }
+
+// process is one run of the server binary.
+type process struct {
+	cmd *exec.Cmd
+	// done is closed once the process has exited; err is then its exit
+	// status (an *exec.ExitError: "signal: killed", "exit status 70").
+	done chan struct{}
+	err  error
+	// errLogFrom is the size of the error log before the process started:
+	// what lies past it is this run's.
+	errLogFrom int64
+}
+
+// errStopped is the error of a start after Stop.
+var errStopped = errors.New("chserver: server stopped")
 
 // FindBinary returns the clickhouse-server path, installing Debian's package when
 // install is set and the process is root. The error says what to install.
 func FindBinary(install bool, logger *slog.Logger) (string, error) {
-	if p, err := lookBinary(); err == nil {
+	return findBinary(install, lookBinary, logger)
+}
+
+func findBinary(install bool, look func() (string, error), logger *slog.Logger) (string, error) {
+	if p, err := look(); err == nil {
 		return p, nil
 	}
 	if apt := aptinstall.New(); install && apt.Root {
@@ -117,14 +150,14 @@ func FindBinary(install bool, logger *slog.Logger) (string, error) {
 		err := apt.Install(nil, "clickhouse-server", "clickhouse-client")
 		switch {
 		case err == nil:
-			if p, err := lookBinary(); err == nil {
+			if p, err := look(); err == nil {
 				return p, nil
 			}
 		case !errors.Is(err, aptinstall.ErrUnavailable):
 			return "", fmt.Errorf("chserver: %w", err)
 		}
 	}
-	return "", fmt.Errorf("%w: install it with `sudo apt-get install clickhouse-server clickhouse-client` (Debian/Ubuntu) or from clickhouse.com, or point --clickhouse.addr at an existing server", ErrNotInstalled)
+	return "", fmt.Errorf("%w: install it with `sudo apt-get install clickhouse-server clickhouse-client` (Debian/Ubuntu) or from clickhouse.com", ErrNotInstalled)
 }
 
 func lookBinary() (string, error) {
@@ -155,8 +188,15 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error
 		return nil, errors.New("chserver: Config.Dir is required")
 	}
 	if cfg.Binary == "" {
-		b, err := FindBinary(cfg.Install, logger)
+		look := cfg.lookBinary
+		if look == nil {
+			look = lookBinary
+		}
+		b, err := findBinary(cfg.Install, look, logger)
 		if err != nil {
+			if cfg.NotInstalledHint != "" {
+				err = fmt.Errorf("%w, %s", err, cfg.NotInstalledHint)
+			}
 			return nil, err
 		}
 		cfg.Binary = b
@@ -224,7 +264,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error
 				return nil, err
 			}
 		}
-		s := &Server{cfg: cfg, done: make(chan struct{}), logger: logger}
+		s := &Server{cfg: cfg, logger: logger}
 		err := s.start(ctx)
 		if err == nil {
 			return s, nil
@@ -290,21 +330,29 @@ func (s *Server) start(ctx context.Context) error {
 	}
 	cmd.Stdout, cmd.Stderr = stderr, stderr
 	// Only what this run appends to the error log tells why it exited.
-	errLog := filepath.Join(c.Dir, "log", "clickhouse-server.err.log")
-	var errLogFrom int64
-	if fi, err := os.Stat(errLog); err == nil {
-		errLogFrom = fi.Size()
+	p := &process{cmd: cmd, done: make(chan struct{})}
+	if fi, err := os.Stat(s.ErrorLog()); err == nil {
+		p.errLogFrom = fi.Size()
+	}
+	// The process is published before it runs, so that a Stop from
+	// another goroutine either prevents it or stops it.
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		stderr.Close()
+		return errStopped
 	}
 	if err := cmd.Start(); err != nil {
+		s.mu.Unlock()
 		stderr.Close()
 		return fmt.Errorf("chserver: start %s: %w", c.Binary, err)
 	}
-	s.cmd = cmd
-	s.done = make(chan struct{})
+	s.p = p
+	s.mu.Unlock()
 	go func() {
-		s.err = cmd.Wait()
+		p.err = cmd.Wait()
 		stderr.Close()
-		close(s.done)
+		close(p.done)
 	}()
 	deadline := time.Now().Add(c.StartTimeout)
 	for {
@@ -315,20 +363,17 @@ func (s *Server) start(ctx context.Context) error {
 		}
 		if errors.Is(err, errForeign) {
 			// Ours cannot bind the port and is about to exit, if it has not.
-			s.kill()
+			p.kill()
 			return fmt.Errorf("chserver: %w (%w)", err, portTaken{c.TCPPort})
 		}
 		if time.Now().After(deadline) {
-			s.kill()
+			p.kill()
 			return fmt.Errorf("chserver: server at %s not ready after %s: %w (see %s/log)", s.Addr(), c.StartTimeout, err, c.Dir)
 		}
 		select {
-		case <-s.done:
-			out, _ := os.ReadFile(errLog)
-			if int64(len(out)) >= errLogFrom {
-				out = out[errLogFrom:]
-			}
-			err := fmt.Errorf("chserver: server exited during start-up: %v: %s", s.err, aptinstall.Tail(out, 800))
+		case <-p.done:
+			out := s.errLogSince(p.errLogFrom)
+			err := fmt.Errorf("chserver: server exited during start-up: %v: %s", p.err, aptinstall.Tail(out, 800))
 			if bytes.Contains(out, []byte("Address already in use")) {
 				taken := portTaken{}
 				if m := addrInUse.FindAllSubmatch(out, -1); m != nil {
@@ -338,11 +383,26 @@ func (s *Server) start(ctx context.Context) error {
 			}
 			return err
 		case <-ctx.Done():
-			s.kill()
+			p.kill()
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// errLogSince returns what the error log holds past offset from.
+func (s *Server) errLogSince(from int64) []byte {
+	out, _ := os.ReadFile(s.ErrorLog())
+	if int64(len(out)) >= from {
+		out = out[from:]
+	}
+	return out
+}
+
+// ErrorLog returns the path of the server's error log: what it logs at
+// warning level and above, and why it exited when it could say.
+func (s *Server) ErrorLog() string {
+	return filepath.Join(s.cfg.Dir, "log", "clickhouse-server.err.log")
 }
 
 // ping checks that the server at Addr answers and that it is this one: a
@@ -383,37 +443,59 @@ func (s *Server) SecureAddr() string {
 	return "127.0.0.1:" + strconv.Itoa(s.cfg.TCPSecurePort)
 }
 
-// PID returns the server's process id.
-func (s *Server) PID() int { return s.cmd.Process.Pid }
+// PID returns the process id of the server's latest process.
+func (s *Server) PID() int { return s.process().cmd.Process.Pid }
 
-// Stop asks the server to shut down (SIGTERM) and waits up to 30s before killing it.
+// process returns the latest process started.
+func (s *Server) process() *process {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.p
+}
+
+// Stop asks the server to shut down (SIGTERM) and waits up to 30s before
+// killing it. No process starts after Stop, but Restart's.
 func (s *Server) Stop() error {
+	s.mu.Lock()
+	s.stopped = true
+	p := s.p
+	s.mu.Unlock()
 	select {
-	case <-s.done:
+	case <-p.done:
 		return nil
 	default:
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-s.done:
+	case <-p.done:
 		return nil
 	case <-time.After(30 * time.Second):
-		s.kill()
+		p.kill()
 		return errors.New("chserver: server did not stop within 30s; killed")
 	}
 }
 
-func (s *Server) kill() {
-	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-	<-s.done
+// kill kills the process's group and waits for the process to exit.
+func (p *process) kill() {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
 }
 
 // Restart starts the server again on the same directory and ports after Stop.
 // A port taken in the meantime is waited for, a little: the clients know
 // the server by its ports, so they are not changed.
 func (s *Server) Restart(ctx context.Context) error {
+	s.mu.Lock()
+	s.stopped = false
+	s.mu.Unlock()
+	return s.restart(ctx)
+}
+
+// restart starts the server again once its process has exited, unless
+// Stop was called.
+func (s *Server) restart(ctx context.Context) error {
 	select {
-	case <-s.done:
+	case <-s.process().done:
 	default:
 		return errors.New("chserver: restart of a running server")
 	}
