@@ -119,7 +119,7 @@ func runBenchAPI(ctx context.Context, args []string, e *env) error {
 		}
 		defer os.RemoveAll(dir)
 		fmt.Fprintln(e.stderr, "starting a local ClickHouse in", dir)
-		srv, err := chserver.Start(ctx, chserver.Config{Dir: dir, Install: true}, logger)
+		srv, err := chserver.Start(ctx, chserver.Config{Dir: dir, Install: true, NotInstalledHint: "or point --clickhouse.addr at an existing server"}, logger)
 		if err != nil {
 			return err
 		}
