@@ -10,13 +10,10 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/heliostat-dev/heliostat/collector/publish"
 	"github.com/heliostat-dev/heliostat/collector/sim"
+	"github.com/heliostat-dev/heliostat/collector/sim/simtest"
 	"github.com/heliostat-dev/heliostat/ingest"
-	"github.com/heliostat-dev/heliostat/internal/chconn"
 	"github.com/heliostat-dev/heliostat/schemas"
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
@@ -134,132 +131,6 @@ func (h *logRecorder) Handle(_ context.Context, r slog.Record) error {
 func (h *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *logRecorder) WithGroup(string) slog.Handler      { return h }
 
-// simPipeline is up's path for the simulated cluster: a publisher, a
-// Kafka-protocol broker, ingest (stopped and started again at will) and a
-// ClickHouse database of the test's own.
-type simPipeline struct {
-	ch     chconn.Config
-	conn   driver.Conn
-	db     string
-	broker string
-	group  string
-	pub    *publish.Publisher
-	logger *slog.Logger
-	stop   func() // stops ingest; nil while it is stopped
-}
-
-func newSimPipeline(t *testing.T) *simPipeline {
-	t.Helper()
-	ch, conn := schematest.Database(t)
-	_, broker := schematest.Broker(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	ctx := context.Background()
-	if err := ingest.EnsureTopics(ctx, []string{broker}, 2, schemas.DataTopics()...); err != nil {
-		t.Fatal(err)
-	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	pub, err := publish.New(publish.Config{Brokers: []string{broker}, SpoolDir: t.TempDir()}, logger, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pubCtx, stopPub := context.WithCancel(ctx)
-	pubDone := make(chan error, 1)
-	go func() { pubDone <- pub.Run(pubCtx) }()
-	p := &simPipeline{ch: ch, conn: conn, db: ch.Database, broker: broker, group: "g-" + ch.Database, pub: pub, logger: logger}
-	t.Cleanup(func() {
-		p.stopIngest(t)
-		stopPub()
-		if err := <-pubDone; err != nil {
-			t.Errorf("publisher Run: %v", err)
-		}
-		_ = pub.Close()
-	})
-	p.startIngest(t)
-	return p
-}
-
-func (p *simPipeline) startIngest(t *testing.T) {
-	t.Helper()
-	in, err := ingest.New(ingest.Config{Brokers: []string{p.broker}, Group: p.group, ClickHouse: p.ch,
-		BatchRows: 50_000, BatchInterval: 200 * time.Millisecond, SessionTimeout: time.Second}, p.conn, p.logger, prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- in.Run(ctx) }()
-	p.stop = func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("ingest Run: %v", err)
-		}
-	}
-}
-
-func (p *simPipeline) stopIngest(t *testing.T) {
-	t.Helper()
-	if p.stop != nil {
-		p.stop()
-		p.stop = nil
-	}
-}
-
-// flush delivers what the simulator published to the broker.
-func (p *simPipeline) flush(t *testing.T) {
-	t.Helper()
-	if err := p.pub.Flush(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// waitFor waits until query (a count) gives want.
-func (p *simPipeline) waitFor(t *testing.T, what, query string, want uint64) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	var n uint64
-	for time.Now().Before(deadline) {
-		if err := p.conn.QueryRow(context.Background(), query).Scan(&n); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		if n == want {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("%s: %d; want %d", what, n, want)
-}
-
-// simJob is a job as ClickHouse's jobs table has it, times in seconds after
-// the first run's start (-1: NULL).
-type simJob struct {
-	State      string
-	Start, End int64
-}
-
-func (p *simPipeline) jobs(t *testing.T, cluster string, t0 time.Time) map[string]simJob {
-	t.Helper()
-	rows, err := p.conn.Query(context.Background(), `SELECT job_id, state, ifNull(toInt64(start_time), -1), ifNull(toInt64(end_time), -1)
-		FROM `+p.db+`.jobs FINAL WHERE cluster = ?`, cluster)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	out := map[string]simJob{}
-	for rows.Next() {
-		var id string
-		var j simJob
-		if err := rows.Scan(&id, &j.State, &j.Start, &j.End); err != nil {
-			t.Fatal(err)
-		}
-		for _, v := range []*int64{&j.Start, &j.End} {
-			if *v >= 0 {
-				*v -= t0.Unix()
-			}
-		}
-		out[id] = j
-	}
-	return out
-}
-
 // TestSimResumeAfterKillAndStop drives the simulated cluster through up's
 // restarts, with up's steps (resumeSimStartFrom, restoreSim,
 // closeLostSimJobs, saveSimState) and up's path to ClickHouse:
@@ -279,7 +150,7 @@ func TestSimResumeAfterKillAndStop(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts ClickHouse and a broker; skipped with -short")
 	}
-	p := newSimPipeline(t)
+	p := simtest.New(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 	const cluster = "local"
@@ -290,7 +161,7 @@ func TestSimResumeAfterKillAndStop(t *testing.T) {
 		{ID: "a", VC: "vc1", GPUs: 8, Duration: 2 * time.Hour},
 		{ID: "c", VC: "vc1", GPUs: 4, Duration: 70 * time.Minute},
 		{ID: "b", VC: "vc1", GPUs: 16, Submit: 10 * time.Minute, Duration: time.Hour},
-	}), nil, p.pub, p.logger, nil, nil)
+	}), nil, p.Pub, p.Logger, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,40 +174,40 @@ func TestSimResumeAfterKillAndStop(t *testing.T) {
 	if err := first.Advance(ctx, sec(3840)); err != nil {
 		t.Fatal(err)
 	}
-	p.flush(t)
+	p.Flush(t)
 	// 385 ticks of 16 GPUs (0 s .. 3840 s).
-	p.waitFor(t, "samples up to 1h04m", "SELECT count() FROM "+p.db+".gpu_samples", 385*16)
-	p.stopIngest(t)
+	p.WaitFor(t, "samples up to 1h04m", "SELECT count() FROM "+p.DB+".gpu_samples", 385*16)
+	p.StopIngest(t)
 	if err := first.Advance(ctx, sec(4320)); err != nil {
 		t.Fatal(err)
 	}
-	p.flush(t) // and killed: nothing saved, no job ended
+	p.Flush(t) // and killed: nothing saved, no job ended
 
 	// The second run.
-	start, err := resumeSimStartFrom(ctx, p.conn, p.db, []string{p.broker}, dir, cluster, t0, p.logger)
+	start, err := resumeSimStartFrom(ctx, p.Conn, p.DB, []string{p.Broker}, dir, cluster, t0, p.Logger)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := sec(4321); !start.Equal(want) {
 		t.Errorf("resumeSimStartFrom() = %v; want %v (a second after the last sample the broker holds)", start.Sub(t0), want.Sub(t0))
 	}
-	if chOnly, err := resumeSimStart(ctx, p.conn, p.db, dir, cluster, t0, p.logger); err != nil || !chOnly.Equal(sec(3841)) {
+	if chOnly, err := resumeSimStart(ctx, p.Conn, p.DB, dir, cluster, t0, p.Logger); err != nil || !chOnly.Equal(sec(3841)) {
 		t.Errorf("resumeSimStart() = %v, %v; want %v (a second after the last sample in ClickHouse)", chOnly.Sub(t0), err, sec(3841).Sub(t0))
 	}
 	cfg.Start, cfg.Duration = start, 30*time.Minute
 	second, err := sim.New(cfg, sim.Jobs([]sim.JobSpec{
 		{ID: "d", VC: "vc1", GPUs: 8, Duration: 10 * time.Minute},
 		{ID: "e", VC: "vc1", GPUs: 8, Submit: 5 * time.Minute, Duration: 2 * time.Hour},
-	}), nil, p.pub, p.logger, nil, nil)
+	}), nil, p.Pub, p.Logger, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	restored, err := restoreSim(dir, second, p.logger)
+	restored, err := restoreSim(dir, second, p.Logger)
 	if err != nil || len(restored) != 0 {
 		t.Fatalf("restoreSim() after a killed run = %v, %v; want nothing", restored, err)
 	}
-	p.startIngest(t)
-	if err := closeLostSimJobs(ctx, second, restored, []string{p.broker}, p.group, p.conn, p.db, p.logger); err != nil {
+	p.StartIngest(t)
+	if err := closeLostSimJobs(ctx, second, restored, []string{p.Broker}, p.Group, p.Conn, p.DB, p.Logger); err != nil {
 		t.Fatal(err)
 	}
 	if err := second.Run(ctx); err != nil { // stops at start+30m, e running
@@ -345,31 +216,31 @@ func TestSimResumeAfterKillAndStop(t *testing.T) {
 	if err := saveSimState(dir, second); err != nil {
 		t.Fatal(err)
 	}
-	p.flush(t)
-	p.waitFor(t, "jobs a, b, c, d ended", "SELECT count() FROM "+p.db+".jobs FINAL WHERE cluster = 'local' AND last_event = 'END'", 4)
-	got := p.jobs(t, cluster, t0)
-	want := map[string]simJob{
-		"a": {"UNKNOWN", 0, 4321},
-		"b": {"UNKNOWN", -1, 4321},
-		"c": {"COMPLETED", 0, 4200},
-		"d": {"COMPLETED", 4321, 4921},
-		"e": {"RUNNING", 4621, -1},
+	p.Flush(t)
+	p.WaitFor(t, "jobs a, b, c, d ended", "SELECT count() FROM "+p.DB+".jobs FINAL WHERE cluster = 'local' AND last_event = 'END'", 4)
+	got := p.Jobs(t, cluster, t0)
+	want := map[string]simtest.Job{
+		"a": {State: "UNKNOWN", Start: 0, End: 4321},
+		"b": {State: "UNKNOWN", Start: -1, End: 4321},
+		"c": {State: "COMPLETED", Start: 0, End: 4200},
+		"d": {State: "COMPLETED", Start: 4321, End: 4921},
+		"e": {State: "RUNNING", Start: 4621, End: -1},
 	}
 	for id, w := range want {
 		if got[id] != w {
 			t.Errorf("after the second run: job %s %+v; want %+v", id, got[id], w)
 		}
 	}
-	p.waitFor(t, "the first run's allocations closed",
-		"SELECT count() FROM "+p.db+".gpu_allocations FINAL WHERE cluster = 'local' AND alloc_end IS NULL AND job_id != 'e'", 0)
+	p.WaitFor(t, "the first run's allocations closed",
+		"SELECT count() FROM "+p.DB+".gpu_allocations FINAL WHERE cluster = 'local' AND alloc_end IS NULL AND job_id != 'e'", 0)
 	var wrong uint64
-	if err := p.conn.QueryRow(ctx, "SELECT count() FROM "+p.db+".gpu_allocations FINAL WHERE job_id = 'a' AND alloc_end != ? OR job_id = 'c' AND alloc_end != ?",
+	if err := p.Conn.QueryRow(ctx, "SELECT count() FROM "+p.DB+".gpu_allocations FINAL WHERE job_id = 'a' AND alloc_end != ? OR job_id = 'c' AND alloc_end != ?",
 		sec(4321), sec(4200)).Scan(&wrong); err != nil || wrong != 0 {
 		t.Errorf("allocations of a not closed at 4321 s or of c not at 4200 s: %d, %v", wrong, err)
 	}
 
 	// The third run: e goes on.
-	start, err = resumeSimStartFrom(ctx, p.conn, p.db, []string{p.broker}, dir, cluster, t0, p.logger)
+	start, err = resumeSimStartFrom(ctx, p.Conn, p.DB, []string{p.Broker}, dir, cluster, t0, p.Logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,34 +248,34 @@ func TestSimResumeAfterKillAndStop(t *testing.T) {
 		t.Errorf("third run: resumeSimStartFrom() = %v; want %v", start.Sub(t0), want.Sub(t0))
 	}
 	cfg.Start, cfg.Duration = start, 3*time.Hour
-	third, err := sim.New(cfg, sim.Jobs(nil), nil, p.pub, p.logger, nil, nil)
+	third, err := sim.New(cfg, sim.Jobs(nil), nil, p.Pub, p.Logger, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if restored, err = restoreSim(dir, third, p.logger); err != nil || !slices.Equal(restored, []string{"e"}) {
+	if restored, err = restoreSim(dir, third, p.Logger); err != nil || !slices.Equal(restored, []string{"e"}) {
 		t.Fatalf("restoreSim() after a clean stop = %v, %v; want [e]", restored, err)
 	}
 	if again, err := readSimStates(dir); err != nil || len(again) != 0 {
 		t.Errorf("saved states after restoreSim: %v, %v; want none (taken)", again, err)
 	}
-	if err := closeLostSimJobs(ctx, third, restored, []string{p.broker}, p.group, p.conn, p.db, p.logger); err != nil {
+	if err := closeLostSimJobs(ctx, third, restored, []string{p.Broker}, p.Group, p.Conn, p.DB, p.Logger); err != nil {
 		t.Fatal(err)
 	}
 	if err := third.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
-	p.flush(t)
-	p.waitFor(t, "job e ended", "SELECT count() FROM "+p.db+".jobs FINAL WHERE cluster = 'local' AND last_event = 'END'", 5)
-	if got := p.jobs(t, cluster, t0)["e"]; got != (simJob{"COMPLETED", 4621, 4621 + 7200}) {
+	p.Flush(t)
+	p.WaitFor(t, "job e ended", "SELECT count() FROM "+p.DB+".jobs FINAL WHERE cluster = 'local' AND last_event = 'END'", 5)
+	if got := p.Jobs(t, cluster, t0)["e"]; got != (simtest.Job{State: "COMPLETED", Start: 4621, End: 4621 + 7200}) {
 		t.Errorf("after the third run: job e %+v; want COMPLETED 4621 .. 11821", got)
 	}
 	for _, q := range []struct{ what, from string }{
-		{"open runs", p.db + ".job_runs FINAL WHERE last_event != 'END'"},
-		{"open allocations", p.db + ".gpu_allocations FINAL WHERE alloc_end IS NULL"},
-		{"GPU times with two samples", "(SELECT gpu_uuid, ts FROM " + p.db + ".gpu_samples GROUP BY gpu_uuid, ts HAVING count() > 1)"},
-		{"NODE_FAIL or CANCELLED jobs", p.db + ".jobs FINAL WHERE state IN ('NODE_FAIL', 'CANCELLED')"},
+		{"open runs", p.DB + ".job_runs FINAL WHERE last_event != 'END'"},
+		{"open allocations", p.DB + ".gpu_allocations FINAL WHERE alloc_end IS NULL"},
+		{"GPU times with two samples", "(SELECT gpu_uuid, ts FROM " + p.DB + ".gpu_samples GROUP BY gpu_uuid, ts HAVING count() > 1)"},
+		{"NODE_FAIL or CANCELLED jobs", p.DB + ".jobs FINAL WHERE state IN ('NODE_FAIL', 'CANCELLED')"},
 	} {
-		if n := schematest.Count(t, p.conn, q.from); n != 0 {
+		if n := schematest.Count(t, p.Conn, q.from); n != 0 {
 			t.Errorf("%d %s; want none", n, q.what)
 		}
 	}

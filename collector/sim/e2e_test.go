@@ -2,18 +2,14 @@ package sim
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/heliostat-dev/heliostat/collector"
-	"github.com/heliostat-dev/heliostat/collector/publish"
-	"github.com/heliostat-dev/heliostat/ingest"
+	"github.com/heliostat-dev/heliostat/collector/sim/simtest"
 	"github.com/heliostat-dev/heliostat/schemas"
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
@@ -42,20 +38,9 @@ func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts ClickHouse and a broker; skipped with -short")
 	}
-	ch, conn := schematest.Database(t)
-	_, broker := schematest.Broker(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	sp := simtest.New(t)
+	conn, db, pub, logger := sp.Conn, sp.DB, sp.Pub, sp.Logger
 	ctx := context.Background()
-	if err := ingest.EnsureTopics(ctx, []string{broker}, 2, schemas.DataTopics()...); err != nil {
-		t.Fatal(err)
-	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	pub, err := publish.New(publish.Config{Brokers: []string{broker}, SpoolDir: t.TempDir()}, logger, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pubCtx, stopPub := context.WithCancel(ctx)
-	pubDone := make(chan error, 1)
-	go func() { pubDone <- pub.Run(pubCtx) }()
 
 	// Recent enough that no retention would touch it, and always the same
 	// weekday and hour, so that the diurnal submission pattern (and with the
@@ -77,13 +62,6 @@ func TestEndToEnd(t *testing.T) {
 	if err := pub.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	stopPub()
-	if err := <-pubDone; err != nil {
-		t.Fatal(err)
-	}
-	if err := pub.Close(); err != nil {
-		t.Fatal(err)
-	}
 	p := tp.rec.decode(t, "e2e")
 	checkConsistent(t, p)
 	st := s.Stats()
@@ -97,22 +75,9 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}
 
-	runCtx, cancel := context.WithCancel(ctx)
-	in, err := ingest.New(ingest.Config{Brokers: []string{broker}, Group: "g-" + ch.Database, ClickHouse: ch,
-		BatchRows: 50_000, BatchInterval: 200 * time.Millisecond, SessionTimeout: time.Second}, conn, logger, prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- in.Run(runCtx) }()
-	db := ch.Database
 	waitRows(t, conn, db+".gpu_samples", uint64(len(p.samples)))
 	waitRows(t, conn, db+".job_events FINAL", uint64(len(p.events)))
 	waitRows(t, conn, db+".gpu_allocations FINAL", uint64(len(p.intervals())))
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("ingest Run: %v", err)
-	}
 
 	if n := schematest.Count(t, conn, db+".jobs FINAL"); n != uint64(st.Submitted) {
 		t.Errorf("jobs FINAL = %d rows; %d submitted", n, st.Submitted)

@@ -3,110 +3,39 @@ package sim
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
-	"os"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kfake"
-
-	"github.com/heliostat-dev/heliostat/collector/publish"
-	"github.com/heliostat-dev/heliostat/ingest"
+	"github.com/heliostat-dev/heliostat/collector/sim/simtest"
 	"github.com/heliostat-dev/heliostat/schemas"
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
 
-// pipeline is the path of `heliostat up`: a publisher, a Kafka-protocol
-// broker, ingest and a ClickHouse database of the test's own. tee keeps a
+// pipeline is the path of `heliostat up` (simtest.Pipeline); tee keeps a
 // copy of what was published.
 type pipeline struct {
-	tee  *tee
-	pub  *publish.Publisher
-	conn driver.Conn
-	db   string
+	*simtest.Pipeline
+	tee *tee
 }
 
 func newPipeline(t *testing.T) *pipeline {
 	t.Helper()
-	ch, conn := schematest.Database(t)
-	_, broker := schematest.Broker(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	ctx := context.Background()
-	if err := ingest.EnsureTopics(ctx, []string{broker}, 2, schemas.DataTopics()...); err != nil {
-		t.Fatal(err)
-	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	pub, err := publish.New(publish.Config{Brokers: []string{broker}, SpoolDir: t.TempDir()}, logger, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	pubDone := make(chan error, 1)
-	go func() { pubDone <- pub.Run(runCtx) }()
-	in, err := ingest.New(ingest.Config{Brokers: []string{broker}, Group: "g-" + ch.Database, ClickHouse: ch,
-		BatchRows: 50_000, BatchInterval: 200 * time.Millisecond, SessionTimeout: time.Second}, conn, logger, prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	inDone := make(chan error, 1)
-	go func() { inDone <- in.Run(runCtx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-inDone; err != nil {
-			t.Errorf("ingest Run: %v", err)
-		}
-		if err := <-pubDone; err != nil {
-			t.Errorf("publisher Run: %v", err)
-		}
-		_ = pub.Close()
-	})
-	return &pipeline{tee: &tee{pub: pub}, pub: pub, conn: conn, db: ch.Database}
+	sp := simtest.New(t)
+	return &pipeline{Pipeline: sp, tee: &tee{pub: sp.Pub}}
 }
 
 // stored waits until ClickHouse holds everything published so far.
 func (p *pipeline) stored(t *testing.T, cluster string) published {
 	t.Helper()
-	if err := p.pub.Flush(context.Background()); err != nil {
+	if err := p.Pub.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	got := p.tee.rec.decode(t, cluster)
-	waitRows(t, p.conn, p.db+".gpu_samples", uint64(len(got.samples)))
-	waitRows(t, p.conn, p.db+".job_events FINAL", uint64(len(got.events)))
-	waitRows(t, p.conn, p.db+".gpu_allocations FINAL", uint64(len(got.intervals())))
+	waitRows(t, p.Conn, p.DB+".gpu_samples", uint64(len(got.samples)))
+	waitRows(t, p.Conn, p.DB+".job_events FINAL", uint64(len(got.events)))
+	waitRows(t, p.Conn, p.DB+".gpu_allocations FINAL", uint64(len(got.intervals())))
 	return got
-}
-
-// jobRow is a job as ClickHouse's jobs table has it.
-type jobRow struct {
-	State      string
-	Start, End int64 // seconds after t0; -1 when NULL
-}
-
-func (p *pipeline) jobs(t *testing.T, cluster string) map[string]jobRow {
-	t.Helper()
-	rows, err := p.conn.Query(context.Background(), `SELECT job_id, state,
-		ifNull(toInt64(start_time), -1), ifNull(toInt64(end_time), -1) FROM `+p.db+`.jobs FINAL WHERE cluster = ?`, cluster)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	out := map[string]jobRow{}
-	for rows.Next() {
-		var id string
-		var r jobRow
-		if err := rows.Scan(&id, &r.State, &r.Start, &r.End); err != nil {
-			t.Fatal(err)
-		}
-		for _, v := range []*int64{&r.Start, &r.End} {
-			if *v >= 0 {
-				*v -= t0.Unix()
-			}
-		}
-		out[id] = r
-	}
-	return out
 }
 
 // TestRestartContinuesJobs: a simulator that stops with KeepJobs (as up's
@@ -155,7 +84,7 @@ func TestRestartContinuesJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	stored := p.stored(t, "restart")
-	if got := p.jobs(t, "restart"); got["a"].State != "RUNNING" || got["b"].State != "PENDING" {
+	if got := p.Jobs(t, "restart", t0); got["a"].State != "RUNNING" || got["b"].State != "PENDING" {
 		t.Errorf("after the first run's stop: a %+v, b %+v; want RUNNING and PENDING", got["a"], got["b"])
 	}
 
@@ -180,12 +109,12 @@ func TestRestartContinuesJobs(t *testing.T) {
 	}
 	checkConsistent(t, all)
 
-	want := map[string]jobRow{
-		"a": {"COMPLETED", 0, 7200},
-		"c": {"COMPLETED", 0, 1800},
-		"b": {"COMPLETED", 7200, 9000},
+	want := map[string]simtest.Job{
+		"a": {State: "COMPLETED", Start: 0, End: 7200},
+		"c": {State: "COMPLETED", Start: 0, End: 1800},
+		"b": {State: "COMPLETED", Start: 7200, End: 9000},
 	}
-	got := p.jobs(t, "restart")
+	got := p.Jobs(t, "restart", t0)
 	for id, w := range want {
 		if got[id] != w {
 			t.Errorf("job %s in ClickHouse: %+v; want %+v", id, got[id], w)
@@ -194,10 +123,10 @@ func TestRestartContinuesJobs(t *testing.T) {
 	if len(got) != len(want) {
 		t.Errorf("jobs in ClickHouse: %v; want %v", got, want)
 	}
-	if n := schematest.Count(t, p.conn, p.db+".gpu_allocations FINAL WHERE alloc_end IS NULL"); n != 0 {
+	if n := schematest.Count(t, p.Conn, p.DB+".gpu_allocations FINAL WHERE alloc_end IS NULL"); n != 0 {
 		t.Errorf("%d allocations open; want none", n)
 	}
-	if n := schematest.Count(t, p.conn, "(SELECT gpu_uuid, ts FROM "+p.db+".gpu_samples GROUP BY gpu_uuid, ts HAVING count() > 1)"); n != 0 {
+	if n := schematest.Count(t, p.Conn, "(SELECT gpu_uuid, ts FROM "+p.DB+".gpu_samples GROUP BY gpu_uuid, ts HAVING count() > 1)"); n != 0 {
 		t.Errorf("%d GPU times with two samples; want none", n)
 	}
 	// Each GPU's energy counter rises across the restart.
