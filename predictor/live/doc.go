@@ -29,7 +29,8 @@
 //     found by the very first pass, which is history, not work;
 //  5. writes one row to prediction_outcomes for every predicted job that has
 //     ended: actual_s, abs_error_s, log_ratio, abs_log_error, within_2x,
-//     within_interval (ran = 0 when the job never ran).
+//     within_interval (ran = 0 when the job never ran, or when the system
+//     cut a live run short: see cutShort).
 //
 // The Runner's memory is a cache of those tables: a new Runner (a restart)
 // reads back the predictions and outcomes of the window and writes neither

@@ -12,23 +12,44 @@ import (
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
 
-// TestLostSlurmJobHasNoRunTime checks that a Slurm job the collector lost
-// track of (ended as UNKNOWN) loads as ended with no run time, while a
-// trace's UNKNOWN job and a Slurm job that completed keep theirs.
+// TestLostSlurmJobHasNoRunTime checks that a live job's run the system
+// cut short (a Slurm job the collector lost track of, ended as UNKNOWN; a
+// run ended by a node failure or a preemption; a simulated job a killed
+// `up` left open) loads as ended with no run time, while a trace's job in
+// those states and live jobs that ended on their own keep theirs.
 func TestLostSlurmJobHasNoRunTime(t *testing.T) {
 	ch, conn := schematest.Database(t)
 	db := ch.Database
 	submit := t0
 	start, end := submit.Add(time.Minute), submit.Add(2*time.Hour)
-	for _, tc := range []struct {
+	cases := []struct {
 		id    string
 		src   schemas.JobSource
 		state schemas.JobState
+		run   bool // keeps its run time
 	}{
-		{"lost", schemas.SourceSlurm, schemas.StateUnknown},
-		{"slurm-done", schemas.SourceSlurm, schemas.StateCompleted},
-		{"trace-unknown", schemas.SourceTrace, schemas.StateUnknown},
-	} {
+		{"lost", schemas.SourceSlurm, schemas.StateUnknown, false},
+		{"slurm-node-fail", schemas.SourceSlurm, schemas.StateNodeFail, false},
+		{"slurm-preempted", schemas.SourceSlurm, schemas.StatePreempted, false},
+		{"sim-lost", schemas.SourceSim, schemas.StateUnknown, false},
+		{"sim-node-fail", schemas.SourceSim, schemas.StateNodeFail, false},
+		{"slurm-done", schemas.SourceSlurm, schemas.StateCompleted, true},
+		{"slurm-failed", schemas.SourceSlurm, schemas.StateFailed, true},
+		{"slurm-cancelled", schemas.SourceSlurm, schemas.StateCancelled, true},
+		{"slurm-timeout", schemas.SourceSlurm, schemas.StateTimeout, true},
+		{"sim-done", schemas.SourceSim, schemas.StateCompleted, true},
+		{"trace-unknown", schemas.SourceTrace, schemas.StateUnknown, true},
+		{"trace-node-fail", schemas.SourceTrace, schemas.StateNodeFail, true},
+		{"trace-preempted", schemas.SourceTrace, schemas.StatePreempted, true},
+	}
+	want := map[string]time.Duration{}
+	kept := 0
+	for _, tc := range cases {
+		want[tc.id] = 0
+		if tc.run {
+			want[tc.id] = end.Sub(start)
+			kept++
+		}
 		evs := tjob{id: tc.id, user: "alice", gpus: 1, submit: submit, start: start, end: end}.events()
 		evs[len(evs)-1].State = tc.state
 		if err := ingest.InsertJobEvents(context.Background(), conn, db, "c1", tc.src, evs); err != nil {
@@ -39,11 +60,11 @@ func TestLostSlurmJobHasNoRunTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkEndedRuns(t, recs, map[string]time.Duration{"lost": 0, "slurm-done": end.Sub(start), "trace-unknown": end.Sub(start)})
-	// The lost job neither trains nor joins the history.
+	checkEndedRuns(t, recs, want)
+	// The runs cut short neither train nor join the history.
 	h := replay(recs, func(*rec) bool { return false }, nil)
-	if n := h.Len(); n != 2 {
-		t.Errorf("history holds %d jobs; want 2", n)
+	if n := h.Len(); n != kept {
+		t.Errorf("history holds %d jobs; want %d", n, kept)
 	}
 }
 

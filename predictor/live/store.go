@@ -135,7 +135,7 @@ SETTINGS join_use_nulls = 0`, schemas.SourceSim, schemas.SourceTrace, int64(maxA
 		if lastEvent == "END" && end != nil {
 			r.ended = true
 			r.job.End = *end
-			if r.start != nil && end.After(*r.start) && !lostSlurmJob(source, r.state) && endAhead == 0 {
+			if r.start != nil && end.After(*r.start) && !cutShort(source, r.state) && endAhead == 0 {
 				r.job.Run = end.Sub(*r.start)
 			}
 		}
@@ -153,15 +153,30 @@ SETTINGS join_use_nulls = 0`, schemas.SourceSim, schemas.SourceTrace, int64(maxA
 // year-long run would train the model and join its user's history. A
 // simulator's or a trace's end keeps its run time (they keep their own time).
 
-// lostSlurmJob reports whether a job's row is that of a Slurm job the
-// collector lost track of (gone from squeue without an end; see
-// collector/slurm): ended as UNKNOWN at the last listing that showed it, so
-// its run time is only a lower bound. Such a job counts as ended with no run
-// time: it neither trains the model nor joins a user's history, and a
-// prediction for it is recorded as not scored. Traces also end jobs as
-// UNKNOWN, with a run time they give; those keep it.
-func lostSlurmJob(source, state string) bool {
-	return source == schemas.SourceSlurm.String() && state == schemas.StateUnknown.String()
+// cutShort reports whether a live job's run (Slurm's or the simulator's)
+// was ended by the system rather than by the job, so that its run time is
+// only a lower bound on what the job needed:
+//   - UNKNOWN: the collector lost track of the job (gone from squeue without
+//     an end, see collector/slurm; a simulated job a killed `up` left open)
+//     and ended it at the last listing that showed it;
+//   - NODE_FAIL: a node of the job failed (or the simulator stopped under
+//     it);
+//   - PREEMPTED: the scheduler stopped it for another job.
+//
+// Such a run counts as ended with no run time: it neither trains the model
+// nor joins a user's history, and a prediction for it is recorded as not
+// scored (ran = 0). A requeued job's next run is predicted and scored on its
+// own. Traces keep the run time they give whatever the state: the offline
+// backtests score them so.
+func cutShort(source, state string) bool {
+	if source == schemas.SourceTrace.String() {
+		return false
+	}
+	switch state {
+	case schemas.StateUnknown.String(), schemas.StateNodeFail.String(), schemas.StatePreempted.String():
+		return true
+	}
+	return false
 }
 
 // endHeap orders jobs by end time.
