@@ -69,6 +69,12 @@ type Config struct {
 	// share a single query of the audit table. Default 1s; negative: never
 	// cached.
 	ActionsCacheTTL time.Duration
+	// MetricsAt, when set, is where the process serves its metrics instead
+	// of the API's port (heliostat up serves one registry, at its
+	// --web.listen-address): the API's /metrics answers 404 naming it, so
+	// that a Prometheus scraping both ports does not count every series
+	// twice. Not a flag.
+	MetricsAt string
 }
 
 // RegisterFlags adds the --actuator.* flags of the API to fs.
@@ -585,6 +591,10 @@ func (s *Server) Ready() error {
 }
 
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.MetricsAt != "" {
+		writeError(w, http.StatusNotFound, "", "metrics are served at "+s.cfg.MetricsAt+", not on the API's port")
+		return
+	}
 	if s.d.Gatherer == nil {
 		writeError(w, http.StatusNotFound, "", "no metrics registry")
 		return

@@ -285,6 +285,8 @@ func runUp(ctx context.Context, args []string, e *env) error {
 		// With the timeline continued, the demand the loop saved in an
 		// earlier run lies in this run's past: the loop keeps its demand
 		// history in ClickHouse and forecasts from it after a restart.
+		// One registry, served once: at --web.listen-address.
+		ac.MetricsAt = srv.URL("/metrics")
 		token, err := api.ReadToken(ac, e.getenv, os.ReadFile)
 		if err == nil {
 			act, err = startActuator(ac, gc, lc, simadapter.New(s), runner, pub, true, auditKeep, s.Now, conn, ch.Database, token, reg, logger)

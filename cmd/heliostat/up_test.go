@@ -133,6 +133,8 @@ func runUpFor(t *testing.T, dir string, ports []int, duration string, extra ...s
 	type probeResult struct {
 		ready    bool
 		notReady []string
+		// apiMetrics is the advisory API's answer to /metrics.
+		apiMetrics string
 	}
 	probed := make(chan probeResult, 1)
 	go func() {
@@ -146,6 +148,13 @@ func runUpFor(t *testing.T, dir string, ports []int, duration string, extra ...s
 					res.ready = true
 				} else if a := resp.Status + " " + string(body); !slices.Contains(res.notReady, a) {
 					res.notReady = append(res.notReady, a)
+				}
+			}
+			if res.apiMetrics == "" {
+				if resp, err := client.Get("http://127.0.0.1:" + strconv.Itoa(ports[3]) + "/metrics"); err == nil {
+					body, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					res.apiMetrics = resp.Status + " " + string(body)
 				}
 			}
 			time.Sleep(100 * time.Millisecond)
@@ -174,6 +183,11 @@ func runUpFor(t *testing.T, dir string, ports []int, duration string, extra ...s
 		}
 	}
 	t.Logf("/-/ready answered 200: %v; other answers: %q", r.ready, r.notReady)
+	// One registry, served once: the API's port names where (a Prometheus
+	// scraping both counted every series twice).
+	if want := "127.0.0.1:" + strconv.Itoa(ports[2]) + "/metrics"; !strings.HasPrefix(probe.apiMetrics, "404") || !strings.Contains(probe.apiMetrics, want) {
+		t.Errorf("the advisory API's /metrics answered %q; want 404 naming %s", probe.apiMetrics, want)
+	}
 	sc := bufio.NewScanner(strings.NewReader(r.logs))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
