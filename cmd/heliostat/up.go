@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/heliostat-dev/heliostat/actuator/adapter"
@@ -386,13 +387,18 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	// memory), up starts it again on the same data while the parts retry,
 	// and stops if it cannot. The supervisor stops last, so that ingest's
 	// last flush has a ClickHouse.
+	chExits := prometheus.NewCounter(prometheus.CounterOpts{Name: "heliostat_up_clickhouse_exits_total",
+		Help: "Times up's ClickHouse server exited on its own (killed, crashed, out of memory); up starts it again, and stops after 5 failed starts in a row."})
+	if err := reg.Register(chExits); err != nil {
+		return fmt.Errorf("up: %w", err)
+	}
 	runCtx, stopRun := context.WithCancelCause(ctx)
 	defer stopRun(nil)
 	superviseCtx, stopSupervising := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSupervising()
 	supervised := make(chan error, 1)
 	go func() {
-		err := stack.ClickHouse.Supervise(superviseCtx, chserver.SuperviseConfig{})
+		err := stack.ClickHouse.Supervise(superviseCtx, chserver.SuperviseConfig{Exited: chExits.Inc})
 		if err != nil {
 			stopRun(err)
 		}

@@ -448,6 +448,9 @@ func TestUpRestartsClickHouse(t *testing.T) {
 		}
 		return false
 	})
+	if n, err := metricValue("http://127.0.0.1:"+strconv.Itoa(u.ports[2])+"/metrics", "heliostat_up_clickhouse_exits_total"); err != nil || n != 1 {
+		t.Errorf("heliostat_up_clickhouse_exits_total = %v (%v); want 1", n, err)
+	}
 	u.waitFor(t, "a status line with more GPU samples than before the kill", time.Minute, func(_ []upLog, stdout string) bool {
 		n, _ := lastSamples(stdout)
 		return n > before

@@ -21,6 +21,9 @@ type SuperviseConfig struct {
 	// Attempts is how many starts in a row may fail before Supervise
 	// gives up. Default 5.
 	Attempts int
+	// Exited, when set, is called for every exit on its own (not one Stop
+	// asked for), before the restart: the caller counts them.
+	Exited func()
 }
 
 // Supervise watches the server until ctx ends or Stop is called, and
@@ -53,6 +56,9 @@ func (s *Server) Supervise(ctx context.Context, cfg SuperviseConfig) error {
 		}
 		if time.Since(since) >= cfg.MaxBackoff {
 			backoff = cfg.MinBackoff // it ran a while: not a crash loop
+		}
+		if cfg.Exited != nil {
+			cfg.Exited()
 		}
 		status := exitStatus(p.err)
 		attrs := []any{"pid", p.cmd.Process.Pid, "status", status, "log", s.ErrorLog(), "restart_in", backoff}
