@@ -46,12 +46,13 @@ type Outcome string
 
 // Outcomes.
 const (
-	Applied Outcome = "applied" // the scheduler accepted it
+	Applied Outcome = "applied" // the scheduler accepted it, or part of it (ErrPartial)
 	Skipped Outcome = "skipped" // not sent: dry run, not allowlisted, rate limit, node busy; or sent and moot: the job left the queue
 	Failed  Outcome = "failed"  // sent, and the scheduler refused or the command failed; or the node could not be read again before a power action
 )
 
-// Result is an action's outcome; Err says why it was skipped or failed.
+// Result is an action's outcome; Err says why it was skipped or failed,
+// or, for an action applied in part, what was left out (ErrPartial).
 type Result struct {
 	Outcome Outcome
 	Err     error
@@ -212,9 +213,10 @@ type Guard struct {
 // the pass's own look; a long pass (hundreds of priorities, power actions)
 // reads again every PriorityRecheck. A hold that lands after the look is
 // the scheduler's to refuse: Slurm 22.05 answers "Job is in held state"
-// and keeps the hold (the slurmadapter reads that as ErrHeld); a scheduler
-// that took the priority would release the job, and this bounds that
-// window.
+// and keeps the hold (the slurmadapter reads that as ErrHeld, or, for a
+// job array some of whose tasks took the priority, as ErrPartial); a
+// scheduler that took the priority would release the job, and this bounds
+// that window.
 const PriorityRecheck = 10 * time.Second
 
 // NewGuard returns a Guard in front of s.
@@ -327,7 +329,10 @@ func (g *Guard) NodeAllowed(n Node) bool {
 // of the rate limit spent as apply would spend it, once for an action asked
 // for again within the window) and otherwise the
 // scheduler is called. When the scheduler then fails or refuses the
-// action, no transition happened and the unit is given back.
+// action, no transition happened and the unit is given back. An error
+// wrapping ErrPartial is not a refusal: the scheduler applied the action in
+// part (a job array's priority on some of its tasks), so it is Applied,
+// with that error naming what was left out, and keeps its unit.
 func (g *Guard) Do(ctx context.Context, a Action) Result {
 	switch a.Kind {
 	case SetPriority:
@@ -369,8 +374,8 @@ func (g *Guard) Do(ctx context.Context, a Action) Result {
 	case PowerUp:
 		err = g.s.PowerUp(ctx, a.Target)
 	}
-	if err == nil {
-		return Result{Applied, nil}
+	if err == nil || errors.Is(err, ErrPartial) {
+		return Result{Applied, err}
 	}
 	g.giveBack(a, at)
 	if errors.Is(err, ErrNodeBusy) || errors.Is(err, ErrUnusable) || errors.Is(err, ErrUnknownJob) || errors.Is(err, ErrHeld) {
@@ -384,6 +389,13 @@ func (g *Guard) Do(ctx context.Context, a Action) Result {
 
 // ErrDryRun is the reason of every action a dry run skips.
 var ErrDryRun = errors.New("adapter: dry run (--actuator.apply is not set)")
+
+// ErrPartial is wrapped by a Scheduler's error for an action it applied to
+// part of its target only: a job array's priority set on some of its tasks
+// while others were left out (held or ended since the queue was read). The
+// Guard records such an action as Applied, the error naming what was left
+// out.
+var ErrPartial = errors.New("adapter: applied in part")
 
 // checkNode refuses what must not be done to a's node as snap, read
 // afresh, shows it.

@@ -313,6 +313,12 @@ func TestGuardFailures(t *testing.T) {
 			{a: prio, actErr: adapter.ErrUnknownJob, want: adapter.Skipped, wantErr: adapter.ErrUnknownJob, wantCalls: 1},
 			{a: prio, want: adapter.Applied, wantCalls: 2},
 		}},
+		// A job array's priority set on some tasks, others held: the
+		// change happened.
+		{"priority change applied in part keeps its unit", capped, []step{
+			{a: prio, actErr: fmt.Errorf("%w: set on q_0-1,3; left out q_2: Job is in held state", adapter.ErrPartial), want: adapter.Applied, wantErr: adapter.ErrPartial, wantCalls: 1},
+			{a: prio, want: adapter.Skipped, wantErr: adapter.ErrRateLimited, wantCalls: 1},
+		}},
 		// A dry run changes nothing, so the loop asks for the same action
 		// again; an applied run would have made it once.
 		{"dry run spends its unit once per action", dry, []step{

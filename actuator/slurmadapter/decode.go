@@ -25,7 +25,9 @@ var (
 	ErrReported = errors.New("slurmadapter: slurm reported errors")
 	// ErrRecord: one job or node record is unusable (no id, bad host list,
 	// bad GRES); the record is named and the document rejected, because a
-	// node the actuator cannot read might be busy.
+	// node the actuator cannot read might be busy. Also a line of
+	// scontrol's answer to a priority update that is not Slurm's answer for
+	// a job or its tasks; SetPriority then reads the answer as a whole.
 	ErrRecord = errors.New("slurmadapter: bad record")
 )
 

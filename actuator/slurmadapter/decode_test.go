@@ -349,6 +349,7 @@ func TestJobGone(t *testing.T) {
 		{"scontrol: exit status 1: slurm_update error: Invalid job id specified", true},
 		{"scontrol: exit status 1: slurm_update error: Job is no longer pending execution", true},
 		{"scontrol: exit status 1: slurm_update error: Job/step already completing or completed", true},
+		{"Job has already finished", true}, // an ended task of an array (Slurm 22.05)
 		{"scontrol: exit status 1: slurm_update error: Access/permission denied", false},
 		{"signal: killed", false},
 	} {

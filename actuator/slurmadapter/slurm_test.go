@@ -351,3 +351,76 @@ func TestSlurmPendingArraysAndWaits(t *testing.T) {
 		t.Log(must(c.Run(ctx, "squeue", "-o", "%i %T %r %K")))
 	}
 }
+
+// TestSlurmArrayPartlyHeld sets the priority of a pending job array one of
+// whose tasks was held after the pass looked at the queue. Slurm 22.05
+// sets it on the other tasks, refuses the held one ("Job is in held
+// state") and scontrol exits 1, printing a line per group of tasks: the
+// action is applied, not skipped as held, its error names the task left
+// out, and it keeps its unit of the rate limit. An array all of whose
+// tasks are held is skipped as held, and its unit is given back.
+func TestSlurmArrayPartlyHeld(t *testing.T) {
+	c := slurmtest.StartWith(t, slurmtest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	must := func(out string, err error) string {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%v\n%s", err, c.LogTail(20))
+		}
+		return strings.TrimSpace(out)
+	}
+	// A job on all four nodes keeps the others pending.
+	filler := must(c.Submit(ctx, "-N4", "--gres=gpu:8", "--wrap", "sleep 300"))
+	if _, err := c.WaitState(ctx, func(s string) bool { return s == "RUNNING" }, filler); err != nil {
+		t.Fatalf("%v\n%s", err, c.LogTail(20))
+	}
+	part := must(c.Submit(ctx, "-N4", "--gres=gpu:8", "--array=0-3", "--wrap", "true"))
+	all := must(c.Submit(ctx, "-N4", "--gres=gpu:8", "--array=0-3", "--wrap", "true"))
+	other := must(c.Submit(ctx, "-N4", "--gres=gpu:8", "--wrap", "true"))
+	clk := &clock{t: time.Now()} // stands still: the guard's look stays fresh
+	s, err := New(Config{Conf: c.Conf()}, c.Env(), nil, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"batch"}, MaxPriorityPerMinute: 1}, s, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Snapshot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Held after the look: the guard cannot see it, Slurm refuses it.
+	must(c.Run(ctx, "scontrol", "hold", part+"_2"))
+	for _, task := range []string{"0", "1", "2", "3"} {
+		must(c.Run(ctx, "scontrol", "hold", all+"_"+task))
+	}
+	priorities := func(id string) string {
+		return strings.Join(strings.Fields(must(c.Run(ctx, "squeue", "-r", "-h", "-j", id, "-o", "%i=%Q"))), " ")
+	}
+
+	res := g.Do(ctx, adapter.Action{Kind: adapter.SetPriority, Target: all, Partition: "batch", Priority: 4242})
+	if res.Outcome != adapter.Skipped || !errors.Is(res.Err, adapter.ErrHeld) {
+		t.Errorf("set the priority of array %s, every task held = %s %v; want skipped, %v", all, res.Outcome, res.Err, adapter.ErrHeld)
+	}
+	want := fmt.Sprintf("%[1]s_0=0 %[1]s_1=0 %[1]s_2=0 %[1]s_3=0", all)
+	if got := priorities(all); got != want {
+		t.Errorf("priorities of array %s = %q; want %q", all, got, want)
+	}
+
+	res = g.Do(ctx, adapter.Action{Kind: adapter.SetPriority, Target: part, Partition: "batch", Priority: 4242})
+	t.Logf("array %s, task 2 held: %s: %v", part, res.Outcome, res.Err)
+	if res.Outcome != adapter.Applied || !errors.Is(res.Err, adapter.ErrPartial) || !strings.Contains(res.Err.Error(), part+"_2: Job is in held state") {
+		t.Errorf("set the priority of array %s, task 2 held = %s %v; want applied, %v naming %s_2 held", part, res.Outcome, res.Err, adapter.ErrPartial, part)
+	}
+	want = fmt.Sprintf("%[1]s_0=4242 %[1]s_1=4242 %[1]s_3=4242 %[1]s_2=0", part)
+	if got := priorities(part); got != want {
+		t.Errorf("priorities of array %s = %q; want %q", part, got, want)
+	}
+
+	// The cap of 1 a minute was spent on the change that happened.
+	res = g.Do(ctx, adapter.Action{Kind: adapter.SetPriority, Target: other, Partition: "batch", Priority: 4242})
+	if res.Outcome != adapter.Skipped || !errors.Is(res.Err, adapter.ErrRateLimited) {
+		t.Errorf("set the priority of job %s after the array's = %s %v; want skipped, %v", other, res.Outcome, res.Err, adapter.ErrRateLimited)
+	}
+}

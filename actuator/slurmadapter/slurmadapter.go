@@ -2,7 +2,8 @@
 // it reads pending jobs with `squeue --json` and nodes with `sinfo -N --json`
 // (Slurm 22.05: OpenAPI v0.0.38; later versions' shapes are read too, among
 // them 23.11's sinfo records), sets a
-// job's priority with `scontrol update jobid=J priority=P`, and powers nodes
+// job's priority with `scontrol update jobid=J priority=P` (reading
+// scontrol's answer per task of a job array: update.go), and powers nodes
 // with `scontrol update nodename=N state=POWER_DOWN|POWER_UP`.
 //
 // Slurm's power saving must be configured for the power actions: slurm.conf
@@ -168,7 +169,10 @@ var nodeNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
 // SetPriority runs `scontrol update jobid=J priority=P` (P between 1 and
 // 4294967293: 0 holds a job and the two largest values are Slurm's NO_VAL
-// and INFINITE).
+// and INFINITE). For a job array Slurm sets the priority task by task: when
+// it set it on some tasks and left others out (held since the queue was
+// read, ended), the error wraps adapter.ErrPartial and names those left out
+// (see priorityResult).
 func (s *Scheduler) SetPriority(ctx context.Context, jobID string, priority int64) error {
 	if !jobIDPattern.MatchString(jobID) {
 		return fmt.Errorf("slurmadapter: set priority: job id %q is not a Slurm job id", jobID)
@@ -176,9 +180,20 @@ func (s *Scheduler) SetPriority(ctx context.Context, jobID string, priority int6
 	if priority < 1 || priority > 4294967293 {
 		return fmt.Errorf("slurmadapter: set priority of job %s: %d is outside 1..4294967293", jobID, priority)
 	}
-	_, err := s.run(ctx, "scontrol", "update", "jobid="+jobID, "priority="+strconv.FormatInt(priority, 10))
+	_, stderr, err := s.command(ctx, "scontrol", "update", "jobid="+jobID, "priority="+strconv.FormatInt(priority, 10))
+	if err == nil {
+		return nil
+	}
+	// scontrol exited 1: it prints Slurm's answer per job or group of
+	// tasks, which may say the priority was set on some of them.
+	if exit := (*exec.ExitError)(nil); errors.As(err, &exit) {
+		replies, perr := parseUpdateReply(stderr)
+		if perr == nil {
+			return priorityResult(jobID, priority, replies)
+		}
+		s.m.decodeErrors.WithLabelValues("scontrol", errKind(perr)).Inc()
+	}
 	switch {
-	case err == nil:
 	case jobGone(err.Error()):
 		return fmt.Errorf("%w: %s: %v", adapter.ErrUnknownJob, jobID, err)
 	case strings.Contains(err.Error(), "Job is in held state"):
@@ -191,9 +206,10 @@ func (s *Scheduler) SetPriority(ctx context.Context, jobID string, priority int6
 
 // jobGone reports whether scontrol's error says the job is not pending any
 // more: purged (ESLURM_INVALID_JOB_ID), started (ESLURM_JOB_NOT_PENDING) or
-// ended (ESLURM_ALREADY_DONE), in the words of Slurm's error table.
+// ended (ESLURM_ALREADY_DONE, ESLURM_JOB_FINISHED: what Slurm 22.05 answers
+// for an array's task that has ended), in the words of Slurm's error table.
 func jobGone(msg string) bool {
-	for _, s := range []string{"Invalid job id", "Job is no longer pending execution", "already completing or completed"} {
+	for _, s := range []string{"Invalid job id", "Job is no longer pending execution", "already completing or completed", "Job has already finished"} {
 		if strings.Contains(msg, s) {
 			return true
 		}
@@ -283,6 +299,15 @@ func find(nodes []adapter.Node, name string) (adapter.Node, bool) {
 // run runs a Slurm command and returns its standard output; a failure
 // carries its standard error.
 func (s *Scheduler) run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	stdout, _, err := s.command(ctx, name, args...)
+	return stdout, err
+}
+
+// command runs a Slurm command and returns its standard output and its
+// whole standard error; a failure carries the standard error, cut at 500
+// bytes, and wraps the *exec.ExitError of a command that exited non-zero
+// by itself.
+func (s *Scheduler) command(ctx context.Context, name string, args ...string) (stdout []byte, stderr string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	bin := name
@@ -291,27 +316,28 @@ func (s *Scheduler) run(ctx context.Context, name string, args ...string) ([]byt
 	}
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = s.env
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
 	begin := time.Now()
-	err := cmd.Run()
+	err = cmd.Run()
 	s.m.cmdDuration.WithLabelValues(name).Observe(time.Since(begin).Seconds())
+	stderr = errOut.String()
 	if err != nil {
 		s.m.commands.WithLabelValues(name, "error").Inc()
-		msg := strings.TrimSpace(stderr.String())
+		msg := strings.TrimSpace(stderr)
 		if len(msg) > 500 {
 			msg = msg[:500] + "…"
 		}
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, fmt.Errorf("slurmadapter: %s %s: timed out after %v", name, strings.Join(args, " "), s.cfg.Timeout)
+			return nil, stderr, fmt.Errorf("slurmadapter: %s %s: timed out after %v", name, strings.Join(args, " "), s.cfg.Timeout)
 		}
 		if msg != "" {
-			return nil, fmt.Errorf("slurmadapter: %s %s: %w: %s", name, strings.Join(args, " "), err, msg)
+			return nil, stderr, fmt.Errorf("slurmadapter: %s %s: %w: %s", name, strings.Join(args, " "), err, msg)
 		}
-		return nil, fmt.Errorf("slurmadapter: %s %s: %w", name, strings.Join(args, " "), err)
+		return nil, stderr, fmt.Errorf("slurmadapter: %s %s: %w", name, strings.Join(args, " "), err)
 	}
 	s.m.commands.WithLabelValues(name, "ok").Inc()
-	return stdout.Bytes(), nil
+	return out.Bytes(), stderr, nil
 }
 
 var _ adapter.Scheduler = (*Scheduler)(nil)
