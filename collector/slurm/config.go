@@ -47,7 +47,9 @@ type Config struct {
 	StateFile string
 	// HashScripts runs `scontrol write batch_script` once per new batch job
 	// whose command squeue does not show (sbatch --wrap, scripts on stdin)
-	// to hash its script. Default (flag): true.
+	// to hash its script. slurmctld gives other users' scripts only to
+	// root, SlurmUser and Slurm operators: for another user, such a job
+	// gets no hash. Default (flag): true.
 	HashScripts bool
 	// CommandTimeout bounds one run of squeue, scontrol or sacct. Default: 30s.
 	CommandTimeout time.Duration
@@ -83,7 +85,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 		return nil
 	})
 	fs.StringVar(&c.StateFile, "slurm.state-file", DefaultStateFile, "file remembering the events already emitted, across restarts")
-	fs.BoolVar(&c.HashScripts, "slurm.hash-scripts", true, "hash batch scripts that squeue does not show (one scontrol run per new job)")
+	fs.BoolVar(&c.HashScripts, "slurm.hash-scripts", true, "hash batch scripts that squeue does not show (one scontrol run per new job; other users' scripts need root, SlurmUser or a Slurm operator)")
 	fs.DurationVar(&c.CommandTimeout, "slurm.command-timeout", DefaultCommandTimeout, "timeout of one squeue, scontrol or sacct run")
 	fs.DurationVar(&c.Retention, "slurm.retention", DefaultRetention, "how long ended jobs are remembered after squeue drops them")
 	fs.BoolVar(&c.Accounting, "slurm.accounting", false, "also read ended jobs from Slurm's accounting (sacct --json; needs slurmdbd), so that jobs that ended while the source was down longer than MinJobAge get their real end instead of being ended as lost")

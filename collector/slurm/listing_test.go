@@ -3,6 +3,7 @@ package slurm
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -21,14 +22,26 @@ type sqJob struct {
 	submit   int64
 	start    int64
 	nodes    string
-	gres     []string // gres_detail, while running
-	restarts int64    // restart_cnt; -1 leaves it out
-	noID     bool     // leave job_id out
+	gres     []string       // gres_detail, while running
+	restarts int64          // restart_cnt; -1 leaves it out
+	noID     bool           // leave job_id out
+	set      map[string]any // fields set last, over the ones above
 }
 
 // job returns a plain job's record: id, state, submit time and restart count.
 func job(id int64, state string, submit, restarts int64) sqJob {
 	return sqJob{id: id, task: -1, state: state, submit: submit, restarts: restarts}
+}
+
+// with returns j with field k of its record set to v.
+func (j sqJob) with(k string, v any) sqJob {
+	set := maps.Clone(j.set)
+	if set == nil {
+		set = map[string]any{}
+	}
+	set[k] = v
+	j.set = set
+	return j
 }
 
 // on returns j running on one node since start, holding GPU 0 there.
@@ -56,6 +69,7 @@ func (j sqJob) record() map[string]any {
 	if j.restarts >= 0 {
 		m["restart_cnt"] = j.restarts
 	}
+	maps.Copy(m, j.set)
 	return m
 }
 

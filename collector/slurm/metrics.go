@@ -77,7 +77,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"input"}),
 		cmdErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_slurm_command_errors_total",
-			Help: "Slurm commands that failed, by command; a failed scontrol leaves a job's command hash empty.",
+			Help: "Slurm commands that failed, by command; a failed scontrol leaves a job's command hash empty. A scontrol that exited 0 but printed no batch script (refused to the source's user, job gone) counts as failed.",
 		}, []string{"command"}),
 		lost: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "heliostat_slurm_jobs_lost_total",

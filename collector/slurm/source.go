@@ -26,8 +26,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -72,6 +70,11 @@ type Source struct {
 	logs        logthrottle.Throttle // per-record warnings, keyed by input
 	// scripts caches script hashes within one poll, by Slurm job id.
 	scripts map[string]string
+	// refusals counts the scripts slurmctld refused in a row since one
+	// was printed, and scriptsPaused is when the source may ask again
+	// after scriptRefusals of them (see scriptHash).
+	refusals      int
+	scriptsPaused time.Time
 	// health holds the outcome of the last poll, for Ready, and of the
 	// last read of the accounting.
 	health *health.Status
@@ -422,8 +425,8 @@ func (s *Source) emit(pctx context.Context, id string, evs []schemas.JobEvent, a
 }
 
 // handle publishes what o shows that was not published yet: SUBMIT, START,
-// END, or an UPDATE of priority or time limit, and the allocation intervals
-// that open at START and close at END.
+// END, or an UPDATE of priority, time limit or a pending job's request, and
+// the allocation intervals that open at START and close at END.
 func (s *Source) handle(ctx, pctx context.Context, o *observation) error {
 	r := s.st.Jobs[o.ev.JobID]
 	if r != nil && r.earlierRun(&o.ev) {
@@ -529,10 +532,11 @@ func (s *Source) handle(ctx, pctx context.Context, o *observation) error {
 		}
 		opened = nil
 	}
-	if len(evs) == 0 && (resumed || o.ev.Priority != r.Last.Priority || o.ev.TimeLimitS != r.Last.TimeLimitS) {
-		// Slurm does not say when a priority or limit changed: the event
-		// time is when it was seen. A resumed job's event puts its state
-		// back after the lost end.
+	if len(evs) == 0 && (resumed || o.ev.Priority != r.Last.Priority || o.ev.TimeLimitS != r.Last.TimeLimitS ||
+		o.kind == kindPending && !r.Started && requestChanged(&o.ev, &r.Last)) {
+		// Slurm does not say when a priority, limit or request changed:
+		// the event time is when it was seen. A resumed job's event puts
+		// its state back after the lost end.
 		e := o.ev
 		e.Type, e.EventMillis = schemas.JobUpdate, s.now().UnixMilli()
 		evs = append(evs, e)
@@ -573,6 +577,19 @@ func (s *Source) handle(ctx, pctx context.Context, o *observation) error {
 	s.st.Jobs[o.ev.JobID] = r
 	s.dirty = true
 	return nil
+}
+
+// requestChanged reports whether a pending job's request, as ev shows it,
+// differs from what last, its last event, carried: someone changed it with
+// scontrol update (GPUs, nodes, CPUs, memory, partition, QOS, account, name,
+// working directory). handle asks only while the job waits: its START
+// carries what it was given, and a running job's figures (its CPUs, the GPU
+// type of its allocation) may differ from its request without anyone
+// changing it. Priority and time limit handle compares in any state.
+func requestChanged(ev, last *schemas.JobEvent) bool {
+	return ev.GPUs != last.GPUs || ev.GPUType != last.GPUType || ev.NodeCount != last.NodeCount || ev.CPUs != last.CPUs ||
+		ev.MemReqBytes != last.MemReqBytes || ev.Partition != last.Partition || ev.QOS != last.QOS || ev.Account != last.Account ||
+		ev.Name != last.Name || ev.WorkDir != last.WorkDir
 }
 
 // stringChange is one string sanitize changed: the field (as the wire
@@ -726,28 +743,17 @@ func (s *Source) readJobComp(ctx, pctx context.Context) (atEnd bool, err error) 
 	}
 }
 
-// scriptHash returns the sha256 of a batch job's script as scontrol prints
-// it, or "" when scontrol fails (counted and logged at debug level).
-func (s *Source) scriptHash(ctx context.Context, slurmID string) string {
-	if h, ok := s.scripts[slurmID]; ok {
-		return h
-	}
-	out, err := s.command(ctx, "scontrol", nil, s.cfg.Scontrol, "write", "batch_script", slurmID, "-")
-	h := ""
-	if err != nil {
-		s.logger.Debug("cannot read batch script", "job_id", slurmID, "err", err)
-	} else {
-		sum := sha256.Sum256(out)
-		h = hex.EncodeToString(sum[:])
-	}
-	s.scripts[slurmID] = h
-	return h
-}
-
 // command runs a Slurm command, counted as label (squeue, scontrol, sacct)
 // when it fails, with env (KEY=value) added to the environment, and returns
 // its standard output.
 func (s *Source) command(ctx context.Context, label string, env []string, name string, args ...string) ([]byte, error) {
+	out, _, err := s.runCommand(ctx, label, env, name, args...)
+	return out, err
+}
+
+// runCommand is command, also returning the command's standard error, which
+// a failure carries too.
+func (s *Source) runCommand(ctx context.Context, label string, env []string, name string, args ...string) (stdout, stderr []byte, err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CommandTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
@@ -762,16 +768,16 @@ func (s *Source) command(ctx context.Context, label string, env []string, name s
 			})
 		}), env...)
 	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {
 		s.m.cmdErrors.WithLabelValues(label).Inc()
-		if msg := lastLine(stderr.String()); msg != "" {
+		if msg := lastLine(errOut.String()); msg != "" {
 			err = fmt.Errorf("%w: %s", err, msg)
 		}
-		return nil, fmt.Errorf("slurm: %s %s: %w", name, strings.Join(args, " "), err)
+		return nil, errOut.Bytes(), fmt.Errorf("slurm: %s %s: %w", name, strings.Join(args, " "), err)
 	}
-	return stdout.Bytes(), nil
+	return out.Bytes(), errOut.Bytes(), nil
 }
 
 // parseError counts a record that could not be parsed and logs it, at most
