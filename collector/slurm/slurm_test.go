@@ -300,7 +300,18 @@ func checkJob(ctx context.Context, t *testing.T, c *slurmtest.Cluster, rec *reco
 		t.Fatalf("job %s runs as %q in Slurm; the test wants %q", id, slurmUser, user)
 	}
 	last := evs[len(evs)-1]
-	for _, e := range evs {
+	// A START or END is stamped at Slurm's time, or 1 ms after the job's
+	// previous event where that lies later: an UPDATE the source saw in
+	// the second Slurm started the job (the release of a held job sets
+	// its priority, and the job may start within that second; Slurm's
+	// times are whole seconds).
+	at := func(i int, slurm int64) int64 {
+		if i > 0 && evs[i-1].EventMillis > slurm {
+			return evs[i-1].EventMillis + 1
+		}
+		return slurm
+	}
+	for i, e := range evs {
 		if e.JobID != id || e.User != user || e.SubmitMillis != submit || e.GPUs != gpus || e.Partition != "batch" {
 			t.Errorf("job %s %v: id %q user %q submit %d gpus %d partition %q; want %q %q %d %d batch",
 				id, e.Type, e.JobID, e.User, e.SubmitMillis, e.GPUs, e.Partition, id, user, submit, gpus)
@@ -317,13 +328,13 @@ func checkJob(ctx context.Context, t *testing.T, c *slurmtest.Cluster, rec *reco
 				t.Errorf("job %s SUBMIT at %d state %v start %d nodes %v; want at %d PENDING, not started", id, e.EventMillis, e.State, e.StartMillis, e.Nodes, submit)
 			}
 		case schemas.JobStart:
-			if e.EventMillis != start || e.StartMillis != start || e.State != schemas.StateRunning || len(e.Nodes) != nodes || e.EndMillis != 0 {
-				t.Errorf("job %s START at %d start %d state %v nodes %v end %d; want at %d RUNNING on %d nodes", id, e.EventMillis, e.StartMillis, e.State, e.Nodes, e.EndMillis, start, nodes)
+			if e.EventMillis != at(i, start) || e.StartMillis != start || e.State != schemas.StateRunning || len(e.Nodes) != nodes || e.EndMillis != 0 {
+				t.Errorf("job %s START at %d start %d state %v nodes %v end %d; want at %d RUNNING on %d nodes", id, e.EventMillis, e.StartMillis, e.State, e.Nodes, e.EndMillis, at(i, start), nodes)
 			}
 		case schemas.JobEnd:
-			if e.EventMillis != end || e.EndMillis != end || e.StartMillis != start || e.State != state || e.ExitCode != exit || len(e.Nodes) != nodes {
+			if e.EventMillis != at(i, end) || e.EndMillis != end || e.StartMillis != start || e.State != state || e.ExitCode != exit || len(e.Nodes) != nodes {
 				t.Errorf("job %s END at %d start %d end %d state %v exit %d nodes %v; want at %d, %d-%d, %v exit %d on %d nodes",
-					id, e.EventMillis, e.StartMillis, e.EndMillis, e.State, e.ExitCode, e.Nodes, end, start, end, state, exit, nodes)
+					id, e.EventMillis, e.StartMillis, e.EndMillis, e.State, e.ExitCode, e.Nodes, at(i, end), start, end, state, exit, nodes)
 			}
 		}
 	}
