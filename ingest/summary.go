@@ -338,7 +338,8 @@ type gpuKey struct {
 // carry the job ID, not the run: a requeued job keeps its ID across runs, and
 // a reused ID is another job's, so only the intervals that belong to a run's
 // own [start, end] (inRun) count for it, each interval for one run at most
-// (owner).
+// (owner), and none for a run of the pass that another run of its ID outside
+// the pass owns (otherRuns).
 func (s *Summarizer) allocations(ctx context.Context, jobs []summaryJob) (map[string][]gpuKey, error) {
 	byID := make(map[string][]*summaryJob, len(jobs))
 	for i := range jobs {
@@ -392,50 +393,166 @@ type jobGPUKey struct {
 // argMax over the rows of these jobs: FINAL would merge the whole table, in
 // whose sorting key job_id is not a prefix, on every pass. An open interval
 // (alloc_end NULL, read as -1) runs on.
+//
+// The pass holds only the runs not summarized yet, but an earlier run of the
+// ID outside it (summarized by an earlier pass, or whose END never came) may
+// own an interval that owner gives to a later run of the pass: one that the
+// earlier run left open (its closing row lost) overlaps every later run. Such
+// an interval begins before the run it was given to; one that begins at or
+// after that run's start is the run's whatever other runs the ID has (owner).
+// So only the intervals that begin before their run are settled against the
+// ID's other runs, which otherRuns reads for them alone: most passes have
+// none, and need no query more.
 func (s *Summarizer) allocationsOf(ctx context.Context, ids []string, byID map[string][]*summaryJob, seen map[jobGPUKey]bool, out map[string][]gpuKey) error {
+	claim := func(run *summaryJob, k gpuKey) {
+		if jk := (jobGPUKey{run.key(), k}); !seen[jk] {
+			seen[jk] = true
+			out[jk.job] = append(out[jk.job], k)
+		}
+	}
+	early, err := s.readAllocations(ctx, ids, byID, claim)
+	if err != nil {
+		return err
+	}
+	if len(early) == 0 {
+		return nil
+	}
+	others, err := s.otherRuns(ctx, early, byID)
+	if err != nil {
+		return err
+	}
+	for _, a := range early {
+		other := others[a.idKey]
+		run := owner(slices.Concat(byID[a.idKey], other), a.from, a.to)
+		if run != nil && !slices.Contains(other, run) {
+			claim(run, a.gpu)
+		}
+	}
+	return nil
+}
+
+// earlyAllocation is an allocation interval of a GPU to a job ID (by
+// summaryJob.idKey) that began before the start of run, the run of the pass
+// that owner gave it to.
+type earlyAllocation struct {
+	cluster, jobID, idKey string
+	gpu                   gpuKey
+	from, to              int64
+	run                   *summaryJob
+}
+
+// readAllocations reads the allocation intervals of the job IDs of ids
+// (quoted), calls claim for those that belong to a run of byID from its
+// start on, and returns those that began before the start of the run of
+// byID they belong to (see allocationsOf).
+func (s *Summarizer) readAllocations(ctx context.Context, ids []string, byID map[string][]*summaryJob, claim func(*summaryJob, gpuKey)) ([]earlyAllocation, error) {
 	rows, err := s.conn.Query(ctx, fmt.Sprintf(`SELECT cluster, job_id, host, gpu_index, toInt64(alloc_start), argMax(ifNull(toInt64(alloc_end), toInt64(-1)), version)
 FROM %s.gpu_allocations
 WHERE gpu_index >= 0 AND job_id IN (%s)
 GROUP BY cluster, host, gpu_index, gpu_uuid, mig_uuid, job_id, alloc_start, source`,
 		s.cfg.Database, strings.Join(ids, ",")))
 	if err != nil {
-		return fmt.Errorf("select allocations: %w", err)
+		return nil, fmt.Errorf("select allocations: %w", err)
 	}
 	defer rows.Close()
+	var early []earlyAllocation
 	for rows.Next() {
-		var j summaryJob
-		var k gpuKey
-		var from, to int64
-		if err := rows.Scan(&j.cluster, &j.jobID, &k.host, &k.index, &from, &to); err != nil {
-			return fmt.Errorf("scan allocation: %w", err)
+		var a earlyAllocation
+		if err := rows.Scan(&a.cluster, &a.jobID, &a.gpu.host, &a.gpu.index, &a.from, &a.to); err != nil {
+			return nil, fmt.Errorf("scan allocation: %w", err)
 		}
-		run := owner(byID[j.idKey()], from, to)
-		if run == nil {
-			continue
-		}
-		if jk := (jobGPUKey{run.key(), k}); !seen[jk] {
-			seen[jk] = true
-			out[jk.job] = append(out[jk.job], k)
+		a.idKey = summaryJob{cluster: a.cluster, jobID: a.jobID}.idKey()
+		a.run = owner(byID[a.idKey], a.from, a.to)
+		switch {
+		case a.run == nil:
+		case a.from < a.run.start.Unix():
+			early = append(early, a)
+		default:
+			claim(a.run, a.gpu)
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("select allocations: %w", err)
+		return nil, fmt.Errorf("select allocations: %w", err)
 	}
-	return nil
+	return early, nil
 }
 
-// owner returns the run of runs (those of one job ID in the pass) that the
-// allocation interval [from, to] (Unix seconds, to < 0: still open) belongs
-// to, or nil: of the runs inRun accepts it for, the last to start at or
-// before from (the run that held the GPUs when the interval began), else the
-// first to start. The runs of one ID follow each other, so a closed interval
-// fits one of them at most; an open one that an earlier run left open (its
-// closing row lost) would fit every later run too, and goes to the earlier.
+// otherRuns returns, by summaryJob.idKey, the runs outside byID of the job
+// IDs of early that can own one of early's intervals: those submitted before
+// the latest start of early's runs (a run submits before it starts, and only
+// a run that starts before a run of the pass takes an interval from it: see
+// owner). Each comes with its start and its end, zero for a run not ended,
+// read at its highest version, as FINAL would show it, by argMax over the
+// rows of these IDs (see allocationsOf); the sorting key (cluster, job_id,
+// submit_time) finds them. The query lists clusters and IDs apart, not as
+// pairs, so that its text stays within the chunk's IDs (inChunks) and a few
+// cluster names; the pairs of a cluster and another cluster's ID it lets in
+// are dropped here.
+func (s *Summarizer) otherRuns(ctx context.Context, early []earlyAllocation, byID map[string][]*summaryJob) (map[string][]*summaryJob, error) {
+	var clusters, ids []string
+	hasCluster, hasID, listed := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	var before int64
+	for _, a := range early {
+		before = max(before, a.run.start.Unix())
+		if !hasCluster[a.cluster] {
+			hasCluster[a.cluster] = true
+			clusters = append(clusters, quote(a.cluster))
+		}
+		if !hasID[a.jobID] {
+			hasID[a.jobID] = true
+			ids = append(ids, quote(a.jobID))
+		}
+		listed[a.idKey] = true
+	}
+	rows, err := s.conn.Query(ctx, fmt.Sprintf(`SELECT cluster, job_id, submit_time, argMax(ifNull(toInt64(start_time), toInt64(-1)), version), argMax(ifNull(toInt64(end_time), toInt64(-1)), version)
+FROM %s.job_runs
+WHERE cluster IN (%s) AND job_id IN (%s) AND submit_time < toDateTime(%d)
+GROUP BY cluster, job_id, submit_time`, s.cfg.Database, strings.Join(clusters, ","), strings.Join(ids, ","), before))
+	if err != nil {
+		return nil, fmt.Errorf("select the other runs of %d job IDs: %w", len(ids), err)
+	}
+	defer rows.Close()
+	out := map[string][]*summaryJob{}
+	for rows.Next() {
+		j := &summaryJob{}
+		var start, end int64
+		if err := rows.Scan(&j.cluster, &j.jobID, &j.submit, &start, &end); err != nil {
+			return nil, fmt.Errorf("scan another run of a job ID: %w", err)
+		}
+		// A run not started yet holds no GPU; a run of the pass is there.
+		if !listed[j.idKey()] || start < 0 || slices.ContainsFunc(byID[j.idKey()], func(r *summaryJob) bool { return r.key() == j.key() }) {
+			continue
+		}
+		j.start = time.Unix(start, 0)
+		if end >= 0 {
+			j.end = time.Unix(end, 0)
+		}
+		out[j.idKey()] = append(out[j.idKey()], j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("select the other runs of %d job IDs: %w", len(ids), err)
+	}
+	return out, nil
+}
+
+// owner returns the run of runs (those of one job ID; a zero end: not ended)
+// that the allocation interval [from, to] (Unix seconds, to < 0: still open)
+// belongs to, or nil: of the runs inRun accepts it for, the last to start at
+// or before from (the run that held the GPUs when the interval began), else
+// the first to start. The runs of one ID follow each other, so a closed
+// interval fits one of them at most; an open one that an earlier run left
+// open (its closing row lost) would fit every later run too, and goes to the
+// earlier. A run that starts later than a run r the interval fits starts
+// after r ends, so after from, and never takes the interval from r; one that
+// starts earlier takes it only if r starts after from.
 func owner(runs []*summaryJob, from, to int64) *summaryJob {
 	var best *summaryJob
 	for _, r := range runs {
-		start := r.start.Unix()
-		if !inRun(from, to, start, r.end.Unix()) {
+		start, end := r.start.Unix(), r.end.Unix()
+		if r.end.IsZero() {
+			end = math.MaxInt64
+		}
+		if !inRun(from, to, start, end) {
 			continue
 		}
 		switch b := best; {

@@ -18,8 +18,10 @@ import (
 )
 
 // jobRow is one row of jobs and job_runs as jobs_mv and job_runs_mv write it
-// for an event of a job of cluster c1. A zero start or end is NULL.
+// for an event of a job of cluster c1 unless cluster says otherwise. A zero
+// start or end is NULL.
 type jobRow struct {
+	cluster            string // "c1" when empty
 	id, event, state   string
 	user               string // "u1" when empty
 	submit, start, end time.Time
@@ -46,7 +48,7 @@ func insertJobRows(t testing.TB, conn driver.Conn, db string, rows ...jobRow) {
 				end = &r.end
 			}
 			user := cmp.Or(r.user, "u1")
-			if err := b.Append("c1", r.id, user, "gpu", r.state, r.submit, start, end, r.gpus, r.event, r.at, r.inserted,
+			if err := b.Append(cmp.Or(r.cluster, "c1"), r.id, user, "gpu", r.state, r.submit, start, end, r.gpus, r.event, r.at, r.inserted,
 				uint64(r.at.UnixMilli())*8+order[r.event]); err != nil {
 				t.Fatal(err)
 			}
