@@ -95,7 +95,7 @@ func New(cfg Config, conn driver.Conn, logger *slog.Logger, reg prometheus.Regis
 	in.kt = sec.Transport("heliostat-ingest")
 	in.kc = &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 10 * time.Second, Transport: in.kt}
 	in.samplePool = &sync.Pool{New: func() any { return new(schemas.SampleBatch) }}
-	in.handlers = in.newHandlers()
+	in.handlers = in.handlersCounting(nil) // they only decode: each batch files rows with its own
 	for _, h := range in.handlers {
 		in.byTopic[h.topic()] = h
 		in.m.rows.WithLabelValues(h.table())
@@ -217,14 +217,11 @@ func (in *Ingester) Run(ctx context.Context) error {
 	return nil
 }
 
-// newHandlers returns one handler per consumed topic. The readers decode with
-// in.handlers; each batch files rows with its own.
-func (in *Ingester) newHandlers() []handler {
-	return in.handlersCounting(func(column string) { in.m.unfit.WithLabelValues(column).Inc() })
-}
-
-// handlersCounting returns one handler per consumed topic, in the order of
-// newHandlers, that report values that do not fit their column to unfit.
+// handlersCounting returns one handler per consumed topic (samples, GPU
+// events, job events, allocations), which report values that do not fit
+// their column to unfit (nil: not reported). The readers decode with
+// in.handlers; each batch files rows with its own, which count into the
+// batch (see counts).
 func (in *Ingester) handlersCounting(unfit func(column string)) []handler {
 	return []handler{newSampleHandler(in.samplePool), newEventHandler(), newJobEventHandler(unfit), newAllocHandler(unfit)}
 }
@@ -575,12 +572,14 @@ type batch struct {
 	forget   []prodKey                // idle producers whose rows to delete after them
 	forgotAt map[prodKey]time.Time    // the last message time each of forget had when it was forgotten
 	blks     []block                  // the blocks with rows, gathered at flush (reused)
+	counts   counts                   // what its messages add to the counters once it is stored
 	first    time.Time
 }
 
 func (in *Ingester) newBatch() *batch {
-	b := &batch{handlers: in.newHandlers(), byTopic: map[string]handler{}, next: map[string]map[int]int64{},
-		heads: map[headKey]head{}, seqs: map[seqKey]seqMark{}, senders: map[prodKey]time.Time{}}
+	b := &batch{byTopic: map[string]handler{}, next: map[string]map[int]int64{},
+		heads: map[headKey]head{}, seqs: map[seqKey]seqMark{}, senders: map[prodKey]time.Time{}, counts: newCounts()}
+	b.handlers = in.handlersCounting(func(column string) { b.counts.unfit[column]++ })
 	for _, h := range b.handlers {
 		b.byTopic[h.topic()] = h
 	}
@@ -610,6 +609,7 @@ func (b *batch) reset() {
 	clear(b.senders)
 	b.forget = b.forget[:0]
 	clear(b.forgotAt)
+	b.counts.reset()
 }
 
 // sink batches items by rows and by time. Full batches go to one flusher
@@ -724,14 +724,17 @@ func (in *Ingester) sink(ctx context.Context, stop <-chan struct{}, gen *kafka.G
 }
 
 // addItem files one message into b. seqs is the generation's deduplication
-// state (see sequence.go); the sink goroutine alone uses it.
+// state (see sequence.go); the sink goroutine alone uses it. What the message
+// is counted as goes into b.counts, which flush adds to the counters once b
+// is stored.
 func (in *Ingester) addItem(b *batch, it item, seqs *sequences) {
 	topic := it.h.topic()
 	b.add(topic, it.partition, it.offset)
 	b.heads[headKey{topic: topic, partition: it.partition}] = it.raw
+	tc := b.counts.topic(topic)
 	if it.seqErr != nil {
 		// Ingested all the same, without deduplication: the rows are fine.
-		in.m.errors.WithLabelValues("sequence_header").Inc()
+		b.counts.sequenceHeader++
 		in.warnf("sequence_header", "message has malformed sequence headers; ingesting it without deduplication",
 			"topic", topic, "partition", it.partition, "offset", it.offset, "err", it.seqErr)
 	}
@@ -740,7 +743,7 @@ func (in *Ingester) addItem(b *batch, it item, seqs *sequences) {
 		v, gap := checkSequence(seqs.marks, b.seqs, k, it.seq.Seq, it.offset)
 		seqs.seen(k.prod(), it.at, b.senders)
 		if gap > 0 {
-			in.m.seqGaps.WithLabelValues(topic).Add(float64(gap))
+			tc.gaps += gap
 			in.warnf("sequence_gap", "messages missing from a producer's numbered stream: lost before kafka (spool full or rejected)",
 				"topic", topic, "partition", it.partition, "offset", it.offset, "producer", it.seq.Producer, "key", it.key,
 				"seq", it.seq.Seq, "missing", gap)
@@ -750,18 +753,18 @@ func (in *Ingester) addItem(b *batch, it item, seqs *sequences) {
 			if it.data != nil {
 				it.h.release(it.data)
 			}
-			outcome := "resent"
 			if v == seqStored {
-				outcome = "duplicate"
+				tc.duplicate++
+			} else {
+				tc.resent++
 			}
-			in.m.messages.WithLabelValues(topic, outcome).Inc()
 			return
 		}
 	}
 	if it.dead != nil {
 		if slices.Contains(it.skip, deadPartKey) {
 			// Dead-lettered before (see deadletter.go).
-			in.m.messages.WithLabelValues(topic, "duplicate").Inc()
+			tc.duplicate++
 			return
 		}
 		in.deadletter(b, it)
@@ -770,14 +773,15 @@ func (in *Ingester) addItem(b *batch, it item, seqs *sequences) {
 	n := b.byTopic[topic].add(it.data, it.partition, it.offset, it.skip)
 	b.rows += n
 	if n == 0 && len(it.skip) > 0 {
-		in.m.messages.WithLabelValues(topic, "duplicate").Inc()
+		tc.duplicate++
 	} else {
-		in.m.messages.WithLabelValues(topic, "inserted").Inc()
+		tc.inserted++
 	}
 }
 
 // flush writes dead letters, then the blocks' intents, then every block, then
-// commits the offsets. It returns false when ctx ended before everything was
+// the sequence marks; then it counts the batch's messages (b.counts), writes
+// the heads and commits the offsets. It returns false when ctx ended before everything was
 // written; nothing is committed then, and the next owner of the partitions
 // resumes from the intents and the ledger. Once ctx (the generation) has
 // ended it begins no further write: the partitions may be another
@@ -829,6 +833,10 @@ func (in *Ingester) flush(ctx context.Context, gen *kafka.Generation, b *batch) 
 	if err := in.writeSequences(ctx, b.seqs, b.senders); err != nil {
 		return false
 	}
+	// Rows and marks are stored: a later read of these messages finds
+	// them stored (duplicate) and their numbers' gaps closed, whatever
+	// happens to the heads and the commit.
+	b.counts.addTo(in.m)
 	if err := in.writeHeads(ctx, b.heads); err != nil {
 		return false
 	}

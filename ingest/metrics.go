@@ -36,7 +36,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"table"}),
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_ingest_messages_total",
-			Help: "Kafka messages handled, by topic and outcome (inserted; duplicate: already in ClickHouse, or already dead-lettered; resent: a copy a producer sent again, dropped; deadletter).",
+			Help: "Kafka messages handled, by topic and outcome (inserted; duplicate: already in ClickHouse, or already dead-lettered; resent: a copy a producer sent again, dropped; deadletter), counted once their batch is stored: a batch dropped (rebalance, failed shutdown flush) is counted by the replica that reads it again.",
 		}, []string{"topic", "outcome"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_ingest_errors_total",
@@ -64,7 +64,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"table"}),
 		seqGaps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_ingest_sequence_gaps_total",
-			Help: "Numbers missing from producers' numbered messages, by topic: messages lost before Kafka (a full spool, a rejected write).",
+			Help: "Numbers missing from producers' numbered messages, by topic: messages lost before Kafka (a full spool, a rejected write). Counted once the batch of the message after the gap is stored.",
 		}, []string{"topic"}),
 		seqMarks: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "heliostat_ingest_sequence_marks",
@@ -92,7 +92,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		unfit: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_ingest_values_unknown_total",
-			Help: "Known values too large for their column, stored as unknown (NULL, or -1 for gpu_index), by column: exit_code and gpu_index beyond Int32, time_limit_s, node_count, cpus and gpus beyond UInt32. A producer sending them is at fault.",
+			Help: "Known values too large for their column, stored as unknown (NULL, or -1 for gpu_index), by column: exit_code and gpu_index beyond Int32, time_limit_s, node_count, cpus and gpus beyond UInt32. A producer sending them is at fault. Counted once their batch is stored.",
 		}, []string{"column"}),
 	}
 	if err := metricsreg.Register(reg, m.rows, m.messages, m.errors, m.batchSeconds, m.lag, m.flushRows, m.assigned, m.clickhouseUp, m.retentionDrop, m.seqGaps,
@@ -109,4 +109,67 @@ func counterValue(c prometheus.Counter) float64 {
 		return 0
 	}
 	return m.GetCounter().GetValue()
+}
+
+// counts is what a batch's messages add to the counters, which flush adds
+// once the batch is stored: a message is counted by the replica that stores
+// it, not by each one that reads it. A batch dropped (its generation ended
+// by a rebalance, a shutdown whose flush ran out of time, ClickHouse down
+// until then) counts nothing; the next owner of its partitions reads its
+// messages again and counts them. Dead letters are counted the same way
+// (writeDeadLetters).
+type counts struct {
+	topics         map[string]*topicCounts // kept across resets
+	sequenceHeader int                     // messages with malformed sequence headers
+	unfit          map[string]int          // values stored as unknown, by column
+}
+
+// topicCounts is one topic's messages by outcome, and the numbers missing
+// from its producers' streams.
+type topicCounts struct {
+	inserted, duplicate, resent int
+	gaps                        uint64
+}
+
+func newCounts() counts {
+	return counts{topics: map[string]*topicCounts{}, unfit: map[string]int{}}
+}
+
+// topic returns topic's share of c.
+func (c *counts) topic(topic string) *topicCounts {
+	t := c.topics[topic]
+	if t == nil {
+		t = &topicCounts{}
+		c.topics[topic] = t
+	}
+	return t
+}
+
+// addTo adds c to m's counters.
+func (c *counts) addTo(m *metrics) {
+	for topic, t := range c.topics {
+		addNonZero(m.messages, float64(t.inserted), topic, "inserted")
+		addNonZero(m.messages, float64(t.duplicate), topic, "duplicate")
+		addNonZero(m.messages, float64(t.resent), topic, "resent")
+		addNonZero(m.seqGaps, float64(t.gaps), topic)
+	}
+	addNonZero(m.errors, float64(c.sequenceHeader), "sequence_header")
+	for column, n := range c.unfit {
+		addNonZero(m.unfit, float64(n), column)
+	}
+}
+
+func (c *counts) reset() {
+	for _, t := range c.topics {
+		*t = topicCounts{}
+	}
+	c.sequenceHeader = 0
+	clear(c.unfit)
+}
+
+// addNonZero adds n, unless 0, to vec's series of labels.
+func addNonZero(vec *prometheus.CounterVec, n float64, labels ...string) {
+	if n > 0 {
+		vec.WithLabelValues(labels...).Add(n)
+	}
 }
