@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -66,16 +65,9 @@ func TestAdminLevels(t *testing.T) {
 	if err := os.Chmod(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"squeue", "sinfo", "scontrol"} {
-		real, err := exec.LookPath(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		script := fmt.Sprintf("#!/bin/sh\nexec %s -u %s -- %s \"$@\"\n", runuser, actor, real)
-		if err := os.WriteFile(filepath.Join(bin, name), []byte(script), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	wrapCommands(t, bin, func(_, real string) string {
+		return fmt.Sprintf("exec %s -u %s -- %s \"$@\"", runuser, actor, real)
+	}, "squeue", "sinfo", "scontrol")
 	s, err := New(Config{Conf: c.Conf(), BinDir: bin}, c.Env(), nil, time.Now)
 	if err != nil {
 		t.Fatal(err)

@@ -78,16 +78,7 @@ func TestCaptureUpdateReplies(t *testing.T) {
 	if !*update {
 		t.Skip("fixtures are captured with -update")
 	}
-	c := slurmtest.StartWith(t, slurmtest.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	must := func(out string, err error) string {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.TrimSpace(out)
-	}
+	c, ctx, must := startCluster(t)
 	s, err := New(Config{Conf: c.Conf()}, c.Env(), nil, nil)
 	if err != nil {
 		t.Fatal(err)

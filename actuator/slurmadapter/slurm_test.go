@@ -30,17 +30,27 @@ func loggedCommands(t *testing.T, names ...string) (dir, log string) {
 	t.Helper()
 	dir = t.TempDir()
 	log = filepath.Join(dir, "commands.log")
+	wrapCommands(t, dir, func(name, real string) string {
+		return fmt.Sprintf("echo \"%s $*\" >> %s\nexec %s \"$@\"", name, log, real)
+	}, names...)
+	return dir, log
+}
+
+// wrapCommands writes into dir a script for each of Slurm's commands of
+// those names whose body (after the #! line) body returns, given the name
+// and the command's own path.
+func wrapCommands(t *testing.T, dir string, body func(name, real string) string, names ...string) {
+	t.Helper()
 	for _, name := range names {
 		real, err := exec.LookPath(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		script := fmt.Sprintf("#!/bin/sh\necho \"%s $*\" >> %s\nexec %s \"$@\"\n", name, log, real)
+		script := "#!/bin/sh\n" + body(name, real) + "\n"
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return dir, log
 }
 
 // clock is the actuator's clock in these tests: real Slurm, injected time,
@@ -289,22 +299,31 @@ func TestSlurm(t *testing.T) {
 	}
 }
 
+// startCluster starts a private Slurm cluster for one test and returns it,
+// a context for the test's minute, and must, which fails t on a command's
+// error (with slurmctld's log) and returns its output trimmed.
+func startCluster(t *testing.T) (*slurmtest.Cluster, context.Context, func(string, error) string) {
+	t.Helper()
+	c := slurmtest.StartWith(t, slurmtest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	must := func(out string, err error) string {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%v\n%s", err, c.LogTail(20))
+		}
+		return strings.TrimSpace(out)
+	}
+	return c, ctx, must
+}
+
 // TestSlurmPendingArraysAndWaits reads a real Slurm 22.05's queue: a pending
 // array stands for its tasks — all those of its task list, however long
 // (squeue cuts the list at 64 bytes unless SLURM_BITSTR_LEN=0), or its
 // throttle less its running tasks — and jobs waiting for a dependency, a
 // begin time or the array's throttle cannot start however many nodes are up.
 func TestSlurmPendingArraysAndWaits(t *testing.T) {
-	c := slurmtest.StartWith(t, slurmtest.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	must := func(out string, err error) string {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.TrimSpace(out)
-	}
+	c, ctx, must := startCluster(t)
 	// Two of the four nodes run the throttled array's tasks; each task of
 	// the other arrays asks for three nodes, so they stay pending.
 	thr := must(c.Submit(ctx, "--gres=gpu:8", "-N1", "--array=0-9%2", "-J", "thr", "--wrap", "sleep 120"))
@@ -360,16 +379,7 @@ func TestSlurmPendingArraysAndWaits(t *testing.T) {
 // out, and it keeps its unit of the rate limit. An array all of whose
 // tasks are held is skipped as held, and its unit is given back.
 func TestSlurmArrayPartlyHeld(t *testing.T) {
-	c := slurmtest.StartWith(t, slurmtest.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	must := func(out string, err error) string {
-		t.Helper()
-		if err != nil {
-			t.Fatalf("%v\n%s", err, c.LogTail(20))
-		}
-		return strings.TrimSpace(out)
-	}
+	c, ctx, must := startCluster(t)
 	// A job on all four nodes keeps the others pending.
 	filler := must(c.Submit(ctx, "-N4", "--gres=gpu:8", "--wrap", "sleep 300"))
 	if _, err := c.WaitState(ctx, func(s string) bool { return s == "RUNNING" }, filler); err != nil {
