@@ -266,6 +266,9 @@ func TestSimResumeAfterKillAndStop(t *testing.T) {
 	}
 	p.Flush(t)
 	p.WaitFor(t, "job e ended", "SELECT count() FROM "+p.DB+".jobs FINAL WHERE cluster = 'local' AND last_event = 'END'", 5)
+	// The allocations' closing rows may land in a later batch than the
+	// jobs' ends.
+	p.WaitFor(t, "allocations closed", "SELECT count() FROM "+p.DB+".gpu_allocations FINAL WHERE alloc_end IS NULL", 0)
 	if got := p.Jobs(t, cluster, t0)["e"]; got != (simtest.Job{State: "COMPLETED", Start: 4621, End: 4621 + 7200}) {
 		t.Errorf("after the third run: job e %+v; want COMPLETED 4621 .. 11821", got)
 	}
