@@ -1,7 +1,6 @@
 package ingest
 
 import (
-	"context"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -11,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
-	"github.com/heliostat-dev/heliostat/collector/synthetic"
 	"github.com/heliostat-dev/heliostat/internal/logthrottle"
 	"github.com/heliostat-dev/heliostat/schemas"
 )
@@ -27,19 +25,8 @@ func BenchmarkAddItem(b *testing.B) {
 	}
 	in := &Ingester{m: m, logger: slog.New(slog.DiscardHandler), warn: logthrottle.Throttle{Every: 10 * time.Second},
 		samplePool: &sync.Pool{New: func() any { return new(schemas.SampleBatch) }}}
-	src := synthetic.New("bench-host", 8, 1)
-	var sb schemas.SampleBatch
-	sb.Cluster, sb.Host = "bench", "bench-host"
+	samples, _ := benchSampleMessage(b)
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	for k := range 10 {
-		if err := src.Collect(context.Background(), t0.Add(time.Duration(k)*5*time.Second), &sb); err != nil {
-			b.Fatal(err)
-		}
-	}
-	samples, err := schemas.AppendSampleBatch(nil, &sb)
-	if err != nil {
-		b.Fatal(err)
-	}
 	jobs, err := schemas.AppendJobEventBatch(nil, &schemas.JobEventBatch{Cluster: "c", Source: schemas.SourceSlurm, Events: []schemas.JobEvent{{
 		JobID: "1", Type: schemas.JobSubmit, State: schemas.StatePending, ArrayTaskID: schemas.Unknown, ExitCode: schemas.Unknown,
 		MemReqBytes: schemas.Unknown, EventMillis: t0.UnixMilli(), SubmitMillis: t0.UnixMilli(), NodeCount: 1, CPUs: 1, GPUs: 1}}})

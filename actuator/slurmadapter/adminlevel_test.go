@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -102,14 +103,29 @@ func TestAdminLevels(t *testing.T) {
 	if p := priority(); p != "2345" {
 		t.Errorf("Admin: priority = %s; want 2345", p)
 	}
+	// The node's State= field, e.g. IDLE or IDLE+POWERING_DOWN.
+	nodeState := func() string {
+		t.Helper()
+		out := run("scontrol", "show", "node", node)
+		if m := regexp.MustCompile(`\bState=(\S+)`).FindStringSubmatch(out); m != nil {
+			return m[1]
+		}
+		t.Fatalf("no State= in scontrol show node %s:\n%s", node, out)
+		return ""
+	}
+	if st := nodeState(); strings.Contains(st, "POWER") {
+		t.Fatalf("premise: %s is %s before any power action", node, st)
+	}
 	if err := s.PowerDown(ctx, node); err != nil {
 		t.Errorf("Admin: power down %s: %v", node, err)
 	}
-	state := ""
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(state, "POWER"); time.Sleep(200 * time.Millisecond) {
-		state = run("scontrol", "show", "node", node)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		st := nodeState()
+		if strings.Contains(st, "POWER") {
+			break
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("Admin: %s after its power-down:\n%s", node, state)
+			t.Fatalf("Admin: %s is %s 30 s after its power-down; want POWERING_DOWN or POWERED_DOWN", node, st)
 		}
 	}
 	if err := s.PowerUp(ctx, node); err != nil {
