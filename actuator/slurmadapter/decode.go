@@ -57,17 +57,18 @@ type squeueDoc struct {
 // `scontrol update jobid=` applies to every pending task, standing for the
 // tasks of its array_task_string that may start (ArrayTasks). A job that
 // cannot start yet (ineligibleReason, or an eligible_time after now) is
-// marked Ineligible.
-func decodeSqueue(b []byte, now time.Time) ([]adapter.Job, error) {
+// marked Ineligible. leaders holds the ids of the pending heterogeneous
+// jobs' leaders (see hetTarget); nil when there are none.
+func decodeSqueue(b []byte, now time.Time) (jobs []adapter.Job, leaders map[string]bool, err error) {
 	var doc squeueDoc
 	if err := unmarshal(b, &doc); err != nil {
-		return nil, fmt.Errorf("squeue --json: %w", err)
+		return nil, nil, fmt.Errorf("squeue --json: %w", err)
 	}
 	if len(doc.Errors) > 0 {
-		return nil, fmt.Errorf("squeue --json: %w: %s", ErrReported, clip(doc.Errors))
+		return nil, nil, fmt.Errorf("squeue --json: %w: %s", ErrReported, clip(doc.Errors))
 	}
 	if doc.Jobs == nil {
-		return nil, fmt.Errorf("squeue --json: %w: no \"jobs\" list", ErrShape)
+		return nil, nil, fmt.Errorf("squeue --json: %w: no \"jobs\" list", ErrShape)
 	}
 	running := runningTasks(*doc.Jobs)
 	var out []adapter.Job
@@ -76,7 +77,7 @@ func decodeSqueue(b []byte, now time.Time) ([]adapter.Job, error) {
 			continue
 		}
 		if !j.JobID.Set || j.JobID.V <= 0 {
-			return nil, fmt.Errorf("squeue --json: %w: job %d has no job_id", ErrRecord, i)
+			return nil, nil, fmt.Errorf("squeue --json: %w: job %d has no job_id", ErrRecord, i)
 		}
 		id := strconv.FormatInt(j.JobID.V, 10)
 		if j.ArrayTaskID.Set && j.ArrayJobID.Set && j.ArrayJobID.V > 0 {
@@ -84,13 +85,13 @@ func decodeSqueue(b []byte, now time.Time) ([]adapter.Job, error) {
 		}
 		gpus, err := jobGPUs(j)
 		if err != nil {
-			return nil, fmt.Errorf("squeue --json: %w: job %s: %v", ErrRecord, id, err)
+			return nil, nil, fmt.Errorf("squeue --json: %w: job %s: %v", ErrRecord, id, err)
 		}
 		var bound []string
 		for _, field := range []string{j.Nodes, j.RequiredNodes} {
 			names, err := slurmfmt.ExpandHostlist(field)
 			if err != nil {
-				return nil, fmt.Errorf("squeue --json: %w: job %s: nodes: %v", ErrRecord, id, err)
+				return nil, nil, fmt.Errorf("squeue --json: %w: job %s: nodes: %v", ErrRecord, id, err)
 			}
 			bound = append(bound, names...)
 		}
@@ -101,7 +102,7 @@ func decodeSqueue(b []byte, now time.Time) ([]adapter.Job, error) {
 		if !j.ArrayTaskID.Set && j.ArrayJobID.Set && j.ArrayJobID.V > 0 && j.ArrayTaskString != "" {
 			n, throttle, err := arrayTasks(j.ArrayTaskString)
 			if err != nil {
-				return nil, fmt.Errorf("squeue --json: %w: job %s: %v", ErrRecord, id, err)
+				return nil, nil, fmt.Errorf("squeue --json: %w: job %s: %v", ErrRecord, id, err)
 			}
 			if throttle > 0 {
 				// Only throttle − running tasks may start; none while
@@ -113,6 +114,12 @@ func decodeSqueue(b []byte, now time.Time) ([]adapter.Job, error) {
 			}
 			job.ArrayTasks = max(n, 1)
 		}
+		if j.HetJobID.V > 0 && j.HetJobID.V == j.JobID.V && j.HetJobOffset.V == 0 {
+			if leaders == nil {
+				leaders = map[string]bool{}
+			}
+			leaders[id] = true
+		}
 		if j.SubmitTime.Set && j.SubmitTime.V > 0 {
 			job.Submit = time.Unix(j.SubmitTime.V, 0).UTC()
 		}
@@ -122,7 +129,7 @@ func decodeSqueue(b []byte, now time.Time) ([]adapter.Job, error) {
 		out = append(out, job)
 	}
 	sortJobs(out)
-	return out, nil
+	return out, leaders, nil
 }
 
 // ineligibleReason reports whether a pending job's state_reason says it

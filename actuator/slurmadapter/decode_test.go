@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,7 @@ var fixtureNow = time.Unix(1795307300, 0).UTC()
 // TestDecodeSqueueFixture reads squeue --json of Slurm 22.05.8 with a running
 // job, a pending job bound for gpu1 and a held pending array of 3 tasks.
 func TestDecodeSqueueFixture(t *testing.T) {
-	jobs, err := decodeSqueue(readFixture(t, "squeue.json"), fixtureNow)
+	jobs, _, err := decodeSqueue(readFixture(t, "squeue.json"), fixtureNow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +117,7 @@ func TestDecodeErrors(t *testing.T) {
 	}
 }
 
-func sq(b []byte) error { _, err := decodeSqueue(b, fixtureNow); return err }
+func sq(b []byte) error { _, _, err := decodeSqueue(b, fixtureNow); return err }
 func si(b []byte) error { _, err := decodeSinfo(b); return err }
 
 // TestDecodeSqueueArrays: a pending array whose tasks are not split yet is
@@ -147,7 +148,7 @@ func TestDecodeSqueueArrays(t *testing.T) {
 			doc += `{"job_id": 7, "array_job_id": 7, "array_task_id": null, "array_task_string": "` + tc.tasks + `", "job_state": "PENDING",
 				"state_reason": "Resources", "partition": "gpu", "tres_per_node": "gres:gpu:8", "node_count": 1},
 				{"job_id": 8, "array_job_id": 7, "array_task_id": 1, "job_state": "PENDING", "state_reason": "Resources"}]}`
-			jobs, err := decodeSqueue([]byte(doc), fixtureNow)
+			jobs, _, err := decodeSqueue([]byte(doc), fixtureNow)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -194,7 +195,7 @@ func TestDecodeSqueueIneligible(t *testing.T) {
 		{"None", fixtureNow.Unix(), false},
 	} {
 		doc := fmt.Sprintf(`{"jobs": [{"job_id": 9, "job_state": "PENDING", "state_reason": %q, "eligible_time": %d, "priority": 100}]}`, tc.reason, tc.eligible)
-		jobs, err := decodeSqueue([]byte(doc), fixtureNow)
+		jobs, _, err := decodeSqueue([]byte(doc), fixtureNow)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,10 +205,36 @@ func TestDecodeSqueueIneligible(t *testing.T) {
 	}
 }
 
+// TestDecodeHetJobLeaders: each pending component of a heterogeneous job is
+// a job of its own, named by its own job id, and the leaders (component 0,
+// whose id is the het job's) are known, so that a priority change is sent to
+// the leader alone. A running leader, and other jobs, are not leaders.
+func TestDecodeHetJobLeaders(t *testing.T) {
+	jobs, leaders, err := decodeSqueue([]byte(`{"jobs": [
+		{"job_id": 2, "het_job_id": 2, "het_job_offset": 0, "job_state": "PENDING", "tres_per_node": "gres:gpu:2", "submit_time": 100},
+		{"job_id": 3, "het_job_id": 2, "het_job_offset": 1, "job_state": "PENDING", "tres_per_node": "gres:gpu:4", "submit_time": 100},
+		{"job_id": 5, "het_job_id": 5, "het_job_offset": 0, "job_state": "RUNNING"},
+		{"job_id": 6, "het_job_id": 5, "het_job_offset": 1, "job_state": "PENDING", "submit_time": 101},
+		{"job_id": 7, "het_job_id": 0, "het_job_offset": 0, "job_state": "PENDING", "submit_time": 102}]}`), fixtureNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, j := range jobs {
+		ids = append(ids, fmt.Sprintf("%s:%d", j.ID, j.GPUs))
+	}
+	if got := strings.Join(ids, " "); got != "2:2 3:4 6:0 7:0" {
+		t.Errorf("pending jobs = %s; want 2:2 3:4 6:0 7:0", got)
+	}
+	if !reflect.DeepEqual(leaders, map[string]bool{"2": true}) {
+		t.Errorf("leaders = %v; want only 2", leaders)
+	}
+}
+
 // TestDecodeLaterVersions reads the shapes of later Slurm releases: states as
 // lists with the flags in them, numbers as {set, infinite, number}.
 func TestDecodeLaterVersions(t *testing.T) {
-	jobs, err := decodeSqueue([]byte(`{"jobs": [
+	jobs, _, err := decodeSqueue([]byte(`{"jobs": [
 		{"job_id": 9, "job_state": ["PENDING"], "priority": {"set": true, "infinite": false, "number": 40},
 		 "time_limit": {"set": true, "infinite": false, "number": 30}, "submit_time": {"set": true, "number": 1700000000},
 		 "tres_per_job": "gres/gpu:4", "partition": "p", "node_count": {"set": true, "infinite": false, "number": 2}},
@@ -306,7 +333,7 @@ func FuzzDecodeSqueue(f *testing.F) {
 	f.Add([]byte(`{"jobs": [{"job_id": 5, "array_job_id": 5, "array_task_id": 0, "job_state": "RUNNING"},
 		{"job_id": 4, "array_job_id": 4, "array_task_string": "0-99:3,200%5", "job_state": "PENDING", "state_reason": "Resources"}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		jobs, err := decodeSqueue(b, fixtureNow)
+		jobs, leaders, err := decodeSqueue(b, fixtureNow)
 		if err != nil {
 			if errKind(err) == "other" {
 				t.Errorf("decodeSqueue error of no kind: %v", err)
@@ -316,6 +343,11 @@ func FuzzDecodeSqueue(f *testing.F) {
 		for _, j := range jobs {
 			if j.ID == "" || j.GPUs < 0 || j.ArrayTasks < 0 || j.ArrayTasks > maxArrayTasks {
 				t.Errorf("decodeSqueue accepted %+v", j)
+			}
+		}
+		for id := range leaders {
+			if !slices.ContainsFunc(jobs, func(j adapter.Job) bool { return j.ID == id }) {
+				t.Errorf("decodeSqueue names %s a heterogeneous job's leader but not a pending job", id)
 			}
 		}
 	})

@@ -434,3 +434,53 @@ func TestSlurmArrayPartlyHeld(t *testing.T) {
 		t.Errorf("set the priority of job %s after the array's = %s %v; want skipped, %v", other, res.Outcome, res.Err, adapter.ErrRateLimited)
 	}
 }
+
+// TestSlurmHetJobPriorities sets the priorities of a pending heterogeneous
+// job's two components, as a pass does, each to its own value: Slurm 22.05
+// takes the leader's job id for the whole job (every component), so the
+// adapter names the leader alone ("J+0") and the other component keeps the
+// priority set on it, whichever is set last.
+func TestSlurmHetJobPriorities(t *testing.T) {
+	c, ctx, must := startCluster(t)
+	filler := must(c.Submit(ctx, "-N4", "--gres=gpu:8", "--wrap", "sleep 300"))
+	if _, err := c.WaitState(ctx, func(s string) bool { return s == "RUNNING" }, filler); err != nil {
+		t.Fatalf("%v\n%s", err, c.LogTail(20))
+	}
+	leader := must(c.Submit(ctx, "--gres=gpu:2", "--wrap", "true", ":", "--gres=gpu:4", "--wrap", "true"))
+	clk := &clock{t: time.Now()}
+	s, err := New(Config{Conf: c.Conf()}, c.Env(), nil, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"batch"}}, s, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := g.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var other string
+	for _, j := range snap.Jobs {
+		if j.ID != leader && j.ID != filler {
+			other = j.ID
+		}
+	}
+	if other == "" {
+		t.Fatalf("queue %+v: no second component of het job %s", snap.Jobs, leader)
+	}
+	want := map[string]int64{other: 3000, leader: 2000} // the leader last
+	for _, id := range []string{other, leader} {
+		res := g.Do(ctx, adapter.Action{Kind: adapter.SetPriority, Target: id, Partition: "batch", Priority: want[id]})
+		if res.Outcome != adapter.Applied || res.Err != nil {
+			t.Fatalf("set the priority of component %s = %s %v; want applied", id, res.Outcome, res.Err)
+		}
+	}
+	got := must(c.Run(ctx, "squeue", "-h", "-j", leader, "-o", "%i %Q"))
+	w := fmt.Sprintf("%s+0 %d\n%s+1 %d", leader, want[leader], leader, want[other])
+	lines := strings.Split(got, "\n")
+	slices.Sort(lines)
+	if strings.Join(lines, "\n") != w {
+		t.Errorf("priorities of het job %s:\n%s\nwant\n%s", leader, got, w)
+	}
+}

@@ -32,6 +32,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -71,6 +72,11 @@ type Scheduler struct {
 	env []string
 	m   *metrics
 	now func() time.Time
+
+	mu sync.Mutex
+	// hetLeaders are the pending heterogeneous jobs' leaders in the last
+	// queue read (see hetTarget).
+	hetLeaders map[string]bool
 }
 
 // New returns a Scheduler. env is the environment of the commands (nil: the
@@ -132,12 +138,32 @@ func (s *Scheduler) pending(ctx context.Context) ([]adapter.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	jobs, err := decodeSqueue(out, s.now())
+	jobs, leaders, err := decodeSqueue(out, s.now())
 	if err != nil {
 		s.m.decodeErrors.WithLabelValues("squeue", errKind(err)).Inc()
 		return nil, err
 	}
+	s.mu.Lock()
+	s.hetLeaders = leaders
+	s.mu.Unlock()
 	return jobs, nil
+}
+
+// hetTarget returns the name scontrol must be given to update job id alone.
+// Each component of a heterogeneous job is a pending job of its own, named
+// by its own job id, but the leader's id (the first component's) names the
+// whole job to scontrol: `scontrol update jobid=<leader> priority=P` sets
+// every component's priority, overwriting what the actuator set on the
+// others. The leader alone is "<leader>+0". The adapter knows the leaders
+// from its last read of the queue, which the guard makes before every
+// priority change.
+func (s *Scheduler) hetTarget(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hetLeaders[id] {
+		return id + "+0"
+	}
+	return id
 }
 
 func (s *Scheduler) nodes(ctx context.Context, names ...string) ([]adapter.Node, error) {
@@ -180,7 +206,7 @@ func (s *Scheduler) SetPriority(ctx context.Context, jobID string, priority int6
 	if priority < 1 || priority > 4294967293 {
 		return fmt.Errorf("slurmadapter: set priority of job %s: %d is outside 1..4294967293", jobID, priority)
 	}
-	_, stderr, err := s.command(ctx, "scontrol", "update", "jobid="+jobID, "priority="+strconv.FormatInt(priority, 10))
+	_, stderr, err := s.command(ctx, "scontrol", "update", "jobid="+s.hetTarget(jobID), "priority="+strconv.FormatInt(priority, 10))
 	if err == nil {
 		return nil
 	}

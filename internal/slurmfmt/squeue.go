@@ -5,12 +5,17 @@ package slurmfmt
 // minutes and unset when unlimited. A job that has not started may name the
 // nodes it must run on in required_nodes. A pending array is one record whose
 // array_task_string lists the tasks still pending ("0-2", "1,3-5%2"); each
-// task that starts gets its own record with its own job_id.
+// task that starts gets its own record with its own job_id. Each component
+// of a heterogeneous job is a record with its own job_id; het_job_id is the
+// first component's job_id (the leader's) and het_job_offset the
+// component's place, 0 for the leader; both are 0 for other jobs.
 type Job struct {
 	JobID           Int      `json:"job_id"`
 	ArrayJobID      Int      `json:"array_job_id"`
 	ArrayTaskID     Int      `json:"array_task_id"`
 	ArrayTaskString string   `json:"array_task_string"`
+	HetJobID        Int      `json:"het_job_id"`
+	HetJobOffset    Int      `json:"het_job_offset"`
 	Name            string   `json:"name"`
 	UserName        string   `json:"user_name"`
 	UserID          Int      `json:"user_id"`
