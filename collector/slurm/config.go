@@ -16,6 +16,7 @@ const (
 	DefaultCommandTimeout = 30 * time.Second
 	DefaultRetention      = time.Hour
 	DefaultSacct          = "sacct"
+	DefaultSacctmgr       = "sacctmgr"
 	DefaultAcctInterval   = time.Minute
 )
 
@@ -29,8 +30,13 @@ type Config struct {
 	// Default: 5s.
 	PollInterval time.Duration
 	// Squeue and Scontrol are the Slurm commands, a name on PATH or a path.
-	// Default: "squeue", "scontrol".
+	// Default: "squeue", "scontrol". Scontrol also reads slurm.conf's
+	// PrivateData at start (scontrol show config).
 	Squeue, Scontrol string
+	// Sacctmgr is the sacctmgr command, asked for the admin level of the
+	// source's user when PrivateData hides other users' jobs.
+	// Default: "sacctmgr".
+	Sacctmgr string
 	// SlurmConf, when set, is passed to the commands as SLURM_CONF.
 	// Default: $SLURM_CONF of the environment (the commands' own default
 	// when that is empty too).
@@ -73,7 +79,8 @@ type Config struct {
 func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.DurationVar(&c.PollInterval, "slurm.poll-interval", DefaultPollInterval, "time between polls of squeue and the job-completion log")
 	fs.StringVar(&c.Squeue, "slurm.squeue", DefaultSqueue, "squeue command (Slurm 22.05 or later, with --json)")
-	fs.StringVar(&c.Scontrol, "slurm.scontrol", DefaultScontrol, "scontrol command, used to hash batch scripts")
+	fs.StringVar(&c.Scontrol, "slurm.scontrol", DefaultScontrol, "scontrol command, used to hash batch scripts and to read slurm.conf's PrivateData at start")
+	fs.StringVar(&c.Sacctmgr, "slurm.sacctmgr", DefaultSacctmgr, "sacctmgr command, asked for the source user's admin level when PrivateData=jobs hides other users' jobs")
 	fs.StringVar(&c.SlurmConf, "slurm.conf", getenv("SLURM_CONF"), "slurm.conf the commands read (SLURM_CONF); empty for their default")
 	fs.StringVar(&c.JobCompLog, "slurm.jobcomp-log", "", "job-completion log (JobCompLoc of jobcomp/filetxt); empty to not read it")
 	fs.Func("slurm.jobcomp-timezone", "time zone of the job-completion log's times, slurmctld's (default Local)", func(s string) error {
@@ -140,6 +147,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Sacct == "" {
 		c.Sacct = DefaultSacct
+	}
+	if c.Sacctmgr == "" {
+		c.Sacctmgr = DefaultSacctmgr
 	}
 	if c.AccountingInterval == 0 {
 		c.AccountingInterval = DefaultAcctInterval

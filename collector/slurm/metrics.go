@@ -12,6 +12,7 @@ const (
 	inputSqueue  = "squeue"  // a job record of squeue --json
 	inputJobComp = "jobcomp" // a line of the job-completion log
 	inputSacct   = "sacct"   // a job record of sacct --json
+	inputConfig  = "config"  // the output of scontrol show config
 )
 
 // metrics are the source's self-metrics.
@@ -32,6 +33,7 @@ type metrics struct {
 	altered       *prometheus.CounterVec
 	requeued      prometheus.Counter
 	truncated     *prometheus.CounterVec
+	jobsHidden    prometheus.Gauge
 }
 
 // Values of the change label of heliostat_slurm_strings_altered_total.
@@ -73,7 +75,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"type"}),
 		parseErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_slurm_parse_errors_total",
-			Help: "Job records or log lines that could not be parsed and were skipped, by input (squeue, jobcomp, sacct).",
+			Help: "Job records or log lines that could not be parsed and were skipped, by input (squeue, jobcomp, sacct; config: the output of scontrol show config read at start, which the PrivateData check then skips).",
 		}, []string{"input"}),
 		cmdErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_slurm_command_errors_total",
@@ -91,6 +93,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "heliostat_slurm_array_task_lists_truncated_total",
 			Help: "Records of pending job arrays whose task list Slurm cut short (ending in \"...\": SLURM_BITSTR_LEN not honoured), by input (squeue, sacct); counted at every read. The tasks listed in full were used; the others are not published until a full list or their own record shows them, and are not ended as lost meanwhile.",
 		}, []string{"input"}),
+		jobsHidden: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "heliostat_slurm_jobs_hidden",
+			Help: "1 while slurm.conf's PrivateData=jobs hides other users' jobs from the source's user (neither root, SlurmUser nor a Slurm operator), so that their pending and running jobs are not recorded; 0 otherwise. Checked at start, and again every 10 minutes until a check finds them visible.",
+		}),
 		noGPUIndex: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "heliostat_slurm_allocations_unknown_total",
 			Help: "Started jobs with GPUs whose GPU indices Slurm did not show (started and ended between polls); no allocation intervals were published for them.",
@@ -123,7 +129,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, t := range []schemas.JobEventType{schemas.JobSubmit, schemas.JobUpdate, schemas.JobStart, schemas.JobEnd} {
 		m.events.WithLabelValues(t.String())
 	}
-	for _, in := range []string{inputSqueue, inputJobComp, inputSacct} {
+	for _, in := range []string{inputSqueue, inputJobComp, inputSacct, inputConfig} {
 		m.parseErrors.WithLabelValues(in)
 	}
 	for _, r := range []string{reuseSuperseded, reuseOlderSkipped} {
@@ -133,7 +139,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.truncated.WithLabelValues(in)
 	}
 	if err := metricsreg.Register(reg, m.polls, m.pollErrors, m.pollDuration, m.events, m.parseErrors, m.cmdErrors, m.lost, m.noGPUIndex, m.tracked, m.jobCompBytes,
-		m.acctTo, m.acctRecovered, m.idReused, m.altered, m.requeued, m.truncated); err != nil {
+		m.acctTo, m.acctRecovered, m.idReused, m.altered, m.requeued, m.truncated, m.jobsHidden); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -32,6 +32,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/user"
 	"slices"
 	"strings"
 	"time"
@@ -80,6 +81,13 @@ type Source struct {
 	health *health.Status
 	polls  *health.Cond
 	acct   *health.Cond
+	// private fails while slurmctld hides other users' jobs from the
+	// source's user (see checkPrivateData), which hidden remembers.
+	private *health.Cond
+	hidden  bool
+	// currentUser is the user the source's commands run as: user.Current,
+	// unless a test runs them as another.
+	currentUser func() (*user.User, error)
 	// acctRun is when the accounting was last read (this process), and
 	// acctFailed whether that read failed.
 	acctRun    time.Time
@@ -115,8 +123,10 @@ func New(cfg Config, pub collector.Publisher, logger *slog.Logger, reg prometheu
 		savedPolled: st.Polled,
 		logs:        logthrottle.Throttle{Every: 10 * time.Second},
 		health:      health.New(time.Now),
+		currentUser: user.Current,
 	}
 	s.polls = s.health.Add("slurm", "waiting for the first poll")
+	s.private = s.health.Add("slurm private data", "")
 	if cfg.Accounting {
 		s.acct = s.health.Add("slurm accounting", "waiting for the first read of sacct")
 		m.acctTo.Set(float64(st.Accounted) / 1000)
@@ -129,14 +139,22 @@ func New(cfg Config, pub collector.Publisher, logger *slog.Logger, reg prometheu
 func (s *Source) Ready() error { return s.health.Err() }
 
 // Run polls at the configured interval until ctx ends, starting at once. A
-// failed poll is logged and counted, and the next poll tries again. It
-// returns nil when ctx ends.
+// failed poll is logged and counted, and the next poll tries again. Before
+// the first poll it checks whether Slurm hides other users' jobs from it
+// (checkPrivateData), and again every privateDataRecheck while it does or
+// the check could not tell. It returns nil when ctx ends.
 func (s *Source) Run(ctx context.Context) error {
 	s.logger.Info("slurm source started", "cluster", s.cfg.Cluster, "interval", s.cfg.PollInterval,
 		"squeue", s.cfg.Squeue, "jobcomp_log", s.cfg.JobCompLog, "accounting", s.cfg.Accounting, "state_file", s.cfg.StateFile, "jobs", len(s.st.Jobs))
 	t := time.NewTicker(s.cfg.PollInterval)
 	defer t.Stop()
+	var checkAt time.Time // zero: check now; never again once settled
+	settled := false
 	for {
+		if now := s.now(); !settled && !now.Before(checkAt) {
+			settled = s.checkPrivateData(ctx) && !s.hidden
+			checkAt = now.Add(privateDataRecheck)
+		}
 		if err := s.Poll(ctx); err != nil && ctx.Err() == nil {
 			s.logger.Warn("slurm poll failed", "err", err)
 		}
