@@ -213,18 +213,20 @@ func TestCheckPrivateData(t *testing.T) {
 }
 
 // runOnce runs src until its first poll has ended, as the collector runs
-// it, and returns what it logged.
+// it, and returns what it logged. It waits for a second poll to end: the
+// poll counter goes up before the poll reports to readiness, which it does
+// not when the context has ended by then.
 func runOnce(t *testing.T, src *Source, logs *bytes.Buffer) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- src.Run(ctx) }()
 	deadline := time.Now().Add(30 * time.Second)
-	for testutil.ToFloat64(src.m.polls) < 1 {
+	for testutil.ToFloat64(src.m.polls) < 2 {
 		if time.Now().After(deadline) {
 			cancel()
 			<-done
-			t.Fatalf("no poll ended within 30 s:\n%s", logs)
+			t.Fatalf("no second poll ended within 30 s:\n%s", logs)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
