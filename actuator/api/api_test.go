@@ -126,9 +126,11 @@ func (f *fixture) do(method, target, body string, hdr ...string) *httptest.Respo
 }
 
 // TestGolden checks each endpoint's answer, and the errors, against
-// testdata/*.golden (status line, then the body); -update rewrites them.
+// testdata/*.golden (status line, then the body), and against what
+// openapi.yaml says of that answer; -update rewrites the golden files.
 func TestGolden(t *testing.T) {
 	f := newFixture(t, true)
+	sp := loadSpec(t)
 	auth := []string{"Authorization", "Bearer " + token}
 	for _, tc := range []struct {
 		name, method, target, body string
@@ -161,6 +163,10 @@ func TestGolden(t *testing.T) {
 		{"err_wrong_token", "POST", "/v1/passes", "", []string{"Authorization", "Bearer " + strings.Repeat("x", 32)}},
 		{"err_method", "GET", "/v1/predict", "", nil},
 		{"err_route", "GET", "/v2/queue", "", nil},
+		{"err_unclean_path", "GET", "/v1//queue", "", nil},
+		{"err_query_escape", "GET", "/v1/actions?kind=%zz", "", nil},
+		{"err_since_range", "GET", "/v1/actions?since=2106-02-07T06:28:16Z", "", nil},
+		{"err_field_case", "POST", "/v1/predict", `{"user": "dave", "GPUS": 4}`, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := f.do(tc.method, tc.target, tc.body, tc.hdr...)
@@ -182,6 +188,7 @@ func TestGolden(t *testing.T) {
 			if ct := w.Header().Get("Content-Type"); ct != "application/json" {
 				t.Errorf("Content-Type %q; want application/json", ct)
 			}
+			checkAnswer(t, sp, tc.method, tc.target, w)
 		})
 	}
 }
@@ -288,6 +295,33 @@ func TestValidation(t *testing.T) {
 		{"GET", "/v1/actions?kind=x", "", 400, "kind"},
 		{"GET", "/v1/actions?limit=10001", "", 400, "limit"},
 		{"GET", "/v1/actions?before=x_0002", "", 400, "before"},
+		// Names are matched exactly: encoding/json alone takes "USER" for
+		// "user", a later "Gpus" over "gpus", and "time_limit_\u017f" (the
+		// long s) for "time_limit_s".
+		{"POST", "/v1/predict", `{"USER": "dave", "GPUS": 4}`, 400, "USER"},
+		{"POST", "/v1/predict", `{"user": "dave", "gpus": 4, "Gpus": 400}`, 400, "Gpus"},
+		{"POST", "/v1/predict", `{"user": "dave", "time_limit_\u017f": 60}`, 400, "time_limit_\u017f"},
+		// maxLength counts characters; submit_time's years are UTC's.
+		{"POST", "/v1/predict", `{"user": "` + strings.Repeat("\u00fc", 257) + `"}`, 400, "user"},
+		{"POST", "/v1/predict", `{"user": "u", "submit_time": "2000-01-01T00:30:00+01:00"}`, 400, "submit_time"},
+		{"POST", "/v1/predict", `{"user": "u", "submit_time": "2201-01-01T00:00:00Z"}`, 400, "submit_time"},
+		// A query that does not parse is refused, not read in part (which
+		// dropped the filter and listed everything).
+		{"GET", "/v1/actions?kind=%zz", "", 400, "kind"},
+		{"GET", "/v1/actions?kind=power_down;", "", 400, "kind"},
+		{"GET", "/v1/queue?limit=1;", "", 400, "limit"},
+		{"GET", "/v1/queue?partition=%zz", "", 400, "partition"},
+		{"GET", "/v1/queue?%zz=1", "", 400, "query"},
+		{"GET", "/v1/queue?a;b=1", "", 400, "query"},
+		{"GET", "/v1/queue?partition=" + strings.Repeat("p", 257), "", 400, "partition"},
+		// since beyond what a DateTime holds wrapped around to 1970 and
+		// listed every action.
+		{"GET", "/v1/actions?since=4294967296", "", 400, "since"},
+		{"GET", "/v1/actions?since=2106-02-07T06:28:16Z", "", 400, "since"},
+		{"GET", "/v1/actions?since=9999-01-01T00:00:00Z", "", 400, "since"},
+		{"GET", "/v1/actions?since=1969-12-31T23:59:59Z", "", 400, "since"},
+		// limit is a parameter of the lists only.
+		{"GET", "/v1/power-plan?limit=1", "", 400, "limit"},
 	} {
 		w := f.do(tc.method, tc.target, tc.body)
 		var e ErrorResponse
@@ -320,12 +354,22 @@ func mustGather(t *testing.T, g prometheus.Gatherer) []*dto.MetricFamily {
 	return mfs
 }
 
-// TestNotReady: before the loop's first pass /readyz is 503 and the queue
-// empty; a prediction ranks first of one.
+// TestNotReady: before the loop's first pass /readyz is 503, the queue and
+// the plans empty, without a time (once the zero time, year 1) and as
+// openapi.yaml says; a prediction ranks first of one.
 func TestNotReady(t *testing.T) {
 	f := newFixture(t, false)
 	if w := f.do("GET", "/readyz", ""); w.Code != http.StatusServiceUnavailable {
 		t.Errorf("/readyz before a pass: %d; want 503", w.Code)
+	}
+	sp := loadSpec(t)
+	for _, target := range []string{"/v1/queue", "/v1/power-plan"} {
+		w := f.do("GET", target, "")
+		var resp map[string]any
+		if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil || resp["at"] != nil {
+			t.Errorf("GET %s before a pass = %d %s; want no \"at\"", target, w.Code, w.Body)
+		}
+		checkAnswer(t, sp, "GET", target, w)
 	}
 	w := f.do("GET", "/v1/queue", "")
 	var q QueueResponse
@@ -428,7 +472,9 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 
 func FuzzDecodePredict(f *testing.F) {
 	for _, s := range []string{`{"user": "dave", "name": "train", "partition": "batch", "gpus": 4, "time_limit_s": 1800, "submit_time": "2026-03-02T09:00:00Z"}`,
-		`{"user": "x", "gpus": "two"}`, `{"user":`, `{"user": "u"} x`} {
+		`{"user": "x", "gpus": "two"}`, `{"user":`, `{"user": "u"} x`,
+		`{"USER": "dave", "GPUS": 4}`, `{"user": "dave", "gpus": 4, "Gpus": 400}`, `{"\u0075ser": "dave"}`, `{"\u0055SER": "dave"}`,
+		`{ "name" : "a\"}, \"Gpus\": 1" , "user":"u" , "gpus" : 4 , "time_limit_s":null }`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -443,17 +489,27 @@ func FuzzDecodePredict(f *testing.F) {
 		if req.User == "" || req.GPUs < 0 || req.GPUs > maxGPUs || req.TimeLimitS < 0 || !submit.IsZero() && submit.Year() < 2000 {
 			t.Errorf("decodePredict accepted %+v", req)
 		}
+		// Every name exactly one of the request's, as encoding/json reads
+		// the names.
+		var names map[string]json.RawMessage
+		if err := json.Unmarshal(b, &names); err != nil {
+			t.Errorf("decodePredict accepted %q, not a JSON object: %v", b, err)
+		}
+		for name := range names {
+			if !predictName([]byte(name)) {
+				t.Errorf("decodePredict accepted %q, with the name %q", b, name)
+			}
+		}
 	})
 }
 
 func FuzzParseQuery(f *testing.F) {
-	for _, s := range []string{"limit=5&since=2026-03-02T09:00:00Z&kind=power_down", "since=1772441000&target=gpu2", "limit=0", "x=1", "before=1772442000_0002&limit=1", "before=_"} {
+	for _, s := range []string{"limit=5&since=2026-03-02T09:00:00Z&kind=power_down", "since=1772441000&target=gpu2", "limit=0", "x=1", "before=1772442000_0002&limit=1", "before=_",
+		"kind=%zz", "kind=power_down;", "since=4294967296", "limit=1&&limit=2"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
-		r := httptest.NewRequest("GET", "/v1/actions", nil)
-		r.URL.RawQuery = raw
-		q, err := parseQuery(r.URL.Query(), 100, audit.MaxLimit, "since", "kind", "target", "before")
+		q, err := parseQuery(raw, 100, audit.MaxLimit, "limit", "since", "kind", "target", "before")
 		if err != nil {
 			var fe *fieldError
 			if !errors.As(err, &fe) || fe.Field == "" {
@@ -461,8 +517,14 @@ func FuzzParseQuery(f *testing.F) {
 			}
 			return
 		}
+		if _, err := url.ParseQuery(raw); err != nil {
+			t.Errorf("parseQuery(%q) accepted a query url.ParseQuery refuses: %v", raw, err)
+		}
 		if q.Limit < 1 || q.Limit > audit.MaxLimit {
 			t.Errorf("parseQuery(%q) limit %d", raw, q.Limit)
+		}
+		if !q.Since.IsZero() && (q.Since.Unix() < 0 || q.Since.Unix() > 1<<32-1) {
+			t.Errorf("parseQuery(%q) since %v, which the audit table cannot hold", raw, q.Since)
 		}
 		if !q.Before.IsZero() && q.Before.ID == "" {
 			t.Errorf("parseQuery(%q) cursor without an action id: %v", raw, q.Before)
@@ -612,6 +674,108 @@ func TestQueueSeveralPartitions(t *testing.T) {
 		}
 		if !slices.Equal(got, tc.want) || resp.Total != len(tc.want) {
 			t.Errorf("GET /v1/queue?partition=%s = %v (total %d); want %v", tc.partition, got, resp.Total, tc.want)
+		}
+	}
+}
+
+// TestAccepted: requests at the edges of what openapi.yaml allows are
+// answered 200, their answers as it says.
+func TestAccepted(t *testing.T) {
+	f := newFixture(t, true)
+	sp := loadSpec(t)
+	for _, tc := range []struct {
+		name, method, target, body string
+	}{
+		{"user of 256 characters, 512 bytes", "POST", "/v1/predict", `{"user": "` + strings.Repeat("\u00fc", 256) + `"}`},
+		{"first submit_time", "POST", "/v1/predict", `{"user": "u", "submit_time": "2000-01-01T00:00:00Z"}`},
+		{"last submit_time", "POST", "/v1/predict", `{"user": "u", "submit_time": "2200-12-31T23:59:59Z"}`},
+		{"first since", "GET", "/v1/actions?since=0", ""},
+		{"last since", "GET", "/v1/actions?since=4294967295", ""},
+		{"last since, RFC 3339", "GET", "/v1/actions?since=2106-02-07T06:28:15Z", ""},
+		{"partition of 256 characters", "GET", "/v1/queue?partition=" + url.QueryEscape(strings.Repeat("\u00fc", 256)), ""},
+		{"empty parameters", "GET", "/v1/queue?&limit=2&", ""},
+		{"HEAD", "HEAD", "/v1/queue", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := f.do(tc.method, tc.target, tc.body)
+			if w.Code != http.StatusOK {
+				t.Errorf("%s %s %.40q = %d %s; want 200", tc.method, tc.target, tc.body, w.Code, w.Body)
+			}
+			if tc.method != "HEAD" {
+				checkAnswer(t, sp, tc.method, tc.target, w)
+			}
+		})
+	}
+}
+
+// TestContentType: POST /v1/predict takes a body of media type
+// application/json, whose name is matched in any case (RFC 9110, 8.3.1),
+// with any parameters, or of none; any other gets 415 naming Content-Type.
+func TestContentType(t *testing.T) {
+	f := newFixture(t, true)
+	for _, tc := range []struct {
+		ct   string
+		want int
+	}{
+		{"", http.StatusOK},
+		{"application/json", http.StatusOK},
+		{"Application/JSON; charset=utf-8", http.StatusOK},
+		{"application/json;charset=UTF-8", http.StatusOK},
+		{"application/jsonx", http.StatusUnsupportedMediaType},
+		{"application/json-seq", http.StatusUnsupportedMediaType},
+		{"text/plain", http.StatusUnsupportedMediaType},
+		{"application/json; charset", http.StatusUnsupportedMediaType},
+	} {
+		var hdr []string
+		if tc.ct != "" {
+			hdr = []string{"Content-Type", tc.ct}
+		}
+		w := f.do("POST", "/v1/predict", `{"user": "dave"}`, hdr...)
+		var e ErrorResponse
+		_ = json.Unmarshal(w.Body.Bytes(), &e)
+		if w.Code != tc.want || tc.want != http.StatusOK && e.Field != "Content-Type" {
+			t.Errorf("POST /v1/predict, Content-Type %q = %d %s; want %d", tc.ct, w.Code, w.Body, tc.want)
+		}
+	}
+}
+
+// TestErrorNamesFirstParameter: with several bad query parameters the error
+// names the first in the query, every time (it named a random one).
+func TestErrorNamesFirstParameter(t *testing.T) {
+	f := newFixture(t, true)
+	for _, tc := range []struct {
+		target, want string
+	}{
+		{"/v1/actions?limit=0&kind=reboot", "limit"},
+		{"/v1/actions?kind=reboot&limit=0", "kind"},
+		{"/v1/actions?since=x&sort=asc&before=y", "since"},
+		{"/v1/queue?what=1&limit=1&limit=2", "what"},
+		{"/v1/queue?limit=1&limit=2&what=1", "limit"},
+		// A query that does not parse is refused before any parameter is
+		// read.
+		{"/v1/actions?limit=0&kind=%zz", "kind"},
+	} {
+		for range 20 {
+			w := f.do("GET", tc.target, "")
+			var e ErrorResponse
+			if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || w.Code != http.StatusBadRequest || e.Field != tc.want {
+				t.Errorf("GET %s = %d %s; want 400 naming %q", tc.target, w.Code, w.Body, tc.want)
+				break
+			}
+		}
+	}
+}
+
+// TestUncleanPath: a path the mux would clean (and redirect to, with a
+// text/html 307) is no route: 404 with the JSON error.
+func TestUncleanPath(t *testing.T) {
+	f := newFixture(t, true)
+	for _, target := range []string{"/v1//queue", "//v1/queue", "/v1/./queue", "/v1/x/../queue", "/v1/queue/", "/v1/queue/.", "//healthz"} {
+		w := f.do("GET", target, "")
+		var e ErrorResponse
+		if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || w.Code != http.StatusNotFound || w.Header().Get("Content-Type") != "application/json" ||
+			!strings.HasPrefix(e.Error, "no route ") {
+			t.Errorf("GET %s = %d %q %s; want 404 JSON naming no route", target, w.Code, w.Header().Get("Content-Type"), w.Body)
 		}
 	}
 }

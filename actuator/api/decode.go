@@ -2,12 +2,14 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -87,9 +89,13 @@ func decodePredict(r io.Reader, limit int64) (PredictRequest, time.Time, error) 
 	if _, err := dec.Token(); err != io.EOF {
 		return req, time.Time{}, bad("body", "trailing data after the JSON object")
 	}
+	if err := exactNames(b); err != nil {
+		return req, time.Time{}, err
+	}
 	for _, f := range []struct{ name, v string }{{"user", req.User}, {"name", req.Name}, {"partition", req.Partition}} {
-		if len(f.v) > maxString {
-			return req, time.Time{}, bad(f.name, "longer than %d bytes", maxString)
+		// Characters, as openapi.yaml's maxLength counts.
+		if utf8.RuneCountInString(f.v) > maxString {
+			return req, time.Time{}, bad(f.name, "longer than %d characters", maxString)
 		}
 		if !utf8.ValidString(f.v) {
 			return req, time.Time{}, bad(f.name, "not valid UTF-8")
@@ -110,15 +116,83 @@ func decodePredict(r io.Reader, limit int64) (PredictRequest, time.Time, error) 
 		if err != nil {
 			return req, time.Time{}, bad("submit_time", "%q is not an RFC 3339 time", req.SubmitTime)
 		}
-		if t.Year() < 2000 || t.Year() > 2200 {
-			return req, time.Time{}, bad("submit_time", "%q is not between 2000 and 2200", req.SubmitTime)
-		}
 		submit = t.UTC()
+		if submit.Year() < 2000 || submit.Year() > 2200 {
+			return req, time.Time{}, bad("submit_time", "%q is not between 2000-01-01T00:00:00Z and 2200-12-31T23:59:59Z", req.SubmitTime)
+		}
 	}
 	return req, submit, nil
 }
 
 var errTooLarge = errors.New("api: body too large")
+
+// exactNames returns an error naming the first name of the JSON object b
+// that is not exactly one of PredictRequest's: encoding/json also takes
+// "USER" for "user", or a later "Gpus" over "gpus", which openapi.yaml's
+// additionalProperties: false refuses. b has decoded as a PredictRequest, so
+// it is one object whose values are strings, numbers or null: it is scanned
+// rather than read again with json.Decoder.Token, which tripled the
+// allocations of POST /v1/predict (BenchmarkPredict).
+func exactNames(b []byte) error {
+	i := bytes.IndexByte(b, '{') + 1
+	for {
+		i = skipSpace(b, i)
+		end, ok := stringEnd(b, i)
+		if !ok {
+			return nil // the object's end
+		}
+		if !predictName(b[i+1 : end-1]) {
+			// Unescaped, it may be one ("\u0075ser").
+			var name string
+			if json.Unmarshal(b[i:end], &name) != nil || !predictName([]byte(name)) {
+				return bad(name, "unknown field (names are case-sensitive)")
+			}
+		}
+		// Past the colon and the value: a string, then up to the comma
+		// (or the end) after it.
+		i = skipSpace(b, skipSpace(b, end)+1)
+		if end, ok := stringEnd(b, i); ok {
+			i = end
+		}
+		for i < len(b) && b[i] != ',' && b[i] != '}' {
+			i++
+		}
+		i++
+	}
+}
+
+// predictName reports whether name is one of PredictRequest's JSON names.
+func predictName(name []byte) bool {
+	switch string(name) {
+	case "user", "name", "partition", "gpus", "time_limit_s", "submit_time":
+		return true
+	}
+	return false
+}
+
+// stringEnd returns the index after the JSON string that starts at b[i],
+// and false when none does.
+func stringEnd(b []byte, i int) (int, bool) {
+	if i >= len(b) || b[i] != '"' {
+		return 0, false
+	}
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1, true
+		}
+	}
+	return 0, false
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
 
 // jsonError turns a decoding error into a fieldError naming the field or
 // the offset.
@@ -154,28 +228,40 @@ type listQuery struct {
 	Before    audit.Cursor
 }
 
-// parseQuery reads limit (1..maxLimit, default def), since (RFC 3339 or Unix
-// seconds), kind, target, partition and before (an audit cursor), rejecting
-// any other parameter.
-func parseQuery(v url.Values, def, maxLimit int, allowed ...string) (listQuery, error) {
+// parseQuery reads the raw query of an endpoint that allows the parameters
+// named: limit (1..maxLimit, default def), since (RFC 3339 or Unix seconds),
+// kind, target, partition and before (an audit cursor). It refuses a query
+// that does not parse, then any other parameter; errors name the first
+// parameter at fault, in the query's order.
+func parseQuery(raw string, def, maxLimit int, allowed ...string) (listQuery, error) {
 	q := listQuery{Limit: def}
-	for k, vals := range v {
-		ok := k == "limit"
-		for _, a := range allowed {
-			ok = ok || k == a
-		}
+	params, err := splitQuery(raw)
+	if err != nil {
+		return q, err
+	}
+	for i, p := range params {
+		k, val := p.name, p.value
 		if k == "" {
 			return q, bad("query", "parameter without a name")
 		}
-		if !ok {
+		if !slices.Contains(allowed, k) {
 			return q, bad(k, "unknown query parameter")
 		}
-		if len(vals) != 1 {
-			return q, bad(k, "given %d times", len(vals))
+		// The first of k's: an earlier one would have been refused.
+		times := 0
+		for _, o := range params[i:] {
+			if o.name == k {
+				times++
+			}
 		}
-		val := vals[0]
-		if len(val) > maxString || !utf8.ValidString(val) {
-			return q, bad(k, "longer than %d bytes or not UTF-8", maxString)
+		if times != 1 {
+			return q, bad(k, "given %d times", times)
+		}
+		if !utf8.ValidString(val) {
+			return q, bad(k, "not UTF-8")
+		}
+		if utf8.RuneCountInString(val) > maxString {
+			return q, bad(k, "longer than %d characters", maxString)
 		}
 		switch k {
 		case "limit":
@@ -185,9 +271,9 @@ func parseQuery(v url.Values, def, maxLimit int, allowed ...string) (listQuery, 
 			}
 			q.Limit = n
 		case "since":
-			t, err := parseTime(val)
+			t, err := parseSince(val)
 			if err != nil {
-				return q, bad("since", "%q is neither RFC 3339 nor Unix seconds", val)
+				return q, err
 			}
 			q.Since = t
 		case "kind":
@@ -212,13 +298,59 @@ func parseQuery(v url.Values, def, maxLimit int, allowed ...string) (listQuery, 
 	return q, nil
 }
 
-func parseTime(s string) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t.UTC(), nil
+// queryParam is one name=value of a query, unescaped.
+type queryParam struct{ name, value string }
+
+// splitQuery returns the parameters of a raw query in its order. Where
+// url.ParseQuery drops a parameter it cannot read (a bad %-escape, a ";")
+// and reads on, a filter dropped would widen the answer: splitQuery refuses
+// the query, naming the parameter when its name can be read, else "query".
+func splitQuery(raw string) ([]queryParam, error) {
+	var params []queryParam
+	for raw != "" {
+		var p string
+		p, raw, _ = strings.Cut(raw, "&")
+		if p == "" {
+			continue
+		}
+		rawName, rawValue, _ := strings.Cut(p, "=")
+		name, err := url.QueryUnescape(rawName)
+		if err != nil || strings.Contains(rawName, ";") {
+			return nil, bad("query", "%q is not a parameter name: URL-encode it, without \";\"", rawName)
+		}
+		field := cmp.Or(name, "query")
+		if strings.Contains(rawValue, ";") {
+			return nil, bad(field, "%q holds a \";\": separate parameters with \"&\" and encode a \";\" as %%3B", rawValue)
+		}
+		value, err := url.QueryUnescape(rawValue)
+		if err != nil {
+			return nil, bad(field, "not URL-encoded: %v", err)
+		}
+		params = append(params, queryParam{name, value})
 	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 || n > 1<<33 {
-		return time.Time{}, errors.New("bad time")
+	return params, nil
+}
+
+// maxSinceUnix is the last second a ClickHouse DateTime holds
+// (2106-02-07T06:28:15Z): the audit table's query would wrap a later since
+// around to 1970, and list every action.
+const maxSinceUnix = 1<<32 - 1
+
+// parseSince reads since: RFC 3339 or Unix seconds, from 1970-01-01 to
+// maxSinceUnix.
+func parseSince(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return time.Time{}, bad("since", "%q is neither RFC 3339 nor Unix seconds", s)
+		}
+		// Clamped to just outside the range, so time.Unix cannot overflow.
+		t = time.Unix(min(max(n, -1), maxSinceUnix+1), 0)
 	}
-	return time.Unix(n, 0).UTC(), nil
+	if t.Unix() < 0 || t.Unix() > maxSinceUnix {
+		return time.Time{}, bad("since", "%q is not between 1970-01-01T00:00:00Z and 2106-02-07T06:28:15Z (Unix seconds 0..%d), the times the audit table holds",
+			s, maxSinceUnix)
+	}
+	return t.UTC(), nil
 }

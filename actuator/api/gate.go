@@ -65,10 +65,12 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.h.ServeHTTP(w, r)
 		return
 	}
+	// HEAD as GET, as the API answers it.
+	get := r.Method == http.MethodGet || r.Method == http.MethodHead
 	switch {
-	case r.Method == http.MethodGet && r.URL.Path == "/healthz":
+	case get && r.URL.Path == "/healthz":
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	case r.Method == http.MethodGet && r.URL.Path == "/metrics":
+	case get && r.URL.Path == "/metrics":
 		g.metrics.ServeHTTP(w, r)
 	default:
 		w.Header().Set("Retry-After", "5")

@@ -32,6 +32,9 @@ func TestGate(t *testing.T) {
 		{"closed", func() {}, "starting", []call{
 			{"GET", "/healthz", 200, `"status":"ok"`},
 			{"GET", "/metrics", 200, "gate_test_gauge 0"},
+			// HEAD as GET, as the API answers it once open.
+			{"HEAD", "/healthz", 200, ""},
+			{"HEAD", "/metrics", 200, ""},
 			{"GET", "/readyz", 503, `{"error":"starting"}`},
 			{"GET", "/v1/queue", 503, `{"error":"starting"}`},
 			{"POST", "/v1/predict", 503, `{"error":"starting"}`},

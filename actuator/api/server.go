@@ -24,7 +24,9 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"mime"
 	"net/http"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,6 +38,7 @@ import (
 
 	"github.com/heliostat-dev/heliostat/actuator/adapter"
 	"github.com/heliostat-dev/heliostat/actuator/audit"
+	"github.com/heliostat-dev/heliostat/actuator/ces"
 	"github.com/heliostat-dev/heliostat/actuator/loop"
 	"github.com/heliostat-dev/heliostat/actuator/qssf"
 	"github.com/heliostat-dev/heliostat/internal/web"
@@ -159,6 +162,9 @@ type Server struct {
 	m      *metrics
 	token  [32]byte
 
+	// noRoute answers a request for no route.
+	noRoute http.Handler
+
 	// actionsCache keeps /v1/actions answers (nil: not cached).
 	actionsCache *queryCache
 
@@ -267,14 +273,23 @@ func New(cfg Config, d Deps, logger *slog.Logger, reg prometheus.Registerer) (*S
 			h(w, r)
 		}))
 	}
-	s.mux.Handle("/", s.instrument("other", func(w http.ResponseWriter, r *http.Request) {
+	s.noRoute = s.instrument("other", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "", "no route "+r.URL.Path)
-	}))
+	})
+	s.mux.Handle("/", s.noRoute)
 	return s, nil
 }
 
-// ServeHTTP serves the API.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP serves the API. A path that is not clean ("/v1//queue",
+// "/v1/./queue") is no route: the mux would answer it with a text/html
+// redirect to the clean one.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p := r.URL.Path; p != path.Clean(p) {
+		s.noRoute.ServeHTTP(w, r)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 func (s *Server) instrument(route string, h http.HandlerFunc) http.Handler {
 	// The route's series are looked up once, not per request.
@@ -347,9 +362,12 @@ type PredictResponse struct {
 }
 
 func (s *Server) predict(w http.ResponseWriter, r *http.Request) {
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
-		s.badRequest(w, &fieldError{Field: "Content-Type", Reason: "want application/json, got " + ct, Code: http.StatusUnsupportedMediaType})
-		return
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		// The type is matched in any case, with any parameters (RFC 9110, 8.3.1).
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			s.badRequest(w, &fieldError{Field: "Content-Type", Reason: "want application/json, got " + ct, Code: http.StatusUnsupportedMediaType})
+			return
+		}
 	}
 	req, submit, err := decodePredict(r.Body, s.cfg.MaxBodyBytes)
 	if err != nil {
@@ -400,7 +418,8 @@ func (s *Server) predict(w http.ResponseWriter, r *http.Request) {
 
 // QueueResponse is the answer of GET /v1/queue.
 type QueueResponse struct {
-	At      time.Time         `json:"at"`
+	// At is the latest pass's; absent before the first.
+	At      time.Time         `json:"at,omitzero"`
 	Adapter string            `json:"adapter"`
 	Apply   bool              `json:"apply"`
 	Total   int               `json:"total"`
@@ -408,7 +427,7 @@ type QueueResponse struct {
 }
 
 func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
-	q, err := parseQuery(r.URL.Query(), 100, 10000, "partition")
+	q, err := parseQuery(r.URL.RawQuery, 100, 10000, "limit", "partition")
 	if err != nil {
 		s.badRequest(w, err)
 		return
@@ -435,14 +454,15 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
 
 // PowerPlanResponse is the answer of GET /v1/power-plan.
 type PowerPlanResponse struct {
-	At      time.Time       `json:"at"`
+	// At is the latest pass's; absent before the first.
+	At      time.Time       `json:"at,omitzero"`
 	Adapter string          `json:"adapter"`
 	Apply   bool            `json:"apply"`
 	Plans   []loop.PoolPlan `json:"plans"`
 }
 
 func (s *Server) powerPlan(w http.ResponseWriter, r *http.Request) {
-	q, err := parseQuery(r.URL.Query(), 1, 1, "partition")
+	q, err := parseQuery(r.URL.RawQuery, 0, 0, "partition")
 	if err != nil {
 		s.badRequest(w, err)
 		return
@@ -456,11 +476,29 @@ func (s *Server) powerPlan(w http.ResponseWriter, r *http.Request) {
 		resp.At, resp.Adapter, resp.Apply = v.At, v.Adapter, v.Apply
 		for _, p := range v.Plans {
 			if q.Partition == "" || p.Partition == q.Partition {
-				resp.Plans = append(resp.Plans, p)
+				resp.Plans = append(resp.Plans, withActionLists(p))
 			}
 		}
 		return resp
 	}))
+}
+
+// withActionLists returns p with its plan's power_down and power_up as []
+// rather than null when empty (ces leaves them nil), as openapi.yaml
+// documents them. The view's plan is shared, so it is copied.
+func withActionLists(p loop.PoolPlan) loop.PoolPlan {
+	if p.Plan == nil || p.Plan.PowerDown != nil && p.Plan.PowerUp != nil {
+		return p
+	}
+	plan := *p.Plan
+	if plan.PowerDown == nil {
+		plan.PowerDown = []ces.Action{}
+	}
+	if plan.PowerUp == nil {
+		plan.PowerUp = []ces.Action{}
+	}
+	p.Plan = &plan
+	return p
 }
 
 // ActionsResponse is the answer of GET /v1/actions.
@@ -472,7 +510,7 @@ type ActionsResponse struct {
 }
 
 func (s *Server) actions(w http.ResponseWriter, r *http.Request) {
-	q, err := parseQuery(r.URL.Query(), 100, audit.MaxLimit, "since", "kind", "target", "before")
+	q, err := parseQuery(r.URL.RawQuery, 100, audit.MaxLimit, "limit", "since", "kind", "target", "before")
 	if err != nil {
 		s.badRequest(w, err)
 		return

@@ -39,8 +39,8 @@ func (n Node) waking(now time.Time) bool { return n.Powered && now.Before(n.Waki
 // Forecast is the demand forecast a plan is made from, in nodes.
 type Forecast struct {
 	// Issued is when the forecast was made; it read only demand known by
-	// then.
-	Issued time.Time `json:"issued"`
+	// then. Zero (and left out of the JSON) when there is no forecast.
+	Issued time.Time `json:"issued,omitzero"`
 	// Horizon is the window (Issued, Issued+Horizon] that Max and Upper
 	// cover. A zero Horizon means there is no forecast: the plan then
 	// powers nothing down.

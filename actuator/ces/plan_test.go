@@ -570,6 +570,11 @@ func TestForecastJSON(t *testing.T) {
 	if err := json.Unmarshal(b, &g); err != nil || g != f {
 		t.Errorf("round trip = %+v, %v; want %+v", g, err, f)
 	}
+	// No forecast was issued at no time: issued is left out rather than
+	// written as year 1.
+	if b, err := json.Marshal(Forecast{}); err != nil || strings.Contains(string(b), "issued") {
+		t.Errorf("Forecast{} JSON = %s, %v; want no issued", b, err)
+	}
 	for _, bad := range []string{`{"horizon_s":1e300}`, `{"horizon_s":"x"}`, `[`} {
 		if err := json.Unmarshal([]byte(bad), &g); err == nil {
 			t.Errorf("Unmarshal(%s) accepted", bad)

@@ -291,6 +291,11 @@ func (l *Loop) once(ctx context.Context) (Report, error) {
 	if now.IsZero() {
 		now = l.now()
 	}
+	// UTC and to the second, as the audit table keeps decided_at and Slurm
+	// reports its times: the Slurm adapter reads the host's clock, in its
+	// zone, and every time a pass shows (the API's at, the plans') derives
+	// from now.
+	now = now.UTC().Truncate(time.Second)
 	rep := Report{At: now}
 	v := &View{At: now, Adapter: l.g.Scheduler().Name(), Apply: l.g.Config().Apply, QSSF: l.cfg.QSSF}
 

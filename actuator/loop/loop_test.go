@@ -1007,3 +1007,36 @@ func names(as []ces.Action) []string {
 	}
 	return out
 }
+
+// TestLoopTimesUTC: a pass whose scheduler reads a clock in another zone and
+// to the nanosecond (as the Slurm adapter's time.Now does under TZ=…)
+// decides, shows and reports its times in UTC, to the second, as the audit
+// table keeps decided_at: the advisory API mixed zones before.
+func TestLoopTimesUTC(t *testing.T) {
+	kolkata := time.FixedZone("IST", 5*3600+1800)
+	sched := &static{snap: adapter.Snapshot{At: t0.Add(123456789 * time.Nanosecond).In(kolkata), Nodes: idleNodes("gpu", 2),
+		Jobs: []adapter.Job{{ID: "1", User: "u", Partition: "gpu", GPUs: 1, Submit: t0, TimeLimit: time.Hour}}}}
+	l := newPeakLoop(t, sched, adapter.GuardConfig{Partitions: []string{"gpu"}, Nodes: []string{"*"}})
+	rep, err := l.Once(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := l.View()
+	if len(rep.Actions) == 0 || len(v.Plans) == 0 || v.Plans[0].Plan == nil {
+		t.Fatalf("pass: report %+v, view plans %+v; want an action and a plan", rep, v.Plans)
+	}
+	type stamp struct {
+		what string
+		at   time.Time
+	}
+	times := []stamp{{"view at", v.At}, {"report at", rep.At}, {"decided_at", rep.Actions[0].DecidedAt}, {"plan at", v.Plans[0].Plan.At}}
+	for _, m := range v.Plans[0].Plan.Next.Peaks {
+		times = append(times, stamp{"next peak at", m.At})
+	}
+	const want = "2026-03-02T09:00:00Z"
+	for _, s := range times {
+		if got := s.at.Format(time.RFC3339Nano); got != want {
+			t.Errorf("%s = %s; want %s", s.what, got, want)
+		}
+	}
+}

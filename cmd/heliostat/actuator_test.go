@@ -25,7 +25,9 @@ import (
 // ClickHouse, dry run: the API ranks the queue, the pass trigger needs the
 // token from the environment, every decision is in /v1/actions as skipped
 // and on the heliostat.actions topic, Slurm's priorities stay as they were,
-// and the recorded demand is saved.
+// every time the API answers with is UTC to the second (whatever the host's
+// zone: run with TZ=Asia/Kolkata) and none is the zero time (year 1) of a
+// time not known, and the recorded demand is saved.
 func TestActuatorCommand(t *testing.T) {
 	c := slurmtest.Start(t)
 	cfg, conn := schematest.Database(t)
@@ -113,8 +115,18 @@ func TestActuatorCommand(t *testing.T) {
 	if code, _ := get("POST", "/v1/passes", ""); code != http.StatusUnauthorized {
 		t.Errorf("pass without a token: %d; want 401", code)
 	}
-	if code, body := get("POST", "/v1/passes", tok); code != 200 {
-		t.Errorf("pass with the token: %d %s", code, body)
+	code, passBody := get("POST", "/v1/passes", tok)
+	if code != 200 {
+		t.Errorf("pass with the token: %d %s", code, passBody)
+	}
+	answers := map[string][]byte{"POST /v1/passes": passBody}
+	for _, p := range []string{"/v1/queue", "/v1/power-plan", "/v1/actions"} {
+		_, answers["GET "+p] = get("GET", p, "")
+	}
+	for what, b := range answers {
+		if bad := badTimes(t, b); len(bad) > 0 {
+			t.Errorf("%s: times %q; want UTC to the second, none zero (TZ=%s): %s", what, bad, time.Local, b)
+		}
 	}
 	code, body = get("GET", "/v1/actions?kind=set_priority", "")
 	var a struct {
@@ -170,6 +182,37 @@ func TestActuatorCommand(t *testing.T) {
 	if n := schematest.Count(t, conn, cfg.Database+".actuator_demand WHERE cluster = 't' AND partition_name = 'batch'"); n == 0 {
 		t.Error("no demand of partition batch saved in actuator_demand")
 	}
+}
+
+// badTimes returns the RFC 3339 times in the JSON b that are not UTC ("Z"),
+// not whole seconds, or the zero time.
+func badTimes(t *testing.T, b []byte) []string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Errorf("answer is not JSON: %v: %s", err, b)
+		return nil
+	}
+	var bad []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for _, e := range v {
+				walk(e)
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		case string:
+			if at, err := time.Parse(time.RFC3339Nano, v); err == nil && (!strings.HasSuffix(v, "Z") || at.Nanosecond() != 0 || at.IsZero()) {
+				bad = append(bad, v)
+			}
+		}
+	}
+	walk(v)
+	return bad
 }
 
 // lockedWriter serializes writes from the command's goroutines.
