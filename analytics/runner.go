@@ -324,6 +324,7 @@ func (r *Runner) runWindow(ctx context.Context, w Window, jobs []Job) (*RunResul
 		"gpus_seen":      db + ".analytics_tmp_gpus_seen_" + id,
 		"window_id":      w.ID(),
 		"since":          unix(w.Since.Unix()),
+		"hour0":          unix(hourStart(w.Since, r.loc).Unix()),
 		"until":          unix(w.Until.Unix()),
 		"computed_until": unix(until.Unix()),
 		"lookback_since": unix(lookback),

@@ -108,6 +108,24 @@ func (p Period) next(start time.Time) time.Time {
 	return time.Date(y, m, d+1, 0, 0, 0, 0, start.Location())
 }
 
+// hourStart returns the start of the hour, in loc (nil: UTC), that holds
+// t: the origin of the utilization job's hours, so that they are loc's
+// hours even where its offset is not whole hours (Asia/Kolkata, +05:30;
+// Asia/Kathmandu, +05:45). t itself where that start would fall before 1970
+// (a DateTime cannot hold it).
+func hourStart(t time.Time, loc *time.Location) time.Time {
+	if loc == nil {
+		loc = time.UTC
+	}
+	_, off := t.In(loc).Zone()
+	local := t.Unix() + int64(off)
+	start := t.Unix() - (local%3600+3600)%3600
+	if start < 0 {
+		return t
+	}
+	return time.Unix(start, 0).UTC()
+}
+
 // ThroughToday returns the window from since to the end of the day, in loc,
 // that holds now: the window of a --since given without its end. The calls
 // of one day name the same window, which, like the schedule's day window

@@ -107,7 +107,7 @@ func TestExpand(t *testing.T) {
 // or a preparation step.
 func TestEmbedded(t *testing.T) {
 	vars := map[string]string{"database": "db", "jobs": "j", "capacity": "c", "capacity_all": "ca", "window_id": "w",
-		"since": "0", "until": "1", "computed_until": "1", "lookback_since": "0", "tz": "UTC", "window_columns": "x"}
+		"since": "0", "hour0": "0", "until": "1", "computed_until": "1", "lookback_since": "0", "tz": "UTC", "window_columns": "x"}
 	for _, j := range Jobs() {
 		if len(j.Tables) == 0 || len(j.Statements) == 0 {
 			t.Errorf("job %s: tables %v, %d statements", j.Name, j.Tables, len(j.Statements))
@@ -192,4 +192,35 @@ func FuzzParseWindow(f *testing.F) {
 			t.Fatalf("ParseWindow(%q) = %v; its ID reads back as %v, %v", id, w, back, err)
 		}
 	})
+}
+
+// TestHourStart: the utilization hours start on the zone's whole hours,
+// off the UTC hour where its offset has half or quarter hours.
+func TestHourStart(t *testing.T) {
+	at := func(h, m int) time.Time { return time.Date(2026, 3, 2, h, m, 0, 0, time.UTC) }
+	for _, tc := range []struct {
+		tz   string
+		t    time.Time
+		want time.Time
+	}{
+		{"UTC", at(0, 0), at(0, 0)},
+		{"UTC", at(10, 15), at(10, 0)},
+		{"Asia/Shanghai", at(0, 0), at(0, 0)},        // +08:00
+		{"Asia/Kolkata", at(0, 0), at(-1, 30)},       // +05:30: 05:00 IST
+		{"Asia/Kolkata", at(0, 30), at(0, 30)},       // 06:00 IST
+		{"Asia/Kathmandu", at(0, 0), at(-1, 15)},     // +05:45: 05:00 NPT
+		{"Australia/Adelaide", at(0, 0), at(-1, 30)}, // +10:30: 10:00 ACDT
+		{"America/St_Johns", at(0, 0), at(-1, 30)},   // -03:30: 20:00 NST
+		{"America/St_Johns", at(0, 29), at(-1, 30)},
+		// 1969-12-31T20:30 NST's hour began before 1970: the time itself
+		{"America/St_Johns", time.Unix(0, 0).UTC(), time.Unix(0, 0).UTC()},
+	} {
+		loc, err := time.LoadLocation(tc.tz)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := hourStart(tc.t, loc); !got.Equal(tc.want) {
+			t.Errorf("hourStart(%s, %s) = %s; want %s", tc.t.Format(time.RFC3339), tc.tz, got.Format(time.RFC3339), tc.want.Format(time.RFC3339))
+		}
+	}
 }

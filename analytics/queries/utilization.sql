@@ -3,10 +3,12 @@
 -- (analytics_utilization_hourly, every hour, idle ones included); the same by
 -- hour of day and day of week in {tz} (analytics_utilization); and the
 -- distribution of hourly utilization (analytics_utilization_dist). A job
--- counts for the part of its run (or wait) inside each hour; hours are
--- counted from the window's start (whole UTC hours when it starts on one).
--- The last hour may end early, at computed_until (now, for an open window):
--- its busy and pending GPUs are means over the seconds it covers, and the
+-- counts for the part of its run (or wait) inside each hour; hours are the
+-- hours of {tz}, counted from {hour0}, the start of the one that holds the
+-- window's start (off the UTC hour in a zone such as Asia/Kolkata, +05:30).
+-- The first hour may begin before the window, and the last end early, at
+-- computed_until (now, for an open window): an hour's busy and pending GPUs
+-- are means over the seconds of it in [since, computed_until), and the
 -- means over several hours weigh each hour by those seconds.
 
 -- GPU-seconds per hour without cutting jobs into hours: with level(t) the
@@ -15,29 +17,30 @@
 -- T, and B(T) the same terms times their times. So each job adds two events,
 -- summed per hour into {tmp.events}; cumulative sums over the hours give F at
 -- every hour's end, and the GPU-seconds of hour i are F(end i) - F(end i-1),
--- exact in integers (times relative to the window's start). kind 1 is held
--- by running jobs, 2 asked for by pending ones.
+-- exact in integers (times relative to {hour0}; nothing is held or waited
+-- for before the window's start). kind 1 is held by running jobs, 2 asked
+-- for by pending ones.
 CREATE TABLE {tmp.events} ENGINE = Memory AS
 SELECT cv, toUInt32(intDiv(t, 3600)) AS i, sum(d1) AS sd1, sum(d1 * t) AS sdt1, sum(d2) AS sd2, sum(d2 * t) AS sdt2,
     toUInt64(0) AS subs, toUInt64(0) AS gpu_subs
 FROM (
-    -- one branch per kind of event, times relative to the window's start:
-    -- a hold starts (+g), a hold ends (-g), a wait starts, a wait ends
-    SELECT cv, toInt64(greatest(hold_from, {since})) - {since} AS t, toInt64(g) AS d1, toInt64(0) AS d2
+    -- one branch per kind of event, times relative to {hour0}: a hold
+    -- starts (+g), a hold ends (-g), a wait starts, a wait ends
+    SELECT cv, toInt64(greatest(hold_from, {since})) - {hour0} AS t, toInt64(g) AS d1, toInt64(0) AS d2
     FROM {jobs} WHERE g > 0 AND hold_to > 0 AND greatest(hold_from, {since}) < least(hold_to, {computed_until})
     UNION ALL
-    SELECT cv, toInt64(least(hold_to, {computed_until})) - {since} AS t, -toInt64(g) AS d1, toInt64(0) AS d2
+    SELECT cv, toInt64(least(hold_to, {computed_until})) - {hour0} AS t, -toInt64(g) AS d1, toInt64(0) AS d2
     FROM {jobs} WHERE g > 0 AND hold_to > 0 AND greatest(hold_from, {since}) < least(hold_to, {computed_until})
     UNION ALL
-    SELECT cv, toInt64(greatest(wait_from, {since})) - {since} AS t, toInt64(0) AS d1, toInt64(g) AS d2
+    SELECT cv, toInt64(greatest(wait_from, {since})) - {hour0} AS t, toInt64(0) AS d1, toInt64(g) AS d2
     FROM {jobs} WHERE g > 0 AND wait_to > 0 AND greatest(wait_from, {since}) < least(wait_to, {computed_until})
     UNION ALL
-    SELECT cv, toInt64(least(wait_to, {computed_until})) - {since} AS t, toInt64(0) AS d1, -toInt64(g) AS d2
+    SELECT cv, toInt64(least(wait_to, {computed_until})) - {hour0} AS t, toInt64(0) AS d1, -toInt64(g) AS d2
     FROM {jobs} WHERE g > 0 AND wait_to > 0 AND greatest(wait_from, {since}) < least(wait_to, {computed_until})
 )
 GROUP BY cv, i
 UNION ALL
-SELECT cv, toUInt32(intDiv(submit_s - {since}, 3600)) AS i,
+SELECT cv, toUInt32(intDiv(submit_s - {hour0}, 3600)) AS i,
     toInt64(0), toInt64(0), toInt64(0), toInt64(0), count(), countIf(g > 0)
 FROM {jobs}
 WHERE in_window = 1 AND submit_s < {computed_until}
@@ -54,9 +57,9 @@ INSERT INTO {out.analytics_utilization_hourly} (
     capacity, busy_gpus, pending_gpus, utilization, submissions, gpu_submissions)
 SELECT
     {window_columns}, cluster, scope, scope_value,
-    toDateTime({since} + r.1 * 3600, 'UTC'),
-    -- secs: the seconds of the hour up to computed_until
-    cap, busy / (least(3600, {computed_until} - {since} - r.1 * 3600) AS secs), pend / secs, if(cap = 0, nan, busy / secs / cap),
+    toDateTime(({hour0} + r.1 * 3600) AS h0, 'UTC'),
+    -- secs: the seconds of the hour in [since, computed_until)
+    cap, busy / (least(h0 + 3600, {computed_until}) - greatest(h0, {since}) AS secs), pend / secs, if(cap = 0, nan, busy / secs / cap),
     r.6, r.7
 FROM (
     SELECT cluster, scope, scope_value, any(cap) AS cap,
@@ -74,7 +77,7 @@ FROM (
             sd1, sdt1, sd2, sdt2, subs, gpu_subs
         FROM (
             SELECT cluster, if(vc = '', 'cluster', 'vc') AS scope, vc AS scope_value, gpus AS cap,
-                toUInt32(arrayJoin(range(toUInt32(intDiv({computed_until} - {since} + 3599, 3600))))) AS i
+                toUInt32(arrayJoin(range(toUInt32(if({computed_until} > {since}, intDiv({computed_until} - {hour0} + 3599, 3600), 0))))) AS i
             FROM {capacity}
         ) AS grid
         ANY LEFT JOIN (
@@ -94,8 +97,8 @@ FROM (
 )
 ARRAY JOIN rows AS r, busy_h AS busy, pend_h AS pend;
 
--- Below, secs is the seconds of an hour up to computed_until: the means over
--- hours are weighted by it.
+-- Below, secs is the seconds of an hour in [since, computed_until): the
+-- means over hours are weighted by it.
 INSERT INTO {out.analytics_utilization} (
     window_id, window_start, window_end, cluster, scope, scope_value, tz, slot_kind, slot,
     hours, capacity, busy_gpus, utilization, submissions, submissions_per_hour, gpu_submissions_per_hour)
@@ -112,7 +115,7 @@ FROM (
         sum(busy_gpus * secs) / covered AS busy,
         sum(submissions) AS subs,
         sum(gpu_submissions) AS gpu_subs
-    FROM (SELECT *, least(3600, {computed_until} - toUInt32(hour_start)) AS secs FROM {out.analytics_utilization_hourly})
+    FROM (SELECT *, least(toUInt32(hour_start) + 3600, {computed_until}) - greatest(toUInt32(hour_start), {since}) AS secs FROM {out.analytics_utilization_hourly})
     GROUP BY cluster, scope, scope_value, slot_kind, slot
 );
 
@@ -131,6 +134,6 @@ FROM (
         sum(busy_gpus * secs) / sum(secs) AS busy,
         sum(pending_gpus * secs) / sum(secs) AS pending,
         arraySort(groupArrayIf(utilization, capacity > 0)) AS u
-    FROM (SELECT *, least(3600, {computed_until} - toUInt32(hour_start)) AS secs FROM {out.analytics_utilization_hourly})
+    FROM (SELECT *, least(toUInt32(hour_start) + 3600, {computed_until}) - greatest(toUInt32(hour_start), {since}) AS secs FROM {out.analytics_utilization_hourly})
     GROUP BY cluster, scope, scope_value
 );

@@ -59,8 +59,8 @@ func (r *Report) figDurationCDF() figure {
 		c.Series = append(c.Series, xy)
 	}
 	caption := "No GPU job with a known run time in the window."
-	if r.Headline.GPUJobs > 0 && !math.IsNaN(r.Headline.DurationMedianS) {
-		caption = fmt.Sprintf("Half of the GPU jobs ran %s or less (median %s).", fmtDur(r.Headline.DurationMedianS), strconv.FormatFloat(r.Headline.DurationMedianS, 'f', -1, 64)+" s")
+	if r.Headline.GPUJobs > 0 && !math.IsNaN(r.RunP50S) {
+		caption = fmt.Sprintf("Half of the GPU jobs ran %s or less (median %s).", fmtDur(r.RunP50S), strconv.FormatFloat(r.RunP50S, 'f', -1, 64)+" s")
 		if !math.IsNaN(r.RunP90S) && r.RunP90S > 0 {
 			caption += fmt.Sprintf(" 90%% finished within %s.", fmtDur(r.RunP90S))
 		}

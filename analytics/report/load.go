@@ -188,10 +188,10 @@ ORDER BY scope = 'vc', scope_value, le_s`, func(rows driver.Rows) error {
 	if err != nil {
 		return err
 	}
-	r.RunP90S = nan
-	return l.query(ctx, `SELECT p90_s FROM {db}.analytics_duration
+	r.RunP50S, r.RunP90S = nan, nan
+	return l.query(ctx, `SELECT p50_s, p90_s FROM {db}.analytics_duration
 WHERE window_id = ? AND cluster = ? AND scope = 'cluster' AND job_class = 'gpu' AND metric = 'run' AND jobs > 0`, func(rows driver.Rows) error {
-		return rows.Scan(&r.RunP90S)
+		return rows.Scan(&r.RunP50S, &r.RunP90S)
 	})
 }
 
@@ -272,9 +272,18 @@ func (l *loader) heatmap(ctx context.Context, r *Report) error {
 	if tz == "" {
 		tz = "UTC"
 	}
-	return l.query(ctx, `SELECT toDayOfWeek(hour_start, ?) AS d, toHour(hour_start, ?) AS h, sum(busy_gpus) / sum(capacity)
-FROM {db}.analytics_utilization_hourly
-WHERE window_id = ? AND cluster = ? AND scope = 'cluster' AND capacity > 0
+	// Each hour weighs by its seconds in [window_start, computed_until), as
+	// in analytics_utilization: the first hour may begin before the window
+	// (its zone's hours need not be whole UTC hours), and the last of an
+	// open window end at computed_until.
+	return l.query(ctx, `SELECT toDayOfWeek(hour_start, ?) AS d, toHour(hour_start, ?) AS h, sum(busy_gpus * secs) / sum(capacity * secs)
+FROM (
+	SELECT hour_start, busy_gpus, capacity,
+		least(toUInt32(hour_start) + 3600, (SELECT toUInt32(max(computed_until)) FROM {db}.analytics_runs FINAL WHERE window_id = ? AND job = 'utilization'))
+			- greatest(toUInt32(hour_start), toUInt32(window_start)) AS secs
+	FROM {db}.analytics_utilization_hourly
+	WHERE window_id = ? AND cluster = ? AND scope = 'cluster' AND capacity > 0
+)
 GROUP BY d, h`, func(rows driver.Rows) error {
 		var d, h uint8
 		var util float64
@@ -285,7 +294,7 @@ GROUP BY d, h`, func(rows driver.Rows) error {
 			r.HourWeekday[d-1][h] = util
 		}
 		return nil
-	}, tz, tz, l.window, l.cluster)
+	}, tz, tz, l.window, l.window, l.cluster)
 }
 
 func (l *loader) months(ctx context.Context, r *Report) error {
@@ -443,9 +452,22 @@ WHERE window_id = ? AND cluster = ? AND scope = 'cluster' ORDER BY gpu_time_rank
 			r.UserCurve = append(r.UserCurve, Point{float64(i+1) / float64(len(shares)), math.Min(cum, 1)})
 		}
 	}
-	return l.query(ctx, `SELECT user, jobs, gpu_seconds, gpu_time_share, queue_share, complete_rate FROM {db}.analytics_users
-WHERE window_id = ? AND cluster = ? AND scope = 'cluster'
-ORDER BY queue_share DESC, gpu_time_rank, user LIMIT `+strconv.Itoa(figureUsers), func(rows driver.Rows) error {
+	// The share of the GPU jobs' queuing delay (analytics_users' queue_share
+	// counts every job's): each user's, and the cluster's, GPU jobs' delay
+	// summed back from their count and mean in analytics_duration.
+	return l.query(ctx, `SELECT user, jobs, gpu_seconds, gpu_time_share,
+	q / (SELECT sum(jobs * mean_s) FROM {db}.analytics_duration
+		WHERE window_id = ? AND cluster = ? AND scope = 'cluster' AND job_class = 'gpu' AND metric = 'queue') AS gpu_queue_share,
+	complete_rate
+FROM (
+	SELECT user, jobs, gpu_seconds, gpu_time_share, gpu_time_rank, complete_rate FROM {db}.analytics_users
+	WHERE window_id = ? AND cluster = ? AND scope = 'cluster'
+) AS u
+ANY LEFT JOIN (
+	SELECT scope_value AS user, jobs * mean_s AS q FROM {db}.analytics_duration
+	WHERE window_id = ? AND cluster = ? AND scope = 'user' AND job_class = 'gpu' AND metric = 'queue'
+) AS d USING user
+ORDER BY gpu_queue_share DESC, gpu_time_rank, user LIMIT `+strconv.Itoa(figureUsers), func(rows driver.Rows) error {
 		var u User
 		var jobs uint64
 		if err := rows.Scan(&u.Name, &jobs, &u.GPUTime, &u.GPUTimeShare, &u.QueueShare, &u.CompletionRate); err != nil {
@@ -454,7 +476,7 @@ ORDER BY queue_share DESC, gpu_time_rank, user LIMIT `+strconv.Itoa(figureUsers)
 		u.Jobs = int64(jobs)
 		r.Users = append(r.Users, u)
 		return nil
-	})
+	}, l.window, l.cluster, l.window, l.cluster, l.window, l.cluster)
 }
 
 func (l *loader) telemetry(ctx context.Context, r *Report) error {

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -313,5 +314,148 @@ func TestLoadZeroRunTime(t *testing.T) {
 		if y, ok := got[want.X]; !ok || math.Abs(y-want.Y) > 1e-9 {
 			t.Errorf("run-time CDF at %g s = %v (present %v); want %v", want.X, y, ok, want.Y)
 		}
+	}
+}
+
+// TestLoadGPUJobsOnly: the figures of GPU jobs leave CPU jobs out. The
+// median run time of GPU jobs (the key number and the run-time figure's
+// caption) is the GPU jobs' median, while the headline's DurationMedianS
+// (--json's duration_median_s) stays the median of every job; the users'
+// shares of queuing delay are of the GPU jobs' delay, so a user whose CPU
+// jobs waited has none of it. One day, cluster c: user cpu submits three
+// CPU jobs that wait 100 s and run 10 s; users ann and ben GPU jobs.
+func TestLoadGPUJobsOnly(t *testing.T) {
+	type gpuJob struct {
+		user      string
+		gpus      uint32
+		wait, run time.Duration
+		wantShare float64 // of the GPU jobs' queuing delay; NaN: none waited
+	}
+	for _, tc := range []struct {
+		name       string
+		gpuJobs    []gpuJob
+		wantMedian float64 // GPU jobs' run time
+		wantAll    float64 // every job's run time
+		wantQueue  string  // in the queuing-delay figure's caption
+	}{
+		{"GPU jobs waited", []gpuJob{
+			{"ann", 1, 60 * time.Second, 1000 * time.Second, 60.0 / 80},
+			{"ben", 2, 20 * time.Second, 3000 * time.Second, 20.0 / 80},
+		}, 2000, 10, "account for 100% of all queuing delay of GPU jobs"},
+		{"no GPU job waited", []gpuJob{
+			{"ann", 1, 0, 1000 * time.Second, math.NaN()},
+		}, 1000, 10, "No GPU job waited"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, conn := schematest.Database(t)
+			ctx := t.Context()
+			db := cfg.Database
+			day := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+			row := func(id, user string, gpus uint32, submit time.Time, wait, run time.Duration) []any {
+				start, end := submit.Add(wait), submit.Add(wait+run)
+				return []any{"c", id, "slurm", user, "p", "COMPLETED", submit, &start, &end, gpus, "END", end, end, uint64(1)}
+			}
+			var rows [][]any
+			for i := range 3 {
+				rows = append(rows, row("cpu"+strconv.Itoa(i), "cpu", 0, day.Add(time.Duration(i)*time.Hour), 100*time.Second, 10*time.Second))
+			}
+			want := map[string]float64{"cpu": 0}
+			for i, j := range tc.gpuJobs {
+				rows = append(rows, row("gpu"+strconv.Itoa(i), j.user, j.gpus, day.Add(time.Duration(5+i)*time.Hour), j.wait, j.run))
+				want[j.user] = j.wantShare
+			}
+			if math.IsNaN(tc.gpuJobs[0].wantShare) {
+				want["cpu"] = math.NaN() // no GPU delay to share out
+			}
+			schematest.InsertJobRows(t, conn, db, "cluster, job_id, source, user, partition_name, state, submit_time, start_time, end_time, gpus, last_event, updated_at, inserted_at, version", rows...)
+			w := analytics.Window{Since: day, Until: day.AddDate(0, 0, 1)}
+			r, err := analytics.NewRunner(analytics.Config{Database: db, Capacity: []analytics.Capacity{{Cluster: "c", GPUs: 4}}}, conn, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), time.Now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.RunWindow(ctx, w); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := Load(ctx, conn, LoadOptions{Database: db, Window: w, Cluster: "c"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.RunP50S != tc.wantMedian || rep.Headline.DurationMedianS != tc.wantAll {
+				t.Errorf("median run time: GPU jobs %v, all jobs %v; want %v, %v", rep.RunP50S, rep.Headline.DurationMedianS, tc.wantMedian, tc.wantAll)
+			}
+			caption := rep.figDurationCDF().Caption
+			if s := "(median " + strconv.FormatFloat(tc.wantMedian, 'f', -1, 64) + " s)"; !strings.Contains(caption, s) {
+				t.Errorf("run-time caption %q; want %q", caption, s)
+			}
+			var page bytes.Buffer
+			if err := Render(&page, rep); err != nil {
+				t.Fatal(err)
+			}
+			if tile := "<b>" + fmtDur(tc.wantMedian) + "</b><span>median run time of GPU jobs"; !strings.Contains(page.String(), tile) {
+				t.Errorf("key numbers lack %q", tile)
+			}
+			got := map[string]float64{}
+			for _, u := range rep.Users {
+				got[u.Name] = u.QueueShare
+			}
+			for user, share := range want {
+				if g, ok := got[user]; !ok || !(math.Abs(g-share) < 1e-12 || math.IsNaN(g) && math.IsNaN(share)) {
+					t.Errorf("user %s: share of the GPU jobs' queuing delay %v (listed %v); want %v", user, g, ok, share)
+				}
+			}
+			if caption := rep.figUserQueue().Caption; !strings.Contains(caption, tc.wantQueue) {
+				t.Errorf("queuing-delay caption %q; want %q", caption, tc.wantQueue)
+			}
+		})
+	}
+}
+
+// TestLoadHeatmapPartialHours: the heatmap's cell is GPU-seconds held over
+// capacity-seconds computed, so an hour that only partly lies in the window
+// up to computed_until weighs by its seconds in it, not as a whole hour.
+// Two-week windows from Monday 2026-03-02 of a cluster with 1 GPU; the only
+// job holds it on the second Monday from 10:00.
+func TestLoadHeatmapPartialHours(t *testing.T) {
+	mon := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	held := mon.AddDate(0, 0, 7).Add(10 * time.Hour)
+	for _, tc := range []struct {
+		name  string
+		since time.Time
+		now   time.Time
+		end   time.Time // the job's end; zero: still running at now
+		want  float64   // Monday 10:00
+	}{
+		// Monday 10:00 twice: the first week's idle for 3600 s, the second's
+		// held for the 360 s computed.
+		{"open window, its last hour computed for 6 min", mon, held.Add(6 * time.Minute), time.Time{}, 360.0 / (3600 + 360)},
+		// Monday 10:00 three times: 10:30-11:00 idle, 10:00-11:00 held for
+		// 1800 s, 10:00-10:30 idle (the window ends at 10:30).
+		{"window from 10:30, its first and last hours halves", mon.Add(10*time.Hour + 30*time.Minute), mon.AddDate(0, 1, 0), held.Add(30 * time.Minute), 1800.0 / (1800 + 3600 + 1800)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, conn := schematest.Database(t)
+			ctx := t.Context()
+			db := cfg.Database
+			job := []any{"c", "1", "slurm", "a", "p", "RUNNING", held, &held, nil, uint32(1), "START", held, held, uint64(1)}
+			if !tc.end.IsZero() {
+				job = []any{"c", "1", "slurm", "a", "p", "COMPLETED", held, &held, &tc.end, uint32(1), "END", tc.end, tc.end, uint64(1)}
+			}
+			schematest.InsertJobRows(t, conn, db, "cluster, job_id, source, user, partition_name, state, submit_time, start_time, end_time, gpus, last_event, updated_at, inserted_at, version", job)
+			w := analytics.Window{Since: tc.since, Until: tc.since.AddDate(0, 0, 14)}
+			r, err := analytics.NewRunner(analytics.Config{Database: db, Capacity: []analytics.Capacity{{Cluster: "c", GPUs: 1}}}, conn, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), func() time.Time { return tc.now })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.RunWindow(ctx, w); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := Load(ctx, conn, LoadOptions{Database: db, Window: w, Cluster: "c"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := rep.HourWeekday[0][10]; math.Abs(got-tc.want) > 1e-12 {
+				t.Errorf("heatmap Monday 10:00 = %v; want %v", got, tc.want)
+			}
+		})
 	}
 }

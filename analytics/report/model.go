@@ -32,9 +32,9 @@ type Report struct {
 	// DurationCDF is the run-time distribution of GPU jobs, one series per
 	// group ("all GPU jobs", then each VC).
 	DurationCDF []CDF
-	// RunP90S is the 90th percentile of the run time of GPU jobs; NaN
-	// unknown.
-	RunP90S float64
+	// RunP50S and RunP90S are the median and 90th percentile of the run
+	// time of GPU jobs; NaN unknown.
+	RunP50S, RunP90S float64
 	// States are job and GPU-time counts by final state, in States order
 	// (unknown only when present).
 	States []StateCount
@@ -88,8 +88,11 @@ type Headline struct {
 	Users             int64              `json:"users"`
 	StateShare        map[string]float64 `json:"state_share"`
 	GPUTimeStateShare map[string]float64 `json:"gpu_time_state_share"`
-	DurationMedianS   float64            `json:"duration_median_s"`
-	Top5pctGPUTime    float64            `json:"top5pct_users_gpu_time_share"`
+	// DurationMedianS is the median run time of every job with a known
+	// run time, CPU jobs included, as --json's duration_median_s; the page
+	// shows the GPU jobs' (Report.RunP50S).
+	DurationMedianS float64 `json:"duration_median_s"`
+	Top5pctGPUTime  float64 `json:"top5pct_users_gpu_time_share"`
 }
 
 // Point is one point of a curve.

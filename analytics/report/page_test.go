@@ -23,6 +23,7 @@ const hostile = `<script>alert("x")</script>'"&<svg onload=alert(1)>`
 func sample() *Report {
 	r := &Report{
 		Title:    "Characterization of <cluster> & co",
+		RunP50S:  391.5,
 		RunP90S:  104000,
 		Capacity: 176, CapacitySource: "config",
 		Notes:     []string{"The trace gives a run time but no start time for " + hostile + " jobs."},
@@ -195,7 +196,8 @@ func figureSVG(t *testing.T, page, id string) string {
 
 func TestRenderEmpty(t *testing.T) {
 	// A window without jobs renders: no figure, each one's place saying why.
-	r := &Report{Title: "empty", Headline: Headline{StateShare: map[string]float64{}, GPUTimeStateShare: map[string]float64{}, DurationMedianS: math.NaN()}}
+	r := &Report{Title: "empty", Headline: Headline{StateShare: map[string]float64{}, GPUTimeStateShare: map[string]float64{}, DurationMedianS: math.NaN()},
+		RunP50S: math.NaN(), RunP90S: math.NaN()}
 	for d := range 7 {
 		for h := range 24 {
 			r.HourWeekday[d][h] = math.NaN()
