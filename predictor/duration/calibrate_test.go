@@ -97,8 +97,9 @@ func TestConformalQuantile(t *testing.T) {
 		want float64
 	}{
 		{nil, 0},
-		{[]float64{3}, 3},
-		{[]float64{4, 1, 3, 2}, 4}, // ⌈5·0.8⌉ = 4th
+		{[]float64{3}, 0},                             // ⌈2·0.8⌉ = 2nd of 1: none, no scaling
+		{[]float64{3, 1, 2}, 0},                       // ⌈4·0.8⌉ = 4th of 3: none
+		{[]float64{4, 1, 3, 2}, 4},                    // ⌈5·0.8⌉ = 4th
 		{[]float64{9, 1, 8, 2, 7, 3, 6, 4, 5}, 8},     // ⌈10·0.8⌉ = 8th
 		{[]float64{10, 1, 9, 2, 8, 3, 7, 4, 6, 5}, 9}, // ⌈11·0.8⌉ = 9th
 	} {

@@ -485,9 +485,11 @@ func (m *Model) raw(f Features) (y, lo, hi float64, fitted bool) {
 // to cover.
 const IntervalLevel = 0.8
 
-// minCalibrationRows is the fewest held-out rows a segment needs for a
+// MinCalibrationRows is the fewest held-out rows a segment needs for a
 // scale of its own; with fewer it takes the scale of all segments together.
-const minCalibrationRows = 50
+// FitCalibrated, and the live predictor, calibrate only on at least as many
+// held-out rows in all.
+const MinCalibrationRows = 50
 
 // Calibration scales the intervals of each segment so that they cover
 // IntervalLevel of run times out of sample. Training residuals understate
@@ -513,7 +515,7 @@ func (c Calibration) scale(s Segment) float64 {
 // later rows: for each segment, the factor by which its raw intervals must
 // be widened (or narrowed) to cover IntervalLevel of them — split conformal
 // prediction, with the interval's own offsets as the unit. A segment with
-// fewer than minCalibrationRows rows gets the factor of all rows together.
+// fewer than MinCalibrationRows rows gets the factor of all rows together.
 // The factor is in the unit of held's interval for the segment; should held
 // answer a segment with its history rule where the served model has a fit
 // (or the reverse: the segment crossed the size a fit needs between the two
@@ -541,7 +543,7 @@ func Calibrate(held *Model, rows []Row) Calibration {
 	pooled := conformalQuantile(all)
 	for s := range bySeg {
 		c.Rows[s] = len(bySeg[s])
-		if len(bySeg[s]) >= minCalibrationRows {
+		if len(bySeg[s]) >= MinCalibrationRows {
 			c.Scale[s] = conformalQuantile(bySeg[s])
 		} else {
 			c.Scale[s] = pooled
@@ -551,14 +553,16 @@ func Calibrate(held *Model, rows []Row) Calibration {
 }
 
 // conformalQuantile returns the ⌈(n+1)·IntervalLevel⌉-th smallest of ks,
-// the split-conformal quantile; 0 (no scaling) when ks is empty.
+// the split-conformal quantile; 0 (no scaling) when there is none: ks empty,
+// or too few for the rank (n < 4 at 80 %), where the largest of them would
+// cover less than claimed.
 func conformalQuantile(ks []float64) float64 {
-	if len(ks) == 0 {
+	i := int(math.Ceil(float64(len(ks)+1)*IntervalLevel)) - 1
+	if i >= len(ks) {
 		return 0
 	}
 	ks = slices.Clone(ks)
 	slices.Sort(ks)
-	i := min(int(math.Ceil(float64(len(ks)+1)*IntervalLevel))-1, len(ks)-1)
 	return ks[i]
 }
 
@@ -582,7 +586,7 @@ func FitCalibrated(rows []Row, now time.Time, holdout float64) (*Model, error) {
 		return nil, err
 	}
 	k := int(float64(len(rows)) * (1 - holdout))
-	if holdout <= 0 || holdout >= 1 || k < minSegmentRows || len(rows)-k < minCalibrationRows {
+	if holdout <= 0 || holdout >= 1 || k < minSegmentRows || len(rows)-k < MinCalibrationRows {
 		return m, nil
 	}
 	held, err := Fit(rows[:k], now)

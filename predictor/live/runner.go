@@ -491,7 +491,7 @@ func (r *Runner) refresh(ctx context.Context, from time.Time, full bool) (bool, 
 			switch old := r.store[rc.key]; {
 			case !r.loaded:
 				rc.predictable = !rc.ended
-			case old != nil:
+			case sameRun(old, rc):
 				rc.predictable = old.predictable
 			default:
 				rc.predictable = true
@@ -507,7 +507,7 @@ func (r *Runner) refresh(ctx context.Context, from time.Time, full bool) (bool, 
 		if old != nil && old.version >= rc.version {
 			continue // read again in the overlap, or older than what is held
 		}
-		rc.predictable = old == nil || old.predictable
+		rc.predictable = !sameRun(old, rc) || old.predictable
 		r.store[rc.key] = rc
 		changed = true
 	}
@@ -667,6 +667,13 @@ WHERE ran = 1 AND after_end = 0 AND submit_time >= %d ORDER BY end_time, cluster
 	return out, nil
 }
 
+// sameRun reports whether rc is a later version of old's job (the same
+// submit), which keeps old's predictable: a job of the first pass's ended
+// backlog stays unpredicted as it changes, but a new job under its id (ids
+// reused after slurmctld lost its state, a finished job requeued) is work
+// to predict like any other.
+func sameRun(old, rc *rec) bool { return old != nil && old.job.Submit.Equal(rc.job.Submit) }
+
 // train fits a model on rows (in submit order; recs[i] is rows[i]'s job),
 // records it in prediction_models and publishes it.
 func (r *Runner) train(ctx context.Context, rows []duration.Row, recs []*rec, jobs int) error {
@@ -685,8 +692,12 @@ func (r *Runner) train(ctx context.Context, rows []duration.Row, recs []*rec, jo
 			return err
 		}
 		// The served model's intervals are scaled to cover 80 % of the
-		// held-out rows as the held-out model predicted them.
-		cal = duration.Calibrate(m, rows[k:])
+		// held-out rows as the held-out model predicted them, given enough
+		// of them (as duration.FitCalibrated): a scale measured on a new
+		// cluster's few held-out rows would be one row's error.
+		if len(rows)-k >= duration.MinCalibrationRows {
+			cal = duration.Calibrate(m, rows[k:])
+		}
 	}
 	m, err := duration.Fit(rows, trainedAt)
 	if err != nil {
