@@ -133,8 +133,16 @@ type Node struct {
 	GPUs     int
 	// FreeGPUs are the GPUs a new job could take now.
 	FreeGPUs int
-	// Jobs are the ids of the jobs running on it, where the scheduler says.
+	// Jobs are the ids of the jobs that hold it — running, suspended,
+	// completing or being configured — where the scheduler says. A node
+	// with jobs is never powered down, even when its counters read idle (a
+	// suspended job's CPUs are free, but the job still holds the node).
 	Jobs []string
+	// PowerSaveExcluded: the scheduler's own power saving must leave the
+	// node on (Slurm's SuspendExcNodes, SuspendExcParts, SuspendExcStates),
+	// e.g. because it has no working BMC to wake it. It is never powered
+	// down; as it stands, it counts as powered capacity in a plan.
+	PowerSaveExcluded bool
 	// State is the scheduler's own word for the node's state, for reasons
 	// and the audit table (e.g. "idle", "mixed+POWERING_DOWN", "down").
 	State string
@@ -163,4 +171,8 @@ var (
 	// ErrUnusable: the node is down, drained or failed for a reason other
 	// than power saving.
 	ErrUnusable = errors.New("adapter: node is not usable")
+	// ErrPowerSaveExcluded: the scheduler's configuration excludes the node
+	// from power saving (Node.PowerSaveExcluded), so it is not powered
+	// down.
+	ErrPowerSaveExcluded = errors.New("adapter: node is excluded from power saving by the scheduler's configuration")
 )

@@ -323,8 +323,9 @@ func (g *Guard) NodeAllowed(n Node) bool {
 // held in a look at the queue at most PriorityRecheck old (a failed read
 // fails the action); for power actions the node is read again (a fresh
 // Snapshot; a failed read fails the action, dry run or not) and a
-// power-down is refused on a node that is busy, unusable, not on, or bound
-// for a pending job; the rate limit must have room (a power-up is counted
+// power-down is refused on a node that is excluded from power saving by
+// the scheduler's configuration, busy, unusable, not on, or bound for a
+// pending job; the rate limit must have room (a power-up is counted
 // but always has room); then a dry run stops (Skipped, "dry run", the unit
 // of the rate limit spent as apply would spend it, once for an action asked
 // for again within the window) and otherwise the
@@ -378,10 +379,11 @@ func (g *Guard) Do(ctx context.Context, a Action) Result {
 		return Result{Applied, err}
 	}
 	g.giveBack(a, at)
-	if errors.Is(err, ErrNodeBusy) || errors.Is(err, ErrUnusable) || errors.Is(err, ErrUnknownJob) || errors.Is(err, ErrHeld) {
+	if errors.Is(err, ErrNodeBusy) || errors.Is(err, ErrUnusable) || errors.Is(err, ErrUnknownJob) || errors.Is(err, ErrHeld) || errors.Is(err, ErrPowerSaveExcluded) {
 		// The scheduler moved on since the pass read it: the node took a
-		// job, or the job started, ended or was held. Not a failure of
-		// either side.
+		// job, or the job started, ended or was held; or its
+		// configuration now excludes the node from power saving. Not a
+		// failure of either side.
 		return Result{Skipped, err}
 	}
 	return Result{Failed, err}
@@ -413,6 +415,9 @@ func (g *Guard) checkNode(snap Snapshot, a Action) error {
 	}
 	if a.Kind == PowerUp {
 		return nil
+	}
+	if n.PowerSaveExcluded {
+		return fmt.Errorf("%w: %s (state %s)", ErrPowerSaveExcluded, n.Name, n.State)
 	}
 	if n.Busy || len(n.Jobs) > 0 {
 		return fmt.Errorf("%w: %s (state %s, jobs %v)", ErrNodeBusy, n.Name, n.State, n.Jobs)
@@ -450,6 +455,32 @@ func (g *Guard) take(a Action) (time.Time, error) {
 		return at, &RateLimitError{Max: w.max, What: what, RoomAt: w.roomAt(at)}
 	}
 	return at, nil
+}
+
+// Seed records past actions, each at its At, as units spent of its kind's
+// rate limit, as take would have spent them: what an earlier run of the
+// actuator did, read back from the audit table at start, so that a restart
+// does not hand the caps a fresh window. Actions of other kinds are
+// ignored; those older than the window leave it at the next take.
+func (g *Guard) Seed(past []Action) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	touched := map[*window]bool{}
+	for _, a := range past {
+		if a.Kind != SetPriority && a.Kind != PowerDown && a.Kind != PowerUp {
+			continue
+		}
+		w, _ := g.window(a.Kind)
+		var key string // as take keys a dry run's events
+		if !g.cfg.Apply {
+			key = string(a.Kind) + "|" + a.Target + "|" + strconv.FormatInt(a.Priority, 10)
+		}
+		w.events = append(w.events, event{at: a.At, key: key})
+		touched[w] = true
+	}
+	for w := range touched {
+		slices.SortStableFunc(w.events, func(a, b event) int { return a.at.Compare(b.at) })
+	}
 }
 
 // RateLimitError is the error of an action its rate limit held back. It

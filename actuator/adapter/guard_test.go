@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -300,6 +301,10 @@ func TestGuardFailures(t *testing.T) {
 			{a: down, actErr: adapter.ErrNodeBusy, want: adapter.Skipped, wantErr: adapter.ErrNodeBusy, wantCalls: 1},
 			{a: down, want: adapter.Applied, wantCalls: 2},
 		}},
+		{"power-down refused as excluded from power saving gives its unit back", capped, []step{
+			{a: down, actErr: fmt.Errorf("slurm: %w", adapter.ErrPowerSaveExcluded), want: adapter.Skipped, wantErr: adapter.ErrPowerSaveExcluded, wantCalls: 1},
+			{a: down, want: adapter.Applied, wantCalls: 2},
+		}},
 		{"power-down refused as unusable gives its unit back", capped, []step{
 			{a: down, actErr: fmt.Errorf("slurm: %w", adapter.ErrUnusable), want: adapter.Skipped, wantErr: adapter.ErrUnusable, wantCalls: 1},
 			{a: down, want: adapter.Applied, wantCalls: 2},
@@ -468,5 +473,91 @@ func TestGuardLooksAtTheQueue(t *testing.T) {
 	h.readErr = nil
 	if r := g.Do(ctx, adapter.Action{Kind: adapter.SetPriority, Target: "gone", Partition: "vc1", Priority: 9}); r.Outcome != adapter.Skipped || !errors.Is(r.Err, adapter.ErrUnknownJob) {
 		t.Errorf("a job not in the queue: %v, %v; want skipped, %v", r.Outcome, r.Err, adapter.ErrUnknownJob)
+	}
+}
+
+// excluding marks nodes excluded from power saving in its snapshots, as
+// the Slurm adapter does for SuspendExcNodes.
+type excluding struct {
+	adapter.Scheduler
+	excluded string
+}
+
+func (e *excluding) Snapshot(ctx context.Context) (adapter.Snapshot, error) {
+	snap, err := e.Scheduler.Snapshot(ctx)
+	for i := range snap.Nodes {
+		snap.Nodes[i].PowerSaveExcluded = snap.Nodes[i].Name == e.excluded
+	}
+	return snap, err
+}
+
+// TestGuardPowerSaveExcluded: a node the scheduler's power saving excludes
+// is never powered down — skipped, not failed, and nothing is sent — but
+// may be powered up.
+func TestGuardPowerSaveExcluded(t *testing.T) {
+	s, sched := newCluster(t)
+	f := &faulty{Scheduler: sched}
+	g, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"*"}, Nodes: []string{"*"}}, &excluding{Scheduler: f, excluded: "sim-node-003"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := g.Do(context.Background(), adapter.Action{Kind: adapter.PowerDown, Target: "sim-node-003"})
+	if r.Outcome != adapter.Skipped || !errors.Is(r.Err, adapter.ErrPowerSaveExcluded) || f.calls != 0 {
+		t.Errorf("power down an excluded node = %v, %v (%d sent); want skipped, %v, none sent", r.Outcome, r.Err, f.calls, adapter.ErrPowerSaveExcluded)
+	}
+	if st := nodeState(t, s, "sim-node-003"); st != sim.NodeUp {
+		t.Errorf("excluded node is %v; want up", st)
+	}
+	if r := g.Do(context.Background(), adapter.Action{Kind: adapter.PowerUp, Target: "sim-node-003"}); r.Outcome != adapter.Applied {
+		t.Errorf("power up an excluded node = %v, %v; want applied", r.Outcome, r.Err)
+	}
+}
+
+// TestGuardSeed: power actions an earlier run made, seeded at start, count
+// in the rate limits as the run's own would: with a cap of 2 an hour and
+// two seeded within it, a power-down waits for the older to leave the
+// window; in a dry run a seeded action is the same action asked for again,
+// and costs no second unit.
+func TestGuardSeed(t *testing.T) {
+	past := []adapter.Action{
+		{Kind: adapter.PowerDown, Target: "sim-node-002", At: t0.Add(-20 * time.Minute)},
+		{Kind: adapter.PowerUp, Target: "sim-node-003", At: t0.Add(-50 * time.Minute)}, // older, given second
+		{Kind: "reboot", Target: "sim-node-003", At: t0},                               // not a kind the guard knows: ignored
+	}
+	down := adapter.Action{Kind: adapter.PowerDown, Target: "sim-node-003"}
+	for _, tc := range []struct {
+		name  string
+		apply bool
+		at    time.Duration // of the power-down, after t0
+		want  adapter.Outcome
+		err   error
+		room  time.Duration // a RateLimitError's RoomAt, after t0
+	}{
+		{"cap spent by the earlier run", true, 0, adapter.Skipped, adapter.ErrRateLimited, 10 * time.Minute},
+		{"room once the oldest left the window", true, 10 * time.Minute, adapter.Applied, nil, 0},
+		{"dry run: the seeded action again costs nothing", false, 0, adapter.Skipped, adapter.ErrDryRun, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, sched := newCluster(t)
+			g, err := adapter.NewGuard(adapter.GuardConfig{Apply: tc.apply, Partitions: []string{"*"}, Nodes: []string{"*"}, MaxPowerPerHour: 2}, sched, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seed := slices.Clone(past)
+			if !tc.apply {
+				seed[1] = adapter.Action{Kind: adapter.PowerDown, Target: "sim-node-003", At: t0.Add(-50 * time.Minute)}
+			}
+			g.Seed(seed)
+			a := down
+			a.At = t0.Add(tc.at)
+			r := g.Do(context.Background(), a)
+			if r.Outcome != tc.want || tc.err != nil && !errors.Is(r.Err, tc.err) || tc.err == nil && r.Err != nil {
+				t.Fatalf("Do(%+v) = %v, %v; want %v, %v", a, r.Outcome, r.Err, tc.want, tc.err)
+			}
+			var limited *adapter.RateLimitError
+			if errors.As(r.Err, &limited) && !limited.RoomAt.Equal(t0.Add(tc.room)) {
+				t.Errorf("room at %v; want %v", limited.RoomAt, t0.Add(tc.room))
+			}
+		})
 	}
 }

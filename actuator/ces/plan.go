@@ -27,6 +27,11 @@ type Node struct {
 	// WakingUntil is when a node powered up becomes ready; zero or past:
 	// ready (if powered).
 	WakingUntil time.Time `json:"waking_until,omitzero"`
+	// Fixed: the node is not the plan's to power (outside the actuator's
+	// allowlist, or excluded from power saving by the scheduler). It
+	// counts as it stands — powered or not, busy or not — and is never
+	// chosen to be powered up or down.
+	Fixed bool `json:"fixed,omitempty"`
 }
 
 // held reports whether the node must stay (or be) powered whatever the
@@ -94,7 +99,8 @@ func (f Forecast) usable(now time.Time) bool {
 type Input struct {
 	// Now is the decision time.
 	Now time.Time
-	// Nodes are every node the plan may touch.
+	// Nodes are every node the plan may touch, and the Fixed ones it
+	// counts but may not.
 	Nodes []Node
 	// Demand is the number of nodes needed now (e.g. busy nodes plus the
 	// nodes the pending queue's head needs).
@@ -270,7 +276,7 @@ func (c Config) Plan(in Input) (Plan, error) {
 	// hysteresis nor the cap applies.
 	var off []Node
 	for _, n := range in.Nodes {
-		if !n.Powered {
+		if !n.Powered && !n.Fixed {
 			off = append(off, n)
 		}
 	}
@@ -306,6 +312,9 @@ func (c Config) Plan(in Input) (Plan, error) {
 	p.Next.Peaks = peaks(in.State.Peaks, now, c.DownDelay, target)
 	peak := p.Next.Peaks[0].Target
 	var notes []string
+	if fixed := countFixed(in.Nodes); fixed > 0 {
+		notes = append(notes, fmt.Sprintf("%d nodes fixed as they stand (not the plan's to power)", fixed))
+	}
 	switch {
 	case target >= poweredAfterUp:
 		// Not below: the hysteresis clock stops.
@@ -340,7 +349,7 @@ func (c Config) Plan(in Input) (Plan, error) {
 			}
 			var cand []Node
 			for _, n := range in.Nodes {
-				if n.Powered && !n.held() && !n.waking(now) {
+				if n.Powered && !n.held() && !n.waking(now) && !n.Fixed {
 					cand = append(cand, n)
 				}
 			}
@@ -426,6 +435,17 @@ func (c Config) figures(in Input, haveForecast bool) string {
 	}
 	return fmt.Sprintf("demand %.0f; forecast at %s over %v: point %.1f, max %.1f, %s %.1f; buffer %d",
 		in.Demand, f.Issued.Format(time.DateTime), f.Horizon, f.Point, f.Max, q, f.Upper, c.Buffer)
+}
+
+// countFixed returns how many of nodes are Fixed.
+func countFixed(nodes []Node) int {
+	n := 0
+	for _, nd := range nodes {
+		if nd.Fixed {
+			n++
+		}
+	}
+	return n
 }
 
 // heldWhat says why a held node is held.

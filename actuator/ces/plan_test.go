@@ -75,6 +75,15 @@ func TestPlan(t *testing.T) {
 		manyRecent[i] = t0.Add(-time.Duration(10*i+5) * time.Minute)
 	}
 	stale := []time.Time{t0.Add(-2 * time.Hour), t0.Add(-61 * time.Minute)}
+	// fixed returns nodes with those named Fixed (outside the allowlist, or
+	// excluded from power saving by the scheduler).
+	fixed := func(nodes []Node, which ...int) []Node {
+		nodes = slices.Clone(nodes)
+		for _, i := range which {
+			nodes[i].Fixed = true
+		}
+		return nodes
+	}
 
 	tests := []struct {
 		name     string
@@ -216,6 +225,36 @@ func TestPlan(t *testing.T) {
 			c:      noDelay,
 			in:     Input{Now: t0, Nodes: aged, Demand: 0, Forecast: fc(t0, 3)},
 			target: 3, down: []string{"n03", "n00"},
+		},
+		{
+			name:   "fixed nodes off are never powered up: the others are",
+			c:      def,
+			in:     Input{Now: t0, Nodes: fixed(cluster(6, 2, 2), 2, 3), Demand: 4, Forecast: fc(t0, 4)},
+			target: 4, up: []string{"n04", "n05"}, reason: "2 nodes fixed as they stand",
+		},
+		{
+			name:   "fixed nodes off only: the shortfall stays",
+			c:      def,
+			in:     Input{Now: t0, Nodes: fixed(cluster(4, 2, 2), 2, 3), Demand: 4, Forecast: fc(t0, 4)},
+			target: 4, reason: "short of 2 nodes: none left to power up",
+		},
+		{
+			name:   "a fixed node off that a job is bound for is left to the scheduler",
+			c:      def,
+			in:     Input{Now: t0, Nodes: fixed(heldOff, 8), Demand: 3, Forecast: fc(t0, 5)},
+			target: 5, up: []string{"n03", "n04"},
+		},
+		{
+			name:   "fixed nodes on count as powered and are never powered down",
+			c:      noDelay,
+			in:     Input{Now: t0, Nodes: fixed(cluster(6, 6, 0), 0, 1), Demand: 0, Forecast: fc(t0, 2)},
+			target: 2, down: []string{"n02", "n03", "n04", "n05"},
+		},
+		{
+			name:   "fixed nodes on: a surplus among them stays",
+			c:      noDelay,
+			in:     Input{Now: t0, Nodes: fixed(cluster(6, 6, 0), 0, 1, 2, 3), Demand: 0, Forecast: fc(t0, 1)},
+			target: 1, down: []string{"n04", "n05"}, reason: "5 surplus nodes but only 2 idle and ready",
 		},
 		{
 			name:   "up: off longest first",
@@ -403,6 +442,7 @@ func TestPlanInvariants(t *testing.T) {
 		nodes := cluster(5+rng.IntN(40), 0, 0)
 		for i := range nodes {
 			nodes[i].Powered = rng.IntN(2) == 0
+			nodes[i].Fixed = rng.IntN(8) == 0
 		}
 		var st State
 		var history []time.Time
@@ -430,13 +470,13 @@ func TestPlanInvariants(t *testing.T) {
 			seen := map[string]bool{}
 			for _, a := range p.PowerDown {
 				n := byName[a.Node]
-				if n.Busy || n.Incoming || !n.Powered || n.waking(now) {
+				if n.Busy || n.Incoming || !n.Powered || n.waking(now) || n.Fixed {
 					t.Fatalf("run %d step %d: powered down %+v", run, i, n)
 				}
 				seen[a.Node] = true
 			}
 			for _, a := range p.PowerUp {
-				if n := byName[a.Node]; n.Powered || seen[a.Node] {
+				if n := byName[a.Node]; n.Powered || n.Fixed || seen[a.Node] {
 					t.Fatalf("run %d step %d: powered up %+v (or also down)", run, i, n)
 				}
 			}
@@ -455,7 +495,12 @@ func TestPlanInvariants(t *testing.T) {
 			}
 			// Shortfalls are met as far as nodes allow.
 			if want := min(p.Target, len(nodes)) - p.Powered; want > 0 && len(p.PowerUp) < want {
-				off := len(nodes) - p.Powered
+				off := 0
+				for _, n := range nodes {
+					if !n.Powered && !n.Fixed {
+						off++
+					}
+				}
 				if len(p.PowerUp) < off {
 					t.Fatalf("run %d step %d: target %d, %d powered, only %d powered up of %d off", run, i, p.Target, p.Powered, len(p.PowerUp), off)
 				}

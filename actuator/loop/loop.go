@@ -29,6 +29,12 @@
 //     cancelled once its plan is recorded finishes the action in flight and
 //     records the outcomes (ActTimeout), and starts no other.
 //
+// Power plans choose only nodes the Guard lets them power and the scheduler
+// does not exclude from power saving; the others count as they stand
+// (ces.Node.Fixed). The caps on power transitions, CES's and the Guard's,
+// count the power actions of the hour before the loop started, read back
+// from the audit table (caps.go), so that a restart does not reset them.
+//
 // The latest pass's ranked queue and plans are kept as a View for the
 // advisory API.
 package loop
@@ -107,6 +113,7 @@ type Loop struct {
 	owed []audit.Record    // outcomes not yet written (ClickHouse was down)
 
 	stored storedDemand // the demand history's DemandStore side
+	caps   capHistory   // the power actions of the hour before the start
 
 	view viewBox
 
@@ -140,6 +147,9 @@ type recent struct {
 	// until, when set, ends the hold before RepeatAfter: a rate limit's
 	// window has room again then.
 	until time.Time
+	// unread: held because the power caps' history could not be read;
+	// the hold ends once it is (seedCaps).
+	unread bool
 }
 
 // holds reports whether r, recorded as skipped, keeps the same action from
@@ -184,6 +194,9 @@ func New(cfg Config, g *adapter.Guard, a Auditor, p Predictor, d DemandStore, lo
 	}
 	l := &Loop{cfg: cfg, g: g, audit: a, pred: p, logger: logger, m: m, now: now,
 		pool: map[string]*poolState{}, seen: map[string]recent{}, stored: stored, health: health.New(time.Now)}
+	if h, ok := a.(History); ok {
+		l.caps.history = h
+	}
 	l.passes = l.health.Add("actuator", "no pass of the control loop yet")
 	l.actions = l.health.Add("scheduler actions", "")
 	return l, nil
@@ -351,6 +364,7 @@ func (l *Loop) once(ctx context.Context) (Report, error) {
 	pools, excluded := partitionNodes(snap)
 	l.loadDemand(ctx, now)
 	l.rebuildDemand(ctx, now, pools)
+	l.seedCaps(ctx, now)
 	plans, power := l.plan(now, snap, pools, excluded)
 	v.Plans = plans
 	l.saveDemand(ctx, now)
@@ -452,6 +466,12 @@ func (l *Loop) plan(now time.Time, snap adapter.Snapshot, pools map[string][]ada
 			ps = &poolState{name: part, first: now, changed: map[string]time.Time{}}
 			l.pool[part] = ps
 		}
+		if past := l.caps.transitions[part]; len(past) > 0 {
+			// Transitions of the hour before this run (seedCaps).
+			ps.ces.Transitions = mergeTimes(past, ps.ces.Transitions)
+			delete(l.caps.transitions, part)
+		}
+		managed := l.g.PartitionAllowed(part)
 		in := ces.Input{Now: now, State: ps.ces}
 		busy, gpn := 0, 0
 		var skipped, moving []string
@@ -465,8 +485,14 @@ func (l *Loop) plan(now time.Time, snap adapter.Snapshot, pools map[string][]ada
 				moving = append(moving, n.Name)
 				continue
 			}
+			// Fixed: a node of a managed partition the guard would not
+			// let the plan power (--actuator.nodes), or one the
+			// scheduler's power saving excludes, stays as it is and
+			// counts as it stands, so that the plan powers the nodes it
+			// may instead of asking every pass for ones it may not.
 			cn := ces.Node{Name: n.Name, Powered: n.Power.Powered(), Busy: n.Busy || len(n.Jobs) > 0, Incoming: bound[n.Name],
-				LastTransition: ps.changed[n.Name], WakingUntil: n.WakeAt}
+				LastTransition: ps.changed[n.Name], WakingUntil: n.WakeAt,
+				Fixed: n.PowerSaveExcluded || managed && !l.g.NodeAllowed(n)}
 			if n.Power == adapter.PowerWaking && n.WakeAt.IsZero() {
 				cn.WakingUntil = now.Add(l.cfg.CES.WakeLatency)
 			}
@@ -480,7 +506,7 @@ func (l *Loop) plan(now time.Time, snap adapter.Snapshot, pools map[string][]ada
 		in.Demand = min(float64(busy)+need, float64(len(in.Nodes)))
 		var kind string
 		in.Forecast, kind = l.forecast(ps, now, in.Demand)
-		pp := PoolPlan{Partition: part, Managed: l.g.PartitionAllowed(part), Unusable: skipped, Transitioning: moving, Nodes: len(nodes), ForecastKind: kind}
+		pp := PoolPlan{Partition: part, Managed: managed, Unusable: skipped, Transitioning: moving, Nodes: len(nodes), ForecastKind: kind}
 		plan, err := l.cfg.CES.Plan(in)
 		if err != nil {
 			pp.Error = err.Error()
@@ -602,9 +628,12 @@ func (l *Loop) apply(ctx context.Context, now time.Time, todo []planned) ([]audi
 		p.a.At = now // the guard's rate limits count on the scheduler's clock, as the plans do
 		var res adapter.Result
 		stopped := ctx.Err() != nil || actx.Err() != nil
-		if stopped {
+		switch {
+		case stopped:
 			res = adapter.Result{Outcome: adapter.Skipped, Err: fmt.Errorf("%w: %w", errPassCancelled, cmp.Or(context.Cause(ctx), context.Cause(actx)))}
-		} else {
+		case p.a.Kind == adapter.PowerDown && l.caps.unread != nil:
+			res = adapter.Result{Outcome: adapter.Skipped, Err: l.caps.unread}
+		default:
 			res = l.g.Do(actx, p.a)
 		}
 		recs[i].Outcome = string(res.Outcome)
@@ -615,6 +644,9 @@ func (l *Loop) apply(ctx context.Context, now time.Time, todo []planned) ([]audi
 		k := string(p.a.Kind) + "|" + p.a.Target
 		var limited *adapter.RateLimitError
 		switch {
+		case res.Outcome == adapter.Skipped && !stopped && errors.Is(res.Err, errCapsUnread):
+			// Set aside until the caps' history is read.
+			l.seen[k] = recent{value: p.a.Priority, at: now, unread: true}
 		case res.Outcome == adapter.Skipped && !stopped && errors.As(res.Err, &limited):
 			// Set aside only until the cap has room: the next pass
 			// from then sends it, rather than one RepeatAfter later.

@@ -752,6 +752,67 @@ func TestLoopArrayDemand(t *testing.T) {
 	allPrioritized(t, sched)
 }
 
+// TestLoopPowerAllowlist: the power plan chooses only nodes the guard lets
+// it power (--actuator.nodes) and Slurm's power saving does not exclude
+// (adapter.Node.PowerSaveExcluded); the others count as they stand. Before,
+// nodes outside the allowlist that sort first were chosen every pass and
+// skipped by the guard, so a queue never woke the allowlisted nodes that
+// were off, and a surplus was sought among nodes the plan could not touch.
+func TestLoopPowerAllowlist(t *testing.T) {
+	queue := []adapter.Job{
+		{ID: "1", User: "u", Partition: "gpu", GPUs: 8, NodeCount: 1, Submit: t0, TimeLimit: time.Hour},
+		{ID: "2", User: "u", Partition: "gpu", GPUs: 8, NodeCount: 1, Submit: t0, TimeLimit: time.Hour},
+	}
+	for _, tc := range []struct {
+		name     string
+		jobs     []adapter.Job
+		power    adapter.Power // every node's at the start
+		excluded string        // a node Slurm's power saving excludes
+		want     []string      // the nodes powered after the passes
+	}{
+		// gpu-a0, -a1 sort first but are not allowlisted: a queue for
+		// two nodes wakes gpu-b0 and -b1.
+		{name: "up", jobs: queue, power: adapter.PowerOff, want: []string{"gpu-b0", "gpu-b1"}},
+		// No demand: gpu-b* go down, gpu-a* stay up and are never asked
+		// for; the excluded gpu-b2 stays up.
+		{name: "down", power: adapter.PowerOn, excluded: "gpu-b2", want: []string{"gpu-a0", "gpu-a1", "gpu-b2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sched := &static{snap: adapter.Snapshot{Jobs: slices.Clone(tc.jobs)}}
+			for _, name := range []string{"gpu-a0", "gpu-a1", "gpu-b0", "gpu-b1", "gpu-b2"} {
+				n := adapter.Node{Name: name, Partitions: []string{"gpu"}, Power: tc.power, GPUs: 8, State: "idle", PowerSaveExcluded: name == tc.excluded}
+				if n.Power == adapter.PowerOn {
+					n.FreeGPUs = 8
+				}
+				sched.snap.Nodes = append(sched.snap.Nodes, n)
+			}
+			l := newPeakLoop(t, sched, adapter.GuardConfig{Apply: true, Partitions: []string{"gpu"}, Nodes: []string{"gpu-b*"}})
+			for m := range 8 {
+				sched.at(t0.Add(time.Duration(m) * time.Minute))
+				rep, err := l.Once(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, a := range rep.Actions {
+					if a.Kind != string(adapter.SetPriority) && (strings.HasPrefix(a.Target, "gpu-a") || a.Target == tc.excluded) {
+						t.Errorf("+%dm: %s %s asked for (%s: %s); the plan may not power it", m, a.Kind, a.Target, a.Outcome, a.Error)
+					}
+				}
+			}
+			snap, _ := sched.Snapshot(context.Background())
+			var powered []string
+			for _, n := range snap.Nodes {
+				if n.Power.Powered() {
+					powered = append(powered, n.Name)
+				}
+			}
+			if !slices.Equal(powered, tc.want) {
+				t.Errorf("powered after 8 passes: %v; want %v", powered, tc.want)
+			}
+		})
+	}
+}
+
 // TestLoopRateLimitedRetried: with a cap of 2 priority changes a minute, 6
 // jobs get theirs within 3 passes a minute apart. An action the cap held
 // back is set aside only until the cap has room (not for RepeatAfter, as

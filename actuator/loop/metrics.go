@@ -25,6 +25,8 @@ type metrics struct {
 	demandStore    *prometheus.CounterVec
 	demandRejected prometheus.Counter
 	demandRebuilt  prometheus.Counter
+
+	powerHistoryErrors prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -70,6 +72,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "heliostat_actuator_demand_rebuilt_steps_total",
 			Help: "Demand steps rebuilt from the job records for the time before the saved demand history (so a new actuator forecasts without watching the cluster for a day first).",
 		}),
+		powerHistoryErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "heliostat_actuator_power_history_errors_total",
+			Help: "Failed reads, at start, of the last hour's power actions from the actions table, which the power caps count across a restart; power-downs are held until a read succeeds (retried each pass).",
+		}),
 	}
 	// Every kind and outcome starts at zero: increase() and rate() see no
 	// increase in a series' first sample, so a first failure would not
@@ -80,7 +86,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}
 	}
 	if reg != nil {
-		if err := metricsreg.Register(reg, m.actions, m.predictions, m.duration, m.lastSuccess, m.errors, m.pending, m.forecastErrors, m.demandStore, m.demandRejected, m.demandRebuilt); err != nil {
+		if err := metricsreg.Register(reg, m.actions, m.predictions, m.duration, m.lastSuccess, m.errors, m.pending, m.forecastErrors, m.demandStore, m.demandRejected, m.demandRebuilt, m.powerHistoryErrors); err != nil {
 			return nil, fmt.Errorf("loop: register metrics: %w", err)
 		}
 	}

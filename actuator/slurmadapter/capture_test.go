@@ -153,3 +153,22 @@ func TestCaptureUpdateReplies(t *testing.T) {
 		}
 	}
 }
+
+// TestCaptureConfig writes testdata/scontrol-show-config.txt, the fixture of
+// TestDecodeConfig, from a real Slurm 22.05 whose slurm.conf excludes nodes
+// and a partition from power saving (only with -update).
+func TestCaptureConfig(t *testing.T) {
+	if !*update {
+		t.Skip("fixtures are captured with -update")
+	}
+	c := slurmtest.StartWith(t, slurmtest.Options{Conf: map[string]string{"SuspendExcNodes": "gpu[2-3]:1,gpu4", "SuspendExcParts": "batch"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := c.Run(ctx, "scontrol", "show", "config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("testdata/scontrol-show-config.txt", []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

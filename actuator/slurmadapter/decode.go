@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,13 +20,15 @@ var (
 	// ErrSyntax: the command's output is not JSON.
 	ErrSyntax = errors.New("slurmadapter: output is not JSON")
 	// ErrShape: the JSON lacks the list it must hold or has a field of the
-	// wrong type.
+	// wrong type; or `scontrol show config` lacks a setting it must print.
 	ErrShape = errors.New("slurmadapter: unexpected JSON shape")
 	// ErrReported: Slurm reported errors in the document's "errors" list.
 	ErrReported = errors.New("slurmadapter: slurm reported errors")
 	// ErrRecord: one job or node record is unusable (no id, bad host list,
 	// bad GRES); the record is named and the document rejected, because a
-	// node the actuator cannot read might be busy. Also a line of
+	// node the actuator cannot read might be busy. Also a power-saving
+	// setting of `scontrol show config` that cannot be read (a node the
+	// actuator cannot tell is excluded might be), and a line of
 	// scontrol's answer to a priority update that is not Slurm's answer for
 	// a job or its tasks; SetPriority then reads the answer as a whole.
 	ErrRecord = errors.New("slurmadapter: bad record")
@@ -52,46 +55,63 @@ type squeueDoc struct {
 }
 
 // decodeSqueue reads `squeue --json` and returns its pending jobs in order of
-// submission (then id). Jobs in other states are left out; a pending array
+// submission (then id), and in holding the jobs that hold nodes (see
+// holdsNodes) by node name, each node's job ids in squeue's order. Jobs in
+// other states are left out; a pending array
 // of tasks not yet split is one job named by the array's id, which
 // `scontrol update jobid=` applies to every pending task, standing for the
 // tasks of its array_task_string that may start (ArrayTasks). A job that
 // cannot start yet (ineligibleReason, or an eligible_time after now) is
 // marked Ineligible. leaders holds the ids of the pending heterogeneous
 // jobs' leaders (see hetTarget); nil when there are none.
-func decodeSqueue(b []byte, now time.Time) (jobs []adapter.Job, leaders map[string]bool, err error) {
+func decodeSqueue(b []byte, now time.Time) (jobs []adapter.Job, leaders map[string]bool, holding map[string][]string, err error) {
 	var doc squeueDoc
 	if err := unmarshal(b, &doc); err != nil {
-		return nil, nil, fmt.Errorf("squeue --json: %w", err)
+		return nil, nil, nil, fmt.Errorf("squeue --json: %w", err)
 	}
 	if len(doc.Errors) > 0 {
-		return nil, nil, fmt.Errorf("squeue --json: %w: %s", ErrReported, clip(doc.Errors))
+		return nil, nil, nil, fmt.Errorf("squeue --json: %w: %s", ErrReported, clip(doc.Errors))
 	}
 	if doc.Jobs == nil {
-		return nil, nil, fmt.Errorf("squeue --json: %w: no \"jobs\" list", ErrShape)
+		return nil, nil, nil, fmt.Errorf("squeue --json: %w: no \"jobs\" list", ErrShape)
 	}
 	running := runningTasks(*doc.Jobs)
 	var out []adapter.Job
 	for i, j := range *doc.Jobs {
+		if holdsNodes(j.JobState) {
+			if !j.JobID.Set || j.JobID.V <= 0 {
+				return nil, nil, nil, fmt.Errorf("squeue --json: %w: job %d has no job_id", ErrRecord, i)
+			}
+			id := jobID(j)
+			names, err := slurmfmt.ExpandHostlist(j.Nodes)
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("squeue --json: %w: job %s: nodes: %v", ErrRecord, id, err)
+			}
+			for _, n := range names {
+				if holding == nil {
+					holding = map[string][]string{}
+				}
+				if !slices.Contains(holding[n], id) {
+					holding[n] = append(holding[n], id)
+				}
+			}
+		}
 		if len(j.JobState) == 0 || j.JobState[0] != "PENDING" {
 			continue
 		}
 		if !j.JobID.Set || j.JobID.V <= 0 {
-			return nil, nil, fmt.Errorf("squeue --json: %w: job %d has no job_id", ErrRecord, i)
+			return nil, nil, nil, fmt.Errorf("squeue --json: %w: job %d has no job_id", ErrRecord, i)
 		}
-		id := strconv.FormatInt(j.JobID.V, 10)
-		if j.ArrayTaskID.Set && j.ArrayJobID.Set && j.ArrayJobID.V > 0 {
-			id = strconv.FormatInt(j.ArrayJobID.V, 10) + "_" + strconv.FormatInt(j.ArrayTaskID.V, 10)
-		}
+		id := jobID(j)
 		gpus, err := jobGPUs(j)
 		if err != nil {
-			return nil, nil, fmt.Errorf("squeue --json: %w: job %s: %v", ErrRecord, id, err)
+			return nil, nil, nil, fmt.Errorf("squeue --json: %w: job %s: %v", ErrRecord, id, err)
 		}
 		var bound []string
 		for _, field := range []string{j.Nodes, j.RequiredNodes} {
 			names, err := slurmfmt.ExpandHostlist(field)
 			if err != nil {
-				return nil, nil, fmt.Errorf("squeue --json: %w: job %s: nodes: %v", ErrRecord, id, err)
+				return nil, nil, nil, fmt.Errorf("squeue --json: %w: job %s: nodes: %v", ErrRecord, id, err)
 			}
 			bound = append(bound, names...)
 		}
@@ -102,7 +122,7 @@ func decodeSqueue(b []byte, now time.Time) (jobs []adapter.Job, leaders map[stri
 		if !j.ArrayTaskID.Set && j.ArrayJobID.Set && j.ArrayJobID.V > 0 && j.ArrayTaskString != "" {
 			n, throttle, err := arrayTasks(j.ArrayTaskString)
 			if err != nil {
-				return nil, nil, fmt.Errorf("squeue --json: %w: job %s: %v", ErrRecord, id, err)
+				return nil, nil, nil, fmt.Errorf("squeue --json: %w: job %s: %v", ErrRecord, id, err)
 			}
 			if throttle > 0 {
 				// Only throttle − running tasks may start; none while
@@ -129,7 +149,32 @@ func decodeSqueue(b []byte, now time.Time) (jobs []adapter.Job, leaders map[stri
 		out = append(out, job)
 	}
 	sortJobs(out)
-	return out, leaders, nil
+	return out, leaders, holding, nil
+}
+
+// jobID returns the id the adapter names j by: J, or A_T for a task of a
+// job array that squeue lists on its own.
+func jobID(j slurmfmt.Job) string {
+	if j.ArrayTaskID.Set && j.ArrayJobID.Set && j.ArrayJobID.V > 0 {
+		return strconv.FormatInt(j.ArrayJobID.V, 10) + "_" + strconv.FormatInt(j.ArrayTaskID.V, 10)
+	}
+	return strconv.FormatInt(j.JobID.V, 10)
+}
+
+// holdsNodes reports whether a job in state st holds the nodes squeue lists
+// for it: it runs, is suspended (scontrol suspend, PreemptMode=SUSPEND: its
+// CPUs read as free, but the node is the job's until it resumes or ends), is
+// completing, is being configured (its nodes booting) or is stopped. Slurm
+// 22.05 writes one word (a flag, such as COMPLETING, in place of the base
+// state); later versions a list of the base state and flags.
+func holdsNodes(st slurmfmt.States) bool {
+	for _, w := range st {
+		switch w {
+		case "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "STOPPED":
+			return true
+		}
+	}
+	return false
 }
 
 // ineligibleReason reports whether a pending job's state_reason says it

@@ -28,9 +28,12 @@ var fixtureNow = time.Unix(1795307300, 0).UTC()
 // TestDecodeSqueueFixture reads squeue --json of Slurm 22.05.8 with a running
 // job, a pending job bound for gpu1 and a held pending array of 3 tasks.
 func TestDecodeSqueueFixture(t *testing.T) {
-	jobs, _, err := decodeSqueue(readFixture(t, "squeue.json"), fixtureNow)
+	jobs, _, holding, err := decodeSqueue(readFixture(t, "squeue.json"), fixtureNow)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if want := map[string][]string{"gpu1": {"1"}}; !reflect.DeepEqual(holding, want) {
+		t.Errorf("decodeSqueue: nodes held %v; want %v (job 1 runs on gpu1)", holding, want)
 	}
 	if len(jobs) != 2 {
 		t.Fatalf("decodeSqueue: %d pending jobs; want 2: %+v", len(jobs), jobs)
@@ -117,7 +120,7 @@ func TestDecodeErrors(t *testing.T) {
 	}
 }
 
-func sq(b []byte) error { _, _, err := decodeSqueue(b, fixtureNow); return err }
+func sq(b []byte) error { _, _, _, err := decodeSqueue(b, fixtureNow); return err }
 func si(b []byte) error { _, err := decodeSinfo(b); return err }
 
 // TestDecodeSqueueArrays: a pending array whose tasks are not split yet is
@@ -148,7 +151,7 @@ func TestDecodeSqueueArrays(t *testing.T) {
 			doc += `{"job_id": 7, "array_job_id": 7, "array_task_id": null, "array_task_string": "` + tc.tasks + `", "job_state": "PENDING",
 				"state_reason": "Resources", "partition": "gpu", "tres_per_node": "gres:gpu:8", "node_count": 1},
 				{"job_id": 8, "array_job_id": 7, "array_task_id": 1, "job_state": "PENDING", "state_reason": "Resources"}]}`
-			jobs, _, err := decodeSqueue([]byte(doc), fixtureNow)
+			jobs, _, _, err := decodeSqueue([]byte(doc), fixtureNow)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -195,7 +198,7 @@ func TestDecodeSqueueIneligible(t *testing.T) {
 		{"None", fixtureNow.Unix(), false},
 	} {
 		doc := fmt.Sprintf(`{"jobs": [{"job_id": 9, "job_state": "PENDING", "state_reason": %q, "eligible_time": %d, "priority": 100}]}`, tc.reason, tc.eligible)
-		jobs, _, err := decodeSqueue([]byte(doc), fixtureNow)
+		jobs, _, _, err := decodeSqueue([]byte(doc), fixtureNow)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -210,7 +213,7 @@ func TestDecodeSqueueIneligible(t *testing.T) {
 // whose id is the het job's) are known, so that a priority change is sent to
 // the leader alone. A running leader, and other jobs, are not leaders.
 func TestDecodeHetJobLeaders(t *testing.T) {
-	jobs, leaders, err := decodeSqueue([]byte(`{"jobs": [
+	jobs, leaders, _, err := decodeSqueue([]byte(`{"jobs": [
 		{"job_id": 2, "het_job_id": 2, "het_job_offset": 0, "job_state": "PENDING", "tres_per_node": "gres:gpu:2", "submit_time": 100},
 		{"job_id": 3, "het_job_id": 2, "het_job_offset": 1, "job_state": "PENDING", "tres_per_node": "gres:gpu:4", "submit_time": 100},
 		{"job_id": 5, "het_job_id": 5, "het_job_offset": 0, "job_state": "RUNNING"},
@@ -231,10 +234,52 @@ func TestDecodeHetJobLeaders(t *testing.T) {
 	}
 }
 
+// TestDecodeSqueueHolding: the jobs that hold nodes — running, suspended
+// (scontrol suspend, PreemptMode=SUSPEND: Slurm frees the CPUs of a CPU-only
+// job, so the node reads idle, but it is the job's), completing,
+// configuring, stopped — are read from the same squeue by node, in Slurm
+// 22.05's words and later versions' lists; pending and ended jobs hold
+// nothing. A held node's host list that cannot be read rejects the document.
+func TestDecodeSqueueHolding(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		jobs  string
+		want  map[string][]string
+		fails bool
+	}{
+		{name: "running", jobs: `{"job_id": 4, "job_state": "RUNNING", "nodes": "gpu[1-2]"}`, want: map[string][]string{"gpu1": {"4"}, "gpu2": {"4"}}},
+		{name: "suspended", jobs: `{"job_id": 4, "job_state": "SUSPENDED", "nodes": "gpu1"}`, want: map[string][]string{"gpu1": {"4"}}},
+		{name: "completing", jobs: `{"job_id": 4, "job_state": "COMPLETING", "nodes": "gpu1"}`, want: map[string][]string{"gpu1": {"4"}}},
+		{name: "configuring", jobs: `{"job_id": 4, "job_state": "CONFIGURING", "nodes": "gpu1"}`, want: map[string][]string{"gpu1": {"4"}}},
+		{name: "stopped", jobs: `{"job_id": 4, "job_state": "STOPPED", "nodes": "gpu1"}`, want: map[string][]string{"gpu1": {"4"}}},
+		{name: "later versions' list", jobs: `{"job_id": 4, "job_state": ["COMPLETED", "COMPLETING"], "nodes": "gpu1"}`, want: map[string][]string{"gpu1": {"4"}}},
+		{name: "array task and a second job", jobs: `{"job_id": 8, "array_job_id": 7, "array_task_id": 1, "job_state": "RUNNING", "nodes": "gpu1"},
+			{"job_id": 9, "job_state": "SUSPENDED", "nodes": "gpu1"}`, want: map[string][]string{"gpu1": {"7_1", "9"}}},
+		{name: "pending bound for a node holds nothing", jobs: `{"job_id": 4, "job_state": "PENDING", "nodes": "gpu1"}`},
+		{name: "ended jobs hold nothing", jobs: `{"job_id": 4, "job_state": "COMPLETED", "nodes": "gpu1"}, {"job_id": 5, "job_state": "CANCELLED", "nodes": "gpu2"}`},
+		{name: "bad host list", jobs: `{"job_id": 4, "job_state": "SUSPENDED", "nodes": "gpu[1-"}`, fails: true},
+		{name: "no job id", jobs: `{"job_state": "RUNNING", "nodes": "gpu1"}`, fails: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := `{"jobs": [` + tc.jobs + `]}`
+			_, _, holding, err := decodeSqueue([]byte(doc), fixtureNow)
+			if tc.fails {
+				if !errors.Is(err, ErrRecord) {
+					t.Errorf("decodeSqueue(%s) = %v; want %v", doc, err, ErrRecord)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(holding, tc.want) {
+				t.Errorf("decodeSqueue(%s): nodes held %v, %v; want %v", doc, holding, err, tc.want)
+			}
+		})
+	}
+}
+
 // TestDecodeLaterVersions reads the shapes of later Slurm releases: states as
 // lists with the flags in them, numbers as {set, infinite, number}.
 func TestDecodeLaterVersions(t *testing.T) {
-	jobs, _, err := decodeSqueue([]byte(`{"jobs": [
+	jobs, _, _, err := decodeSqueue([]byte(`{"jobs": [
 		{"job_id": 9, "job_state": ["PENDING"], "priority": {"set": true, "infinite": false, "number": 40},
 		 "time_limit": {"set": true, "infinite": false, "number": 30}, "submit_time": {"set": true, "number": 1700000000},
 		 "tres_per_job": "gres/gpu:4", "partition": "p", "node_count": {"set": true, "infinite": false, "number": 2}},
@@ -330,10 +375,10 @@ func TestGPUCount(t *testing.T) {
 func FuzzDecodeSqueue(f *testing.F) {
 	f.Add(readFixture(f, "squeue.json"))
 	f.Add([]byte(`{"jobs": [{"job_id": 9, "job_state": ["PENDING"], "priority": {"set": true, "number": 4}, "nodes": "a[1-2]"}]}`))
-	f.Add([]byte(`{"jobs": [{"job_id": 5, "array_job_id": 5, "array_task_id": 0, "job_state": "RUNNING"},
+	f.Add([]byte(`{"jobs": [{"job_id": 5, "array_job_id": 5, "array_task_id": 0, "job_state": "RUNNING", "nodes": "g[1-2]"},
 		{"job_id": 4, "array_job_id": 4, "array_task_string": "0-99:3,200%5", "job_state": "PENDING", "state_reason": "Resources"}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		jobs, leaders, err := decodeSqueue(b, fixtureNow)
+		jobs, leaders, holding, err := decodeSqueue(b, fixtureNow)
 		if err != nil {
 			if errKind(err) == "other" {
 				t.Errorf("decodeSqueue error of no kind: %v", err)
@@ -348,6 +393,11 @@ func FuzzDecodeSqueue(f *testing.F) {
 		for id := range leaders {
 			if !slices.ContainsFunc(jobs, func(j adapter.Job) bool { return j.ID == id }) {
 				t.Errorf("decodeSqueue names %s a heterogeneous job's leader but not a pending job", id)
+			}
+		}
+		for n, ids := range holding {
+			if n == "" || len(ids) == 0 || slices.Contains(ids, "") {
+				t.Errorf("decodeSqueue: node %q held by %q", n, ids)
 			}
 		}
 	})

@@ -299,6 +299,141 @@ func TestSlurm(t *testing.T) {
 	}
 }
 
+// TestSlurmNodesLeftOn drives the adapter and the loop against a real Slurm
+// 22.05 that accepts a manual POWER_DOWN of nodes it should not lose and runs
+// the suspend program for them:
+//
+//	(a) gpu1's only job, CPU-only, is suspended (scontrol suspend, as
+//	    PreemptMode=SUSPEND does): Slurm frees its CPUs and the node's
+//	    counters read idle, but the job holds the node, so it is busy;
+//	(b) SuspendExcNodes=gpu[2-3]:1,gpu4 keeps gpu4 and one usable node of
+//	    gpu2..gpu3 on: gpu4 and gpu2 are excluded, and PowerDown refuses
+//	    them (a skip, not a failure, through the guard);
+//	(c) the loop, with a minimum of one node powered and no down delay,
+//	    asks to power down gpu3 alone, the only node it may (before, it
+//	    asked for gpu2 and gpu4 every pass, and the guard skipped them),
+//	    and the suspend program runs for gpu3 alone.
+func TestSlurmNodesLeftOn(t *testing.T) {
+	c := slurmtest.StartWith(t, slurmtest.Options{Conf: map[string]string{"SuspendTimeout": "3", "ResumeTimeout": "30", "SuspendExcNodes": "gpu[2-3]:1,gpu4"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	must := func(out string, err error) string {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%v\n%s", err, c.LogTail(20))
+		}
+		return strings.TrimSpace(out)
+	}
+	clk := &clock{t: time.Now()}
+	s, err := New(Config{Conf: c.Conf()}, c.Env(), nil, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"batch"}, Nodes: []string{"gpu*"}}, s, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := func(name string) adapter.Node {
+		t.Helper()
+		snap, err := s.Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, ok := find(snap.Nodes, name)
+		if !ok {
+			t.Fatalf("no node %s in %+v", name, snap.Nodes)
+		}
+		return n
+	}
+	refused := func(name string, want error) {
+		t.Helper()
+		if err := s.PowerDown(ctx, name); !errors.Is(err, want) {
+			t.Errorf("PowerDown(%s) = %v; want %v", name, err, want)
+		}
+		if r := g.Do(ctx, adapter.Action{Kind: adapter.PowerDown, Target: name}); r.Outcome != adapter.Skipped || !errors.Is(r.Err, want) {
+			t.Errorf("guard power-down %s = %v %v; want skipped, %v", name, r.Outcome, r.Err, want)
+		}
+	}
+
+	id := must(c.Submit(ctx, "-N1", "-w", "gpu1", "--wrap", "sleep 300"))
+	if _, err := c.WaitState(ctx, func(s string) bool { return s == "RUNNING" }, id); err != nil {
+		t.Fatalf("%v\n%s", err, c.LogTail(20))
+	}
+	must(c.Run(ctx, "scontrol", "suspend", id))
+	if _, err := c.WaitState(ctx, func(s string) bool { return s == "SUSPENDED" }, id); err != nil {
+		t.Fatalf("%v\n%s", err, c.LogTail(20))
+	}
+
+	t.Run("a_suspended_job_holds_its_node", func(t *testing.T) {
+		n := node("gpu1")
+		t.Logf("gpu1 with job %s suspended: state %s, busy %v, jobs %v", id, n.State, n.Busy, n.Jobs)
+		if !slices.Equal(n.Jobs, []string{id}) {
+			t.Errorf("gpu1's jobs = %v; want [%s]", n.Jobs, id)
+		}
+		refused("gpu1", adapter.ErrNodeBusy)
+	})
+
+	t.Run("b_excluded_from_power_saving", func(t *testing.T) {
+		for name, want := range map[string]bool{"gpu1": false, "gpu2": true, "gpu3": false, "gpu4": true} {
+			if got := node(name).PowerSaveExcluded; got != want {
+				t.Errorf("%s: PowerSaveExcluded = %v; want %v", name, got, want)
+			}
+		}
+		refused("gpu4", adapter.ErrPowerSaveExcluded)
+		refused("gpu2", adapter.ErrPowerSaveExcluded)
+	})
+
+	t.Run("c_loop_powers_down_only_what_it_may", func(t *testing.T) {
+		lcfg := loop.Config{Cluster: "x", Interval: time.Second, PeakWindow: time.Minute, Forecast: loop.ForecastPeak}
+		lcfg.CES = ces.DefaultConfig()
+		lcfg.CES.MinPowered, lcfg.CES.DownDelay, lcfg.CES.WakeLatency = 1, 0, time.Minute
+		l, err := loop.New(lcfg, g, &memAudit{}, nil, nil, nil, nil, clk.now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var down []string
+		for range 2 {
+			rep, err := l.Once(ctx)
+			if err != nil {
+				t.Fatalf("pass: %v\n%s", err, c.LogTail(20))
+			}
+			for _, a := range rep.Actions {
+				if a.Kind == string(adapter.PowerDown) {
+					if a.Outcome != audit.Applied {
+						t.Errorf("power_down %s: %s %s; want only nodes the plan may power, applied", a.Target, a.Outcome, a.Error)
+					}
+					down = append(down, a.Target)
+				}
+			}
+			clk.add(2 * time.Minute) // past the peak window
+		}
+		if !slices.Equal(down, []string{"gpu3"}) {
+			t.Errorf("the loop powered down %v; want [gpu3] (gpu1's job is suspended, gpu2 and gpu4 excluded)", down)
+		}
+		for st := ""; st != "idle~"; st = must(c.Run(ctx, "sinfo", "-h", "-n", "gpu3", "-o", "%t")) {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("gpu3 is %q; want idle~\n%s", st, c.LogTail(20))
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		// gpu2 is now the one usable node of gpu[2-3]: still kept on.
+		refused("gpu2", adapter.ErrPowerSaveExcluded)
+		if calls, err := c.SuspendCalls(); err != nil || !slices.Equal(calls, []string{"gpu3"}) {
+			t.Errorf("suspend program calls %q, %v; want [gpu3]", calls, err)
+		}
+	})
+	must(c.Run(ctx, "scancel", id))
+}
+
+// memAudit is an audit log in memory: the loop's actions, planned and
+// settled.
+type memAudit struct{ n int }
+
+func (m *memAudit) NewID(time.Time) string                       { m.n++; return strconv.Itoa(m.n) }
+func (m *memAudit) Plan(context.Context, []audit.Record) error   { return nil }
+func (m *memAudit) Settle(context.Context, []audit.Record) error { return nil }
+
 // startCluster starts a private Slurm cluster for one test and returns it,
 // a context for the test's minute, and must, which fails t on a command's
 // error (with slurmctld's log) and returns its output trimmed.

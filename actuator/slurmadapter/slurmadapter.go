@@ -16,8 +16,17 @@
 // Slurm accepts POWER_DOWN on a busy node and powers it down once its jobs
 // end; POWER_UP does not cancel that. This adapter therefore never sends
 // POWER_DOWN to a node that runs, has allocated, is completing or is bound
-// for a job: it reads the node again right before the command. It never uses
-// POWER_DOWN_FORCE (which cancels jobs) or POWER_DOWN_ASAP (which drains).
+// for a job, or that a job holds by squeue (a suspended job frees its CPUs,
+// so the node's counters read idle): it reads the queue and the node again
+// right before the command. It never uses POWER_DOWN_FORCE (which cancels
+// jobs) or POWER_DOWN_ASAP (which drains).
+//
+// Slurm 22.05 also accepts POWER_DOWN for nodes its own power saving
+// excludes (SuspendExcNodes, SuspendExcParts, SuspendExcStates) and runs the
+// SuspendProgram for them. The adapter reads these settings with `scontrol
+// show config` at each Snapshot and before each POWER_DOWN, marks the nodes
+// they exclude (adapter.Node.PowerSaveExcluded) and refuses to power them
+// down (powersave.go).
 package slurmadapter
 
 import (
@@ -117,12 +126,20 @@ func setEnv(env []string, key, value string) []string {
 // Name returns "slurm".
 func (*Scheduler) Name() string { return "slurm" }
 
-// Snapshot reads the pending jobs, then the nodes: a job that starts in
-// between is then counted twice (pending, and on its node) rather than not
-// at all, which errs towards keeping nodes up.
+// Snapshot reads Slurm's power-saving exclusions (`scontrol show config`),
+// the queue, then the nodes: a job that starts in between is then counted
+// twice (pending, and on its node) rather than not at all, which errs
+// towards keeping nodes up. Each node's Jobs are the jobs that hold it in
+// the queue read (running, suspended, completing, configuring), and nodes
+// that SuspendExcNodes, SuspendExcParts or SuspendExcStates exclude from
+// power saving are marked PowerSaveExcluded.
 func (s *Scheduler) Snapshot(ctx context.Context) (adapter.Snapshot, error) {
 	at := s.now()
-	jobs, err := s.pending(ctx)
+	ex, err := s.exclusions(ctx)
+	if err != nil {
+		return adapter.Snapshot{}, err
+	}
+	jobs, holding, err := s.queue(ctx)
 	if err != nil {
 		return adapter.Snapshot{}, err
 	}
@@ -130,23 +147,52 @@ func (s *Scheduler) Snapshot(ctx context.Context) (adapter.Snapshot, error) {
 	if err != nil {
 		return adapter.Snapshot{}, err
 	}
+	withJobs(nodes, holding)
+	ex.mark(nodes)
 	return adapter.Snapshot{At: at, Jobs: jobs, Nodes: nodes}, nil
 }
 
-func (s *Scheduler) pending(ctx context.Context) ([]adapter.Job, error) {
+// queue reads the queue: the pending jobs, and the ids of the jobs that hold
+// each node (see holdsNodes).
+func (s *Scheduler) queue(ctx context.Context) ([]adapter.Job, map[string][]string, error) {
 	out, err := s.run(ctx, "squeue", "--json")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	jobs, leaders, err := decodeSqueue(out, s.now())
+	jobs, leaders, holding, err := decodeSqueue(out, s.now())
 	if err != nil {
 		s.m.decodeErrors.WithLabelValues("squeue", errKind(err)).Inc()
-		return nil, err
+		return nil, nil, err
 	}
 	s.mu.Lock()
 	s.hetLeaders = leaders
 	s.mu.Unlock()
-	return jobs, nil
+	return jobs, holding, nil
+}
+
+// withJobs sets each node's Jobs from holding, the jobs that hold it.
+func withJobs(nodes []adapter.Node, holding map[string][]string) {
+	for i := range nodes {
+		if ids := holding[nodes[i].Name]; len(ids) > 0 {
+			nodes[i].Jobs = slices.Clone(ids)
+		}
+	}
+}
+
+// exclusions reads the power-saving exclusions from `scontrol show config`,
+// afresh each time: from Slurm 23.02 `scontrol update SuspendExcNodes=…`
+// changes them without a restart.
+func (s *Scheduler) exclusions(ctx context.Context) (exclusions, error) {
+	out, err := s.run(ctx, "scontrol", "show", "config")
+	if err != nil {
+		return exclusions{}, err
+	}
+	ex, err := decodeConfig(out)
+	if err != nil {
+		s.m.decodeErrors.WithLabelValues("scontrol", errKind(err)).Inc()
+		return exclusions{}, err
+	}
+	return ex, nil
 }
 
 // hetTarget returns the name scontrol must be given to update job id alone.
@@ -243,10 +289,12 @@ func jobGone(msg string) bool {
 	return false
 }
 
-// PowerDown reads the node and the queue again and, when the node is idle,
-// powered, usable and no pending job is bound for it, runs `scontrol update
-// nodename=N state=POWER_DOWN`. Otherwise it returns an error wrapping
-// adapter.ErrNodeBusy or adapter.ErrUnusable and sends nothing.
+// PowerDown reads Slurm's power-saving exclusions, the queue and the node
+// again and, when the node is idle, holds no job, is powered, usable, not
+// excluded from power saving and no pending job is bound for it, runs
+// `scontrol update nodename=N state=POWER_DOWN`. Otherwise it returns an
+// error wrapping adapter.ErrNodeBusy, adapter.ErrUnusable or
+// adapter.ErrPowerSaveExcluded and sends nothing.
 func (s *Scheduler) PowerDown(ctx context.Context, name string) error {
 	if err := s.check(ctx, name, true); err != nil {
 		return err
@@ -277,15 +325,20 @@ func (s *Scheduler) PowerUp(ctx context.Context, name string) error {
 	return err
 }
 
-// check refuses a power-down of a node that is not idle and on, or that a
-// pending job is bound for. It reads the queue first and the node last,
-// just before the command: a job that leaves the queue for the node in
-// between shows on the node.
+// check refuses a power-down of a node that Slurm's power saving excludes,
+// that is not idle and on, that a job holds (a suspended one leaves the
+// node's counters idle) or that a pending job is bound for. It reads the
+// exclusions, then the queue, and the node last, just before the command: a
+// job that leaves the queue for the node in between shows on the node.
 func (s *Scheduler) check(ctx context.Context, name string, down bool) error {
 	if !nodeNamePattern.MatchString(name) {
 		return fmt.Errorf("slurmadapter: power down: %w: %q is not a node name", adapter.ErrUnknownNode, name)
 	}
-	jobs, err := s.pending(ctx)
+	ex, err := s.exclusions(ctx)
+	if err != nil {
+		return err
+	}
+	jobs, holding, err := s.queue(ctx)
 	if err != nil {
 		return err
 	}
@@ -294,15 +347,27 @@ func (s *Scheduler) check(ctx context.Context, name string, down bool) error {
 			return fmt.Errorf("slurmadapter: power down %s: %w (pending job %s is bound for it)", name, adapter.ErrNodeBusy, j.ID)
 		}
 	}
-	nodes, err := s.nodes(ctx, name)
+	// A node of a SuspendExcNodes group with a count may go down only if
+	// enough of the group's others stay up: read them all.
+	only := []string{name}
+	if ex.counted(name) {
+		only = nil
+	}
+	nodes, err := s.nodes(ctx, only...)
 	if err != nil {
 		return err
 	}
+	withJobs(nodes, holding)
+	ex.mark(nodes)
 	n, ok := find(nodes, name)
 	if !ok {
 		return fmt.Errorf("slurmadapter: power down %s: %w", name, adapter.ErrUnknownNode)
 	}
 	switch {
+	case down && n.PowerSaveExcluded:
+		return fmt.Errorf("slurmadapter: power down %s: %w (SuspendExcNodes, SuspendExcParts or SuspendExcStates; state %s)", name, adapter.ErrPowerSaveExcluded, n.State)
+	case len(n.Jobs) > 0:
+		return fmt.Errorf("slurmadapter: power down %s: %w (jobs %s hold it; state %s)", name, adapter.ErrNodeBusy, strings.Join(n.Jobs, ","), n.State)
 	case n.Busy:
 		return fmt.Errorf("slurmadapter: power down %s: %w (state %s)", name, adapter.ErrNodeBusy, n.State)
 	case n.Unusable:
