@@ -22,6 +22,7 @@ type online struct {
 	rows  []duration.Row
 	feats []duration.Features // by job: features at submit
 	pred  []time.Duration     // by job: prediction at submit
+	atSub []duration.SubmitState // by job: the user's state at submit (fresh)
 
 	lastFit    int // rows at the last fit
 	refits     int
@@ -45,7 +46,7 @@ const firstFit = 50
 func newOnline(w *Workload, refitEvery, window int) *online {
 	return &online{
 		w: w, refitEvery: refitEvery, h: duration.NewHistory(),
-		feats: make([]duration.Features, len(w.Jobs)), pred: make([]time.Duration, len(w.Jobs)),
+		feats: make([]duration.Features, len(w.Jobs)), pred: make([]time.Duration, len(w.Jobs)), atSub: make([]duration.SubmitState, len(w.Jobs)),
 		users: map[string]*userState{}, window: window,
 	}
 }
@@ -71,6 +72,7 @@ func (o *online) djob(j int) duration.Job {
 func (o *online) predict(j int) time.Duration {
 	d := o.djob(j)
 	d.Run = 0 // not known at submit; Features reads only submit-time fields anyway
+	o.atSub[j] = o.h.SubmitState(d.User)
 	f := o.h.Features(&d)
 	o.h.Submitted(&d)
 	o.feats[j] = f
@@ -90,7 +92,15 @@ func (o *online) fresh(j int) time.Duration {
 	o.freshCalls++
 	d := o.djob(j)
 	d.Run = 0
-	return o.apply(j, o.h.Features(&d), d.ReqTime)
+	return o.apply(j, o.freshFeatures(&d, j), d.ReqTime)
+}
+
+// freshFeatures returns job j's (d's) features from the history as it is
+// now, with the user's submit-time state as it stood at j's submit — as the
+// model's rows and predictor/live have them: the history counts j as
+// submitted and in flight since, which j's own features at submit did not.
+func (o *online) freshFeatures(d *duration.Job, j int) duration.Features {
+	return o.h.FeaturesAt(d, o.atSub[j])
 }
 
 func (o *online) apply(j int, f duration.Features, req time.Duration) time.Duration {

@@ -51,31 +51,35 @@ func loadReal(tb testing.TB, name string) *Workload {
 	return w
 }
 
-// TestReal replays the shared traces under the three policies. FIFO and SJF
-// must match the reproduction of the Helios artifact's simulator in
-// ANCHORS.md (Venus: 16,534 and 6,272 s; the SWF traces' FIFO 779,109 and
-// 33,729 s); QSSF must stay under ceilings a little above what it reached
-// with predictor/duration at 0e985af (Venus 5,904 s; gap closed CTC 98.5%,
-// HPC2N 96.2%). ANCHORS' goals are QSSF <= 5,895 s on Venus (not reached:
-// 9 s, less than one job's luck of timing — see the note — and QSSF on the
-// true run times gives 5,909 s here) and >= 90% of the FIFO → SJF gap on
-// each SWF trace. The ceilings catch a collapse: with 5% noise on the
-// predictions, Venus QSSF can rise above FIFO (66,854 s in one of 40 seeds).
+// TestReal replays the shared traces under the four policies. FIFO and the
+// oracles must match the reproductions in ANCHORS.md: Venus FIFO 16,534 s and
+// SJF 6,272 s (the Helios artifact's SJF orders by true run time: sjf); the
+// SWF traces' FIFO 779,109 and 33,729 s and SJF oracle 37,696 and 22,310 s,
+// which order by true run time × processors (sjf-gpu: 37,688 and 22,310 s
+// here; run time alone, sjf, gives 40,808 and 23,263 s — not a matter of
+// ties, as this test's comment once said). QSSF must stay above floors a
+// little below what it reached at the commit that added sjf-gpu, with its
+// refreshed predictions read on the features of the job's submit as the
+// model was trained (Venus 5,903 s, 99.96 % of the FIFO → sjf-gpu gap;
+// CTC-SP2 97.8 %; HPC2N 82.7 %, 90.3 % of the FIFO → sjf gap). ANCHORS'
+// goals are QSSF <= 5,895 s on Venus and >= 90 % of the FIFO → oracle gap
+// on each trace: not reached on Venus, nor on HPC2N against its oracle.
+// The floors catch a collapse: with 5% noise on the predictions, Venus
+// QSSF can rise above FIFO (66,854 s in one of 40 seeds).
 func TestReal(t *testing.T) {
 	for _, tc := range []struct {
 		file          string
 		fifo, sjf     float64 // want within tol
+		sjfGPU        float64 // want within tol
 		tol           float64
 		maxQSSF       float64 // 0: not checked
-		minGap        float64
+		minGap        float64 // of the FIFO → sjf-gpu gap
 		skipWhenShort bool
 	}{
-		{file: "helios/venus_sept_2vc.csv", fifo: 16534, sjf: 6273, tol: 1, maxQSSF: 5950, minGap: 1.0},
-		// SJF differs from ANCHORS' 37,696 by 8%: the SJF order under a
-		// blocking queue is sensitive to ties among equal run times (see
-		// the note); FIFO agrees to 26 s.
-		{file: "swf/CTC-SP2-1996-3.1-cln.swf.gz", fifo: 779135, sjf: 40808, tol: 1, minGap: 0.97},
-		{file: "swf/HPC2N-2002-2.2-cln.swf.gz", fifo: 33727, sjf: 23263, tol: 1, minGap: 0.92, skipWhenShort: true},
+		{file: "helios/venus_sept_2vc.csv", fifo: 16534, sjf: 6273, sjfGPU: 5899, tol: 1, maxQSSF: 5950, minGap: 0.99},
+		// FIFO agrees with ANCHORS to 26 s, sjf-gpu to 8 s.
+		{file: "swf/CTC-SP2-1996-3.1-cln.swf.gz", fifo: 779135, sjf: 40808, sjfGPU: 37688, tol: 1, minGap: 0.97},
+		{file: "swf/HPC2N-2002-2.2-cln.swf.gz", fifo: 33727, sjf: 23263, sjfGPU: 22310, tol: 1, minGap: 0.80, skipWhenShort: true},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			if tc.skipWhenShort && testing.Short() {
@@ -97,12 +101,16 @@ func TestReal(t *testing.T) {
 			if s := got[SJF].AvgJCT; s < tc.sjf-tc.tol || s > tc.sjf+tc.tol {
 				t.Errorf("SJF avg JCT %.1f; want %.0f", s, tc.sjf)
 			}
+			if s := got[SJFGPU].AvgJCT; s < tc.sjfGPU-tc.tol || s > tc.sjfGPU+tc.tol {
+				t.Errorf("sjf-gpu avg JCT %.1f; want %.0f", s, tc.sjfGPU)
+			}
 			q := got[QSSF].AvgJCT
 			if tc.maxQSSF > 0 && q > tc.maxQSSF {
 				t.Errorf("QSSF avg JCT %.0f; want <= %.0f", q, tc.maxQSSF)
 			}
-			if g := GapClosed(got[FIFO].AvgJCT, got[SJF].AvgJCT, q); g < tc.minGap {
-				t.Errorf("QSSF avg JCT %.0f closes %.1f%% of the FIFO → SJF gap; want >= %.0f%%", q, 100*g, 100*tc.minGap)
+			t.Logf("QSSF closes %.1f%% of the FIFO → sjf gap, %.1f%% of the FIFO → sjf-gpu gap", 100*GapClosed(got[FIFO].AvgJCT, got[SJF].AvgJCT, q), 100*GapClosed(got[FIFO].AvgJCT, got[SJFGPU].AvgJCT, q))
+			if g := GapClosed(got[FIFO].AvgJCT, got[SJFGPU].AvgJCT, q); g < tc.minGap {
+				t.Errorf("QSSF avg JCT %.0f closes %.1f%% of the FIFO → sjf-gpu gap; want >= %.0f%%", q, 100*g, 100*tc.minGap)
 			}
 		})
 	}

@@ -14,7 +14,8 @@
 // has one, else its true run time.
 //
 // Policies: FIFO (submission order), SJF (true run time, shortest first: the
-// oracle) and QSSF (actuator/qssf's order on predicted GPU service time, with
+// oracle), SJFGPU (true GPU service time, run time × GPUs, shortest first:
+// the oracle on QSSF's own key, and the one ANCHORS' SWF figures use) and QSSF (actuator/qssf's order on predicted GPU service time, with
 // its aging bound). QSSF's predictions come from predictor/duration learning
 // online in simulated time: a job's outcome is learned when it ends in the
 // replay — the simulated end, since the policy moves start times — and
@@ -44,11 +45,14 @@ type Policy string
 const (
 	FIFO Policy = "fifo" // submission order
 	SJF  Policy = "sjf"  // true run time, shortest first (oracle)
-	QSSF Policy = "qssf" // predicted GPU service time, with aging
+	// SJFGPU: true GPU service time (run time × GPUs or processors),
+	// shortest first (oracle)
+	SJFGPU Policy = "sjf-gpu"
+	QSSF   Policy = "qssf" // predicted GPU service time, with aging
 )
 
 // Policies lists the policies in their usual order.
-var Policies = []Policy{FIFO, SJF, QSSF}
+var Policies = []Policy{FIFO, SJF, SJFGPU, QSSF}
 
 // ParsePolicy returns the policy named s.
 func ParsePolicy(s string) (Policy, error) {
@@ -57,7 +61,7 @@ func ParsePolicy(s string) (Policy, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("replay: unknown policy %q; want fifo, sjf or qssf", s)
+	return "", fmt.Errorf("replay: unknown policy %q; want fifo, sjf, sjf-gpu or qssf", s)
 }
 
 // Default values of Config.
@@ -270,6 +274,11 @@ func newEngine(w *Workload, pol Policy, cfg Config) *engine {
 				ra, rb := w.Jobs[a].Run, w.Jobs[b].Run
 				return ra < rb || (ra == rb && a < b)
 			}, cfg.Backfill)
+		case SJFGPU:
+			v.q = newHeapQueue(n, func(a, b int) bool {
+				sa, sb := w.Jobs[a].Run*int64(w.Jobs[a].GPUs), w.Jobs[b].Run*int64(w.Jobs[b].GPUs)
+				return sa < sb || (sa == sb && a < b)
+			}, cfg.Backfill)
 		case QSSF:
 			v.q = &qssfQueue{e: e, q: qssf.NewQueue(cfg.QSSF)}
 		}
@@ -376,7 +385,9 @@ func (e *engine) refreshUser(user string) {
 	}
 	u.endsSince = 0
 	for _, j := range u.pending {
-		e.vcs[e.w.Jobs[j].VC].q.(*qssfQueue).q.Update(e.items[j], e.pred.fresh(j))
+		v := e.vcs[e.w.Jobs[j].VC]
+		v.q.(*qssfQueue).q.Update(e.items[j], e.pred.fresh(j))
+		e.mark(v)
 	}
 }
 
@@ -387,6 +398,9 @@ func (e *engine) refresh() {
 		e.pred.buf = q.Items(e.pred.buf[:0])
 		for _, it := range e.pred.buf {
 			q.Update(it, e.pred.fresh(it.Tag))
+		}
+		if len(e.pred.buf) > 0 {
+			e.mark(v)
 		}
 	}
 }

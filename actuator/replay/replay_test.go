@@ -86,6 +86,10 @@ func TestHandChecked(t *testing.T) {
 		// 128, 127.
 		{name: "qssf orders by service time", vcs: oneNode, jobs: service, pol: QSSF,
 			wantStart: map[string]int64{"a": 0, "b": 130, "c": 100, "d": 100}, wantJCT: 504.0 / 4, wantQueue: 324.0 / 4},
+		// The oracle on the same key as QSSF: c (30 GPU·s), d (60), b
+		// (80), as above.
+		{name: "sjf-gpu orders by true service time", vcs: oneNode, jobs: service, pol: SJFGPU,
+			wantStart: map[string]int64{"a": 0, "b": 130, "c": 100, "d": 100}, wantJCT: 504.0 / 4, wantQueue: 324.0 / 4},
 		// b 100–120, then c and d 120–150. JCTs 100, 119, 148, 147.
 		{name: "sjf orders by run time", vcs: oneNode, jobs: service, pol: SJF,
 			wantStart: map[string]int64{"a": 0, "b": 100, "c": 120, "d": 120}, wantJCT: 514.0 / 4, wantQueue: 334.0 / 4},

@@ -114,13 +114,16 @@ type simOutput struct {
 	// Policies holds each policy's figures, by name.
 	Policies map[string]simPolicy `json:"policies"`
 	// GapClosed is QSSF's share of the FIFO → SJF gap in average JCT,
-	// when all three ran and there is a gap.
-	GapClosed *float64 `json:"gap_closed,omitempty"`
+	// when all three ran and there is a gap; GapClosedGPU the same against
+	// the sjf-gpu oracle (true GPU service time), when it ran.
+	GapClosed    *float64 `json:"gap_closed,omitempty"`
+	GapClosedGPU *float64 `json:"gap_closed_gpu,omitempty"`
 }
 
 type simPolicy struct {
 	replay.Result
-	GapClosed *float64 `json:"gap_closed,omitempty"`
+	GapClosed    *float64 `json:"gap_closed,omitempty"`
+	GapClosedGPU *float64 `json:"gap_closed_gpu,omitempty"`
 }
 
 func runSim(ctx context.Context, args []string, e *env) error {
@@ -129,7 +132,7 @@ func runSim(ctx context.Context, args []string, e *env) error {
 	}
 	fs := newFlagSet("sim", e)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: heliostat sim --trace FILE [--format swf|helios] [--vcs FILE | --nodes N [--gpus-per-node G]] [--policy fifo,sjf,qssf] [--backfill] [--json]\n       heliostat sim --trace FILE ... --capacity-sweep 0.5,0.75,1,1.25,1.5 [--capacity-sweep.exact] [--policy fifo] (what-if: queueing on each cluster size)\n       heliostat sim ces --series FILE ... (energy saving replay; `heliostat sim ces -h`)\n\nReplays a job trace on a node/GPU model under each policy (see actuator/replay).\n\nflags:")
+		fmt.Fprintln(fs.Output(), "usage: heliostat sim --trace FILE [--format swf|helios] [--vcs FILE | --nodes N [--gpus-per-node G]] [--policy fifo,sjf,sjf-gpu,qssf] [--backfill] [--json]\n       heliostat sim --trace FILE ... --capacity-sweep 0.5,0.75,1,1.25,1.5 [--capacity-sweep.exact] [--policy fifo] (what-if: queueing on each cluster size)\n       heliostat sim ces --series FILE ... (energy saving replay; `heliostat sim ces -h`)\n\nReplays a job trace on a node/GPU model under each policy (see actuator/replay).\n\nflags:")
 		fs.PrintDefaults()
 	}
 	path := fs.String("trace", "", "job trace: SWF (.swf, .swf.gz) or Helios CSV (.csv)")
@@ -137,7 +140,7 @@ func runSim(ctx context.Context, args []string, e *env) error {
 	vcsPath := fs.String("vcs", "", "virtual clusters file (CSV vc,nodes,gpus_per_node); each job runs in the VC its trace names")
 	nodes := fs.Int("nodes", 0, "one pool of this many nodes for every job, instead of --vcs (an SWF trace's default: one pool of the header's MaxProcs)")
 	gpn := fs.Int("gpus-per-node", 0, "GPUs (SWF: processors) of each node of --nodes (default 8)")
-	policies := fs.String("policy", "fifo,sjf,qssf", "policies to replay, comma separated: fifo, sjf (true run times, the oracle), qssf (heliostat's predictor, learning online)")
+	policies := fs.String("policy", "fifo,sjf,sjf-gpu,qssf", "policies to replay, comma separated: fifo, sjf (true run times, the oracle), sjf-gpu (true GPU service times, run time × GPUs: the oracle on QSSF's key), qssf (heliostat's predictor, learning online); the gap closed is reported against each oracle that ran")
 	backfill := fs.Bool("backfill", false, "let jobs start ahead of a blocked one when they end, by their time limit (else their run time), before it could start")
 	refit := fs.Int("refit-every", replay.DefaultRefitEvery, "qssf: refit the duration model when the ended jobs have doubled, or at the latest after this many more")
 	window := fs.Int("train-window", replay.DefaultTrainWindow, "qssf: fit the duration model on this many most recently ended jobs")
@@ -276,19 +279,7 @@ func runSim(ctx context.Context, args []string, e *env) error {
 		fmt.Fprintf(e.stderr, "sim: %s done in %.2fs: avg JCT %.0f s\n", p, res.ElapsedS, res.AvgJCT)
 		out.Policies[string(p)] = simPolicy{Result: res}
 	}
-	fifo, okF := out.Policies[string(replay.FIFO)]
-	sjf, okS := out.Policies[string(replay.SJF)]
-	if okF && okS {
-		for name, r := range out.Policies {
-			if g := replay.GapClosed(fifo.AvgJCT, sjf.AvgJCT, r.AvgJCT); !math.IsNaN(g) && name != string(replay.FIFO) && name != string(replay.SJF) {
-				r.GapClosed = &g
-				out.Policies[name] = r
-				if name == string(replay.QSSF) {
-					out.GapClosed = &g
-				}
-			}
-		}
-	}
+	addGapsClosed(&out)
 	if *asJSON {
 		return json.NewEncoder(e.stdout).Encode(out)
 	}
@@ -301,16 +292,50 @@ func runSim(ctx context.Context, args []string, e *env) error {
 		fmt.Fprintf(e.stdout, "  %d of the trace's %d jobs left out (%s)\n", n, len(tr.Jobs), skippedString(w))
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tavg JCT s\tavg queue s\tp99 queue s\tavg bounded slowdown\tgap closed\treplay s\t")
+	fmt.Fprintln(tw, "policy\tavg JCT s\tavg queue s\tp99 queue s\tavg bounded slowdown\tgap closed (sjf)\tgap closed (sjf-gpu)\treplay s\t")
+	percentOrDash := func(g *float64) string {
+		if g == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f%%", 100**g)
+	}
 	for _, p := range pols {
 		r := out.Policies[string(p)]
-		gap := "-"
-		if r.GapClosed != nil {
-			gap = fmt.Sprintf("%.1f%%", 100**r.GapClosed)
-		}
-		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.2f\t%s\t%.2f\t\n", p, r.AvgJCT, r.AvgQueue, r.P99Queue, r.AvgBoundedSlowdown, gap, r.ElapsedS)
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.2f\t%s\t%s\t%.2f\t\n", p, r.AvgJCT, r.AvgQueue, r.P99Queue, r.AvgBoundedSlowdown, percentOrDash(r.GapClosed), percentOrDash(r.GapClosedGPU), r.ElapsedS)
 	}
 	return tw.Flush()
+}
+
+// addGapsClosed sets each policy's share of the FIFO → oracle gap in average
+// JCT, against sjf (GapClosed) and against sjf-gpu (GapClosedGPU), for the
+// oracles that ran with FIFO, leaving the oracles themselves out; QSSF's are
+// also the output's own.
+func addGapsClosed(out *simOutput) {
+	fifo, ok := out.Policies[string(replay.FIFO)]
+	if !ok {
+		return
+	}
+	for _, o := range []replay.Policy{replay.SJF, replay.SJFGPU} {
+		oracle, ok := out.Policies[string(o)]
+		if !ok {
+			continue
+		}
+		for name, r := range out.Policies {
+			g := replay.GapClosed(fifo.AvgJCT, oracle.AvgJCT, r.AvgJCT)
+			if math.IsNaN(g) || name == string(replay.FIFO) || name == string(replay.SJF) || name == string(replay.SJFGPU) {
+				continue
+			}
+			if o == replay.SJF {
+				r.GapClosed = &g
+			} else {
+				r.GapClosedGPU = &g
+			}
+			out.Policies[name] = r
+			if name == string(replay.QSSF) {
+				out.GapClosed, out.GapClosedGPU = r.GapClosed, r.GapClosedGPU
+			}
+		}
+	}
 }
 
 // skippedWarnShare is the share of a trace's jobs left out of a replay
