@@ -20,8 +20,8 @@ type online struct {
 	h     *duration.History
 	model *duration.Model
 	rows  []duration.Row
-	feats []duration.Features // by job: features at submit
-	pred  []time.Duration     // by job: prediction at submit
+	feats []duration.Features    // by job: features at submit
+	pred  []time.Duration        // by job: prediction at submit
 	atSub []duration.SubmitState // by job: the user's state at submit (fresh)
 
 	lastFit    int // rows at the last fit
