@@ -36,7 +36,8 @@ type Publisher interface {
 
 // RetriedPublisher is implemented by a Publisher (publish.Publisher) that
 // can be told its caller keeps a message it refuses and publishes it again:
-// such a message, refused because the spool is full, then leaves no gap in
+// such a message, refused because the spool or its disk is full (or any
+// write failed and was cut off again), then leaves no gap in
 // the sequence numbers, which ingest would count as a lost message.
 type RetriedPublisher interface {
 	PublishRetried(ctx context.Context, topic string, key, value []byte) error

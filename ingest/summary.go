@@ -217,7 +217,10 @@ type gpuStats struct {
 	fbMax                *uint64
 	powerMeanMW          *float64
 	energyMin, energyMax *uint64
-	firstSec, lastSec    int64
+	// energyFirst and energyLast are the energy counter at the GPU's first
+	// and last sample (by the millisecond) that has one.
+	energyFirst, energyLast *uint64
+	firstSec, lastSec       int64
 }
 
 // Once summarizes up to Batch ended job runs and returns how many it wrote.
@@ -792,12 +795,12 @@ func (s *Summarizer) sampleQuery(ctx context.Context, jobs []summaryJob, chunk [
 		toLists = append(toLists, "["+strings.Join(r.to, ", ")+"]")
 	}
 	q := fmt.Sprintf(`SELECT toUInt32(j), host, toInt32(gpu_index), count(), countIf(gpu_util = 0), avg(gpu_util), toFloat64(max(gpu_util)), avg(sm_active),
-  max(fb_used_bytes), avg(power_mw), min(energy_mj), max(energy_mj), toInt64(min(ts)), toInt64(max(ts))
+  max(fb_used_bytes), avg(power_mw), min(energy_mj), max(energy_mj), argMin(energy_mj, ms), argMax(energy_mj, ms), toInt64(min(ts)), toInt64(max(ts))
 FROM (
-  SELECT ts, host, gpu_index, gpu_util, sm_active, fb_used_bytes, power_mw, energy_mj,
+  SELECT ts, toUInt64(ts) * 1000 + ts_millis AS ms, host, gpu_index, gpu_util, sm_active, fb_used_bytes, power_mw, energy_mj,
     arrayJoin(arrayFilter((x, a, b) -> toInt64(ts) >= a AND toInt64(ts) <= b, arrayElement([%[5]s], p), arrayElement([%[6]s], p), arrayElement([%[7]s], p))) AS j
   FROM (
-    SELECT ts, host, gpu_index, gpu_util, sm_active, fb_used_bytes, power_mw, energy_mj,
+    SELECT ts, ts_millis, host, gpu_index, gpu_util, sm_active, fb_used_bytes, power_mw, energy_mj,
       transform(concat(host, ':', toString(gpu_index)), [%[3]s], CAST([%[4]s] AS Array(UInt32)), toUInt32(0)) AS p
     FROM %[1]s.gpu_samples
     WHERE cluster = %[2]s AND (%[8]s)
@@ -815,7 +818,7 @@ GROUP BY j, host, gpu_index`, s.cfg.Database, quote(jobs[chunk[0].job].cluster),
 		var i uint32
 		var g gpuStats
 		if err := rows.Scan(&i, &g.host, &g.index, &g.samples, &g.zero, &g.utilMean, &g.utilMax, &g.smMean,
-			&g.fbMax, &g.powerMeanMW, &g.energyMin, &g.energyMax, &g.firstSec, &g.lastSec); err != nil {
+			&g.fbMax, &g.powerMeanMW, &g.energyMin, &g.energyMax, &g.energyFirst, &g.energyLast, &g.firstSec, &g.lastSec); err != nil {
 			return fmt.Errorf("scan a sample aggregate: %w", err)
 		}
 		if int(i) >= len(jobs) {
@@ -909,16 +912,22 @@ func summarize(j summaryJob, allocated int, stats []gpuStats) summaryRow {
 		if g.fbMax != nil {
 			fbMax, haveFB = max(fbMax, *g.fbMax), true
 		}
-		// The energy counter is monotonic until a driver reload; a counter
-		// that went backwards is left out rather than guessed. It covers
-		// the span from the GPU's first to its last sample in the run;
-		// the rest of the run (before the first sample and after the
-		// last, up to a sample interval each, or all of a run shorter
-		// than one) is counted at the GPU's mean power, so that a short
-		// run's energy is not 0 and a long one's not one interval short.
+		// The energy counter counts from the driver's load, and a reload
+		// starts it again from 0. Its rise is used only where it rose
+		// throughout the run, as far as the first sample being its lowest
+		// and the last its highest tells; one that reset in the run is
+		// left out rather than guessed, the GPU counted as one without a
+		// counter. (Before, max − min took a reset counter's whole age as
+		// the run's energy.) The rise covers the span from the GPU's first
+		// to its last sample in the run; the rest of the run (before the
+		// first sample and after the last, up to a sample interval each,
+		// or all of a run shorter than one) is counted at the GPU's mean
+		// power, so that a short run's energy is not 0 and a long one's
+		// not one interval short.
 		uncovered := max(0, float64(r.elapsed)-float64(g.lastSec-g.firstSec))
 		switch {
-		case g.energyMin != nil && g.energyMax != nil && *g.energyMax >= *g.energyMin:
+		case g.energyMin != nil && g.energyMax != nil && g.energyFirst != nil && g.energyLast != nil &&
+			*g.energyFirst == *g.energyMin && *g.energyLast == *g.energyMax:
 			energy += float64(*g.energyMax-*g.energyMin) / 1000
 			if g.powerMeanMW != nil {
 				energy += *g.powerMeanMW / 1000 * uncovered

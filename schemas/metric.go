@@ -33,7 +33,7 @@ const (
 	SMOccupancy                         // ratio 0–1 (GPM)
 	TensorActive                        // ratio 0–1 (GPM)
 	DRAMActive                          // ratio 0–1 (GPM)
-	Processes                           // compute processes on the GPU
+	Processes                           // compute processes on the GPU, each once (NVML lists one per context)
 
 	// NumMetrics is the number of metrics; not a metric.
 	NumMetrics

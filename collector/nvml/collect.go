@@ -559,7 +559,9 @@ func (s *Source) readProcesses(d *device, smp *schemas.Sample) error {
 	procs, ret := d.h.GetComputeRunningProcesses()
 	ok, err := s.check(d, qProcesses, ret)
 	if ok {
-		s.set(d, smp, schemas.Processes, uint64(len(procs)))
+		// Each process once, as GPUProcesses lists them: NVML lists a
+		// process once per context it holds on the device.
+		s.set(d, smp, schemas.Processes, uint64(countPIDs(procs)))
 	}
 	return err
 }

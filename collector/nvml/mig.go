@@ -64,9 +64,13 @@ func (s *Source) refreshMIG(now time.Time, periodic bool) {
 // rescanMIG enumerates the MIG instances of whole GPU g again and, when they
 // are not those it has, replaces them in s.devices: an instance still there
 // keeps its device (its skipped queries, its GPM samples), a new one gets a
-// new device, a destroyed one is dropped. The caller holds s.mu.
+// new device, a destroyed one is dropped. When g's MIG mode changed, g's
+// queries are asked again (migModeChanged). The caller holds s.mu.
 func (s *Source) rescanMIG(g *device) {
-	found, err := s.enumMIG(g)
+	found, mode, err := s.enumMIG(g)
+	if mode != migModeUnknown && mode != g.migMode {
+		s.migModeChanged(g, mode)
+	}
 	if err != nil {
 		// A GPU lost or a driver gone shows at Collect's next query; for
 		// any other failure the instances known are kept, and asked again
@@ -130,6 +134,26 @@ func (s *Source) rescanMIG(g *device) {
 	s.lostMu.Unlock()
 	s.logger.Info("nvml mig layout changed", "gpu_index", g.gpu.Index, "gpu_uuid", g.gpu.UUID,
 		"mig_instances", len(migs), "added", added, "removed", removed)
+}
+
+// migModeChanged records that whole GPU g is now in MIG mode mode. What g
+// answers depends on it: in MIG mode NVML answers its utilization "not
+// supported" and its processes, to an unprivileged caller, "no permission".
+// So g forgets which queries it refused or failed and is asked them all
+// again, as a GPU New has just found, GPM's only where it has GPM. The
+// caller holds s.mu.
+func (s *Source) migModeChanged(g *device, mode int) {
+	s.logger.Info("nvml mig mode changed, asking the gpu every query again", "gpu_index", g.gpu.Index,
+		"gpu_uuid", g.gpu.UUID, "mig_enabled", mode == gonvml.DEVICE_MIG_ENABLE)
+	g.migMode = mode
+	g.skip, g.failing, g.answered = 0, 0, 0
+	if g.gpm == nil {
+		g.skip = gpmQueries
+	} else {
+		// GPM rates over an interval across the change (and the GPU
+		// reset it takes) would mean nothing.
+		g.gpm.havePrev = false
+	}
 }
 
 // sameMIG reports whether devices have the identities found, in order.

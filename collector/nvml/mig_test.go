@@ -316,3 +316,121 @@ func TestMIGReconfiguredConcurrently(t *testing.T) {
 		t.Errorf("mig_reconfigurations_total = %v; want the layout changes seen", got)
 	}
 }
+
+// TestCollectMIGModeSwitched: MIG mode switched off and on again on GPU 2
+// while the collector runs (nvidia-smi -mig 0|1 with the GPU reset it needs;
+// the driver stays loaded). In MIG mode NVML answers the whole GPU's
+// utilization "not supported", and its processes "no permission" to an
+// unprivileged collector; with MIG off it answers both again. The
+// enumeration that finds the mode changed (the next tick once an instance is
+// found gone, else the one every MIGRescanInterval) makes the GPU's queries
+// asked again: utilization and processes are sampled again, and asked once
+// more, then no longer, when MIG is back on. Before, a GPU taken out of MIG
+// mode had no utilization until the collector restarted.
+func TestCollectMIGModeSwitched(t *testing.T) {
+	type step struct {
+		at       time.Duration // the tick, after tick
+		mig      *bool         // switch MIG mode before the tick
+		wantUtil bool          // gpu_util and processes present on GPU 2
+		wantMIG  map[string]bool
+		// wantAsked is how often GPU 2's utilization was asked so far.
+		wantAsked int
+	}
+	on, off := new(bool), new(bool)
+	*on = true
+	for _, tc := range []struct {
+		name      string
+		instances bool // GPU 2 has MIG-aaaa while in MIG mode
+		steps     []step
+	}{
+		{
+			name:      "instance destroyed with the mode, found gone",
+			instances: true,
+			steps: []step{
+				{at: 0, wantMIG: map[string]bool{"MIG-aaaa": true}, wantAsked: 1},
+				// This tick finds MIG-aaaa gone; the next one
+				// enumerates GPU 2 again and finds MIG off.
+				{at: time.Second, mig: off, wantMIG: map[string]bool{}, wantAsked: 1},
+				{at: 2 * time.Second, wantUtil: true, wantMIG: map[string]bool{}, wantAsked: 2},
+				{at: 3 * time.Second, wantUtil: true, wantMIG: map[string]bool{}, wantAsked: 3},
+				{at: MIGRescanInterval, mig: on, wantMIG: map[string]bool{"MIG-aaaa": true}, wantAsked: 4},
+				{at: MIGRescanInterval + time.Second, wantMIG: map[string]bool{"MIG-aaaa": true}, wantAsked: 4},
+			},
+		},
+		{
+			name: "no instances, found by the periodic enumeration",
+			steps: []step{
+				{at: 0, wantMIG: map[string]bool{}, wantAsked: 1},
+				{at: time.Second, mig: off, wantMIG: map[string]bool{}, wantAsked: 1},
+				{at: MIGRescanInterval, wantUtil: true, wantMIG: map[string]bool{}, wantAsked: 2},
+				{at: MIGRescanInterval + time.Second, wantUtil: true, wantMIG: map[string]bool{}, wantAsked: 3},
+				{at: 2 * MIGRescanInterval, mig: on, wantMIG: map[string]bool{}, wantAsked: 4},
+				{at: 2*MIGRescanInterval + time.Second, wantMIG: map[string]bool{}, wantAsked: 4},
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, parent, layout := newMIGServer(t)
+			if !tc.instances {
+				layout.destroy(0)
+			}
+			var migOn atomic.Bool
+			migOn.Store(true)
+			parent.GetMigModeFunc = func() (int, int, gonvml.Return) {
+				if migOn.Load() {
+					return gonvml.DEVICE_MIG_ENABLE, gonvml.DEVICE_MIG_ENABLE, gonvml.SUCCESS
+				}
+				return gonvml.DEVICE_MIG_DISABLE, gonvml.DEVICE_MIG_DISABLE, gonvml.SUCCESS
+			}
+			parent.GetUtilizationRatesFunc = func() (gonvml.Utilization, gonvml.Return) {
+				if migOn.Load() {
+					return gonvml.Utilization{}, gonvml.ERROR_NOT_SUPPORTED
+				}
+				return gonvml.Utilization{Gpu: 77, Memory: 5}, gonvml.SUCCESS
+			}
+			parent.GetComputeRunningProcessesFunc = func() ([]gonvml.ProcessInfo, gonvml.Return) {
+				if migOn.Load() {
+					return nil, gonvml.ERROR_NO_PERMISSION
+				}
+				return procsOf(4242)()
+			}
+			s := newSource(t, srv)
+			for _, st := range tc.steps {
+				if st.mig != nil {
+					migOn.Store(*st.mig)
+					switch {
+					case !*st.mig:
+						layout.destroy(0)
+					case tc.instances:
+						layout.add(0, "MIG-aaaa", "3g.20gb", 1)
+					}
+				}
+				var b schemas.SampleBatch
+				if err := s.Collect(t.Context(), tick.Add(st.at), &b); err != nil {
+					t.Fatalf("at %v: Collect() = %v", st.at, err)
+				}
+				var smp *schemas.Sample
+				for i := range b.Samples {
+					if g := b.GPUs[b.Samples[i].GPU]; g.Index == 2 && g.MIGUUID == "" {
+						smp = &b.Samples[i]
+					}
+				}
+				if smp == nil {
+					t.Fatalf("at %v: no sample of GPU 2", st.at)
+				}
+				u, uok := smp.Uint(schemas.GPUUtil)
+				p, pok := smp.Uint(schemas.Processes)
+				if uok != st.wantUtil || pok != st.wantUtil || uok && (u != 77 || p != 1) {
+					t.Errorf("at %v (MIG on %v): GPU 2 gpu_util = %d, %v, processes = %d, %v; want 77, 1 present %v",
+						st.at, migOn.Load(), u, uok, p, pok, st.wantUtil)
+				}
+				if got := migSampled(&b); !reflect.DeepEqual(got, st.wantMIG) {
+					t.Errorf("at %v: MIG instances sampled = %v; want %v", st.at, got, st.wantMIG)
+				}
+				if got := len(parent.GetUtilizationRatesCalls()); got != st.wantAsked {
+					t.Errorf("at %v: GPU 2 asked for its utilization %d times; want %d", st.at, got, st.wantAsked)
+				}
+			}
+		})
+	}
+}

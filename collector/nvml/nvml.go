@@ -46,6 +46,12 @@
 // find new ones. When a GPU's instances changed, its devices are rebuilt (new
 // instances sampled and listed, destroyed ones dropped), the change is logged
 // and counted (heliostat_collector_nvml_mig_reconfigurations_total).
+//
+// The same enumeration finds a GPU's MIG mode switched (nvidia-smi -mig 0|1
+// and the GPU reset it needs). In MIG mode NVML answers some of the whole
+// GPU's queries "not supported" (its utilization) that it answers without,
+// so the GPU's remembered answers are then forgotten and every query asked
+// again (logged as "nvml mig mode changed").
 package nvml
 
 import (
@@ -165,6 +171,10 @@ type device struct {
 	// migStale says that one of whole GPU d's MIG instances is gone, so that
 	// its instances are enumerated again.
 	migStale bool
+	// migMode is whole GPU d's MIG mode at its last enumeration
+	// (gonvml.DEVICE_MIG_DISABLE where it has no MIG), migModeUnknown where
+	// NVML could not tell.
+	migMode  int
 	badValue uint32 // bit m: metric m was out of range last time; logged once
 	gpm      *gpmState
 }
@@ -455,7 +465,8 @@ type migInstance struct {
 // migInstances returns the MIG instances of gpu, none when MIG is off or not
 // supported. On error it frees what it allocated.
 func (s *Source) migInstances(gpu *device) ([]*device, error) {
-	found, err := s.enumMIG(gpu)
+	found, mode, err := s.enumMIG(gpu)
+	gpu.migMode = mode
 	if err != nil {
 		return nil, err
 	}
@@ -466,24 +477,29 @@ func (s *Source) migInstances(gpu *device) ([]*device, error) {
 	return migs, nil
 }
 
+// migModeUnknown is the MIG mode of a GPU whose mode NVML could not tell.
+const migModeUnknown = -1
+
 // enumMIG enumerates the MIG instances of gpu and reads their identity,
-// allocating nothing: none when MIG is off or not supported. NVML numbers
+// allocating nothing: none when MIG is off or not supported. It returns the
+// GPU's current MIG mode too, also with an error: DEVICE_MIG_DISABLE where
+// the GPU has no MIG, migModeUnknown where NVML could not tell. NVML numbers
 // MIG slots up to GetMaxMigDeviceCount; empty slots answer ERROR_NOT_FOUND.
-func (s *Source) enumMIG(gpu *device) ([]migInstance, error) {
+func (s *Source) enumMIG(gpu *device) ([]migInstance, int, error) {
 	uuid := gpu.gpu.UUID
 	mode, _, ret := gpu.h.GetMigMode()
 	switch {
 	case absent(ret):
-		return nil, nil
+		return nil, gonvml.DEVICE_MIG_DISABLE, nil
 	case ret != gonvml.SUCCESS:
 		s.logger.Warn("nvml mig mode unknown", "gpu_uuid", uuid, "err", ret)
-		return nil, nil
+		return nil, migModeUnknown, nil
 	case mode != gonvml.DEVICE_MIG_ENABLE:
-		return nil, nil
+		return nil, mode, nil
 	}
 	n, ret := gpu.h.GetMaxMigDeviceCount()
 	if ret != gonvml.SUCCESS {
-		return nil, fmt.Errorf("nvml: gpu %s: count mig devices: %w", uuid, retErr(ret))
+		return nil, mode, fmt.Errorf("nvml: gpu %s: count mig devices: %w", uuid, retErr(ret))
 	}
 	var found []migInstance
 	for j := range n {
@@ -493,11 +509,11 @@ func (s *Source) enumMIG(gpu *device) ([]migInstance, error) {
 		case gonvml.ERROR_NOT_FOUND, gonvml.ERROR_INVALID_ARGUMENT:
 			continue
 		default:
-			return nil, fmt.Errorf("nvml: gpu %s: get mig device %d: %w", uuid, j, retErr(ret))
+			return nil, mode, fmt.Errorf("nvml: gpu %s: get mig device %d: %w", uuid, j, retErr(ret))
 		}
 		migUUID, ret := h.GetUUID()
 		if ret != gonvml.SUCCESS {
-			return nil, fmt.Errorf("nvml: gpu %s: get uuid of mig device %d: %w", uuid, j, retErr(ret))
+			return nil, mode, fmt.Errorf("nvml: gpu %s: get uuid of mig device %d: %w", uuid, j, retErr(ret))
 		}
 		g := gpu.gpu
 		g.MIGUUID = migUUID
@@ -517,7 +533,7 @@ func (s *Source) enumMIG(gpu *device) ([]migInstance, error) {
 		}
 		found = append(found, migInstance{h: h, gpu: g})
 	}
-	return found, nil
+	return found, mode, nil
 }
 
 // newMIGDevice returns the device of MIG instance m of gpu, with its GPM

@@ -143,7 +143,11 @@ func stubDevice(d *dgxa100.Device, i int) {
 		return int(w[schemas.RemappedCorrectable]), int(w[schemas.RemappedUncorrectable]), false, false, gonvml.SUCCESS
 	}
 	d.GetComputeRunningProcessesFunc = func() ([]gonvml.ProcessInfo, gonvml.Return) {
-		return make([]gonvml.ProcessInfo, w[schemas.Processes]), gonvml.SUCCESS
+		procs := make([]gonvml.ProcessInfo, w[schemas.Processes])
+		for j := range procs {
+			procs[j].Pid = uint32(1000*(i+1) + j)
+		}
+		return procs, gonvml.SUCCESS
 	}
 }
 
@@ -318,6 +322,17 @@ func TestCollect(t *testing.T) {
 			},
 			drop: []schemas.Metric{schemas.PowerUsage},
 			errs: map[schemas.Metric]uint64{schemas.PowerUsage: 8},
+		},
+		{
+			// NVML lists a process once per context it holds on the
+			// device; GPUProcesses lists it once, and so counts it.
+			name: "a process listed twice is counted once",
+			stub: func(d *dgxa100.Device) {
+				d.GetComputeRunningProcessesFunc = func() ([]gonvml.ProcessInfo, gonvml.Return) {
+					return []gonvml.ProcessInfo{{Pid: 4242}, {Pid: 4243}, {Pid: 4242}}, gonvml.SUCCESS
+				}
+			},
+			set: map[schemas.Metric]uint64{schemas.Processes: 2},
 		},
 		{
 			name: "negative remapped rows are absent and counted",

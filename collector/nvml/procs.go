@@ -89,3 +89,19 @@ outer:
 	}
 	return pids
 }
+
+// countPIDs returns how many PIDs uniquePIDs(procs) would list, without
+// allocating: Collect counts every tick.
+func countPIDs(procs []gonvml.ProcessInfo) int {
+	n := 0
+outer:
+	for i, p := range procs {
+		for _, q := range procs[:i] {
+			if q.Pid == p.Pid {
+				continue outer
+			}
+		}
+		n++
+	}
+	return n
+}

@@ -32,10 +32,11 @@
 // Kafka (the drops below).
 //
 // Messages are lost only when the spool is full (Publish then returns an
-// error wrapping spool.ErrFull and the drop is counted) or when the brokers
-// reject a message for good (too large, invalid topic; when a whole produce
-// request is refused its messages are resent one by one so only the culprit
-// is dropped); both are counted as outcome "dropped". Spooled messages are
+// error wrapping spool.ErrFull, or syscall.ENOSPC where its disk is full,
+// and the drop is counted and logged) or when the brokers reject a message
+// for good (too large, invalid topic; when a whole produce request is
+// refused its messages are resent one by one so only the culprit is
+// dropped); both are counted as outcome "dropped". Spooled messages are
 // also lost where the spool's disk loses them (a segment file deleted or
 // damaged): the spool skips what it cannot read any more and counts it.
 //
@@ -59,6 +60,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -300,10 +302,12 @@ func (p *Publisher) Publish(ctx context.Context, topic string, key, value []byte
 
 // PublishRetried is Publish for a caller that keeps a message Publish
 // refused and publishes it again later (the GPU attributor, the Slurm
-// source): a message refused because the spool is full gives its sequence
-// number back, to the next message of its key, so that ingest does not count
-// as lost a message that is not. Numbers stay in the order of the messages
-// sent and spooled: none is given between the refused one's and its return.
+// source): a message the spool refuses (at its bound, its disk full, any
+// other failed write) gives its sequence number back, to the next message of
+// its key, so that ingest does not count as lost a message that is not. Only
+// a failed write that may have stayed on disk (spool.ErrTorn) keeps its
+// number. Numbers stay in the order of the messages sent and spooled: none
+// is given between the refused one's and its return.
 func (p *Publisher) PublishRetried(ctx context.Context, topic string, key, value []byte) error {
 	return p.publish(ctx, topic, key, value, true)
 }
@@ -347,13 +351,13 @@ func (p *Publisher) publish(ctx context.Context, topic string, key, value []byte
 	hs := []spool.Header{{Key: schemas.HeaderProducer, Value: []byte(seq.Producer)}, {Key: schemas.HeaderSequence, Value: seq.FormatSeq()}}
 	if err := p.spool.Append(topic, key, value, hs...); err != nil {
 		p.m.messages.WithLabelValues(topic, outcomeDropped).Inc()
-		if errors.Is(err, spool.ErrFull) {
-			p.logDrop(topic)
-			// The spool is unchanged (spool.Append): the number was
-			// given to no message that exists.
-			if retried {
-				p.giveBack(topic, key, seq)
-			}
+		p.logDrop(topic, err)
+		// The spool is unchanged (spool.Append), whether it reached its
+		// bound or its disk is full: the number was given to no message
+		// that exists. Unless the failed write stayed on disk, where the
+		// next start may find and replay it under that number.
+		if retried && !errors.Is(err, spool.ErrTorn) {
+			p.giveBack(topic, key, seq)
 		}
 		return fmt.Errorf("publish: spool message for %s: %w", topic, err)
 	}
@@ -733,14 +737,28 @@ func (p *Publisher) Ready() error {
 	return nil
 }
 
-// logDrop logs spool-full drops at most once per dropLogInterval, with the
-// number dropped since the last log.
-func (p *Publisher) logDrop(topic string) {
-	n, ok := p.drops.Note("spool full", p.now(), 1)
+// logDrop logs messages the spool refused with err at most once per
+// dropLogInterval for each kind of refusal, with the number refused since
+// the last log: a spool at its bound (--spool.max-bytes) and a full disk
+// call for different remedies.
+func (p *Publisher) logDrop(topic string, err error) {
+	msg := "spool cannot be written, dropping messages"
+	switch {
+	case errors.Is(err, spool.ErrFull):
+		msg = "spool full, dropping messages"
+	case errors.Is(err, syscall.ENOSPC):
+		msg = "spool disk full, dropping messages"
+	}
+	n, ok := p.drops.Note(msg, p.now(), 1)
 	if !ok {
 		return
 	}
-	p.logger.Warn("spool full, dropping messages", "topic", topic, "dropped", n,
+	if errors.Is(err, spool.ErrFull) {
+		p.logger.Warn(msg, "topic", topic, "dropped", n,
+			"spool_bytes", p.spool.Bytes(), "spool_max_bytes", p.cfg.SpoolMaxBytes)
+		return
+	}
+	p.logger.Warn(msg, "topic", topic, "dropped", n, "err", err, "spool_dir", p.cfg.SpoolDir,
 		"spool_bytes", p.spool.Bytes(), "spool_max_bytes", p.cfg.SpoolMaxBytes)
 }
 

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 
 	"github.com/heliostat-dev/heliostat/collector"
 	"github.com/heliostat-dev/heliostat/collector/spool"
+	"github.com/heliostat-dev/heliostat/internal/tmpfs"
 	"github.com/heliostat-dev/heliostat/schemas"
 )
 
@@ -782,54 +784,114 @@ func mustRemove(t *testing.T, path string) {
 	}
 }
 
-// TestPublishRetriedSpoolFull: a message the full spool refuses keeps its
-// number when the caller drops it (Publish: ingest counts the gap as a lost
-// message) and gives it back when the caller sends it again
-// (PublishRetried: no gap for a message that is not lost).
+// TestPublishRetriedSpoolFull: a message the spool refuses keeps its number
+// when the caller drops it (Publish: ingest counts the gap as a lost
+// message) and gives it back when the caller sends it again (PublishRetried:
+// no gap for a message that is not lost), whether the spool reached its
+// bound (spool.ErrFull) or its disk is full (ENOSPC, each logged as such).
+// Before, a message refused by a full disk used up a number at every retry,
+// and ingest counted each as a message lost. Only where the failed write may
+// have stayed on disk (spool.ErrTorn), to be replayed under its number by
+// the next start, does the message keep its number all the same.
 func TestPublishRetriedSpoolFull(t *testing.T) {
 	const topic = "full"
-	down, _ := closedAddr(t)
-	p := newPublisher(t, Config{Brokers: []string{down}, SpoolDir: t.TempDir(), SpoolMaxBytes: 750})
 	value := bytes.Repeat([]byte("x"), 100)
-	last := func() uint64 {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.seqs[topic+"\x00host-0"]
-	}
-	for i := range 4 {
-		if err := p.PublishRetried(context.Background(), topic, []byte("host-0"), value); err != nil {
-			t.Fatalf("PublishRetried(message %d) = %v", i, err)
-		}
-	}
-	steps := []struct {
-		name    string
-		publish func(context.Context, string, []byte, []byte) error
-		want    uint64
+	for _, tc := range []struct {
+		name     string
+		dir      func(t *testing.T) string
+		maxBytes int64
+		refused  error  // what every refusal wraps
+		log      string // the refusals' log line
+		kept     bool   // every refused message keeps its number
 	}{
-		{"PublishRetried refused", p.PublishRetried, 4},
-		{"PublishRetried refused again", p.PublishRetried, 4},
-		{"Publish refused", p.Publish, 5},
-		{"PublishRetried refused after a drop", p.PublishRetried, 5},
+		{"spool at its bound", func(t *testing.T) string { return t.TempDir() }, 750, spool.ErrFull, "spool full, dropping messages", false},
+		{"disk full", func(t *testing.T) string { return tmpfs.Mount(t, 16<<10) }, 1 << 30, syscall.ENOSPC, "spool disk full, dropping messages", false},
+		{"failed write not cut off", devFullSpool, 1 << 30, spool.ErrTorn, "spool disk full, dropping messages", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			down, _ := closedAddr(t)
+			p := newPublisher(t, Config{Brokers: []string{down}, SpoolDir: tc.dir(t), SpoolMaxBytes: tc.maxBytes})
+			last := func() uint64 {
+				p.mu.Lock()
+				defer p.mu.Unlock()
+				return p.seqs[topic+"\x00host-0"]
+			}
+			accepted := uint64(0)
+			for {
+				err := p.PublishRetried(context.Background(), topic, []byte("host-0"), value)
+				if err != nil {
+					if !errors.Is(err, tc.refused) {
+						t.Fatalf("PublishRetried(message %d) = %v; want nil or an error wrapping %v", accepted+1, err, tc.refused)
+					}
+					break
+				}
+				if accepted++; accepted > 1000 {
+					t.Fatal("the spool took 1000 messages without refusing one")
+				}
+			}
+			// A refused message keeps its number where the caller drops
+			// it (Publish), and where the write may be on disk.
+			want := accepted
+			if tc.kept {
+				want++
+			}
+			if got := last(); got != want {
+				t.Errorf("first refusal: last number given = %d; want %d", got, want)
+			}
+			for _, st := range []struct {
+				name    string
+				retried bool
+			}{
+				{"PublishRetried refused again", true},
+				{"Publish refused", false},
+				{"PublishRetried refused after a drop", true},
+			} {
+				publish := p.Publish
+				if st.retried {
+					publish = p.PublishRetried
+				}
+				if err := publish(context.Background(), topic, []byte("host-0"), value); !errors.Is(err, tc.refused) {
+					t.Fatalf("%s: error = %v; want an error wrapping %v", st.name, err, tc.refused)
+				}
+				if !st.retried || tc.kept {
+					want++
+				}
+				if got := last(); got != want {
+					t.Errorf("%s: last number given = %d; want %d", st.name, got, want)
+				}
+			}
+			if got := p.count(topic, outcomeDropped); got != 4 {
+				t.Errorf("dropped = %d; want 4 (a refused message is counted either way)", got)
+			}
+			if got := p.logs.count(tc.log); got != 1 {
+				t.Errorf("%d logs %q within %v; want 1", got, tc.log, dropLogInterval)
+			}
+			// A key whose first message is refused and gives its number
+			// back is numbered from 1 again.
+			if err := p.PublishRetried(context.Background(), topic, []byte("host-9"), value); !errors.Is(err, tc.refused) {
+				t.Fatalf("PublishRetried(host-9) = %v; want an error wrapping %v", err, tc.refused)
+			}
+			p.mu.Lock()
+			_, numbered := p.seqs[topic+"\x00host-9"]
+			p.mu.Unlock()
+			if numbered != tc.kept {
+				t.Errorf("host-9 holds a number after its only message was refused: %v; want %v", numbered, tc.kept)
+			}
+		})
 	}
-	for _, st := range steps {
-		if err := st.publish(context.Background(), topic, []byte("host-0"), value); !errors.Is(err, spool.ErrFull) {
-			t.Fatalf("%s: error = %v; want spool.ErrFull", st.name, err)
-		}
-		if got := last(); got != st.want {
-			t.Errorf("%s: last number given = %d; want %d", st.name, got, st.want)
-		}
+}
+
+// devFullSpool returns a spool directory whose first segment is /dev/full,
+// which refuses every write (ENOSPC) and cannot be truncated: a failed
+// append that cannot be cut off (spool.ErrTorn).
+func devFullSpool(t *testing.T) string {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skipf("no /dev/full here (%v); test skipped", err)
 	}
-	if got := p.count(topic, outcomeDropped); got != 4 {
-		t.Errorf("dropped = %d; want 4 (a refused message is counted either way)", got)
+	dir := t.TempDir()
+	// A new spool appends to segment 1.
+	if err := os.Symlink("/dev/full", filepath.Join(dir, "00000000000000000001.seg")); err != nil {
+		t.Fatal(err)
 	}
-	// A key whose first message is refused is numbered from 1 again.
-	if err := p.PublishRetried(context.Background(), topic, []byte("host-9"), value); !errors.Is(err, spool.ErrFull) {
-		t.Fatalf("PublishRetried(host-9) = %v; want spool.ErrFull", err)
-	}
-	p.mu.Lock()
-	_, numbered := p.seqs[topic+"\x00host-9"]
-	p.mu.Unlock()
-	if numbered {
-		t.Errorf("host-9 holds a number after its only message was refused")
-	}
+	return dir
 }

@@ -59,6 +59,11 @@ import (
 // its size bound.
 var ErrFull = errors.New("spool: full")
 
+// ErrTorn is wrapped by the error of an Append whose failed write could not
+// be cut off the segment again: part of the record, or all of it, may have
+// stayed on disk, where the next Open can find it and hand it out.
+var ErrTorn = errors.New("spool: failed append left on disk")
+
 // ErrClosed is returned by every method called after Close.
 var ErrClosed = errors.New("spool: closed")
 
@@ -348,7 +353,10 @@ func truncate(path string, size int64) error {
 
 // Append adds a record, with the given Kafka headers, at the tail of the
 // spool and syncs it to disk. It returns an error wrapping ErrFull if the
-// record would take the spool over its bound; the spool is unchanged then.
+// record would take the spool over its bound. After any error the spool
+// holds the records it held, and no part of this one: a write that failed (a
+// full disk: ENOSPC) is cut off the segment again, unless the error also
+// wraps ErrTorn.
 func (s *Spool) Append(topic string, key, value []byte, headers ...Header) error {
 	if len(topic) > MaxTopicBytes {
 		return fmt.Errorf("spool: topic name of %d bytes is too long (at most %d)", len(topic), MaxTopicBytes)
@@ -388,7 +396,7 @@ func (s *Spool) Append(topic string, key, value []byte, headers ...Header) error
 		// next append does not land behind garbage. If even that fails,
 		// Open's torn-tail recovery is the fallback.
 		if terr := s.w.Truncate(active.end); terr != nil {
-			err = errors.Join(err, terr)
+			err = errors.Join(err, fmt.Errorf("%w: %w", ErrTorn, terr))
 		}
 		return fmt.Errorf("spool: append to segment %d: %w", active.seq, err)
 	}

@@ -9,7 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
+
+	"github.com/heliostat-dev/heliostat/internal/tmpfs"
 )
 
 func testLogger(t *testing.T) *slog.Logger {
@@ -260,6 +263,76 @@ func TestAppendFull(t *testing.T) {
 				t.Fatalf("second Append after consuming = %v; want ErrFull", err)
 			}
 		})
+	}
+}
+
+// TestAppendDiskFull: an Append refused by a full disk (ENOSPC), long before
+// the spool's bound, leaves the spool as it was, on disk too: once space is
+// freed the next Append lands after the records before it, and a reopened
+// spool hands out exactly those, in order. The publisher relies on this to
+// give a refused message's sequence number to the next one.
+func TestAppendDiskFull(t *testing.T) {
+	disk := tmpfs.Mount(t, 16<<10)
+	filler := filepath.Join(disk, "filler")
+	writeFile(t, filler, make([]byte, 4<<10))
+	dir := filepath.Join(disk, "spool")
+	s := open(t, dir, 1<<30)
+	n := 0
+	for ; ; n++ {
+		if n > 1000 {
+			t.Fatal("a 16 KiB disk took 1000 records")
+		}
+		r := rec(n)
+		err := s.Append(r.Topic, r.Key, r.Value, r.Headers...)
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, syscall.ENOSPC) || errors.Is(err, ErrFull) || errors.Is(err, ErrTorn) {
+			t.Fatalf("Append(record %d) on a full disk = %v; want ENOSPC, not ErrFull or ErrTorn", n, err)
+		}
+		break
+	}
+	size := int64(0)
+	for i := range n {
+		r := rec(i)
+		size += encodedLen(r.Topic, r.Key, r.Value, r.Headers)
+	}
+	segs := segmentFiles(t, dir)
+	if len(segs) != 1 || int64(len(readFile(t, segs[0]))) != size || s.Len() != n || s.Bytes() != size {
+		t.Fatalf("after the refused Append: segments %q of %d bytes, Len() %d, Bytes() %d; want one of %d bytes, %d, %d",
+			segs, len(readFile(t, segs[0])), s.Len(), s.Bytes(), size, n, size)
+	}
+	mustRemove(t, filler)
+	appendRange(t, s, n, n+1)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, dir, 1<<30)
+	if got, want := values(consume(t, s, n+1, 100)), wantValues(0, n+1); !slices.Equal(got, want) {
+		t.Errorf("reopened spool hands out %q; want %q", got, want)
+	}
+}
+
+// TestAppendTorn: an Append whose failed write cannot be cut off the
+// segment again says so (ErrTorn): the record may be found by the next Open.
+// The segment here is /dev/full, which refuses every write (ENOSPC) and
+// cannot be truncated.
+func TestAppendTorn(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skipf("no /dev/full here (%v); test skipped", err)
+	}
+	dir := t.TempDir()
+	// A new spool appends to segment 1.
+	if err := os.Symlink("/dev/full", filepath.Join(dir, "00000000000000000001.seg")); err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, dir, 1<<20)
+	r := rec(0)
+	if err := s.Append(r.Topic, r.Key, r.Value, r.Headers...); !errors.Is(err, syscall.ENOSPC) || !errors.Is(err, ErrTorn) {
+		t.Fatalf("Append to /dev/full = %v; want ENOSPC and ErrTorn", err)
+	}
+	if s.Len() != 0 {
+		t.Errorf("Len() = %d; want 0", s.Len())
 	}
 }
 
