@@ -1,8 +1,6 @@
 package slurmadapter
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"slices"
 	"strconv"
@@ -52,48 +50,33 @@ const (
 // cannot be read is ErrRecord, naming the setting.
 func decodeConfig(b []byte) (exclusions, error) {
 	var ex exclusions
-	seen := map[string]bool{}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for line := 1; sc.Scan(); line++ {
-		key, value, ok := strings.Cut(sc.Text(), "=")
+	vals, err := slurmfmt.ConfigValues(b, keyExcNodes, keyExcParts, keyExcStates)
+	if err != nil {
+		return exclusions{}, fmt.Errorf("scontrol show config: %w: %v", ErrShape, err)
+	}
+	for _, k := range []string{keyExcNodes, keyExcParts} {
+		if _, ok := vals[k]; !ok {
+			return exclusions{}, fmt.Errorf("scontrol show config: %w: no %s line", ErrShape, k)
+		}
+	}
+	for _, key := range []string{keyExcNodes, keyExcParts, keyExcStates} {
+		v, ok := vals[key]
 		if !ok {
 			continue
-		}
-		key, value = strings.TrimSpace(key), strings.TrimSpace(value)
-		switch key {
-		case keyExcNodes, keyExcParts, keyExcStates:
-		default:
-			continue
-		}
-		if seen[key] {
-			return exclusions{}, fmt.Errorf("scontrol show config: %w: %s twice (line %d)", ErrShape, key, line)
-		}
-		seen[key] = true
-		if value == "(null)" {
-			value = ""
 		}
 		var err error
 		switch key {
 		case keyExcNodes:
-			ex.nodes, err = parseExcNodes(value)
+			ex.nodes, err = parseExcNodes(v.Value)
 		case keyExcParts:
-			ex.parts = splitSetting(value)
+			ex.parts = splitSetting(v.Value)
 		case keyExcStates:
-			for _, s := range splitSetting(value) {
+			for _, s := range splitSetting(v.Value) {
 				ex.states = append(ex.states, strings.ToUpper(s))
 			}
 		}
 		if err != nil {
-			return exclusions{}, fmt.Errorf("scontrol show config: %w: %s = %q (line %d): %v", ErrRecord, key, clipString(value, 200), line, err)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return exclusions{}, fmt.Errorf("scontrol show config: %w: %v", ErrShape, err)
-	}
-	for _, k := range []string{keyExcNodes, keyExcParts} {
-		if !seen[k] {
-			return exclusions{}, fmt.Errorf("scontrol show config: %w: no %s line", ErrShape, k)
+			return exclusions{}, fmt.Errorf("scontrol show config: %w: %s = %q (line %d): %v", ErrRecord, key, clipString(v.Value, 200), v.Line, err)
 		}
 	}
 	return ex, nil

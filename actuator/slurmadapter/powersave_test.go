@@ -51,7 +51,7 @@ func TestDecodeConfig(t *testing.T) {
 		{name: "count without nodes", in: conf(":3", "(null)"), wantErr: ErrRecord, naming: "no nodes"},
 		{name: "no SuspendExcNodes line", in: "AuthType = auth/munge\nSuspendExcParts = (null)\n", wantErr: ErrShape, naming: "SuspendExcNodes"},
 		{name: "not scontrol's answer", in: "<html>502 Bad Gateway</html>\n", wantErr: ErrShape, naming: "SuspendExcNodes"},
-		{name: "a setting twice", in: conf("gpu1", "(null)", "SuspendExcNodes = gpu2"), wantErr: ErrShape, naming: "twice (line 5)"},
+		{name: "a setting twice", in: conf("gpu1", "(null)", "SuspendExcNodes = gpu2"), wantErr: ErrShape, naming: "line 5: SuspendExcNodes again (first on line"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := decodeConfig([]byte(tc.in))

@@ -1,13 +1,13 @@
 package slurm
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/heliostat-dev/heliostat/internal/slurmfmt"
 )
 
 // privateDataRecheck is how often the source checks again whether Slurm
@@ -42,67 +42,44 @@ func (c slurmConfig) hidesJobs() bool {
 }
 
 // parseSlurmConfig reads PrivateData and SlurmUser from the output of
-// `scontrol show config` (Slurm 22.05: "Name = value" lines, the name
-// padded with spaces, after a "Configuration data as of …" line). Lines
-// without " = " (headers, "Slurmctld(primary) at … is UP") are skipped. An
-// error names the line, or the name that is missing.
+// `scontrol show config` (slurmfmt.ConfigValues). An error names the line,
+// or the name that is missing.
 func parseSlurmConfig(b []byte) (slurmConfig, error) {
 	c := slurmConfig{SlurmUID: -1}
-	var privateLine, userLine int
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(nil, 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		name, value, ok := strings.Cut(sc.Text(), " = ")
-		if !ok {
-			continue
-		}
-		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
-		switch name {
-		case "PrivateData":
-			if privateLine != 0 {
-				return slurmConfig{}, fmt.Errorf("slurm: scontrol show config: line %d: PrivateData again (first on line %d)", n, privateLine)
-			}
-			privateLine = n
-			if value == "none" || value == "" {
-				continue
-			}
-			for _, f := range strings.Split(value, ",") {
-				f = strings.ToLower(strings.TrimSpace(f))
-				if f == "" {
-					return slurmConfig{}, fmt.Errorf("slurm: scontrol show config: line %d: PrivateData %q has an empty flag", n, value)
-				}
-				c.PrivateData = append(c.PrivateData, f)
-			}
-		case "SlurmUser":
-			if userLine != 0 {
-				return slurmConfig{}, fmt.Errorf("slurm: scontrol show config: line %d: SlurmUser again (first on line %d)", n, userLine)
-			}
-			userLine = n
-			// "slurm(64030)": the name, and the uid in parentheses.
-			uname, uid, paren := strings.Cut(value, "(")
-			if uname == "" {
-				return slurmConfig{}, fmt.Errorf("slurm: scontrol show config: line %d: SlurmUser %q has no user name", n, value)
-			}
-			c.SlurmUser = uname
-			if !paren {
-				continue
-			}
-			uid, ok := strings.CutSuffix(uid, ")")
-			id, err := strconv.ParseInt(uid, 10, 64)
-			if !ok || err != nil || id < 0 {
-				return slurmConfig{}, fmt.Errorf("slurm: scontrol show config: line %d: SlurmUser %q: want name(uid)", n, value)
-			}
-			c.SlurmUID = id
-		}
-	}
-	if err := sc.Err(); err != nil {
+	vals, err := slurmfmt.ConfigValues(b, "PrivateData", "SlurmUser")
+	if err != nil {
 		return slurmConfig{}, fmt.Errorf("slurm: scontrol show config: %w", err)
 	}
-	switch {
-	case privateLine == 0:
+	private, ok := vals["PrivateData"]
+	if !ok {
 		return slurmConfig{}, fmt.Errorf("slurm: scontrol show config: no PrivateData line")
-	case userLine == 0:
+	}
+	if v := private.Value; v != "none" && v != "" {
+		for _, f := range strings.Split(v, ",") {
+			f = strings.ToLower(strings.TrimSpace(f))
+			if f == "" {
+				return slurmConfig{}, fmt.Errorf("slurm: scontrol show config: line %d: PrivateData %q has an empty flag", private.Line, v)
+			}
+			c.PrivateData = append(c.PrivateData, f)
+		}
+	}
+	su, ok := vals["SlurmUser"]
+	if !ok {
 		return slurmConfig{}, fmt.Errorf("slurm: scontrol show config: no SlurmUser line")
+	}
+	// "slurm(64030)": the name, and the uid in parentheses.
+	uname, uid, paren := strings.Cut(su.Value, "(")
+	if uname == "" {
+		return slurmConfig{}, fmt.Errorf("slurm: scontrol show config: line %d: SlurmUser %q has no user name", su.Line, su.Value)
+	}
+	c.SlurmUser = uname
+	if paren {
+		uid, ok := strings.CutSuffix(uid, ")")
+		id, err := strconv.ParseInt(uid, 10, 64)
+		if !ok || err != nil || id < 0 {
+			return slurmConfig{}, fmt.Errorf("slurm: scontrol show config: line %d: SlurmUser %q: want name(uid)", su.Line, su.Value)
+		}
+		c.SlurmUID = id
 	}
 	return c, nil
 }

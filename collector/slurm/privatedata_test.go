@@ -9,7 +9,6 @@ import (
 	"os/user"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -103,22 +102,12 @@ func FuzzParseSlurmConfig(f *testing.F) {
 	})
 }
 
-// fakeCommand writes a command that prints stdout and stderr and exits with
-// exit, and appends a line to runs at each run.
+// fakeCommand writes, in a directory of its own, a command that prints
+// stdout and stderr and exits with exit, and appends a line to runs at each
+// run (fakeScontrol).
 func fakeCommand(t *testing.T, stdout, stderr string, exit int) (path, runs string) {
 	t.Helper()
-	dir := t.TempDir()
-	path, runs = filepath.Join(dir, "cmd"), filepath.Join(dir, "runs")
-	for name, s := range map[string]string{"stdout": stdout, "stderr": stderr} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	body := "#!/bin/sh\necho \"$*\" >> '" + runs + "'\ncat '" + filepath.Join(dir, "stdout") + "'\ncat '" + filepath.Join(dir, "stderr") + "' >&2\nexit " + strconv.Itoa(exit) + "\n"
-	if err := os.WriteFile(path, []byte(body), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return path, runs
+	return fakeScontrol(t, t.TempDir(), stdout, stderr, exit)
 }
 
 // TestCheckPrivateData runs the start-up check against a fake scontrol and
