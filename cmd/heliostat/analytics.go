@@ -175,6 +175,7 @@ func analyticsRunAt(ctx context.Context, args []string, e *env, wall func() time
 	if err != nil {
 		return err
 	}
+	hintUpClickHouse(&ch, fs, e.getenv)
 	cfg.Database = ch.Database
 	if err := ch.Validate(); err != nil {
 		return err
@@ -330,6 +331,7 @@ func analyticsCapacityAt(ctx context.Context, args []string, e *env, wall func()
 	if err != nil {
 		return err
 	}
+	hintUpClickHouse(&ch, fs, e.getenv)
 	queries := all
 	if len(names) > 0 {
 		byName := map[string]analytics.CapacityQuery{}

@@ -45,6 +45,9 @@ func runCollector(ctx context.Context, args []string, e *env) error {
 	if err := refuseZero(fs, append([]string{"collector.interval", "collector.max-ticks-per-message", "synthetic.gpus"}, simPositiveFlags()...)...); err != nil {
 		return fmt.Errorf("collector: %w", err)
 	}
+	if *gpus < 0 {
+		return fmt.Errorf("collector: --synthetic.gpus %d: negative (leave the flag out for the default, %s)", *gpus, fs.Lookup("synthetic.gpus").DefValue)
+	}
 	if err := cc.Validate(); err != nil {
 		return err
 	}

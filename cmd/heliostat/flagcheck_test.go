@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -92,6 +93,43 @@ func TestUpHelpDefaults(t *testing.T) {
 	} {
 		if !strings.Contains(errs.String(), want) {
 			t.Errorf("up -h lacks %q", want)
+		}
+	}
+}
+
+// TestRefusesNegative: up's (and the collector's) counts and durations that
+// cannot be negative are refused at once, naming the flag, before anything
+// is started or written in the data directory. Before, `up --synthetic.gpus
+// -2` ran with no GPU and `up --retention -5h` kept everything.
+func TestRefusesNegative(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"up", "--source", "synthetic", "--synthetic.gpus", "-2"}, "up: --synthetic.gpus -2: negative"},
+		{[]string{"up", "--retention", "-5h"}, "up: --retention -5h0m0s: negative (0 keeps all)"},
+		{[]string{"up", "--kafka.retention", "-5h"}, "up: --kafka.retention -5h0m0s: negative (0 keeps all)"},
+		{[]string{"up", "--actuator.audit-retention", "-1h"}, "up: --actuator.audit-retention -1h0m0s: negative (0 keeps all)"},
+		{[]string{"up", "--analytics.interval", "-1m"}, "--analytics.interval, --analytics.settle and --analytics.lookback must not be negative"},
+		{[]string{"collector", "--source", "synthetic", "--synthetic.gpus", "-2"}, "collector: --synthetic.gpus -2: negative"},
+	} {
+		dir := t.TempDir()
+		args := append([]string{}, tc.args...)
+		// Should a value be taken, what starts stays in dir, on free ports.
+		if tc.args[0] == "up" {
+			args = append(args, "--data-dir", dir, "--clickhouse.port", "0", "--kafka.port", "0",
+				"--web.listen-address", "127.0.0.1:0", "--actuator.listen-address", "127.0.0.1:0")
+		} else {
+			args = append(args, "--spool.dir", dir, "--kafka.brokers", "127.0.0.1:1", "--web.listen-address", "127.0.0.1:0")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := run(ctx, args, func(string) string { return "" }, io.Discard, io.Discard)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("heliostat %v = %v; want an error with %q", tc.args, err, tc.want)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+			t.Errorf("heliostat %v wrote %d files in its data directory before refusing", tc.args, len(entries))
 		}
 	}
 }

@@ -202,6 +202,7 @@ func runImport(ctx context.Context, args []string, e *env) error {
 		files = append(files, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
+	hintUpClickHouse(&f.clickhouse, fs, e.getenv)
 	if len(files) != 1 {
 		return fmt.Errorf("import: want one trace file, got %d: heliostat import [--format swf|helios] FILE [--to kafka|clickhouse] [--dry-run] [--json]", len(files))
 	}

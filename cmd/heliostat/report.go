@@ -200,6 +200,9 @@ func reportAt(ctx context.Context, args []string, e *env, now func() time.Time) 
 	}
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	if f.tracePath == "" {
+		hintUpClickHouse(&f.clickhouse, fs, e.getenv)
+	}
 
 	out := &reportOutput{}
 	rep := &reporter{flags: f, logger: logger, quiet: logger, stderr: e.stderr, getenv: e.getenv, out: out, now: now, progress: prog,

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/heliostat-dev/heliostat/analytics/report"
 	"github.com/heliostat-dev/heliostat/analytics/report/reporttest"
+	"github.com/heliostat-dev/heliostat/internal/chserver"
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
 
@@ -457,6 +459,51 @@ func TestReportNoData(t *testing.T) {
 		if !strings.Contains(string(b), "<b>–</b><span>"+tile+"</span>") {
 			i := strings.Index(string(b), tile)
 			t.Errorf("page: the tile %q does not show –: %s", tile, string(b)[max(0, i-40):i+len(tile)])
+		}
+	}
+}
+
+// TestRefusedHintsUp: a one-shot command whose ClickHouse refuses the
+// connection at an address not given on its command line (the default
+// 127.0.0.1:9000, or $HELIOSTAT_CLICKHOUSE_ADDR's) says where `heliostat
+// up`'s ClickHouse listens; an address given with --clickhouse.addr gets
+// no hint. Before, `report --out r.html` on up's data, as the README said
+// to run it, failed with "connection refused" alone.
+func TestRefusedHintsUp(t *testing.T) {
+	port, err := chserver.FreePort() // nothing listens on it
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	env := func(k string) string {
+		if k == "HELIOSTAT_CLICKHOUSE_ADDR" {
+			return addr
+		}
+		return ""
+	}
+	trace := fixture(t, "import_small.swf.in", "small.swf")
+	hint := regexp.MustCompile(`\(127\.0\.0\.1:\d+ is from \$HELIOSTAT_CLICKHOUSE_ADDR; ` + "`heliostat up`" + `'s ClickHouse listens on 127\.0\.0\.1:19000 .*: for its data, pass --clickhouse\.addr 127\.0\.0\.1:19000\)$`)
+	for _, args := range [][]string{
+		{"report", "--out", filepath.Join(t.TempDir(), "r.html")},
+		{"analytics", "run"},
+		{"analytics", "capacity"},
+		{"schema", "apply"},
+		{"import", "--to", "clickhouse", trace},
+	} {
+		for _, given := range []bool{false, true} {
+			argv := append([]string{}, args...)
+			if given {
+				argv = append(argv, "--clickhouse.addr", addr)
+			}
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), argv, env, &stdout, &stderr)
+			if err == nil || !strings.Contains(err.Error(), "connection refused") {
+				t.Errorf("%q: error %v; want connection refused", argv, err)
+				continue
+			}
+			if got := hint.MatchString(err.Error()); got == given {
+				t.Errorf("%q: error %q; want the hint about up's ClickHouse: %v", argv, err, !given)
+			}
 		}
 	}
 }

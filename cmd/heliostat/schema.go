@@ -33,6 +33,7 @@ func runSchema(ctx context.Context, args []string, e *env) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("schema %s: unexpected argument %q", sub, fs.Arg(0))
 	}
+	hintUpClickHouse(&ch, fs, e.getenv)
 	if sub == "show" {
 		migs, err := migrate.Load(schemas.Migrations, ch.Database)
 		if err != nil {

@@ -341,11 +341,11 @@ func saveSimState(dir string, s *sim.Sim) error {
 
 // restoreSim gives s, before it runs, the jobs and nodes the last run of its
 // cluster saved in dir, when s starts after them (a run told an earlier
-// --sim.start begins a new timeline, and restores nothing). It takes the
-// cluster's entry out of the file first, so that a later run, after this one
-// was killed, does not restore them a second time. It returns the ids of
-// the jobs s took over, for closeLostSimJobs. A damaged file restores
-// nothing (the jobs it held are ended as lost) and is replaced at the stop.
+// --sim.start begins a new timeline, and restores nothing). It leaves the
+// cluster's entry in the file: takeSimState takes it out once s is about
+// to run. It returns the ids of the jobs s took over, for
+// closeLostSimJobs. A damaged file restores nothing (the jobs it held are
+// ended as lost) and is replaced at the stop.
 func restoreSim(dir string, s *sim.Sim, logger *slog.Logger) ([]string, error) {
 	cluster := s.Config().Cluster
 	st, err := readSimStates(dir)
@@ -360,10 +360,6 @@ func restoreSim(dir string, s *sim.Sim, logger *slog.Logger) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	delete(st, cluster)
-	if err := writeSimStates(dir, st); err != nil {
-		return nil, err
-	}
 	if start := s.Config().Start; !saved.Clock.Before(start) {
 		logger.Info("the simulated clock starts before the last run stopped; its jobs are ended as lost", "cluster", cluster,
 			"sim_time", start, "saved_clock", saved.Clock, "jobs", len(saved.Jobs))
@@ -376,6 +372,27 @@ func restoreSim(dir string, s *sim.Sim, logger *slog.Logger) ([]string, error) {
 	logger.Info("the simulated cluster continues the jobs the last run left", "cluster", cluster,
 		"jobs", len(restored), "saved_jobs", len(saved.Jobs), "saved_clock", saved.Clock)
 	return restored, nil
+}
+
+// takeSimState takes cluster's entry out of dir's state file once the
+// simulated cluster that restoreSim gave its jobs to is about to run, with
+// nothing left that can fail before it does: a later run, after this one
+// was killed, does not restore them a second time, and a start that failed
+// before it leaves them to the next one. A damaged file is left to be
+// replaced at the stop.
+func takeSimState(dir, cluster string) error {
+	st, err := readSimStates(dir)
+	if errors.Is(err, errDamagedClock) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, ok := st[cluster]; !ok {
+		return nil
+	}
+	delete(st, cluster)
+	return writeSimStates(dir, st)
 }
 
 // upIngestGroup is the consumer group of up's ingest (ingest's default):

@@ -206,6 +206,9 @@ func TestSimResumeAfterKillAndStop(t *testing.T) {
 	if err != nil || len(restored) != 0 {
 		t.Fatalf("restoreSim() after a killed run = %v, %v; want nothing", restored, err)
 	}
+	if err := takeSimState(dir, cluster); err != nil {
+		t.Fatal(err)
+	}
 	p.StartIngest(t)
 	if err := closeLostSimJobs(ctx, second, restored, []string{p.Broker}, p.Group, p.Conn, p.DB, p.Logger); err != nil {
 		t.Fatal(err)
@@ -255,8 +258,11 @@ func TestSimResumeAfterKillAndStop(t *testing.T) {
 	if restored, err = restoreSim(dir, third, p.Logger); err != nil || !slices.Equal(restored, []string{"e"}) {
 		t.Fatalf("restoreSim() after a clean stop = %v, %v; want [e]", restored, err)
 	}
+	if err := takeSimState(dir, cluster); err != nil {
+		t.Fatal(err)
+	}
 	if again, err := readSimStates(dir); err != nil || len(again) != 0 {
-		t.Errorf("saved states after restoreSim: %v, %v; want none (taken)", again, err)
+		t.Errorf("saved states after takeSimState: %v, %v; want none (taken)", again, err)
 	}
 	if err := closeLostSimJobs(ctx, third, restored, []string{p.Broker}, p.Group, p.Conn, p.DB, p.Logger); err != nil {
 		t.Fatal(err)
@@ -285,8 +291,9 @@ func TestSimResumeAfterKillAndStop(t *testing.T) {
 }
 
 // TestRestoreSimFile: the saved jobs are taken out of the state file when a
-// run restores them, kept for the other clusters, and not restored by a run
-// told to start before them.
+// run that restored them is about to run (takeSimState), not before (a
+// start that fails in between keeps them for the next), kept for the other
+// clusters, and not restored by a run told to start before them.
 func TestRestoreSimFile(t *testing.T) {
 	t0 := time.Date(2025, 3, 4, 10, 0, 0, 0, time.UTC)
 	logger := slog.New(slog.DiscardHandler)
@@ -326,8 +333,15 @@ func TestRestoreSimFile(t *testing.T) {
 				t.Errorf("restoreSim() = %v, %v; want %v", got, err, tc.want)
 			}
 			st, err := readSimStates(dir)
+			if err != nil || len(st["x"].Jobs) != 1 || len(st["y"].Jobs) != 1 {
+				t.Errorf("states after restoreSim: %v, %v; want x's and y's (kept until the run)", st, err)
+			}
+			if err := takeSimState(dir, "x"); err != nil {
+				t.Fatal(err)
+			}
+			st, err = readSimStates(dir)
 			if _, ok := st["x"]; err != nil || ok || len(st["y"].Jobs) != 1 {
-				t.Errorf("states after restoreSim: %v, %v; want y's only", st, err)
+				t.Errorf("states after takeSimState: %v, %v; want y's only", st, err)
 			}
 			if got, err := restoreSim(dir, newSim("x", t0.Add(2*time.Hour)), logger); err != nil || len(got) != 0 {
 				t.Errorf("restoreSim() again = %v, %v; want nothing", got, err)
@@ -342,6 +356,9 @@ func TestRestoreSimFile(t *testing.T) {
 	s := newSim("x", t0)
 	if got, err := restoreSim(dir, s, logger); err != nil || len(got) != 0 {
 		t.Errorf("restoreSim() of a damaged file = %v, %v; want nothing, no error", got, err)
+	}
+	if err := takeSimState(dir, "x"); err != nil {
+		t.Errorf("takeSimState() of a damaged file: %v", err)
 	}
 	if err := saveSimState(dir, s); err != nil {
 		t.Errorf("saveSimState() over a damaged file: %v", err)

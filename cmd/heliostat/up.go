@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,11 +41,35 @@ import (
 // about 16 GB of data/kafka at the simulated cluster's default rate.
 const upKafkaRetention = 7 * 24 * time.Hour
 
+// upClickHousePort is up's --clickhouse.port default: its ClickHouse's
+// native port on 127.0.0.1, not the 9000 that --clickhouse.addr defaults
+// to elsewhere.
+const upClickHousePort = 19000
+
+// hintUpClickHouse ends the error of a connection refused at ch's address
+// with where up's ClickHouse listens, for a command that a user points at
+// up's data (report, analytics run, ...) when --clickhouse.addr was not
+// given on fs's command line: its address is the default, or
+// $HELIOSTAT_CLICKHOUSE_ADDR's, and the error says which.
+func hintUpClickHouse(ch *chconn.Config, fs *flag.FlagSet, getenv func(string) string) {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "clickhouse.addr" })
+	if given {
+		return
+	}
+	from := "is --clickhouse.addr's default"
+	if getenv("HELIOSTAT_CLICKHOUSE_ADDR") != "" {
+		from = "is from $HELIOSTAT_CLICKHOUSE_ADDR"
+	}
+	ch.RefusedHint = fmt.Sprintf("%s %s; `heliostat up`'s ClickHouse listens on 127.0.0.1:%d unless given another --clickhouse.port: for its data, pass --clickhouse.addr 127.0.0.1:%[3]d",
+		ch.Addr, from, upClickHousePort)
+}
+
 func runUp(ctx context.Context, args []string, e *env) error {
 	fs := newFlagSet("up", e)
 	dataDir := fs.String("data-dir", "data", "directory for the broker's log, ClickHouse's data and the collector's spool; a second run resumes from it")
 	kafkaPort := fs.Int("kafka.port", 9092, "port of the embedded Kafka-protocol broker on 127.0.0.1")
-	chPort := fs.Int("clickhouse.port", 19000, "native port of the local ClickHouse server on 127.0.0.1")
+	chPort := fs.Int("clickhouse.port", upClickHousePort, "native port of the local ClickHouse server on 127.0.0.1")
 	kafkaRetention := fs.Duration("kafka.retention", upKafkaRetention, "the embedded broker drops messages written longer ago than this (wall clock, checked hourly; ingest reads them within seconds); 0 keeps all")
 	var wf webFlags
 	// The report and the advisory API show user names and jobs, without a
@@ -114,11 +139,22 @@ func runUp(ctx context.Context, args []string, e *env) error {
 			return fmt.Errorf("up: --%s %d: not a port (0 picks a free one)", p.name, p.v)
 		}
 	}
-	if *statusEvery < 0 {
-		return fmt.Errorf("up: --status-interval %v: negative (0 turns the status line off)", *statusEvery)
+	if *gpus < 0 {
+		return fmt.Errorf("up: --synthetic.gpus %d: negative (leave the flag out for the default, %s)", *gpus, fs.Lookup("synthetic.gpus").DefValue)
 	}
-	if *kafkaRetention < 0 {
-		return fmt.Errorf("up: --kafka.retention %v: negative (0 keeps all)", *kafkaRetention)
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+		zero string
+	}{
+		{"status-interval", *statusEvery, "0 turns the status line off"},
+		{"kafka.retention", *kafkaRetention, "0 keeps all"},
+		{"retention", *retention, "0 keeps all"},
+		{"actuator.audit-retention", auditKeep, "0 keeps all"},
+	} {
+		if d.v < 0 {
+			return fmt.Errorf("up: --%s %v: negative (%s)", d.name, d.v, d.zero)
+		}
 	}
 	// The simulated cluster is not a real scheduler: up closes the loop on
 	// it (the actuator applies its actions to every partition and node)
@@ -129,7 +165,10 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	if set["actuator.cluster"] {
 		return errors.New("up: --actuator.cluster: up's actuator acts on the simulated cluster; name it with --sim.cluster")
 	}
-	for _, v := range []interface{ Validate() error }{sumc, predc, gc, lc, ac} {
+	// The analytics flags too, before anything starts (NewRunner checks
+	// them again once ClickHouse runs); the database is up's.
+	anc.Database = "heliostat"
+	for _, v := range []interface{ Validate() error }{sumc, predc, gc, lc, ac, &anc} {
 		if err := v.Validate(); err != nil {
 			return err
 		}
@@ -184,6 +223,14 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
+	// One up per data directory, taken before anything in it is touched: a
+	// second would run on the first's ClickHouse data, broker log, spool
+	// and saved simulation.
+	lock, err := lockDataDir(dir)
+	if err != nil {
+		return fmt.Errorf("up: %w", err)
+	}
+	defer lock.Close()
 	// A stop signal during start-up stops up as one after it does:
 	// cleanly, saying what it was doing.
 	interrupted := func(doing string, err error) error {
@@ -281,6 +328,16 @@ func runUp(ctx context.Context, args []string, e *env) error {
 			return err
 		}
 		c := s.Config()
+		// Its GPUs are known, the whole cluster's and each VC's: without
+		// them the analytics would take a VC's capacity to be the most GPUs
+		// its jobs held at once (and the cluster's, from the VCs, to be
+		// those of the VCs that had jobs in the window).
+		if !set["analytics.capacity"] && !set["analytics.capacity-file"] {
+			anc.Capacity = append(anc.Capacity, analytics.Capacity{Cluster: c.Cluster, GPUs: uint32(c.Nodes * c.GPUsPerNode)})
+			for _, vc := range c.VCList() {
+				anc.Capacity = append(anc.Capacity, analytics.Capacity{Cluster: c.Cluster, VC: vc.Name, GPUs: uint32(vc.Nodes * c.GPUsPerNode)})
+			}
+		}
 		describe = fmt.Sprintf("simulated cluster %q: %d nodes × %d GPUs, %g× real time, FIFO with backfill=%v", c.Cluster, c.Nodes, c.GPUsPerNode, c.Speedup, c.Backfill)
 		lc.Cluster = c.Cluster
 		// With the timeline continued, the demand the loop saved in an
@@ -326,6 +383,21 @@ func runUp(ctx context.Context, args []string, e *env) error {
 		return err
 	}
 	srv.Handle("/report", page)
+	chExits := prometheus.NewCounter(prometheus.CounterOpts{Name: "heliostat_up_clickhouse_exits_total",
+		Help: "Times up's ClickHouse server exited on its own (killed, crashed, out of memory); up starts it again, and stops after 5 failed starts in a row."})
+	if err := reg.Register(chExits); err != nil {
+		_ = pub.Close()
+		return fmt.Errorf("up: %w", err)
+	}
+	// Nothing fails from here until the simulated cluster runs, and its
+	// jobs are saved again once it has stopped: the saved ones can leave
+	// the file. Up to here, a failed start leaves them to the next.
+	if s != nil {
+		if err := takeSimState(dir, s.Config().Cluster); err != nil {
+			_ = pub.Close()
+			return err
+		}
+	}
 
 	fmt.Fprintf(e.stdout, `heliostat is up (Ctrl-C stops it; running it again resumes on the same data)
   data directory  %s
@@ -385,13 +457,8 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	srv.SetReady(true)
 	// up's ClickHouse is its child: should it exit (killed, out of
 	// memory), up starts it again on the same data while the parts retry,
-	// and stops if it cannot. The supervisor stops last, so that ingest's
-	// last flush has a ClickHouse.
-	chExits := prometheus.NewCounter(prometheus.CounterOpts{Name: "heliostat_up_clickhouse_exits_total",
-		Help: "Times up's ClickHouse server exited on its own (killed, crashed, out of memory); up starts it again, and stops after 5 failed starts in a row."})
-	if err := reg.Register(chExits); err != nil {
-		return fmt.Errorf("up: %w", err)
-	}
+	// and stops if it cannot (chExits counts its exits). The supervisor
+	// stops last, so that ingest's last flush has a ClickHouse.
 	runCtx, stopRun := context.WithCancelCause(ctx)
 	defer stopRun(nil)
 	superviseCtx, stopSupervising := context.WithCancel(context.WithoutCancel(ctx))
@@ -436,6 +503,32 @@ func simClock(s *sim.Sim) func() string {
 		st := s.Stats()
 		return fmt.Sprintf("sim %s (%d pending, %d running, %d/%d GPUs busy)", st.Now.UTC().Format("2006-01-02 15:04"), st.Pending, st.Running, st.GPUsBusy, st.GPUs)
 	}
+}
+
+// dataDirLock is the file in up's data directory that the running up
+// holds an exclusive flock on.
+const dataDirLock = "LOCK"
+
+// lockDataDir creates dir and takes an exclusive, non-blocking flock on
+// its LOCK file, which the kernel drops when the file is closed or the
+// process dies; the caller closes the file when it is done with dir.
+func lockDataDir(dir string) (*os.File, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create the data directory: %w", err)
+	}
+	path := filepath.Join(dir, dataDirLock)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lock the data directory: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("data directory %s is in use by another heliostat up (it holds %s): stop it, or pass another --data-dir", dir, path)
+		}
+		return nil, fmt.Errorf("lock the data directory %s: %w", dir, err)
+	}
+	return f, nil
 }
 
 // httpAddr turns a listener address into one a browser can open.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -87,8 +88,30 @@ func TestUp(t *testing.T) {
 		t.Errorf("saved clock %v, want the first run's stop %s", clocks, stopped)
 	}
 
+	// Starts that fail after reading the saved jobs leave them to the next
+	// start. Before, they took them out of the file: the second run ended
+	// them as lost (a warning, "it was killed").
+	saved, err := os.ReadFile(filepath.Join(dir, simStateFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := readSimStates(dir); err != nil || len(st["local"].Jobs) == 0 {
+		t.Fatalf("the first run saved %v, %v; want jobs of cluster local", st, err)
+	}
+	upFails(t, dir, ports, "--actuator.token-file", "--actuator.token-file", filepath.Join(dir, "no-such-token"))
+	held, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(ports[3]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	upFails(t, dir, ports, "address already in use")
+	held.Close()
+	if after, err := os.ReadFile(filepath.Join(dir, simStateFile)); err != nil || string(after) != string(saved) {
+		t.Fatalf("%s after the failed starts:\n%s (%v)\nwant as the first run saved it:\n%s", simStateFile, after, err, saved)
+	}
+
 	second := runUpFor(t, dir, ports, "1h")
-	for _, msg := range []string{"the simulated clock resumes where the last run stopped", "loaded the saved demand history", "sim stopped"} {
+	for _, msg := range []string{"the simulated clock resumes where the last run stopped", "loaded the saved demand history", "sim stopped",
+		"the simulated cluster continues the jobs the last run left"} {
 		if second.seen[msg] == 0 {
 			t.Errorf("second run: no %q in the log:\n%s", msg, second.logs)
 		}
@@ -228,6 +251,30 @@ func runUpFor(t *testing.T, dir string, ports []int, duration string, extra ...s
 		}
 	}
 	return r
+}
+
+// upFails runs up on dir's data with the simulated cluster, with extra
+// flags appended, and fails t unless it fails naming want. Its metrics
+// listen on a port of their own: a start that fails does not close its
+// metrics listener (the process exits).
+func upFails(t *testing.T, dir string, ports []int, want string, extra ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	webPort, err := chserver.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr strings.Builder
+	err = run(ctx, append([]string{"up", "--data-dir", dir,
+		"--clickhouse.port", strconv.Itoa(ports[0]), "--kafka.port", strconv.Itoa(ports[1]),
+		"--web.listen-address", "127.0.0.1:" + strconv.Itoa(webPort), "--actuator.listen-address", "127.0.0.1:" + strconv.Itoa(ports[3]),
+		"--source", "sim", "--sim.duration", "1h", "--sim.speedup", "1200", "--log.format", "json"}, extra...),
+		noEnv, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("up %q = %v; want an error naming %s\n%s", extra, err, want, stderr.String())
+	}
+	t.Logf("up %q: %v", extra, err)
 }
 
 // TestSimClockFile: the saved clock keeps each cluster's entry, never moves
@@ -473,10 +520,11 @@ func TestUpTrims(t *testing.T) {
 		t.Skip("runs heliostat up")
 	}
 	start := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, 60).Add(10 * time.Hour)
-	u := startUp(t, "--sim.start", start.Format(time.RFC3339), "--retention", "720h")
+	u := startUp(t, "--sim.start", start.Format(time.RFC3339), "--retention", "720h", "--analytics.interval", "2s")
 	u.waitFor(t, "the start banner", 2*time.Minute, func(_ []upLog, stdout string) bool {
 		return strings.Contains(stdout, "heliostat is up")
 	})
+	u.refusesSecond(t)
 
 	// The topics up created.
 	client := &kafka.Client{Addr: kafka.TCP("127.0.0.1:" + strconv.Itoa(u.ports[1])), Timeout: 10 * time.Second}
@@ -532,9 +580,71 @@ func TestUpTrims(t *testing.T) {
 		}
 		return n == 0
 	})
+
+	// The analytics take the simulated cluster's and VCs' capacities from
+	// its layout (--sim.vcs vc1:4,vc2:4 of 8-GPU nodes). Before, a VC's
+	// was the most GPUs its jobs held at once (source peak: 9 and 11 GPUs).
+	type capacity struct {
+		vc, source string
+		gpus       uint32
+	}
+	var caps []capacity
+	u.waitFor(t, "analytics capacities of the simulated VCs", time.Minute, func(_ []upLog, _ string) bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		rows, err := conn.Query(ctx, "SELECT vc, source, gpus FROM heliostat.analytics_capacity WHERE cluster = 'local' ORDER BY window_id, vc")
+		if err != nil {
+			t.Logf("analytics capacities: %v", err)
+			return false
+		}
+		defer rows.Close()
+		caps = caps[:0]
+		for rows.Next() {
+			var c capacity
+			if err := rows.Scan(&c.vc, &c.source, &c.gpus); err != nil {
+				t.Fatal(err)
+			}
+			caps = append(caps, c)
+		}
+		return slices.ContainsFunc(caps, func(c capacity) bool { return c.vc != "" })
+	})
+	for _, c := range caps {
+		want := uint32(32) // a VC's 4 nodes × 8 GPUs
+		if c.vc == "" {
+			want = 64 // the cluster's
+		}
+		if c.source != "config" || c.gpus != want {
+			t.Errorf("analytics capacity of VC %q: %d GPUs (%s); want %d (config)", c.vc, c.gpus, c.source, want)
+		}
+	}
 	u.stop()
 	if err := <-u.done; err != nil {
 		t.Errorf("up: %v", err)
 	}
 	u.done <- nil
+}
+
+// refusesSecond runs a second up on u's data directory and ports, as
+// `make run` run twice does: it must stop at once, naming the data
+// directory, before it touches anything of the running up's. Before, it
+// took the running up's ClickHouse for its own ("local clickhouse
+// started"), opened a second broker on its kafka directory, rewriting its
+// files, and failed only at the spool's lock.
+func (u *upProcess) refusesSecond(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var stdout, stderr strings.Builder
+	begun := time.Now()
+	err := run(ctx, []string{"up", "--data-dir", u.dir,
+		"--clickhouse.port", strconv.Itoa(u.ports[0]), "--kafka.port", strconv.Itoa(u.ports[1]),
+		"--web.listen-address", "127.0.0.1:" + strconv.Itoa(u.ports[2]), "--actuator.listen-address", "127.0.0.1:" + strconv.Itoa(u.ports[3]),
+		"--source", "sim", "--sim.duration", "1h", "--sim.speedup", "1200", "--log.format", "json"}, noEnv, &stdout, &stderr)
+	t.Logf("second up on %s: %v after %s", u.dir, err, time.Since(begun).Round(time.Millisecond))
+	if err == nil || !strings.Contains(err.Error(), u.dir) || !strings.Contains(err.Error(), "another heliostat up") || !strings.Contains(err.Error(), "--data-dir") {
+		t.Errorf("second up on the same data directory = %v; want an error naming %s, another heliostat up and --data-dir", err, u.dir)
+	}
+	if logs := stderr.String(); strings.Contains(logs, "clickhouse") {
+		t.Errorf("second up on the same data directory started something:\n%s", logs)
+	}
 }

@@ -188,8 +188,8 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// vcList returns the virtual clusters of a defaulted, valid c.
-func (c Config) vcList() []VC {
+// VCList returns the virtual clusters of a defaulted, valid c (Sim.Config's).
+func (c Config) VCList() []VC {
 	vcs, _ := ParseVCs(c.VCs)
 	if vcs == nil {
 		return []VC{{Name: "vc1", Nodes: c.Nodes}}

@@ -232,7 +232,7 @@ func New(cfg Config, work Workload, pol Policy, pub collector.Publisher, logger 
 		cfg.Start = now()
 	}
 	cfg.Start = cfg.Start.Truncate(time.Second)
-	vcs := cfg.vcList()
+	vcs := cfg.VCList()
 	if work == nil {
 		if cfg.Speedup == 0 && cfg.Duration == 0 {
 			return nil, errors.New("sim: the synthetic workload never ends: set --sim.duration with --sim.speedup 0")

@@ -12,6 +12,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -58,6 +59,10 @@ type Config struct {
 	// Logger reports the client certificate reloaded after a renewal (it
 	// is read again when its files change); nil discards. Not a flag.
 	Logger *slog.Logger
+	// RefusedHint, when set, ends the error of a connection that Addr
+	// refused (nothing listens there) with what else the caller's user
+	// can do, in the caller's terms. Default none. Not a flag.
+	RefusedHint string
 }
 
 // RegisterFlags adds the --clickhouse.* flags to fs, with defaults from getenv.
@@ -226,6 +231,9 @@ func (c *Config) connect(ctx context.Context, opts *clickhouse.Options) (driver.
 	defer cancel()
 	if err := conn.Ping(pctx); err != nil {
 		conn.Close()
+		if c.RefusedHint != "" && errors.Is(err, syscall.ECONNREFUSED) {
+			err = fmt.Errorf("%w (%s)", err, c.RefusedHint)
+		}
 		if opts.TLS != nil {
 			return nil, fmt.Errorf("chconn: ping %s over TLS: %w", c.Addr, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -301,5 +302,46 @@ func TestOpenWait(t *testing.T) {
 	}
 	if prepared != 2 {
 		t.Errorf("prepare ran %d times; want 2 (a failure, then success)", prepared)
+	}
+}
+
+// TestOpenRefusedHint: a connection refused ends with the caller's hint;
+// other errors, and callers with no hint, get none.
+func TestOpenRefusedHint(t *testing.T) {
+	port, err := chserver.FreePort() // nothing listens on it
+	if err != nil {
+		t.Fatal(err)
+	}
+	closing, err := net.Listen("tcp", "127.0.0.1:0") // accepts, then hangs up
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closing.Close()
+	go func() {
+		for {
+			c, err := closing.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	const hint = "try the other one"
+	for _, tc := range []struct {
+		name, addr, hint string
+		want             bool
+	}{
+		{"refused", "127.0.0.1:" + strconv.Itoa(port), hint, true},
+		{"refused, no hint", "127.0.0.1:" + strconv.Itoa(port), "", false},
+		{"hung up", closing.Addr().String(), hint, false},
+	} {
+		c := Config{Addr: tc.addr, Database: "heliostat", DialTimeout: 2 * time.Second, RefusedHint: tc.hint}
+		_, err := c.Open(context.Background(), noenv)
+		if err == nil {
+			t.Fatalf("%s: Open(%s) = nil error", tc.name, tc.addr)
+		}
+		if got := strings.HasSuffix(err.Error(), "("+hint+")"); got != tc.want {
+			t.Errorf("%s: Open(%s) = %v; want the hint: %v", tc.name, tc.addr, err, tc.want)
+		}
 	}
 }

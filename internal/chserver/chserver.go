@@ -407,8 +407,10 @@ func (s *Server) ErrorLog() string {
 
 // ping checks that the server at Addr answers and that it is this one: a
 // ClickHouse that another process runs on the port answers pings too, and
-// it keeps its data elsewhere. A server whose system.databases cannot be
-// read is taken at its word.
+// it keeps its data elsewhere, or, run on the same directory, holds its
+// status file, which names its process (ours then cannot lock the file and
+// exits). A server whose system.databases cannot be read is taken at its
+// word.
 func (s *Server) ping(ctx context.Context) error {
 	conn, err := clickhouse.Open(&clickhouse.Options{
 		Addr:        []string{s.Addr()},
@@ -425,11 +427,36 @@ func (s *Server) ping(ctx context.Context) error {
 	}
 	var path string
 	err = conn.QueryRow(pctx, "SELECT data_path FROM system.databases WHERE name = 'system'").Scan(&path)
-	if err != nil || strings.HasPrefix(path, s.cfg.Dir+"/data/") {
+	if err != nil {
 		return nil
 	}
-	return fmt.Errorf("%w: %s, whose data is in %s", errForeign, s.Addr(), path)
+	if !strings.HasPrefix(path, s.cfg.Dir+"/data/") {
+		return fmt.Errorf("%w: %s, whose data is in %s", errForeign, s.Addr(), path)
+	}
+	if pid := s.statusPID(); pid != 0 && pid != s.process().cmd.Process.Pid {
+		return fmt.Errorf("%w: %s, process %d, which runs on the same directory %s", errForeign, s.Addr(), pid, s.cfg.Dir)
+	}
+	return nil
 }
+
+// statusPID returns the process id that the server's status file names:
+// the server's that holds the data directory. 0 when it cannot be read.
+func (s *Server) statusPID() int {
+	b, err := os.ReadFile(filepath.Join(s.cfg.Dir, "data", "status"))
+	if err != nil {
+		return 0
+	}
+	m := statusPIDLine.FindSubmatch(b)
+	if m == nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(string(m[1]))
+	return pid
+}
+
+// statusPIDLine finds the process id in the status file ClickHouse keeps
+// locked in its data directory ("PID: 1234").
+var statusPIDLine = regexp.MustCompile(`(?m)^PID: (\d+)$`)
 
 // Addr returns the native-protocol address, host:port.
 func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.cfg.TCPPort) }

@@ -173,3 +173,39 @@ func TestStartPortTaken(t *testing.T) {
 		t.Errorf("ping %s: %v", s2.Addr(), err)
 	}
 }
+
+// TestStartSameDir starts a second server on the directory and port of a
+// running one: the second process cannot lock the directory and exits, and
+// the one answering on the port, whose data lie in the same directory, is
+// the first's. Start must not take it for its own. Before, it returned a
+// Server whose process had exited.
+func TestStartSameDir(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	logger := slog.New(slog.DiscardHandler)
+	dir := t.TempDir()
+	s, err := Start(ctx, Config{Dir: dir, Install: true}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Stop(); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	})
+	port, err := strconv.Atoi(strings.TrimPrefix(s.Addr(), "127.0.0.1:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Start(ctx, Config{Dir: dir, Install: true, TCPPort: port}, logger)
+	if err == nil {
+		_ = s2.Stop()
+		t.Fatalf("Start on the directory and port of a running server (pid %d) = a server of pid %d; want an error", s.PID(), s2.PID())
+	}
+	if !errors.Is(err, ErrPortTaken) || !strings.Contains(err.Error(), strconv.Itoa(s.PID())) {
+		t.Errorf("Start on the directory and port of a running server = %v; want it refused as taken by another server, naming pid %d", err, s.PID())
+	}
+	if err := s.ping(ctx); err != nil {
+		t.Errorf("the first server after the second start: ping: %v", err)
+	}
+}
