@@ -94,7 +94,14 @@ func decodeConfig(b []byte) (exclusions, error) {
 // whole number of at least 1 is an error, as it is to Slurm.
 func parseExcNodes(s string) ([]excGroup, error) {
 	var out []excGroup
-	for _, item := range splitHostlists(s) {
+	items, err := slurmfmt.SplitHostlist(s)
+	if err != nil {
+		return nil, err
+	}
+	for _, item := range items {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
 		hosts, count, counted := strings.Cut(item, ":")
 		names, err := slurmfmt.ExpandHostlist(hosts)
 		if err != nil {
@@ -116,37 +123,6 @@ func parseExcNodes(s string) ([]excGroup, error) {
 		out = append(out, g)
 	}
 	return out, nil
-}
-
-// splitHostlists splits s at the commas outside brackets, leaving out
-// empty items: "gpu[1,3]:1,gpu4" → "gpu[1,3]:1", "gpu4". A bracket left
-// open runs to the end (ExpandHostlist then says what is wrong).
-func splitHostlists(s string) []string {
-	var out []string
-	start, depth := 0, 0
-	for i := 0; i <= len(s); i++ {
-		if i < len(s) {
-			switch s[i] {
-			case '[':
-				depth++
-				continue
-			case ']':
-				depth--
-				continue
-			case ',':
-				if depth > 0 {
-					continue
-				}
-			default:
-				continue
-			}
-		}
-		if f := strings.TrimSpace(s[start:i]); f != "" {
-			out = append(out, f)
-		}
-		start = i + 1
-	}
-	return out
 }
 
 // splitSetting splits a comma-separated setting, leaving out empty items.

@@ -22,6 +22,35 @@ func ExpandHostlist(s string) ([]string, error) {
 		return nil, nil
 	}
 	var out []string
+	err := splitTop(s, func(start, end int) (err error) {
+		out, err = expandHost(out, s, start, s[start:end])
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// SplitHostlist splits s at the commas outside brackets, as ExpandHostlist
+// reads it, without expanding the items: "gpu[1,3]:1,gpu4" → "gpu[1,3]:1",
+// "gpu4". Items may be empty. Brackets nested, unopened or left open are
+// errors naming the offset.
+func SplitHostlist(s string) ([]string, error) {
+	var out []string
+	err := splitTop(s, func(start, end int) error {
+		out = append(out, s[start:end])
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// splitTop calls item with the bounds of each item of s, the list split at
+// the commas outside brackets, in order, stopping at its first error.
+func splitTop(s string, item func(start, end int) error) error {
 	start, depth := 0, 0
 	for i := 0; i <= len(s); i++ {
 		if i < len(s) {
@@ -29,13 +58,13 @@ func ExpandHostlist(s string) ([]string, error) {
 			case '[':
 				depth++
 				if depth > 1 {
-					return nil, fmt.Errorf("hostlist %q: nested '[' at offset %d", s, i)
+					return fmt.Errorf("hostlist %q: nested '[' at offset %d", s, i)
 				}
 				continue
 			case ']':
 				depth--
 				if depth < 0 {
-					return nil, fmt.Errorf("hostlist %q: ']' without '[' at offset %d", s, i)
+					return fmt.Errorf("hostlist %q: ']' without '[' at offset %d", s, i)
 				}
 				continue
 			case ',':
@@ -47,16 +76,14 @@ func ExpandHostlist(s string) ([]string, error) {
 			}
 		}
 		if depth != 0 {
-			return nil, fmt.Errorf("hostlist %q: '[' at offset %d is not closed", s, strings.LastIndexByte(s, '['))
+			return fmt.Errorf("hostlist %q: '[' at offset %d is not closed", s, strings.LastIndexByte(s, '['))
 		}
-		var err error
-		out, err = expandHost(out, s, start, s[start:i])
-		if err != nil {
-			return nil, err
+		if err := item(start, i); err != nil {
+			return err
 		}
 		start = i + 1
 	}
-	return out, nil
+	return nil
 }
 
 // expandHost appends the expansion of one host expression (no top-level

@@ -74,3 +74,29 @@ func FuzzExpandHostlist(f *testing.F) {
 		}
 	})
 }
+
+func TestSplitHostlist(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []string
+		err  string
+	}{
+		{in: "gpu[1,3]:1,gpu4", want: []string{"gpu[1,3]:1", "gpu4"}},
+		{in: "a,,b", want: []string{"a", "", "b"}},
+		{in: "", want: []string{""}},
+		{in: "gpu[1,3", err: "'[' at offset 3 is not closed"},
+		{in: "gpu1]", err: "']' without '[' at offset 4"},
+		{in: "g[[1]]", err: "nested '[' at offset 2"},
+	} {
+		got, err := SplitHostlist(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("SplitHostlist(%q) error = %v; want one containing %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("SplitHostlist(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+}
