@@ -282,27 +282,33 @@ func TestHandlerNothingYet(t *testing.T) {
 // TestLoadZeroRunTime: a GPU job that ran 0 s counts at the run-time CDF's
 // first point, 1 s (its bucket is 0 where log10 of 0 would be -inf), and one
 // that ran an hour only from 3,981 s (10^3.6) on.
+// characterize runs the analytics jobs named (all when none) over window w
+// of cluster c with cfg, on the clock now, and loads the report of it.
+func characterize(t *testing.T, conn driver.Conn, cfg analytics.Config, w analytics.Window, now func() time.Time, jobs ...string) *Report {
+	t.Helper()
+	r, err := analytics.NewRunner(cfg, conn, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.RunWindow(t.Context(), w, jobs...); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Load(t.Context(), conn, LoadOptions{Database: cfg.Database, Window: w, Cluster: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
 func TestLoadZeroRunTime(t *testing.T) {
 	cfg, conn := schematest.Database(t)
-	ctx := t.Context()
 	db := cfg.Database
 	day := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 	end := day.Add(time.Hour)
 	schematest.InsertJobRows(t, conn, db, "cluster, job_id, source, user, partition_name, state, submit_time, start_time, end_time, gpus, last_event, updated_at, inserted_at, version",
 		[]any{"c", "1", "slurm", "a", "gpu", "COMPLETED", day, &day, &end, uint32(1), "END", end, end, uint64(1)},
 		[]any{"c", "2", "slurm", "a", "gpu", "COMPLETED", day, &day, &day, uint32(1), "END", day, day, uint64(1)})
-	w := analytics.Window{Since: day, Until: day.AddDate(0, 0, 1)}
-	r, err := analytics.NewRunner(analytics.Config{Database: db}, conn, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.RunWindow(ctx, w, "jobs"); err != nil {
-		t.Fatal(err)
-	}
-	rep, err := Load(ctx, conn, LoadOptions{Database: db, Window: w, Cluster: "c"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := characterize(t, conn, analytics.Config{Database: db}, analytics.Window{Since: day, Until: day.AddDate(0, 0, 1)}, time.Now, "jobs")
 	if len(rep.DurationCDF) == 0 {
 		t.Fatal("no run-time CDF")
 	}
@@ -348,7 +354,6 @@ func TestLoadGPUJobsOnly(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, conn := schematest.Database(t)
-			ctx := t.Context()
 			db := cfg.Database
 			day := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 			row := func(id, user string, gpus uint32, submit time.Time, wait, run time.Duration) []any {
@@ -368,18 +373,8 @@ func TestLoadGPUJobsOnly(t *testing.T) {
 				want["cpu"] = math.NaN() // no GPU delay to share out
 			}
 			schematest.InsertJobRows(t, conn, db, "cluster, job_id, source, user, partition_name, state, submit_time, start_time, end_time, gpus, last_event, updated_at, inserted_at, version", rows...)
-			w := analytics.Window{Since: day, Until: day.AddDate(0, 0, 1)}
-			r, err := analytics.NewRunner(analytics.Config{Database: db, Capacity: []analytics.Capacity{{Cluster: "c", GPUs: 4}}}, conn, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), time.Now)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := r.RunWindow(ctx, w); err != nil {
-				t.Fatal(err)
-			}
-			rep, err := Load(ctx, conn, LoadOptions{Database: db, Window: w, Cluster: "c"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			rep := characterize(t, conn, analytics.Config{Database: db, Capacity: []analytics.Capacity{{Cluster: "c", GPUs: 4}}},
+				analytics.Window{Since: day, Until: day.AddDate(0, 0, 1)}, time.Now)
 			if rep.RunP50S != tc.wantMedian || rep.Headline.DurationMedianS != tc.wantAll {
 				t.Errorf("median run time: GPU jobs %v, all jobs %v; want %v, %v", rep.RunP50S, rep.Headline.DurationMedianS, tc.wantMedian, tc.wantAll)
 			}
@@ -434,25 +429,14 @@ func TestLoadHeatmapPartialHours(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, conn := schematest.Database(t)
-			ctx := t.Context()
 			db := cfg.Database
 			job := []any{"c", "1", "slurm", "a", "p", "RUNNING", held, &held, nil, uint32(1), "START", held, held, uint64(1)}
 			if !tc.end.IsZero() {
 				job = []any{"c", "1", "slurm", "a", "p", "COMPLETED", held, &held, &tc.end, uint32(1), "END", tc.end, tc.end, uint64(1)}
 			}
 			schematest.InsertJobRows(t, conn, db, "cluster, job_id, source, user, partition_name, state, submit_time, start_time, end_time, gpus, last_event, updated_at, inserted_at, version", job)
-			w := analytics.Window{Since: tc.since, Until: tc.since.AddDate(0, 0, 14)}
-			r, err := analytics.NewRunner(analytics.Config{Database: db, Capacity: []analytics.Capacity{{Cluster: "c", GPUs: 1}}}, conn, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), func() time.Time { return tc.now })
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := r.RunWindow(ctx, w); err != nil {
-				t.Fatal(err)
-			}
-			rep, err := Load(ctx, conn, LoadOptions{Database: db, Window: w, Cluster: "c"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			rep := characterize(t, conn, analytics.Config{Database: db, Capacity: []analytics.Capacity{{Cluster: "c", GPUs: 1}}},
+				analytics.Window{Since: tc.since, Until: tc.since.AddDate(0, 0, 14)}, func() time.Time { return tc.now })
 			if got := rep.HourWeekday[0][10]; math.Abs(got-tc.want) > 1e-12 {
 				t.Errorf("heatmap Monday 10:00 = %v; want %v", got, tc.want)
 			}
