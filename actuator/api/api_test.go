@@ -27,6 +27,7 @@ import (
 	"github.com/heliostat-dev/heliostat/actuator/ces"
 	"github.com/heliostat-dev/heliostat/actuator/loop"
 	"github.com/heliostat-dev/heliostat/actuator/qssf"
+	"github.com/heliostat-dev/heliostat/predictor/live"
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
 
@@ -167,6 +168,7 @@ func TestGolden(t *testing.T) {
 		{"err_query_escape", "GET", "/v1/actions?kind=%zz", "", nil},
 		{"err_since_range", "GET", "/v1/actions?since=2106-02-07T06:28:16Z", "", nil},
 		{"err_field_case", "POST", "/v1/predict", `{"user": "dave", "GPUS": 4}`, nil},
+		{"err_duplicate_field", "POST", "/v1/predict", `{"user": "dave", "gpus": 4, "gpus": 400}`, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := f.do(tc.method, tc.target, tc.body, tc.hdr...)
@@ -301,6 +303,12 @@ func TestValidation(t *testing.T) {
 		{"POST", "/v1/predict", `{"USER": "dave", "GPUS": 4}`, 400, "USER"},
 		{"POST", "/v1/predict", `{"user": "dave", "gpus": 4, "Gpus": 400}`, 400, "Gpus"},
 		{"POST", "/v1/predict", `{"user": "dave", "time_limit_\u017f": 60}`, 400, "time_limit_\u017f"},
+		// A name given twice is refused, not read as its last value; also
+		// when one of the two is escaped.
+		{"POST", "/v1/predict", `{"user": "dave", "gpus": 4, "gpus": 400}`, 400, "gpus"},
+		{"POST", "/v1/predict", `{"user": "dave", "\u0075ser": "eve"}`, 400, "user"},
+		{"POST", "/v1/predict", `{"user": "dave", "name": null, "name": "x"}`, 400, "name"},
+		{"POST", "/v1/predict", `{"user": "dave", "gpus": 4, "Gpus": 1, "gpus": 400}`, 400, "Gpus"},
 		// maxLength counts characters; submit_time's years are UTC's.
 		{"POST", "/v1/predict", `{"user": "` + strings.Repeat("\u00fc", 257) + `"}`, 400, "user"},
 		{"POST", "/v1/predict", `{"user": "u", "submit_time": "2000-01-01T00:30:00+01:00"}`, 400, "submit_time"},
@@ -474,7 +482,8 @@ func FuzzDecodePredict(f *testing.F) {
 	for _, s := range []string{`{"user": "dave", "name": "train", "partition": "batch", "gpus": 4, "time_limit_s": 1800, "submit_time": "2026-03-02T09:00:00Z"}`,
 		`{"user": "x", "gpus": "two"}`, `{"user":`, `{"user": "u"} x`,
 		`{"USER": "dave", "GPUS": 4}`, `{"user": "dave", "gpus": 4, "Gpus": 400}`, `{"\u0075ser": "dave"}`, `{"\u0055SER": "dave"}`,
-		`{ "name" : "a\"}, \"Gpus\": 1" , "user":"u" , "gpus" : 4 , "time_limit_s":null }`} {
+		`{ "name" : "a\"}, \"Gpus\": 1" , "user":"u" , "gpus" : 4 , "time_limit_s":null }`,
+		`{"user": "dave", "gpus": 4, "gpus": 400}`, `{"user": "dave", "\u0075ser": "eve"}`, `{"user": "a\"", "name": "\"gpus\":1", "gpus": 1}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -500,7 +509,39 @@ func FuzzDecodePredict(f *testing.F) {
 				t.Errorf("decodePredict accepted %q, with the name %q", b, name)
 			}
 		}
+		// No name twice: encoding/json keeps the last value of a name
+		// given twice, which the map above cannot show.
+		seen := map[string]bool{}
+		for _, name := range objectNames(t, b) {
+			if seen[name] {
+				t.Errorf("decodePredict accepted %q, with the name %q twice", b, name)
+			}
+			seen[name] = true
+		}
 	})
+}
+
+// objectNames returns the names of the JSON object b, unescaped, in order,
+// as json.Decoder reads them.
+func objectNames(t *testing.T, b []byte) []string {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		t.Fatalf("%q: not a JSON object: %v %v", b, tok, err)
+	}
+	var names []string
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			t.Fatalf("%q: read a name: %v", b, err)
+		}
+		names = append(names, tok.(string))
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			t.Fatalf("%q: read the value of %q: %v", b, tok, err)
+		}
+	}
+	return names
 }
 
 func FuzzParseQuery(f *testing.F) {
@@ -608,6 +649,7 @@ func TestBadRequestsCounted(t *testing.T) {
 		{"GET", "/v1/actions?before=x_0002", "", nil, 400, "before"},
 		{"GET", "/v1/queue?=1", "", nil, 400, "query"},
 		{"GET", "/v1/queue?what=1", "", nil, 400, "other"},
+		{"POST", "/v1/predict", `{"user": "u", "gpus": 4, "gpus": 400}`, nil, 400, "gpus"},
 	} {
 		w := f.do(tc.method, tc.target, tc.body, tc.hdr...)
 		if w.Code != tc.code {
@@ -777,5 +819,31 @@ func TestUncleanPath(t *testing.T) {
 			!strings.HasPrefix(e.Error, "no route ") {
 			t.Errorf("GET %s = %d %q %s; want 404 JSON naming no route", target, w.Code, w.Header().Get("Content-Type"), w.Body)
 		}
+	}
+}
+
+// specPredictor answers every spec with an hour and keeps the last spec.
+type specPredictor struct{ last live.Spec }
+
+func (p *specPredictor) Predict(s live.Spec) (live.Estimate, error) {
+	p.last = s
+	return live.Estimate{ModelVersion: 1, Point: time.Hour, Low: time.Hour, High: time.Hour, PredictedS: 3600, LowerS: 3600, UpperS: 3600,
+		GPUServiceS: 3600 * float64(max(s.GPUs, 1)), Segment: "exact", Fitted: true}, nil
+}
+
+// TestPredictReadsActuatorCluster: /v1/predict asks the predictor for the
+// history of the actuator's cluster: a user of the same name on another
+// cluster sharing the database is someone else (live.Spec.Cluster).
+func TestPredictReadsActuatorCluster(t *testing.T) {
+	p := &specPredictor{}
+	view := fixedView(t)
+	srv, err := New(Config{}, Deps{View: func() *loop.View { return view }, Predictor: p, Cluster: "c7", Now: func() time.Time { return t0 }}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := httptest.NewRecorder()
+	srv.ServeHTTP(w, httptest.NewRequest("POST", "/v1/predict", strings.NewReader(`{"user": "alice", "gpus": 2, "partition": "batch"}`)))
+	if w.Code != 200 || p.last.Cluster != "c7" || p.last.User != "alice" || p.last.Partition != "batch" {
+		t.Errorf("POST /v1/predict = %d %s, predictor asked %+v; want 200 and the spec of alice on batch of cluster c7", w.Code, w.Body, p.last)
 	}
 }

@@ -127,13 +127,15 @@ func decodePredict(r io.Reader, limit int64) (PredictRequest, time.Time, error) 
 var errTooLarge = errors.New("api: body too large")
 
 // exactNames returns an error naming the first name of the JSON object b
-// that is not exactly one of PredictRequest's: encoding/json also takes
-// "USER" for "user", or a later "Gpus" over "gpus", which openapi.yaml's
-// additionalProperties: false refuses. b has decoded as a PredictRequest, so
-// it is one object whose values are strings, numbers or null: it is scanned
-// rather than read again with json.Decoder.Token, which tripled the
-// allocations of POST /v1/predict (BenchmarkPredict).
+// that is not exactly one of PredictRequest's, or that is given twice:
+// encoding/json also takes "USER" for "user", or a later "Gpus" over
+// "gpus", which openapi.yaml's additionalProperties: false refuses, and
+// keeps the last of two "gpus" without a word. b has decoded as a
+// PredictRequest, so it is one object whose values are strings, numbers or
+// null: it is scanned rather than read again with json.Decoder.Token, which
+// tripled the allocations of POST /v1/predict (BenchmarkPredict).
 func exactNames(b []byte) error {
+	var seen uint8 // bit predictIndex(name) of each name read
 	i := bytes.IndexByte(b, '{') + 1
 	for {
 		i = skipSpace(b, i)
@@ -141,13 +143,24 @@ func exactNames(b []byte) error {
 		if !ok {
 			return nil // the object's end
 		}
-		if !predictName(b[i+1 : end-1]) {
+		k := predictIndex(b[i+1 : end-1])
+		name := "" // set only when needed: it allocates
+		if k < 0 {
 			// Unescaped, it may be one ("\u0075ser").
-			var name string
-			if json.Unmarshal(b[i:end], &name) != nil || !predictName([]byte(name)) {
+			if json.Unmarshal(b[i:end], &name) == nil {
+				k = predictIndex([]byte(name))
+			}
+			if k < 0 {
 				return bad(name, "unknown field (names are case-sensitive)")
 			}
 		}
+		if seen&(1<<k) != 0 {
+			if name == "" {
+				name = string(b[i+1 : end-1])
+			}
+			return bad(name, "given twice")
+		}
+		seen |= 1 << k
 		// Past the colon and the value: a string, then up to the comma
 		// (or the end) after it.
 		i = skipSpace(b, skipSpace(b, end)+1)
@@ -161,14 +174,28 @@ func exactNames(b []byte) error {
 	}
 }
 
-// predictName reports whether name is one of PredictRequest's JSON names.
-func predictName(name []byte) bool {
+// predictIndex returns the place of name among PredictRequest's JSON
+// names, from 0, or -1 when it is none of them.
+func predictIndex(name []byte) int {
 	switch string(name) {
-	case "user", "name", "partition", "gpus", "time_limit_s", "submit_time":
-		return true
+	case "user":
+		return 0
+	case "name":
+		return 1
+	case "partition":
+		return 2
+	case "gpus":
+		return 3
+	case "time_limit_s":
+		return 4
+	case "submit_time":
+		return 5
 	}
-	return false
+	return -1
 }
+
+// predictName reports whether name is one of PredictRequest's JSON names.
+func predictName(name []byte) bool { return predictIndex(name) >= 0 }
 
 // stringEnd returns the index after the JSON string that starts at b[i],
 // and false when none does.

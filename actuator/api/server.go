@@ -120,7 +120,8 @@ type Deps struct {
 	Actions func(ctx context.Context, q audit.Query) ([]audit.Record, error)
 	// Pass runs a pass of the control loop; nil: /v1/passes answers 503.
 	Pass func(ctx context.Context) (loop.Report, error)
-	// Cluster is the cluster of the audit rows listed.
+	// Cluster is the cluster of the audit rows listed, and whose history
+	// of users and partitions /v1/predict reads.
 	Cluster string
 	// UnknownDuration is assumed for a spec with neither a prediction nor
 	// a time limit (the loop's Config.UnknownDuration).
@@ -385,7 +386,7 @@ func (s *Server) predict(w http.ResponseWriter, r *http.Request) {
 	resp := PredictResponse{SubmitTime: submit}
 	var note string
 	if s.d.Predictor != nil {
-		e, err := s.d.Predictor.Predict(live.Spec{User: req.User, Name: req.Name, Partition: req.Partition, GPUs: req.GPUs, TimeLimit: limit, Submit: submit})
+		e, err := s.d.Predictor.Predict(live.Spec{Cluster: s.d.Cluster, User: req.User, Name: req.Name, Partition: req.Partition, GPUs: req.GPUs, TimeLimit: limit, Submit: submit})
 		if err == nil {
 			resp.PredictedS, resp.LowerS, resp.UpperS, resp.Source, resp.ModelVersion = e.PredictedS, e.LowerS, e.UpperS, loop.SourceModel, e.ModelVersion
 		} else {

@@ -3,6 +3,7 @@ package loop
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -202,5 +203,96 @@ func TestLoopCapsHistoryUnread(t *testing.T) {
 	}
 	if n := count(rep, adapter.PowerDown, audit.Skipped, "rate limit reached"); n == 0 {
 		t.Errorf("+7m: %+v; want the rest held back by the cap", rep.Actions)
+	}
+}
+
+// TestLoopPriorityCapSurvivesRestart restarts the actuator (a new guard and
+// loop on the same audit table) 20 seconds after a pass whose priority
+// changes filled --actuator.max-priority-updates-per-minute: no minute sees
+// more changes than the cap — applied, or in a dry run advised (skipped as
+// a dry run) — and the changes held back go out once the minute has room.
+// Before, the restarted guard's window started empty: 8 changes within 20
+// seconds with a cap of 4.
+func TestLoopPriorityCapSurvivesRestart(t *testing.T) {
+	const cap, jobs = 4, 10
+	for _, tc := range []struct {
+		name    string
+		apply   bool
+		outcome string // what a change the cap let through is recorded as
+		// atRestart is how many changes the cap lets through in the
+		// restarted run's first pass: none applied; in a dry run the
+		// same 4 advised again, as the window already holds them.
+		atRestart int
+	}{
+		{"apply", true, audit.Applied, 0},
+		{"dry run", false, audit.Skipped, cap},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, conn := schematest.Database(t)
+			sched := &static{}
+			for i := range jobs {
+				sched.snap.Jobs = append(sched.snap.Jobs, adapter.Job{ID: fmt.Sprint(100 + i), User: "u", Partition: "gpu", GPUs: 8,
+					Submit: t0.Add(-time.Duration(i) * time.Minute), TimeLimit: time.Duration(i+1) * time.Hour})
+			}
+			start := func() *Loop {
+				g, err := adapter.NewGuard(adapter.GuardConfig{Apply: tc.apply, Partitions: []string{"gpu"}, MaxPriorityPerMinute: cap}, sched, func() time.Time { return t0 })
+				if err != nil {
+					t.Fatal(err)
+				}
+				al, err := audit.New(conn, cfg.Database, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				l, err := New(testConfig(), g, al, nil, nil, nil, nil, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return l
+			}
+			let := map[string]time.Time{} // job → when the cap let its change through
+			l := start()
+			for s := 0; s <= 140; s += 20 {
+				if s == 20 {
+					l = start() // a crash, and systemd's RestartSec=5s
+				}
+				now := t0.Add(time.Duration(s) * time.Second)
+				sched.at(now)
+				rep, err := l.Once(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				through := 0
+				for _, a := range rep.Actions {
+					if a.Kind != string(adapter.SetPriority) || a.Outcome != tc.outcome || tc.outcome == audit.Skipped && a.Error != adapter.ErrDryRun.Error() {
+						continue
+					}
+					through++
+					if _, ok := let[a.Target]; !ok {
+						let[a.Target] = now
+					}
+				}
+				if s == 20 && through != tc.atRestart {
+					t.Errorf("restarted at +20s: %d priority changes let through; want %d (%+v)", through, tc.atRestart, rep.Actions)
+				}
+			}
+			var times []time.Time
+			for _, at := range let {
+				times = append(times, at)
+			}
+			for _, first := range times {
+				in := 0
+				for _, at := range times {
+					if !at.Before(first) && at.Sub(first) < time.Minute {
+						in++
+					}
+				}
+				if in > cap {
+					t.Fatalf("%d priority changes in the minute from +%v; the cap is %d (%v)", in, first.Sub(t0), cap, let)
+				}
+			}
+			if len(let) != jobs {
+				t.Errorf("%d of %d jobs' priorities changed by +140s; want all, once the cap had room (%v)", len(let), jobs, let)
+			}
+		})
 	}
 }

@@ -32,7 +32,8 @@
 // Power plans choose only nodes the Guard lets them power and the scheduler
 // does not exclude from power saving; the others count as they stand
 // (ces.Node.Fixed). The caps on power transitions, CES's and the Guard's,
-// count the power actions of the hour before the loop started, read back
+// count the power actions of the hour before the loop started, and the
+// Guard's cap on priority changes those of the minute before, read back
 // from the audit table (caps.go), so that a restart does not reset them.
 //
 // The latest pass's ranked queue and plans are kept as a View for the
@@ -117,6 +118,8 @@ type Loop struct {
 
 	view viewBox
 
+	age passAge // when the last pass succeeded, and the one running began
+
 	health  *health.Status
 	passes  *health.Cond // the last pass failed (scheduler or audit table)
 	actions *health.Cond // the last pass's actions: some failed
@@ -193,7 +196,7 @@ func New(cfg Config, g *adapter.Guard, a Auditor, p Predictor, d DemandStore, lo
 		stored.jobs = jr
 	}
 	l := &Loop{cfg: cfg, g: g, audit: a, pred: p, logger: logger, m: m, now: now,
-		pool: map[string]*poolState{}, seen: map[string]recent{}, stored: stored, health: health.New(time.Now)}
+		pool: map[string]*poolState{}, seen: map[string]recent{}, stored: stored, health: health.New(now)}
 	if h, ok := a.(History); ok {
 		l.caps.history = h
 	}
@@ -203,9 +206,54 @@ func New(cfg Config, g *adapter.Guard, a Auditor, p Predictor, d DemandStore, lo
 }
 
 // Ready returns nil while the loop does its work: a pass has completed, the
-// last one did not fail, and the scheduler accepted every action it sent.
-// Otherwise it says what fails, since when and why.
-func (l *Loop) Ready() error { return l.health.Err() }
+// last one did not fail, one succeeded within Config.MaxPassAge, and the
+// scheduler accepted every action it sent. Otherwise it says what fails,
+// since when and why. It does not wait for a pass in flight.
+func (l *Loop) Ready() error {
+	return errors.Join(l.health.Err(), l.age.stale(l.now(), l.cfg.MaxPassAge))
+}
+
+// passAge is when the last pass succeeded and when the pass in flight
+// began, kept apart from Loop.mu, which a hanging pass holds.
+type passAge struct {
+	mu      sync.Mutex
+	ok      time.Time // the end of the last pass that succeeded; zero: none yet
+	running time.Time // the start of the pass in flight; zero: none
+}
+
+func (a *passAge) begin(at time.Time) { a.mu.Lock(); a.running = at; a.mu.Unlock() }
+func (a *passAge) end()               { a.mu.Lock(); a.running = time.Time{}; a.mu.Unlock() }
+func (a *passAge) succeeded(at time.Time) {
+	a.mu.Lock()
+	a.ok = at
+	a.mu.Unlock()
+}
+
+// stale returns an error when no pass has succeeded for longer than maxAge
+// at now, saying since when and whether a pass is running (a failed one is
+// named by the "actuator" condition); nil otherwise. Before the first
+// success, only a first pass running longer than maxAge is stale: until
+// then the "actuator" condition waits, or names the failure.
+func (a *passAge) stale(now time.Time, maxAge time.Duration) error {
+	a.mu.Lock()
+	ok, running := a.ok, a.running
+	a.mu.Unlock()
+	var inFlight string
+	if !running.IsZero() {
+		inFlight = fmt.Sprintf("a pass has been running for %s (since %s)", fmtDur(now.Sub(running)), running.UTC().Format(time.RFC3339))
+	}
+	switch {
+	case ok.IsZero() && !running.IsZero() && now.Sub(running) > maxAge:
+		return fmt.Errorf("actuator: no pass has succeeded yet; %s, longer than --actuator.max-pass-age %s", inFlight, maxAge)
+	case ok.IsZero() || now.Sub(ok) <= maxAge:
+		return nil
+	}
+	err := fmt.Sprintf("actuator: no pass has succeeded for %s (since %s; --actuator.max-pass-age %s)", fmtDur(now.Sub(ok)), ok.UTC().Format(time.RFC3339), maxAge)
+	if inFlight != "" {
+		err += "; " + inFlight
+	}
+	return errors.New(err)
+}
 
 // Config returns the loop's settings, defaults filled in.
 func (l *Loop) Config() Config { return l.cfg }
@@ -279,6 +327,8 @@ func (l *Loop) Once(ctx context.Context) (Report, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	begin := l.now()
+	l.age.begin(begin)
+	defer l.age.end()
 	defer func() { l.m.duration.Observe(l.now().Sub(begin).Seconds()) }()
 	rep, err := l.once(ctx)
 	if ctx.Err() == nil {
@@ -288,7 +338,9 @@ func (l *Loop) Once(ctx context.Context) (Report, error) {
 		l.m.errors.Inc()
 		return rep, err
 	}
-	l.m.lastSuccess.Set(float64(l.now().UnixNano()) / 1e9)
+	end := l.now()
+	l.age.succeeded(end)
+	l.m.lastSuccess.Set(float64(end.UnixNano()) / 1e9)
 	return rep, nil
 }
 

@@ -1101,3 +1101,147 @@ func TestLoopTimesUTC(t *testing.T) {
 		}
 	}
 }
+
+// hanging is the simulated cluster's scheduler whose queue read blocks,
+// once hang is set, until release is closed (a squeue that never returns),
+// then fails with err; entered is closed when a read starts blocking.
+type hanging struct {
+	*simadapter.Scheduler
+	mu      sync.Mutex
+	hang    bool
+	entered chan struct{}
+	release chan struct{}
+	err     error
+}
+
+func (h *hanging) Snapshot(ctx context.Context) (adapter.Snapshot, error) {
+	h.mu.Lock()
+	hang, entered, release, err := h.hang, h.entered, h.release, h.err
+	h.mu.Unlock()
+	if !hang {
+		return h.Scheduler.Snapshot(ctx)
+	}
+	close(entered)
+	select {
+	case <-release:
+	case <-ctx.Done():
+	}
+	return adapter.Snapshot{}, err
+}
+
+// stepClock is a clock the test moves; safe for concurrent use.
+type stepClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *stepClock) now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *stepClock) set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
+
+// TestLoopReadyStalePass: a loop whose pass hangs (a Slurm command that
+// never returns) is no longer ready once no pass has succeeded for three
+// intervals, on the loop's clock, and Ready says for how long, since when,
+// that a pass has been running and, once it failed, its error; the next
+// good pass makes it ready again. Before, Ready stayed nil while the pass
+// hung: the last outcome reported was a success.
+func TestLoopReadyStalePass(t *testing.T) {
+	cfg, conn := schematest.Database(t)
+	s := cluster(t)
+	sched := &hanging{Scheduler: simadapter.New(s)}
+	g, err := adapter.NewGuard(adapter.GuardConfig{Partitions: []string{"*"}}, sched, func() time.Time { return t0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	al, err := audit.New(conn, cfg.Database, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &stepClock{t: t0}
+	l, err := New(testConfig(), g, al, nil, nil, nil, nil, clk.now) // Interval 1m: stale after 3m
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := l.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Ready(); err != nil {
+		t.Fatalf("after a good pass: Ready() = %v; want nil", err)
+	}
+
+	sched.mu.Lock()
+	sched.hang, sched.entered, sched.release = true, make(chan struct{}), make(chan struct{})
+	sched.err = errors.New("slurmadapter: squeue --json: timed out after 30s")
+	entered, release := sched.entered, sched.release
+	sched.mu.Unlock()
+	clk.set(t0.Add(2 * time.Minute))
+	done := make(chan error, 1)
+	go func() { _, err := l.Once(ctx); done <- err }()
+	<-entered
+
+	for _, tc := range []struct {
+		at   time.Duration
+		want []string // substrings of Ready's error; nil: ready
+	}{
+		{2*time.Minute + 30*time.Second, nil},
+		{3 * time.Minute, nil},
+		{3*time.Minute + time.Second, []string{"actuator: no pass has succeeded for 3m1s (since 2026-03-02T09:00:00Z", "a pass has been running for 1m1s"}},
+		{10 * time.Minute, []string{"no pass has succeeded for 10m0s", "a pass has been running for 8m0s"}},
+	} {
+		clk.set(t0.Add(tc.at))
+		checkReady(t, l, fmt.Sprintf("pass hanging, +%v", tc.at), tc.want...)
+	}
+
+	// The hung read fails: its error is named, and a good pass recovers.
+	close(release)
+	if err := <-done; err == nil {
+		t.Fatal("the hung pass succeeded; want its read's error")
+	}
+	checkReady(t, l, "hung pass failed", "no pass has succeeded for 10m0s", "actuator: failing for 0s (since 2026-03-02T09:10:00Z): loop: read scheduler: slurmadapter: squeue --json: timed out after 30s")
+	sched.mu.Lock()
+	sched.hang = false
+	sched.mu.Unlock()
+	clk.set(t0.Add(11 * time.Minute))
+	if _, err := l.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkReady(t, l, "recovered")
+	clk.set(t0.Add(13 * time.Minute))
+	checkReady(t, l, "recovered, 2m later")
+
+	// A restarted loop whose first pass hangs says so too.
+	l, err = New(testConfig(), g, al, nil, nil, nil, nil, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched.mu.Lock()
+	sched.hang, sched.entered, sched.release = true, make(chan struct{}), make(chan struct{})
+	entered, release = sched.entered, sched.release
+	sched.mu.Unlock()
+	go func() { _, err := l.Once(ctx); done <- err }()
+	<-entered
+	checkReady(t, l, "first pass hanging", "actuator: no pass of the control loop yet")
+	clk.set(t0.Add(16*time.Minute + time.Second))
+	checkReady(t, l, "first pass hanging, +3m1s", "actuator: no pass of the control loop yet",
+		"no pass has succeeded yet; a pass has been running for 3m1s (since 2026-03-02T09:13:00Z), longer than --actuator.max-pass-age 3m0s")
+	close(release)
+	<-done
+}
+
+// checkReady checks that l.Ready() holds every one of wants, or is nil
+// when there are none.
+func checkReady(t *testing.T, l *Loop, step string, wants ...string) {
+	t.Helper()
+	err := l.Ready()
+	if len(wants) == 0 {
+		if err != nil {
+			t.Errorf("%s: Ready() = %v; want nil", step, err)
+		}
+		return
+	}
+	for _, w := range wants {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("%s: Ready() = %v; want it to say %q", step, err, w)
+		}
+	}
+}

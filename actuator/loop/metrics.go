@@ -74,7 +74,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		powerHistoryErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "heliostat_actuator_power_history_errors_total",
-			Help: "Failed reads, at start, of the last hour's power actions from the actions table, which the power caps count across a restart; power-downs are held until a read succeeds (retried each pass).",
+			Help: "Failed reads, at start, of the last hour's power actions (and the last minute's priority changes) from the actions table, which the rate caps count across a restart; power-downs are held until a read succeeds (retried each pass).",
 		}),
 	}
 	// Every kind and outcome starts at zero: increase() and rate() see no

@@ -174,7 +174,7 @@ func TestRunner(t *testing.T) {
 	if r.Model() != nil {
 		t.Fatal("Model() before the first pass is not nil")
 	}
-	if _, err := r.Predict(Spec{User: "alice"}); err != ErrNoModel {
+	if _, err := r.Predict(Spec{Cluster: "c1", User: "alice"}); err != ErrNoModel {
 		t.Fatalf("Predict before the first pass: err %v; want ErrNoModel", err)
 	}
 	if err := r.Ready(); err == nil || !strings.Contains(err.Error(), "predictor: waiting for the first pass") {
@@ -240,7 +240,7 @@ func TestRunner(t *testing.T) {
 	}
 
 	// The advisory API's ad-hoc prediction uses the same model and history.
-	est, err := r.Predict(Spec{User: "alice", Name: "train-alice", Partition: "batch", GPUs: 2, TimeLimit: 4 * time.Hour})
+	est, err := r.Predict(Spec{Cluster: "c1", User: "alice", Name: "train-alice", Partition: "batch", GPUs: 2, TimeLimit: 4 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,10 +249,10 @@ func TestRunner(t *testing.T) {
 	}
 	// The point stops at the limit; the interval's upper end at most
 	// duration.LimitGrace past it (a job overruns until it is killed).
-	if est, err := r.Predict(Spec{User: "alice", TimeLimit: 90 * time.Second}); err != nil || est.PredictedS > 90 || est.UpperS > 90+duration.LimitGrace.Seconds() {
+	if est, err := r.Predict(Spec{Cluster: "c1", User: "alice", TimeLimit: 90 * time.Second}); err != nil || est.PredictedS > 90 || est.UpperS > 90+duration.LimitGrace.Seconds() {
 		t.Errorf("Predict(alice, limit 90s) = %+v, %v; want capped at the limit (the upper end at the limit + %v)", est, err, duration.LimitGrace)
 	}
-	if _, err := r.Predict(Spec{User: "alice", GPUs: -1}); err == nil {
+	if _, err := r.Predict(Spec{Cluster: "c1", User: "alice", GPUs: -1}); err == nil {
 		t.Error("Predict with -1 GPUs: no error")
 	}
 	// The pass publishes what the records of the jobs that have not ended
@@ -491,7 +491,7 @@ func TestConcurrentPredict(t *testing.T) {
 					return
 				default:
 				}
-				e, err := r.Predict(Spec{User: []string{"alice", "bob", "carol", "new"}[(g+i)%4], GPUs: i % 3})
+				e, err := r.Predict(Spec{Cluster: "c1", User: []string{"alice", "bob", "carol", "new"}[(g+i)%4], GPUs: i % 3})
 				if err != nil || e.ModelVersion == 0 || r.Model() == nil {
 					errc <- fmt.Errorf("Predict = %+v, %v", e, err)
 					return

@@ -26,7 +26,9 @@ type Spec struct {
 	// time since the user's previous submit and the jobs in flight then:
 	// the History of the pass already counts this job and the user's later
 	// ones). The fields below, the scheduler's current view, are kept, and
-	// the jobs that ended since its submit count.
+	// the jobs that ended since its submit count. Cluster also says whose
+	// history User and Partition are: the same name on another cluster is
+	// another user's, another partition's.
 	Cluster, JobID string
 
 	User      string
@@ -78,7 +80,7 @@ func estimate(t *Trained, hs *historySnap, s Spec, widen float64) (Estimate, err
 	if s.TimeLimit < 0 {
 		return Estimate{}, fmt.Errorf("live: predict: time limit %v is negative", s.TimeLimit)
 	}
-	j := duration.Job{User: s.User, Executable: s.Name, Queue: s.Partition, Submit: s.Submit, ReqTime: s.TimeLimit, Procs: s.GPUs}
+	j := duration.Job{User: scoped(s.Cluster, s.User), Executable: s.Name, Queue: scoped(s.Cluster, s.Partition), Submit: s.Submit, ReqTime: s.TimeLimit, Procs: s.GPUs}
 	r, recorded := hs.open[key{s.Cluster, s.JobID}]
 	recorded = recorded && s.JobID != ""
 	if recorded {
@@ -111,3 +113,9 @@ func estimate(t *Trained, hs *historySnap, s Spec, widen float64) (Estimate, err
 		PredictedS: p.Point.Seconds(), LowerS: p.Low.Seconds(), UpperS: p.High.Seconds(),
 		GPUServiceS: p.Point.Seconds() * math.Max(float64(s.GPUs), 1), Segment: f.Segment.String(), Fitted: p.Fitted}, nil
 }
+
+// scoped is name (a user or a partition) as the History of jobs of several
+// clusters knows it: within its cluster. A user or partition of the same
+// name on another cluster sharing the database is someone, or something,
+// else ("root", "gpu").
+func scoped(cluster, name string) string { return cluster + "\x00" + name }

@@ -55,7 +55,7 @@ func TestTrainingRowUsesRequestAtSubmit(t *testing.T) {
 		if ext == nil {
 			t.Fatalf("since %d: ext not loaded", since)
 		}
-		if ext.job.ReqTime != time.Hour || ext.job.Procs != 2 || ext.job.Queue != "batch" {
+		if ext.job.ReqTime != time.Hour || ext.job.Procs != 2 || ext.job.Queue != scoped("c1", "batch") {
 			t.Errorf("since %d: features' request of ext = limit %v, %d procs, queue %q; want 1h0m0s, 2, batch (at submit)", since, ext.job.ReqTime, ext.job.Procs, ext.job.Queue)
 		}
 		if ext.limit == nil || *ext.limit != 86400 || ext.gpus != 4 || ext.partition != "long" {

@@ -116,7 +116,9 @@ SETTINGS join_use_nulls = 0`, schemas.SourceSim, schemas.SourceTrace, int64(maxA
 			// know a field, the first event that did (argMin skips NULLs).
 			r.job.Queue, gpus, cpus, limit = subPartition, subGPUs, subCPUs, subLimit
 		}
-		r.job.User = r.user
+		// History is per cluster: clusters that share a database have
+		// their own users and partitions, whatever their names.
+		r.job.User, r.job.Queue = scoped(r.cluster, r.user), scoped(r.cluster, r.job.Queue)
 		// The command hash names a recurring job better than its name; the
 		// name is the fallback (Helios matches on it).
 		r.job.Executable = hash

@@ -122,7 +122,7 @@ func trainedOn(t testing.TB, n int) (*Trained, *historySnap) {
 		start := base.Add(time.Duration(i) * 10 * time.Minute)
 		run := time.Duration(60*(1+i%4)*(1+i%3)) * time.Second
 		r := &rec{key: key{"c1", fmt.Sprint(i)}, user: u, ended: true, start: &start}
-		r.job = duration.Job{User: u, Queue: "q", Submit: start, ReqTime: 4 * time.Hour, Procs: 1 + i%4, Run: run, End: start.Add(run)}
+		r.job = duration.Job{User: scoped("c1", u), Queue: scoped("c1", "q"), Submit: start, ReqTime: 4 * time.Hour, Procs: 1 + i%4, Run: run, End: start.Add(run)}
 		recs = append(recs, r)
 	}
 	return fitRecs(t, recs, base.Add(time.Duration(n)*10*time.Minute))
@@ -149,11 +149,11 @@ func TestEstimate(t *testing.T) {
 		spec Spec
 		ok   bool
 	}{
-		{Spec{User: "u1", GPUs: 2, TimeLimit: time.Hour}, true},
-		{Spec{User: "nobody"}, true},
-		{Spec{User: "u2", Submit: time.Date(2030, 1, 1, 3, 0, 0, 0, time.UTC)}, true},
-		{Spec{User: "u1", GPUs: -1}, false},
-		{Spec{User: "u1", TimeLimit: -time.Second}, false},
+		{Spec{Cluster: "c1", User: "u1", GPUs: 2, TimeLimit: time.Hour}, true},
+		{Spec{Cluster: "c1", User: "nobody"}, true},
+		{Spec{Cluster: "c1", User: "u2", Submit: time.Date(2030, 1, 1, 3, 0, 0, 0, time.UTC)}, true},
+		{Spec{Cluster: "c1", User: "u1", GPUs: -1}, false},
+		{Spec{Cluster: "c1", User: "u1", TimeLimit: -time.Second}, false},
 	} {
 		e, err := estimate(tr, hs, tc.spec, 1)
 		if (err == nil) != tc.ok {
@@ -187,7 +187,7 @@ func TestEstimateOpenJob(t *testing.T) {
 		}
 		start := base.Add(time.Duration(i) * 2 * time.Minute)
 		r := &rec{key: key{"c1", fmt.Sprint(i)}, user: u, ended: true, start: &start}
-		r.job = duration.Job{User: u, Executable: exe, Queue: "q", Submit: start, ReqTime: 4 * time.Hour, Procs: 2, Run: run, End: start.Add(run)}
+		r.job = duration.Job{User: scoped("c1", u), Executable: exe, Queue: scoped("c1", "q"), Submit: start, ReqTime: 4 * time.Hour, Procs: 2, Run: run, End: start.Add(run)}
 		recs = append(recs, r)
 	}
 	tr, hs := fitRecs(t, recs, base.Add(6000*2*time.Minute))
@@ -204,8 +204,8 @@ func TestEstimateOpenJob(t *testing.T) {
 		}
 		return e
 	}
-	slow := est(Spec{User: "u1", Name: "slow", GPUs: 2, TimeLimit: 4 * time.Hour})
-	quick := est(Spec{User: "u1", Name: "quick", GPUs: 2, TimeLimit: 4 * time.Hour})
+	slow := est(Spec{Cluster: "c1", User: "u1", Name: "slow", GPUs: 2, TimeLimit: 4 * time.Hour})
+	quick := est(Spec{Cluster: "c1", User: "u1", Name: "quick", GPUs: 2, TimeLimit: 4 * time.Hour})
 	if !slow.Fitted || slow.PredictedS < 4*quick.PredictedS {
 		t.Fatalf("premise: slow %+v, quick %+v; want a fitted model that tells the commands apart", slow, quick)
 	}
@@ -216,9 +216,10 @@ func TestEstimateOpenJob(t *testing.T) {
 	}{
 		{"the record's command", Spec{Cluster: "c1", JobID: "slow", User: "u1", Name: "quick", GPUs: 2, TimeLimit: 4 * time.Hour}, slow},
 		{"a record without a command keeps the name", Spec{Cluster: "c1", JobID: "nameless", User: "u1", Name: "quick", GPUs: 2, TimeLimit: 4 * time.Hour}, quick},
-		{"another cluster's job", Spec{Cluster: "c2", JobID: "slow", User: "u1", Name: "quick", GPUs: 2, TimeLimit: 4 * time.Hour}, quick},
+		{"another cluster's job, and its user", Spec{Cluster: "c2", JobID: "slow", User: "u1", Name: "quick", GPUs: 2, TimeLimit: 4 * time.Hour},
+			est(Spec{Cluster: "c2", User: "u1", Name: "quick", GPUs: 2, TimeLimit: 4 * time.Hour})},
 		{"the record's processors for a job without GPUs", Spec{Cluster: "c1", JobID: "cpu", User: "u1", Name: "quick", TimeLimit: 4 * time.Hour},
-			est(Spec{User: "u1", Name: "slow", GPUs: 2, TimeLimit: 4 * time.Hour})},
+			est(Spec{Cluster: "c1", User: "u1", Name: "slow", GPUs: 2, TimeLimit: 4 * time.Hour})},
 	} {
 		got := est(tc.spec)
 		if tc.spec.GPUs == 0 {
@@ -242,7 +243,7 @@ func FuzzEstimate(f *testing.F) {
 	f.Add("", "", "", 0, int64(0), int64(0))
 	f.Add("u\x00", "\xff", "q", -3, int64(-1), int64(-1<<40))
 	f.Fuzz(func(t *testing.T, user, name, part string, gpus int, limitS, submit int64) {
-		s := Spec{User: user, Name: name, Partition: part, GPUs: gpus, TimeLimit: time.Duration(limitS) * time.Second}
+		s := Spec{Cluster: "c1", User: user, Name: name, Partition: part, GPUs: gpus, TimeLimit: time.Duration(limitS) * time.Second}
 		if submit != 0 {
 			s.Submit = time.Unix(submit, 0)
 		}
