@@ -156,11 +156,14 @@ var readers = [...]func(*Source, *device, *schemas.Sample) error{
 // (MetricErrors). A GPU that stops answering as a whole (ERROR_GPU_IS_LOST,
 // ERROR_RESET_REQUIRED) is left out with its MIG instances, logged once and
 // named by Lost; Collect asks it again once every LostRecheckInterval of now
-// and samples it again as soon as it answers. A MIG instance found destroyed
+// and samples it again as soon as it answers. A GPU whose calls have not
+// returned within StallTimeout is left out the same way until they have (see
+// "Stalled calls" in the package comment). A MIG instance found destroyed
 // is left out, and its GPU's instances enumerated again at the next tick;
-// every MIGRescanInterval of now all GPUs' are. The tick fails, with b as it
-// was, only when NVML as a whole stops answering (an error wrapping
-// ErrDriverLost), when no GPU answers (ErrDeviceLost), or when ctx is done.
+// every MIGRescanInterval of now all GPUs' are. The GPUs are read
+// concurrently. The tick fails, with b as it was, only when NVML as a whole
+// stops answering (an error wrapping ErrDriverLost), when no GPU answers
+// (ErrDeviceLost), or when ctx is done.
 func (s *Source) Collect(ctx context.Context, now time.Time, b *schemas.SampleBatch) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -172,42 +175,73 @@ func (s *Source) Collect(ctx context.Context, now time.Time, b *schemas.SampleBa
 	if s.closed {
 		return fail(fmt.Errorf("nvml: collect: source is closed"))
 	}
+	if err := ctx.Err(); err != nil {
+		return fail(fmt.Errorf("nvml: collect: %w", err))
+	}
+	s.harvest(now)
 	s.refreshMIG(now, true)
 	ts := now.UnixMilli()
-	answered := 0
-	for _, d := range s.devices {
-		if err := ctx.Err(); err != nil {
-			return fail(fmt.Errorf("nvml: collect: %w", err))
-		}
-		g := d.whole
+	lanes := s.lanes[:0]
+	for _, g := range s.devices {
 		// A lost GPU's MIG instances wait for the GPU itself to answer,
-		// which comes first in devices.
-		if g.lostErr != nil && (d != g || now.Before(g.recheck)) {
+		// which comes first in its lane.
+		if g.parent != nil || g.busy || g.lostErr != nil && now.Before(g.recheck) {
 			continue
 		}
-		smp := &s.smp
-		*smp = schemas.Sample{TSMillis: ts}
-		if err := s.read(d, smp); err != nil {
+		lanes = append(lanes, g)
+	}
+	s.lanes = lanes
+	s.runLanes(now, lanes, func(g *device) error { return s.readLane(ctx, g, ts) })
+	answered := 0
+	for _, g := range lanes {
+		if g.busy {
+			continue // stalled
+		}
+		err := g.result
+		if err != nil && !errors.Is(err, ErrDeviceLost) {
+			return fail(err)
+		}
+		if len(g.out) > 0 && g.lostErr != nil {
+			s.markFound(g, now)
+		}
+		for k := range g.out {
+			smp := g.out[k]
+			smp.GPU = b.AddGPU(g.outGPU[k])
+			b.Samples = append(b.Samples, smp)
+		}
+		answered += len(g.out)
+		if err != nil {
+			// Its samples read before (the whole GPU's, when one of
+			// its MIG instances answered that it is lost) are kept.
+			s.markLost(g, now, err)
+		}
+	}
+	if answered == 0 && len(s.devices) > 0 {
+		return fail(fmt.Errorf("nvml: collect: no gpu answers: %w", ErrDeviceLost))
+	}
+	return nil
+}
+
+// readLane reads the devices of g's lane into g.out, stamped ts, stopping
+// at the first device that fails for another reason than being a destroyed
+// MIG instance. It runs on the lane's goroutine.
+func (s *Source) readLane(ctx context.Context, g *device, ts int64) error {
+	g.out, g.outGPU = g.out[:0], g.outGPU[:0]
+	for _, d := range g.devs {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("nvml: collect: %w", err)
+		}
+		g.out = append(g.out, schemas.Sample{TSMillis: ts})
+		if err := s.read(d, &g.out[len(g.out)-1]); err != nil {
+			g.out = g.out[:len(g.out)-1]
 			if errors.Is(err, errMIGGone) {
 				// Destroyed: its GPU's instances are enumerated
 				// again at the next tick.
 				continue
 			}
-			if !errors.Is(err, ErrDeviceLost) {
-				return fail(err)
-			}
-			s.markLost(g, now, err)
-			continue
+			return err
 		}
-		if g.lostErr != nil {
-			s.markFound(g, now)
-		}
-		smp.GPU = b.AddGPU(d.gpu)
-		b.Samples = append(b.Samples, *smp)
-		answered++
-	}
-	if answered == 0 && len(s.devices) > 0 {
-		return fail(fmt.Errorf("nvml: collect: no gpu answers: %w", ErrDeviceLost))
+		g.outGPU = append(g.outGPU, d.gpu)
 	}
 	return nil
 }
@@ -244,8 +278,11 @@ func (s *Source) markLost(g *device, now time.Time, err error) {
 		"pci_bus_id", g.gpu.PCIBusID, "err", err, "recheck_interval", LostRecheckInterval)
 }
 
-// markFound records that lost GPU g answered again at tick now.
+// markFound records that lost GPU g answered again at tick now. Its MIG
+// instances are enumerated again at the next tick: the reset that brought it
+// back may have changed them, or its MIG mode.
 func (s *Source) markFound(g *device, now time.Time) {
+	g.migStale = true
 	s.lostMu.Lock()
 	since := g.lostSince
 	g.lostErr, g.lostSince = nil, time.Time{}
@@ -422,10 +459,10 @@ func (s *Source) readTemp(d *device, smp *schemas.Sample) error {
 
 // readFields asks for the memory temperature and the PCIe replay counter in
 // one GetFieldValues call; where the replay field is not supported it falls
-// back to GetPcieReplayCounter. The caller holds s.mu: the request is s.fields.
+// back to GetPcieReplayCounter. It runs on d's lane: the request is its.
 func (s *Source) readFields(d *device, smp *schemas.Sample) error {
 	var (
-		req = &s.fields
+		req = &d.whole.fields
 		qs  [2]query
 		n   int
 	)
@@ -606,7 +643,11 @@ func (s *Source) readGPM(d *device, smp *schemas.Sample) error {
 // writes only the first where Go put it: on an H100 the others came back 0
 // with SUCCESS.
 func (s *Source) gpmMetrics(d *device, g *gpmState, smp *schemas.Sample) error {
-	req := &s.gpmReq
+	req := d.whole.gpmReq
+	if req == nil {
+		req = new(gonvml.GpmMetricsGetType)
+		d.whole.gpmReq = req
+	}
 	for _, gm := range gpmMetricOf {
 		if !d.wants(gm.q) {
 			continue

@@ -143,7 +143,8 @@ func (s *Source) register(set gonvml.EventSet) (registered, lost int) {
 			continue
 		}
 		s.lostMu.Lock()
-		known := d.lostErr != nil
+		// A GPU with a call stalled would stall registering too.
+		known := d.lostErr != nil || !d.stalledSince.IsZero()
 		s.lostMu.Unlock()
 		if known {
 			lost++

@@ -18,7 +18,12 @@ import (
 //   - heliostat_collector_nvml_gpu_losses_total: GPUs found lost since New,
 //     those left out at start-up included;
 //   - heliostat_collector_nvml_mig_reconfigurations_total: GPUs whose MIG
-//     instances were found changed since New.
+//     instances were found changed since New;
+//   - heliostat_collector_nvml_gpu_stalled{gpu_index,gpu_uuid}: 1 for each GPU
+//     an NVML call on which has not returned within StallTimeout, 0 for each
+//     other;
+//   - heliostat_collector_nvml_stalled_calls_total: calls found stalled since
+//     New.
 func (s *Source) Collector() prometheus.Collector {
 	return metrics{
 		s: s,
@@ -34,13 +39,20 @@ func (s *Source) Collector() prometheus.Collector {
 		migChanges: prometheus.NewDesc("heliostat_collector_nvml_mig_reconfigurations_total",
 			"Times a GPU's MIG instances were found changed (created or destroyed without a GPU reset) since the collector started; each rebuilt the instances sampled and listed for attribution.",
 			nil, nil),
+		gpuStalled: prometheus.NewDesc("heliostat_collector_nvml_gpu_stalled",
+			"1 while a GPU is not sampled because an NVML call on it has not returned within the stall timeout (2s); it is not asked again until that call returns. 0 while its calls return.",
+			[]string{"gpu_index", "gpu_uuid"}, nil),
+		stalls: prometheus.NewDesc("heliostat_collector_nvml_stalled_calls_total",
+			"NVML calls on a GPU found not returned within the stall timeout (2s) since the collector started; each left that GPU out until it returned.",
+			nil, nil),
 	}
 }
 
 type metrics struct {
 	s                           *Source
 	readErrors, gpuLost, losses *prometheus.Desc
-	migChanges                  *prometheus.Desc
+	migChanges, gpuStalled      *prometheus.Desc
+	stalls                      *prometheus.Desc
 }
 
 func (m metrics) Describe(ch chan<- *prometheus.Desc) {
@@ -48,6 +60,8 @@ func (m metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.gpuLost
 	ch <- m.losses
 	ch <- m.migChanges
+	ch <- m.gpuStalled
+	ch <- m.stalls
 }
 
 func (m metrics) Collect(ch chan<- prometheus.Metric) {
@@ -61,23 +75,31 @@ func (m metrics) Collect(ch chan<- prometheus.Metric) {
 		index uint32
 		uuid  string
 		lost  bool
+		stall bool
 	}
 	var gpus []gpu
 	m.s.lostMu.Lock()
 	for _, d := range m.s.devices {
 		if d.parent == nil {
-			gpus = append(gpus, gpu{d.gpu.Index, d.gpu.UUID, d.lostErr != nil})
+			gpus = append(gpus, gpu{d.gpu.Index, d.gpu.UUID, d.lostErr != nil, !d.stalledSince.IsZero()})
 		}
 	}
-	losses, migChanges := m.s.losses, m.s.migChanges
+	losses, migChanges, stalls := m.s.losses, m.s.migChanges, m.s.stalls
 	m.s.lostMu.Unlock()
 	for _, g := range gpus {
 		v := 0.0
 		if g.lost {
 			v = 1
 		}
-		ch <- prometheus.MustNewConstMetric(m.gpuLost, prometheus.GaugeValue, v, strconv.FormatUint(uint64(g.index), 10), g.uuid)
+		index := strconv.FormatUint(uint64(g.index), 10)
+		ch <- prometheus.MustNewConstMetric(m.gpuLost, prometheus.GaugeValue, v, index, g.uuid)
+		v = 0
+		if g.stall {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(m.gpuStalled, prometheus.GaugeValue, v, index, g.uuid)
 	}
 	ch <- prometheus.MustNewConstMetric(m.losses, prometheus.CounterValue, float64(losses))
 	ch <- prometheus.MustNewConstMetric(m.migChanges, prometheus.CounterValue, float64(migChanges))
+	ch <- prometheus.MustNewConstMetric(m.stalls, prometheus.CounterValue, float64(stalls))
 }

@@ -41,7 +41,9 @@ func (d *device) markGone(q query) {
 // instances was found gone and, when periodic and MIGRescanInterval has
 // passed on now's clock since the last time, of every GPU; it rebuilds the
 // device list of each GPU whose instances changed. Lost GPUs wait until they
-// answer. The caller holds s.mu.
+// answer, and stalled ones until their call returns. The GPUs are enumerated
+// on their lanes, at most StallTimeout; now is the tick (the time GPUs are
+// found stalled at). The caller holds s.mu.
 func (s *Source) refreshMIG(now time.Time, periodic bool) {
 	all := false
 	if periodic {
@@ -53,21 +55,33 @@ func (s *Source) refreshMIG(now time.Time, periodic bool) {
 			s.migScanAt = now.Add(MIGRescanInterval)
 		}
 	}
+	var scan []*device
 	for _, g := range s.devices {
-		if g.parent != nil || g.lostErr != nil || !all && !g.migStale {
+		if g.parent != nil || g.busy || g.lostErr != nil || !all && !g.migStale {
 			continue
 		}
-		s.rescanMIG(g)
+		scan = append(scan, g)
+	}
+	s.runLanes(now, scan, func(g *device) error {
+		found, mode, err := s.enumMIG(g)
+		g.scan = migScan{found: found, mode: mode, err: err}
+		return nil
+	})
+	for _, g := range scan {
+		if !g.busy {
+			s.rescanMIG(g)
+		}
 	}
 }
 
-// rescanMIG enumerates the MIG instances of whole GPU g again and, when they
-// are not those it has, replaces them in s.devices: an instance still there
-// keeps its device (its skipped queries, its GPM samples), a new one gets a
-// new device, a destroyed one is dropped. When g's MIG mode changed, g's
+// rescanMIG takes the MIG instances of whole GPU g enumerated again (g.scan)
+// and, when they are not those it has, replaces them in s.devices: an
+// instance still there keeps its device (its skipped queries, its GPM
+// samples), a new one gets a new device, a destroyed one is dropped. When g's MIG mode changed, g's
 // queries are asked again (migModeChanged). The caller holds s.mu.
 func (s *Source) rescanMIG(g *device) {
-	found, mode, err := s.enumMIG(g)
+	found, mode, err := g.scan.found, g.scan.mode, g.scan.err
+	g.scan = migScan{}
 	if mode != migModeUnknown && mode != g.migMode {
 		s.migModeChanged(g, mode)
 	}

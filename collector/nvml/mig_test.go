@@ -434,3 +434,47 @@ func TestCollectMIGModeSwitched(t *testing.T) {
 		})
 	}
 }
+
+// TestCollectMIGAfterLost: a GPU that answers again after it was lost (a
+// reset after Xid 79) may come back with other MIG instances; they are
+// enumerated again at the next tick, not only at the next periodic rescan.
+func TestCollectMIGAfterLost(t *testing.T) {
+	srv, parent, layout := newMIGServer(t)
+	var lost atomic.Bool
+	power := parent.GetPowerUsageFunc
+	parent.GetPowerUsageFunc = func() (uint32, gonvml.Return) {
+		if lost.Load() {
+			return 0, gonvml.ERROR_GPU_IS_LOST
+		}
+		return power()
+	}
+	s := newSource(t, srv)
+	steps := []struct {
+		at   time.Duration
+		lost bool
+		add  bool // MIG-bbbb is created before this tick
+		want map[string]bool
+	}{
+		{at: 0, want: map[string]bool{"MIG-aaaa": true}},
+		{at: time.Second, lost: true, want: map[string]bool{}},
+		{at: 30 * time.Second, lost: true, add: true, want: map[string]bool{}},
+		// The recheck finds the GPU again and samples the instances it
+		// knows; the next tick has its new one, long before the rescan
+		// due at 90s.
+		{at: time.Second + LostRecheckInterval, want: map[string]bool{"MIG-aaaa": true}},
+		{at: 2*time.Second + LostRecheckInterval, want: map[string]bool{"MIG-aaaa": true, "MIG-bbbb": true}},
+	}
+	for _, st := range steps {
+		lost.Store(st.lost)
+		if st.add {
+			layout.add(2, "MIG-bbbb", "1g.5gb", 3)
+		}
+		var b schemas.SampleBatch
+		if err := s.Collect(t.Context(), tick.Add(st.at), &b); err != nil {
+			t.Fatalf("Collect() at %v = %v", st.at, err)
+		}
+		if got := migSampled(&b); !reflect.DeepEqual(got, st.want) {
+			t.Errorf("at %v: sampled MIG instances %v; want %v", st.at, got, st.want)
+		}
+	}
+}

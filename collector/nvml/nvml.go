@@ -21,7 +21,8 @@
 //
 //   - Collect leaves it and its MIG instances out, logs the loss once and
 //     asks it again every LostRecheckInterval (of the tick clock); as soon as
-//     it answers again it is sampled again. A GPU whose handles NVML keeps
+//     it answers again it is sampled again, and its MIG instances are
+//     enumerated again at the next tick. A GPU whose handles NVML keeps
 //     refusing after a reset comes back only with a new Source (a restart).
 //   - New leaves out a GPU whose handle, UUID or MIG instances cannot be read
 //     (for any reason but the driver's) and starts with the others; such a
@@ -33,6 +34,21 @@
 // metrics. Only NVML as a whole going away (ERROR_UNINITIALIZED,
 // ERROR_DRIVER_NOT_LOADED: errors wrapping ErrDriverLost), or every GPU being
 // lost, fails Collect, WatchEvents (driver only) or New.
+//
+// # Stalled calls
+//
+// A GPU can also stop answering by not answering at all: after Xid 79 an
+// NVML call on it can stay in the driver for minutes. So the calls of each
+// GPU (and of its MIG instances) run on a goroutine of their own, the GPUs
+// concurrently, and Collect, GPUProcesses and the MIG enumeration wait for
+// each GPU at most StallTimeout. A GPU whose call has not returned by then is
+// left out of that tick, logged once, named by Lost (wrapping
+// ErrDeviceStalled) and exported as stalled; no call on it starts until the
+// stalled one returns (at most one goroutine per GPU is ever stuck), and from
+// the next tick after that it is asked again. A tick that finds a GPU
+// stalled takes StallTimeout longer; the ticks after it do not wait for that
+// GPU.
+// Close does not wait for a stalled call, nor shut NVML down under it.
 //
 // # MIG reconfiguration
 //
@@ -96,6 +112,8 @@ type Source struct {
 	lib    gonvml.Interface
 	logger *slog.Logger
 	now    func() time.Time
+	// stallTimeout is StallTimeout; tests may shorten it.
+	stallTimeout time.Duration
 
 	// devices are the whole GPUs, each followed by its MIG instances. The
 	// whole GPUs do not change after New; a MIG reconfiguration replaces the
@@ -106,14 +124,14 @@ type Source struct {
 	// unusable are the GPUs New left out; fixed after New.
 	unusable []unusableGPU
 
-	// mu serialises Collect, which owns the per-device query state below.
-	mu     sync.Mutex
-	gpmReq gonvml.GpmMetricsGetType // reused: go-nvml v0.13.0-1 makes it about 340 KiB
-	// smp and fields are reused by every tick: as locals they escape (through
-	// the readers' func values and the Device interface), one allocation each
-	// per device and tick.
-	smp    schemas.Sample
-	fields [2]gonvml.FieldValue
+	// mu serialises Collect, GPUProcesses and Close, which own the
+	// per-device query state and the device list, and hand a GPU's devices
+	// to the call running on its lane (see lane) while it runs. It also
+	// keeps Close's shutdown and the freeing of GPM samples from racing a
+	// call. It is held while the calls run, at most StallTimeout per phase.
+	mu sync.Mutex
+	// lanes is reused by Collect for the GPUs it asks.
+	lanes  []*device
 	closed bool
 
 	errs [schemas.NumMetrics]atomic.Uint64
@@ -129,6 +147,8 @@ type Source struct {
 	losses uint64 // GPUs found lost since New, the unusable ones included
 	// migChanges counts the MIG layouts found changed since New, per GPU.
 	migChanges uint64
+	// stalls counts the calls found stalled since New.
+	stalls uint64
 	// found counts lost GPUs that answered again; WatchEvents registers them
 	// anew when it changes.
 	found atomic.Uint64
@@ -154,6 +174,9 @@ type device struct {
 	// whole is the device of the whole GPU: d itself, or a MIG instance's
 	// parent. Whether a GPU is lost is recorded on its whole device.
 	whole *device
+	// lane runs the calls of a whole GPU and its instances; nil for a MIG
+	// instance.
+	*lane
 
 	// lostErr is why a whole GPU is lost, nil while it answers; lostSince
 	// is the tick that found it lost. Guarded by Source.lostMu.
@@ -211,7 +234,8 @@ func New(lib gonvml.Interface, logger *slog.Logger, now func() time.Time) (*Sour
 	default:
 		return nil, fmt.Errorf("nvml: init: %w", ret)
 	}
-	s := &Source{lib: lib, logger: logger, now: now, logs: logthrottle.Throttle{Every: eventLogInterval}}
+	s := &Source{lib: lib, logger: logger, now: now, stallTimeout: StallTimeout,
+		logs: logthrottle.Throttle{Every: eventLogInterval}}
 	if err := s.discover(); err != nil {
 		s.freeGPM()
 		lib.Shutdown()
@@ -253,10 +277,11 @@ func (s *Source) MetricErrors(m schemas.Metric) uint64 {
 
 // Lost returns nil while every GPU New found answers, and otherwise an error
 // naming each one that does not: a GPU lost while sampling (asked again every
-// LostRecheckInterval) or one New left out (not asked again: the collector
-// needs a restart once the GPU is back). Each wraps the NVML answer, and
-// ErrDeviceLost where the GPU is lost. It does not wait for a tick in
-// progress.
+// LostRecheckInterval), one whose call stalled (wrapping ErrDeviceStalled;
+// asked again once the call returns) or one New left out (not asked again:
+// the collector needs a restart once the GPU is back). Each wraps the NVML
+// answer, and ErrDeviceLost where the GPU is lost. It does not wait for a
+// tick in progress.
 func (s *Source) Lost() error {
 	var errs []error
 	for _, u := range s.unusable {
@@ -269,11 +294,18 @@ func (s *Source) Lost() error {
 			errs = append(errs, fmt.Errorf("gpu %d %s lost since %s, asked again every %v: %w",
 				d.gpu.Index, d.gpu.UUID, d.lostSince.UTC().Format(time.RFC3339), LostRecheckInterval, d.lostErr))
 		}
+		if d.parent == nil && !d.stalledSince.IsZero() {
+			errs = append(errs, s.stalledErr(d))
+		}
 	}
 	return errors.Join(errs...)
 }
 
-// Close frees the GPM samples and shuts NVML down. Calling it again does nothing.
+// Close frees the GPM samples and shuts NVML down. Calling it again does
+// nothing. It does not wait for a stalled call: while one is in the driver,
+// Close frees only the other GPUs' samples, leaves NVML initialised (the
+// process is about to exit) and returns an error naming the GPUs, wrapping
+// ErrDeviceStalled.
 func (s *Source) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -281,16 +313,33 @@ func (s *Source) Close() error {
 		return nil
 	}
 	s.closed = true
+	s.harvest(s.now())
+	s.stopLanes()
 	s.freeGPM()
+	var stuck []error
+	s.lostMu.Lock()
+	for _, d := range s.devices {
+		if d.parent == nil && d.busy {
+			stuck = append(stuck, s.stalledErr(d))
+		}
+	}
+	s.lostMu.Unlock()
+	if len(stuck) > 0 {
+		return fmt.Errorf("nvml: close: nvml not shut down under calls still in flight: %w", errors.Join(stuck...))
+	}
 	if ret := s.lib.Shutdown(); ret != gonvml.SUCCESS {
 		return fmt.Errorf("nvml: shutdown: %w", ret)
 	}
 	return nil
 }
 
+// freeGPM frees the GPM samples of every device but those a stalled call
+// may still write to.
 func (s *Source) freeGPM() {
 	for _, d := range s.devices {
-		d.freeGPM()
+		if !d.whole.busy {
+			d.freeGPM()
+		}
 	}
 }
 
@@ -407,7 +456,7 @@ func (s *Source) wholeGPU(i int, h gonvml.Device, driver string) (*device, error
 	} else {
 		s.logger.Warn("nvml model unknown", "gpu_uuid", uuid, "err", ret)
 	}
-	d := &device{gpu: g, h: h}
+	d := &device{gpu: g, h: h, lane: &lane{done: make(chan error, 1)}}
 	d.whole = d
 	d.gpm = s.openGPM(uuid, h)
 	if d.gpm == nil {

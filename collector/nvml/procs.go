@@ -3,7 +3,6 @@ package nvml
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -21,7 +20,9 @@ import (
 //
 // A device that fails (lost, or any other error) is left out, and the error,
 // naming it, is joined into the returned one; the other devices are still
-// listed. When no device could be listed, or NVML as a whole stopped
+// listed. A GPU whose calls stalled (see "Stalled calls" in the package
+// comment) is left out the same way, its error wrapping ErrDeviceStalled,
+// and is not asked until its call returns. When no device could be listed, or NVML as a whole stopped
 // answering (an error wrapping ErrDriverLost), the list is nil: the whole
 // listing failed, and a caller must not read it as GPUs without processes.
 // A closed Source returns no list and an error.
@@ -31,14 +32,52 @@ func (s *Source) GPUProcesses() ([]collector.GPUProcesses, error) {
 	if s.closed {
 		return nil, errors.New("nvml: list processes: source is closed")
 	}
-	s.refreshMIG(time.Time{}, false)
+	now := s.now()
+	s.harvest(now)
+	s.refreshMIG(now, false)
+	var lanes []*device
+	for _, g := range s.devices {
+		if g.parent == nil && !g.busy {
+			lanes = append(lanes, g)
+		}
+	}
+	s.runLanes(now, lanes, func(g *device) error {
+		s.listLane(g)
+		return nil
+	})
 	out := make([]collector.GPUProcesses, 0, len(s.devices))
 	var (
 		errs   []error
 		driver bool // an error wraps ErrDriverLost
 	)
-	for i, d := range s.devices {
-		if d.parent == nil && i+1 < len(s.devices) && s.devices[i+1].parent != nil {
+	for _, g := range s.devices {
+		if g.parent != nil {
+			continue
+		}
+		if g.busy {
+			s.lostMu.Lock()
+			err := s.stalledErr(g)
+			s.lostMu.Unlock()
+			errs = append(errs, fmt.Errorf("nvml: list processes: %w", err))
+			continue
+		}
+		out = append(out, g.procs...)
+		errs = append(errs, g.procErrs...)
+		driver = driver || g.driver
+	}
+	if len(errs) > 0 && (len(out) == 0 || driver) {
+		return nil, errors.Join(errs...)
+	}
+	return out, errors.Join(errs...)
+}
+
+// listLane lists the processes of the devices of g's lane into g.procs, and
+// the errors of those that failed into g.procErrs. It runs on the lane's
+// goroutine.
+func (s *Source) listLane(g *device) {
+	g.procs, g.procErrs, g.driver = g.procs[:0], g.procErrs[:0], false
+	for i, d := range g.devs {
+		if i == 0 && len(g.devs) > 1 {
 			continue // a MIG-enabled GPU: its instances follow
 		}
 		procs, ret := d.h.GetComputeRunningProcesses()
@@ -54,21 +93,17 @@ func (s *Source) GPUProcesses() ([]collector.GPUProcesses, error) {
 			procs = nil
 		default:
 			err := retErr(ret)
-			driver = driver || errors.Is(err, ErrDriverLost)
-			errs = append(errs, fmt.Errorf("nvml: gpu %s: list processes: %w", d.name(), err))
+			g.driver = g.driver || errors.Is(err, ErrDriverLost)
+			g.procErrs = append(g.procErrs, fmt.Errorf("nvml: gpu %s: list processes: %w", d.name(), err))
 			continue
 		}
-		out = append(out, collector.GPUProcesses{
+		g.procs = append(g.procs, collector.GPUProcesses{
 			Index:   int(d.gpu.Index),
 			UUID:    d.gpu.UUID,
 			MIGUUID: d.gpu.MIGUUID,
 			PIDs:    uniquePIDs(procs),
 		})
 	}
-	if len(errs) > 0 && (len(out) == 0 || driver) {
-		return nil, errors.Join(errs...)
-	}
-	return out, errors.Join(errs...)
 }
 
 // uniquePIDs returns the PIDs of procs, each once, in order. NVML can list a

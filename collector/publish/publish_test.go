@@ -881,17 +881,20 @@ func TestPublishRetriedSpoolFull(t *testing.T) {
 	}
 }
 
-// devFullSpool returns a spool directory whose first segment is /dev/full,
+// devFullSpool returns a spool directory whose segments are /dev/full,
 // which refuses every write (ENOSPC) and cannot be truncated: a failed
-// append that cannot be cut off (spool.ErrTorn).
+// append that cannot be cut off (spool.ErrTorn). The spool starts a new
+// segment after each such append; the first 64 are /dev/full too.
 func devFullSpool(t *testing.T) string {
 	if _, err := os.Stat("/dev/full"); err != nil {
 		t.Skipf("no /dev/full here (%v); test skipped", err)
 	}
 	dir := t.TempDir()
 	// A new spool appends to segment 1.
-	if err := os.Symlink("/dev/full", filepath.Join(dir, "00000000000000000001.seg")); err != nil {
-		t.Fatal(err)
+	for seq := 1; seq <= 64; seq++ {
+		if err := os.Symlink("/dev/full", filepath.Join(dir, fmt.Sprintf("%020d.seg", seq))); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return dir
 }

@@ -61,7 +61,8 @@ var ErrFull = errors.New("spool: full")
 
 // ErrTorn is wrapped by the error of an Append whose failed write could not
 // be cut off the segment again: part of the record, or all of it, may have
-// stayed on disk, where the next Open can find it and hand it out.
+// stayed on disk, where the next Open can find it and hand it out. The
+// segment is sealed before those bytes; later records go to a new one.
 var ErrTorn = errors.New("spool: failed append left on disk")
 
 // ErrClosed is returned by every method called after Close.
@@ -128,6 +129,12 @@ type Spool struct {
 	// segments whose files are still to be removed.
 	dirty  bool
 	doomed []uint64
+	// torn says that a failed Append left bytes in the active segment
+	// past its end that could not be cut off (ErrTorn). A record appended
+	// behind them could not be read: reading stops at the torn bytes. So
+	// the next Append starts a new segment first, and the torn one ends
+	// where its last good record does.
+	torn bool
 }
 
 type segment struct {
@@ -356,7 +363,10 @@ func truncate(path string, size int64) error {
 // record would take the spool over its bound. After any error the spool
 // holds the records it held, and no part of this one: a write that failed (a
 // full disk: ENOSPC) is cut off the segment again, unless the error also
-// wraps ErrTorn.
+// wraps ErrTorn. After ErrTorn the segment is sealed at its last good record
+// and the next Append starts a new one (failing, and trying again at the
+// next, while it cannot be created), so that no record accepted later lands
+// behind the torn bytes, where reading would stop.
 func (s *Spool) Append(topic string, key, value []byte, headers ...Header) error {
 	if len(topic) > MaxTopicBytes {
 		return fmt.Errorf("spool: topic name of %d bytes is too long (at most %d)", len(topic), MaxTopicBytes)
@@ -377,8 +387,11 @@ func (s *Spool) Append(topic string, key, value []byte, headers ...Header) error
 		return fmt.Errorf("%w: %d of %d bytes used, record needs %d", ErrFull, s.bytes, s.maxBytes, n)
 	}
 	active := s.segs[len(s.segs)-1]
-	if active.end > 0 && active.end+n > s.segmentBytes {
+	if s.torn || active.end > 0 && active.end+n > s.segmentBytes {
 		if err := s.rollover(); err != nil {
+			if s.torn {
+				return fmt.Errorf("spool: seal segment %d after a torn append: %w", active.seq, err)
+			}
 			return err
 		}
 		active = s.segs[len(s.segs)-1]
@@ -397,6 +410,7 @@ func (s *Spool) Append(topic string, key, value []byte, headers ...Header) error
 		// Open's torn-tail recovery is the fallback.
 		if terr := s.w.Truncate(active.end); terr != nil {
 			err = errors.Join(err, fmt.Errorf("%w: %w", ErrTorn, terr))
+			s.torn = true
 		}
 		return fmt.Errorf("spool: append to segment %d: %w", active.seq, err)
 	}
@@ -415,6 +429,7 @@ func (s *Spool) rollover() error {
 		return err
 	}
 	s.segs = append(s.segs, &segment{seq: active.seq + 1})
+	s.torn = false
 	if err := old.Close(); err != nil {
 		return fmt.Errorf("spool: close segment %d: %w", active.seq, err)
 	}
