@@ -278,7 +278,7 @@ func benchIngest(ctx context.Context, cfg BenchConfig, ch chconn.Config, logger 
 }
 
 func benchRaw(ctx context.Context, conn driver.Conn, db string, msgs []kafka.Message, batchRows int) (float64, error) {
-	h := newSampleHandler(&sync.Pool{New: func() any { return new(schemas.SampleBatch) }})
+	h := newSampleHandler(&sync.Pool{New: func() any { return new(schemas.SampleBatch) }}, nil)
 	var timed time.Duration
 	flush := func() error {
 		for _, blk := range h.blocks() {

@@ -173,7 +173,10 @@ func rowFrom(partitions []uint32, offsets []uint64, p int32, off int64) int {
 	}
 	return -1
 }
-func (b *sampleBlock) appendSample(batch *schemas.SampleBatch, s *schemas.Sample, sec int64, ms uint16, p int32, off int64) {
+
+// appendSample appends s with the metrics present marks (s.Present, less
+// those stored as unknown).
+func (b *sampleBlock) appendSample(batch *schemas.SampleBatch, s *schemas.Sample, present uint32, sec int64, ms uint16, p int32, off int64) {
 	g := &batch.GPUs[s.GPU]
 	b.ts = append(b.ts, sec)
 	b.millis = append(b.millis, ms)
@@ -183,7 +186,7 @@ func (b *sampleBlock) appendSample(batch *schemas.SampleBatch, s *schemas.Sample
 	b.gpuUUID = append(b.gpuUUID, g.UUID)
 	b.migUUID = append(b.migUUID, g.MIGUUID)
 	for m := range b.metrics {
-		b.metrics[m].add(s.Values[m], s.Present&(1<<m) != 0)
+		b.metrics[m].add(s.Values[m], present&(1<<m) != 0)
 	}
 	b.kPartition = append(b.kPartition, uint32(p))
 	b.kOffset = append(b.kOffset, uint64(off))

@@ -15,7 +15,7 @@ import (
 // its rows into column blocks, the per-message work of ingest's batcher.
 func BenchmarkSampleHandlerAdd(b *testing.B) {
 	msg, samples := benchSampleMessage(b)
-	h := newSampleHandler(&sync.Pool{New: func() any { return new(schemas.SampleBatch) }})
+	h := newSampleHandler(&sync.Pool{New: func() any { return new(schemas.SampleBatch) }}, nil)
 	b.ReportAllocs()
 	b.ResetTimer()
 	rows := 0
@@ -37,7 +37,7 @@ func BenchmarkSampleHandlerAdd(b *testing.B) {
 // days leaves at most maxSpareBlocks emptied blocks behind, and that the
 // next flush reuses them.
 func TestSampleHandlerSpares(t *testing.T) {
-	h := newSampleHandler(&sync.Pool{New: func() any { return new(schemas.SampleBatch) }})
+	h := newSampleHandler(&sync.Pool{New: func() any { return new(schemas.SampleBatch) }}, nil)
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	days := func(n int) *schemas.SampleBatch {
 		b := &schemas.SampleBatch{Cluster: "c", Host: "h", GPUs: []schemas.GPU{{UUID: "GPU-1", Minor: -1, GIID: -1, CIID: -1}}}

@@ -3,6 +3,8 @@ package ingest
 import (
 	"context"
 	"fmt"
+	"math"
+	"math/bits"
 	"slices"
 	"sort"
 	"sync"
@@ -36,6 +38,7 @@ type handler interface {
 // sampleHandler handles TopicGPUSamples → gpu_samples (+ gpu_inventory).
 type sampleHandler struct {
 	pool   *sync.Pool
+	unfit  func(column string) // counts a ratio stored as unknown; nil: not counted
 	byKey  map[uint32]*sampleBlock
 	spare  []*sampleBlock
 	active []block
@@ -49,9 +52,10 @@ type invRow struct {
 	lastSeen int64
 }
 
-func newSampleHandler(pool *sync.Pool) *sampleHandler {
+func newSampleHandler(pool *sync.Pool, unfit func(column string)) *sampleHandler {
 	return &sampleHandler{
 		pool:  pool,
+		unfit: unfit,
 		byKey: map[uint32]*sampleBlock{},
 		inv:   map[invKey]invRow{},
 	}
@@ -108,7 +112,20 @@ func (h *sampleHandler) add(d any, partition int32, offset int64, skip []uint32)
 			cur, curKey = h.block(key), key
 			cur.from.note(partition, offset)
 		}
-		cur.appendSample(batch, s, sec, ms, partition, offset)
+		present := s.Present
+		// A ratio that is NaN or infinite is no measurement (the wire
+		// carries any float32 bits): stored as unknown and counted, since
+		// one NaN would make every average over the GPU NaN.
+		for q := present & ratioMetrics; q != 0; q &= q - 1 {
+			m := schemas.Metric(bits.TrailingZeros32(q))
+			if f := float64(math.Float32frombits(uint32(s.Values[m]))); math.IsNaN(f) || math.IsInf(f, 0) {
+				present &^= 1 << m
+				if h.unfit != nil {
+					h.unfit(m.String())
+				}
+			}
+		}
+		cur.appendSample(batch, s, present, sec, ms, partition, offset)
 		added++
 	}
 	for _, g := range batch.GPUs {
@@ -119,6 +136,16 @@ func (h *sampleHandler) add(d any, partition int32, offset int64, skip []uint32)
 	}
 	return added
 }
+
+// ratioMetrics has bit m set for each ratio (float) metric m.
+var ratioMetrics = func() (mask uint32) {
+	for m := range schemas.NumMetrics {
+		if m.Info().Float {
+			mask |= 1 << m
+		}
+	}
+	return mask
+}()
 
 func (h *sampleHandler) release(d any) { h.pool.Put(d.(*schemas.SampleBatch)) }
 

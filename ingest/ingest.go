@@ -223,7 +223,7 @@ func (in *Ingester) Run(ctx context.Context) error {
 // in.handlers; each batch files rows with its own, which count into the
 // batch (see counts).
 func (in *Ingester) handlersCounting(unfit func(column string)) []handler {
-	return []handler{newSampleHandler(in.samplePool), newEventHandler(), newJobEventHandler(unfit), newAllocHandler(unfit)}
+	return []handler{newSampleHandler(in.samplePool, unfit), newEventHandler(), newJobEventHandler(unfit), newAllocHandler(unfit)}
 }
 
 type assignment struct {

@@ -179,7 +179,7 @@ func sampleBlockOf(at time.Time, host string, msgs ...kmsgAt) *sampleBlock {
 			s := &batch.Samples[i]
 			sec, ms := floorDiv(s.TSMillis)
 			b.from.note(m.partition, m.offset)
-			b.appendSample(batch, s, sec, ms, m.partition, m.offset)
+			b.appendSample(batch, s, s.Present, sec, ms, m.partition, m.offset)
 		}
 	}
 	return b

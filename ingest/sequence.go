@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -46,16 +47,25 @@ type seqMark struct {
 }
 
 // sequenceOf reads the sequence headers of a message. A message without them
-// gets a zero Sequence and no error.
+// gets a zero Sequence and no error. One that carries a header twice with
+// different values gets an error: either number could be the message's, and
+// taking the wrong one could drop a new message as a copy.
 func sequenceOf(headers []kafka.Header) (schemas.Sequence, error) {
 	var producer, seq []byte
 	for _, h := range headers {
+		var dst *[]byte
 		switch h.Key {
 		case schemas.HeaderProducer:
-			producer = nonNil(h.Value)
+			dst = &producer
 		case schemas.HeaderSequence:
-			seq = nonNil(h.Value)
+			dst = &seq
+		default:
+			continue
 		}
+		if *dst != nil && !bytes.Equal(*dst, h.Value) {
+			return schemas.Sequence{}, fmt.Errorf("ingest: header %s twice, with different values", h.Key)
+		}
+		*dst = nonNil(h.Value)
 	}
 	s, err := schemas.ParseSequence(producer, seq)
 	if errors.Is(err, schemas.ErrNoSequence) {

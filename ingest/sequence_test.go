@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"bytes"
 	"slices"
 	"strings"
 	"testing"
@@ -71,6 +72,14 @@ func TestSequenceOf(t *testing.T) {
 		{"both", []kafka.Header{p, {Key: schemas.HeaderSequence, Value: []byte("12")}}, schemas.Sequence{Producer: "abc", Seq: 12}, ""},
 		{"empty seq value", []kafka.Header{p, {Key: schemas.HeaderSequence}}, schemas.Sequence{}, "header heliostat-seq"},
 		{"producer alone", []kafka.Header{p}, schemas.Sequence{}, "without heliostat-seq"},
+		// Either number could be the message's; the last one, taken
+		// before, dropped a new message (seq 3) as a copy of seq 1.
+		{"seq twice, different", []kafka.Header{p, {Key: schemas.HeaderSequence, Value: []byte("3")}, {Key: schemas.HeaderSequence, Value: []byte("1")}},
+			schemas.Sequence{}, "heliostat-seq twice"},
+		{"producer twice, different", []kafka.Header{p, {Key: schemas.HeaderSequence, Value: []byte("3")}, {Key: schemas.HeaderProducer, Value: []byte("abd")}},
+			schemas.Sequence{}, "heliostat-producer twice"},
+		{"seq twice, the same", []kafka.Header{p, {Key: schemas.HeaderSequence, Value: []byte("3")}, {Key: schemas.HeaderSequence, Value: []byte("3")}},
+			schemas.Sequence{Producer: "abc", Seq: 3}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -86,11 +95,13 @@ func TestSequenceOf(t *testing.T) {
 }
 
 // FuzzSequenceOf checks that any pair of header values is read or refused
-// without a panic, and that what is read is a valid sequence.
+// without a panic, that what is read is a valid sequence, and that a
+// sequence header given twice with different values is refused.
 func FuzzSequenceOf(f *testing.F) {
-	f.Add([]byte("abc"), []byte("1"), true, true)
-	f.Add([]byte(""), []byte(""), true, false)
-	f.Fuzz(func(t *testing.T, producer, seq []byte, withProducer, withSeq bool) {
+	f.Add([]byte("abc"), []byte("1"), []byte("2"), true, true, false)
+	f.Add([]byte(""), []byte(""), []byte(""), true, false, false)
+	f.Add([]byte("abc"), []byte("3"), []byte("1"), true, true, true)
+	f.Fuzz(func(t *testing.T, producer, seq, seq2 []byte, withProducer, withSeq, withSeq2 bool) {
 		var hs []kafka.Header
 		if withProducer {
 			hs = append(hs, kafka.Header{Key: schemas.HeaderProducer, Value: producer})
@@ -98,9 +109,15 @@ func FuzzSequenceOf(f *testing.F) {
 		if withSeq {
 			hs = append(hs, kafka.Header{Key: schemas.HeaderSequence, Value: seq})
 		}
+		if withSeq2 {
+			hs = append(hs, kafka.Header{Key: schemas.HeaderSequence, Value: seq2})
+		}
 		s, err := sequenceOf(hs)
-		if err == nil && (withProducer || withSeq) && !s.Valid() {
+		if err == nil && (withProducer || withSeq || withSeq2) && !s.Valid() {
 			t.Fatalf("sequenceOf(%q) = %+v without error, not valid", hs, s)
+		}
+		if err == nil && withSeq && withSeq2 && !bytes.Equal(seq, seq2) {
+			t.Fatalf("sequenceOf(%q) = %+v without error; want one for %s given twice with different values", hs, s, schemas.HeaderSequence)
 		}
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -44,8 +45,11 @@ type TopicSpec struct {
 }
 
 // EnsureTopicsWith creates the topics that do not exist yet as spec says
-// (replication factor 3 when the cluster has at least 3 brokers, else 1),
-// over connections secured by sec (nil: plaintext).
+// (replication factor 3 when the cluster has at least 3 brokers, with
+// min.insync.replicas 2 unless spec.Configs sets it; else 1),
+// over connections secured by sec (nil: plaintext). Then it checks every
+// topic's cleanup.policy: one that compacts the topic fails it with an
+// error wrapping ErrCompactedTopic, naming the topic.
 func EnsureTopicsWith(ctx context.Context, sec *kafkaconn.Security, brokers []string, spec TopicSpec, topics ...string) error {
 	if len(brokers) == 0 {
 		return errors.New("ingest: no brokers")
@@ -88,16 +92,68 @@ func EnsureTopicsWith(ctx context.Context, sec *kafkaconn.Security, brokers []st
 	for _, k := range names {
 		entries = append(entries, kafka.ConfigEntry{ConfigName: k, ConfigValue: spec.Configs[k]})
 	}
+	create := entries
+	if _, ok := spec.Configs["min.insync.replicas"]; !ok && repl == 3 {
+		// With Kafka's default of 1, a write acknowledged by all the
+		// in-sync replicas (the producers' acks=all) may be on the
+		// leader alone, and lost with its disk: 2 of 3 keeps every
+		// acknowledged message on two brokers.
+		create = append(slices.Clip(entries), kafka.ConfigEntry{ConfigName: "min.insync.replicas", ConfigValue: "2"})
+	}
 	var cfgs []kafka.TopicConfig
 	for _, t := range topics {
-		cfgs = append(cfgs, kafka.TopicConfig{Topic: t, NumPartitions: spec.Partitions, ReplicationFactor: repl, ConfigEntries: entries})
+		cfgs = append(cfgs, kafka.TopicConfig{Topic: t, NumPartitions: spec.Partitions, ReplicationFactor: repl, ConfigEntries: create})
 	}
 	if err := cc.CreateTopics(cfgs...); err != nil && !errors.Is(err, kafka.TopicAlreadyExists) {
 		return fmt.Errorf("ingest: create topics: %w", err)
 	}
-	if !spec.SetOnExisting || len(entries) == 0 {
-		return nil
+	ctrlAddr := net.JoinHostPort(ctrl.Host, strconv.Itoa(ctrl.Port))
+	tr := sec.Transport("heliostat-topics")
+	defer tr.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(ctrlAddr), Timeout: topicOpTimeout, Transport: tr}
+	if spec.SetOnExisting && len(entries) > 0 {
+		if err := setConfigs(ctx, client, names, entries, topics); err != nil {
+			return err
+		}
 	}
+	return checkCleanup(ctx, client, topics)
+}
+
+// ErrCompactedTopic is EnsureTopicsWith's error for a topic whose
+// cleanup.policy (its own, or the brokers' log.cleanup.policy) compacts it:
+// Kafka would keep only the latest message of each key (a host's samples, a
+// job's events), deleting the others before ingest reads them, unseen.
+var ErrCompactedTopic = errors.New("ingest: topic is compacted (cleanup.policy compact), which deletes all but the latest message of each key: set cleanup.policy=delete")
+
+// checkCleanup returns an error wrapping ErrCompactedTopic for each of
+// topics whose effective cleanup.policy includes compact.
+func checkCleanup(ctx context.Context, client *kafka.Client, topics []string) error {
+	req := &kafka.DescribeConfigsRequest{}
+	for _, t := range topics {
+		req.Resources = append(req.Resources, kafka.DescribeConfigRequestResource{
+			ResourceType: kafka.ResourceTypeTopic, ResourceName: t, ConfigNames: []string{"cleanup.policy"}})
+	}
+	resp, err := client.DescribeConfigs(ctx, req)
+	if err != nil {
+		return fmt.Errorf("ingest: describe cleanup.policy of topics: %w", err)
+	}
+	var errs []error
+	for _, r := range resp.Resources {
+		if r.Error != nil {
+			errs = append(errs, fmt.Errorf("ingest: describe cleanup.policy of topic %s: %w", r.ResourceName, r.Error))
+			continue
+		}
+		for _, c := range r.ConfigEntries {
+			if c.ConfigName == "cleanup.policy" && slices.Contains(strings.Split(c.ConfigValue, ","), "compact") {
+				errs = append(errs, fmt.Errorf("topic %s has cleanup.policy=%s: %w", r.ResourceName, c.ConfigValue, ErrCompactedTopic))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// setConfigs sets entries (named names) on every one of topics.
+func setConfigs(ctx context.Context, client *kafka.Client, names []string, entries []kafka.ConfigEntry, topics []string) error {
 	// Set on every topic: on one just created with them, a no-op.
 	var res []kafka.IncrementalAlterConfigsRequestResource
 	for _, t := range topics {
@@ -107,11 +163,7 @@ func EnsureTopicsWith(ctx context.Context, sec *kafkaconn.Security, brokers []st
 		}
 		res = append(res, r)
 	}
-	ctrlAddr := net.JoinHostPort(ctrl.Host, strconv.Itoa(ctrl.Port))
-	tr := sec.Transport("heliostat-topics")
-	defer tr.CloseIdleConnections()
-	client := &kafka.Client{Addr: kafka.TCP(ctrlAddr), Timeout: topicOpTimeout, Transport: tr}
-	resp, err := client.IncrementalAlterConfigs(ctx, &kafka.IncrementalAlterConfigsRequest{Addr: kafka.TCP(ctrlAddr), Resources: res})
+	resp, err := client.IncrementalAlterConfigs(ctx, &kafka.IncrementalAlterConfigsRequest{Resources: res})
 	if err != nil {
 		return fmt.Errorf("ingest: set configs %v of topics: %w", names, err)
 	}

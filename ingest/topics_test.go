@@ -2,14 +2,17 @@ package ingest_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/heliostat-dev/heliostat/ingest"
+	"github.com/heliostat-dev/heliostat/schemas"
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
 
@@ -107,5 +110,62 @@ func TestEnsureTopicsConfigs(t *testing.T) {
 				t.Errorf("retention.ms of %s = %q; want %q", topic, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestEnsureTopicsCompacted: a topic whose cleanup.policy compacts it, which
+// keeps only the latest message of each key (a host's samples, a job's
+// events) and so deletes messages before ingest reads them, fails
+// EnsureTopics with ErrCompactedTopic naming the topic. Before, it was
+// accepted: of three sample messages of one host, ingest stored one after a
+// compaction, with no error and nothing counted.
+func TestEnsureTopicsCompacted(t *testing.T) {
+	for _, tc := range []struct {
+		policy string // "": created by EnsureTopics
+		bad    bool
+	}{
+		{"", false},
+		{"delete", false},
+		{"compact", true},
+		{"compact,delete", true},
+		{"delete,compact", true},
+	} {
+		t.Run(tc.policy, func(t *testing.T) {
+			c, broker := schematest.Broker(t)
+			if tc.policy != "" {
+				if err := c.CreateTopic(schemas.TopicGPUSamples, 1, map[string]string{"cleanup.policy": tc.policy}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := ingest.EnsureTopics(t.Context(), []string{broker}, 1, schemas.TopicGPUSamples, schemas.TopicJobEvents)
+			if got := errors.Is(err, ingest.ErrCompactedTopic); got != tc.bad || (err != nil && !tc.bad) {
+				t.Fatalf("EnsureTopics(cleanup.policy %q) = %v; want ErrCompactedTopic: %v", tc.policy, err, tc.bad)
+			}
+			if tc.bad && (!strings.Contains(err.Error(), schemas.TopicGPUSamples) || strings.Contains(err.Error(), schemas.TopicJobEvents)) {
+				t.Errorf("EnsureTopics(cleanup.policy %q) = %v; want it to name %s alone", tc.policy, err, schemas.TopicGPUSamples)
+			}
+		})
+	}
+}
+
+// TestEnsureTopicsMinInsync: on a cluster of three brokers, topics are
+// created with replication factor 3 and min.insync.replicas 2, so that a
+// message the producers' acks=all got acknowledged is on two brokers.
+// Before, they had the brokers' default (1): acks=all could be the leader
+// alone, and its disk lost the message.
+func TestEnsureTopicsMinInsync(t *testing.T) {
+	_, broker := schematest.Broker(t, kfake.NumBrokers(3))
+	if err := ingest.EnsureTopics(t.Context(), []string{broker}, 2, schemas.TopicGPUSamples); err != nil {
+		t.Fatal(err)
+	}
+	if got := topicConfig(t, broker, schemas.TopicGPUSamples, "min.insync.replicas"); got != "2" {
+		t.Errorf("min.insync.replicas of %s on 3 brokers = %q; want \"2\"", schemas.TopicGPUSamples, got)
+	}
+	_, one := schematest.Broker(t)
+	if err := ingest.EnsureTopics(t.Context(), []string{one}, 2, schemas.TopicGPUSamples); err != nil {
+		t.Fatal(err)
+	}
+	if got := topicConfig(t, one, schemas.TopicGPUSamples, "min.insync.replicas"); got != "" {
+		t.Errorf("min.insync.replicas of %s on 1 broker = %q; want none set", schemas.TopicGPUSamples, got)
 	}
 }

@@ -124,6 +124,11 @@ func (e *JobEvent) check() error {
 	return nil
 }
 
+// jobEventMinLen is the fewest bytes one job event takes: 28 fields of one
+// byte at their shortest, and a job id of at least one byte. (It was 30,
+// which refused a message of events that short as truncated.)
+const jobEventMinLen = 29
+
 // DecodeJobEventBatch decodes msg into b, reusing b's event slice. On error the
 // error is a *DecodeError.
 func DecodeJobEventBatch(msg []byte, b *JobEventBatch) error {
@@ -145,8 +150,7 @@ func DecodeJobEventBatch(msg []byte, b *JobEventBatch) error {
 	if err != nil {
 		return err
 	}
-	// An event takes at least 30 bytes (every field at its shortest).
-	if left := uint64(len(msg) - r.off); n > left/30 {
+	if left := uint64(len(msg) - r.off); n > left/jobEventMinLen {
 		return r.fail("event count", -1, ErrKindTruncated, fmt.Sprintf("%d events cannot fit in %d bytes", n, left))
 	}
 	for i := 0; i < int(n); i++ {

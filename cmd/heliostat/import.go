@@ -398,6 +398,9 @@ func (imp *importer) kafkaSink(ctx context.Context) (*kafkaSink, error) {
 		return nil, err
 	}
 	if err := ingest.EnsureTopicsVia(ctx, sec, imp.flags.brokers, imp.flags.partitions, schemas.TopicJobEvents); err != nil {
+		if errors.Is(err, ingest.ErrCompactedTopic) {
+			return nil, err // it would keep only each job's last event
+		}
 		// A broker that refuses the login or the certificate refuses the
 		// writes too, and the writer would only say "EOF": stop here with
 		// the reason.

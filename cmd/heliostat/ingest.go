@@ -64,6 +64,11 @@ func runIngest(ctx context.Context, args []string, e *env) error {
 			return err
 		}
 		if err := ingest.EnsureTopicsVia(ctx, in.Security(), cfg.Brokers, *partitions, append(in.Topics(), schemas.TopicDeadletter, schemas.TopicActions)...); err != nil {
+			if errors.Is(err, ingest.ErrCompactedTopic) {
+				// Kafka deletes what ingest has not read yet: refuse
+				// rather than lose messages unseen.
+				return err
+			}
 			logger.Warn("could not create topics; expecting them to exist", "err", err)
 		}
 		logger.Info("ingest running", "brokers", cfg.Brokers, "kafka_security", in.Security().String(), "group", cfg.Group, "clickhouse", cfg.ClickHouse.Addr,

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"io"
 	"strings"
 	"syscall"
 	"testing"
@@ -8,6 +11,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/heliostat-dev/heliostat/ingest"
 	"github.com/heliostat-dev/heliostat/schemas"
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
@@ -68,4 +72,23 @@ func topicPartitions(t *testing.T, broker string) map[string]int {
 		}
 	}
 	return out
+}
+
+// TestIngestRefusesCompactedTopic: ingest does not start on a topic that
+// Kafka compacts (cleanup.policy compact, keeping only the latest message
+// of each host or job), saying which topic and what to set. Before, it
+// started and lost all but the latest message of each key unseen.
+func TestIngestRefusesCompactedTopic(t *testing.T) {
+	cfg, _ := schematest.Database(t)
+	c, broker := schematest.Broker(t)
+	if err := c.CreateTopic(schemas.TopicJobEvents, 1, map[string]string{"cleanup.policy": "compact"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	err := run(ctx, []string{"ingest", "--kafka.brokers", broker, "--clickhouse.addr", cfg.Addr, "--clickhouse.database", cfg.Database,
+		"--web.listen-address", "127.0.0.1:0", "--log.level", childLogLevel()}, noEnv, io.Discard, io.Discard)
+	if !errors.Is(err, ingest.ErrCompactedTopic) || !strings.Contains(err.Error(), schemas.TopicJobEvents) || ctx.Err() != nil {
+		t.Errorf("heliostat ingest on a compacted %s = %v; want ingest.ErrCompactedTopic naming it, at once", schemas.TopicJobEvents, err)
+	}
 }

@@ -107,7 +107,8 @@ func NewConverter() *Converter {
 // Unix uids, so UID stays Unknown), Partition the SWF queue ("queue/partition")
 // or Helios VC, CPUs the allocated processors (else the requested ones),
 // TimeLimitS the requested time; ExitCode, Priority, MemReqBytes, ArrayTaskID
-// are Unknown, times the trace lacks are 0.
+// are Unknown, times the trace lacks are 0; a start or end time at the epoch
+// itself is 1 ms (see knownMillis).
 func (c *Converter) Append(dst []schemas.JobEvent, j *Job) []schemas.JobEvent {
 	dst, _ = c.append(dst, j, false)
 	return dst
@@ -181,9 +182,9 @@ func (c *Converter) append(dst []schemas.JobEvent, j *Job, check bool) ([]schema
 	if !j.Start.IsZero() {
 		e := base
 		e.Type, e.State = schemas.JobStart, schemas.StateRunning
-		e.StartMillis = j.Start.UnixMilli()
-		e.EventMillis = e.StartMillis
-		base.StartMillis, last = e.StartMillis, e.StartMillis
+		e.StartMillis = knownMillis(j.Start)
+		e.EventMillis = j.Start.UnixMilli()
+		base.StartMillis, last = e.StartMillis, e.EventMillis
 		dst = append(dst, e)
 	} else {
 		noStart = true
@@ -201,8 +202,8 @@ func (c *Converter) append(dst []schemas.JobEvent, j *Job, check bool) ([]schema
 		e := base
 		e.Type, e.State = schemas.JobEnd, st
 		if !j.End.IsZero() {
-			e.EndMillis = j.End.UnixMilli()
-			e.EventMillis = e.EndMillis
+			e.EndMillis = knownMillis(j.End)
+			e.EventMillis = j.End.UnixMilli()
 		} else {
 			e.EventMillis = last
 			endTimeUnknown = true
@@ -253,6 +254,18 @@ func (c *Converter) append(dst []schemas.JobEvent, j *Job, check bool) ([]schema
 		s.UnmappedStates[j.State]++
 	}
 	return dst, nil
+}
+
+// knownMillis returns the Unix milliseconds of t, a time the trace gives,
+// for a JobEvent's start or end time, where 0 means unknown: the epoch
+// itself (a trace without UnixStartTime whose first job starts at once)
+// is 1 ms, which job_events, holding seconds, stores as the epoch. Before,
+// such a job was stored as never started.
+func knownMillis(t time.Time) int64 {
+	if ms := t.UnixMilli(); ms != 0 {
+		return ms
+	}
+	return 1
 }
 
 // count maps a trace count (-1 unknown) to a schemas one.

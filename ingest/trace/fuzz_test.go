@@ -107,6 +107,15 @@ func checkConverted(t *testing.T, tr *trace.Trace) {
 				}
 			}
 		}
+		// A time the trace gives is never sent as 0, which a job event
+		// reads as unknown (a job starting at the epoch was stored as
+		// never started).
+		for _, e := range ev {
+			if e.Type == schemas.JobStart && !j.Start.IsZero() && e.StartMillis == 0 ||
+				e.Type == schemas.JobEnd && !j.End.IsZero() && e.EndMillis == 0 {
+				t.Fatalf("job on line %d: %s event with its time as unknown; the trace gives start %s, end %s", j.Line, e.Type, j.Start, j.End)
+			}
+		}
 		if last := ev[len(ev)-1]; last.Type == schemas.JobEnd && !j.End.IsZero() && last.EndMillis < last.SubmitMillis {
 			t.Fatalf("job on line %d: ends at %d ms, before its submit at %d ms", j.Line, last.EndMillis, last.SubmitMillis)
 		}
@@ -121,6 +130,7 @@ func FuzzReadSWF(f *testing.F) {
 	seeds(f, "*.swf.in")
 	f.Add([]byte("5 0 1 2 3 -1 -1 3 60 -1 1 1 1 1 1 -1 -1 -1\n5 0 1 2 3 -1 -1 3 60 -1 1 1 1 1 1 -1 -1 -1\n05 0 1 2 3 -1 -1 3 60 -1 1 1 1 1 1 -1 -1 -1\n"))
 	f.Add([]byte("1 0 1 2 4294967296 -1 -1 3 60 -1 1 1 1 1 1 -1 -1 -1\n"))
+	f.Add([]byte("1 0 0 0 4 -1 -1 4 60 -1 1 1 1 1 1 -1 -1 -1\n")) // starts and ends at the epoch
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tr, err := trace.ReadSWF(bytes.NewReader(data))
 		if err != nil {
