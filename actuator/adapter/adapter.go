@@ -30,6 +30,8 @@ type Scheduler interface {
 	// node is busy at that moment.
 	PowerDown(ctx context.Context, node string) error
 	// PowerUp powers a node up; it takes jobs once it has woken.
+	// Implementations that can tell the node is on or waking already send
+	// nothing and return an error wrapping ErrAlreadyPowered.
 	PowerUp(ctx context.Context, node string) error
 }
 
@@ -64,9 +66,17 @@ type Job struct {
 	Held bool
 	// Ineligible: the job cannot start however many nodes are up — it
 	// waits for a dependency, a begin time, or a QOS, association or
-	// job-array limit. The actuator ranks it and sets its priority, but does
-	// not count it as demand.
+	// job-array limit; its partition is down or inactive, or its size or
+	// time limit is over the partition's; its constraints cannot be met; or
+	// it waits for a node it is bound for that is down or drained. The
+	// actuator ranks it and sets its priority, but does not count it as
+	// demand.
 	Ineligible bool
+	// Reason is the scheduler's word for why the job waits (Slurm's
+	// state_reason: "Resources", "JobHeldUser", "Dependency",
+	// "PartitionDown", …), by which the actuator counts the Held and
+	// Ineligible jobs it leaves out of demand; "" when it gives none.
+	Reason string
 	// ArrayTasks is, for a pending job array whose tasks the scheduler has
 	// not split into jobs of their own, the number of tasks this one job
 	// stands for that may start (a throttle, --array=…%N, less the tasks
@@ -175,4 +185,8 @@ var (
 	// from power saving (Node.PowerSaveExcluded), so it is not powered
 	// down.
 	ErrPowerSaveExcluded = errors.New("adapter: node is excluded from power saving by the scheduler's configuration")
+	// ErrAlreadyPowered: a power-up found the node on or waking already
+	// (it woke since the plan read it, e.g. the scheduler woke it for a
+	// job), so nothing was sent.
+	ErrAlreadyPowered = errors.New("adapter: node is already on or waking")
 )

@@ -325,11 +325,12 @@ func (g *Guard) NodeAllowed(n Node) bool {
 // Snapshot; a failed read fails the action, dry run or not) and a
 // power-down is refused on a node that is excluded from power saving by
 // the scheduler's configuration, busy, unusable, not on, or bound for a
-// pending job; the rate limit must have room (a power-up is counted
-// but always has room); then a dry run stops (Skipped, "dry run", the unit
-// of the rate limit spent as apply would spend it, once for an action asked
-// for again within the window) and otherwise the
-// scheduler is called. When the scheduler then fails or refuses the
+// pending job, and a power-up on a node already on or waking
+// (ErrAlreadyPowered: it woke since the plan read it); the rate limit must
+// have room (a power-up is counted but always has room); then a dry run
+// stops (Skipped, "dry run", the unit of the rate limit spent as apply would
+// spend it, once for an action asked for again within the window) and
+// otherwise the scheduler is called. When the scheduler then fails or refuses the
 // action, no transition happened and the unit is given back. An error
 // wrapping ErrPartial is not a refusal: the scheduler applied the action in
 // part (a job array's priority on some of its tasks), so it is Applied,
@@ -379,9 +380,9 @@ func (g *Guard) Do(ctx context.Context, a Action) Result {
 		return Result{Applied, err}
 	}
 	g.giveBack(a, at)
-	if errors.Is(err, ErrNodeBusy) || errors.Is(err, ErrUnusable) || errors.Is(err, ErrUnknownJob) || errors.Is(err, ErrHeld) || errors.Is(err, ErrPowerSaveExcluded) {
+	if errors.Is(err, ErrNodeBusy) || errors.Is(err, ErrUnusable) || errors.Is(err, ErrUnknownJob) || errors.Is(err, ErrHeld) || errors.Is(err, ErrPowerSaveExcluded) || errors.Is(err, ErrAlreadyPowered) {
 		// The scheduler moved on since the pass read it: the node took a
-		// job, or the job started, ended or was held; or its
+		// job or woke, or the job started, ended or was held; or its
 		// configuration now excludes the node from power saving. Not a
 		// failure of either side.
 		return Result{Skipped, err}
@@ -414,6 +415,11 @@ func (g *Guard) checkNode(snap Snapshot, a Action) error {
 		return fmt.Errorf("%w: %s (state %s)", ErrUnusable, n.Name, n.State)
 	}
 	if a.Kind == PowerUp {
+		if n.Power.Powered() {
+			// It woke since the plan read it: nothing to send, and not a
+			// transition to count.
+			return fmt.Errorf("%w: %s (state %s)", ErrAlreadyPowered, n.Name, n.State)
+		}
 		return nil
 	}
 	if n.PowerSaveExcluded {

@@ -508,8 +508,42 @@ func TestGuardPowerSaveExcluded(t *testing.T) {
 	if st := nodeState(t, s, "sim-node-003"); st != sim.NodeUp {
 		t.Errorf("excluded node is %v; want up", st)
 	}
+	if err := s.PowerDown("sim-node-003"); err != nil { // by hand
+		t.Fatal(err)
+	}
 	if r := g.Do(context.Background(), adapter.Action{Kind: adapter.PowerUp, Target: "sim-node-003"}); r.Outcome != adapter.Applied {
 		t.Errorf("power up an excluded node = %v, %v; want applied", r.Outcome, r.Err)
+	}
+}
+
+// TestGuardPowerUpAlreadyPowered: a power-up of a node that is on or
+// waking by the time the guard looks (it woke since the plan read it) sends
+// nothing and is skipped, saying so, not applied; its unit of the power cap
+// is given back. Before, it was applied and spent the cap's unit.
+func TestGuardPowerUpAlreadyPowered(t *testing.T) {
+	s, sched := newCluster(t)
+	f := &faulty{Scheduler: sched}
+	g, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"*"}, Nodes: []string{"*"}, MaxPowerPerHour: 1}, f, func() time.Time { return t0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := s.PowerDown("sim-node-003"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PowerUp("sim-node-003"); err != nil { // waking, by hand
+		t.Fatal(err)
+	}
+	for _, node := range []string{"sim-node-001", "sim-node-003"} { // on (running a job), waking
+		if r := g.Do(ctx, adapter.Action{Kind: adapter.PowerUp, Target: node}); r.Outcome != adapter.Skipped || !errors.Is(r.Err, adapter.ErrAlreadyPowered) || f.calls != 0 {
+			t.Errorf("power up %s, %v = %v, %v (%d sent); want skipped, %v, none sent", node, nodeState(t, s, node), r.Outcome, r.Err, f.calls, adapter.ErrAlreadyPowered)
+		}
+	}
+	if err := s.Advance(ctx, t0.Add(10*time.Second+sim.DefaultWakeDelay)); err != nil {
+		t.Fatal(err)
+	}
+	if r := g.Do(ctx, adapter.Action{Kind: adapter.PowerDown, Target: "sim-node-003"}); r.Outcome != adapter.Applied {
+		t.Errorf("power down after power-ups that sent nothing, cap 1 = %v, %v; want applied", r.Outcome, r.Err)
 	}
 }
 

@@ -12,7 +12,9 @@
 //     nodes its pending jobs need: a job submitted to several partitions
 //     counts in each, a job asking for several nodes gets whole nodes, a
 //     pending array counts each task that may start, and held jobs and jobs
-//     that cannot start yet — Job.Ineligible — count not at all) and
+//     that cannot start yet — Job.Ineligible — count not at all, but by
+//     reason in heliostat_actuator_demand_excluded_jobs and in the power
+//     actions' basis) and
 //     a forecast, makes a CES power plan
 //     (actuator/ces) and powers nodes down and up accordingly. The
 //     forecast is predictor/demand's (a causal model of the demand the
@@ -504,6 +506,11 @@ func (l *Loop) plan(now time.Time, snap adapter.Snapshot, pools map[string][]ada
 		}
 	}
 	pending := pendingByPool(snap.Jobs)
+	notCounted, total := excludedByPool(snap.Jobs)
+	l.m.excluded.Reset()
+	for r, n := range total {
+		l.m.excluded.WithLabelValues(r).Set(float64(n))
+	}
 	names := make([]string, 0, len(pools))
 	for p := range pools {
 		names = append(names, p)
@@ -571,8 +578,12 @@ func (l *Loop) plan(now time.Time, snap adapter.Snapshot, pools map[string][]ada
 		if !pp.Managed {
 			continue
 		}
-		basis, _ := json.Marshal(map[string]any{"partition": part, "target": plan.Target, "demand": plan.Demand, "powered": plan.Powered,
-			"held": plan.Held, "forecast": plan.Forecast, "forecast_kind": kind})
+		b := map[string]any{"partition": part, "target": plan.Target, "demand": plan.Demand, "powered": plan.Powered,
+			"held": plan.Held, "forecast": plan.Forecast, "forecast_kind": kind}
+		if ex := notCounted[part]; len(ex) > 0 {
+			b["excluded_jobs"] = ex
+		}
+		basis, _ := json.Marshal(b)
 		for _, acts := range []struct {
 			kind adapter.Kind
 			list []ces.Action
@@ -606,6 +617,47 @@ func pendingByPool(jobs []adapter.Job) map[string][]adapter.Job {
 		}
 	}
 	return out
+}
+
+// excludedByPool counts the pending jobs pendingByPool leaves out of demand
+// (held or ineligible) by reason (excludedReason): in each partition they
+// were submitted to, and in all (a job once).
+func excludedByPool(jobs []adapter.Job) (byPool map[string]map[string]int, total map[string]int) {
+	byPool, total = map[string]map[string]int{}, map[string]int{}
+	for _, j := range jobs {
+		if !j.Held && !j.Ineligible {
+			continue
+		}
+		r := excludedReason(&j)
+		total[r]++
+		for _, p := range j.Partitions() {
+			if byPool[p] == nil {
+				byPool[p] = map[string]int{}
+			}
+			byPool[p][r]++
+		}
+	}
+	return byPool, total
+}
+
+// excludedReason returns the label a held or ineligible job is counted
+// under: the scheduler's reason when it is a word of at most 64 letters,
+// digits and underscores (as Slurm's are) other than "None"; else "held" or
+// "ineligible".
+func excludedReason(j *adapter.Job) string {
+	r := j.Reason
+	ok := r != "" && r != "None" && len(r) <= 64
+	for i := 0; ok && i < len(r); i++ {
+		c := r[i]
+		ok = c == '_' || c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z'
+	}
+	switch {
+	case ok:
+		return r
+	case j.Held:
+		return "held"
+	}
+	return "ineligible"
 }
 
 // nodesNeeded returns the nodes of gpn GPUs each (below 1 counts as 1) that
@@ -699,6 +751,11 @@ func (l *Loop) apply(ctx context.Context, now time.Time, todo []planned) ([]audi
 		case res.Outcome == adapter.Skipped && !stopped && errors.Is(res.Err, errCapsUnread):
 			// Set aside until the caps' history is read.
 			l.seen[k] = recent{value: p.a.Priority, at: now, unread: true}
+		case res.Outcome == adapter.Skipped && errors.Is(res.Err, adapter.ErrAlreadyPowered):
+			// The node woke by itself: not set aside, so that a plan
+			// that needs it woken again (it went down since) asks at
+			// once.
+			delete(l.seen, k)
 		case res.Outcome == adapter.Skipped && !stopped && errors.As(res.Err, &limited):
 			// Set aside only until the cap has room: the next pass
 			// from then sends it, rather than one RepeatAfter later.

@@ -2,11 +2,13 @@ package loop
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/heliostat-dev/heliostat/actuator/adapter"
 	"github.com/heliostat-dev/heliostat/actuator/audit"
@@ -750,6 +753,138 @@ func TestLoopArrayDemand(t *testing.T) {
 		t.Errorf("gpu: %d nodes powered; want 5", got)
 	}
 	allPrioritized(t, sched)
+}
+
+// TestExcludedByPool: the pending jobs left out of demand, held or unable
+// to start, are counted by the scheduler's reason in each partition they
+// were submitted to, and once in all; a reason that is not a word, or none,
+// counts as "held" or "ineligible".
+func TestExcludedByPool(t *testing.T) {
+	jobs := []adapter.Job{
+		{ID: "1", Partition: "gpu", Held: true, Reason: "JobHeldUser"},
+		{ID: "2", Partition: "gpu,other", Ineligible: true, Reason: "Dependency"},
+		{ID: "3", Partition: "other", Ineligible: true, Reason: "PartitionDown"},
+		{ID: "4", Partition: "gpu", Held: true, Reason: "None"},
+		{ID: "5", Partition: "gpu", Ineligible: true, Reason: "a reason, with spaces"},
+		{ID: "6", Partition: "gpu", Ineligible: true},
+		{ID: "7", Partition: "gpu", Reason: "Resources"}, // demand
+	}
+	byPool, total := excludedByPool(jobs)
+	wantPool := map[string]map[string]int{
+		"gpu":   {"JobHeldUser": 1, "Dependency": 1, "held": 1, "ineligible": 2},
+		"other": {"Dependency": 1, "PartitionDown": 1},
+	}
+	wantTotal := map[string]int{"JobHeldUser": 1, "Dependency": 1, "PartitionDown": 1, "held": 1, "ineligible": 2}
+	if !reflect.DeepEqual(byPool, wantPool) || !reflect.DeepEqual(total, wantTotal) {
+		t.Errorf("excludedByPool = %v, %v; want %v, %v", byPool, total, wantPool, wantTotal)
+	}
+}
+
+// TestLoopExcludedJobsInBasis: the power actions' basis says which pending
+// jobs of the partition were left out of its demand, by reason, and the
+// metric counts them.
+func TestLoopExcludedJobsInBasis(t *testing.T) {
+	sched := &static{snap: adapter.Snapshot{Jobs: []adapter.Job{
+		{ID: "1", User: "u", Partition: "gpu", GPUs: 8, NodeCount: 1, Held: true, Reason: "JobHeldAdmin", Submit: t0, TimeLimit: time.Hour},
+		{ID: "2", User: "u", Partition: "gpu", GPUs: 8, NodeCount: 2, Ineligible: true, Reason: "PartitionNodeLimit", Submit: t0, TimeLimit: time.Hour},
+	}}}
+	sched.snap.Nodes = idleNodes("gpu", 3)
+	l := newPeakLoop(t, sched, adapter.GuardConfig{Apply: true, Partitions: []string{"gpu"}, Nodes: []string{"*"}})
+	var basis string
+	for m := range 8 {
+		sched.at(t0.Add(time.Duration(m) * time.Minute))
+		rep, err := l.Once(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range rep.Actions {
+			if a.Kind == string(adapter.PowerDown) {
+				basis = a.Basis
+			}
+		}
+	}
+	var b struct {
+		Demand   float64        `json:"demand"`
+		Excluded map[string]int `json:"excluded_jobs"`
+	}
+	if err := json.Unmarshal([]byte(basis), &b); err != nil {
+		t.Fatalf("basis of the power-downs %q: %v", basis, err)
+	}
+	if want := map[string]int{"JobHeldAdmin": 1, "PartitionNodeLimit": 1}; b.Demand != 0 || !reflect.DeepEqual(b.Excluded, want) {
+		t.Errorf("basis %s: demand %v, excluded_jobs %v; want 0, %v", basis, b.Demand, b.Excluded, want)
+	}
+	if got := testutil.ToFloat64(l.m.excluded.WithLabelValues("PartitionNodeLimit")); got != 1 {
+		t.Errorf("heliostat_actuator_demand_excluded_jobs{reason=\"PartitionNodeLimit\"} = %v; want 1", got)
+	}
+}
+
+// wakesOnLook is a static scheduler whose node wakes by itself between a
+// pass's read and the guard's look before the power-up, while wake is set:
+// the look shows it on, and nothing is sent.
+type wakesOnLook struct {
+	*static
+	wake  bool
+	reads int
+}
+
+func (w *wakesOnLook) Snapshot(ctx context.Context) (adapter.Snapshot, error) {
+	snap, err := w.static.Snapshot(ctx)
+	if w.reads++; w.wake && w.reads%2 == 0 {
+		for i := range snap.Nodes {
+			snap.Nodes[i].Power = adapter.PowerOn
+		}
+	}
+	return snap, err
+}
+
+// TestLoopPowerUpOfNodeThatWoke: a power-up whose node woke between the
+// plan and the action (Slurm resumed it for a job) is recorded as skipped,
+// saying the node is already powered, not applied; and it is not set aside
+// for --actuator.repeat-after: when the plan asks again for a node that is
+// off, the power-up is sent at once.
+func TestLoopPowerUpOfNodeThatWoke(t *testing.T) {
+	st := &static{snap: adapter.Snapshot{Jobs: []adapter.Job{
+		{ID: "1", User: "u", Partition: "gpu", GPUs: 8, NodeCount: 1, Submit: t0, TimeLimit: time.Hour},
+	}}}
+	st.snap.Nodes = idleNodes("gpu", 1)
+	st.snap.Nodes[0].Power, st.snap.Nodes[0].State = adapter.PowerOff, "idle+POWERED_DOWN"
+	sched := &wakesOnLook{static: st, wake: true}
+	cfg, conn := schematest.Database(t)
+	g, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"gpu"}, Nodes: []string{"*"}}, sched, func() time.Time { return t0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	al, err := audit.New(conn, cfg.Database, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := testConfig()
+	lc.Forecast = ForecastPeak
+	l, err := New(lc, g, al, nil, nil, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	powerUp := func(m int) *audit.Record {
+		t.Helper()
+		st.at(t0.Add(time.Duration(m) * time.Minute))
+		rep, err := l.Once(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, a := range rep.Actions {
+			if a.Kind == string(adapter.PowerUp) {
+				return &rep.Actions[i]
+			}
+		}
+		return nil
+	}
+	if a := powerUp(0); a == nil || a.Outcome != audit.Skipped || !strings.Contains(a.Error, adapter.ErrAlreadyPowered.Error()) {
+		t.Errorf("power-up of a node that woke before it was sent: %+v; want skipped, %q", a, adapter.ErrAlreadyPowered)
+	}
+	sched.wake = false
+	if a := powerUp(1); a == nil || a.Outcome != audit.Applied {
+		t.Errorf("power-up of the node off again, a minute later: %+v; want applied", a)
+	}
 }
 
 // TestLoopPowerAllowlist: the power plan chooses only nodes the guard lets

@@ -20,6 +20,7 @@ type metrics struct {
 	lastSuccess prometheus.Gauge
 	errors      prometheus.Counter
 	pending     prometheus.Gauge
+	excluded    *prometheus.GaugeVec
 
 	forecastErrors prometheus.Counter
 	demandStore    *prometheus.CounterVec
@@ -56,6 +57,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "heliostat_actuator_pending_jobs",
 			Help: "Pending jobs (not held) seen by the last pass.",
 		}),
+		excluded: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "heliostat_actuator_demand_excluded_jobs",
+			Help: "Pending jobs the last pass left out of node demand because they cannot start however many nodes are powered (held, waiting for a dependency, over a partition's limits, bound for a down node, …), by the scheduler's reason (Slurm's state_reason).",
+		}, []string{"reason"}),
 		forecastErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "heliostat_actuator_forecast_errors_total",
 			Help: "Demand-model forecasts that failed, so that a power plan fell back to the watched peak.",
@@ -86,7 +91,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}
 	}
 	if reg != nil {
-		if err := metricsreg.Register(reg, m.actions, m.predictions, m.duration, m.lastSuccess, m.errors, m.pending, m.forecastErrors, m.demandStore, m.demandRejected, m.demandRebuilt, m.powerHistoryErrors); err != nil {
+		if err := metricsreg.Register(reg, m.actions, m.predictions, m.duration, m.lastSuccess, m.errors, m.pending, m.excluded, m.forecastErrors, m.demandStore, m.demandRejected, m.demandRebuilt, m.powerHistoryErrors); err != nil {
 			return nil, fmt.Errorf("loop: register metrics: %w", err)
 		}
 	}

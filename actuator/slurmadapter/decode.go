@@ -118,7 +118,12 @@ func decodeSqueue(b []byte, now time.Time) (jobs []adapter.Job, leaders map[stri
 		job := adapter.Job{ID: id, Name: j.Name, User: j.UserName, Partition: j.Partition, GPUs: gpus,
 			NodeCount: clampInt(j.NodeCount.V), Priority: j.Priority.V, Nodes: bound,
 			Held:       j.Priority.Set && j.Priority.V == 0 || strings.HasPrefix(j.StateReason, "JobHeld"),
-			Ineligible: ineligibleReason(j.StateReason) || !now.IsZero() && j.EligibleTime.Set && j.EligibleTime.V > now.Unix()}
+			Ineligible: ineligibleReason(j.StateReason) || partitionReason(j.StateReason) && len(adapter.SplitPartitions(j.Partition)) == 1,
+			Reason:     j.StateReason}
+		if !now.IsZero() && j.EligibleTime.Set && j.EligibleTime.V > now.Unix() {
+			job.Ineligible = true
+			job.Reason = orReason(job.Reason, "BeginTime") // --begin, before Slurm set the reason
+		}
 		if !j.ArrayTaskID.Set && j.ArrayJobID.Set && j.ArrayJobID.V > 0 && j.ArrayTaskString != "" {
 			n, throttle, err := arrayTasks(j.ArrayTaskString)
 			if err != nil {
@@ -131,6 +136,7 @@ func decodeSqueue(b []byte, now time.Time) (jobs []adapter.Job, leaders map[stri
 			}
 			if n == 0 {
 				job.Ineligible = true
+				job.Reason = orReason(job.Reason, "JobArrayTaskLimit")
 			}
 			job.ArrayTasks = max(n, 1)
 		}
@@ -179,13 +185,18 @@ func holdsNodes(st slurmfmt.States) bool {
 
 // ineligibleReason reports whether a pending job's state_reason says it
 // cannot start however many nodes are up: it waits for a dependency or a
-// begin time, or a QOS, association or array throttle limit holds it
-// (QOSMax…, QOSGrp…, AssocMax…, AssocGrp… and the older generic names). Reasons
-// that more or other nodes could resolve (Resources, Priority,
-// ReqNodeNotAvail, PartitionNodeLimit, …) are not among them.
+// begin time, a QOS, association or array throttle limit holds it
+// (QOSMax…, QOSGrp…, AssocMax…, AssocGrp… and the older generic names), or
+// no node can meet its constraints (BadConstraints; Slurm 22.05 also sets
+// such a job's priority to 0, which reads as held). Reasons that more or
+// other nodes could resolve (Resources, Priority, ReqNodeNotAvail, …) are
+// not among them: a job waiting for powered-down nodes says Resources, with
+// "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher
+// priority partitions" as its description. See also partitionReason and
+// markUnreachable.
 func ineligibleReason(r string) bool {
 	switch r {
-	case "Dependency", "DependencyNeverSatisfied", "BeginTime", "JobArrayTaskLimit",
+	case "Dependency", "DependencyNeverSatisfied", "BeginTime", "JobArrayTaskLimit", "BadConstraints",
 		"QOSJobLimit", "QOSResourceLimit", "QOSTimeLimit", "AssociationJobLimit", "AssociationResourceLimit", "AssociationTimeLimit":
 		return true
 	}
@@ -195,6 +206,50 @@ func ineligibleReason(r string) bool {
 		}
 	}
 	return false
+}
+
+// partitionReason reports whether a pending job's state_reason says its
+// partition keeps it from starting whatever nodes are up: the partition is
+// down or inactive, or the job asks for more nodes (PartitionNodeLimit) or a
+// longer time (PartitionTimeLimit) than the partition allows (Slurm 22.05
+// queues such a job unless EnforcePartLimits refuses it). It is read only
+// for a job submitted to one partition: for one submitted to several, the
+// reason is of one of them, and another may start it.
+func partitionReason(r string) bool {
+	switch r {
+	case "PartitionDown", "PartitionInactive", "PartitionNodeLimit", "PartitionTimeLimit":
+		return true
+	}
+	return false
+}
+
+// orReason returns r, or alt when Slurm gave no reason ("" or "None").
+func orReason(r, alt string) string {
+	if r == "" || r == "None" {
+		return alt
+	}
+	return r
+}
+
+// markUnreachable marks Ineligible the pending jobs that wait for a node
+// they are bound for (ReqNodeNotAvail) that is unusable — down, drained,
+// failed — for a reason other than power saving: no node a plan may power
+// starts them. A job waiting for a bound node that is busy or powered down
+// (which Slurm 22.05 reports as ReqNodeNotAvail too) still counts: it
+// starts when the node is free, or woken.
+func markUnreachable(jobs []adapter.Job, nodes []adapter.Node) {
+	unusable := map[string]bool{}
+	for _, n := range nodes {
+		if n.Unusable {
+			unusable[n.Name] = true
+		}
+	}
+	for i := range jobs {
+		j := &jobs[i]
+		if j.Reason == "ReqNodeNotAvail" && slices.ContainsFunc(j.Nodes, func(n string) bool { return unusable[n] }) {
+			j.Ineligible = true
+		}
+	}
 }
 
 // runningTasks counts the tasks of each job array (by array_job_id) that

@@ -1,6 +1,7 @@
 package slurmadapter
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -171,39 +172,87 @@ func TestDecodeSqueueArrays(t *testing.T) {
 }
 
 // TestDecodeSqueueIneligible: a pending job that cannot start however many
-// nodes are up — waiting for a dependency or a begin time, or held by a QOS,
-// association or array limit — is Ineligible; one waiting for resources,
-// priority or nodes is not. The reasons are Slurm 22.05's state_reason.
+// nodes are up — waiting for a dependency or a begin time, held by a QOS,
+// association or array limit, with constraints no node meets, or, submitted
+// to one partition, kept by that partition (down, inactive, over its node
+// or time limit) — is Ineligible, with the reason it is counted under; one
+// waiting for resources, priority or nodes is not, nor one submitted to
+// several partitions whose reason is one partition's. The reasons are Slurm
+// 22.05's state_reason.
 func TestDecodeSqueueIneligible(t *testing.T) {
 	for _, tc := range []struct {
-		reason   string
-		eligible int64 // eligible_time, Unix seconds
-		want     bool
+		reason    string
+		partition string
+		eligible  int64 // eligible_time, Unix seconds
+		want      bool
+		wantWhy   string // Job.Reason; "": the reason as given
 	}{
-		{"Dependency", 0, true},
-		{"DependencyNeverSatisfied", 0, true},
-		{"BeginTime", fixtureNow.Unix() + 3600, true},
-		{"JobArrayTaskLimit", 0, true},
-		{"QOSMaxGRESPerUser", 0, true},
-		{"QOSGrpNodeLimit", 0, true},
-		{"QOSJobLimit", 0, true},
-		{"AssocGrpGRES", 0, true},
-		{"AssocMaxJobsLimit", 0, true},
-		{"AssociationResourceLimit", 0, true},
-		{"None", fixtureNow.Unix() + 60, true}, // --begin, before Slurm set the reason
-		{"Resources", 0, false},
-		{"Priority", fixtureNow.Unix() - 60, false},
-		{"ReqNodeNotAvail", 0, false},
-		{"PartitionNodeLimit", 0, false},
-		{"None", fixtureNow.Unix(), false},
+		{"Dependency", "", 0, true, ""},
+		{"DependencyNeverSatisfied", "", 0, true, ""},
+		{"BeginTime", "", fixtureNow.Unix() + 3600, true, ""},
+		{"JobArrayTaskLimit", "", 0, true, ""},
+		{"QOSMaxGRESPerUser", "", 0, true, ""},
+		{"QOSGrpNodeLimit", "", 0, true, ""},
+		{"QOSJobLimit", "", 0, true, ""},
+		{"AssocGrpGRES", "", 0, true, ""},
+		{"AssocMaxJobsLimit", "", 0, true, ""},
+		{"AssociationResourceLimit", "", 0, true, ""},
+		{"BadConstraints", "batch", 0, true, ""},
+		{"PartitionDown", "batch", 0, true, ""},
+		{"PartitionInactive", "batch", 0, true, ""},
+		{"PartitionNodeLimit", "batch", 0, true, ""},
+		{"PartitionTimeLimit", "batch", 0, true, ""},
+		{"PartitionDown", "batch,other", 0, false, ""}, // the other partition may start it
+		{"PartitionTimeLimit", "batch, other", 0, false, ""},
+		{"None", "", fixtureNow.Unix() + 60, true, "BeginTime"}, // --begin, before Slurm set the reason
+		{"", "", fixtureNow.Unix() + 60, true, "BeginTime"},
+		{"Resources", "batch", 0, false, ""},
+		{"Priority", "batch", fixtureNow.Unix() - 60, false, ""},
+		{"ReqNodeNotAvail", "batch", 0, false, ""}, // unless a node it is bound for is down: markUnreachable
+		{"None", "batch", fixtureNow.Unix(), false, ""},
 	} {
-		doc := fmt.Sprintf(`{"jobs": [{"job_id": 9, "job_state": "PENDING", "state_reason": %q, "eligible_time": %d, "priority": 100}]}`, tc.reason, tc.eligible)
+		doc := fmt.Sprintf(`{"jobs": [{"job_id": 9, "job_state": "PENDING", "partition": %q, "state_reason": %q, "eligible_time": %d, "priority": 100}]}`, tc.partition, tc.reason, tc.eligible)
 		jobs, _, _, err := decodeSqueue([]byte(doc), fixtureNow)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(jobs) != 1 || jobs[0].Ineligible != tc.want || jobs[0].Held {
-			t.Errorf("decodeSqueue(reason %s, eligible_time %+ds) = %+v; want Ineligible %v, not held", tc.reason, tc.eligible-fixtureNow.Unix(), jobs, tc.want)
+		why := cmp.Or(tc.wantWhy, tc.reason)
+		if len(jobs) != 1 || jobs[0].Ineligible != tc.want || jobs[0].Held || jobs[0].Reason != why {
+			t.Errorf("decodeSqueue(reason %s, partition %q, eligible_time %+ds) = %+v; want Ineligible %v, not held, reason %s", tc.reason, tc.partition, tc.eligible-fixtureNow.Unix(), jobs, tc.want, why)
+		}
+	}
+}
+
+// TestMarkUnreachable: a job waiting for a node it is bound for
+// (ReqNodeNotAvail) cannot start while that node is down, drained or failed,
+// whatever a plan powers; it still can when the node is busy or powered down
+// (Slurm 22.05 reports both as ReqNodeNotAvail too), and a job waiting for
+// another reason is left as it is.
+func TestMarkUnreachable(t *testing.T) {
+	nodes := []adapter.Node{
+		{Name: "drained", Unusable: true, State: "idle+DRAIN"},
+		{Name: "down", Unusable: true, State: "down+NOT_RESPONDING"},
+		{Name: "busy", Busy: true, Power: adapter.PowerOn, State: "mixed"},
+		{Name: "off", Power: adapter.PowerOff, State: "idle+POWERED_DOWN"},
+		{Name: "going", Power: adapter.PowerGoingDown, State: "idle+POWERING_DOWN"},
+	}
+	for _, tc := range []struct {
+		reason string
+		bound  []string
+		want   bool
+	}{
+		{"ReqNodeNotAvail", []string{"drained"}, true},
+		{"ReqNodeNotAvail", []string{"busy", "down"}, true},
+		{"ReqNodeNotAvail", []string{"busy"}, false},
+		{"ReqNodeNotAvail", []string{"off"}, false},
+		{"ReqNodeNotAvail", []string{"going"}, false},
+		{"ReqNodeNotAvail", nil, false}, // lists the partition's unavailable nodes, needs none of them
+		{"Resources", []string{"drained"}, false},
+	} {
+		jobs := []adapter.Job{{ID: "9", Reason: tc.reason, Nodes: tc.bound}}
+		markUnreachable(jobs, nodes)
+		if jobs[0].Ineligible != tc.want {
+			t.Errorf("markUnreachable(reason %s, bound for %v): Ineligible = %v; want %v", tc.reason, tc.bound, jobs[0].Ineligible, tc.want)
 		}
 	}
 }
@@ -377,6 +426,8 @@ func FuzzDecodeSqueue(f *testing.F) {
 	f.Add([]byte(`{"jobs": [{"job_id": 9, "job_state": ["PENDING"], "priority": {"set": true, "number": 4}, "nodes": "a[1-2]"}]}`))
 	f.Add([]byte(`{"jobs": [{"job_id": 5, "array_job_id": 5, "array_task_id": 0, "job_state": "RUNNING", "nodes": "g[1-2]"},
 		{"job_id": 4, "array_job_id": 4, "array_task_string": "0-99:3,200%5", "job_state": "PENDING", "state_reason": "Resources"}]}`))
+	f.Add([]byte(`{"jobs": [{"job_id": 6, "job_state": "PENDING", "partition": "side", "state_reason": "PartitionDown", "priority": 7},
+		{"job_id": 7, "job_state": "PENDING", "partition": "a,b", "state_reason": "PartitionTimeLimit", "required_nodes": "g1"}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		jobs, leaders, holding, err := decodeSqueue(b, fixtureNow)
 		if err != nil {

@@ -132,7 +132,9 @@ func (*Scheduler) Name() string { return "slurm" }
 // towards keeping nodes up. Each node's Jobs are the jobs that hold it in
 // the queue read (running, suspended, completing, configuring), and nodes
 // that SuspendExcNodes, SuspendExcParts or SuspendExcStates exclude from
-// power saving are marked PowerSaveExcluded.
+// power saving are marked PowerSaveExcluded. Pending jobs waiting for a node
+// they are bound for that is down or drained are marked Ineligible
+// (markUnreachable).
 func (s *Scheduler) Snapshot(ctx context.Context) (adapter.Snapshot, error) {
 	at := s.now()
 	ex, err := s.exclusions(ctx)
@@ -149,6 +151,7 @@ func (s *Scheduler) Snapshot(ctx context.Context) (adapter.Snapshot, error) {
 	}
 	withJobs(nodes, holding)
 	ex.mark(nodes)
+	markUnreachable(jobs, nodes)
 	return adapter.Snapshot{At: at, Jobs: jobs, Nodes: nodes}, nil
 }
 
@@ -304,8 +307,9 @@ func (s *Scheduler) PowerDown(ctx context.Context, name string) error {
 }
 
 // PowerUp runs `scontrol update nodename=N state=POWER_UP` for a node that
-// is powered down or going down; for one that is on or waking it does
-// nothing.
+// is powered down or going down; for one that is on or waking (it woke since
+// the plan read it: by hand, or Slurm resumed it for a job) it sends nothing
+// and returns an error wrapping adapter.ErrAlreadyPowered.
 func (s *Scheduler) PowerUp(ctx context.Context, name string) error {
 	if !nodeNamePattern.MatchString(name) {
 		return fmt.Errorf("slurmadapter: power up: %w: %q is not a node name", adapter.ErrUnknownNode, name)
@@ -318,8 +322,8 @@ func (s *Scheduler) PowerUp(ctx context.Context, name string) error {
 	if !ok {
 		return fmt.Errorf("slurmadapter: power up %s: %w", name, adapter.ErrUnknownNode)
 	}
-	if n.Power == adapter.PowerOn || n.Power == adapter.PowerWaking {
-		return nil
+	if n.Power.Powered() {
+		return fmt.Errorf("slurmadapter: power up %s: %w (state %s)", name, adapter.ErrAlreadyPowered, n.State)
 	}
 	_, err = s.run(ctx, "scontrol", "update", "nodename="+name, "state=POWER_UP")
 	return err
