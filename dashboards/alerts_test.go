@@ -64,6 +64,10 @@ var (
 	templateLabel  = regexp.MustCompile(`\$labels\.([A-Za-z_][A-Za-z0-9_]*)`)
 	templateAction = regexp.MustCompile(`\{\{[^}]*\}\}`)
 	aggregation    = regexp.MustCompile(`\b(sum|min|max|avg|count)\s*(by\s*\(([^)]*)\))?\s*\(`)
+	// upSelector matches each selector of up; heliostatUp those that
+	// select heliostat's scrape jobs only: all of them, or one by name.
+	upSelector  = regexp.MustCompile(`\bup\b(\{[^}]*\})?`)
+	heliostatUp = regexp.MustCompile(`^up\{job(=~"heliostat-\.\*"|="(heliostat-[a-z-]+)")\}$`)
 )
 
 // TestAlertsStructure checks alerts.yaml without a server: a Prometheus
@@ -74,6 +78,7 @@ var (
 // expression keeps.
 func TestAlertsStructure(t *testing.T) {
 	names := map[string]bool{}
+	jobs := scrapeJobs(t)
 	for _, r := range loadAlerts(t) {
 		if !alertName.MatchString(r.Alert) || names[r.Alert] {
 			t.Errorf("alert %q: want a unique name matching %s", r.Alert, alertName)
@@ -83,8 +88,16 @@ func TestAlertsStructure(t *testing.T) {
 		if err != nil || strings.TrimSpace(r.Expr) == "" {
 			t.Errorf("%s: expr %q: %v", r.Alert, r.Expr, err)
 		}
-		if slices.Contains(metrics, "up") && !strings.Contains(r.Expr, `up{job=~"heliostat-.*"}`) {
-			t.Errorf("%s: expr %q reads up of other scrape jobs than heliostat's; select up{job=~\"heliostat-.*\"}", r.Alert, r.Expr)
+		if slices.Contains(metrics, "up") {
+			for _, sel := range upSelector.FindAllString(r.Expr, -1) {
+				m := heliostatUp.FindStringSubmatch(sel)
+				switch {
+				case m == nil:
+					t.Errorf("%s: expr %q reads up of other scrape jobs than heliostat's (%s); select up{job=~\"heliostat-.*\"} or up{job=\"heliostat-…\"}", r.Alert, r.Expr, sel)
+				case m[2] != "" && !slices.ContainsFunc(jobs, func(j promtest.Job) bool { return j.Name == m[2] }):
+					t.Errorf("%s: expr %q selects scrape job %s, which deploy/prometheus/scrape.yaml does not define", r.Alert, r.Expr, m[2])
+				}
+			}
 		}
 		if r.For != "" {
 			if d, err := time.ParseDuration(r.For); err != nil || d <= 0 {

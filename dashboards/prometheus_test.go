@@ -2,6 +2,7 @@ package dashboards
 
 import (
 	"context"
+	"maps"
 	"net/http/httptest"
 	"regexp"
 	"slices"
@@ -206,7 +207,44 @@ func (s *seeded) checkPrometheusServer(t *testing.T) {
 	if !slices.Contains(pipelineExprs(t), partsQuery) {
 		t.Error("pipeline.json no longer has the Parts query this test checks; update it")
 	}
+	checkSamplesPanel(ctx, t, prom)
 }
+
+// checkSamplesPanel checks that the GPU samples panel has a series for
+// every source of GPU samples the seeded collectors run, the simulated
+// cluster's included (it counts its samples in heliostat_sim_samples_total,
+// not in the collector's counter).
+func checkSamplesPanel(ctx context.Context, t *testing.T, prom *promtest.Server) {
+	sources, found := map[string]bool{}, false
+	for _, d := range loadDashboards(t) {
+		for _, p := range d.allPanels() {
+			if d.file != "pipeline.json" || p.Title != samplesPanel {
+				continue
+			}
+			found = true
+			for _, tg := range p.Targets {
+				res, err := prom.Query(ctx, grafanaRanges.Replace(tg.Expr))
+				if err != nil {
+					t.Fatalf("%s: %s: %v", panelName(d, p), tg.Expr, err)
+				}
+				for _, r := range res { // the seeded parts have stopped: rates of 0
+					sources[r.Labels["source"]] = true
+				}
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("pipeline.json has no panel %q; update this test", samplesPanel)
+	}
+	for _, src := range []string{"synthetic", "sim"} {
+		if !sources[src] {
+			t.Errorf("pipeline.json %q shows samples of sources %v; want %q among them", samplesPanel, slices.Sorted(maps.Keys(sources)), src)
+		}
+	}
+}
+
+// samplesPanel is the title of pipeline.json's panel of GPU samples.
+const samplesPanel = "GPU samples per second by source"
 
 // pipelineExprs returns the Prometheus queries of pipeline.json.
 func pipelineExprs(t *testing.T) []string {

@@ -25,6 +25,7 @@ import (
 // alertsNotFaulted are the alerts TestAlertsOnFaults does not cause, and
 // why; dashboards/alerts_test.yaml checks their logic on synthetic series.
 var alertsNotFaulted = map[string]string{
+	"HeliostatComponentAbsent":        "needs a scrape job left without targets by service discovery (a part stopped here is a target down)",
 	"HeliostatIngestLagging":          "needs a million messages behind",
 	"HeliostatMessagesExpiredInKafka": "needs Kafka to delete messages ingest has not read (TestResolveStart in ingest/ledger_internal_test.go counts them)",
 	"HeliostatIngestPartitionRewound": "needs a topic deleted and created again (TestTopicRecreated in ingest/rewind_test.go checks the gauge)",
@@ -32,6 +33,7 @@ var alertsNotFaulted = map[string]string{
 	"HeliostatCollectorSpoolFailing":  "needs a spool disk that fails reads or writes (TestReadErrorIsRetried, TestCommitPersistFails in collector/spool; TestReplayAfterSpoolDamage in collector/publish counts them)",
 	"HeliostatCollectorSpoolDamaged":  "needs spool files damaged or deleted while spooled (TestDamageWhileOpen in collector/spool, TestReplayAfterSpoolDamage in collector/publish)",
 	"HeliostatGPULost":                "needs a GPU that stops answering NVML (TestCollectorWithLostGPU in collector/nvml, on go-nvml's mock)",
+	"HeliostatGPUStalled":             "needs an NVML call that hangs on one GPU (TestCollectStalledGPU in collector/nvml, on go-nvml's mock)",
 	"HeliostatSlurmJobsLost":          "needs jobs that leave squeue between two polls without a completion log",
 	"HeliostatAttributionFailing":     "needs NVML's process lists",
 	"HeliostatPredictorModelStale":    "needs an hour without a retrained model",

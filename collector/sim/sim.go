@@ -120,7 +120,14 @@ type Sim struct {
 
 	mu sync.Mutex
 	// The fields below are guarded by mu.
-	t0, t    int64 // simulated start and now, Unix seconds
+	t0, t int64 // simulated start and now, Unix seconds
+	// origin is the simulated time the workload's submit times count
+	// from: t0, or for a replayed job list that Restore continues, the
+	// earlier run's origin moved by the time the cluster was stopped.
+	origin int64
+	// taken counts the jobs taken from the workload, in this run and the
+	// earlier runs Restore continued.
+	taken    int64
 	idBase   int64
 	nodes    []*node
 	byName   map[string]*node
@@ -270,6 +277,7 @@ func New(cfg Config, work Workload, pol Policy, pub collector.Publisher, logger 
 		wake:    make(chan struct{}, 1),
 	}
 	s.t = s.t0
+	s.origin = s.t0
 	s.nextTick = s.t0
 	// Numeric ids, as Slurm's, unique across runs that start at least a
 	// second apart unless one submits a thousand jobs or more.
@@ -341,9 +349,9 @@ func (s *Sim) peek() {
 	if !s.hasNext {
 		return
 	}
-	at := s.t0 + int64(math.Ceil(s.next.Submit.Seconds()))
+	at := s.origin + int64(math.Ceil(s.next.Submit.Seconds()))
 	if s.next.Submit < 0 {
-		at = s.t0
+		at = s.origin
 	}
 	s.nextAt = max(at, s.t)
 }
@@ -396,6 +404,7 @@ func (s *Sim) advance(target int64, untilIdle bool) bool {
 			}
 			for s.hasNext && s.nextAt == t {
 				s.arrive(s.next)
+				s.taken++
 				s.peek()
 			}
 			if s.dirty {

@@ -22,6 +22,21 @@ type State struct {
 	Jobs []OpenJob `json:"jobs"`
 	// Nodes are the nodes' power states and energy counters.
 	Nodes []SavedNode `json:"nodes"`
+	// Replay is how far a replayed job list (Jobs: a trace) got, so that
+	// a later Sim given the same list goes on with the jobs not submitted
+	// yet instead of submitting the list again from its first job under
+	// the same ids; nil for any other workload.
+	Replay *Replay `json:"replay,omitempty"`
+}
+
+// Replay is the progress of a replayed job list.
+type Replay struct {
+	// List identifies the list (its jobs' ids and submit times).
+	List string `json:"list"`
+	// Taken is how many of its jobs have been submitted (or rejected).
+	Taken int64 `json:"taken"`
+	// Origin is the simulated time its submit times counted from.
+	Origin time.Time `json:"origin"`
 }
 
 // OpenJob is a pending or running job of a State: enough to continue it
@@ -84,6 +99,9 @@ func (s *Sim) Snapshot() State {
 	defer s.mu.Unlock()
 	loc := time.UTC
 	st := State{Clock: time.Unix(s.t, 0).In(loc), Jobs: []OpenJob{}}
+	if l, ok := s.work.(*jobList); ok {
+		st.Replay = &Replay{List: l.fingerprint(), Taken: s.taken, Origin: time.Unix(s.origin, 0).In(loc)}
+	}
 	open := make([]*job, 0, len(s.jobs))
 	for _, j := range s.jobs {
 		open = append(open, j)
@@ -127,7 +145,9 @@ func (s *Sim) Snapshot() State {
 // back, its running jobs hold their GPUs again and end when they would
 // have (or at s's start, if that is later), and its pending jobs queue
 // again ahead of s's workload. Nothing is published for them until they
-// start or end: their earlier events stand. A job or node that does not
+// start or end: their earlier events stand. When s replays the job list
+// (Jobs) that st's run replayed, it goes on with the jobs not taken yet
+// (State.Replay) rather than from the first. A job or node that does not
 // fit s's configuration (an unknown node or virtual cluster, GPUs taken or
 // out of range) is left out and logged; Restore returns the ids of the jobs
 // it took over. It fails if s has already run.
@@ -178,9 +198,26 @@ func (s *Sim) Restore(st State) ([]string, error) {
 			n.resumedFor, j.woke = j, true
 		}
 	}
+	s.continueReplay(st)
 	s.dirty = len(s.pending) > 0
 	s.updateGauges()
 	return restored, nil
+}
+
+// continueReplay skips the jobs of s's job list that st's run already
+// took, when st replayed the same list, and submits the others at the same
+// times after the earlier ones as then: the submit times count from st's
+// origin moved by the time between st's clock and s's start, as if the
+// cluster had been paused in between.
+func (s *Sim) continueReplay(st State) {
+	l, ok := s.work.(*jobList)
+	if !ok || st.Replay == nil || st.Replay.List != l.fingerprint() || st.Replay.Taken <= 0 {
+		return
+	}
+	l.i = int(min(st.Replay.Taken, int64(len(l.jobs))))
+	s.taken = int64(l.i)
+	s.origin = st.Replay.Origin.Unix() + max(0, s.t0-st.Clock.Unix())
+	s.peek()
 }
 
 // restoreJob takes over oj, or says why it cannot.

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"fmt"
+	"hash/fnv"
 	"slices"
 	"time"
 
@@ -67,6 +69,26 @@ func Jobs(jobs []JobSpec) Workload {
 type jobList struct {
 	jobs []JobSpec
 	i    int
+	fp   string // fingerprint, once computed
+}
+
+// fingerprint identifies the list by its jobs' ids and submit times, so
+// that Restore continues only the replay of the same list. It is computed
+// once: a trace's list holds up to hundreds of thousands of jobs, and every
+// state snapshot asks.
+func (l *jobList) fingerprint() string {
+	if l.fp == "" {
+		l.fp = l.computeFingerprint()
+	}
+	return l.fp
+}
+
+func (l *jobList) computeFingerprint() string {
+	h := fnv.New64a()
+	for _, j := range l.jobs {
+		fmt.Fprintf(h, "%s\x00%d\x00", j.ID, j.Submit)
+	}
+	return fmt.Sprintf("jobs/%d/%016x", len(l.jobs), h.Sum64())
 }
 
 func (l *jobList) Next() (JobSpec, bool) {
