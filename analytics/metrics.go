@@ -33,7 +33,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		lastOK: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "heliostat_analytics_last_success_timestamp_seconds",
-			Help: "Unix time (runner clock) of the last window run that succeeded.",
+			Help: "Unix time (wall clock) of the last window run that succeeded.",
 		}),
 	}
 	if err := metricsreg.Register(reg, m.runs, m.errors, m.duration, m.lastOK); err != nil {
