@@ -56,22 +56,10 @@ func TestLoopCapsSurviveRestart(t *testing.T) {
 			cfg, conn := schematest.Database(t)
 			sched := &static{snap: adapter.Snapshot{Nodes: idleNodes("gpu", 60)}}
 			start := func() *Loop {
-				g, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"gpu"}, Nodes: []string{"*"}, MaxPowerPerHour: tc.guardCap}, sched, func() time.Time { return t0 })
-				if err != nil {
-					t.Fatal(err)
-				}
-				al, err := audit.New(conn, cfg.Database, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
 				lc := testConfig()
 				lc.Forecast = ForecastPeak
 				lc.CES.MinPowered, lc.CES.MaxTransitionsPerHour = 1, tc.ces
-				l, err := New(lc, g, al, nil, nil, nil, nil, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return l
+				return auditedLoop(t, conn, cfg.Database, sched, adapter.GuardConfig{Apply: true, Partitions: []string{"gpu"}, Nodes: []string{"*"}, MaxPowerPerHour: tc.guardCap}, lc)
 			}
 			var downs []time.Time
 			l := start()
@@ -235,19 +223,7 @@ func TestLoopPriorityCapSurvivesRestart(t *testing.T) {
 					Submit: t0.Add(-time.Duration(i) * time.Minute), TimeLimit: time.Duration(i+1) * time.Hour})
 			}
 			start := func() *Loop {
-				g, err := adapter.NewGuard(adapter.GuardConfig{Apply: tc.apply, Partitions: []string{"gpu"}, MaxPriorityPerMinute: cap}, sched, func() time.Time { return t0 })
-				if err != nil {
-					t.Fatal(err)
-				}
-				al, err := audit.New(conn, cfg.Database, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				l, err := New(testConfig(), g, al, nil, nil, nil, nil, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return l
+				return auditedLoop(t, conn, cfg.Database, sched, adapter.GuardConfig{Apply: tc.apply, Partitions: []string{"gpu"}, MaxPriorityPerMinute: cap}, testConfig())
 			}
 			let := map[string]time.Time{} // job → when the cap let its change through
 			l := start()

@@ -655,16 +655,23 @@ func (s *static) powered(part string) int {
 func newPeakLoop(t *testing.T, sched *static, gc adapter.GuardConfig) *Loop {
 	t.Helper()
 	cfg, conn := schematest.Database(t)
+	lc := testConfig()
+	lc.Forecast = ForecastPeak
+	return auditedLoop(t, conn, cfg.Database, sched, gc, lc)
+}
+
+// auditedLoop is a loop with config lc on sched through a guard of gc (its
+// clock at t0), auditing to database db, without predictor or demand store.
+func auditedLoop(t *testing.T, conn driver.Conn, db string, sched adapter.Scheduler, gc adapter.GuardConfig, lc Config) *Loop {
+	t.Helper()
 	g, err := adapter.NewGuard(gc, sched, func() time.Time { return t0 })
 	if err != nil {
 		t.Fatal(err)
 	}
-	al, err := audit.New(conn, cfg.Database, nil)
+	al, err := audit.New(conn, db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lc := testConfig()
-	lc.Forecast = ForecastPeak
 	l, err := New(lc, g, al, nil, nil, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -850,20 +857,9 @@ func TestLoopPowerUpOfNodeThatWoke(t *testing.T) {
 	st.snap.Nodes[0].Power, st.snap.Nodes[0].State = adapter.PowerOff, "idle+POWERED_DOWN"
 	sched := &wakesOnLook{static: st, wake: true}
 	cfg, conn := schematest.Database(t)
-	g, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"gpu"}, Nodes: []string{"*"}}, sched, func() time.Time { return t0 })
-	if err != nil {
-		t.Fatal(err)
-	}
-	al, err := audit.New(conn, cfg.Database, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	lc := testConfig()
 	lc.Forecast = ForecastPeak
-	l, err := New(lc, g, al, nil, nil, nil, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := auditedLoop(t, conn, cfg.Database, sched, adapter.GuardConfig{Apply: true, Partitions: []string{"gpu"}, Nodes: []string{"*"}}, lc)
 	powerUp := func(m int) *audit.Record {
 		t.Helper()
 		st.at(t0.Add(time.Duration(m) * time.Minute))
