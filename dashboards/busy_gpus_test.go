@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
-
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
 
@@ -24,11 +22,7 @@ func TestBusyGPUsCountsWholeGPUs(t *testing.T) {
 	}
 	cfg, conn := schematest.Database(t)
 	ctx := context.Background()
-	grafana, err := clickhouse.Open(&clickhouse.Options{Addr: []string{cfg.Addr}, Auth: clickhouse.Auth{Database: cfg.Database, Username: "default"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer grafana.Close()
+	grafana := grafanaConn(t, cfg)
 	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
 	b, err := conn.PrepareBatch(ctx, "INSERT INTO "+cfg.Database+".gpu_samples (ts, cluster, host, gpu_index, gpu_uuid, mig_uuid, gpu_util, power_mw, sm_active)")
 	if err != nil {

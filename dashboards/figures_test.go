@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/heliostat-dev/heliostat/internal/chconn"
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
 
@@ -21,11 +23,7 @@ func TestPanelFigures(t *testing.T) {
 	}
 	cfg, conn := schematest.Database(t)
 	ctx := context.Background()
-	grafana, err := clickhouse.Open(&clickhouse.Options{Addr: []string{cfg.Addr}, Auth: clickhouse.Auth{Database: cfg.Database, Username: "default"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer grafana.Close()
+	grafana := grafanaConn(t, cfg)
 	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
 
 	// Host h1, for two minutes: a whole GPU at 50 % and 300 W; a MIG instance
@@ -198,4 +196,17 @@ func firstRow(t *testing.T, conn clickhouse.Conn, sql string) map[string]float64
 		}
 	}
 	return out
+}
+
+// grafanaConn is a connection to cfg's database as Grafana's ClickHouse data
+// source opens it (the default user, the database as its default), closed
+// when the test ends.
+func grafanaConn(t *testing.T, cfg chconn.Config) driver.Conn {
+	t.Helper()
+	c, err := clickhouse.Open(&clickhouse.Options{Addr: []string{cfg.Addr}, Auth: clickhouse.Auth{Database: cfg.Database, Username: "default"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }

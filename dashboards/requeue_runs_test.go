@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
-
 	"github.com/heliostat-dev/heliostat/ingest"
 	"github.com/heliostat-dev/heliostat/schemas"
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
@@ -84,11 +82,7 @@ SELECT 'c', '100', 'alice', toUInt32(4), 'COMPLETED', toDateTime(%d), toDateTime
 	if err := conn.Exec(ctx, q); err != nil {
 		t.Fatalf("%v\n%s", err, q)
 	}
-	grafana, err := clickhouse.Open(&clickhouse.Options{Addr: []string{cfg.Addr}, Auth: clickhouse.Auth{Database: cfg.Database, Username: "default"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer grafana.Close()
+	grafana := grafanaConn(t, cfg)
 	// The range 08:00-02:00 gives a step of 120 s: every time above starts
 	// a bucket.
 	s := &seeded{db: cfg.Database, conn: conn, grafana: grafana, from: at(8, 0), to: at(26, 0)}

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
-
 	"github.com/heliostat-dev/heliostat/ingest"
 	"github.com/heliostat-dev/heliostat/schemas"
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
@@ -44,11 +42,7 @@ func TestRequeuedJobPanels(t *testing.T) {
 	if err := ingest.InsertJobEvents(ctx, conn, cfg.Database, "c", schemas.SourceSlurm, events); err != nil {
 		t.Fatal(err)
 	}
-	grafana, err := clickhouse.Open(&clickhouse.Options{Addr: []string{cfg.Addr}, Auth: clickhouse.Auth{Database: cfg.Database, Username: "default"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer grafana.Close()
+	grafana := grafanaConn(t, cfg)
 
 	// The range 08:00-02:00 gives a step of 120 s; every point below is on
 	// one.

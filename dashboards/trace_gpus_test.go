@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
-
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
 
@@ -39,11 +37,7 @@ func TestTraceProcessorsAsGPUs(t *testing.T) {
 		[]any{"c", "2", "trace", "u", "1", "PENDING", start, nil, nil, new(uint32(3)), "SUBMIT", start, start, uint64(1)},
 		[]any{"c", "3", "slurm", "u", "cpu", "RUNNING", start, &start, nil, new(uint32(8)), "START", start, start, uint64(1)},
 		[]any{"c", "4", "slurm", "u", "gpu", "RUNNING", start, &start, new(uint32(2)), new(uint32(16)), "START", start, start, uint64(1)})
-	grafana, err := clickhouse.Open(&clickhouse.Options{Addr: []string{cfg.Addr}, Auth: clickhouse.Auth{Database: cfg.Database, Username: "default"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer grafana.Close()
+	grafana := grafanaConn(t, cfg)
 	// 09:00-11:30: a step of 60 s, so every time above starts a bucket.
 	from, to := at(9, 0), at(11, 30)
 	unix := func(h, m int) string { return fmt.Sprint(at(h, m).Unix()) }
