@@ -483,18 +483,7 @@ func TestLoopReady(t *testing.T) {
 	}
 	want := func(step string, wants ...string) {
 		t.Helper()
-		err := l.Ready()
-		if len(wants) == 0 {
-			if err != nil {
-				t.Errorf("%s: Ready() = %v; want nil", step, err)
-			}
-			return
-		}
-		for _, w := range wants {
-			if err == nil || !strings.Contains(err.Error(), w) {
-				t.Errorf("%s: Ready() = %v; want it to say %q", step, err, w)
-			}
-		}
+		checkReady(t, l, step, wants...)
 	}
 	want("before a pass", "actuator: no pass of the control loop yet")
 

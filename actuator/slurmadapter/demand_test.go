@@ -31,13 +31,7 @@ func TestSlurmDemandLeavesOutJobsThatCannotStart(t *testing.T) {
 	}})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	must := func(out string, err error) string {
-		t.Helper()
-		if err != nil {
-			t.Fatalf("%v\n%s", err, c.LogTail(20))
-		}
-		return strings.TrimSpace(out)
-	}
+	must := mustOK(t, c)
 	run := must(c.Submit(ctx, "-w", "gpu1", "--gres=gpu:8", "-t", "5", "--wrap", "sleep 300"))
 	if _, err := c.WaitState(ctx, func(s string) bool { return s == "RUNNING" }, run); err != nil {
 		t.Fatalf("%v\n%s", err, c.LogTail(20))

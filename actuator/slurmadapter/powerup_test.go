@@ -24,13 +24,7 @@ func TestSlurmPowerUpOfPoweredNode(t *testing.T) {
 	c := slurmtest.StartWith(t, slurmtest.Options{Conf: map[string]string{"SuspendTimeout": "3", "ResumeTimeout": "30"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	must := func(out string, err error) string {
-		t.Helper()
-		if err != nil {
-			t.Fatalf("%v\n%s", err, c.LogTail(20))
-		}
-		return strings.TrimSpace(out)
-	}
+	must := mustOK(t, c)
 	waitNode := func(name string, ok func(string) bool) {
 		t.Helper()
 		for st := ""; !ok(st); st = must(c.Run(ctx, "sinfo", "-h", "-n", name, "-o", "%t")) {

@@ -317,13 +317,7 @@ func TestSlurmNodesLeftOn(t *testing.T) {
 	c := slurmtest.StartWith(t, slurmtest.Options{Conf: map[string]string{"SuspendTimeout": "3", "ResumeTimeout": "30", "SuspendExcNodes": "gpu[2-3]:1,gpu4"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	must := func(out string, err error) string {
-		t.Helper()
-		if err != nil {
-			t.Fatalf("%v\n%s", err, c.LogTail(20))
-		}
-		return strings.TrimSpace(out)
-	}
+	must := mustOK(t, c)
 	clk := &clock{t: time.Now()}
 	s, err := New(Config{Conf: c.Conf()}, c.Env(), nil, clk.now)
 	if err != nil {
@@ -442,14 +436,19 @@ func startCluster(t *testing.T) (*slurmtest.Cluster, context.Context, func(strin
 	c := slurmtest.StartWith(t, slurmtest.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
-	must := func(out string, err error) string {
+	return c, ctx, mustOK(t, c)
+}
+
+// mustOK returns must, which fails t on a command's error (with c's
+// slurmctld log) and returns its output trimmed.
+func mustOK(t *testing.T, c *slurmtest.Cluster) func(string, error) string {
+	return func(out string, err error) string {
 		t.Helper()
 		if err != nil {
 			t.Fatalf("%v\n%s", err, c.LogTail(20))
 		}
 		return strings.TrimSpace(out)
 	}
-	return c, ctx, must
 }
 
 // TestSlurmPendingArraysAndWaits reads a real Slurm 22.05's queue: a pending
