@@ -398,6 +398,10 @@ func (s *Scheduler) run(ctx context.Context, name string, args ...string) ([]byt
 	return stdout, err
 }
 
+// commandWaitDelay bounds how long a Slurm command's output is waited for
+// once the command has been killed at its timeout or has exited.
+const commandWaitDelay = 2 * time.Second
+
 // command runs a Slurm command and returns its standard output and its
 // whole standard error; a failure carries the standard error, cut at 500
 // bytes, and wraps the *exec.ExitError of a command that exited non-zero
@@ -410,6 +414,10 @@ func (s *Scheduler) command(ctx context.Context, name string, args ...string) (s
 		bin = s.cfg.BinDir + "/" + name
 	}
 	cmd := exec.CommandContext(ctx, bin, args...)
+	// A child of the command (a site's wrapper, ssh, sudo) may keep its
+	// output open after the command is killed at the timeout: stop
+	// waiting for it soon after.
+	cmd.WaitDelay = commandWaitDelay
 	cmd.Env = s.env
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
