@@ -1,6 +1,9 @@
 // Package loop is the actuator's control loop. Every pass it
 //
-//  1. reads the scheduler (pending jobs, nodes) through the Guard;
+//  1. reads the scheduler (pending jobs, nodes) through the Guard, and
+//     exports each node's power state as heliostat_actuator_node_powered_off
+//     (1: powered down or powering down), by which HeliostatComponentDown
+//     leaves the collectors of powered-down nodes alone;
 //  2. predicts each pending job's run time — with the live duration model
 //     (predictor/live) when one is trained, else the job's time limit, else
 //     Config.UnknownDuration, and says which (source model, time_limit,
@@ -354,6 +357,10 @@ func (l *Loop) once(ctx context.Context) (Report, error) {
 	if err != nil {
 		return Report{}, fmt.Errorf("loop: read scheduler: %w", err)
 	}
+	// A failed read (above) keeps the last pass's power states: slurmctld,
+	// which powers nodes down and up, is then most likely down too, and
+	// HeliostatActuatorLoopFailing pages.
+	l.m.setNodePower(snap.Nodes)
 	now := snap.At
 	if now.IsZero() {
 		now = l.now()

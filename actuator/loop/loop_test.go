@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/heliostat-dev/heliostat/actuator/adapter"
@@ -812,6 +813,85 @@ func TestLoopExcludedJobsInBasis(t *testing.T) {
 	if got := testutil.ToFloat64(l.m.excluded.WithLabelValues("PartitionNodeLimit")); got != 1 {
 		t.Errorf("heliostat_actuator_demand_excluded_jobs{reason=\"PartitionNodeLimit\"} = %v; want 1", got)
 	}
+}
+
+// TestLoopNodePowerGauge: heliostat_actuator_node_powered_off follows each
+// pass's snapshot: 1 for a node powered down or powering down, 0 for one on
+// or waking, and no series for a node the scheduler no longer lists, so that
+// HeliostatComponentDown pages for the collectors of nodes meant to be up
+// only. The guard allows no partition, so the loop powers nothing itself.
+func TestLoopNodePowerGauge(t *testing.T) {
+	node := func(name string, p adapter.Power) adapter.Node {
+		return adapter.Node{Name: name, Partitions: []string{"gpu"}, Power: p, GPUs: 8, State: "idle"}
+	}
+	passes := []struct {
+		nodes []adapter.Node
+		want  map[string]float64
+	}{
+		{
+			nodes: []adapter.Node{node("on", adapter.PowerOn), node("off", adapter.PowerOff), node("going", adapter.PowerGoingDown),
+				node("waking", adapter.PowerWaking), node("unknown", adapter.PowerUnknown), node("gone", adapter.PowerOff)},
+			want: map[string]float64{"on": 0, "off": 1, "going": 1, "waking": 0, "unknown": 0, "gone": 1},
+		},
+		{ // off wakes, on powers down, gone leaves the cluster, waking is up
+			nodes: []adapter.Node{node("on", adapter.PowerGoingDown), node("off", adapter.PowerWaking), node("going", adapter.PowerOff),
+				node("waking", adapter.PowerOn), node("unknown", adapter.PowerUnknown)},
+			want: map[string]float64{"on": 1, "off": 0, "going": 1, "waking": 0, "unknown": 0},
+		},
+		{ // an empty cluster leaves no series
+			want: map[string]float64{},
+		},
+	}
+	sched := &static{}
+	cfg, conn := schematest.Database(t)
+	g, err := adapter.NewGuard(adapter.GuardConfig{}, sched, func() time.Time { return t0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	al, err := audit.New(conn, cfg.Database, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	l, err := New(testConfig(), g, al, nil, nil, nil, reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range passes {
+		sched.mu.Lock()
+		sched.snap = adapter.Snapshot{At: t0.Add(time.Duration(i) * time.Minute), Nodes: p.nodes}
+		sched.mu.Unlock()
+		if _, err := l.Once(context.Background()); err != nil {
+			t.Fatalf("pass %d: %v", i, err)
+		}
+		if got := poweredOff(t, reg); !maps.Equal(got, p.want) {
+			t.Errorf("pass %d: heliostat_actuator_node_powered_off = %v; want %v", i, got, p.want)
+		}
+	}
+}
+
+// poweredOff returns heliostat_actuator_node_powered_off as reg exposes it,
+// by node.
+func poweredOff(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "heliostat_actuator_node_powered_off" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "node" {
+					got[lp.GetValue()] = m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return got
 }
 
 // wakesOnLook is a static scheduler whose node wakes by itself between a

@@ -21,6 +21,7 @@ type metrics struct {
 	errors      prometheus.Counter
 	pending     prometheus.Gauge
 	excluded    *prometheus.GaugeVec
+	poweredOff  *prometheus.GaugeVec
 
 	forecastErrors prometheus.Counter
 	demandStore    *prometheus.CounterVec
@@ -61,6 +62,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "heliostat_actuator_demand_excluded_jobs",
 			Help: "Pending jobs the last pass left out of node demand because they cannot start however many nodes are powered (held, waiting for a dependency, over a partition's limits, bound for a down node, …), by the scheduler's reason (Slurm's state_reason).",
 		}, []string{"reason"}),
+		poweredOff: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "heliostat_actuator_node_powered_off",
+			Help: "1 for each node the scheduler reported powered down or powering down in the last pass (Slurm's POWERED_DOWN, POWERING_DOWN or POWER_DOWN, whoever powered it down: the actuator or Slurm's own power saving), 0 for the others (on, waking); one series per node of the cluster, by node (Slurm's node name). HeliostatComponentDown does not page for the collector of a node reported 1 in the last 10 minutes.",
+		}, []string{"node"}),
 		forecastErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "heliostat_actuator_forecast_errors_total",
 			Help: "Demand-model forecasts that failed, so that a power plan fell back to the watched peak.",
@@ -91,9 +96,29 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}
 	}
 	if reg != nil {
-		if err := metricsreg.Register(reg, m.actions, m.predictions, m.duration, m.lastSuccess, m.errors, m.pending, m.excluded, m.forecastErrors, m.demandStore, m.demandRejected, m.demandRebuilt, m.powerHistoryErrors); err != nil {
+		if err := metricsreg.Register(reg, m.actions, m.predictions, m.duration, m.lastSuccess, m.errors, m.pending, m.excluded, m.poweredOff, m.forecastErrors, m.demandStore, m.demandRejected, m.demandRebuilt, m.powerHistoryErrors); err != nil {
 			return nil, fmt.Errorf("loop: register metrics: %w", err)
 		}
 	}
 	return m, nil
+}
+
+// setNodePower sets heliostat_actuator_node_powered_off to the nodes of one
+// snapshot of the scheduler, dropping the series of nodes no longer in it.
+// A waking node counts as on: its collector is expected back soon, and one
+// that stays waking is a fault (HeliostatComponentDown grants a node's
+// collector a bounded grace after it was last reported off instead). One
+// series per node: thousands on the largest clusters, which Prometheus holds
+// easily. A scrape between Reset and the last Set misses some nodes; the
+// alert reads the gauge's max over 10 minutes, which one such scrape does not
+// change.
+func (m *metrics) setNodePower(nodes []adapter.Node) {
+	m.poweredOff.Reset()
+	for _, n := range nodes {
+		off := 0.0
+		if n.Power == adapter.PowerOff || n.Power == adapter.PowerGoingDown {
+			off = 1
+		}
+		m.poweredOff.WithLabelValues(n.Name).Set(off)
+	}
 }
