@@ -34,7 +34,9 @@ type Config struct {
 	// PrivateData at start (scontrol show config).
 	Squeue, Scontrol string
 	// Sacctmgr is the sacctmgr command, asked for the admin level of the
-	// source's user when PrivateData hides other users' jobs.
+	// source's user when PrivateData hides other users' jobs, and, with
+	// Accounting, for slurmdbd.conf's PrivateData (sacctmgr show
+	// configuration), which governs what sacct shows.
 	// Default: "sacctmgr".
 	Sacctmgr string
 	// SlurmConf, when set, is passed to the commands as SLURM_CONF.
@@ -80,7 +82,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.DurationVar(&c.PollInterval, "slurm.poll-interval", DefaultPollInterval, "time between polls of squeue and the job-completion log")
 	fs.StringVar(&c.Squeue, "slurm.squeue", DefaultSqueue, "squeue command (Slurm 22.05 or later, with --json)")
 	fs.StringVar(&c.Scontrol, "slurm.scontrol", DefaultScontrol, "scontrol command, used to hash batch scripts and to read slurm.conf's PrivateData at start")
-	fs.StringVar(&c.Sacctmgr, "slurm.sacctmgr", DefaultSacctmgr, "sacctmgr command, asked for the source user's admin level when PrivateData=jobs hides other users' jobs")
+	fs.StringVar(&c.Sacctmgr, "slurm.sacctmgr", DefaultSacctmgr, "sacctmgr command, asked for the source user's admin level when PrivateData=jobs hides other users' jobs, and with --slurm.accounting for slurmdbd.conf's PrivateData (sacctmgr show configuration)")
 	fs.StringVar(&c.SlurmConf, "slurm.conf", getenv("SLURM_CONF"), "slurm.conf the commands read (SLURM_CONF); empty for their default")
 	fs.StringVar(&c.JobCompLog, "slurm.jobcomp-log", "", "job-completion log (JobCompLoc of jobcomp/filetxt); empty to not read it")
 	fs.Func("slurm.jobcomp-timezone", "time zone of the job-completion log's times, slurmctld's (default Local)", func(s string) error {

@@ -13,6 +13,9 @@ const (
 	inputJobComp = "jobcomp" // a line of the job-completion log
 	inputSacct   = "sacct"   // a job record of sacct --json
 	inputConfig  = "config"  // the output of scontrol show config
+	// inputDbdConfig: slurmdbd's part of the output of sacctmgr show
+	// configuration (read with Accounting).
+	inputDbdConfig = "dbd_config"
 )
 
 // metrics are the source's self-metrics.
@@ -75,11 +78,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"type"}),
 		parseErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_slurm_parse_errors_total",
-			Help: "Job records or log lines that could not be parsed and were skipped, by input (squeue, jobcomp, sacct; config: the output of scontrol show config read at start, which the PrivateData check then skips).",
+			Help: "Job records or log lines that could not be parsed and were skipped, by input (squeue, jobcomp, sacct; config: the output of scontrol show config read at start, which the PrivateData check then skips; dbd_config: slurmdbd's part of sacctmgr show configuration, read for the same check with accounting).",
 		}, []string{"input"}),
 		cmdErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_slurm_command_errors_total",
-			Help: "Slurm commands that failed, by command; a failed scontrol leaves a job's command hash empty. A scontrol that exited 0 but printed no batch script (refused to the source's user, job gone) counts as failed.",
+			Help: "Slurm commands that failed, by command; a failed scontrol leaves a job's command hash empty. A scontrol that exited 0 but printed no batch script (refused to the source's user, job gone) counts as failed, as does a sacctmgr show configuration that printed nothing from slurmdbd (not answering).",
 		}, []string{"command"}),
 		lost: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "heliostat_slurm_jobs_lost_total",
@@ -95,7 +98,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"input"}),
 		jobsHidden: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "heliostat_slurm_jobs_hidden",
-			Help: "1 while slurm.conf's PrivateData=jobs hides other users' jobs from the source's user (neither root, SlurmUser nor a Slurm operator), so that their pending and running jobs are not recorded; 0 otherwise. Checked at start, and again every 10 minutes until a check finds them visible.",
+			Help: "1 while slurm.conf's PrivateData=jobs hides other users' jobs from the source's user (neither root, SlurmUser nor a Slurm operator), so that their pending and running jobs are not recorded, or, with accounting, slurmdbd.conf's hides them from its sacct (neither root, slurmdbd's SlurmUser nor a Slurm operator), so that those that end while the source is down are ended as lost; 0 otherwise. Checked at start, and again every 10 minutes until a check finds them visible.",
 		}),
 		noGPUIndex: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "heliostat_slurm_allocations_unknown_total",
@@ -129,7 +132,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, t := range []schemas.JobEventType{schemas.JobSubmit, schemas.JobUpdate, schemas.JobStart, schemas.JobEnd} {
 		m.events.WithLabelValues(t.String())
 	}
-	for _, in := range []string{inputSqueue, inputJobComp, inputSacct, inputConfig} {
+	for _, in := range []string{inputSqueue, inputJobComp, inputSacct, inputConfig, inputDbdConfig} {
 		m.parseErrors.WithLabelValues(in)
 	}
 	for _, r := range []string{reuseSuperseded, reuseOlderSkipped} {

@@ -81,8 +81,9 @@ type Source struct {
 	health *health.Status
 	polls  *health.Cond
 	acct   *health.Cond
-	// private fails while slurmctld hides other users' jobs from the
-	// source's user (see checkPrivateData), which hidden remembers.
+	// private fails while slurmctld (squeue), or with Accounting slurmdbd
+	// (sacct), hides other users' jobs from the source's user (see
+	// checkPrivateData), which hidden remembers.
 	private *health.Cond
 	hidden  bool
 	// currentUser is the user the source's commands run as: user.Current,

@@ -247,3 +247,15 @@ func TestSetConf(t *testing.T) {
 		}
 	}
 }
+
+// TestDbdConfWithoutAccounting: slurmdbd.conf settings without accounting
+// would be ignored silently; start refuses them, starting nothing.
+func TestDbdConfWithoutAccounting(t *testing.T) {
+	c, err := start(Options{DbdConf: map[string]string{"PrivateData": "jobs"}})
+	if err == nil || !strings.Contains(err.Error(), "DbdConf without Accounting") {
+		if c != nil {
+			c.Stop()
+		}
+		t.Fatalf("start(DbdConf without Accounting) = %v; want an error", err)
+	}
+}

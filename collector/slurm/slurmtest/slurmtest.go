@@ -329,6 +329,11 @@ type Options struct {
 	// job records to slurmdbd asynchronously: poll sacct for a job that
 	// just ended.
 	Accounting bool
+
+	// DbdConf sets slurmdbd.conf parameters as Conf does slurm.conf's,
+	// e.g. {"PrivateData": "jobs"}: slurmdbd's own settings, which govern
+	// what sacct and sacctmgr show. Only with Accounting.
+	DbdConf map[string]string
 }
 
 // Start starts a private cluster for one test and stops it when the test ends.
@@ -371,6 +376,9 @@ func start(opts Options) (c *Cluster, err error) {
 	shared, err := sharedDir()
 	if err != nil {
 		return nil, err
+	}
+	if len(opts.DbdConf) > 0 && !opts.Accounting {
+		return nil, errors.New("slurmtest: Options.DbdConf without Accounting: there is no slurmdbd.conf")
 	}
 	if opts.Accounting && os.Geteuid() != 0 {
 		// slurmdbd.conf must belong to SlurmUser (root), and MariaDB runs
@@ -596,7 +604,7 @@ func (c *Cluster) writeConfig(shared string, opts Options) error {
 			"AccountingStorageTRES": "gres/gpu",
 			"JobAcctGatherType":     "jobacct_gather/none",
 		})
-		dbdConf = c.slurmdbdConf()
+		dbdConf = setConf(c.slurmdbdConf(), opts.DbdConf)
 	}
 	conf = setConf(conf, opts.Conf)
 	suspend, resume, err := c.powerScripts()
