@@ -770,12 +770,20 @@ func (s *Source) command(ctx context.Context, label string, env []string, name s
 	return out, err
 }
 
+// commandWaitDelay bounds how long a Slurm command's output is waited for
+// once the command has been killed at its timeout or has exited.
+const commandWaitDelay = 2 * time.Second
+
 // runCommand is command, also returning the command's standard error, which
 // a failure carries too.
 func (s *Source) runCommand(ctx context.Context, label string, env []string, name string, args ...string) (stdout, stderr []byte, err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CommandTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
+	// A child of the command (a site's wrapper, ssh, sudo) may keep its
+	// output open after the command is killed at the timeout: stop
+	// waiting for it soon after.
+	cmd.WaitDelay = commandWaitDelay
 	if s.cfg.SlurmConf != "" {
 		env = append(env, "SLURM_CONF="+s.cfg.SlurmConf)
 	}
