@@ -65,18 +65,7 @@ func TestParseSlurmConfig(t *testing.T) {
 		{name: "negative uid", in: "PrivateData = jobs\nSlurmUser = slurm(-1)\n", err: `line 2: SlurmUser "slurm(-1)": want name(uid)`},
 		{name: "no user name", in: "PrivateData = jobs\nSlurmUser = (0)\n", err: `line 2: SlurmUser "(0)" has no user name`},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := parseSlurmConfig([]byte(tc.in))
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Errorf("parseSlurmConfig(%q) error = %v; want one containing %q", tc.in, err, tc.err)
-				}
-				return
-			}
-			if err != nil || !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("parseSlurmConfig(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkParse(t, "parseSlurmConfig", parseSlurmConfig, tc.in, tc.want, tc.err) })
 	}
 }
 
@@ -95,14 +84,7 @@ func FuzzParseSlurmConfig(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if c.SlurmUser == "" || c.SlurmUID < -1 {
-			t.Fatalf("parseSlurmConfig(%q): SlurmUser %q (%d)", b, c.SlurmUser, c.SlurmUID)
-		}
-		for _, fl := range c.PrivateData {
-			if fl == "" || fl != strings.ToLower(fl) || strings.TrimSpace(fl) != fl {
-				t.Fatalf("parseSlurmConfig(%q): PrivateData flag %q", b, fl)
-			}
-		}
+		checkParsed(t, "parseSlurmConfig", b, c)
 	})
 }
 
@@ -487,18 +469,7 @@ func TestParseDbdConfig(t *testing.T) {
 		{name: "slurmdbd's part twice", in: "SlurmDBD configuration:\nPrivateData = none\nSlurmUser = root(0)\nSlurmDBD configuration:\nPrivateData = jobs\n", err: "line 5: PrivateData again (first on line 2)"},
 		{name: "uid not a number", in: "SlurmDBD configuration:\nPrivateData = jobs\nSlurmUser = slurm(x)\n", err: `sacctmgr show configuration: line 3: SlurmUser "slurm(x)": want name(uid)`},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := parseDbdConfig([]byte(tc.in))
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Errorf("parseDbdConfig(%q) error = %v; want one containing %q", tc.in, err, tc.err)
-				}
-				return
-			}
-			if err != nil || !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("parseDbdConfig(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkParse(t, "parseDbdConfig", parseDbdConfig, tc.in, tc.want, tc.err) })
 	}
 }
 
@@ -521,14 +492,7 @@ func FuzzParseDbdConfig(f *testing.F) {
 		if !bytes.Contains(b, []byte(dbdConfigHeader)) {
 			t.Fatalf("parseDbdConfig(%q) = %+v without %q", b, c, dbdConfigHeader)
 		}
-		if c.SlurmUser == "" || c.SlurmUID < -1 {
-			t.Fatalf("parseDbdConfig(%q): SlurmUser %q (%d)", b, c.SlurmUser, c.SlurmUID)
-		}
-		for _, fl := range c.PrivateData {
-			if fl == "" || fl != strings.ToLower(fl) || strings.TrimSpace(fl) != fl {
-				t.Fatalf("parseDbdConfig(%q): PrivateData flag %q", b, fl)
-			}
-		}
+		checkParsed(t, "parseDbdConfig", b, c)
 	})
 }
 
@@ -752,5 +716,35 @@ func TestPrivateDataSlurmdbd(t *testing.T) {
 	out, err := sacct.Output()
 	if err != nil || strings.TrimSpace(string(out)) != a {
 		t.Errorf("Operator: sacct as %s for job %s: %q, %v; want the job", self, a, out, err)
+	}
+}
+
+// checkParse checks that parse (named name) reads in as want, or fails with
+// an error containing wantErr when it is not "".
+func checkParse(t *testing.T, name string, parse func([]byte) (slurmConfig, error), in string, want slurmConfig, wantErr string) {
+	t.Helper()
+	got, err := parse([]byte(in))
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Errorf("%s(%q) error = %v; want one containing %q", name, in, err, wantErr)
+		}
+		return
+	}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("%s(%q) = %+v, %v; want %+v", name, in, got, err, want)
+	}
+}
+
+// checkParsed checks what a config parser (named name) made of b: a
+// SlurmUser, and lower-case, non-empty PrivateData flags.
+func checkParsed(t *testing.T, name string, b []byte, c slurmConfig) {
+	t.Helper()
+	if c.SlurmUser == "" || c.SlurmUID < -1 {
+		t.Fatalf("%s(%q): SlurmUser %q (%d)", name, b, c.SlurmUser, c.SlurmUID)
+	}
+	for _, fl := range c.PrivateData {
+		if fl == "" || fl != strings.ToLower(fl) || strings.TrimSpace(fl) != fl {
+			t.Fatalf("%s(%q): PrivateData flag %q", name, b, fl)
+		}
 	}
 }
