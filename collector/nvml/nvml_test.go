@@ -506,9 +506,10 @@ func (l *logLines) logger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.MultiWriter(l, t.Output()), nil))
 }
 
-// lostMetrics gathers s's metrics: heliostat_collector_nvml_gpu_lost by
-// "index uuid", and heliostat_collector_nvml_gpu_losses_total.
-func lostMetrics(t *testing.T, s *Source) (map[string]float64, float64) {
+// gpuMetrics gathers s's metrics, checks them with promlint, and returns
+// the per-GPU gauge named gauge by "index uuid" and the counter named
+// counter (-1 when absent).
+func gpuMetrics(t *testing.T, s *Source, gauge, counter string) (map[string]float64, float64) {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
 	if err := reg.Register(s.Collector()); err != nil {
@@ -525,22 +526,29 @@ func lostMetrics(t *testing.T, s *Source) (map[string]float64, float64) {
 	for _, p := range problems {
 		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
 	}
-	gauge, losses := map[string]float64{}, -1.0
+	g, n := map[string]float64{}, -1.0
 	for _, mf := range mfs {
 		switch mf.GetName() {
-		case "heliostat_collector_nvml_gpu_lost":
+		case gauge:
 			for _, m := range mf.GetMetric() {
 				labels := map[string]string{}
 				for _, l := range m.GetLabel() {
 					labels[l.GetName()] = l.GetValue()
 				}
-				gauge[labels["gpu_index"]+" "+labels["gpu_uuid"]] = m.GetGauge().GetValue()
+				g[labels["gpu_index"]+" "+labels["gpu_uuid"]] = m.GetGauge().GetValue()
 			}
-		case "heliostat_collector_nvml_gpu_losses_total":
-			losses = mf.GetMetric()[0].GetCounter().GetValue()
+		case counter:
+			n = mf.GetMetric()[0].GetCounter().GetValue()
 		}
 	}
-	return gauge, losses
+	return g, n
+}
+
+// lostMetrics is gpuMetrics of heliostat_collector_nvml_gpu_lost and
+// heliostat_collector_nvml_gpu_losses_total.
+func lostMetrics(t *testing.T, s *Source) (map[string]float64, float64) {
+	t.Helper()
+	return gpuMetrics(t, s, "heliostat_collector_nvml_gpu_lost", "heliostat_collector_nvml_gpu_losses_total")
 }
 
 // TestCollectDeviceLost: a GPU that stops answering costs only its own

@@ -10,45 +10,15 @@ import (
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/heliostat-dev/heliostat/schemas"
 )
 
-// stallMetrics gathers heliostat_collector_nvml_gpu_stalled by "index uuid"
-// and heliostat_collector_nvml_stalled_calls_total (-1 when absent).
+// stallMetrics is gpuMetrics of heliostat_collector_nvml_gpu_stalled and
+// heliostat_collector_nvml_stalled_calls_total.
 func stallMetrics(t *testing.T, s *Source) (map[string]float64, float64) {
 	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	if err := reg.Register(s.Collector()); err != nil {
-		t.Fatal(err)
-	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("Gather() = %v", err)
-	}
-	gauge, stalls := map[string]float64{}, -1.0
-	for _, mf := range mfs {
-		switch mf.GetName() {
-		case "heliostat_collector_nvml_gpu_stalled":
-			for _, m := range mf.GetMetric() {
-				gauge[label(m, "gpu_index")+" "+label(m, "gpu_uuid")] = m.GetGauge().GetValue()
-			}
-		case "heliostat_collector_nvml_stalled_calls_total":
-			stalls = mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	return gauge, stalls
-}
-
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
+	return gpuMetrics(t, s, "heliostat_collector_nvml_gpu_stalled", "heliostat_collector_nvml_stalled_calls_total")
 }
 
 // TestCollectStalledGPU: an NVML call that hangs on one GPU (fallen off the
