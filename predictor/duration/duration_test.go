@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -118,6 +120,7 @@ func TestFeaturesAt(t *testing.T) {
 		j.Run, j.End = time.Duration(10+i)*time.Minute, j.Submit.Add(time.Duration(10+i)*time.Minute)
 		h.Add(&j)
 	}
+	lastEnd := t0.Add(2*time.Hour + 12*time.Minute)
 	pending := []Job{
 		{User: "u", Executable: "e", Queue: "q", Submit: t0.Add(5 * time.Hour), ReqTime: time.Hour, Procs: 1},
 		{User: "u", Executable: "e", Queue: "q", Submit: t0.Add(6 * time.Hour), ReqTime: time.Hour, Procs: 1},
@@ -135,9 +138,9 @@ func TestFeaturesAt(t *testing.T) {
 	for i, tc := range []struct {
 		state SubmitState
 	}{
-		{SubmitState{LastSubmit: t0.Add(2 * time.Hour), InFlight: 0}},
-		{SubmitState{LastSubmit: t0.Add(5 * time.Hour), InFlight: 1}},
-		{SubmitState{LastSubmit: t0.Add(6 * time.Hour), InFlight: 2}},
+		{SubmitState{LastSubmit: t0.Add(2 * time.Hour), InFlight: 0, LastEnd: lastEnd}},
+		{SubmitState{LastSubmit: t0.Add(5 * time.Hour), InFlight: 1, LastEnd: lastEnd}},
+		{SubmitState{LastSubmit: t0.Add(6 * time.Hour), InFlight: 2, LastEnd: lastEnd}},
 	} {
 		if states[i] != tc.state {
 			t.Errorf("SubmitState before pending job %d = %+v; want %+v", i, states[i], tc.state)
@@ -151,6 +154,20 @@ func TestFeaturesAt(t *testing.T) {
 	}
 	if got := h.SubmitState("nobody"); got != (SubmitState{}) {
 		t.Errorf("SubmitState(nobody) = %+v; want zero", got)
+	}
+	// The first pending job ends after the second's submit: re-predicted,
+	// the second learns its run time but keeps the gap it was submitted
+	// after (to the end at 2:12), where Features would find no gap at all.
+	pending[0].Run, pending[0].End = 90*time.Minute, t0.Add(6*time.Hour+30*time.Minute)
+	h.Add(&pending[0])
+	names := featureNames(SegExact)
+	sinceEnd, last1 := slices.Index(names, "since_end"), slices.Index(names, "last1")
+	got := h.FeaturesAt(&pending[1], states[1])
+	if want := atSubmit[1].X[sinceEnd]; got.X[sinceEnd] != want || want != math.Log1p((3*time.Hour+48*time.Minute).Seconds()) {
+		t.Errorf("since_end re-predicted after a later end = %v; want %v, the gap at submit (3h48m)", got.X[sinceEnd], want)
+	}
+	if got.X[last1] == atSubmit[1].X[last1] {
+		t.Errorf("last1 re-predicted = %v, as at submit: the later end was not learned", got.X[last1])
 	}
 }
 
@@ -277,5 +294,46 @@ func TestBacktestProgressAndCancel(t *testing.T) {
 	}
 	if calls != 3 {
 		t.Errorf("%d progress calls before stopping; want 3", calls)
+	}
+}
+
+// TestFitWeighsRecentRows: a workload whose run times moved from e⁵ to e⁷ s
+// halfway through the training rows. Weighted by age (the newest row
+// weighs four times the oldest), the Huber fit's level lies where the
+// weights put it (6.55 in log seconds), nearer the newer runs; with equal
+// weights it would lie halfway, at 6.0.
+func TestFitWeighsRecentRows(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		first, later float64
+		want         float64
+	}{
+		{"runs grew", 5, 7, 6.55},
+		{"runs shrank", 7, 5, 5.45},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := 2 * RecencyHalfLife
+			rows := make([]Row, n)
+			for i := range rows {
+				rows[i] = Row{F: Features{Segment: SegCold, X: make([]float64, numColdFeatures)}, Y: tc.first}
+				if i >= n/2 {
+					rows[i].Y = tc.later
+				}
+			}
+			m, err := Fit(rows, time.Time{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			y, _, _, fitted := m.raw(rows[0].F)
+			if !fitted {
+				t.Fatal("the cold segment was not fitted")
+			}
+			// Each half's weight sum: ∫ 2^(−a/H) over its ages, in the
+			// ratio 1 : 2 (old : new); Huber's k = 0.9 keeps the old
+			// level's pull at 0.9 per unit of weight.
+			if math.Abs(y-tc.want) > 0.02 {
+				t.Errorf("fitted level %.3f; want %.2f", y, tc.want)
+			}
+		})
 	}
 }

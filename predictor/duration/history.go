@@ -144,12 +144,15 @@ func (h *History) Add(j *Job) {
 }
 
 // SubmitState is what a History holds of a user's submissions, the part of
-// a job's features that counts submits rather than ended jobs: the user's
-// latest submit (time-since-last-submit) and jobs submitted but not ended
-// (in-flight).
+// a job's features that says how the job was submitted rather than how the
+// user's jobs ran: the user's latest submit (time-since-last-submit), jobs
+// submitted but not ended (in-flight), and the end of the user's latest
+// ended job (time-since-last-end: a job submitted seconds after the last one
+// ended is often a retry of it).
 type SubmitState struct {
 	LastSubmit time.Time // zero when the user has submitted nothing
 	InFlight   int
+	LastEnd    time.Time // zero when none of the user's jobs has ended with a run time
 }
 
 // SubmitState returns user's SubmitState as History holds it now. Taken
@@ -160,7 +163,7 @@ func (h *History) SubmitState(user string) SubmitState {
 	if u == nil {
 		return SubmitState{}
 	}
-	return SubmitState{LastSubmit: u.lastSubmit, InFlight: u.inFlight}
+	return SubmitState{LastSubmit: u.lastSubmit, InFlight: u.inFlight, LastEnd: u.lastEnd}
 }
 
 // Submitted notes that the user submitted j (for the time-since-last-submit
@@ -229,7 +232,7 @@ func featureNames(s Segment) []string {
 // Feature counts per segment: the lengths of featureNames, which
 // TestFeatureNames checks.
 const (
-	numUser2Features = 51
+	numUser2Features = 53
 	numUser1Features = 14
 	numColdFeatures  = 8
 )
@@ -255,7 +258,8 @@ func user2Features() []string {
 		"procs", "queue", "global", "since_submit", "hour_sin", "hour_cos", "weekend",
 		"last1_sq", "req_sq", "last1_x_req", "ewma_x_short", "spread_x_last1",
 		"exact_spread", "exact_n", "exact_med_x_tight", "tight", "med_x_utight", "utight",
-		"h_last1_1", "h_last1_2", "h_last1_3", "h_exmed_1", "h_exmed_2", "h_exmed_3", "h_med_1", "h_med_2", "h_med_3", "h_req_1", "h_req_2", "h_req_3", "h_ratio_1", "h_ratio_2", "h_ratio_3"}
+		"h_last1_1", "h_last1_2", "h_last1_3", "h_exmed_1", "h_exmed_2", "h_exmed_3", "h_med_1", "h_med_2", "h_med_3", "h_req_1", "h_req_2", "h_req_3", "h_ratio_1", "h_ratio_2", "h_ratio_3",
+		"since_end", "since_end_x_last1"}
 }
 
 // Features computes j's features from what History holds now. Only j's
@@ -337,6 +341,16 @@ func (h *History) FeaturesAt(j *Job, s SubmitState) Features {
 	if !s.LastSubmit.IsZero() && j.Submit.After(s.LastSubmit) {
 		since = math.Log1p(j.Submit.Sub(s.LastSubmit).Seconds())
 	}
+	// Taken from s, like since: a job re-predicted later keeps the gap
+	// it was submitted after, not one to a job that ended since. A job
+	// submitted before its user's latest end (an ad-hoc spec dated in the
+	// past) counts as submitted right after it; without an end time
+	// (ended jobs whose end is unknown) the gap since the last submit
+	// stands in.
+	sinceEnd := since
+	if !s.LastEnd.IsZero() {
+		sinceEnd = math.Log1p(max(j.Submit.Sub(s.LastEnd), time.Second).Seconds())
+	}
 	tight := math.Exp(-exactSpread/tightScale) * hasExact
 	utight := math.Exp(-spread / tightScale)
 	kn := knots()
@@ -353,7 +367,8 @@ func (h *History) FeaturesAt(j *Job, s SubmitState) Features {
 			exactSpread, exactN, exactMed * tight, tight, med * utight, utight,
 			hinge(last1, kn[0]), hinge(last1, kn[1]), hinge(last1, kn[2]), hinge(exactMed, kn[0]), hinge(exactMed, kn[1]), hinge(exactMed, kn[2]),
 			hinge(med, kn[0]), hinge(med, kn[1]), hinge(med, kn[2]), hinge(reqOr(req), kn[0]), hinge(reqOr(req), kn[1]), hinge(reqOr(req), kn[2]),
-			hinge(ratio, kn[0]), hinge(ratio, kn[1]), hinge(ratio, kn[2])},
+			hinge(ratio, kn[0]), hinge(ratio, kn[1]), hinge(ratio, kn[2]),
+			sinceEnd, sinceEnd * last1 / 10},
 		Fallback: last2,
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -178,14 +179,17 @@ func TestEstimate(t *testing.T) {
 func TestEstimateOpenJob(t *testing.T) {
 	// Each user alternates two commands: "quick" runs a minute, "slow" an
 	// hour, the same request otherwise; the fitted model tells them apart.
+	// Submits are jittered by up to an hour, so that the time since the
+	// user's last end does not tell them apart too.
 	base := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	rng := rand.New(rand.NewPCG(1, 2))
 	var recs []*rec
 	for i := range 6000 {
 		u, exe, run := fmt.Sprint("u", i%4), "quick", time.Minute
 		if i/4%2 == 1 {
 			exe, run = "slow", time.Hour
 		}
-		start := base.Add(time.Duration(i) * 2 * time.Minute)
+		start := base.Add(time.Duration(i)*2*time.Minute + time.Duration(rng.Int64N(int64(time.Hour))))
 		r := &rec{key: key{"c1", fmt.Sprint(i)}, user: u, ended: true, start: &start}
 		r.job = duration.Job{User: scoped("c1", u), Executable: exe, Queue: scoped("c1", "q"), Submit: start, ReqTime: 4 * time.Hour, Procs: 2, Run: run, End: start.Add(run)}
 		recs = append(recs, r)
@@ -193,7 +197,7 @@ func TestEstimateOpenJob(t *testing.T) {
 	tr, hs := fitRecs(t, recs, base.Add(6000*2*time.Minute))
 	// The records' submit-time state is the user's now, as for a job
 	// submitted now that no later job followed.
-	u1 := hs.h.SubmitState("u1")
+	u1 := hs.h.SubmitState(scoped("c1", "u1"))
 	hs.open = map[key]openJob{{"c1", "slow"}: {Executable: "slow", Procs: 2, AtSubmit: u1}, {"c1", "cpu"}: {Executable: "slow", Procs: 2, AtSubmit: u1},
 		{"c1", "nameless"}: {AtSubmit: u1}}
 	est := func(s Spec) Estimate {
@@ -282,7 +286,7 @@ func TestOpenRecordsArray(t *testing.T) {
 		}
 		replay(recs, func(*rec) bool { return false }, nil)
 		open := openRecords(recs)
-		want := openJob{Executable: "e", Procs: 2, Submit: submit, AtSubmit: duration.SubmitState{LastSubmit: done.job.Submit}}
+		want := openJob{Executable: "e", Procs: 2, Submit: submit, AtSubmit: duration.SubmitState{LastSubmit: done.job.Submit, LastEnd: done.job.End}}
 		if got := open[key{"c1", "5"}]; got != want {
 			t.Errorf("openRecords(%v)[array 5] = %+v; want %+v", order, got, want)
 		}
