@@ -32,6 +32,8 @@ type online struct {
 	buf        []*qssf.Item
 	users      map[string]*userState
 	window     int
+	jitter     float64 // Config.Jitter
+	seed       uint64  // Config.JitterSeed
 }
 
 // userState is what the replay keeps of a user for refreshing predictions.
@@ -104,6 +106,29 @@ func (o *online) freshFeatures(d *duration.Job, j int) duration.Features {
 }
 
 func (o *online) apply(j int, f duration.Features, req time.Duration) time.Duration {
+	return o.jittered(j, o.point(f, req), req)
+}
+
+// jittered returns p times e^(jitter·u), u in [−1, 1] drawn for job j
+// from the seed (splitmix64 of both), at most req when req > 0.
+func (o *online) jittered(j int, p, req time.Duration) time.Duration {
+	if o.jitter == 0 {
+		return p
+	}
+	x := o.seed*0x9E3779B97F4A7C15 + uint64(j)
+	x = (x ^ x>>30) * 0xBF58476D1CE4E5B9
+	x = (x ^ x>>27) * 0x94D049BB133111EB
+	x ^= x >> 31
+	u := float64(x>>11)/(1<<52) - 1 // [−1, 1)
+	p = time.Duration(float64(p) * math.Exp(o.jitter*u))
+	if req > 0 {
+		p = min(p, req)
+	}
+	return p
+}
+
+// point is the model's prediction of a job with features f and limit req.
+func (o *online) point(f duration.Features, req time.Duration) time.Duration {
 	if o.model != nil {
 		if p, err := o.model.Predict(f, req); err == nil {
 			return p.Point

@@ -3,7 +3,9 @@ package replay
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestFreshFeaturesAtSubmit: re-predicting a pending job reads its features
@@ -53,5 +55,64 @@ func TestRefreshSchedules(t *testing.T) {
 	}
 	if want := (5 + 1000 + 1099 + 13) / 4.0; math.Abs(res.AvgJCT-want) > 1e-9 {
 		t.Errorf("avg JCT %v; want %v", res.AvgJCT, want)
+	}
+}
+
+// TestJitter: --qssf.jitter multiplies each job's prediction by a factor
+// within e^±jitter, the same for every re-prediction of the job, drawn from
+// the seed (another seed, other factors; both signs), capped at the limit;
+// 0 leaves predictions as made, and the replay's figures with them.
+func TestJitter(t *testing.T) {
+	o := &online{jitter: 0.01, seed: 1}
+	p := 1000 * time.Second
+	lo, hi := time.Duration(float64(p)*math.Exp(-0.01)), time.Duration(float64(p)*math.Exp(0.01))
+	var up, down, same int
+	for j := range 1000 {
+		got := o.jittered(j, p, 0)
+		if got < lo || got > hi {
+			t.Fatalf("job %d: %v; want within %v..%v", j, got, lo, hi)
+		}
+		if again := o.jittered(j, p, 0); again != got {
+			t.Fatalf("job %d: %v, then %v; want the same factor each time", j, got, again)
+		}
+		if other := (&online{jitter: 0.01, seed: 2}).jittered(j, p, 0); other == got {
+			same++
+		}
+		if got > p {
+			up++
+		} else if got < p {
+			down++
+		}
+		if capped := o.jittered(j, p, p); capped > p {
+			t.Fatalf("job %d: %v above its limit %v", j, capped, p)
+		}
+	}
+	if up < 400 || down < 400 || same > 10 {
+		t.Errorf("%d jobs up, %d down, %d the same under another seed; want about 500, 500, 0", up, down, same)
+	}
+	if got := (&online{seed: 1}).jittered(3, p, 0); got != p {
+		t.Errorf("jitter 0: %v; want %v", got, p)
+	}
+
+	w := workload([]VC{{"v", 1, 8}}, []hj{
+		{id: "a", user: "u", submit: 0, gpus: 8, run: 100},
+		{id: "b", user: "u", submit: 1, gpus: 4, run: 50},
+		{id: "c", user: "w", submit: 2, gpus: 4, run: 300},
+	})
+	plain, err := Run(t.Context(), w, QSSF, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []Config{{Jitter: 0, JitterSeed: 9}, {Jitter: -0.1}, {Jitter: 1.5}, {Jitter: math.NaN()}} {
+		got, err := Run(t.Context(), w, QSSF, c)
+		if c.Jitter != 0 {
+			if err == nil || !strings.Contains(err.Error(), "jitter") {
+				t.Errorf("jitter %v: error %v; want one naming the jitter", c.Jitter, err)
+			}
+			continue
+		}
+		if err != nil || got.AvgJCT != plain.AvgJCT {
+			t.Errorf("jitter 0: avg JCT %v, %v; want %v", got.AvgJCT, err, plain.AvgJCT)
+		}
 	}
 }

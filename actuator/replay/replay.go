@@ -85,6 +85,15 @@ type Config struct {
 	// TrainWindow is how many of the most recently ended jobs the
 	// duration model is fitted on. Default 30,000.
 	TrainWindow int
+	// Jitter, when > 0, multiplies each of QSSF's predictions of job j by
+	// e^(Jitter·u), u uniform in [−1, 1], drawn for j from JitterSeed
+	// (the same for every re-prediction of j), before the time limit caps
+	// it: replays under a few seeds show how far the average moves with
+	// prediction errors that small (a queue's order, and so its figures,
+	// can change a lot with them). 0 (the default) replays the predictions
+	// as made. At most MaxJitter.
+	Jitter     float64
+	JitterSeed uint64
 	// SlowdownBound is the run time below which bounded slowdown counts
 	// a job as this long: max(1, (wait+run) / max(run, bound)). Default
 	// 10 s.
@@ -125,8 +134,14 @@ func (c Config) Validate() error {
 	if c.SlowdownBound < 0 {
 		return fmt.Errorf("replay: slowdown bound %v is negative", c.SlowdownBound)
 	}
+	if !(c.Jitter >= 0 && c.Jitter <= MaxJitter) {
+		return fmt.Errorf("replay: jitter %v: want 0..%v (log scale: 0.01 is ±1 %%)", c.Jitter, MaxJitter)
+	}
 	return nil
 }
+
+// MaxJitter bounds Config.Jitter: a factor e of error either way.
+const MaxJitter = 1.0
 
 // Result is the outcome of one replay.
 type Result struct {
@@ -286,6 +301,7 @@ func newEngine(w *Workload, pol Policy, cfg Config) *engine {
 	}
 	if pol == QSSF {
 		e.pred = newOnline(w, cfg.RefitEvery, cfg.TrainWindow)
+		e.pred.jitter, e.pred.seed = cfg.Jitter, cfg.JitterSeed
 		e.items = make([]*qssf.Item, n)
 	}
 	return e

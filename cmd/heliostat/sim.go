@@ -111,6 +111,9 @@ type simOutput struct {
 	Cluster   []replay.VC `json:"cluster"`
 	Backfill  bool        `json:"backfill"`
 	AgingRate float64     `json:"qssf_aging_rate"`
+	// Jitter and JitterSeed are --qssf.jitter and its seed, when set.
+	Jitter     float64 `json:"qssf_jitter,omitempty"`
+	JitterSeed uint64  `json:"qssf_jitter_seed,omitempty"`
 	// Policies holds each policy's figures, by name.
 	Policies map[string]simPolicy `json:"policies"`
 	// GapClosed is QSSF's share of the FIFO → SJF gap in average JCT,
@@ -145,6 +148,8 @@ func runSim(ctx context.Context, args []string, e *env) error {
 	refit := fs.Int("refit-every", replay.DefaultRefitEvery, "qssf: refit the duration model when the ended jobs have doubled, or at the latest after this many more")
 	window := fs.Int("train-window", replay.DefaultTrainWindow, "qssf: fit the duration model on this many most recently ended jobs")
 	bound := fs.Duration("slowdown-bound", replay.DefaultSlowdownBound, "run time below which bounded slowdown counts a job as this long")
+	jitter := fs.Float64("qssf.jitter", 0, "qssf: multiply each job's predictions by e^(jitter·u), u uniform in [-1, 1] drawn per job from --qssf.jitter-seed, to see how far the figures move with errors that small (0.01: ±1 %; 0: none)")
+	jitterSeed := fs.Uint64("qssf.jitter-seed", 1, "qssf: seed of --qssf.jitter's draws")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
 	sweep := fs.String("capacity-sweep", "", "what-if: replay on the cluster scaled by each of these factors, comma separated (e.g. 0.5,0.75,1,1.25,1.5: each VC's nodes × factor, rounded; a one-node pool scales its GPUs), with one policy (default fifo); see docs/CAPACITY.md")
 	sweepNodes := fs.String("capacity-sweep.nodes", "", "what-if: replay on a one-pool cluster of each of these node counts, comma separated (instead of factors)")
@@ -191,7 +196,13 @@ func runSim(ctx context.Context, args []string, e *env) error {
 	if sizes != nil && len(pols) != 1 {
 		return fmt.Errorf("sim: a capacity sweep replays one policy; --policy gives %d", len(pols))
 	}
-	cfg := replay.Config{Backfill: *backfill, QSSF: qc, RefitEvery: *refit, TrainWindow: *window, SlowdownBound: *bound}
+	cfg := replay.Config{Backfill: *backfill, QSSF: qc, RefitEvery: *refit, TrainWindow: *window, SlowdownBound: *bound, Jitter: *jitter, JitterSeed: *jitterSeed}
+	if !(*jitter >= 0 && *jitter <= replay.MaxJitter) {
+		return fmt.Errorf("sim: --qssf.jitter %v: want 0..%v (log scale: 0.01 is ±1 %%)", *jitter, replay.MaxJitter)
+	}
+	if set["qssf.jitter-seed"] && *jitter == 0 {
+		return errors.New("sim: --qssf.jitter-seed needs --qssf.jitter > 0")
+	}
 	if *refit <= 0 {
 		return fmt.Errorf("sim: --refit-every %d: want > 0", *refit)
 	}
@@ -262,6 +273,9 @@ func runSim(ctx context.Context, args []string, e *env) error {
 	out := simOutput{
 		traceRead: newTraceRead(*path, tr, rejects, w),
 		Cluster:   w.VCs, Backfill: *backfill, AgingRate: qc.AgingRate, Policies: map[string]simPolicy{},
+	}
+	if *jitter > 0 {
+		out.Jitter, out.JitterSeed = *jitter, *jitterSeed
 	}
 	for _, p := range pols {
 		if err := ctx.Err(); err != nil {

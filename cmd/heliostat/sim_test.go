@@ -102,6 +102,10 @@ func TestSimCommandErrors(t *testing.T) {
 		{[]string{"sim", "--trace", tr, "--format", "swf", "--nodes", "1"}, "every row of the trace was rejected"},
 		{[]string{"sim", "--trace", headerOnly, "--nodes", "1"}, "holds no job"},
 		{[]string{"sim", "--trace", tr, "--nodes", "1", "--qssf.aging-rate", "-3"}, "aging-rate"},
+		{[]string{"sim", "--trace", tr, "--nodes", "1", "--qssf.jitter", "-0.01"}, "--qssf.jitter -0.01: want 0..1"},
+		{[]string{"sim", "--trace", tr, "--nodes", "1", "--qssf.jitter", "NaN"}, "--qssf.jitter NaN: want 0..1"},
+		{[]string{"sim", "--trace", tr, "--nodes", "1", "--qssf.jitter", "1.5"}, "--qssf.jitter 1.5: want 0..1"},
+		{[]string{"sim", "--trace", tr, "--nodes", "1", "--qssf.jitter-seed", "7"}, "needs --qssf.jitter > 0"},
 		{[]string{"sim", "--trace", filepath.Join(dir, "missing.csv"), "--nodes", "1"}, "no such file"},
 		{[]string{"sim", "--trace", tr, "extra"}, "unexpected argument"},
 		{[]string{"sim", "ces"}, "series"}, // dispatched to `sim ces`
