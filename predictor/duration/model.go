@@ -67,9 +67,11 @@ var ErrNotTrained = errors.New("duration: model is not trained")
 
 // RecencyHalfLife is the age, in training rows, at which a row weighs half
 // as much in a fit as the newest: a cluster's workload drifts, and the
-// latest jobs say most about the next. On the SWF backtests it raised R²
-// (log) from 0.385 to 0.446 on HPC2N and from 0.513 to 0.519 on CTC-SP2,
-// within 2× unchanged (docs/BENCHMARKS.md).
+// latest jobs say most about the next. With the since_end features and
+// Huber's k at 0.9 (added with it), it raised R² (log) on the SWF
+// backtests from 0.385 to 0.446 on HPC2N and from 0.513 to 0.519 on
+// CTC-SP2, within 2× no lower (docs/BENCHMARKS.md); the weights do most of
+// HPC2N's gain.
 const RecencyHalfLife = 40_000
 
 // recencyWeight is the weight of the row age rows older than the newest.
