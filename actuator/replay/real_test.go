@@ -67,8 +67,10 @@ func loadReal(tb testing.TB, name string) *Workload {
 // The floors catch a collapse: with 5% noise on the predictions, Venus
 // QSSF can rise above FIFO (66,854 s in one of 40 seeds). With the
 // predictor's recency weights (2026-11-24): Venus 5,937.72 s (99.6 %),
-// CTC-SP2 97.3 %, HPC2N 82.2 %; docs/BENCHMARKS.md has their spread under
-// --qssf.jitter.
+// CTC-SP2 97.3 %, HPC2N 82.2 %; with segments too small for all their
+// features fitted on the core ones (2026-11-24): Venus 5,904.17 s
+// (99.95 %), CTC-SP2 98.0 %, HPC2N 88.1 %. docs/BENCHMARKS.md has their
+// spread under --qssf.jitter.
 func TestReal(t *testing.T) {
 	for _, tc := range []struct {
 		file          string
@@ -79,10 +81,10 @@ func TestReal(t *testing.T) {
 		minGap        float64 // of the FIFO → sjf-gpu gap
 		skipWhenShort bool
 	}{
-		{file: "helios/venus_sept_2vc.csv", fifo: 16534, sjf: 6273, sjfGPU: 5899, tol: 1, maxQSSF: 5950, minGap: 0.99},
+		{file: "helios/venus_sept_2vc.csv", fifo: 16534, sjf: 6273, sjfGPU: 5899, tol: 1, maxQSSF: 5910, minGap: 0.99},
 		// FIFO agrees with ANCHORS to 26 s, sjf-gpu to 8 s.
 		{file: "swf/CTC-SP2-1996-3.1-cln.swf.gz", fifo: 779135, sjf: 40808, sjfGPU: 37688, tol: 1, minGap: 0.97},
-		{file: "swf/HPC2N-2002-2.2-cln.swf.gz", fifo: 33727, sjf: 23263, sjfGPU: 22310, tol: 1, minGap: 0.80, skipWhenShort: true},
+		{file: "swf/HPC2N-2002-2.2-cln.swf.gz", fifo: 33727, sjf: 23263, sjfGPU: 22310, tol: 1, minGap: 0.86, skipWhenShort: true},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			if tc.skipWhenShort && testing.Short() {

@@ -151,6 +151,41 @@ func TestBacktestAccuracyFloors(t *testing.T) {
 	}
 }
 
+// TestBacktestVenusFloor: on the Venus slice, too small for a fit on all of
+// a segment's features, heliostat fits the core features
+// (duration.coreFeatures) and must stay at the figures it reached
+// (0.433 within 2×, R² log 0.043; the history rule gave 0.394 / −0.141) and
+// above every baseline of the same run on both.
+func TestBacktestVenusFloor(t *testing.T) {
+	path := sharedData(t, "helios/venus_sept_2vc.csv")
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"predictor", "backtest", "--trace", path, "--json"}, os.Getenv, &out, os.Stderr); err != nil {
+		t.Fatal(err)
+	}
+	type figures struct {
+		Within2x float64 `json:"within_2x"`
+		R2Log    float64 `json:"r2_log"`
+	}
+	var res struct {
+		figures
+		Baselines map[string]figures `json:"baselines"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("decode %s: %v", out.String(), err)
+	}
+	if res.Within2x < 0.428 || res.R2Log < 0.038 {
+		t.Errorf("heliostat within_2x %.4f, r2_log %.4f; the figures reached are 0.433 and 0.043", res.Within2x, res.R2Log)
+	}
+	if len(res.Baselines) != 3 {
+		t.Errorf("baselines %v; want last1, last2 and reqtime", res.Baselines)
+	}
+	for name, b := range res.Baselines {
+		if b.Within2x >= res.Within2x || b.R2Log >= res.R2Log {
+			t.Errorf("baseline %s %.4f / %.4f is not below heliostat's %.4f / %.4f", name, b.Within2x, b.R2Log, res.Within2x, res.R2Log)
+		}
+	}
+}
+
 func TestBacktestDemandCommand(t *testing.T) {
 	if testing.Short() {
 		t.Skip("backtest on the Philly series; skipped with -short")

@@ -337,3 +337,76 @@ func TestFitWeighsRecentRows(t *testing.T) {
 		})
 	}
 }
+
+// TestFitCore: a user2 segment with rows for its core features but not for
+// all 53 fits on the core alone (a feature outside it gets a coefficient of
+// exactly 0 even where the run times depend on it); with rows for all it
+// fits all; with too few even for the core it keeps its history rule.
+func TestFitCore(t *testing.T) {
+	names := featureNames(SegUser2)
+	last1, hour := slices.Index(names, "last1"), slices.Index(names, "hour_sin")
+	full := rowsPerFeature * numUser2Features
+	for _, tc := range []struct {
+		name       string
+		n          int
+		fitted     bool
+		hourWeight float64 // want hour_sin's coefficient within 0.05
+	}{
+		{"too few for the core", rowsPerFeature*len(coreFeatures(SegUser2)) - 1, false, 0},
+		{"core only", full / 2, true, 0},
+		{"just short of all", full - 1, true, 0},
+		{"all features", full, true, 0.5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(5, 6))
+			rows := make([]Row, tc.n)
+			for i := range rows {
+				x := make([]float64, numUser2Features)
+				for k := range x {
+					x[k] = rng.NormFloat64()
+				}
+				y := 2 + 0.8*x[last1] + 0.5*x[hour] + 0.1*rng.NormFloat64()
+				rows[i] = Row{F: Features{Segment: SegUser2, X: x, Fallback: 3}, Y: y}
+			}
+			m, err := Fit(rows, time.Time{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sm := m.segs[SegUser2]
+			if (sm != nil) != tc.fitted {
+				t.Fatalf("fitted %v; want %v", sm != nil, tc.fitted)
+			}
+			if sm == nil {
+				return
+			}
+			core := coreColumns(SegUser2)
+			for c := range numUser2Features {
+				inCore := slices.Contains(core, c)
+				if tc.hourWeight == 0 && !inCore && sm.coef[c+1] != 0 {
+					t.Errorf("core fit: %s's coefficient %v; want 0", names[c], sm.coef[c+1])
+				}
+			}
+			if got := sm.coef[last1+1]; math.Abs(got-0.8) > 0.05 {
+				t.Errorf("last1's coefficient %.3f; want 0.8", got)
+			}
+			if got := sm.coef[hour+1]; math.Abs(got-tc.hourWeight) > 0.05 {
+				t.Errorf("hour_sin's coefficient %.3f; want %.1f", got, tc.hourWeight)
+			}
+			// Through Predict: a job that differs only outside the core
+			// gets the same point from a core fit.
+			x := slices.Clone(rows[0].F.X)
+			a, err := m.Predict(Features{Segment: SegUser2, X: x}, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x[hour] += 2
+			b, err := m.Predict(Features{Segment: SegUser2, X: x}, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !a.Fitted || (a.Point == b.Point) != (tc.hourWeight == 0) {
+				t.Errorf("points %v and %v (hour_sin +2), fitted %v; want equal only for a core fit", a.Point, b.Point, a.Fitted)
+			}
+		})
+	}
+}

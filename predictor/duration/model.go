@@ -55,8 +55,10 @@ func (sm *segModel) leaf(x []float64) *segModel {
 }
 
 // A segment needs at least minSegmentRows rows, and rowsPerFeature rows per
-// feature, for its own fit; below that it answers with its history rule
-// rather than overfit (a small trace like the Venus slice).
+// feature, for a fit on all its features. Short of that, a segment with core
+// features (coreFeatures) fits on those alone when it has rowsPerFeature
+// rows for each of them; below that it answers with its history rule rather
+// than overfit.
 const (
 	minSegmentRows = 50
 	rowsPerFeature = 30
@@ -95,16 +97,55 @@ func Fit(rows []Row, now time.Time) (*Model, error) {
 		baseBySeg[r.F.Segment] = append(baseBySeg[r.F.Segment], recencyWeight(len(rows)-1-i))
 	}
 	for s := range bySeg {
-		if len(bySeg[s]) < max(minSegmentRows, rowsPerFeature*numFeatures(Segment(s))) {
+		seg, n := Segment(s), len(bySeg[s])
+		var sm *segModel
+		var err error
+		switch core := coreColumns(seg); {
+		case n >= max(minSegmentRows, rowsPerFeature*numFeatures(seg)):
+			sm, err = fitNode(seg, bySeg[s], baseBySeg[s], nil, 0)
+		case core != nil && n >= max(minSegmentRows, rowsPerFeature*len(core)):
+			sm, err = fitCore(seg, bySeg[s], baseBySeg[s], core)
+		default:
 			continue
 		}
-		sm, err := fitNode(Segment(s), bySeg[s], baseBySeg[s], nil, 0)
 		if err != nil {
 			return nil, err
 		}
 		m.segs[s] = sm
 	}
 	return m, nil
+}
+
+// fitCore fits segment s's rows on the feature columns core alone: the
+// other columns are zeroed for the fit (the ridge term gives a constant
+// column a coefficient of 0) and their coefficients set to exactly 0, so
+// the model predicts from the full feature vector as usual. No tree: a
+// segment this small has no room for leaves.
+func fitCore(s Segment, rows []Row, base []float64, core []int) (*segModel, error) {
+	p := numFeatures(s)
+	keep := make([]bool, p)
+	for _, c := range core {
+		keep[c] = true
+	}
+	xs := make([]float64, len(rows)*p)
+	masked := make([]Row, len(rows))
+	for i, r := range rows {
+		x := xs[i*p : (i+1)*p : (i+1)*p]
+		for _, c := range core {
+			x[c] = r.F.X[c]
+		}
+		masked[i] = Row{F: Features{Segment: r.F.Segment, X: x, Fallback: r.F.Fallback}, Y: r.Y}
+	}
+	sm, _, err := fitSegment(s, masked, base, nil, huberIterations)
+	if err != nil {
+		return nil, err
+	}
+	for c := range p {
+		if !keep[c] {
+			sm.coef[c+1] = 0
+		}
+	}
+	return sm, nil
 }
 
 func check(f Features) error {
