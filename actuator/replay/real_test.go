@@ -69,8 +69,9 @@ func loadReal(tb testing.TB, name string) *Workload {
 // predictor's recency weights (2026-11-24): Venus 5,937.72 s (99.6 %),
 // CTC-SP2 97.3 %, HPC2N 82.2 %; with segments too small for all their
 // features fitted on the core ones (2026-11-24): Venus 5,904.17 s
-// (99.95 %), CTC-SP2 98.0 %, HPC2N 88.1 %. docs/BENCHMARKS.md has their
-// spread under --qssf.jitter.
+// (99.95 %), CTC-SP2 98.0 %, HPC2N 88.1 %; with the Huber threshold
+// following the residuals' spread: Venus the same, CTC-SP2 99.0 %, HPC2N
+// 86.6 %. docs/BENCHMARKS.md has their spread under --qssf.jitter.
 func TestReal(t *testing.T) {
 	for _, tc := range []struct {
 		file          string

@@ -299,17 +299,17 @@ func TestBacktestProgressAndCancel(t *testing.T) {
 
 // TestFitWeighsRecentRows: a workload whose run times moved from e⁵ to e⁷ s
 // halfway through the training rows. Weighted by age (the newest row
-// weighs four times the oldest), the Huber fit's level lies where the
-// weights put it (6.55 in log seconds), nearer the newer runs; with equal
-// weights it would lie halfway, at 6.0.
+// weighs four times the oldest), the fit's level lies where the weights put
+// it (6.333 in log seconds), nearer the newer runs; with equal weights it
+// would lie halfway, at 6.0.
 func TestFitWeighsRecentRows(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
 		first, later float64
 		want         float64
 	}{
-		{"runs grew", 5, 7, 6.55},
-		{"runs shrank", 7, 5, 5.45},
+		{"runs grew", 5, 7, 19.0 / 3},
+		{"runs shrank", 7, 5, 17.0 / 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := 2 * RecencyHalfLife
@@ -329,8 +329,10 @@ func TestFitWeighsRecentRows(t *testing.T) {
 				t.Fatal("the cold segment was not fitted")
 			}
 			// Each half's weight sum: ∫ 2^(−a/H) over its ages, in the
-			// ratio 1 : 2 (old : new); Huber's k = 0.9 keeps the old
-			// level's pull at 0.9 per unit of weight.
+			// ratio 1 : 2 (old : new), so the weighted mean is
+			// (1·first + 2·later) / 3. Both halves lie within the Huber
+			// threshold (huberThreshold: 0.7 robust standard deviations
+			// of residuals of 2/3 and 4/3, 1.38), so the fit is that mean.
 			if math.Abs(y-tc.want) > 0.02 {
 				t.Errorf("fitted level %.3f; want %.2f", y, tc.want)
 			}
@@ -408,5 +410,106 @@ func TestFitCore(t *testing.T) {
 				t.Errorf("points %v and %v (hour_sin +2), fitted %v; want equal only for a core fit", a.Point, b.Point, a.Fitted)
 			}
 		})
+	}
+}
+
+// TestHuberThreshold: the threshold is huberSigmas robust standard
+// deviations of the residuals, never below huberK, also when it reads a
+// strided sample of many residuals.
+func TestHuberThreshold(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		n    int
+		sd   float64
+		want float64
+	}{
+		{"no residuals", 0, 1, huberK},
+		{"tight: huberK", 5000, 0.3, huberK},
+		{"wide", 5000, 3, huberSigmas * 3},
+		{"wide, sampled", 100_000, 3, huberSigmas * 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(7, 8))
+			res := make([]float64, tc.n)
+			for i := range res {
+				res[i] = tc.sd * rng.NormFloat64()
+			}
+			scratch := make([]float64, 0, min(tc.n, scaleSample))
+			if got := huberThreshold(res, scratch); math.Abs(got-tc.want) > 0.05*tc.want {
+				t.Errorf("threshold %.3f; want %.3f", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestFitScalesHuber: a segment whose run times scatter widely and lean to
+// one side (70 % around e⁸ s with a spread of 2, 30 % dying near e² s).
+// The fitted level is the Huber estimate whose threshold follows the
+// residuals' spread at every pass (huberThreshold), computed here by the
+// same reweighting on a constant; a fixed threshold of huberK would put it
+// elsewhere.
+func TestFitScalesHuber(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	n := 6000
+	rows := make([]Row, n)
+	ys := make([]float64, n)
+	for i := range rows {
+		ys[i] = 8 + 2*rng.NormFloat64()
+		if rng.Float64() < 0.3 {
+			ys[i] = 2 + 0.5*rng.NormFloat64()
+		}
+		rows[i] = Row{F: Features{Segment: SegCold, X: make([]float64, numColdFeatures)}, Y: ys[i]}
+	}
+	m, err := Fit(rows, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, _, fitted := m.raw(rows[0].F)
+	if !fitted {
+		t.Fatal("the cold segment was not fitted")
+	}
+	// level reweights a constant fit huberIterations times, as fitSegment
+	// does, with threshold k(residuals).
+	level := func(k func(res []float64) float64) float64 {
+		w := make([]float64, n)
+		for i := range w {
+			w[i] = recencyWeight(n - 1 - i)
+		}
+		res := make([]float64, n)
+		var mu float64
+		for range huberIterations {
+			var sw, swy float64
+			for i, y := range ys {
+				sw += w[i]
+				swy += w[i] * y
+			}
+			mu = swy / sw
+			for i, y := range ys {
+				res[i] = y - mu
+			}
+			kk := k(res)
+			for i, r := range res {
+				w[i] = recencyWeight(n - 1 - i)
+				if math.Abs(r) > kk {
+					w[i] *= kk / math.Abs(r)
+				}
+			}
+		}
+		return mu
+	}
+	scaled := level(func(res []float64) float64 {
+		abs := make([]float64, len(res))
+		for i, r := range res {
+			abs[i] = math.Abs(r)
+		}
+		slices.Sort(abs)
+		return max(huberK, huberSigmas*abs[len(abs)/2]/0.6745)
+	})
+	fixed := level(func([]float64) float64 { return huberK })
+	if math.Abs(scaled-fixed) < 0.1 {
+		t.Fatalf("premise: levels %.3f (scaled) and %.3f (fixed) too close to tell apart", scaled, fixed)
+	}
+	if math.Abs(got-scaled) > 0.01 {
+		t.Errorf("fitted level %.3f; want %.3f (a fixed threshold would give %.3f)", got, scaled, fixed)
 	}
 }
