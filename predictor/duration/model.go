@@ -380,9 +380,10 @@ const (
 // huberThreshold returns the Huber threshold for a fit with residuals res:
 // huberSigmas robust standard deviations of them (the median |r| / 0.6745),
 // and at least huberK. A node whose run times scatter widely (HPC2N's
-// users whose identical requests run seconds to days) then down-weights
-// only what is far out for it, not half its rows; a tight one keeps
-// huberK. Stepping the residuals in scaleSample strides bounds the cost.
+// user2 segment: users running a request shape new to them) then
+// down-weights only what is far out for it, not half its rows; a tight one
+// keeps huberK. Reading at most scaleSample of the residuals, evenly
+// strided, bounds the cost.
 // It raised HPC2N's backtest from 0.5322 / 0.4463 (within 2× / R² log) to
 // 0.5471 / 0.4482, CTC-SP2's moved from 0.5881 / 0.5185 to 0.5876 /
 // 0.5186 (docs/BENCHMARKS.md). scratch is a buffer of capacity at least
