@@ -170,6 +170,10 @@ type Result struct {
 	// Start and End are each job's simulated start and end, Unix
 	// seconds, in the order of Workload.Jobs (not in JSON).
 	Start, End []int64 `json:"-"`
+	// Predicted is QSSF's prediction of each job's run time at its submit,
+	// in the same order (nil for other policies; not in JSON). Later
+	// refreshes of a pending job's prediction are not kept.
+	Predicted []time.Duration `json:"-"`
 }
 
 // PredictorStats describes the predictions QSSF ordered by.
@@ -624,6 +628,7 @@ func (e *engine) result() Result {
 	res.Makespan = float64(last - jobs[0].Submit)
 	if e.pred != nil {
 		res.Predictor = e.pred.stats()
+		res.Predicted = e.pred.pred
 	}
 	return res
 }

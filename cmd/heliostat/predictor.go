@@ -114,6 +114,10 @@ func runBacktest(ctx context.Context, args []string, e *env) error {
 			fmt.Fprintf(e.stdout, "    %-6s %7d  %.3f  %.3f  %.1f\n", s, m.N, m.Within2x, *m.IntervalCoverage, *m.IntervalRatio)
 		}
 	}
+	fmt.Fprintf(e.stdout, "  heliostat by true run time (range: jobs, within 2x, share of the squared log error, of it over-predicted):\n")
+	for _, b := range res.ByRunTime {
+		fmt.Fprintf(e.stdout, "    %-6s %7d  %.3f  %.3f  %.3f\n", b.Bucket, b.N, b.Within2x, b.SSEShare, b.OverSSEShare)
+	}
 	return nil
 }
 

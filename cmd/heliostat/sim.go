@@ -151,6 +151,7 @@ func runSim(ctx context.Context, args []string, e *env) error {
 	jitter := fs.Float64("qssf.jitter", 0, "qssf: multiply each job's predictions by e^(jitter·u), u uniform in [-1, 1] drawn per job from --qssf.jitter-seed, to see how far the figures move with errors that small (0.01: ±1 %; 0: none)")
 	jitterSeed := fs.Uint64("qssf.jitter-seed", 1, "qssf: seed of --qssf.jitter's draws")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
+	jobsOut := fs.String("jobs-out", "", "also write every job as replayed under each policy to this CSV file (policy, job, user, vc, gpus, submit, start, end, run_s, queue_s, and QSSF's predicted_s at submit), for per-job comparisons of the policies")
 	sweep := fs.String("capacity-sweep", "", "what-if: replay on the cluster scaled by each of these factors, comma separated (e.g. 0.5,0.75,1,1.25,1.5: each VC's nodes × factor, rounded; a one-node pool scales its GPUs), with one policy (default fifo); see docs/CAPACITY.md")
 	sweepNodes := fs.String("capacity-sweep.nodes", "", "what-if: replay on a one-pool cluster of each of these node counts, comma separated (instead of factors)")
 	sweepExact := fs.Bool("capacity-sweep.exact", false, "what-if: scale exactly; by default no VC is made smaller than its widest job needs (jobs that never fit are counted either way)")
@@ -192,6 +193,9 @@ func runSim(ctx context.Context, args []string, e *env) error {
 	pols, err := parsePolicies(*policies)
 	if err != nil {
 		return err
+	}
+	if sizes != nil && *jobsOut != "" {
+		return errors.New("sim: --jobs-out writes one replay's jobs; not with a capacity sweep")
 	}
 	if sizes != nil && len(pols) != 1 {
 		return fmt.Errorf("sim: a capacity sweep replays one policy; --policy gives %d", len(pols))
@@ -245,6 +249,15 @@ func runSim(ctx context.Context, args []string, e *env) error {
 		}
 	}
 
+	var jobsFile *os.File
+	if *jobsOut != "" {
+		// Created before the replays, so that a path that cannot be
+		// written fails at once, not after minutes of replaying.
+		if jobsFile, err = os.Create(*jobsOut); err != nil {
+			return fmt.Errorf("sim: --jobs-out: %w", err)
+		}
+		defer jobsFile.Close()
+	}
 	began := time.Now()
 	tr, err := trace.Open(*path, *format)
 	if err != nil {
@@ -294,6 +307,19 @@ func runSim(ctx context.Context, args []string, e *env) error {
 		out.Policies[string(p)] = simPolicy{Result: res}
 	}
 	addGapsClosed(&out)
+	if jobsFile != nil {
+		results := make([]replay.Result, len(pols))
+		for i, p := range pols {
+			results[i] = out.Policies[string(p)].Result
+		}
+		if err := replay.WriteJobs(jobsFile, w, results); err != nil {
+			return fmt.Errorf("sim: --jobs-out %s: %w", *jobsOut, err)
+		}
+		if err := jobsFile.Close(); err != nil {
+			return fmt.Errorf("sim: --jobs-out %s: %w", *jobsOut, err)
+		}
+		fmt.Fprintf(e.stderr, "sim: wrote %d rows (%d jobs × %d policies) to %s\n", len(w.Jobs)*len(pols), len(w.Jobs), len(pols), *jobsOut)
+	}
 	if *asJSON {
 		return json.NewEncoder(e.stdout).Encode(out)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -109,6 +110,8 @@ func TestSimCommandErrors(t *testing.T) {
 		{[]string{"sim", "--trace", filepath.Join(dir, "missing.csv"), "--nodes", "1"}, "no such file"},
 		{[]string{"sim", "--trace", tr, "extra"}, "unexpected argument"},
 		{[]string{"sim", "ces"}, "series"}, // dispatched to `sim ces`
+		{[]string{"sim", "--trace", tr, "--nodes", "1", "--jobs-out", filepath.Join(dir, "no", "such", "dir.csv")}, "--jobs-out"},
+		{[]string{"sim", "--trace", tr, "--nodes", "1", "--jobs-out", filepath.Join(dir, "j.csv"), "--capacity-sweep", "1,2"}, "not with a capacity sweep"},
 	} {
 		var out, errs bytes.Buffer
 		err := run(context.Background(), tc.args, func(string) string { return "" }, &out, &errs)
@@ -227,5 +230,46 @@ func TestSimUnknownVCs(t *testing.T) {
 				t.Errorf("%s: unknown_vcs %v (%v); want %v", tc.name, res.UnknownVCs, err, tc.json)
 			}
 		}
+	}
+}
+
+// TestSimJobsOut: --jobs-out writes each job under each policy, with QSSF's
+// prediction at submit, and says so on stderr.
+func TestSimJobsOut(t *testing.T) {
+	dir := t.TempDir()
+	tr := filepath.Join(dir, "t.csv")
+	var b strings.Builder
+	b.WriteString("job_id,user,vc,gpu_num,submit_time,duration\n")
+	for i := range 6 {
+		fmt.Fprintf(&b, "%d,u%d,a,%d,2020-09-01 00:%02d:00,%d\n", i, i%2, 1+i%3, i, 600+60*i)
+	}
+	if err := os.WriteFile(tr, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	jobs := filepath.Join(dir, "jobs.csv")
+	var out, errs bytes.Buffer
+	if err := run(context.Background(), []string{"sim", "--trace", tr, "--nodes", "1", "--gpus-per-node", "4", "--policy", "fifo,qssf", "--json", "--jobs-out", jobs},
+		func(string) string { return "" }, &out, &errs); err != nil {
+		t.Fatalf("sim: %v\n%s", err, errs.String())
+	}
+	f, err := os.Open(jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1+2*6 || rows[0][0] != "policy" {
+		t.Fatalf("%d rows, header %v; want 13 rows under a header", len(rows), rows[0])
+	}
+	for _, r := range rows[1:] {
+		if (r[0] == "qssf") == (r[10] == "") {
+			t.Errorf("row %v: a prediction only for qssf", r)
+		}
+	}
+	if want := "wrote 12 rows (6 jobs × 2 policies) to " + jobs; !strings.Contains(errs.String(), want) {
+		t.Errorf("stderr %q; want %q", errs.String(), want)
 	}
 }

@@ -228,6 +228,14 @@ func TestBacktestLearns(t *testing.T) {
 	if n != res.NTest {
 		t.Errorf("segments hold %d test jobs; want n_test %d", n, res.NTest)
 	}
+	// So is every test job in exactly one run-time range.
+	n = 0
+	for _, b := range res.ByRunTime {
+		n += b.N
+	}
+	if n != res.NTest || len(res.ByRunTime) != 5 {
+		t.Errorf("%d run-time ranges hold %d test jobs; want 5 holding n_test %d", len(res.ByRunTime), n, res.NTest)
+	}
 	if cold, ok := res.Segments["cold"]; ok && (cold.N != res.Cold.N || cold.Within2x != res.Cold.Within2x) {
 		t.Errorf("segment cold %+v differs from cold_start %+v", cold, res.Cold)
 	}

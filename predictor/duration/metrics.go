@@ -134,3 +134,75 @@ func ranks(v []float64) []float64 {
 	}
 	return r
 }
+
+// RunTimeBucket is the accuracy of the test jobs whose true run time fell in
+// one range: where the remaining error comes from. SSEShare is the share of
+// the backtest's whole squared log error (the part of R² still missing)
+// that these jobs carry, and OverSSEShare the part of it from predictions
+// above the true run time: on the SWF traces most of it is jobs that ended
+// within a minute (a failed start) predicted at their user's usual length.
+type RunTimeBucket struct {
+	Bucket       string  `json:"bucket"`    // e.g. "1m-10m": at least 1 minute, under 10
+	MinS         float64 `json:"min_s"`     // the range's lower end, seconds (inclusive)
+	MaxS         float64 `json:"max_s"`     // its upper end (exclusive); 0 for none
+	N            int     `json:"n"`         // test jobs in the range
+	Share        float64 `json:"share"`     // of all test jobs
+	Within2x     float64 `json:"within_2x"` // of these jobs
+	SSEShare     float64 `json:"sse_share"`
+	OverSSEShare float64 `json:"over_sse_share"`
+}
+
+// runTimeRange is one range of errorByRunTime: from min seconds to the next
+// range's min (the last has no upper end).
+type runTimeRange struct {
+	name string
+	min  float64
+}
+
+func runTimeRanges() []runTimeRange {
+	return []runTimeRange{{"<1m", 0}, {"1m-10m", 60}, {"10m-1h", 600}, {"1h-4h", 3600}, {">=4h", 4 * 3600}}
+}
+
+// errorByRunTime splits the squared log error of s (point predictions
+// floored at 1 s, as score does) by the true run time's range. Every range
+// is listed, empty ones with N 0.
+func errorByRunTime(s []scored) []RunTimeBucket {
+	ranges := runTimeRanges()
+	out := make([]RunTimeBucket, len(ranges))
+	sse := make([]float64, len(out))
+	over := make([]float64, len(out))
+	hit := make([]int, len(out))
+	var total float64
+	for _, x := range s {
+		k := len(ranges) - 1
+		for k > 0 && x.true < ranges[k].min {
+			k--
+		}
+		p, y := math.Max(x.pred, 1), x.true
+		d := math.Log(p) - math.Log(y)
+		out[k].N++
+		sse[k] += d * d
+		total += d * d
+		if d > 0 {
+			over[k] += d * d
+		}
+		if math.Max(p/y, y/p) < 2 {
+			hit[k]++
+		}
+	}
+	for k, b := range ranges {
+		o := &out[k]
+		o.Bucket, o.MinS = b.name, b.min
+		if k+1 < len(ranges) {
+			o.MaxS = ranges[k+1].min
+		}
+		if o.N > 0 {
+			o.Share = float64(o.N) / float64(len(s))
+			o.Within2x = float64(hit[k]) / float64(o.N)
+		}
+		if total > 0 {
+			o.SSEShare, o.OverSSEShare = sse[k]/total, over[k]/total
+		}
+	}
+	return out
+}
