@@ -46,7 +46,7 @@ func runBacktest(ctx context.Context, args []string, e *env) error {
 	path := fs.String("trace", "", "trace file (.swf, .swf.gz, Helios .csv)")
 	format := fs.String("format", "", "swf or helios (default: from the file name)")
 	trainFrac := fs.Float64("train-frac", 0.7, "chronological share of jobs used for training")
-	baseline := fs.String("baseline", "", "report a baseline at the top level instead of heliostat's model: reqtime, last1 or last2 (cold_start and segments stay heliostat's)")
+	baseline := fs.String("baseline", "", "report a baseline at the top level instead of heliostat's model: reqtime, last1 or last2 (cold_start, segments and error_by_run_time stay heliostat's)")
 	refit := fs.Int("refit-every", 5000, "refit after this many more test jobs have ended (negative: never)")
 	adapt := fs.Float64("adapt-rate", duration.DefaultAdaptRate, "step per ended test job of the online interval correction, in log space (negative: off)")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")

@@ -256,7 +256,14 @@ func runSim(ctx context.Context, args []string, e *env) error {
 		if jobsFile, err = os.Create(*jobsOut); err != nil {
 			return fmt.Errorf("sim: --jobs-out: %w", err)
 		}
-		defer jobsFile.Close()
+		defer func() {
+			// Closed and kept once written; a replay that failed or was
+			// stopped leaves no empty or partial file behind.
+			if jobsFile != nil {
+				jobsFile.Close()
+				os.Remove(*jobsOut)
+			}
+		}()
 	}
 	began := time.Now()
 	tr, err := trace.Open(*path, *format)
@@ -315,7 +322,10 @@ func runSim(ctx context.Context, args []string, e *env) error {
 		if err := replay.WriteJobs(jobsFile, w, results); err != nil {
 			return fmt.Errorf("sim: --jobs-out %s: %w", *jobsOut, err)
 		}
-		if err := jobsFile.Close(); err != nil {
+		f := jobsFile
+		jobsFile = nil
+		if err := f.Close(); err != nil {
+			os.Remove(*jobsOut)
 			return fmt.Errorf("sim: --jobs-out %s: %w", *jobsOut, err)
 		}
 		fmt.Fprintf(e.stderr, "sim: wrote %d rows (%d jobs × %d policies) to %s\n", len(w.Jobs)*len(pols), len(w.Jobs), len(pols), *jobsOut)

@@ -272,4 +272,15 @@ func TestSimJobsOut(t *testing.T) {
 	if want := "wrote 12 rows (6 jobs × 2 policies) to " + jobs; !strings.Contains(errs.String(), want) {
 		t.Errorf("stderr %q; want %q", errs.String(), want)
 	}
+
+	// A run that fails after the file was created leaves none behind.
+	gone := filepath.Join(dir, "gone.csv")
+	err = run(context.Background(), []string{"sim", "--trace", filepath.Join(dir, "missing.csv"), "--nodes", "1", "--jobs-out", gone},
+		func(string) string { return "" }, &out, &errs)
+	if err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("a missing trace: %v; want an error", err)
+	}
+	if _, err := os.Stat(gone); !os.IsNotExist(err) {
+		t.Errorf("--jobs-out %s after a failed run: %v; want no file", gone, err)
+	}
 }
