@@ -10,6 +10,7 @@ import (
 	"maps"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -251,17 +252,18 @@ func runSim(ctx context.Context, args []string, e *env) error {
 
 	var jobsFile *os.File
 	if *jobsOut != "" {
-		// Created before the replays, so that a path that cannot be
-		// written fails at once, not after minutes of replaying.
-		if jobsFile, err = os.Create(*jobsOut); err != nil {
+		// Written to a temporary file beside it, created before the
+		// replays so that a directory that cannot be written fails at
+		// once, not after minutes of replaying; renamed onto --jobs-out
+		// once complete. A replay that fails or is stopped leaves no
+		// partial file, and an earlier file of that name as it was.
+		if jobsFile, err = os.CreateTemp(filepath.Dir(*jobsOut), "."+filepath.Base(*jobsOut)+".*.tmp"); err != nil {
 			return fmt.Errorf("sim: --jobs-out: %w", err)
 		}
 		defer func() {
-			// Closed and kept once written; a replay that failed or was
-			// stopped leaves no empty or partial file behind.
 			if jobsFile != nil {
 				jobsFile.Close()
-				os.Remove(*jobsOut)
+				os.Remove(jobsFile.Name())
 			}
 		}()
 	}
@@ -322,12 +324,13 @@ func runSim(ctx context.Context, args []string, e *env) error {
 		if err := replay.WriteJobs(jobsFile, w, results); err != nil {
 			return fmt.Errorf("sim: --jobs-out %s: %w", *jobsOut, err)
 		}
-		f := jobsFile
-		jobsFile = nil
-		if err := f.Close(); err != nil {
-			os.Remove(*jobsOut)
+		if err := jobsFile.Close(); err != nil {
 			return fmt.Errorf("sim: --jobs-out %s: %w", *jobsOut, err)
 		}
+		if err := os.Rename(jobsFile.Name(), *jobsOut); err != nil {
+			return fmt.Errorf("sim: --jobs-out: %w", err)
+		}
+		jobsFile = nil
 		fmt.Fprintf(e.stderr, "sim: wrote %d rows (%d jobs × %d policies) to %s\n", len(w.Jobs)*len(pols), len(w.Jobs), len(pols), *jobsOut)
 	}
 	if *asJSON {

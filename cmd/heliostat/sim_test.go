@@ -273,7 +273,8 @@ func TestSimJobsOut(t *testing.T) {
 		t.Errorf("stderr %q; want %q", errs.String(), want)
 	}
 
-	// A run that fails after the file was created leaves none behind.
+	// A run that fails after the file was begun leaves none behind, and
+	// an earlier file of the name as it was.
 	gone := filepath.Join(dir, "gone.csv")
 	err = run(context.Background(), []string{"sim", "--trace", filepath.Join(dir, "missing.csv"), "--nodes", "1", "--jobs-out", gone},
 		func(string) string { return "" }, &out, &errs)
@@ -282,5 +283,17 @@ func TestSimJobsOut(t *testing.T) {
 	}
 	if _, err := os.Stat(gone); !os.IsNotExist(err) {
 		t.Errorf("--jobs-out %s after a failed run: %v; want no file", gone, err)
+	}
+	before, err := os.ReadFile(jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = run(context.Background(), []string{"sim", "--trace", filepath.Join(dir, "missing.csv"), "--nodes", "1", "--jobs-out", jobs},
+		func(string) string { return "" }, &out, &errs)
+	if after, _ := os.ReadFile(jobs); err == nil || !bytes.Equal(after, before) {
+		t.Errorf("a failed run over an earlier --jobs-out: %v, the file %d bytes then %d; want an error and the file as it was", err, len(before), len(after))
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".*.tmp")); len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
 	}
 }
