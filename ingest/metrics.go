@@ -27,6 +27,7 @@ type metrics struct {
 	deadCut       prometheus.Counter
 	skipped       *prometheus.CounterVec // topic
 	rewound       prometheus.Gauge
+	retention     *prometheus.GaugeVec // topic
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -90,13 +91,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "heliostat_ingest_deadletters_truncated_total",
 			Help: "Dead letters whose value was cut to fit the size the writer and the broker accept (header heliostat-deadletter-truncated holds the original length).",
 		}),
+		retention: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "heliostat_ingest_topic_retention_seconds",
+			Help: "How long Kafka keeps the messages of each topic ingest reads (its retention.ms, read at start; +Inf: forever): ingest stopped or behind for longer loses messages (heliostat_ingest_messages_expired_total). Absent for a topic whose broker reports no retention.ms.",
+		}, []string{"topic"}),
 		unfit: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_ingest_values_unknown_total",
 			Help: "Known values too large for their column, stored as unknown (NULL, or -1 for gpu_index), by column: exit_code and gpu_index beyond Int32, time_limit_s, node_count, cpus and gpus beyond UInt32; GPU sample ratios (sm_active, sm_occupancy, tensor_active, dram_active) that are NaN or infinite. A producer sending them is at fault. Counted once their batch is stored.",
 		}, []string{"column"}),
 	}
 	if err := metricsreg.Register(reg, m.rows, m.messages, m.errors, m.batchSeconds, m.lag, m.flushRows, m.assigned, m.clickhouseUp, m.retentionDrop, m.seqGaps,
-		m.seqMarks, m.seqForgotten, m.ledgerRepairs, m.unfit, m.deadCut, m.skipped, m.rewound); err != nil {
+		m.seqMarks, m.seqForgotten, m.ledgerRepairs, m.unfit, m.deadCut, m.skipped, m.rewound, m.retention); err != nil {
 		return nil, fmt.Errorf("ingest: register metrics: %w", err)
 	}
 	return m, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"slices"
 	"strconv"
@@ -189,4 +190,101 @@ func bound(ctx context.Context, conn *kafka.Conn) (stop func() bool) {
 	}
 	_ = conn.SetDeadline(dl)
 	return context.AfterFunc(ctx, func() { _ = conn.Close() })
+}
+
+// TopicRetentions returns how long the brokers keep the messages of each of
+// topics (their retention.ms; negative: forever), over connections secured
+// by sec (nil: plaintext). A topic whose broker reports no retention.ms
+// (a broker that lists only the configs set on the topic, as kfake does)
+// is left out. A value that is not a number is an error naming the topic.
+func TopicRetentions(ctx context.Context, sec *kafkaconn.Security, brokers []string, topics ...string) (map[string]time.Duration, error) {
+	if len(brokers) == 0 {
+		return nil, errors.New("ingest: no brokers")
+	}
+	tr := sec.Transport("heliostat-topics")
+	defer tr.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: topicOpTimeout, Transport: tr}
+	req := &kafka.DescribeConfigsRequest{}
+	for _, t := range topics {
+		req.Resources = append(req.Resources, kafka.DescribeConfigRequestResource{
+			ResourceType: kafka.ResourceTypeTopic, ResourceName: t, ConfigNames: []string{"retention.ms"}})
+	}
+	resp, err := client.DescribeConfigs(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("ingest: describe retention.ms of topics: %w", err)
+	}
+	out := map[string]time.Duration{}
+	var errs []error
+	for _, r := range resp.Resources {
+		if r.Error != nil {
+			errs = append(errs, fmt.Errorf("ingest: describe retention.ms of topic %s: %w", r.ResourceName, r.Error))
+			continue
+		}
+		for _, c := range r.ConfigEntries {
+			if c.ConfigName != "retention.ms" {
+				continue
+			}
+			d, err := parseRetention(c.ConfigValue)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("ingest: topic %s: %w", r.ResourceName, err))
+				continue
+			}
+			out[r.ResourceName] = d
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// parseRetention reads a retention.ms value: milliseconds, or -1 (any
+// negative) for forever, returned as -1.
+func parseRetention(s string) (time.Duration, error) {
+	ms, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("retention.ms %q is not a whole number of milliseconds", s)
+	}
+	if ms < 0 {
+		return -1, nil
+	}
+	if ms > int64(math.MaxInt64/time.Millisecond) {
+		return 0, fmt.Errorf("retention.ms %q is beyond %d", s, int64(math.MaxInt64/time.Millisecond))
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// ShortRetention is the retention below which CheckRetention warns: an
+// ingest outage of a day (a ClickHouse down over a night) must not lose
+// messages.
+const ShortRetention = 24 * time.Hour
+
+// CheckRetention reads the retention of the topics the Ingester reads
+// (TopicRetentions), logs it, warns for each topic that keeps messages for
+// less than ShortRetention, and exports it as
+// heliostat_ingest_topic_retention_seconds. A failure to read it is
+// counted (heliostat_ingest_errors_total{kind="topic_config"}) and
+// returned; ingest runs on without it.
+func (in *Ingester) CheckRetention(ctx context.Context) error {
+	topics := in.Topics()
+	ret, err := TopicRetentions(ctx, in.sec, in.cfg.Brokers, topics...)
+	if err != nil {
+		in.m.errors.WithLabelValues("topic_config").Inc()
+	}
+	for _, t := range topics {
+		d, ok := ret[t]
+		switch {
+		case !ok:
+			in.logger.Info("topic retention unknown: the broker reports no retention.ms for the topic", "topic", t)
+		case d < 0:
+			in.m.retention.WithLabelValues(t).Set(math.Inf(1))
+			in.logger.Info("topic keeps messages forever", "topic", t)
+		default:
+			in.m.retention.WithLabelValues(t).Set(d.Seconds())
+			if d < ShortRetention {
+				in.logger.Warn("topic keeps messages for less than a day: an ingest outage longer than its retention loses them (heliostat_ingest_messages_expired_total); raise retention.ms",
+					"topic", t, "retention", d.String())
+			} else {
+				in.logger.Info("topic retention", "topic", t, "retention", d.String())
+			}
+		}
+	}
+	return err
 }

@@ -1,17 +1,22 @@
 package ingest_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"math"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/heliostat-dev/heliostat/ingest"
+	"github.com/heliostat-dev/heliostat/internal/chconn"
 	"github.com/heliostat-dev/heliostat/schemas"
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
@@ -167,5 +172,78 @@ func TestEnsureTopicsMinInsync(t *testing.T) {
 	}
 	if got := topicConfig(t, one, schemas.TopicGPUSamples, "min.insync.replicas"); got != "" {
 		t.Errorf("min.insync.replicas of %s on 1 broker = %q; want none set", schemas.TopicGPUSamples, got)
+	}
+}
+
+// TestTopicRetentions: the retention.ms of each topic, negative for
+// forever; a value that is not a number is an error naming its topic, the
+// other topics still read.
+func TestTopicRetentions(t *testing.T) {
+	c, broker := schematest.Broker(t)
+	for topic, ms := range map[string]string{schemas.TopicGPUSamples: "3600000", schemas.TopicJobEvents: "-1", "heliostat.test.bad": "soon"} {
+		if err := c.CreateTopic(topic, 1, map[string]string{"retention.ms": ms}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := ingest.TopicRetentions(t.Context(), nil, []string{broker}, schemas.TopicGPUSamples, schemas.TopicJobEvents, "heliostat.test.bad")
+	if err == nil || !strings.Contains(err.Error(), "heliostat.test.bad") || !strings.Contains(err.Error(), `"soon"`) {
+		t.Errorf("TopicRetentions error %v; want one naming heliostat.test.bad and its value", err)
+	}
+	if got[schemas.TopicGPUSamples] != time.Hour || got[schemas.TopicJobEvents] >= 0 || len(got) != 2 {
+		t.Errorf("TopicRetentions = %v; want %s 1h, %s negative (forever), nothing else", got, schemas.TopicGPUSamples, schemas.TopicJobEvents)
+	}
+	if _, err := ingest.TopicRetentions(t.Context(), nil, nil, schemas.TopicGPUSamples); err == nil {
+		t.Error("TopicRetentions without brokers: no error")
+	}
+}
+
+// TestCheckRetention: ingest exports each topic's retention
+// (heliostat_ingest_topic_retention_seconds, +Inf for forever) and warns,
+// naming the topic, where it is under a day.
+func TestCheckRetention(t *testing.T) {
+	c, broker := schematest.Broker(t)
+	for topic, ms := range map[string]string{schemas.TopicGPUSamples: "3600000", schemas.TopicJobEvents: "-1"} {
+		if err := c.CreateTopic(topic, 1, map[string]string{"retention.ms": ms}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The other topics ingest reads, at the broker's default retention.
+	if err := ingest.EnsureTopics(t.Context(), []string{broker}, 1, schemas.DataTopics()...); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	var logs bytes.Buffer
+	cfg := ingest.Config{Brokers: []string{broker}, ClickHouse: chconn.Config{Addr: "127.0.0.1:9000", Database: "heliostat"}}
+	in, err := ingest.New(cfg, nil, slog.New(slog.NewTextHandler(&logs, nil)), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := in.CheckRetention(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "heliostat_ingest_topic_retention_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			got[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+		}
+	}
+	if got[schemas.TopicGPUSamples] != 3600 || !math.IsInf(got[schemas.TopicJobEvents], 1) {
+		t.Errorf("heliostat_ingest_topic_retention_seconds = %v; want %s 3600, %s +Inf", got, schemas.TopicGPUSamples, schemas.TopicJobEvents)
+	}
+	var warned []string
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "level=WARN") {
+			warned = append(warned, line)
+		}
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], "topic="+schemas.TopicGPUSamples) || !strings.Contains(warned[0], "retention=1h0m0s") {
+		t.Errorf("warnings %q; want one, for %s at 1h", warned, schemas.TopicGPUSamples)
 	}
 }

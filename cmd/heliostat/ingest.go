@@ -71,6 +71,9 @@ func runIngest(ctx context.Context, args []string, e *env) error {
 			}
 			logger.Warn("could not create topics; expecting them to exist", "err", err)
 		}
+		if err := in.CheckRetention(ctx); err != nil {
+			logger.Warn("could not read the topics' retention; running without it", "err", err)
+		}
 		logger.Info("ingest running", "brokers", cfg.Brokers, "kafka_security", in.Security().String(), "group", cfg.Group, "clickhouse", cfg.ClickHouse.Addr,
 			"database", cfg.ClickHouse.Database, "metrics", srv.URL("/metrics"))
 		srv.AddCheck(func() error { return errors.Join(in.Ready(), sum.Ready()) })
