@@ -1,10 +1,7 @@
 package dashboards
 
 import (
-	"context"
 	"fmt"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -31,7 +28,6 @@ func TestOpenJobsOnTheDataClock(t *testing.T) {
 		t.Skip("starts ClickHouse; skipped with -short")
 	}
 	cfg, conn := schematest.Database(t)
-	ctx := context.Background()
 	wall := time.Now().UTC().Truncate(time.Hour).Add(time.Hour)
 	at := func(h int) time.Time { return wall.Add(time.Duration(h) * time.Hour) }
 	start24, start40, end48 := at(24), at(40), at(48)
@@ -42,31 +38,11 @@ func TestOpenJobsOnTheDataClock(t *testing.T) {
 	grafana := grafanaConn(t, cfg)
 	from, to := at(24), at(50)
 	between := fmt.Sprintf(" WHERE toUInt32(time) BETWEEN %d AND %d GROUP BY r, p", at(44).Unix(), at(47).Unix())
-	for _, c := range []struct {
-		file  string
-		id    int
-		outer string // selects the columns compared from the panel's rows (FROM (panel))
-		where string
-		want  []string
-	}{
+	checkPanelRows(t, grafana, from, to, nil, []panelRows{
 		{"overview.json", 9, "SELECT running_gpus AS r, pending_gpus AS p", between, []string{"3\t4"}},
 		{"overview.json", 10, "SELECT running_jobs AS r, pending_jobs AS p", between, []string{"2\t1"}},
 		{"jobs-users.json", 22, "SELECT running_gpus AS r, pending_gpus AS p", between, []string{"3\t4"}},
 		{"jobs-users.json", 23, "SELECT job_id, ifNull(queued_s, -1)", " ORDER BY job_id", []string{"e\t0", "p\t64801", "r\t57600"}},
 		{"predictions.json", 10, "SELECT job_id, waiting_s", "", []string{"p\t64801"}},
-	} {
-		d, p := findPanel(t, c.file, c.id)
-		sql, err := expandAll(d, p.Targets[0].RawSQL, from, to)
-		if err != nil {
-			t.Fatalf("%s: %v", panelName(d, p), err)
-		}
-		sql = c.outer + " FROM (" + sql + ")" + c.where
-		got, err := allRows(ctx, grafana, sql)
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", panelName(d, p), err, sql)
-		}
-		if !slices.Equal(got, c.want) {
-			t.Errorf("%s: %s = %q; want %q", panelName(d, p), strings.TrimSpace(c.outer), got, c.want)
-		}
-	}
+	})
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
 
@@ -28,7 +30,6 @@ func TestTraceProcessorsAsGPUs(t *testing.T) {
 		t.Skip("starts ClickHouse; skipped with -short")
 	}
 	cfg, conn := schematest.Database(t)
-	ctx := context.Background()
 	day := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 	at := func(h, m int) time.Time { return day.Add(time.Duration(h)*time.Hour + time.Duration(m)*time.Minute) }
 	start := at(10, 0)
@@ -42,26 +43,42 @@ func TestTraceProcessorsAsGPUs(t *testing.T) {
 	from, to := at(9, 0), at(11, 30)
 	unix := func(h, m int) string { return fmt.Sprint(at(h, m).Unix()) }
 	atHalfPast := " WHERE toUInt32(time) = " + unix(10, 30)
-	for _, c := range []struct {
-		file  string
-		id    int
-		outer string // selects the columns compared from the panel's rows (FROM (panel))
-		where string
-		want  []string
-	}{
+	now := strings.NewReplacer("now()", fmt.Sprintf("toDateTime(%d)", to.Unix())).Replace
+	checkPanelRows(t, grafana, from, to, now, []panelRows{
 		{"overview.json", 3, "SELECT running, pending, gpus_held, gpus_wanted", "", []string{"3\t1\t6\t3"}},
 		{"overview.json", 9, "SELECT running_jobs, running_gpus, pending_jobs, pending_gpus", atHalfPast, []string{"3\t6\t1\t3"}},
 		{"overview.json", 10, "SELECT running_jobs, running_gpus, pending_jobs, pending_gpus", atHalfPast, []string{"3\t6\t1\t3"}},
 		{"jobs-users.json", 22, "SELECT running_jobs, running_gpus, pending_jobs, pending_gpus", atHalfPast, []string{"3\t6\t1\t3"}},
 		{"jobs-users.json", 21, "SELECT toUInt32(time), gpu_jobs, cpu_jobs", "", []string{unix(9, 0) + "\t1\t0", unix(10, 0) + "\t2\t1"}},
-	} {
+	})
+}
+
+// panelRows is a check of a panel's rows: outer selects the compared
+// columns from the panel's query (FROM (panel)), where filters them, and
+// want is the rows as allRows prints them.
+type panelRows struct {
+	file  string
+	id    int
+	outer string
+	where string
+	want  []string
+}
+
+// checkPanelRows runs each panel's query over [from, to], every variable at
+// All, after rewrite (nil: none), and compares its rows.
+func checkPanelRows(t *testing.T, grafana driver.Conn, from, to time.Time, rewrite func(string) string, checks []panelRows) {
+	t.Helper()
+	for _, c := range checks {
 		d, p := findPanel(t, c.file, c.id)
 		sql, err := expandAll(d, p.Targets[0].RawSQL, from, to)
 		if err != nil {
 			t.Fatalf("%s: %v", panelName(d, p), err)
 		}
-		sql = c.outer + " FROM (" + strings.ReplaceAll(sql, "now()", fmt.Sprintf("toDateTime(%d)", to.Unix())) + ")" + c.where
-		got, err := allRows(ctx, grafana, sql)
+		if rewrite != nil {
+			sql = rewrite(sql)
+		}
+		sql = c.outer + " FROM (" + sql + ")" + c.where
+		got, err := allRows(context.Background(), grafana, sql)
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", panelName(d, p), err, sql)
 		}

@@ -129,28 +129,43 @@ var ErrCompactedTopic = errors.New("ingest: topic is compacted (cleanup.policy c
 // checkCleanup returns an error wrapping ErrCompactedTopic for each of
 // topics whose effective cleanup.policy includes compact.
 func checkCleanup(ctx context.Context, client *kafka.Client, topics []string) error {
-	req := &kafka.DescribeConfigsRequest{}
+	policies, errs := describeTopics(ctx, client, "cleanup.policy", topics)
 	for _, t := range topics {
-		req.Resources = append(req.Resources, kafka.DescribeConfigRequestResource{
-			ResourceType: kafka.ResourceTypeTopic, ResourceName: t, ConfigNames: []string{"cleanup.policy"}})
-	}
-	resp, err := client.DescribeConfigs(ctx, req)
-	if err != nil {
-		return fmt.Errorf("ingest: describe cleanup.policy of topics: %w", err)
-	}
-	var errs []error
-	for _, r := range resp.Resources {
-		if r.Error != nil {
-			errs = append(errs, fmt.Errorf("ingest: describe cleanup.policy of topic %s: %w", r.ResourceName, r.Error))
-			continue
-		}
-		for _, c := range r.ConfigEntries {
-			if c.ConfigName == "cleanup.policy" && slices.Contains(strings.Split(c.ConfigValue, ","), "compact") {
-				errs = append(errs, fmt.Errorf("topic %s has cleanup.policy=%s: %w", r.ResourceName, c.ConfigValue, ErrCompactedTopic))
-			}
+		if p, ok := policies[t]; ok && slices.Contains(strings.Split(p, ","), "compact") {
+			errs = append(errs, fmt.Errorf("topic %s has cleanup.policy=%s: %w", t, p, ErrCompactedTopic))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// describeTopics returns the value of config name of each of topics (a
+// topic whose broker reports none is left out), and an error for each
+// topic that could not be described, or one for all when the request
+// failed.
+func describeTopics(ctx context.Context, client *kafka.Client, name string, topics []string) (map[string]string, []error) {
+	req := &kafka.DescribeConfigsRequest{}
+	for _, t := range topics {
+		req.Resources = append(req.Resources, kafka.DescribeConfigRequestResource{
+			ResourceType: kafka.ResourceTypeTopic, ResourceName: t, ConfigNames: []string{name}})
+	}
+	resp, err := client.DescribeConfigs(ctx, req)
+	if err != nil {
+		return nil, []error{fmt.Errorf("ingest: describe %s of topics: %w", name, err)}
+	}
+	out := map[string]string{}
+	var errs []error
+	for _, r := range resp.Resources {
+		if r.Error != nil {
+			errs = append(errs, fmt.Errorf("ingest: describe %s of topic %s: %w", name, r.ResourceName, r.Error))
+			continue
+		}
+		for _, c := range r.ConfigEntries {
+			if c.ConfigName == name {
+				out[r.ResourceName] = c.ConfigValue
+			}
+		}
+	}
+	return out, errs
 }
 
 // setConfigs sets entries (named names) on every one of topics.
@@ -204,33 +219,19 @@ func TopicRetentions(ctx context.Context, sec *kafkaconn.Security, brokers []str
 	tr := sec.Transport("heliostat-topics")
 	defer tr.CloseIdleConnections()
 	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: topicOpTimeout, Transport: tr}
-	req := &kafka.DescribeConfigsRequest{}
-	for _, t := range topics {
-		req.Resources = append(req.Resources, kafka.DescribeConfigRequestResource{
-			ResourceType: kafka.ResourceTypeTopic, ResourceName: t, ConfigNames: []string{"retention.ms"}})
-	}
-	resp, err := client.DescribeConfigs(ctx, req)
-	if err != nil {
-		return nil, fmt.Errorf("ingest: describe retention.ms of topics: %w", err)
-	}
+	values, errs := describeTopics(ctx, client, "retention.ms", topics)
 	out := map[string]time.Duration{}
-	var errs []error
-	for _, r := range resp.Resources {
-		if r.Error != nil {
-			errs = append(errs, fmt.Errorf("ingest: describe retention.ms of topic %s: %w", r.ResourceName, r.Error))
+	for _, t := range topics {
+		v, ok := values[t]
+		if !ok {
 			continue
 		}
-		for _, c := range r.ConfigEntries {
-			if c.ConfigName != "retention.ms" {
-				continue
-			}
-			d, err := parseRetention(c.ConfigValue)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("ingest: topic %s: %w", r.ResourceName, err))
-				continue
-			}
-			out[r.ResourceName] = d
+		d, err := parseRetention(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("ingest: topic %s: %w", t, err))
+			continue
 		}
+		out[t] = d
 	}
 	return out, errors.Join(errs...)
 }
