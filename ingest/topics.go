@@ -273,7 +273,7 @@ func (in *Ingester) CheckRetention(ctx context.Context) error {
 		d, ok := ret[t]
 		switch {
 		case !ok:
-			in.logger.Info("topic retention unknown: the broker reports no retention.ms for the topic", "topic", t)
+			in.logger.Info("topic retention unknown: the broker reported no retention.ms for the topic, or describing it failed (see the warning after this)", "topic", t)
 		case d < 0:
 			in.m.retention.WithLabelValues(t).Set(math.Inf(1))
 			in.logger.Info("topic keeps messages forever", "topic", t)
