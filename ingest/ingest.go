@@ -528,7 +528,7 @@ func (in *Ingester) read(ctx context.Context, a assignment, done map[int64][]uin
 			}
 			continue
 		}
-		lag.read(m.Offset+1, m.HighWaterMark)
+		lag.read(m.Offset+1, m.HighWaterMark, m.Time)
 		if next >= 0 && m.Offset > next {
 			// Kafka deleted them (retention) before they were read: the
 			// reader moves on to the first offset it still holds.

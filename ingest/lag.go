@@ -11,35 +11,57 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-// partLag is the consumer-lag series of one partition a generation reads
-// (heliostat_ingest_consumer_lag_messages): the partition's log end less
-// the offset its reader reads next. The reader sets it at each message;
-// lagLoop refreshes it from the log end while the reader waits (ClickHouse
-// down, the batch queue full), so that it does not freeze; stop deletes
-// it when the reader ends, so that a partition handed to another replica
-// is not counted twice. At shutdown it keeps its last value: the process
-// is going away, and its last scrapes still show what it had left to read.
+// partLag is the consumer-lag series of one partition a generation reads:
+// heliostat_ingest_consumer_lag_messages, the partition's log end less the
+// offset its reader reads next, and heliostat_ingest_consumer_lag_seconds,
+// how old the oldest message not read yet can be. The reader sets them at
+// each message; lagLoop refreshes them from the log end while the reader
+// waits (ClickHouse down, the batch queue full), so that they do not
+// freeze; stop deletes them when the reader ends, so that a partition
+// handed to another replica is not counted twice. At shutdown they keep
+// their last values: the process is going away, and its last scrapes
+// still show what it had left to read.
+//
+// The seconds are an upper bound, the tighter of two: every message not
+// read yet came after the last one read (its broker timestamp) and after
+// the last time the reader was seen at the log end. Retention deletes the
+// oldest messages first, so the bound reaching a topic's retention
+// (heliostat_ingest_topic_retention_seconds) is the warning that messages
+// are about to be lost; being an upper bound, it warns early, never late.
+// The first bound alone would not do: on a quiet topic the last message
+// read can be hours old when a new one arrives, and the second keeps that
+// from reading as hours of lag. Until the reader has read a message or
+// been at the log end, the age is unknown and the series absent.
 type partLag struct {
 	topic     string
 	partition int32
-	vec       *prometheus.GaugeVec
+	vec, age  *prometheus.GaugeVec
 	labels    []string
-	mu        sync.Mutex
-	next      int64 // the offset the reader reads next
-	stopped   bool
+	// msgs and ages are the partition's series of vec and age, once set.
+	msgs, ages prometheus.Gauge
+	now        func() time.Time
+	mu         sync.Mutex
+	next       int64     // the offset the reader reads next
+	lastTime   time.Time // broker timestamp of the last message read; zero when none or unknown
+	caughtUp   time.Time // when the reader was last seen at the log end; zero when never
+	stopped    bool
 }
 
 func (in *Ingester) newPartLag(a assignment) *partLag {
 	return &partLag{topic: a.h.topic(), partition: a.partition, next: a.offset,
-		vec: in.m.lag, labels: []string{a.h.topic(), strconv.Itoa(int(a.partition))}}
+		vec: in.m.lag, age: in.m.lagAge, labels: []string{a.h.topic(), strconv.Itoa(int(a.partition))}, now: time.Now}
 }
 
-// read records that the reader read up to next (exclusive) and that the
-// log ended at end then.
-func (l *partLag) read(next, end int64) {
+// read records that the reader read up to next (exclusive), a message the
+// broker stamped at, and that the log ended at end then. A zero at (a
+// message without a timestamp) leaves the last known one.
+func (l *partLag) read(next, end int64, at time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.next = next
+	if !at.IsZero() {
+		l.lastTime = at
+	}
 	l.set(end)
 }
 
@@ -50,12 +72,35 @@ func (l *partLag) refresh(end int64) {
 	l.set(end)
 }
 
-// set sets the series to end less l.next, unless stopped or the reader's
-// position is not known yet. The caller holds l.mu.
+// set sets the series from end and l's position, unless stopped or the
+// reader's position is not known yet. The caller holds l.mu.
 func (l *partLag) set(end int64) {
-	if !l.stopped && l.next >= 0 {
-		l.vec.WithLabelValues(l.labels...).Set(float64(max(end-l.next, 0)))
+	if l.stopped || l.next < 0 {
+		return
 	}
+	if l.msgs == nil {
+		l.msgs = l.vec.WithLabelValues(l.labels...)
+	}
+	behind := max(end-l.next, 0)
+	l.msgs.Set(float64(behind))
+	now := l.now()
+	if l.ages == nil && (behind == 0 || !l.lastTime.IsZero() || !l.caughtUp.IsZero()) {
+		l.ages = l.age.WithLabelValues(l.labels...)
+	}
+	if behind == 0 {
+		l.caughtUp = now
+		l.ages.Set(0)
+		return
+	}
+	since := l.lastTime
+	if since.IsZero() || l.caughtUp.After(since) {
+		since = l.caughtUp
+	}
+	if since.IsZero() {
+		return // nothing known yet
+	}
+	// A producer's clock ahead of ingest's would make it negative.
+	l.ages.Set(max(now.Sub(since).Seconds(), 0))
 }
 
 // stop ends the series: nothing sets it again, and unless keep it is
@@ -66,6 +111,7 @@ func (l *partLag) stop(keep bool) {
 	l.stopped = true
 	if !keep {
 		l.vec.DeleteLabelValues(l.labels...)
+		l.age.DeleteLabelValues(l.labels...)
 	}
 }
 

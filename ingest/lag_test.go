@@ -96,6 +96,7 @@ func TestLagWhileClickHouseFails(t *testing.T) {
 	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	// 80 rows a message, two messages a batch: the two batches and the
 	// queue of 256 messages fill long before the reader reaches the end.
+	produced := time.Now()
 	produceSamples(t, broker, 1000, 4, 8, 10, start)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -129,6 +130,18 @@ func TestLagWhileClickHouseFails(t *testing.T) {
 			t.Fatalf("lag = %v after 500 more messages while the reader waits; want %v", lag(), settled+500)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	// The oldest message not read was written after the first backlog
+	// began and is still waiting: the age grows with the wall clock, by
+	// the refreshes from the log end, and never exceeds the time since
+	// the backlog was written.
+	age := func() float64 { return metricSum(t, reg, "heliostat_ingest_consumer_lag_seconds", "topic", schemas.TopicGPUSamples) }
+	a1, t1 := age(), time.Now()
+	time.Sleep(time.Second) // five refreshes
+	a2, t2 := age(), time.Now()
+	if !(a1 > 0 && a2 >= a1+0.5 && a2 <= t2.Sub(produced).Seconds()) {
+		t.Errorf("lag age %v s, then %v s %v later; want it growing by about that, at most the %v since the backlog was written",
+			a1, a2, t2.Sub(t1), t2.Sub(produced))
 	}
 	refuse.Store(false)
 	cancel()

@@ -15,6 +15,7 @@ type metrics struct {
 	errors        *prometheus.CounterVec   // kind
 	batchSeconds  *prometheus.HistogramVec // table
 	lag           *prometheus.GaugeVec     // topic, partition
+	lagAge        *prometheus.GaugeVec     // topic, partition
 	flushRows     prometheus.Histogram
 	assigned      prometheus.Gauge
 	clickhouseUp  prometheus.Gauge
@@ -49,6 +50,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"table"}),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "heliostat_ingest_consumer_lag_messages", Help: "Messages between the last one read and the partition's log end, for the partitions this replica reads now (refreshed from the log end also while reading waits).",
+		}, []string{"topic", "partition"}),
+		lagAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "heliostat_ingest_consumer_lag_seconds",
+			Help: "How old the oldest message not read yet can be, for the partitions this replica reads now: the time since the later of the last message read (its broker timestamp) and the last time the reader was at the log end; 0 at the log end. An upper bound; compare with heliostat_ingest_topic_retention_seconds. Absent until either is known.",
 		}, []string{"topic", "partition"}),
 		flushRows: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "heliostat_ingest_flush_rows", Help: "Rows per flush.",
@@ -100,7 +105,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Known values too large for their column, stored as unknown (NULL, or -1 for gpu_index), by column: exit_code and gpu_index beyond Int32, time_limit_s, node_count, cpus and gpus beyond UInt32; GPU sample ratios (sm_active, sm_occupancy, tensor_active, dram_active) that are NaN or infinite. A producer sending them is at fault. Counted once their batch is stored.",
 		}, []string{"column"}),
 	}
-	if err := metricsreg.Register(reg, m.rows, m.messages, m.errors, m.batchSeconds, m.lag, m.flushRows, m.assigned, m.clickhouseUp, m.retentionDrop, m.seqGaps,
+	if err := metricsreg.Register(reg, m.rows, m.messages, m.errors, m.batchSeconds, m.lag, m.lagAge, m.flushRows, m.assigned, m.clickhouseUp, m.retentionDrop, m.seqGaps,
 		m.seqMarks, m.seqForgotten, m.ledgerRepairs, m.unfit, m.deadCut, m.skipped, m.rewound, m.retention); err != nil {
 		return nil, fmt.Errorf("ingest: register metrics: %w", err)
 	}
