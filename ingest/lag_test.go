@@ -135,7 +135,9 @@ func TestLagWhileClickHouseFails(t *testing.T) {
 	// began and is still waiting: the age grows with the wall clock, by
 	// the refreshes from the log end, and never exceeds the time since
 	// the backlog was written.
-	age := func() float64 { return metricSum(t, reg, "heliostat_ingest_consumer_lag_seconds", "topic", schemas.TopicGPUSamples) }
+	age := func() float64 {
+		return metricSum(t, reg, "heliostat_ingest_consumer_lag_seconds", "topic", schemas.TopicGPUSamples)
+	}
 	a1, t1 := age(), time.Now()
 	time.Sleep(time.Second) // five refreshes
 	a2, t2 := age(), time.Now()
