@@ -63,7 +63,7 @@ func fixedView(t testing.TB) *loop.View {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plans := []loop.PoolPlan{{Partition: "batch", Managed: true, Nodes: 3, Plan: &plan}, {Partition: "debug", Nodes: 1, Unusable: []string{"dbg1"}, Error: "no usable node"}}
+	plans := []loop.PoolPlan{{Partition: "batch", Managed: true, Nodes: 3, Plan: &plan}, {Partition: "debug", Nodes: 2, Unusable: []string{"dbg1"}, Fixed: []string{"dbg2"}, Error: "no usable node"}}
 	return loop.NewView(t0, "slurm", false, c, queue, plans)
 }
 

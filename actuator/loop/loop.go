@@ -540,7 +540,7 @@ func (l *Loop) plan(now time.Time, snap adapter.Snapshot, pools map[string][]ada
 		managed := l.g.PartitionAllowed(part)
 		in := ces.Input{Now: now, State: ps.ces}
 		busy, gpn := 0, 0
-		var skipped, moving []string
+		var skipped, moving, fixed []string
 		for _, n := range nodes {
 			if n.Unusable {
 				skipped = append(skipped, n.Name)
@@ -559,6 +559,9 @@ func (l *Loop) plan(now time.Time, snap adapter.Snapshot, pools map[string][]ada
 			cn := ces.Node{Name: n.Name, Powered: n.Power.Powered(), Busy: n.Busy || len(n.Jobs) > 0, Incoming: bound[n.Name],
 				LastTransition: ps.changed[n.Name], WakingUntil: n.WakeAt,
 				Fixed: n.PowerSaveExcluded || managed && !l.g.NodeAllowed(n)}
+			if cn.Fixed {
+				fixed = append(fixed, n.Name)
+			}
 			if n.Power == adapter.PowerWaking && n.WakeAt.IsZero() {
 				cn.WakingUntil = now.Add(l.cfg.CES.WakeLatency)
 			}
@@ -572,7 +575,7 @@ func (l *Loop) plan(now time.Time, snap adapter.Snapshot, pools map[string][]ada
 		in.Demand = min(float64(busy)+need, float64(len(in.Nodes)))
 		var kind string
 		in.Forecast, kind = l.forecast(ps, now, in.Demand)
-		pp := PoolPlan{Partition: part, Managed: managed, Unusable: skipped, Transitioning: moving, Nodes: len(nodes), ForecastKind: kind}
+		pp := PoolPlan{Partition: part, Managed: managed, Unusable: skipped, Transitioning: moving, Fixed: fixed, Nodes: len(nodes), ForecastKind: kind}
 		plan, err := l.cfg.CES.Plan(in)
 		if err != nil {
 			pp.Error = err.Error()

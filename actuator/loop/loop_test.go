@@ -969,13 +969,14 @@ func TestLoopPowerAllowlist(t *testing.T) {
 		power    adapter.Power // every node's at the start
 		excluded string        // a node Slurm's power saving excludes
 		want     []string      // the nodes powered after the passes
+		fixed    []string      // the plan's fixed nodes
 	}{
 		// gpu-a0, -a1 sort first but are not allowlisted: a queue for
 		// two nodes wakes gpu-b0 and -b1.
-		{name: "up", jobs: queue, power: adapter.PowerOff, want: []string{"gpu-b0", "gpu-b1"}},
+		{name: "up", jobs: queue, power: adapter.PowerOff, want: []string{"gpu-b0", "gpu-b1"}, fixed: []string{"gpu-a0", "gpu-a1"}},
 		// No demand: gpu-b* go down, gpu-a* stay up and are never asked
 		// for; the excluded gpu-b2 stays up.
-		{name: "down", power: adapter.PowerOn, excluded: "gpu-b2", want: []string{"gpu-a0", "gpu-a1", "gpu-b2"}},
+		{name: "down", power: adapter.PowerOn, excluded: "gpu-b2", want: []string{"gpu-a0", "gpu-a1", "gpu-b2"}, fixed: []string{"gpu-a0", "gpu-a1", "gpu-b2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sched := &static{snap: adapter.Snapshot{Jobs: slices.Clone(tc.jobs)}}
@@ -1008,6 +1009,10 @@ func TestLoopPowerAllowlist(t *testing.T) {
 			}
 			if !slices.Equal(powered, tc.want) {
 				t.Errorf("powered after 8 passes: %v; want %v", powered, tc.want)
+			}
+			// The plan names the nodes it may not power.
+			if p := l.View().Plans; len(p) != 1 || !slices.Equal(p[0].Fixed, tc.fixed) {
+				t.Errorf("plans %+v; want one, its fixed nodes %v", p, tc.fixed)
 			}
 		})
 	}

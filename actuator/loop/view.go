@@ -65,6 +65,11 @@ type PoolPlan struct {
 	// adapter does not know. Plans leave both alone.
 	Unusable      []string `json:"unusable,omitempty"`
 	Transitioning []string `json:"transitioning,omitempty"`
+	// Fixed are nodes the plan counts as they stand but may not power:
+	// the scheduler's power saving excludes them (Slurm's SuspendExcNodes,
+	// SuspendExcParts, SuspendExcStates), or, in a managed partition,
+	// --actuator.nodes does not allow them.
+	Fixed []string `json:"fixed,omitempty"`
 	// Excluded are nodes in several partitions (or none); only in the last
 	// entry, whose Partition is "".
 	Excluded []string `json:"excluded,omitempty"`
