@@ -217,6 +217,12 @@ func seed(t *testing.T) *seeded {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// As the ingest command does at start: the topics' retention (kfake's
+	// default, 7 days), for the panel and the alert that compare the lag
+	// with it.
+	if err := in.CheckRetention(ctx); err != nil {
+		t.Fatal(err)
+	}
 	summ, err := ingest.NewSummarizer(ingest.SummaryConfig{Database: db}, conn, logger, ingReg, time.Now)
 	if err != nil {
 		t.Fatal(err)

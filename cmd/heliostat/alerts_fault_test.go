@@ -28,6 +28,7 @@ var alertsNotFaulted = map[string]string{
 	"HeliostatComponentAbsent":        "needs a scrape job left without targets by service discovery (a part stopped here is a target down)",
 	"HeliostatIngestLagging":          "needs a million messages behind",
 	"HeliostatMessagesExpiredInKafka": "needs Kafka to delete messages ingest has not read (TestResolveStart in ingest/ledger_internal_test.go counts them)",
+	"HeliostatIngestNearRetention":    "needs ingest held behind by half a topic's retention: a backlog larger than its queue and batch, read no further (TestLagWhileClickHouseFails in ingest/lag_test.go checks the age grows while ingest waits)",
 	"HeliostatIngestPartitionRewound": "needs a topic deleted and created again (TestTopicRecreated in ingest/rewind_test.go checks the gauge)",
 	"HeliostatCollectorTicksFailing":  "needs a GPU source that fails (NVML)",
 	"HeliostatCollectorSpoolFailing":  "needs a spool disk that fails reads or writes (TestReadErrorIsRetried, TestCommitPersistFails in collector/spool; TestReplayAfterSpoolDamage in collector/publish counts them)",

@@ -282,6 +282,12 @@ func runUp(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
+	// As the ingest command does: the retention just set (--kafka.retention;
+	// forever when 0), for the pipeline dashboard's lag-age panel and
+	// HeliostatIngestNearRetention.
+	if err := in.CheckRetention(ctx); err != nil {
+		logger.Warn("could not read the topics' retention; running without it", "err", err)
+	}
 	sumc.Database = ch.Database
 	summarizer, err := ingest.NewSummarizer(sumc, conn, logger, reg, time.Now)
 	if err != nil {
