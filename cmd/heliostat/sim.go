@@ -147,7 +147,7 @@ func runSim(ctx context.Context, args []string, e *env) error {
 	policies := fs.String("policy", "fifo,sjf,sjf-gpu,qssf", "policies to replay, comma separated: fifo, sjf (true run times, the oracle), sjf-gpu (true GPU service times, run time × GPUs: the oracle on QSSF's key), qssf (heliostat's predictor, learning online); the gap closed is reported against each oracle that ran")
 	backfill := fs.Bool("backfill", false, "let jobs start ahead of a blocked one when they end, by their time limit (else their run time), before it could start")
 	refit := fs.Int("refit-every", replay.DefaultRefitEvery, "qssf: refit the duration model when the ended jobs have doubled, or at the latest after this many more")
-	window := fs.Int("train-window", replay.DefaultTrainWindow, "qssf: fit the duration model on this many most recently ended jobs")
+	window := fs.Int("train-window", replay.DefaultTrainWindow, "qssf: fit the duration model on at most this many of the most recently ended jobs")
 	bound := fs.Duration("slowdown-bound", replay.DefaultSlowdownBound, "run time below which bounded slowdown counts a job as this long")
 	jitter := fs.Float64("qssf.jitter", 0, "qssf: multiply each job's predictions by e^(jitter·u), u uniform in [-1, 1] drawn per job from --qssf.jitter-seed, to see how far the figures move with errors that small (0.01: ±1 %; 0: none)")
 	jitterSeed := fs.Uint64("qssf.jitter-seed", 1, "qssf: seed of --qssf.jitter's draws")
