@@ -24,14 +24,17 @@ import (
 //
 // The seconds are an upper bound, the tighter of two: every message not
 // read yet came after the last one read (its broker timestamp) and after
-// the last time the reader was seen at the log end. Retention deletes the
-// oldest messages first, so the bound reaching a topic's retention
-// (heliostat_ingest_topic_retention_seconds) is the warning that messages
-// are about to be lost; being an upper bound, it warns early, never late.
-// The first bound alone would not do: on a quiet topic the last message
-// read can be hours old when a new one arrives, and the second keeps that
-// from reading as hours of lag. Until the reader has read a message or
-// been at the log end, the age is unknown and the series absent.
+// the last time a check of the log end found the reader there (lagLoop's;
+// the high watermark a message was fetched with can be long out of date
+// when the reader waited before taking it from kafka-go's queue, so it
+// does not count). Retention deletes the oldest messages first, so the
+// bound reaching a topic's retention (heliostat_ingest_topic_retention_seconds)
+// is the warning that messages are about to be lost; being an upper
+// bound, it warns early, never late. The first bound alone would not do:
+// on a quiet topic the last message read can be hours old when a new one
+// arrives, and the second keeps that from reading as hours of lag. Until
+// the reader has read a message or been found at the log end, the age is
+// unknown and the series absent.
 type partLag struct {
 	topic     string
 	partition int32
@@ -43,7 +46,7 @@ type partLag struct {
 	mu         sync.Mutex
 	next       int64     // the offset the reader reads next
 	lastTime   time.Time // broker timestamp of the last message read; zero when none or unknown
-	caughtUp   time.Time // when the reader was last seen at the log end; zero when never
+	caughtUp   time.Time // when a check of the log end last found the reader there; zero when never
 	stopped    bool
 }
 
@@ -62,19 +65,21 @@ func (l *partLag) read(next, end int64, at time.Time) {
 	if !at.IsZero() {
 		l.lastTime = at
 	}
-	l.set(end)
+	l.set(end, false)
 }
 
-// refresh sets the lag from the log end alone.
+// refresh sets the lag from the log end alone, end just listed.
 func (l *partLag) refresh(end int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.set(end)
+	l.set(end, true)
 }
 
 // set sets the series from end and l's position, unless stopped or the
-// reader's position is not known yet. The caller holds l.mu.
-func (l *partLag) set(end int64) {
+// reader's position is not known yet; fresh says that end was just listed
+// (else it came with a message, and may be out of date). The caller holds
+// l.mu.
+func (l *partLag) set(end int64, fresh bool) {
 	if l.stopped || l.next < 0 {
 		return
 	}
@@ -84,20 +89,18 @@ func (l *partLag) set(end int64) {
 	behind := max(end-l.next, 0)
 	l.msgs.Set(float64(behind))
 	now := l.now()
-	if l.ages == nil && (behind == 0 || !l.lastTime.IsZero() || !l.caughtUp.IsZero()) {
-		l.ages = l.age.WithLabelValues(l.labels...)
-	}
-	if behind == 0 {
+	if fresh && behind == 0 {
 		l.caughtUp = now
-		l.ages.Set(0)
-		return
 	}
 	since := l.lastTime
-	if since.IsZero() || l.caughtUp.After(since) {
+	if l.caughtUp.After(since) {
 		since = l.caughtUp
 	}
 	if since.IsZero() {
 		return // nothing known yet
+	}
+	if l.ages == nil {
+		l.ages = l.age.WithLabelValues(l.labels...)
 	}
 	// A producer's clock ahead of ingest's would make it negative.
 	l.ages.Set(max(now.Sub(since).Seconds(), 0))

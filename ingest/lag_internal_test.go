@@ -9,8 +9,9 @@ import (
 )
 
 // TestLagAge: heliostat_ingest_consumer_lag_seconds is the time since the
-// later of the last message read and the last time the reader was at the
-// log end, 0 at the log end, absent while neither is known.
+// later of the last message read and the last time a check of the log end
+// found the reader there (a refresh; a message's high watermark may be out
+// of date and does not count), absent while neither is known.
 func TestLagAge(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	type step struct {
@@ -31,19 +32,28 @@ func TestLagAge(t *testing.T) {
 			{at: 0, end: 1000, wantAge: -1}, // nothing read, never at the end: unknown
 			{at: time.Second, read: true, next: 1, stamp: -24 * time.Hour, end: 1000, wantAge: 86401},
 			{at: 2 * time.Second, read: true, next: 500, stamp: -12 * time.Hour, end: 1000, wantAge: 43202},
-			{at: 3 * time.Second, read: true, next: 1000, stamp: -time.Second, end: 1000, wantAge: 0},
+			{at: 3 * time.Second, read: true, next: 1000, stamp: -time.Second, end: 1000, wantAge: 4}, // the last message's age
+			{at: 4 * time.Second, end: 1000, wantAge: 0},                                              // found at the end
 		}},
 		{"stalled: the reader waits while messages arrive", 10, []step{
-			{at: 0, read: true, next: 11, stamp: -5 * time.Second, end: 11, wantAge: 0},
-			{at: 30 * time.Second, end: 40, wantAge: 30},       // at the end 30 s ago
-			{at: 10 * time.Minute, end: 4000, wantAge: 600},    // still there
-			{at: 3 * time.Hour, end: 90000, wantAge: 3 * 3600}, // grows with the wait
+			{at: 0, read: true, next: 11, stamp: -5 * time.Second, end: 11, wantAge: 5},
+			{at: time.Second, end: 11, wantAge: 0},
+			{at: 30 * time.Second, end: 40, wantAge: 29},         // at the end 29 s ago
+			{at: 10 * time.Minute, end: 4000, wantAge: 599},      // still there
+			{at: 3 * time.Hour, end: 90000, wantAge: 3*3600 - 1}, // grows with the wait
+		}},
+		{"queued: a message whose fetch found the log end, taken an hour later", 10, []step{
+			{at: 0, end: 10, wantAge: 0},
+			// kafka-go fetched it (high watermark 11) an hour ago; the
+			// reader waited since. Not at the end now, for all it knows.
+			{at: time.Hour, read: true, next: 11, stamp: 0, end: 11, wantAge: 3600},
+			{at: time.Hour + time.Second, end: 5000, wantAge: 3601},
 		}},
 		{"quiet topic: a new message after hours is not hours of lag", 5, []step{
 			{at: 0, read: true, next: 6, stamp: 0, end: 6, wantAge: 0},
 			{at: 2 * time.Hour, end: 6, wantAge: 0},                 // refreshed at the end
 			{at: 2*time.Hour + 10*time.Second, end: 7, wantAge: 10}, // not 2 h
-			{at: 2*time.Hour + 11*time.Second, read: true, next: 7, stamp: 2*time.Hour + 9*time.Second, end: 7, wantAge: 0},
+			{at: 2*time.Hour + 11*time.Second, read: true, next: 7, stamp: 2*time.Hour + 9*time.Second, end: 7, wantAge: 2},
 		}},
 		{"a reader behind: the message read bounds tighter than the last end", 0, []step{
 			{at: 0, end: 0, wantAge: 0},

@@ -53,7 +53,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"topic", "partition"}),
 		lagAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "heliostat_ingest_consumer_lag_seconds",
-			Help: "How old the oldest message not read yet can be, for the partitions this replica reads now: the time since the later of the last message read (its broker timestamp) and the last time the reader was at the log end; 0 at the log end. An upper bound; compare with heliostat_ingest_topic_retention_seconds. Absent until either is known.",
+			Help: "How old the oldest message not read yet can be, for the partitions this replica reads now: the time since the later of the last message read (its broker timestamp) and the last time a check of the log end (every --ingest.log-check) found the reader there. An upper bound; compare with heliostat_ingest_topic_retention_seconds. Absent until either is known.",
 		}, []string{"topic", "partition"}),
 		flushRows: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "heliostat_ingest_flush_rows", Help: "Rows per flush.",
