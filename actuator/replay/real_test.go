@@ -72,8 +72,9 @@ func loadReal(tb testing.TB, name string) *Workload {
 // (99.95 %), CTC-SP2 98.0 %, HPC2N 88.1 %; with the Huber threshold
 // following the residuals' spread: Venus the same, CTC-SP2 99.0 %, HPC2N
 // 86.6 %; fitted on up to 200,000 jobs, not 30,000 (DefaultTrainWindow):
-// Venus the same, CTC-SP2 97.5 %, HPC2N 88.1 %. docs/BENCHMARKS.md has
-// their spread under --qssf.jitter.
+// Venus the same, CTC-SP2 97.5 %, HPC2N 88.1 %; pending jobs re-predicted
+// for users with up to 128 queued (refreshDiv, was 32): HPC2N 89.4 %.
+// docs/BENCHMARKS.md has their spread under --qssf.jitter.
 func TestReal(t *testing.T) {
 	for _, tc := range []struct {
 		file          string
@@ -87,7 +88,7 @@ func TestReal(t *testing.T) {
 		{file: "helios/venus_sept_2vc.csv", fifo: 16534, sjf: 6273, sjfGPU: 5899, tol: 1, maxQSSF: 5910, minGap: 0.99},
 		// FIFO agrees with ANCHORS to 26 s, sjf-gpu to 8 s.
 		{file: "swf/CTC-SP2-1996-3.1-cln.swf.gz", fifo: 779135, sjf: 40808, sjfGPU: 37688, tol: 1, minGap: 0.97},
-		{file: "swf/HPC2N-2002-2.2-cln.swf.gz", fifo: 33727, sjf: 23263, sjfGPU: 22310, tol: 1, minGap: 0.87, skipWhenShort: true},
+		{file: "swf/HPC2N-2002-2.2-cln.swf.gz", fifo: 33727, sjf: 23263, sjfGPU: 22310, tol: 1, minGap: 0.88, skipWhenShort: true},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			if tc.skipWhenShort && testing.Short() {

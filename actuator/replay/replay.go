@@ -384,12 +384,17 @@ func (e *engine) arrive(j int, t int64) {
 
 // refreshDiv sets how often a user's pending jobs are predicted again: after
 // one of their jobs ends, once at least pending/refreshDiv of their jobs have
-// ended since the last time. A user with up to 32 queued jobs gets fresh
+// ended since the last time. A user with up to 128 queued jobs gets fresh
 // predictions after every end; one with thousands queued costs O(n log n)
-// predictions over the batch, not O(n²). (HPC2N: refreshing after every end
-// made 5.3 million predictions for 23,948 s average JCT; 32 made 0.7 million
-// for 24,006 s; 8 made 0.24 million for 24,072 s.)
-const refreshDiv = 32
+// predictions over the batch, not O(n²). (HPC2N, first: refreshing after
+// every end made 5.3 million predictions for 23,948 s average JCT; 32 made
+// 0.7 million for 24,006 s; 8 made 0.24 million for 24,072 s. With the
+// 200,000-job window, 8 seeds of --qssf.jitter 0.01: 8 23,912 s; 32
+// 23,677; 128 23,621; every end 23,637; and over 24 seeds 32 23,684, 128
+// 23,609 (1.6 million predictions, the replay no slower: about 9 s).
+// CTC-SP2 under 128: 56,901 over 16 seeds against 57,219 over 24, sd
+// ~5,000; Venus unchanged.)
+const refreshDiv = 128
 
 // refreshUser notes that one of user's jobs ended and, when it is due,
 // predicts their pending jobs again from the history as it is now.
