@@ -89,8 +89,8 @@ type Config struct {
 	// (duration.RecencyHalfLife) already favour the newest. The first
 	// default, 30,000, predates those weights: on HPC2N it gave QSSF 23,839
 	// s on average over 24 seeds of --qssf.jitter 0.01 against 23,684 with
-	// 200,000, and within 2x at submit 0.579 against 0.598; CTC-SP2 (57,219
-	// against 56,848 s, sd ~5,000) and Venus (1,867 jobs) did not change.
+	// 200,000, and within 2x at submit 0.579 against 0.598; CTC-SP2 (56,848
+	// against 57,219 s, sd ~5,000) and Venus (1,867 jobs) did not change.
 	TrainWindow int
 	// Jitter, when > 0, multiplies each of QSSF's predictions of job j by
 	// e^(Jitter·u), u uniform in [−1, 1], drawn for j from JitterSeed
