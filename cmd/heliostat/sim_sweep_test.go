@@ -78,10 +78,7 @@ func TestSimCapacitySweep(t *testing.T) {
 
 func TestSimCapacitySweepErrors(t *testing.T) {
 	dir := t.TempDir()
-	tr := filepath.Join(dir, "t.csv")
-	if err := os.WriteFile(tr, []byte("job_id,user,vc,gpu_num,submit_time,duration\n1,u,a,1,2020-09-01 00:00:00,10\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	tr := heliosTrace(t, dir, "t.csv", "1,u,a,1,2020-09-01 00:00:00,10")
 	vcs := filepath.Join(dir, "vcs.csv")
 	if err := os.WriteFile(vcs, []byte("vc,nodes\na,2\nb,1\n"), 0o644); err != nil {
 		t.Fatal(err)

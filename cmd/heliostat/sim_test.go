@@ -73,14 +73,8 @@ func TestSimCommandErrors(t *testing.T) {
 	if err := os.WriteFile(badVCs, []byte("vc,nodes\na,many\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	tr := filepath.Join(dir, "t.csv")
-	if err := os.WriteFile(tr, []byte("job_id,user,vc,gpu_num,submit_time,duration\n1,u,zz,1,2020-09-01 00:00:00,10\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	headerOnly := filepath.Join(dir, "empty.csv")
-	if err := os.WriteFile(headerOnly, []byte("job_id,user,vc,gpu_num,submit_time,duration\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	tr := heliosTrace(t, dir, "t.csv", "1,u,zz,1,2020-09-01 00:00:00,10")
+	headerOnly := heliosTrace(t, dir, "empty.csv")
 	goodVCs := filepath.Join(dir, "good.csv")
 	if err := os.WriteFile(goodVCs, []byte("vc,nodes\na,1\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -125,20 +119,15 @@ func TestSimCommandErrors(t *testing.T) {
 // replays the rest, but says so on stderr and in the summary, with the
 // reasons in words (not Go map syntax).
 func TestSimWarnsSkipped(t *testing.T) {
-	dir := t.TempDir()
-	tr := filepath.Join(dir, "t.csv")
-	var b strings.Builder
-	b.WriteString("job_id,user,vc,gpu_num,submit_time,duration\n")
+	var rows []string
 	for i := range 10 {
 		gpus := 16
 		if i < 2 {
 			gpus = 1
 		}
-		fmt.Fprintf(&b, "%d,u,a,%d,2020-09-01 00:%02d:00,60\n", i, gpus, i)
+		rows = append(rows, fmt.Sprintf("%d,u,a,%d,2020-09-01 00:%02d:00,60", i, gpus, i))
 	}
-	if err := os.WriteFile(tr, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	tr := heliosTrace(t, t.TempDir(), "t.csv", rows...)
 	var out, errs bytes.Buffer
 	if err := run(context.Background(), []string{"sim", "--trace", tr, "--nodes", "1", "--gpus-per-node", "1", "--policy", "fifo"},
 		func(string) string { return "" }, &out, &errs); err != nil {
@@ -176,16 +165,11 @@ func TestSimUnknownVCs(t *testing.T) {
 		t.Fatal(err)
 	}
 	write := func(name string, vcs ...string) string {
-		var b strings.Builder
-		b.WriteString("job_id,user,vc,gpu_num,submit_time,duration\n")
+		rows := make([]string, len(vcs))
 		for i, vc := range vcs {
-			fmt.Fprintf(&b, "%d,u,%s,1,2020-09-01 00:%02d:00,60\n", i, vc, i)
+			rows[i] = fmt.Sprintf("%d,u,%s,1,2020-09-01 00:%02d:00,60", i, vc, i)
 		}
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
+		return heliosTrace(t, dir, name, rows...)
 	}
 	some := write("some.csv", "a", "zz", "zz", "zz", "yy", "a", "v1", "v2", "v3", "v4", "v5")
 	none := write("none.csv", "zz", "yy", "zz")
@@ -237,15 +221,11 @@ func TestSimUnknownVCs(t *testing.T) {
 // prediction at submit, and says so on stderr.
 func TestSimJobsOut(t *testing.T) {
 	dir := t.TempDir()
-	tr := filepath.Join(dir, "t.csv")
-	var b strings.Builder
-	b.WriteString("job_id,user,vc,gpu_num,submit_time,duration\n")
+	var lines []string
 	for i := range 6 {
-		fmt.Fprintf(&b, "%d,u%d,a,%d,2020-09-01 00:%02d:00,%d\n", i, i%2, 1+i%3, i, 600+60*i)
+		lines = append(lines, fmt.Sprintf("%d,u%d,a,%d,2020-09-01 00:%02d:00,%d", i, i%2, 1+i%3, i, 600+60*i))
 	}
-	if err := os.WriteFile(tr, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	tr := heliosTrace(t, dir, "t.csv", lines...)
 	jobs := filepath.Join(dir, "jobs.csv")
 	var out, errs bytes.Buffer
 	if err := run(context.Background(), []string{"sim", "--trace", tr, "--nodes", "1", "--gpus-per-node", "4", "--policy", "fifo,qssf", "--json", "--jobs-out", jobs},
@@ -296,4 +276,20 @@ func TestSimJobsOut(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(dir, ".*.tmp")); len(left) > 0 {
 		t.Errorf("temporary files left: %v", left)
 	}
+}
+
+// heliosTrace writes a trace in the Helios format (sim's --trace, format
+// helios) named name in dir, its header and then rows, and returns its path.
+func heliosTrace(t *testing.T, dir, name string, rows ...string) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("job_id,user,vc,gpu_num,submit_time,duration\n")
+	for _, r := range rows {
+		b.WriteString(r + "\n")
+	}
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
