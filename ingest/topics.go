@@ -209,9 +209,10 @@ func bound(ctx context.Context, conn *kafka.Conn) (stop func() bool) {
 
 // TopicRetentions returns how long the brokers keep the messages of each of
 // topics (their retention.ms; negative: forever), over connections secured
-// by sec (nil: plaintext). A topic whose broker reports no retention.ms
-// (a broker that lists only the configs set on the topic, as kfake does)
-// is left out. A value that is not a number is an error naming the topic.
+// by sec (nil: plaintext). A topic whose broker reports no retention.ms is
+// left out; Kafka and kfake report the broker's default for a topic
+// without one of its own. A value that is not a number is an error naming
+// the topic.
 func TopicRetentions(ctx context.Context, sec *kafkaconn.Security, brokers []string, topics ...string) (map[string]time.Duration, error) {
 	if len(brokers) == 0 {
 		return nil, errors.New("ingest: no brokers")
