@@ -86,6 +86,13 @@ type Job struct {
 	// Nodes are nodes the job is bound for: required by the job or already
 	// picked for it by the scheduler. They count as about to receive a job.
 	Nodes []string
+	// GPUType is the type of GPU the job asks for (Slurm's
+	// --gres=gpu:a100:2 or --gpus=a100:2); "" for any.
+	GPUType string
+	// Constraint is the node features the job requires, in the
+	// scheduler's syntax (Slurm's --constraint: "a100", "ib&nvme",
+	// "a100|h100"); "" for none. Fits reads it.
+	Constraint string
 }
 
 // PendingTasks returns the tasks j stands for: ArrayTasks, at least 1.
@@ -159,6 +166,12 @@ type Node struct {
 	// WakeAt is when a waking node is expected to be ready; zero when
 	// unknown.
 	WakeAt time.Time
+	// GPUType is the type of the node's GPUs ("a100"); "" when the
+	// scheduler gives none.
+	GPUType string
+	// Features are the node's active features (Slurm's active_features),
+	// which a job's Constraint is matched against.
+	Features []string
 }
 
 // Errors of schedulers and of the Guard. Check them with errors.Is.

@@ -32,6 +32,11 @@ type Node struct {
 	// counts as it stands — powered or not, busy or not — and is never
 	// chosen to be powered up or down.
 	Fixed bool `json:"fixed,omitempty"`
+	// Wanted: a pending job that only some of the nodes can run (its GPU
+	// type or constraint) could run on this one. Among nodes otherwise
+	// alike, a wanted node is powered up first and powered down last, so
+	// that the nodes a plan wakes are ones the queue can use.
+	Wanted bool `json:"wanted,omitempty"`
 }
 
 // held reports whether the node must stay (or be) powered whatever the
@@ -287,6 +292,12 @@ func (c Config) Plan(in Input) (Plan, error) {
 			}
 			return 1
 		}
+		if a.Wanted != b.Wanted {
+			if a.Wanted {
+				return -1
+			}
+			return 1
+		}
 		return compareAge(a, b)
 	})
 	readyAt := now.Add(c.WakeLatency)
@@ -297,8 +308,12 @@ func (c Config) Plan(in Input) (Plan, error) {
 			p.PowerUp = append(p.PowerUp, Action{Node: n.Name, ReadyAt: readyAt,
 				Reason: fmt.Sprintf("power up: %s is off but %s; %s", n.Name, heldWhat(n), why)})
 		case len(p.PowerUp) < shortfall:
+			wanted := ""
+			if n.Wanted {
+				wanted = " (a pending job asks for nodes like it)"
+			}
 			p.PowerUp = append(p.PowerUp, Action{Node: n.Name, ReadyAt: readyAt,
-				Reason: fmt.Sprintf("power up: target %d > %d powered; %s", target, p.Powered, why)})
+				Reason: fmt.Sprintf("power up: target %d > %d powered%s; %s", target, p.Powered, wanted, why)})
 		}
 	}
 	poweredAfterUp := p.Powered + len(p.PowerUp)
@@ -353,7 +368,15 @@ func (c Config) Plan(in Input) (Plan, error) {
 					cand = append(cand, n)
 				}
 			}
-			slices.SortFunc(cand, compareAge)
+			slices.SortFunc(cand, func(a, b Node) int {
+				if a.Wanted != b.Wanted {
+					if a.Wanted {
+						return 1
+					}
+					return -1
+				}
+				return compareAge(a, b)
+			})
 			if len(cand) < want {
 				notes = append(notes, fmt.Sprintf("%d surplus nodes but only %d idle and ready", want, len(cand)))
 				want = len(cand)

@@ -65,6 +65,12 @@ func TestPlan(t *testing.T) {
 	for i := 6; i < 10; i++ {
 		waking[i].WakingUntil = t0.Add(5 * time.Minute)
 	}
+	// wanted: n06 and n08 are what a pending job asks for (n08 also
+	// bound for one); n02 and n03, powered and idle, are not.
+	wanted := cluster(10, 4, 1)
+	wanted[6].Wanted, wanted[8].Wanted, wanted[8].Incoming = true, true, true
+	wantedOn := cluster(8, 8, 0)
+	wantedOn[2].Wanted, wantedOn[3].Wanted = true, true
 	aged := cluster(10, 5, 0)
 	for i := range aged {
 		aged[i].LastTransition = t0.Add(-time.Duration(10-i) * time.Hour) // n00 oldest
@@ -110,6 +116,18 @@ func TestPlan(t *testing.T) {
 			c:      def,
 			in:     Input{Now: t0, Nodes: heldOff, Demand: 3, Forecast: fc(t0, 5)},
 			target: 5, up: []string{"n08", "n03"},
+		},
+		{
+			name:   "bound nodes first, then nodes a pending job asks for, then the rest",
+			c:      def,
+			in:     Input{Now: t0, Nodes: wanted, Demand: 5, Forecast: fc(t0, 7)},
+			target: 7, up: []string{"n08", "n06", "n04"},
+		},
+		{
+			name:   "nodes a pending job asks for are powered down last",
+			c:      noDelay,
+			in:     Input{Now: t0, Nodes: wantedOn, Demand: 0, Forecast: fc(t0, 2)},
+			target: 2, down: []string{"n00", "n01", "n04", "n05", "n06", "n07"},
 		},
 		{
 			name:   "never below the minimum",
@@ -275,9 +293,17 @@ func TestPlan(t *testing.T) {
 			if !strings.Contains(p.Reason, tt.reason) {
 				t.Errorf("Plan reason %q; want it to contain %q", p.Reason, tt.reason)
 			}
+			wanted := map[string]bool{}
+			for _, n := range tt.in.Nodes {
+				wanted[n.Name] = n.Wanted && !n.held()
+			}
 			for _, a := range append(slices.Clone(p.PowerUp), p.PowerDown...) {
 				if a.Reason == "" {
 					t.Errorf("action on %s has no reason", a.Node)
+				}
+				// A wanted node woken for the target says so.
+				if says := strings.Contains(a.Reason, "a pending job asks for nodes like it"); says != (wanted[a.Node] && strings.HasPrefix(a.Reason, "power up")) {
+					t.Errorf("%s: reason %q", a.Node, a.Reason)
 				}
 			}
 			for _, a := range p.PowerUp {

@@ -540,6 +540,7 @@ func (l *Loop) plan(now time.Time, snap adapter.Snapshot, pools map[string][]ada
 		managed := l.g.PartitionAllowed(part)
 		in := ces.Input{Now: now, State: ps.ces}
 		busy, gpn := 0, 0
+		wanted := wantedNodes(pending[part], nodes)
 		var skipped, moving, fixed []string
 		for _, n := range nodes {
 			if n.Unusable {
@@ -557,7 +558,7 @@ func (l *Loop) plan(now time.Time, snap adapter.Snapshot, pools map[string][]ada
 			// counts as it stands, so that the plan powers the nodes it
 			// may instead of asking every pass for ones it may not.
 			cn := ces.Node{Name: n.Name, Powered: n.Power.Powered(), Busy: n.Busy || len(n.Jobs) > 0, Incoming: bound[n.Name],
-				LastTransition: ps.changed[n.Name], WakingUntil: n.WakeAt,
+				LastTransition: ps.changed[n.Name], WakingUntil: n.WakeAt, Wanted: wanted[n.Name],
 				Fixed: n.PowerSaveExcluded || managed && !l.g.NodeAllowed(n)}
 			if cn.Fixed {
 				fixed = append(fixed, n.Name)
@@ -624,6 +625,40 @@ func pendingByPool(jobs []adapter.Job) map[string][]adapter.Job {
 		}
 		for _, p := range j.Partitions() {
 			out[p] = append(out[p], j)
+		}
+	}
+	return out
+}
+
+// wantedNodes returns the nodes that a job of jobs restricted to some
+// nodes — by its GPU type or constraint (adapter.Job.Fits) — could run on.
+// Jobs are grouped by what they ask for, so a long queue of alike jobs
+// costs one check per node.
+func wantedNodes(jobs []adapter.Job, nodes []adapter.Node) map[string]bool {
+	type ask struct{ gpu, constraint string }
+	seen := map[ask]bool{}
+	var asks []adapter.Job
+	for _, j := range jobs {
+		a := ask{j.GPUType, j.Constraint}
+		if (a == ask{}) || seen[a] {
+			continue
+		}
+		seen[a] = true
+		probe := adapter.Job{GPUType: a.gpu, Constraint: a.constraint}
+		if _, restricted := probe.Fits(&adapter.Node{}); restricted {
+			asks = append(asks, probe)
+		}
+	}
+	if len(asks) == 0 {
+		return nil
+	}
+	out := map[string]bool{}
+	for i := range nodes {
+		for k := range asks {
+			if fits, _ := asks[k].Fits(&nodes[i]); fits {
+				out[nodes[i].Name] = true
+				break
+			}
 		}
 	}
 	return out

@@ -1018,6 +1018,58 @@ func TestLoopPowerAllowlist(t *testing.T) {
 	}
 }
 
+// TestLoopWakesNodesTheQueueAsksFor: a partition of A100 and H100 nodes,
+// all off. A queue for two nodes, whose jobs ask for H100 GPUs or for the
+// h100 feature, wakes two H100 nodes, not the A100 nodes that sort first;
+// a queue that asks for neither wakes nodes in the usual order; a
+// constraint in a form the loop does not read restricts nothing.
+func TestLoopWakesNodesTheQueueAsksFor(t *testing.T) {
+	job := func(id, gpu, constraint string) adapter.Job {
+		return adapter.Job{ID: id, User: "u", Partition: "gpu", GPUs: 8, NodeCount: 1, Submit: t0, TimeLimit: time.Hour, GPUType: gpu, Constraint: constraint}
+	}
+	for _, tc := range []struct {
+		name string
+		jobs []adapter.Job
+		want []string // the nodes powered after the passes
+	}{
+		{"GPU type", []adapter.Job{job("1", "h100", ""), job("2", "h100", "")}, []string{"gpu-h0", "gpu-h1"}},
+		{"constraint", []adapter.Job{job("1", "", "h100&ib"), job("2", "", "")}, []string{"gpu-a0", "gpu-h1"}},
+		{"any of", []adapter.Job{job("1", "", "nvme|h100"), job("2", "", "h100")}, []string{"gpu-h0", "gpu-h1"}},
+		{"nothing asked", []adapter.Job{job("1", "", ""), job("2", "", "")}, []string{"gpu-a0", "gpu-a1"}},
+		{"unread constraint", []adapter.Job{job("1", "", "[h100*2]"), job("2", "", "")}, []string{"gpu-a0", "gpu-a1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sched := &static{snap: adapter.Snapshot{Jobs: slices.Clone(tc.jobs)}}
+			for _, n := range []adapter.Node{
+				{Name: "gpu-a0", GPUType: "a100", Features: []string{"a100"}},
+				{Name: "gpu-a1", GPUType: "a100", Features: []string{"a100"}},
+				{Name: "gpu-h0", GPUType: "h100", Features: []string{"h100"}},
+				{Name: "gpu-h1", GPUType: "h100", Features: []string{"h100", "ib"}},
+			} {
+				n.Partitions, n.Power, n.GPUs, n.State = []string{"gpu"}, adapter.PowerOff, 8, "idle~"
+				sched.snap.Nodes = append(sched.snap.Nodes, n)
+			}
+			l := newPeakLoop(t, sched, adapter.GuardConfig{Apply: true, Partitions: []string{"gpu"}, Nodes: []string{"gpu-*"}})
+			for m := range 8 {
+				sched.at(t0.Add(time.Duration(m) * time.Minute))
+				if _, err := l.Once(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			snap, _ := sched.Snapshot(context.Background())
+			var powered []string
+			for _, n := range snap.Nodes {
+				if n.Power.Powered() {
+					powered = append(powered, n.Name)
+				}
+			}
+			if !slices.Equal(powered, tc.want) {
+				t.Errorf("powered after 8 passes: %v; want %v; plans %+v", powered, tc.want, l.View().Plans)
+			}
+		})
+	}
+}
+
 // TestLoopRateLimitedRetried: with a cap of 2 priority changes a minute, 6
 // jobs get theirs within 3 passes a minute apart. An action the cap held
 // back is set aside only until the cap has room (not for RepeatAfter, as

@@ -1,0 +1,59 @@
+package adapter
+
+import (
+	"slices"
+	"strings"
+)
+
+// Fits reports whether node n could run j as far as j's GPU type and
+// constraint go, and whether j narrows the nodes that could run it at all
+// (restricted). The constraint forms read are one feature, features joined
+// by "&" (all of them) and features joined by "|" (any of them). Slurm's
+// other forms — brackets, counts ("a100*2"), parentheses, mixed "&" and
+// "|" — are not read: such a constraint restricts nothing here, and every
+// node counts as fitting it (as it did before constraints were read), so
+// a misread constraint can never keep a job's nodes from being woken.
+func (j *Job) Fits(n *Node) (fits, restricted bool) {
+	fits = true
+	if j.GPUType != "" {
+		restricted = true
+		fits = n.GPUType == j.GPUType
+	}
+	feats, all, ok := parseConstraint(j.Constraint)
+	if !ok || len(feats) == 0 {
+		return fits, restricted
+	}
+	has := func(f string) bool { return slices.Contains(n.Features, f) }
+	if all {
+		fits = fits && !slices.ContainsFunc(feats, func(f string) bool { return !has(f) })
+	} else {
+		fits = fits && slices.ContainsFunc(feats, has)
+	}
+	return fits, true
+}
+
+// parseConstraint splits a constraint of one feature or features joined
+// by one of "&" (all: true) and "|"; ok is false for any other form (see
+// Fits) and for "". Spaces around names are trimmed.
+func parseConstraint(c string) (feats []string, all, ok bool) {
+	c = strings.TrimSpace(c)
+	if c == "" || strings.ContainsAny(c, "[]()*!,:") {
+		return nil, false, false
+	}
+	and, or := strings.Contains(c, "&"), strings.Contains(c, "|")
+	if and && or {
+		return nil, false, false
+	}
+	sep := "|"
+	if and {
+		sep = "&"
+	}
+	for _, f := range strings.Split(c, sep) {
+		f = strings.TrimSpace(f)
+		if f == "" || strings.ContainsAny(f, " \t") {
+			return nil, false, false
+		}
+		feats = append(feats, f)
+	}
+	return feats, and || !or, true
+}

@@ -1,0 +1,38 @@
+package adapter
+
+import "testing"
+
+func TestFits(t *testing.T) {
+	a100 := &Node{Name: "a", GPUType: "a100", Features: []string{"a100", "ib"}}
+	h100 := &Node{Name: "h", GPUType: "h100", Features: []string{"h100", "nvme"}}
+	bare := &Node{Name: "b"}
+	for _, tt := range []struct {
+		name            string
+		job             Job
+		a, h, b, strict bool // fits a100, h100, bare; restricted
+	}{
+		{"nothing asked", Job{}, true, true, true, false},
+		{"GPU type", Job{GPUType: "h100"}, false, true, false, true},
+		{"one feature", Job{Constraint: "a100"}, true, false, false, true},
+		{"all of", Job{Constraint: "a100&ib"}, true, false, false, true},
+		{"all of, one missing", Job{Constraint: "a100&nvme"}, false, false, false, true},
+		{"any of", Job{Constraint: "a100 | nvme"}, true, true, false, true},
+		{"type and feature", Job{GPUType: "a100", Constraint: "nvme"}, false, false, false, true},
+		{"matching or: not read", Job{Constraint: "[a100|h100]"}, true, true, true, false},
+		{"count: not read", Job{Constraint: "a100*2"}, true, true, true, false},
+		{"mixed: not read", Job{Constraint: "a100&ib|h100"}, true, true, true, false},
+		{"comma: not read", Job{Constraint: "a100,ib"}, true, true, true, false},
+		{"empty name: not read", Job{Constraint: "a100&"}, true, true, true, false},
+		{"unread constraint, GPU type read", Job{GPUType: "a100", Constraint: "(a|b)"}, true, false, false, true},
+	} {
+		for _, c := range []struct {
+			n    *Node
+			want bool
+		}{{a100, tt.a}, {h100, tt.h}, {bare, tt.b}} {
+			fits, restricted := tt.job.Fits(c.n)
+			if fits != c.want || restricted != tt.strict {
+				t.Errorf("%s: Fits(%s) = %v, restricted %v; want %v, %v", tt.name, c.n.Name, fits, restricted, c.want, tt.strict)
+			}
+		}
+	}
+}
