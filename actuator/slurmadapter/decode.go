@@ -1,10 +1,12 @@
 package slurmadapter
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -51,7 +53,15 @@ func errKind(err error) string {
 
 type squeueDoc struct {
 	Errors []json.RawMessage `json:"errors"`
-	Jobs   *[]slurmfmt.Job   `json:"jobs"`
+	Jobs   *[]squeueJob      `json:"jobs"`
+}
+
+// squeueJob is a squeue job record with the fields only the actuator reads.
+type squeueJob struct {
+	slurmfmt.Job
+	// Features is the job's --constraint ("a100&ib"); Slurm writes a
+	// string.
+	Features words `json:"features"`
 }
 
 // decodeSqueue reads `squeue --json` and returns its pending jobs in order of
@@ -77,7 +87,8 @@ func decodeSqueue(b []byte, now time.Time) (jobs []adapter.Job, leaders map[stri
 	}
 	running := runningTasks(*doc.Jobs)
 	var out []adapter.Job
-	for i, j := range *doc.Jobs {
+	for i, sj := range *doc.Jobs {
+		j := sj.Job
 		if holdsNodes(j.JobState) {
 			if !j.JobID.Set || j.JobID.V <= 0 {
 				return nil, nil, nil, fmt.Errorf("squeue --json: %w: job %d has no job_id", ErrRecord, i)
@@ -103,7 +114,7 @@ func decodeSqueue(b []byte, now time.Time) (jobs []adapter.Job, leaders map[stri
 			return nil, nil, nil, fmt.Errorf("squeue --json: %w: job %d has no job_id", ErrRecord, i)
 		}
 		id := jobID(j)
-		gpus, err := jobGPUs(j)
+		gpus, gpuType, err := jobGPUs(j)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("squeue --json: %w: job %s: %v", ErrRecord, id, err)
 		}
@@ -119,7 +130,7 @@ func decodeSqueue(b []byte, now time.Time) (jobs []adapter.Job, leaders map[stri
 			NodeCount: clampInt(j.NodeCount.V), Priority: j.Priority.V, Nodes: bound,
 			Held:       j.Priority.Set && j.Priority.V == 0 || strings.HasPrefix(j.StateReason, "JobHeld"),
 			Ineligible: ineligibleReason(j.StateReason) || partitionReason(j.StateReason) && len(adapter.SplitPartitions(j.Partition)) == 1,
-			Reason:     j.StateReason}
+			Reason:     j.StateReason, GPUType: gpuType, Constraint: sj.Features.join(",")}
 		if !now.IsZero() && j.EligibleTime.Set && j.EligibleTime.V > now.Unix() {
 			job.Ineligible = true
 			job.Reason = orReason(job.Reason, "BeginTime") // --begin, before Slurm set the reason
@@ -255,7 +266,7 @@ func markUnreachable(jobs []adapter.Job, nodes []adapter.Node) {
 // runningTasks counts the tasks of each job array (by array_job_id) that
 // squeue lists as running or suspended: they count against the array's
 // throttle.
-func runningTasks(jobs []slurmfmt.Job) map[int64]int {
+func runningTasks(jobs []squeueJob) map[int64]int {
 	out := map[int64]int{}
 	for _, j := range jobs {
 		if len(j.JobState) == 0 || !j.ArrayTaskID.Set || !j.ArrayJobID.Set || j.ArrayJobID.V <= 0 {
@@ -269,28 +280,68 @@ func runningTasks(jobs []slurmfmt.Job) map[int64]int {
 	return out
 }
 
-// jobGPUs returns the GPUs a pending job asks for: per job, or per node ×
-// nodes, or per task × tasks.
-func jobGPUs(j slurmfmt.Job) (int, error) {
-	if n, ok, err := gpuCount(j.TRESPerJob); err != nil || ok {
-		return n, err
+// jobGPUs returns the GPUs a pending job asks for — per job, or per node ×
+// nodes, or per task × tasks — and their type ("" for any).
+func jobGPUs(j slurmfmt.Job) (int, string, error) {
+	if n, typ, ok, err := gpuCount(j.TRESPerJob); err != nil || ok {
+		return n, typ, err
 	}
 	nodes := max(j.NodeCount.V, 1)
-	if n, ok, err := gpuCount(j.TRESPerNode); err != nil || ok {
-		return clampInt(int64(n) * nodes), err
+	if n, typ, ok, err := gpuCount(j.TRESPerNode); err != nil || ok {
+		return clampInt(int64(n) * nodes), typ, err
 	}
-	if n, ok, err := gpuCount(j.TRESPerTask); err != nil || ok {
-		return clampInt(int64(n) * max(j.Tasks.V, 1)), err
+	if n, typ, ok, err := gpuCount(j.TRESPerTask); err != nil || ok {
+		return clampInt(int64(n) * max(j.Tasks.V, 1)), typ, err
 	}
-	return 0, nil
+	return 0, "", nil
 }
 
-// gpuCount reads the GPUs of a TRES or GRES list (slurmfmt.ParseTRES);
-// ok is false when it names none.
-func gpuCount(s string) (n int, ok bool, err error) {
+// gpuCount reads the GPUs of a TRES or GRES list (slurmfmt.ParseTRES) and
+// their type; ok is false when it names none.
+func gpuCount(s string) (n int, typ string, ok bool, err error) {
 	g, ok, err := slurmfmt.ParseTRES(s)
-	return clampInt(g.Count), ok, err
+	return clampInt(g.Count), g.Type, ok, err
 }
+
+// words is a JSON string or list of strings — Slurm writes some fields
+// (features) as a comma-separated string in 22.05 and as a list in later
+// versions — or, for a node's features from 23.11 on, an object of
+// "total" and "active", whose "active" member is either. null is empty.
+type words []string
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (w *words) UnmarshalJSON(b []byte) error {
+	var str string
+	if err := json.Unmarshal(b, &str); err == nil {
+		*w = nil
+		for _, f := range strings.Split(str, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				*w = append(*w, f)
+			}
+		}
+		return nil
+	}
+	var list []string
+	if err := json.Unmarshal(b, &list); err == nil {
+		*w = list
+		return nil
+	}
+	var obj struct {
+		Active *words          `json:"active"`
+		Total  json.RawMessage `json:"total"`
+	}
+	if err := json.Unmarshal(b, &obj); err == nil && bytes.HasPrefix(bytes.TrimSpace(b), []byte("{")) && (obj.Active != nil || obj.Total != nil) {
+		*w = nil
+		if obj.Active != nil {
+			*w = *obj.Active
+		}
+		return nil
+	}
+	return &json.UnmarshalTypeError{Value: fmt.Sprintf("value %.40s", b), Type: reflect.TypeFor[[]string]()}
+}
+
+// join returns the words joined by sep.
+func (w words) join(sep string) string { return strings.Join(w, sep) }
 
 // sinfoDoc is `sinfo -N --json`: Slurm 22.05 to 23.02 write one record per
 // node under "nodes"; from 23.11 (OpenAPI v0.0.40) sinfo writes its own
@@ -319,6 +370,7 @@ type sinfoRecord struct {
 		Total string `json:"total"`
 		Used  string `json:"used"`
 	} `json:"gres"`
+	Features words `json:"features"`
 	CPUs struct {
 		Allocated slurmfmt.Int `json:"allocated"`
 	} `json:"cpus"`
@@ -342,7 +394,7 @@ func (r sinfoRecord) nodes() ([]sinfoNode, error) {
 	}
 	out := make([]sinfoNode, len(names))
 	for i, name := range names {
-		out[i] = sinfoNode{Name: name, State: r.Node.State, Gres: r.Gres.Total, GresUsed: r.Gres.Used,
+		out[i] = sinfoNode{Name: name, State: r.Node.State, Gres: r.Gres.Total, GresUsed: r.Gres.Used, ActiveFeatures: r.Features,
 			AllocCPUs: r.CPUs.Allocated, AllocMem: r.Memory.Allocated}
 		if r.Partition.Name != "" {
 			out[i].Partitions = []string{r.Partition.Name}
@@ -360,6 +412,9 @@ type sinfoNode struct {
 	GresUsed   string          `json:"gres_used"`
 	AllocCPUs  slurmfmt.Int    `json:"alloc_cpus"`
 	AllocMem   slurmfmt.Int    `json:"alloc_memory"`
+	// ActiveFeatures are the node's features now (with a node_features
+	// plugin, a subset of those it can have).
+	ActiveFeatures words `json:"active_features"`
 }
 
 // decodeSinfo reads `sinfo --json` and returns the nodes by name, each once.
@@ -430,15 +485,16 @@ func node(sn sinfoNode) (adapter.Node, error) {
 	if base == "" {
 		return n, errors.New("no state")
 	}
-	total, _, err := gpuCount(sn.Gres)
+	total, gpuType, _, err := gpuCount(sn.Gres)
 	if err != nil {
 		return n, err
 	}
-	used, _, err := gpuCount(sn.GresUsed)
+	used, _, _, err := gpuCount(sn.GresUsed)
 	if err != nil {
 		return n, err
 	}
-	n.GPUs, n.FreeGPUs = total, max(total-used, 0)
+	n.GPUs, n.FreeGPUs, n.GPUType = total, max(total-used, 0), gpuType
+	n.Features = slices.Clone(sn.ActiveFeatures)
 	switch base {
 	case "ALLOCATED", "ALLOC", "MIXED", "MIX", "COMPLETING", "COMP":
 		n.Busy = true

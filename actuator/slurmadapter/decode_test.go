@@ -386,9 +386,9 @@ func TestDecodeSinfoRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []adapter.Node{
-		{Name: "g1", Partitions: []string{"gpu"}, GPUs: 8, FreeGPUs: 8, Power: adapter.PowerOn, State: "idle"},
-		{Name: "g2", Partitions: []string{"gpu", "debug"}, GPUs: 8, FreeGPUs: 6, Busy: true, Power: adapter.PowerOn, State: "mixed"},
-		{Name: "g3", Partitions: []string{"gpu"}, GPUs: 8, Power: adapter.PowerOff, State: "idle+POWERED_DOWN"},
+		{Name: "g1", Partitions: []string{"gpu"}, GPUs: 8, FreeGPUs: 8, Power: adapter.PowerOn, State: "idle", GPUType: "h100"},
+		{Name: "g2", Partitions: []string{"gpu", "debug"}, GPUs: 8, FreeGPUs: 6, Busy: true, Power: adapter.PowerOn, State: "mixed", GPUType: "h100"},
+		{Name: "g3", Partitions: []string{"gpu"}, GPUs: 8, Power: adapter.PowerOff, State: "idle+POWERED_DOWN", GPUType: "h100"},
 		{Name: "g4", Partitions: []string{"gpu"}, GPUs: 8, Unusable: true, Power: adapter.PowerOn, State: "idle+DRAIN"},
 		{Name: "g5", Partitions: []string{"gpu"}, GPUs: 8, Unusable: true, Power: adapter.PowerOn, State: "idle+DRAIN"},
 	}
@@ -401,22 +401,90 @@ func TestGPUCount(t *testing.T) {
 	for _, tc := range []struct {
 		in  string
 		n   int
+		typ string
 		ok  bool
 		err bool
 	}{
-		{"", 0, false, false},
-		{"gres:gpu:8", 8, true, false},
-		{"gres/gpu:a100:2,gres:mps:100", 2, true, false},
-		{"gpu:h100:2(IDX:0-1)", 2, true, false},
-		{"gpu", 1, true, false},
-		{"gpu:a100", 1, true, false},
-		{"mps:100", 0, false, false},
-		{"gpu:a:b", 0, false, true},
-		{"gpu:-1", 0, false, true},
+		{"", 0, "", false, false},
+		{"gres:gpu:8", 8, "", true, false},
+		{"gres/gpu:a100:2,gres:mps:100", 2, "a100", true, false},
+		{"gpu:h100:2(IDX:0-1)", 2, "h100", true, false},
+		{"gpu", 1, "", true, false},
+		{"gpu:a100", 1, "a100", true, false},
+		{"mps:100", 0, "", false, false},
+		{"gpu:a:b", 0, "", false, true},
+		{"gpu:-1", 0, "", false, true},
+		{"gres/gpu=4", 4, "", true, false},
+		{"cpu=2,gres/gpu:h100=2", 2, "h100", true, false},
+		{"gres/gpu=x", 0, "", false, true},
 	} {
-		n, ok, err := gpuCount(tc.in)
-		if n != tc.n || ok != tc.ok || (err != nil) != tc.err {
-			t.Errorf("gpuCount(%q) = %d, %v, %v; want %d, %v, error %v", tc.in, n, ok, err, tc.n, tc.ok, tc.err)
+		n, typ, ok, err := gpuCount(tc.in)
+		if n != tc.n || typ != tc.typ || ok != tc.ok || (err != nil) != tc.err {
+			t.Errorf("gpuCount(%q) = %d, %q, %v, %v; want %d, %q, %v, error %v", tc.in, n, typ, ok, err, tc.n, tc.typ, tc.ok, tc.err)
+		}
+	}
+}
+
+// TestDecodeGPUTypesAndFeatures: a pending job's GPU type (from whichever
+// TRES field asks for GPUs) and constraint, and a node's GPU type and
+// active features, in the shapes of Slurm 22.05 (comma-separated strings),
+// 23.02 (lists) and 23.11's sinfo records (an object of total and active
+// features). A feature field of another type rejects the document.
+func TestDecodeGPUTypesAndFeatures(t *testing.T) {
+	jobs, _, _, err := decodeSqueue([]byte(`{"jobs": [
+		{"job_id": 1, "job_state": "PENDING", "tres_per_node": "gres:gpu:h100:2", "features": "h100&ib"},
+		{"job_id": 2, "job_state": ["PENDING"], "tres_per_job": "gres/gpu:a100=4", "features": ""},
+		{"job_id": 3, "job_state": ["PENDING"], "tres_per_task": "gres:gpu:1", "features": ["a", "b"]},
+		{"job_id": 4, "job_state": ["PENDING"]}]}`), fixtureNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][2]string{}
+	for _, j := range jobs {
+		got[j.ID] = [2]string{j.GPUType, j.Constraint}
+	}
+	want := map[string][2]string{"1": {"h100", "h100&ib"}, "2": {"a100", ""}, "3": {"", "a,b"}, "4": {"", ""}}
+	for id, w := range want {
+		if got[id] != w {
+			t.Errorf("job %s: GPU type and constraint %q; want %q", id, got[id], w)
+		}
+	}
+
+	for _, tc := range []struct {
+		name, doc string
+		typ       string
+		features  []string
+	}{
+		{"22.05", `{"nodes": [{"name": "g1", "state": "idle", "partitions": ["p"], "gres": "gpu:a100:8(S:0-1)", "features": "a100,ib,spare", "active_features": "a100,ib"}]}`,
+			"a100", []string{"a100", "ib"}},
+		{"23.02", `{"nodes": [{"name": "g1", "state": ["IDLE"], "partitions": ["p"], "gres": "gpu:8", "active_features": ["h100"]}]}`,
+			"", []string{"h100"}},
+		{"23.11", `{"sinfo": [{"partition": {"name": "p"}, "node": {"state": ["IDLE"]}, "nodes": {"nodes": ["g1"]}, "gres": {"total": "gpu:h100:8(S:0-1)", "used": ""}, "features": {"total": "h100,ib", "active": "h100"}}]}`,
+			"h100", []string{"h100"}},
+		{"none", `{"nodes": [{"name": "g1", "state": "idle", "partitions": ["p"], "active_features": null}]}`, "", nil},
+	} {
+		nodes, err := decodeSinfo([]byte(tc.doc))
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if n := nodes[0]; n.GPUType != tc.typ || !slices.Equal(n.Features, tc.features) {
+			t.Errorf("%s: node GPU type %q, features %q; want %q, %q", tc.name, n.GPUType, n.Features, tc.typ, tc.features)
+		}
+	}
+
+	for _, doc := range []string{
+		`{"jobs": [{"job_id": 1, "job_state": "PENDING", "features": 7}]}`,
+		`{"nodes": [{"name": "g1", "state": "idle", "active_features": {"x": 1}, "partitions": ["p"]}]}`,
+	} {
+		var err error
+		if strings.HasPrefix(doc, `{"jobs"`) {
+			_, _, _, err = decodeSqueue([]byte(doc), fixtureNow)
+		} else {
+			_, err = decodeSinfo([]byte(doc))
+		}
+		if !errors.Is(err, ErrShape) || !strings.Contains(err.Error(), "features") {
+			t.Errorf("%s: error %v; want ErrShape naming the field", doc, err)
 		}
 	}
 }
@@ -428,6 +496,7 @@ func FuzzDecodeSqueue(f *testing.F) {
 		{"job_id": 4, "array_job_id": 4, "array_task_string": "0-99:3,200%5", "job_state": "PENDING", "state_reason": "Resources"}]}`))
 	f.Add([]byte(`{"jobs": [{"job_id": 6, "job_state": "PENDING", "partition": "side", "state_reason": "PartitionDown", "priority": 7},
 		{"job_id": 7, "job_state": "PENDING", "partition": "a,b", "state_reason": "PartitionTimeLimit", "required_nodes": "g1"}]}`))
+	f.Add([]byte(`{"jobs": [{"job_id": 8, "job_state": "PENDING", "tres_per_job": "gres/gpu:h100=4", "features": "h100&ib"}, {"job_id": 9, "job_state": "PENDING", "features": ["a", "b"]}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		jobs, leaders, holding, err := decodeSqueue(b, fixtureNow)
 		if err != nil {
@@ -458,6 +527,8 @@ func FuzzDecodeSinfo(f *testing.F) {
 	f.Add(readFixture(f, "sinfo.json"))
 	f.Add([]byte(`{"nodes": [{"name": "b", "state": ["ALLOCATED", "POWER_DOWN"], "partitions": ["p"], "gres": "gpu:8", "gres_used": "gpu:8(IDX:0-7)"}]}`))
 	f.Add([]byte(`{"sinfo": [{"partition": {"name": "p"}, "node": {"state": ["MIXED"]}, "nodes": {"nodes": ["g[1-2]"]}, "cpus": {"allocated": 8}, "gres": {"total": "gpu:h100:8(S:0-1)", "used": "gpu:h100:2(IDX:0-1)"}}]}`))
+	f.Add([]byte(`{"sinfo": [{"partition": {"name": "p"}, "node": {"state": ["IDLE"]}, "nodes": {"nodes": ["g1"]}, "features": {"total": "a,b", "active": "a"}}]}`))
+	f.Add([]byte(`{"nodes": [{"name": "g", "state": "idle", "partitions": ["p"], "active_features": "a100,ib", "gres": "gpu:a100:8"}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		nodes, err := decodeSinfo(b)
 		if err != nil {

@@ -53,7 +53,7 @@ func ParseGresDetail(s string) (g GPUs, ok bool, err error) {
 
 // ParseTRES parses a GRES or TRES request list and returns the GPUs it
 // names: squeue's tres_per_job/node/task ("gres:gpu:8", "gres/gpu:a100:2,
-// gres:mps:100", the older "gpu:8") or sinfo's gres and gres_used
+// gres:mps:100", the older "gpu:8", the TRES form "gres/gpu:a100=2") or sinfo's gres and gres_used
 // ("gpu:h100:8(S:0-1)", "gpu:8(IDX:0-7)"; what is in parentheses is passed
 // over). ok is false when it names no GPU; "", "(null)" and "N/A" name none.
 func ParseTRES(s string) (g GPUs, ok bool, err error) {
@@ -63,7 +63,16 @@ func ParseTRES(s string) (g GPUs, ok bool, err error) {
 	for _, item := range splitOutside(s, ',', '(', ')') {
 		item, _, _ = strings.Cut(item, "(")
 		item = strings.TrimPrefix(strings.TrimPrefix(item, "gres:"), "gres/")
-		name, typ, count, err := parseGresSpec(item)
+		// The TRES form of a count: "gpu=4", "gpu:a100=2".
+		spec, eq, hasEq := strings.Cut(item, "=")
+		name, typ, count, err := parseGresSpec(spec)
+		if err == nil && hasEq && name == "gpu" {
+			if strings.Count(spec, ":") > 1 {
+				err = fmt.Errorf("GRES %q has a count both before and after '='", item)
+			} else if count, err = strconv.ParseInt(eq, 10, 64); err != nil || count < 0 || count > 1<<20 {
+				err = fmt.Errorf("GRES count %q in %q is not a number in range", eq, item)
+			}
+		}
 		if err != nil {
 			return g, false, fmt.Errorf("tres %q: %w", s, err)
 		}

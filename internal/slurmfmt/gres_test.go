@@ -55,6 +55,8 @@ func TestParseGres(t *testing.T) {
 		{"mps:100", 0, "", false},
 		{"(null)", 0, "", false},
 		{"N/A", 0, "", false},
+		{"gres/gpu=4", 4, "", true},
+		{"cpu=2,mem=1G,gres/gpu:h100=2", 2, "h100", true},
 	} {
 		g, ok, err := ParseTRES(tc.in)
 		if err != nil || ok != tc.ok || g.Count != tc.count || g.Type != tc.typ {
@@ -69,6 +71,9 @@ func TestParseTRESErrors(t *testing.T) {
 	for _, tc := range []struct{ in, err string }{
 		{"gpu:a:b", "not a number"},
 		{"gpu:-1", "out of range"},
+		{"gres/gpu=x", "not a number"},
+		{"gres/gpu:a100:2=3", "both before and after"},
+		{"gres/gpu=-2", "not a number in range"},
 		{"gpu:a100:2:x", "more than name:type:count"},
 		{"gres:gpu:8,,gres:mps:1", "empty GRES name"},
 	} {
