@@ -371,7 +371,7 @@ type sinfoRecord struct {
 		Used  string `json:"used"`
 	} `json:"gres"`
 	Features words `json:"features"`
-	CPUs struct {
+	CPUs     struct {
 		Allocated slurmfmt.Int `json:"allocated"`
 	} `json:"cpus"`
 	Memory struct {
