@@ -1,0 +1,111 @@
+package slurmadapter
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heliostat-dev/heliostat/actuator/adapter"
+	"github.com/heliostat-dev/heliostat/actuator/audit"
+	"github.com/heliostat-dev/heliostat/actuator/ces"
+	"github.com/heliostat-dev/heliostat/actuator/loop"
+	"github.com/heliostat-dev/heliostat/collector/slurm/slurmtest"
+)
+
+// TestSlurmWakesNodesAJobAsksFor: on a real Slurm 22.05 whose nodes carry
+// features (gpu1, gpu2: a100; gpu3, gpu4: h100), with gpu2 and gpu4
+// powered down and gpu3 busy, a pending two-node job that asks for h100
+// cannot start, and Slurm does not resume a node for it. The plan, short of
+// one node, powers up gpu4 — the h100 node the job can use — and not gpu2,
+// which sorts first by name; the resume program runs for gpu4, and once
+// gpu3 is free the job runs on gpu3 and gpu4. The adapter reads the job's
+// constraint and the nodes' active features as Slurm writes them.
+func TestSlurmWakesNodesAJobAsksFor(t *testing.T) {
+	c := slurmtest.StartWith(t, slurmtest.Options{Conf: map[string]string{"SuspendTimeout": "3", "ResumeTimeout": "30"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	must := mustOK(t, c)
+	must(c.Run(ctx, "scontrol", "update", "nodename=gpu[1-2]", "availablefeatures=a100", "activefeatures=a100"))
+	must(c.Run(ctx, "scontrol", "update", "nodename=gpu[3-4]", "availablefeatures=h100,ib", "activefeatures=h100,ib"))
+	must(c.Run(ctx, "scontrol", "update", "nodename=gpu2,gpu4", "state=power_down"))
+	for st := ""; st != "gpu2 idle~\ngpu4 idle~"; st = strings.TrimSpace(must(c.Run(ctx, "sinfo", "-h", "-N", "-n", "gpu2,gpu4", "-o", "%N %t"))) {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("gpu2, gpu4: %q; want both idle~ (powered down)\n%s", st, c.LogTail(20))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	busy := must(c.Submit(ctx, "-w", "gpu3", "--gres=gpu:8", "--wrap", "sleep 300"))
+	if _, err := c.WaitState(ctx, func(s string) bool { return s == "RUNNING" }, busy); err != nil {
+		t.Fatalf("%v\n%s", err, c.LogTail(20))
+	}
+	wide := must(c.Submit(ctx, "-N2", "--gres=gpu:8", "--constraint=h100&ib", "--wrap", "true"))
+	for r := ""; r != "Resources"; r = must(c.Run(ctx, "squeue", "-h", "-j", wide, "-o", "%r")) {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("job %s waits for %q; want Resources", wide, r)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+
+	clk := &clock{t: time.Now()}
+	s, err := New(Config{Conf: c.Conf()}, c.Env(), nil, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range snap.Jobs {
+		if j.ID == wide && j.Constraint != "h100&ib" {
+			t.Errorf("job %s: constraint %q; want h100&ib", wide, j.Constraint)
+		}
+	}
+	for _, n := range snap.Nodes {
+		want := []string{"h100", "ib"}
+		if n.Name < "gpu3" {
+			want = []string{"a100"}
+		}
+		if !slices.Equal(n.Features, want) {
+			t.Errorf("node %s: features %q; want %q", n.Name, n.Features, want)
+		}
+	}
+	g, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"batch"}, Nodes: []string{"gpu*"}}, s, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lcfg := loop.Config{Cluster: "slurm-test", Interval: time.Second, PeakWindow: time.Minute}
+	lcfg.CES = ces.DefaultConfig()
+	lcfg.CES.MinPowered, lcfg.CES.Buffer, lcfg.CES.WakeLatency = 0, 0, time.Minute
+	l, err := loop.New(lcfg, g, &memAudit{}, nil, nil, nil, nil, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := l.Once(ctx)
+	if err != nil {
+		t.Fatalf("pass: %v\n%s", err, c.LogTail(20))
+	}
+	var up []string
+	for _, a := range rep.Actions {
+		if a.Kind == string(adapter.PowerUp) {
+			up = append(up, a.Target)
+			if a.Outcome != audit.Applied || !strings.Contains(a.Reason, "a pending job asks for nodes like it") {
+				t.Errorf("power-up of %s: %s (%s), reason %q", a.Target, a.Outcome, a.Error, a.Reason)
+			}
+		}
+	}
+	if !slices.Equal(up, []string{"gpu4"}) {
+		t.Fatalf("powered up %v; want [gpu4]; actions %+v", up, rep.Actions)
+	}
+	must(c.Run(ctx, "scancel", busy))
+	states, err := c.WaitJob(ctx, wide)
+	if err != nil || states[0] != "COMPLETED" {
+		t.Fatalf("job %s: %v, %v; want COMPLETED\n%s", wide, states, err, c.LogTail(20))
+	}
+	if calls, err := c.ResumeCalls(); err != nil || !slices.Equal(calls, []string{"gpu4"}) {
+		t.Errorf("resume program calls %q, %v; want [gpu4]", calls, err)
+	}
+}
