@@ -628,6 +628,20 @@ func (s *static) at(t time.Time) {
 	s.snap.At = t
 }
 
+// poweredNodes returns the names of the nodes on or waking, in the
+// snapshot's order.
+func (s *static) poweredNodes() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, n := range s.snap.Nodes {
+		if n.Power.Powered() {
+			out = append(out, n.Name)
+		}
+	}
+	return out
+}
+
 func (s *static) powered(part string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -1000,13 +1014,7 @@ func TestLoopPowerAllowlist(t *testing.T) {
 					}
 				}
 			}
-			snap, _ := sched.Snapshot(context.Background())
-			var powered []string
-			for _, n := range snap.Nodes {
-				if n.Power.Powered() {
-					powered = append(powered, n.Name)
-				}
-			}
+			powered := sched.poweredNodes()
 			if !slices.Equal(powered, tc.want) {
 				t.Errorf("powered after 8 passes: %v; want %v", powered, tc.want)
 			}
@@ -1056,13 +1064,7 @@ func TestLoopWakesNodesTheQueueAsksFor(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			snap, _ := sched.Snapshot(context.Background())
-			var powered []string
-			for _, n := range snap.Nodes {
-				if n.Power.Powered() {
-					powered = append(powered, n.Name)
-				}
-			}
+			powered := sched.poweredNodes()
 			if !slices.Equal(powered, tc.want) {
 				t.Errorf("powered after 8 passes: %v; want %v; plans %+v", powered, tc.want, l.View().Plans)
 			}
