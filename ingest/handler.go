@@ -113,12 +113,14 @@ func (h *sampleHandler) add(d any, partition int32, offset int64, skip []uint32)
 			cur.from.note(partition, offset)
 		}
 		present := s.Present
-		// A ratio that is NaN or infinite is no measurement (the wire
-		// carries any float32 bits): stored as unknown and counted, since
-		// one NaN would make every average over the GPU NaN.
+		// A ratio that is NaN, infinite, negative or above 1 is no
+		// measurement (the wire carries any float32 bits; a percentage
+		// sent as is reads 50 for 0.5): stored as unknown and counted,
+		// since one NaN would make every average over the GPU NaN, and
+		// one 50 would make it meaningless.
 		for q := present & ratioMetrics; q != 0; q &= q - 1 {
 			m := schemas.Metric(bits.TrailingZeros32(q))
-			if f := float64(math.Float32frombits(uint32(s.Values[m]))); math.IsNaN(f) || math.IsInf(f, 0) {
+			if f := float64(math.Float32frombits(uint32(s.Values[m]))); !(f >= 0 && f <= 1+ratioSlack) {
 				present &^= 1 << m
 				if h.unfit != nil {
 					h.unfit(m.String())
@@ -136,6 +138,11 @@ func (h *sampleHandler) add(d any, partition int32, offset int64, skip []uint32)
 	}
 	return added
 }
+
+// ratioSlack is how far above 1 a stored ratio may be: rates computed in
+// floating point (NVML's GPM, DCGM's profiling fields) overshoot by
+// rounding. The NVML collector forgives as much (and stores 1).
+const ratioSlack = 1e-3
 
 // ratioMetrics has bit m set for each ratio (float) metric m.
 var ratioMetrics = func() (mask uint32) {

@@ -102,7 +102,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"topic"}),
 		unfit: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_ingest_values_unknown_total",
-			Help: "Known values too large for their column, stored as unknown (NULL, or -1 for gpu_index), by column: exit_code and gpu_index beyond Int32, time_limit_s, node_count, cpus and gpus beyond UInt32; GPU sample ratios (sm_active, sm_occupancy, tensor_active, dram_active) that are NaN or infinite. A producer sending them is at fault. Counted once their batch is stored.",
+			Help: "Known values too large for their column, stored as unknown (NULL, or -1 for gpu_index), by column: exit_code and gpu_index beyond Int32, time_limit_s, node_count, cpus and gpus beyond UInt32; GPU sample ratios (sm_active, sm_occupancy, tensor_active, dram_active) that are NaN, infinite, negative or above 1 (a percentage sent as is). A producer sending them is at fault. Counted once their batch is stored.",
 		}, []string{"column"}),
 	}
 	if err := metricsreg.Register(reg, m.rows, m.messages, m.errors, m.batchSeconds, m.lag, m.lagAge, m.flushRows, m.assigned, m.clickhouseUp, m.retentionDrop, m.seqGaps,
