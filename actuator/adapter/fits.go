@@ -5,19 +5,26 @@ import (
 	"strings"
 )
 
-// Fits reports whether node n could run j as far as j's GPU type and
-// constraint go, and whether j narrows the nodes that could run it at all
-// (restricted). The constraint forms read are one feature, features joined
-// by "&" (all of them) and features joined by "|" (any of them). Slurm's
-// other forms — brackets, counts ("a100*2"), parentheses, mixed "&" and
-// "|" — are not read: such a constraint restricts nothing here, and every
-// node counts as fitting it (as it did before constraints were read), so
-// a misread constraint can never keep a job's nodes from being woken.
+// Fits reports whether node n could run j as far as j's GPUs per node, GPU
+// type and constraint go, and whether j narrows the nodes that could run it
+// at all (restricted). GPUs per node are GPUs ÷ NodeCount, rounded up, when
+// both are known (a job whose --gpus Slurm may split unevenly across its
+// nodes is taken as split evenly). The constraint forms read are one
+// feature, features joined by "&" (all of them) and features joined by "|"
+// (any of them). Slurm's other forms — brackets, counts ("a100*2"),
+// parentheses, commas, mixed "&" and "|" — are not read: such a constraint
+// restricts nothing here, and every node counts as fitting it (as it did
+// before constraints were read), so a misread constraint can never keep a
+// job's nodes from being woken.
 func (j *Job) Fits(n *Node) (fits, restricted bool) {
 	fits = true
+	if per := j.gpusPerNode(); per > 0 {
+		restricted = true
+		fits = n.GPUs >= per
+	}
 	if j.GPUType != "" {
 		restricted = true
-		fits = n.GPUType == j.GPUType
+		fits = fits && n.GPUType == j.GPUType
 	}
 	feats, all, ok := parseConstraint(j.Constraint)
 	if !ok || len(feats) == 0 {
@@ -30,6 +37,16 @@ func (j *Job) Fits(n *Node) (fits, restricted bool) {
 		fits = fits && slices.ContainsFunc(feats, has)
 	}
 	return fits, true
+}
+
+// gpusPerNode returns the GPUs j needs on each of its nodes: GPUs ÷
+// NodeCount rounded up; 0 when j asks for no GPUs or its node count is
+// unknown.
+func (j *Job) gpusPerNode() int {
+	if j.GPUs <= 0 || j.NodeCount <= 0 {
+		return 0
+	}
+	return (j.GPUs + j.NodeCount - 1) / j.NodeCount
 }
 
 // parseConstraint splits a constraint of one feature or features joined

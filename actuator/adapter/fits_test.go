@@ -3,8 +3,8 @@ package adapter
 import "testing"
 
 func TestFits(t *testing.T) {
-	a100 := &Node{Name: "a", GPUType: "a100", Features: []string{"a100", "ib"}}
-	h100 := &Node{Name: "h", GPUType: "h100", Features: []string{"h100", "nvme"}}
+	a100 := &Node{Name: "a", GPUs: 8, GPUType: "a100", Features: []string{"a100", "ib"}}
+	h100 := &Node{Name: "h", GPUs: 4, GPUType: "h100", Features: []string{"h100", "nvme"}}
 	bare := &Node{Name: "b"}
 	for _, tt := range []struct {
 		name            string
@@ -24,6 +24,12 @@ func TestFits(t *testing.T) {
 		{"comma: not read", Job{Constraint: "a100,ib"}, true, true, true, false},
 		{"empty name: not read", Job{Constraint: "a100&"}, true, true, true, false},
 		{"unread constraint, GPU type read", Job{GPUType: "a100", Constraint: "(a|b)"}, true, false, false, true},
+		{"8 GPUs on one node", Job{GPUs: 8, NodeCount: 1}, true, false, false, true},
+		{"16 GPUs on 4 nodes", Job{GPUs: 16, NodeCount: 4}, true, true, false, true},
+		{"9 GPUs on 2 nodes: 5 on each", Job{GPUs: 9, NodeCount: 2}, true, false, false, true},
+		{"GPUs, node count unknown", Job{GPUs: 16}, true, true, true, false},
+		{"one node, no GPUs", Job{NodeCount: 1}, true, true, true, false},
+		{"4 GPUs of type h100", Job{GPUs: 4, NodeCount: 1, GPUType: "h100"}, false, true, false, true},
 	} {
 		for _, c := range []struct {
 			n    *Node

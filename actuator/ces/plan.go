@@ -32,8 +32,8 @@ type Node struct {
 	// counts as it stands — powered or not, busy or not — and is never
 	// chosen to be powered up or down.
 	Fixed bool `json:"fixed,omitempty"`
-	// Wanted: a pending job that only some of the nodes can run (its GPU
-	// type or constraint) could run on this one. Among nodes otherwise
+	// Wanted: a pending job that only some of the nodes can run (its GPUs
+	// per node, GPU type or constraint) could run on this one. Among nodes otherwise
 	// alike, a wanted node is powered up first and powered down last, so
 	// that the nodes a plan wakes are ones the queue can use.
 	Wanted bool `json:"wanted,omitempty"`

@@ -630,35 +630,50 @@ func pendingByPool(jobs []adapter.Job) map[string][]adapter.Job {
 	return out
 }
 
-// wantedNodes returns the nodes that a job of jobs restricted to some
-// nodes — by its GPU type or constraint (adapter.Job.Fits) — could run on.
-// Jobs are grouped by what they ask for, so a long queue of alike jobs
-// costs one check per node.
+// wantedNodes returns the usable nodes that a job of jobs restricted to
+// some of them — by its GPUs per node, GPU type or constraint
+// (adapter.Job.Fits) — could run on. A job that every usable node fits (8
+// GPUs on one node where every node has 8) says nothing about which to
+// wake and marks none. Jobs are grouped by what they ask for, so a long
+// queue of alike jobs costs one check per node.
 func wantedNodes(jobs []adapter.Job, nodes []adapter.Node) map[string]bool {
-	type ask struct{ gpu, constraint string }
+	type ask struct {
+		gpu, constraint string
+		gpus, nodes     int
+	}
 	seen := map[ask]bool{}
-	var asks []adapter.Job
+	var out map[string]bool
+	var fit []string // the nodes an ask fits, reused
 	for _, j := range jobs {
-		a := ask{j.GPUType, j.Constraint}
-		if (a == ask{}) || seen[a] {
+		a := ask{j.GPUType, j.Constraint, j.GPUs, j.NodeCount}
+		if seen[a] {
 			continue
 		}
 		seen[a] = true
-		probe := adapter.Job{GPUType: a.gpu, Constraint: a.constraint}
-		if _, restricted := probe.Fits(&adapter.Node{}); restricted {
-			asks = append(asks, probe)
+		probe := adapter.Job{GPUType: a.gpu, Constraint: a.constraint, GPUs: a.gpus, NodeCount: a.nodes}
+		if _, restricted := probe.Fits(&adapter.Node{}); !restricted {
+			continue
 		}
-	}
-	if len(asks) == 0 {
-		return nil
-	}
-	out := map[string]bool{}
-	for i := range nodes {
-		for k := range asks {
-			if fits, _ := asks[k].Fits(&nodes[i]); fits {
-				out[nodes[i].Name] = true
-				break
+		fit = fit[:0]
+		all := true
+		for i := range nodes {
+			if nodes[i].Unusable {
+				continue
 			}
+			if ok, _ := probe.Fits(&nodes[i]); ok {
+				fit = append(fit, nodes[i].Name)
+			} else {
+				all = false
+			}
+		}
+		if all {
+			continue
+		}
+		if out == nil {
+			out = map[string]bool{}
+		}
+		for _, n := range fit {
+			out[n] = true
 		}
 	}
 	return out

@@ -1030,21 +1030,28 @@ func TestLoopPowerAllowlist(t *testing.T) {
 // all off. A queue for two nodes, whose jobs ask for H100 GPUs or for the
 // h100 feature, wakes two H100 nodes, not the A100 nodes that sort first;
 // a queue that asks for neither wakes nodes in the usual order; a
-// constraint in a form the loop does not read restricts nothing.
+// constraint in a form the loop does not read restricts nothing. Where the
+// A100 nodes have 4 GPUs, 8-GPU jobs wake the 8-GPU nodes, and 4-GPU jobs
+// (which any node fits) the usual ones.
 func TestLoopWakesNodesTheQueueAsksFor(t *testing.T) {
 	job := func(id, gpu, constraint string) adapter.Job {
 		return adapter.Job{ID: id, User: "u", Partition: "gpu", GPUs: 8, NodeCount: 1, Submit: t0, TimeLimit: time.Hour, GPUType: gpu, Constraint: constraint}
 	}
+	narrow := func(j adapter.Job, gpus int) adapter.Job { j.GPUs = gpus; return j }
 	for _, tc := range []struct {
-		name string
-		jobs []adapter.Job
-		want []string // the nodes powered after the passes
+		name  string
+		jobs  []adapter.Job
+		aGPUs int      // GPUs of each A100 node (0: 8)
+		want  []string // the nodes powered after the passes
 	}{
-		{"GPU type", []adapter.Job{job("1", "h100", ""), job("2", "h100", "")}, []string{"gpu-h0", "gpu-h1"}},
-		{"constraint", []adapter.Job{job("1", "", "h100&ib"), job("2", "", "")}, []string{"gpu-a0", "gpu-h1"}},
-		{"any of", []adapter.Job{job("1", "", "nvme|h100"), job("2", "", "h100")}, []string{"gpu-h0", "gpu-h1"}},
-		{"nothing asked", []adapter.Job{job("1", "", ""), job("2", "", "")}, []string{"gpu-a0", "gpu-a1"}},
-		{"unread constraint", []adapter.Job{job("1", "", "[h100*2]"), job("2", "", "")}, []string{"gpu-a0", "gpu-a1"}},
+		{"GPU type", []adapter.Job{job("1", "h100", ""), job("2", "h100", "")}, 0, []string{"gpu-h0", "gpu-h1"}},
+		{"constraint", []adapter.Job{job("1", "", "h100&ib"), job("2", "", "")}, 0, []string{"gpu-a0", "gpu-h1"}},
+		{"any of", []adapter.Job{job("1", "", "nvme|h100"), job("2", "", "h100")}, 0, []string{"gpu-h0", "gpu-h1"}},
+		{"nothing asked", []adapter.Job{job("1", "", ""), job("2", "", "")}, 0, []string{"gpu-a0", "gpu-a1"}},
+		{"8 GPUs where the A100 nodes have 4", []adapter.Job{job("1", "", ""), job("2", "", "")}, 4, []string{"gpu-h0", "gpu-h1"}},
+		// Demand counts in the partition's widest node: two 4-GPU jobs are one node.
+		{"4 GPUs where the A100 nodes have 4", []adapter.Job{narrow(job("1", "", ""), 4), narrow(job("2", "", ""), 4)}, 4, []string{"gpu-a0"}},
+		{"unread constraint", []adapter.Job{job("1", "", "[h100*2]"), job("2", "", "")}, 0, []string{"gpu-a0", "gpu-a1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sched := &static{snap: adapter.Snapshot{Jobs: slices.Clone(tc.jobs)}}
@@ -1055,6 +1062,9 @@ func TestLoopWakesNodesTheQueueAsksFor(t *testing.T) {
 				{Name: "gpu-h1", GPUType: "h100", Features: []string{"h100", "ib"}},
 			} {
 				n.Partitions, n.Power, n.GPUs, n.State = []string{"gpu"}, adapter.PowerOff, 8, "idle~"
+				if tc.aGPUs > 0 && n.GPUType == "a100" {
+					n.GPUs = tc.aGPUs
+				}
 				sched.snap.Nodes = append(sched.snap.Nodes, n)
 			}
 			l := newPeakLoop(t, sched, adapter.GuardConfig{Apply: true, Partitions: []string{"gpu"}, Nodes: []string{"gpu-*"}})
