@@ -847,3 +847,39 @@ func TestPredictReadsActuatorCluster(t *testing.T) {
 		t.Errorf("POST /v1/predict = %d %s, predictor asked %+v; want 200 and the spec of alice on batch of cluster c7", w.Code, w.Body, p.last)
 	}
 }
+
+// TestPostRefusesQuery: the POST endpoints list no query parameter, so any
+// is refused (400 naming it) as on the GET lists, rather than ignored: a
+// client's POST /v1/passes?dry_run=true ran a pass that applied its actions,
+// and POST /v1/predict?partition=debug predicted for no partition.
+func TestPostRefusesQuery(t *testing.T) {
+	f := newFixture(t, true)
+	auth := []string{"Authorization", "Bearer " + token}
+	for _, tc := range []struct {
+		target, body string
+		hdr          []string
+		code         int
+		field        string
+	}{
+		{"/v1/passes?dry_run=true", "", auth, 400, "dry_run"},
+		{"/v1/passes?apply=0", "", auth, 400, "apply"},
+		{"/v1/passes?x=%zz", "", auth, 400, "x"},
+		{"/v1/predict?partition=debug", `{"user": "dave"}`, nil, 400, "partition"},
+		{"/v1/predict?gpus=4", `{"user": "dave"}`, nil, 400, "gpus"},
+		// Without a token the query is not read: 401 as before.
+		{"/v1/passes?dry_run=true", "", nil, 401, "Authorization"},
+		// An empty query is none.
+		{"/v1/passes?", "", auth, 200, ""},
+		{"/v1/predict?", `{"user": "dave"}`, nil, 200, ""},
+	} {
+		before := f.passes
+		w := f.do("POST", tc.target, tc.body, tc.hdr...)
+		var e ErrorResponse
+		if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || w.Code != tc.code || e.Field != tc.field {
+			t.Errorf("POST %s = %d %s; want %d naming %q", tc.target, w.Code, w.Body, tc.code, tc.field)
+		}
+		if ran := f.passes - before; tc.code != 200 && ran != 0 {
+			t.Errorf("POST %s ran %d passes; want none", tc.target, ran)
+		}
+	}
+}

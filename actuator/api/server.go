@@ -363,6 +363,11 @@ type PredictResponse struct {
 }
 
 func (s *Server) predict(w http.ResponseWriter, r *http.Request) {
+	// No parameter is listed: one is refused, not ignored.
+	if _, err := parseQuery(r.URL.RawQuery, 0, 0); err != nil {
+		s.badRequest(w, err)
+		return
+	}
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		// The type is matched in any case, with any parameters (RFC 9110, 8.3.1).
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
@@ -565,6 +570,12 @@ type PassResponse struct {
 }
 
 func (s *Server) pass(w http.ResponseWriter, r *http.Request) {
+	// No parameter is listed: one (?dry_run=true) is refused rather than
+	// ignored by a pass that applies its actions.
+	if _, err := parseQuery(r.URL.RawQuery, 0, 0); err != nil {
+		s.badRequest(w, err)
+		return
+	}
 	// -1 is a body of unknown length (chunked): a body all the same.
 	if r.ContentLength != 0 {
 		s.badRequest(w, bad("body", "takes no body"))
