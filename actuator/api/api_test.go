@@ -883,3 +883,31 @@ func TestPostRefusesQuery(t *testing.T) {
 		}
 	}
 }
+
+// TestPredictRankTies: a job whose QSSF key equals a queued job's is ranked
+// as qssf.Compare orders them, by submission: behind a job submitted
+// earlier, ahead of one submitted later. With the fixture's aging rate of 1
+// and whole seconds, keys tie exactly (job 103: 2 GPUs × 1 h, submitted a
+// minute before the pass, has the key of 2 GPUs × 3570 s submitted at it).
+func TestPredictRankTies(t *testing.T) {
+	f := newFixture(t, true)
+	for _, tc := range []struct {
+		name, body string
+		rank       int
+	}{
+		{"key below 103's", `{"user": "u", "gpus": 2, "time_limit_s": 3569}`, 2},
+		{"key of 103's, submitted after it", `{"user": "u", "gpus": 2, "time_limit_s": 3570}`, 3},
+		{"key of 103's, submitted after it, 1 GPU", `{"user": "u", "gpus": 1, "time_limit_s": 7140}`, 3},
+		{"key of 103's, submitted before it", `{"user": "u", "gpus": 1, "time_limit_s": 7260, "submit_time": "2026-03-02T08:58:00Z"}`, 2},
+		{"103 itself", `{"user": "u", "gpus": 2, "time_limit_s": 3600, "submit_time": "2026-03-02T08:59:00Z"}`, 2},
+		{"key above 103's", `{"user": "u", "gpus": 2, "time_limit_s": 3571}`, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := f.do("POST", "/v1/predict", tc.body)
+			var p PredictResponse
+			if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || w.Code != http.StatusOK || p.Rank != tc.rank || p.QueueLength != 4 {
+				t.Errorf("POST /v1/predict %s = %d %s; want rank %d of 4", tc.body, w.Code, w.Body, tc.rank)
+			}
+		})
+	}
+}

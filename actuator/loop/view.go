@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"cmp"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -25,8 +26,23 @@ type View struct {
 	Plans []PoolPlan `json:"plans"`
 	// QSSF is the policy the queue was ranked with.
 	QSSF qssf.Config `json:"-"`
-	// keys are the queue's QSSF keys, ascending, for ranking a new job.
-	keys []float64
+	// keys are the queue's QSSF keys with their submission times, in
+	// qssf.Compare's order, for ranking a new job.
+	keys []rankKey
+}
+
+// rankKey is what qssf.Compare orders a job by: its key, then its
+// submission.
+type rankKey struct {
+	key    float64
+	submit time.Time
+}
+
+func compareRankKeys(a, b rankKey) int {
+	if c := cmp.Compare(a.key, b.key); c != 0 {
+		return c
+	}
+	return a.submit.Compare(b.submit)
 }
 
 // QueueEntry is one pending job in the ranked queue.
@@ -82,19 +98,19 @@ type PoolPlan struct {
 }
 
 func (v *View) sortKeys() {
-	v.keys = make([]float64, len(v.Queue))
+	v.keys = make([]rankKey, len(v.Queue))
 	for i, q := range v.Queue {
 		j := qssf.Job{GPUs: q.GPUs, Submit: q.Submit, Predicted: time.Duration(q.PredictedS * float64(time.Second))}
-		v.keys[i] = v.QSSF.Key(&j)
+		v.keys[i] = rankKey{v.QSSF.Key(&j), q.Submit}
 	}
-	slices.Sort(v.keys)
+	slices.SortFunc(v.keys, compareRankKeys)
 }
 
 // RankOf returns the place a job j would take in the queue (from 1) and the
-// queue's length: one plus the jobs ranked strictly ahead of it.
+// queue's length: one plus the jobs ranked strictly ahead of it, by key
+// and, among equal keys, by submission (qssf.Compare).
 func (v *View) RankOf(j *qssf.Job) (rank, of int) {
-	k := v.QSSF.Key(j)
-	n, _ := slices.BinarySearch(v.keys, k)
+	n, _ := slices.BinarySearchFunc(v.keys, rankKey{v.QSSF.Key(j), j.Submit}, compareRankKeys)
 	return n + 1, len(v.keys) + 1
 }
 
