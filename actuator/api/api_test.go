@@ -911,3 +911,39 @@ func TestPredictRankTies(t *testing.T) {
 		})
 	}
 }
+
+// TestTokenWhitespace: the token is read without the whitespace around it,
+// from $HELIOSTAT_ACTUATOR_TOKEN as from --actuator.token-file (a secret
+// put in the environment often ends in a newline), and the server then
+// takes it: a header's value loses that whitespace on the way, so a token
+// kept with it answered every POST /v1/passes 401.
+func TestTokenWhitespace(t *testing.T) {
+	for _, tc := range []struct {
+		name, file, env string
+	}{
+		{"env, trailing newline", "", token + "\n"},
+		{"env, CRLF", "", token + "\r\n"},
+		{"env, spaces around", "", "  " + token + " "},
+		{"file, trailing newline", "f", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ReadToken(Config{TokenFile: tc.file}, func(string) string { return tc.env }, func(string) ([]byte, error) {
+				return []byte(token + "\n"), nil
+			})
+			if err != nil || got != token {
+				t.Errorf("ReadToken = %q, %v; want %q", got, err, token)
+			}
+			srv, err := New(Config{}, Deps{Token: got, Pass: func(context.Context) (loop.Report, error) { return loop.Report{At: t0}, nil }}, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := httptest.NewRequest("POST", "/v1/passes", nil)
+			r.Header.Set("Authorization", "Bearer "+token)
+			w := httptest.NewRecorder()
+			srv.ServeHTTP(w, r)
+			if w.Code != http.StatusOK {
+				t.Errorf("POST /v1/passes with the token = %d %s; want 200", w.Code, w.Body)
+			}
+		})
+	}
+}

@@ -138,9 +138,10 @@ type Deps struct {
 }
 
 // ReadToken returns the token from cfg.TokenFile or, without one, from
-// $HELIOSTAT_ACTUATOR_TOKEN. A token shorter than 16 bytes is refused.
+// $HELIOSTAT_ACTUATOR_TOKEN, without the whitespace around it (which no
+// Authorization header can carry). A token shorter than 16 bytes is refused.
 func ReadToken(cfg Config, getenv func(string) string, readFile func(string) ([]byte, error)) (string, error) {
-	tok := getenv("HELIOSTAT_ACTUATOR_TOKEN")
+	tok := strings.TrimSpace(getenv("HELIOSTAT_ACTUATOR_TOKEN"))
 	if cfg.TokenFile != "" {
 		b, err := readFile(cfg.TokenFile)
 		if err != nil {
