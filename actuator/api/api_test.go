@@ -250,10 +250,19 @@ func TestAuth(t *testing.T) {
 		{"f", "other-token-ignored-xx", token, false},
 		{"", "short", "", true},
 		{"missing", "", "", true},
+		// Given but blank: an error, not endpoints left off.
+		{"", " \n", "", true},
+		{"blank", "", "", true},
+		{"empty", token, "", true},
 	} {
 		got, err := ReadToken(Config{TokenFile: tc.file}, func(string) string { return tc.env }, func(name string) ([]byte, error) {
-			if name == "f" {
+			switch name {
+			case "f":
 				return []byte(token + "\n"), nil
+			case "blank":
+				return []byte("\n\t \n"), nil
+			case "empty":
+				return nil, nil
 			}
 			return nil, os.ErrNotExist
 		})

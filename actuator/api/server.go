@@ -139,17 +139,26 @@ type Deps struct {
 
 // ReadToken returns the token from cfg.TokenFile or, without one, from
 // $HELIOSTAT_ACTUATOR_TOKEN, without the whitespace around it (which no
-// Authorization header can carry). A token shorter than 16 bytes is refused.
+// Authorization header can carry). A token shorter than 16 bytes is refused,
+// and so is a file or a set variable that holds only whitespace: an
+// operator who gave a token meant to enable the endpoints that change
+// anything, not to leave them off (403) without a word. Neither given: "".
 func ReadToken(cfg Config, getenv func(string) string, readFile func(string) ([]byte, error)) (string, error) {
-	tok := strings.TrimSpace(getenv("HELIOSTAT_ACTUATOR_TOKEN"))
+	raw, from := getenv("HELIOSTAT_ACTUATOR_TOKEN"), "$HELIOSTAT_ACTUATOR_TOKEN"
 	if cfg.TokenFile != "" {
 		b, err := readFile(cfg.TokenFile)
 		if err != nil {
 			return "", fmt.Errorf("api: read --actuator.token-file: %w", err)
 		}
-		tok = strings.TrimSpace(string(b))
+		raw, from = string(b), "--actuator.token-file "+cfg.TokenFile
 	}
-	if tok != "" && len(tok) < 16 {
+	tok := strings.TrimSpace(raw)
+	switch {
+	case raw != "" && tok == "":
+		return "", fmt.Errorf("api: %s holds only whitespace, no bearer token", from)
+	case raw == "" && cfg.TokenFile != "":
+		return "", fmt.Errorf("api: %s is empty, no bearer token", from)
+	case tok != "" && len(tok) < 16:
 		return "", errors.New("api: the bearer token is shorter than 16 bytes")
 	}
 	return tok, nil
