@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -954,5 +955,21 @@ func TestTokenWhitespace(t *testing.T) {
 				t.Errorf("POST /v1/passes with the token = %d %s; want 200", w.Code, w.Body)
 			}
 		})
+	}
+}
+
+// TestMaxBodyBytesBounds: --actuator.max-body-bytes from 0 (the default)
+// to 1 GiB is taken; a negative one, or one past 1 GiB (near MaxInt64 it
+// overflowed the read of limit+1 bytes, and every predict body was refused
+// as empty), is refused at start, naming the flag.
+func TestMaxBodyBytesBounds(t *testing.T) {
+	for _, tc := range []struct {
+		n  int64
+		ok bool
+	}{{0, true}, {1, true}, {1 << 30, true}, {-1, false}, {1<<30 + 1, false}, {math.MaxInt64, false}} {
+		err := Config{MaxBodyBytes: tc.n}.Validate()
+		if (err == nil) != tc.ok || err != nil && !strings.Contains(err.Error(), "--actuator.max-body-bytes") {
+			t.Errorf("Validate(max body %d) = %v; want ok %v, an error naming the flag", tc.n, err, tc.ok)
+		}
 	}
 }

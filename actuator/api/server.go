@@ -91,10 +91,18 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ActionsCacheTTL, "actuator.actions-cache-ttl", time.Second, "how long a /v1/actions answer is reused for the same query; up to twice as old it is served while one query refreshes it (negative: never cached)")
 }
 
+// maxBodyLimit is the largest --actuator.max-body-bytes.
+const maxBodyLimit = 1 << 30
+
 // Validate checks the settings.
 func (c Config) Validate() error {
 	if c.MaxBodyBytes < 0 {
 		return fmt.Errorf("api: --actuator.max-body-bytes %d is negative", c.MaxBodyBytes)
+	}
+	if c.MaxBodyBytes > maxBodyLimit {
+		// A job spec is a few hundred bytes; a limit near MaxInt64 also
+		// overflowed the read of limit+1 bytes, refusing every body.
+		return fmt.Errorf("api: --actuator.max-body-bytes %d is over %d (1 GiB)", c.MaxBodyBytes, int64(maxBodyLimit))
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return errors.New("api: --actuator.tls.cert and --actuator.tls.key go together: give both or neither")
