@@ -84,7 +84,7 @@ type Config struct {
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "actuator.listen-address", ":9403", "address of the advisory API, /metrics and the probes")
 	fs.StringVar(&c.TokenFile, "actuator.token-file", "", "file holding the bearer token of the endpoints that change anything (default: $HELIOSTAT_ACTUATOR_TOKEN)")
-	fs.Int64Var(&c.MaxBodyBytes, "actuator.max-body-bytes", 64<<10, "largest request body accepted")
+	fs.Int64Var(&c.MaxBodyBytes, "actuator.max-body-bytes", 64<<10, "largest request body accepted, at most 1 GiB")
 	fs.StringVar(&c.TLSCertFile, "actuator.tls.cert", "", "PEM certificate (chain) to serve the API over HTTPS, read again when it changes (with --actuator.tls.key)")
 	fs.StringVar(&c.TLSKeyFile, "actuator.tls.key", "", "PEM key of --actuator.tls.cert")
 	fs.StringVar(&c.TLSClientCAFile, "actuator.tls.client-ca", "", "PEM CAs whose client certificates the API requires (mutual TLS; default: none required), read again when it changes")
