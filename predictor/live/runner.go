@@ -733,11 +733,13 @@ func (r *Runner) train(ctx context.Context, rows []duration.Row, recs []*rec, jo
 		in.Within2x, in.R2Log, in.MAES, uint32(hold.N), hold.Within2x, hold.R2Log, hold.MAES, hold.IntervalCoverage, info.Config); err != nil {
 		return fmt.Errorf("live: append model %d: %w", info.Version, err)
 	}
+	// The version is spent once sent: an insert that reports an error may
+	// have landed, and a retry must not publish another model under it.
+	r.nextVersion++
 	if err := b.Send(); err != nil {
 		return fmt.Errorf("live: insert model %d: %w", info.Version, err)
 	}
 	// The row is in: from here on predictions may name this version.
-	r.nextVersion++
 	r.model.Store(&Trained{Model: m, Info: info})
 	r.m.trainDuration.Observe(took)
 	r.m.modelVersion.Set(float64(info.Version))

@@ -1,0 +1,90 @@
+package live
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/heliostat-dev/heliostat/schemas/schematest"
+)
+
+// landedConn makes the first insert whose query contains failOnce land in
+// ClickHouse and then report an error, as an insert whose reply is lost (a
+// connection reset after the server committed the block) does.
+type landedConn struct {
+	driver.Conn
+	failOnce string
+	failed   bool
+}
+
+// landedBatch sends its rows, then reports errInjected.
+type landedBatch struct{ driver.Batch }
+
+func (b landedBatch) Send() error {
+	if err := b.Batch.Send(); err != nil {
+		return err
+	}
+	return errInjected
+}
+
+func (c *landedConn) PrepareBatch(ctx context.Context, q string, opts ...driver.PrepareBatchOption) (driver.Batch, error) {
+	b, err := c.Conn.PrepareBatch(ctx, q, opts...)
+	if err != nil || c.failed || !strings.Contains(q, c.failOnce) {
+		return b, err
+	}
+	c.failed = true
+	return landedBatch{b}, nil
+}
+
+// TestModelInsertLandedThenFailed: the prediction_models insert of the first
+// model lands but reports an error. The retrain at the next pass must not
+// publish a second, different model under the version of the row that
+// landed: every model_version names one model.
+func TestModelInsertLandedThenFailed(t *testing.T) {
+	ch, conn := schematest.Database(t)
+	db := ch.Database
+	ctx := context.Background()
+	insertJobs(t, conn, db, history()...)
+	now := t0.Add(30 * time.Hour)
+	insertJobs(t, conn, db, tjob{id: "p-alice", user: "alice", gpus: 2, limit: 4 * 3600, submit: now})
+	c := &clock{t: now.Add(time.Minute)}
+	r, _ := newRunner(t, &landedConn{Conn: conn, failOnce: "prediction_models"}, db, c)
+	if _, err := r.Once(ctx); !errors.Is(err, errInjected) {
+		t.Fatalf("first pass = %v; want the injected error", err)
+	}
+	c.t = c.t.Add(time.Minute)
+	pass, err := r.Once(ctx)
+	if err != nil || !pass.Trained || pass.Predictions != 1 {
+		t.Fatalf("second pass = %+v, %v; want a model and p-alice predicted", pass, err)
+	}
+	rows, err := conn.Query(ctx, "SELECT model_version, count() FROM "+db+".prediction_models FINAL GROUP BY model_version ORDER BY model_version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			v uint64
+			n uint64
+		)
+		if err := rows.Scan(&v, &n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 1 {
+			t.Errorf("prediction_models holds %d models of version %d; want 1", n, v)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if v := r.Model().Info.Version; v < 2 {
+		t.Errorf("served model version %d; want above 1, the version of the row that landed", v)
+	}
+	if p, v := predictions(t, conn, db)["p-alice"], r.Model().Info.Version; p.version != v {
+		t.Errorf("p-alice predicted by model %d; want the served model %d", p.version, v)
+	}
+}
