@@ -88,3 +88,50 @@ func TestModelInsertLandedThenFailed(t *testing.T) {
 		t.Errorf("p-alice predicted by model %d; want the served model %d", p.version, v)
 	}
 }
+
+// TestPredictionInsertLandedThenFailed: the predictions insert of p-alice
+// lands but reports an error, and the next pass (a retrain) predicts it
+// again. FINAL keeps the first prediction, the one that landed; the outcome
+// of p-alice must score that prediction, not the retry the table dropped.
+func TestPredictionInsertLandedThenFailed(t *testing.T) {
+	ch, conn := schematest.Database(t)
+	db := ch.Database
+	ctx := context.Background()
+	insertJobs(t, conn, db, history()...)
+	now := t0.Add(30 * time.Hour)
+	alice := tjob{id: "p-alice", user: "alice", gpus: 2, limit: 4 * 3600, submit: now}
+	insertJobs(t, conn, db, alice)
+	c := &clock{t: now.Add(time.Minute)}
+	r, _ := newRunner(t, &landedConn{Conn: conn, failOnce: ".predictions ("}, db, c)
+	if _, err := r.Once(ctx); !errors.Is(err, errInjected) {
+		t.Fatalf("first pass = %v; want the injected error", err)
+	}
+	c.t = c.t.Add(11 * time.Minute)
+	if pass, err := r.Once(ctx); err != nil || !pass.Trained {
+		t.Fatalf("second pass = %+v, %v; want a retrain", pass, err)
+	}
+	alice.start, alice.end = now.Add(time.Minute), now.Add(11*time.Minute)
+	insertJobs(t, conn, db, alice)
+	c.t = c.t.Add(time.Minute)
+	if pass, err := r.Once(ctx); err != nil || pass.Outcomes != 1 {
+		t.Fatalf("pass after p-alice's end = %+v, %v; want its outcome", pass, err)
+	}
+	var (
+		pVersion, oVersion uint64
+		pAt, oAt           time.Time
+		pLower, oLower     float64
+		pUpper, oUpper     float64
+	)
+	if err := conn.QueryRow(ctx, "SELECT model_version, predicted_at, lower_s, upper_s FROM "+db+".predictions FINAL WHERE job_id = 'p-alice'").
+		Scan(&pVersion, &pAt, &pLower, &pUpper); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.QueryRow(ctx, "SELECT model_version, predicted_at, lower_s, upper_s FROM "+db+".prediction_outcomes FINAL WHERE job_id = 'p-alice'").
+		Scan(&oVersion, &oAt, &oLower, &oUpper); err != nil {
+		t.Fatal(err)
+	}
+	if oVersion != pVersion || !oAt.Equal(pAt) || oLower != pLower || oUpper != pUpper {
+		t.Errorf("outcome of p-alice scores the prediction of model %d at %v [%.0f, %.0f] s; want the one predictions holds, model %d at %v [%.0f, %.0f] s",
+			oVersion, oAt, oLower, oUpper, pVersion, pAt, pLower, pUpper)
+	}
+}

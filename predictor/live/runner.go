@@ -74,6 +74,9 @@ type predRow struct {
 	submit time.Time
 	user   string
 	gpus   uint32
+	// segment and fitted are the row's, for an insert sent again (unsent).
+	segment string
+	fitted  bool
 }
 
 // outcomeRow is what the runner keeps of a written outcome: which run and
@@ -166,6 +169,7 @@ type Runner struct {
 	store       map[key]*rec
 	cursor      int64 // newest inserted_at seen, Unix seconds
 	predicted   map[key]predRow
+	unsent      map[key]predRow // predictions whose insert reported an error (see predict)
 	recorded    map[key]outcomeRow
 	nextVersion uint64
 	lastTrain   time.Time
@@ -215,7 +219,7 @@ func New(cfg Config, conn driver.Conn, logger *slog.Logger, reg prometheus.Regis
 	}
 	cfg = cfg.withDefaults()
 	r := &Runner{cfg: cfg, conn: conn, logger: logger, now: now, roll: newRolling(cfg.AccuracyWindow),
-		store: map[key]*rec{}, predicted: map[key]predRow{}, recorded: map[key]outcomeRow{}, adapt: duration.NewAdaptive(cfg.AdaptRate)}
+		store: map[key]*rec{}, predicted: map[key]predRow{}, unsent: map[key]predRow{}, recorded: map[key]outcomeRow{}, adapt: duration.NewAdaptive(cfg.AdaptRate)}
 	m, err := newMetrics(reg, func() float64 {
 		if t := r.model.Load(); t != nil {
 			return since(now, t.Info.TrainedAt)
@@ -390,6 +394,11 @@ func (r *Runner) once(ctx context.Context) (Pass, error) {
 	for k := range r.recorded {
 		if r.store[k] == nil {
 			delete(r.recorded, k)
+		}
+	}
+	for k := range r.unsent {
+		if r.store[k] == nil {
+			delete(r.unsent, k)
 		}
 	}
 	return pass, errors.Join(errs...)
@@ -863,25 +872,25 @@ func (r *Runner) predict(ctx context.Context, features map[*rec]duration.Feature
 		}
 		made := map[key]predRow{}
 		for _, rc := range chunk {
-			f := features[rc]
-			p, err := t.Model.PredictWidened(f, rc.job.ReqTime, widen)
-			if err != nil {
-				// A model that cannot take a job's features is a bug; the
-				// job is retried at the next pass and counted each time.
-				errs = append(errs, fmt.Errorf("live: predict job %s/%s: %w", rc.cluster, rc.jobID, err))
-				continue
+			// An insert that reported an error may have landed, and FINAL
+			// keeps a run's first prediction: send that row again, so that
+			// the outcome scores the prediction the table holds.
+			pr, again := r.unsent[rc.key]
+			if !again || !pr.submit.Equal(rc.job.Submit) {
+				f := features[rc]
+				p, err := t.Model.PredictWidened(f, rc.job.ReqTime, widen)
+				if err != nil {
+					// A model that cannot take a job's features is a bug; the
+					// job is retried at the next pass and counted each time.
+					errs = append(errs, fmt.Errorf("live: predict job %s/%s: %w", rc.cluster, rc.jobID, err))
+					continue
+				}
+				pr = predRow{version: t.Info.Version, point: p.Point.Seconds(), lower: p.Low.Seconds(), upper: p.High.Seconds(), predictedAt: at, afterEnd: rc.ended,
+					submit: rc.job.Submit, user: rc.user, gpus: rc.gpus, segment: f.Segment.String(), fitted: p.Fitted}
 			}
-			pr := predRow{version: t.Info.Version, point: p.Point.Seconds(), lower: p.Low.Seconds(), upper: p.High.Seconds(), predictedAt: at, afterEnd: rc.ended,
-				submit: rc.job.Submit, user: rc.user, gpus: rc.gpus}
-			var fitted, after uint8
-			if p.Fitted {
-				fitted = 1
-			}
-			if pr.afterEnd {
-				after = 1
-			}
-			if err := b.Append(rc.cluster, rc.jobID, rc.user, rc.partition, rc.gpus, rc.limit, rc.job.Submit, pr.version, f.Segment.String(), fitted,
-				pr.point, pr.lower, pr.upper, pr.point*math.Max(float64(rc.gpus), 1), after, at, predictionVersion(rc.job.Submit, at)); err != nil {
+			if err := b.Append(rc.cluster, rc.jobID, rc.user, rc.partition, pr.gpus, rc.limit, rc.job.Submit, pr.version, pr.segment, b2u(pr.fitted),
+				pr.point, pr.lower, pr.upper, pr.point*math.Max(float64(pr.gpus), 1), b2u(pr.afterEnd), pr.predictedAt,
+				predictionVersion(rc.job.Submit, pr.predictedAt)); err != nil {
 				b.Abort()
 				return written, fmt.Errorf("live: append prediction of job %s/%s: %w", rc.cluster, rc.jobID, err)
 			}
@@ -892,10 +901,14 @@ func (r *Runner) predict(ctx context.Context, features map[*rec]duration.Feature
 			continue
 		}
 		if err := b.Send(); err != nil {
+			for k, p := range made {
+				r.unsent[k] = p
+			}
 			return written, fmt.Errorf("live: insert %d predictions: %w", len(made), err)
 		}
 		for k, p := range made {
 			r.predicted[k] = p
+			delete(r.unsent, k)
 		}
 		written += len(made)
 		r.m.predictions.Add(float64(len(made)))
