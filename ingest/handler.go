@@ -120,7 +120,7 @@ func (h *sampleHandler) add(d any, partition int32, offset int64, skip []uint32)
 		// one 50 would make it meaningless.
 		for q := present & ratioMetrics; q != 0; q &= q - 1 {
 			m := schemas.Metric(bits.TrailingZeros32(q))
-			if f := float64(math.Float32frombits(uint32(s.Values[m]))); !(f >= 0 && f <= 1+ratioSlack) {
+			if f := float64(math.Float32frombits(uint32(s.Values[m]))); !(f >= 0 && f <= 1+schemas.RatioSlack) {
 				present &^= 1 << m
 				if h.unfit != nil {
 					h.unfit(m.String())
@@ -138,11 +138,6 @@ func (h *sampleHandler) add(d any, partition int32, offset int64, skip []uint32)
 	}
 	return added
 }
-
-// ratioSlack is how far above 1 a stored ratio may be: rates computed in
-// floating point (NVML's GPM, DCGM's profiling fields) overshoot by
-// rounding. The NVML collector forgives as much (and stores 1).
-const ratioSlack = 1e-3
 
 // ratioMetrics has bit m set for each ratio (float) metric m.
 var ratioMetrics = func() (mask uint32) {

@@ -39,6 +39,13 @@ const (
 	NumMetrics
 )
 
+// RatioSlack is how far above 1 a ratio metric may read: rates computed in
+// floating point (NVML's GPM, DCGM's profiling fields) overshoot 1 by
+// rounding. The NVML collector stores such a reading as 1; ingest keeps
+// what a producer sent up to 1 + RatioSlack and stores a ratio beyond it (or
+// below 0) as unknown.
+const RatioSlack = 1e-3
+
 // MetricInfo describes a metric: its ClickHouse column, its unit, and whether it
 // is a ratio carried as a float32 (all others are unsigned integers).
 type MetricInfo struct {

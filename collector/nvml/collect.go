@@ -361,7 +361,7 @@ func (s *Source) setRatio(d *device, smp *schemas.Sample, m schemas.Metric, pct 
 	r := pct / 100
 	// GPM rates are computed in floating point and can overshoot 100% by
 	// rounding; only that noise is forgiven.
-	if r > 1 && r <= 1+1e-3 {
+	if r > 1 && r <= 1+schemas.RatioSlack {
 		r = 1
 	}
 	if math.IsNaN(r) || r < 0 || r > 1 {
