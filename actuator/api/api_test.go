@@ -973,3 +973,30 @@ func TestMaxBodyBytesBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsElsewhere: /metrics answers 404 naming where the metrics are
+// when the process serves them on another port (MetricsAt, as heliostat up
+// does), and 404 without a registry; openapi.yaml documents both.
+func TestMetricsElsewhere(t *testing.T) {
+	sp := loadSpec(t)
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		d    Deps
+		want string
+	}{
+		{"served elsewhere", Config{MetricsAt: "127.0.0.1:9400"}, Deps{Gatherer: prometheus.NewRegistry()}, "127.0.0.1:9400"},
+		{"no registry", Config{}, Deps{}, "no metrics registry"},
+	} {
+		srv, err := New(tc.cfg, tc.d, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := httptest.NewRecorder()
+		srv.ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+		if w.Code != http.StatusNotFound || !strings.Contains(w.Body.String(), tc.want) {
+			t.Errorf("%s: GET /metrics = %d %s; want 404 naming %q", tc.name, w.Code, w.Body, tc.want)
+		}
+		checkAnswer(t, sp, "GET", "/metrics", w)
+	}
+}
