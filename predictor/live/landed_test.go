@@ -3,42 +3,11 @@ package live
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
-
-// landedConn makes the first insert whose query contains failOnce land in
-// ClickHouse and then report an error, as an insert whose reply is lost (a
-// connection reset after the server committed the block) does.
-type landedConn struct {
-	driver.Conn
-	failOnce string
-	failed   bool
-}
-
-// landedBatch sends its rows, then reports errInjected.
-type landedBatch struct{ driver.Batch }
-
-func (b landedBatch) Send() error {
-	if err := b.Batch.Send(); err != nil {
-		return err
-	}
-	return errInjected
-}
-
-func (c *landedConn) PrepareBatch(ctx context.Context, q string, opts ...driver.PrepareBatchOption) (driver.Batch, error) {
-	b, err := c.Conn.PrepareBatch(ctx, q, opts...)
-	if err != nil || c.failed || !strings.Contains(q, c.failOnce) {
-		return b, err
-	}
-	c.failed = true
-	return landedBatch{b}, nil
-}
 
 // TestModelInsertLandedThenFailed: the prediction_models insert of the first
 // model lands but reports an error. The retrain at the next pass must not
@@ -52,7 +21,7 @@ func TestModelInsertLandedThenFailed(t *testing.T) {
 	now := t0.Add(30 * time.Hour)
 	insertJobs(t, conn, db, tjob{id: "p-alice", user: "alice", gpus: 2, limit: 4 * 3600, submit: now})
 	c := &clock{t: now.Add(time.Minute)}
-	r, _ := newRunner(t, &landedConn{Conn: conn, failOnce: "prediction_models"}, db, c)
+	r, _ := newRunner(t, &flakyConn{Conn: conn, failOnce: ".prediction_models ("}, db, c)
 	if _, err := r.Once(ctx); !errors.Is(err, errInjected) {
 		t.Fatalf("first pass = %v; want the injected error", err)
 	}
@@ -102,7 +71,7 @@ func TestPredictionInsertLandedThenFailed(t *testing.T) {
 	alice := tjob{id: "p-alice", user: "alice", gpus: 2, limit: 4 * 3600, submit: now}
 	insertJobs(t, conn, db, alice)
 	c := &clock{t: now.Add(time.Minute)}
-	r, _ := newRunner(t, &landedConn{Conn: conn, failOnce: ".predictions ("}, db, c)
+	r, _ := newRunner(t, &flakyConn{Conn: conn, failOnce: ".predictions ("}, db, c)
 	if _, err := r.Once(ctx); !errors.Is(err, errInjected) {
 		t.Fatalf("first pass = %v; want the injected error", err)
 	}

@@ -15,7 +15,9 @@ import (
 )
 
 // flakyConn fails the first query that contains failOnce, as a ClickHouse
-// restarting under the runner would.
+// restarting under the runner would. An insert matching it lands and then
+// reports the error, as one whose reply is lost (a connection reset after
+// the server committed the block) does.
 type flakyConn struct {
 	driver.Conn
 	failOnce string
@@ -43,6 +45,24 @@ func (c *flakyConn) Query(ctx context.Context, q string, args ...any) (driver.Ro
 		return nil, errInjected
 	}
 	return c.Conn.Query(ctx, q, args...)
+}
+
+func (c *flakyConn) PrepareBatch(ctx context.Context, q string, opts ...driver.PrepareBatchOption) (driver.Batch, error) {
+	b, err := c.Conn.PrepareBatch(ctx, q, opts...)
+	if err != nil || !c.fail(q) {
+		return b, err
+	}
+	return landedBatch{b}, nil
+}
+
+// landedBatch sends its rows, then reports errInjected.
+type landedBatch struct{ driver.Batch }
+
+func (b landedBatch) Send() error {
+	if err := b.Batch.Send(); err != nil {
+		return err
+	}
+	return errInjected
 }
 
 func (c *flakyConn) QueryRow(ctx context.Context, q string, args ...any) driver.Row {
