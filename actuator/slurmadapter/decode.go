@@ -130,7 +130,7 @@ func decodeSqueue(b []byte, now time.Time) (jobs []adapter.Job, leaders map[stri
 			NodeCount: clampInt(j.NodeCount.V), Priority: j.Priority.V, Nodes: bound,
 			Held:       j.Priority.Set && j.Priority.V == 0 || strings.HasPrefix(j.StateReason, "JobHeld"),
 			Ineligible: ineligibleReason(j.StateReason) || partitionReason(j.StateReason) && len(adapter.SplitPartitions(j.Partition)) == 1,
-			Reason:     j.StateReason, GPUType: gpuType, Constraint: sj.Features.join(",")}
+			Reason:     j.StateReason, GPUType: gpuType, Constraint: strings.Join(sj.Features, ",")}
 		if !now.IsZero() && j.EligibleTime.Set && j.EligibleTime.V > now.Unix() {
 			job.Ineligible = true
 			job.Reason = orReason(job.Reason, "BeginTime") // --begin, before Slurm set the reason
@@ -339,9 +339,6 @@ func (w *words) UnmarshalJSON(b []byte) error {
 	}
 	return &json.UnmarshalTypeError{Value: fmt.Sprintf("value %.40s", b), Type: reflect.TypeFor[[]string]()}
 }
-
-// join returns the words joined by sep.
-func (w words) join(sep string) string { return strings.Join(w, sep) }
 
 // sinfoDoc is `sinfo -N --json`: Slurm 22.05 to 23.02 write one record per
 // node under "nodes"; from 23.11 (OpenAPI v0.0.40) sinfo writes its own
