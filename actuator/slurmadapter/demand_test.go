@@ -121,13 +121,9 @@ func TestSlurmDemandLeavesOutJobsThatCannotStart(t *testing.T) {
 	// ReqNodeNotAvail listing the busy node) starts once the node is free:
 	// demand.
 	startable := must(c.Submit(ctx, "--exclusive", "-w", "gpu1", "-t", "5", "--wrap", "true"))
-	for r := ""; r != "Resources" && !strings.HasPrefix(r, "ReqNodeNotAvail"); r = must(c.Run(ctx, "squeue", "-h", "-j", startable, "-o", "%r")) {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("job %s waits for %q; want Resources or ReqNodeNotAvail", startable, r)
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
+	waitReason(ctx, t, c, startable, "Resources or ReqNodeNotAvail", func(r string) bool {
+		return r == "Resources" || strings.HasPrefix(r, "ReqNodeNotAvail")
+	})
 	if d := pass()["batch"]; d != 2 {
 		t.Errorf("demand of batch with job %s waiting for busy gpu1 = %v; want 2", startable, d)
 	}

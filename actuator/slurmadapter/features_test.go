@@ -42,13 +42,7 @@ func TestSlurmWakesNodesAJobAsksFor(t *testing.T) {
 		t.Fatalf("%v\n%s", err, c.LogTail(20))
 	}
 	wide := must(c.Submit(ctx, "-N2", "--gres=gpu:8", "--constraint=h100&ib", "--wrap", "true"))
-	for r := ""; r != "Resources"; r = must(c.Run(ctx, "squeue", "-h", "-j", wide, "-o", "%r")) {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("job %s waits for %q; want Resources", wide, r)
-		case <-time.After(300 * time.Millisecond):
-		}
-	}
+	waitReason(ctx, t, c, wide, "Resources", func(r string) bool { return r == "Resources" })
 
 	clk := &clock{t: time.Now()}
 	s, err := New(Config{Conf: c.Conf()}, c.Env(), nil, clk.now)

@@ -451,6 +451,20 @@ func mustOK(t *testing.T, c *slurmtest.Cluster) func(string, error) string {
 	}
 }
 
+// waitReason polls squeue until pending job id waits for a reason ok
+// takes, and fails the test (naming want) if ctx ends first.
+func waitReason(ctx context.Context, t *testing.T, c *slurmtest.Cluster, id, want string, ok func(string) bool) {
+	t.Helper()
+	must := mustOK(t, c)
+	for r := ""; !ok(r); r = must(c.Run(ctx, "squeue", "-h", "-j", id, "-o", "%r")) {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("job %s waits for %q; want %s", id, r, want)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
 // TestSlurmPendingArraysAndWaits reads a real Slurm 22.05's queue: a pending
 // array stands for its tasks — all those of its task list, however long
 // (squeue cuts the list at 64 bytes unless SLURM_BITSTR_LEN=0), or its
