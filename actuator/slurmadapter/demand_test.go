@@ -124,6 +124,11 @@ func TestSlurmDemandLeavesOutJobsThatCannotStart(t *testing.T) {
 	waitReason(ctx, t, c, startable, "Resources or ReqNodeNotAvail", func(r string) bool {
 		return r == "Resources" || strings.HasPrefix(r, "ReqNodeNotAvail")
 	})
+	// The pass's clock must not lag the job's submit: a job whose
+	// eligible_time (its submit second) is after the snapshot's time is
+	// not yet eligible (BeginTime). Frozen at the first pass, the clock
+	// lagged whenever a second began between it and this submit.
+	clk.add(time.Since(clk.now()))
 	if d := pass()["batch"]; d != 2 {
 		t.Errorf("demand of batch with job %s waiting for busy gpu1 = %v; want 2", startable, d)
 	}
