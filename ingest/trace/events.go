@@ -2,6 +2,8 @@ package trace
 
 import (
 	"fmt"
+	"math"
+	"math/bits"
 	"strconv"
 	"strings"
 	"time"
@@ -106,8 +108,8 @@ func NewConverter() *Converter {
 // Helios job name, User and Group the trace's ids (SWF user numbers are not
 // Unix uids, so UID stays Unknown), Partition the SWF queue ("queue/partition")
 // or Helios VC, CPUs the allocated processors (else the requested ones),
-// TimeLimitS the requested time; ExitCode, Priority, MemReqBytes, ArrayTaskID
-// are Unknown, times the trace lacks are 0; a start or end time at the epoch
+// TimeLimitS the requested time, MemReqBytes the SWF requested memory (KB per
+// processor) times 1024 times CPUs; ExitCode, Priority, ArrayTaskID are Unknown, times the trace lacks are 0; a start or end time at the epoch
 // itself is 1 ms (see knownMillis).
 func (c *Converter) Append(dst []schemas.JobEvent, j *Job) []schemas.JobEvent {
 	dst, _ = c.append(dst, j, false)
@@ -176,6 +178,14 @@ func (c *Converter) append(dst []schemas.JobEvent, j *Job, check bool) ([]schema
 		GPUs:         count(j.GPUs),
 		MemReqBytes:  schemas.Unknown,
 	}
+	memOver := false
+	if j.ReqMem >= 0 && cpus >= 0 {
+		// A JobEvent holds up to MaxInt64 bytes.
+		hi, kb := bits.Mul64(uint64(j.ReqMem), uint64(cpus))
+		if memOver = hi != 0 || kb > math.MaxInt64/1024; !memOver {
+			base.MemReqBytes = int64(kb * 1024)
+		}
+	}
 	dst = append(dst, base)
 
 	last := base.EventMillis
@@ -212,6 +222,11 @@ func (c *Converter) append(dst []schemas.JobEvent, j *Job, check bool) ([]schema
 	}
 
 	if check {
+		if memOver {
+			clear(dst[first:])
+			return dst[:first], &LineError{Line: j.Line, Reason: "bad_event",
+				Detail: fmt.Sprintf("job %.40q: requested memory %d KB per processor × %d cpus: more bytes than a job event holds", j.ID, j.ReqMem, cpus)}
+		}
 		// What job_events holds in 32 bits (ingest stores a larger value
 		// as unknown); the same in every event of the job.
 		for _, f := range [...]struct {

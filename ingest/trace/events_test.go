@@ -50,7 +50,7 @@ func TestConverterAppend(t *testing.T) {
 	// swfJob is a job as ReadSWF gives it: times, processors, ids, no GPUs or nodes.
 	swfJob := func(state string, wait, run time.Duration) trace.Job {
 		j := trace.Job{Line: 30, ID: "16", User: "5", Group: "1", Executable: "", Queue: "1/1", State: state,
-			Submit: t0, Wait: wait, Run: run, ReqTime: 4 * time.Hour, Procs: 8, ReqProcs: 8, GPUs: -1, Nodes: -1}
+			Submit: t0, Wait: wait, Run: run, ReqTime: 4 * time.Hour, Procs: 8, ReqProcs: 8, GPUs: -1, Nodes: -1, ReqMem: -1}
 		if wait >= 0 {
 			j.Start = t0.Add(wait)
 			if run >= 0 {
@@ -67,7 +67,7 @@ func TestConverterAppend(t *testing.T) {
 	// venusJob is a row of the Venus slice: submit and duration, no queueing time.
 	venusJob := func(state string) trace.Job {
 		return trace.Job{Line: 2, ID: "765563", User: "uH3om", Queue: "vcvGl", State: state, Submit: t0,
-			Run: 24 * time.Second, Wait: -1, ReqTime: -1, Procs: -1, ReqProcs: -1, GPUs: 128, Nodes: 16}
+			Run: 24 * time.Second, Wait: -1, ReqTime: -1, Procs: -1, ReqProcs: -1, GPUs: 128, Nodes: 16, ReqMem: -1}
 	}
 	venusBase := schemas.JobEvent{
 		JobID: "765563", ArrayTaskID: schemas.Unknown, User: "uH3om", UID: schemas.Unknown, Partition: "vcvGl",
@@ -143,6 +143,13 @@ func TestConverterAppend(t *testing.T) {
 			{schemas.JobStart, ms(time.Minute), schemas.StateRunning, ms(time.Minute), 0},
 			{schemas.JobEnd, ms(time.Minute + 24*time.Second), schemas.StateOutOfMemory, ms(time.Minute), ms(time.Minute + 24*time.Second)},
 		}, trace.EventStats{Jobs: 1, Events: 3}},
+		{"swf requested memory: KB per processor, times the processors", func() trace.Job {
+			j := swfJob("", -1, -1)
+			j.ReqMem = 2048
+			return j
+		}(), func() schemas.JobEvent { b := swfBase; b.MemReqBytes = 2048 * 1024 * 8; return b }(), []ev{
+			{schemas.JobSubmit, ms(0), schemas.StatePending, 0, 0},
+		}, trace.EventStats{Jobs: 1, Events: 1, NoStart: 1, NoEnd: 1, UnmappedStates: map[string]int{"": 1}}},
 		{"requested processors when allocated unknown", func() trace.Job {
 			j := swfJob("COMPLETED", -1, -1)
 			j.Procs, j.ReqProcs, j.ReqTime = -1, 4, -1
@@ -223,7 +230,7 @@ func TestConverterRenamedIDsUnique(t *testing.T) {
 		var got []string
 		seen := map[string]bool{}
 		for i, id := range tc.in {
-			j := trace.Job{Line: i + 2, ID: id, Submit: time.Unix(1e9, 0), Run: -1, Wait: -1, ReqTime: -1, Procs: -1, ReqProcs: -1, GPUs: -1, Nodes: -1}
+			j := trace.Job{Line: i + 2, ID: id, Submit: time.Unix(1e9, 0), Run: -1, Wait: -1, ReqTime: -1, Procs: -1, ReqProcs: -1, GPUs: -1, Nodes: -1, ReqMem: -1}
 			ev := c.Append(nil, &j)
 			got = append(got, ev[0].JobID)
 			if seen[ev[0].JobID] {
@@ -279,15 +286,17 @@ func TestRejectUnencodable(t *testing.T) {
 	}
 	// Jobs no reader gives: they come from elsewhere (a test, a future reader).
 	tr.Jobs = append(tr.Jobs,
-		trace.Job{Line: 4, ID: "1", User: "u\xff", Submit: t0, Run: -1, Wait: -1, ReqTime: -1, Procs: -1, ReqProcs: -1, GPUs: -1, Nodes: -1},
-		trace.Job{Line: 5, ID: "1", Group: strings.Repeat("g", schemas.MaxStringLen+1), Submit: t0, Run: -1, Wait: -1, ReqTime: -1, Procs: -1, ReqProcs: -1, GPUs: -1, Nodes: -1},
-		trace.Job{Line: 6, ID: "1", Submit: t0, Run: -1, Wait: -1, ReqTime: -1, Procs: -1, ReqProcs: -1, GPUs: -1, Nodes: -1},
-		trace.Job{Line: 7, ID: "1", Submit: t0, Run: -1, Wait: -1, ReqTime: -1, Procs: -1, ReqProcs: -1, GPUs: 1 << 32, Nodes: -1},
+		trace.Job{Line: 4, ID: "1", User: "u\xff", Submit: t0, Run: -1, Wait: -1, ReqTime: -1, Procs: -1, ReqProcs: -1, GPUs: -1, Nodes: -1, ReqMem: -1},
+		trace.Job{Line: 5, ID: "1", Group: strings.Repeat("g", schemas.MaxStringLen+1), Submit: t0, Run: -1, Wait: -1, ReqTime: -1, Procs: -1, ReqProcs: -1, GPUs: -1, Nodes: -1, ReqMem: -1},
+		trace.Job{Line: 6, ID: "1", Submit: t0, Run: -1, Wait: -1, ReqTime: -1, Procs: -1, ReqProcs: -1, GPUs: -1, Nodes: -1, ReqMem: -1},
+		trace.Job{Line: 7, ID: "1", Submit: t0, Run: -1, Wait: -1, ReqTime: -1, Procs: -1, ReqProcs: -1, GPUs: 1 << 32, Nodes: -1, ReqMem: -1},
+		// 2^53 KB per processor on 2^10 processors: 2^73 bytes.
+		trace.Job{Line: 8, ID: "1", Submit: t0, Run: -1, Wait: -1, ReqTime: -1, Procs: 1 << 10, ReqProcs: -1, GPUs: -1, Nodes: -1, ReqMem: 1 << 53},
 	)
-	if n := tr.RejectUnencodable(); n != 3 {
-		t.Errorf("RejectUnencodable = %d; want 3", n)
+	if n := tr.RejectUnencodable(); n != 4 {
+		t.Errorf("RejectUnencodable = %d; want 4", n)
 	}
-	checkRejects(t, "unencodable", tr, []reject{{3, "bad_time"}, {4, "bad_event"}, {5, "bad_event"}, {7, "bad_event"}})
+	checkRejects(t, "unencodable", tr, []reject{{3, "bad_time"}, {4, "bad_event"}, {5, "bad_event"}, {7, "bad_event"}, {8, "bad_event"}})
 	c := trace.NewConverter()
 	var ids []string
 	for i := range tr.Jobs {

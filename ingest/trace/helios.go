@@ -182,7 +182,7 @@ func (p *heliosParser) row(line int, rec []string) {
 		})
 		return
 	}
-	j := Job{Line: line, Run: -1, Wait: -1, ReqTime: -1, Procs: -1, ReqProcs: -1, GPUs: -1, Nodes: -1}
+	j := Job{Line: line, Run: -1, Wait: -1, ReqTime: -1, Procs: -1, ReqProcs: -1, GPUs: -1, Nodes: -1, ReqMem: -1}
 
 	if j.ID = p.cell(rec, hJobID); j.ID == "" {
 		t.reject(line, "missing_job_id", func() string { return "job_id is empty" })

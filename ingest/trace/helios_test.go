@@ -40,17 +40,17 @@ func utc(s string) time.Time {
 var fullJobs = []trace.Job{
 	{Line: 2, ID: "101", User: "uA", Executable: "train-a", Queue: "vcX", State: "COMPLETED",
 		Submit: utc("2020-09-01 00:00:00"), Start: utc("2020-09-01 00:01:00"), End: utc("2020-09-01 01:01:00"),
-		Run: time.Hour, Wait: time.Minute, ReqTime: -1, Procs: 48, ReqProcs: -1, GPUs: 8, Nodes: 1},
+		Run: time.Hour, Wait: time.Minute, ReqTime: -1, Procs: 48, ReqProcs: -1, GPUs: 8, Nodes: 1, ReqMem: -1},
 	{Line: 3, ID: "102", User: "uB", Queue: "vcY", State: "FAILED",
 		Submit: utc("2020-09-01 00:00:30"), Start: utc("2020-09-01 00:00:30"), End: utc("2020-09-01 00:00:40"),
-		Run: 10 * time.Second, Wait: 0, ReqTime: -1, Procs: 4, ReqProcs: -1, GPUs: 0, Nodes: 1},
+		Run: 10 * time.Second, Wait: 0, ReqTime: -1, Procs: 4, ReqProcs: -1, GPUs: 0, Nodes: 1, ReqMem: -1},
 	// Never started: no start, end, run or wait.
 	{Line: 4, ID: "103", User: "uA", Executable: "train-a", Queue: "vcX", State: "CANCELLED",
-		Submit: utc("2020-09-01 00:02:00"), Run: -1, Wait: -1, ReqTime: -1, Procs: 96, ReqProcs: -1, GPUs: 16, Nodes: 2},
+		Submit: utc("2020-09-01 00:02:00"), Run: -1, Wait: -1, ReqTime: -1, Procs: 96, ReqProcs: -1, GPUs: 16, Nodes: 2, ReqMem: -1},
 	// No duration or queue: run and wait from the times; "timeout" upper-cased.
 	{Line: 5, ID: "104", User: "uC", Executable: "eval", Queue: "vcY", State: "TIMEOUT",
 		Submit: utc("2020-09-01 00:03:00"), Start: utc("2020-09-01 00:03:10"), End: utc("2020-09-01 00:13:10"),
-		Run: 10 * time.Minute, Wait: 10 * time.Second, ReqTime: -1, Procs: 6, ReqProcs: -1, GPUs: 1, Nodes: 1},
+		Run: 10 * time.Minute, Wait: 10 * time.Second, ReqTime: -1, Procs: 6, ReqProcs: -1, GPUs: 1, Nodes: 1, ReqMem: -1},
 }
 
 func TestReadHeliosColumns(t *testing.T) {
@@ -65,11 +65,11 @@ func TestReadHeliosColumns(t *testing.T) {
 		// Decimal duration and GPU count; Slurm's "CANCELLED by <uid>".
 		{"testdata/venus_like.csv", []trace.Job{
 			{Line: 2, ID: "765563", User: "uH3om", Queue: "vcvGl", State: "CANCELLED", Submit: utc("2020-09-01 01:37:15"),
-				Run: 24 * time.Second, Wait: -1, ReqTime: -1, Procs: -1, ReqProcs: -1, GPUs: 128, Nodes: 16},
+				Run: 24 * time.Second, Wait: -1, ReqTime: -1, Procs: -1, ReqProcs: -1, GPUs: 128, Nodes: 16, ReqMem: -1},
 			{Line: 3, ID: "765565", User: "uJjMX", Queue: "vcvGl", State: "CANCELLED", Submit: utc("2020-09-01 01:37:22"),
-				Run: 46520 * time.Second, Wait: -1, ReqTime: -1, Procs: -1, ReqProcs: -1, GPUs: 16, Nodes: 2},
+				Run: 46520 * time.Second, Wait: -1, ReqTime: -1, Procs: -1, ReqProcs: -1, GPUs: 16, Nodes: 2, ReqMem: -1},
 			{Line: 4, ID: "765566", User: "uH3om", Queue: "vcvGl", State: "NODE_FAIL", Submit: utc("2020-09-01 01:37:47"),
-				Run: 500 * time.Millisecond, Wait: -1, ReqTime: -1, Procs: -1, ReqProcs: -1, GPUs: 8, Nodes: 1},
+				Run: 500 * time.Millisecond, Wait: -1, ReqTime: -1, Procs: -1, ReqProcs: -1, GPUs: 8, Nodes: 1, ReqMem: -1},
 		}},
 	} {
 		tr := readHeliosFile(t, tc.file, nil)
@@ -89,7 +89,7 @@ func TestReadHeliosMinimal(t *testing.T) {
 		t.Fatalf("ReadHelios(%q) error: %v", in, err)
 	}
 	checkJobs(t, "minimal", tr.Jobs, []trace.Job{{Line: 2, ID: "7", Executable: "a,b", Submit: utc("2020-01-02 03:04:05"),
-		Run: -1, Wait: -1, ReqTime: -1, Procs: -1, ReqProcs: -1, GPUs: -1, Nodes: -1}})
+		Run: -1, Wait: -1, ReqTime: -1, Procs: -1, ReqProcs: -1, GPUs: -1, Nodes: -1, ReqMem: -1}})
 }
 
 func TestReadHeliosLocation(t *testing.T) {

@@ -299,6 +299,7 @@ func (p *swfParser) line(lineNo int, line []byte) error {
 		ReqTime:    seconds(v[swfReqTime]),
 		Procs:      int(v[swfProcs]),
 		ReqProcs:   int(v[swfReqProcs]),
+		ReqMem:     v[swfReqMem],
 		GPUs:       -1,
 		Nodes:      -1,
 	}

@@ -63,22 +63,22 @@ func TestReadSWFJobs(t *testing.T) {
 	same := func(line int, id string, submit int, state string) trace.Job {
 		return trace.Job{Line: line, ID: id, User: "8", Group: "1", Executable: "4", Queue: "1/1", State: state,
 			Submit: at(submit), Start: at(submit + 1), End: at(submit + 3), Run: sec(2), Wait: sec(1), ReqTime: sec(60),
-			Procs: 1, ReqProcs: 1, GPUs: -1, Nodes: -1}
+			Procs: 1, ReqProcs: 1, GPUs: -1, Nodes: -1, ReqMem: -1}
 	}
 	want := []trace.Job{
 		{Line: 10, ID: "1", User: "7", Group: "2", Executable: "3", Queue: "1", State: "COMPLETED",
 			Submit: at(0), Start: at(10), End: at(110), Run: sec(100), Wait: sec(10), ReqTime: sec(3600),
-			Procs: 4, ReqProcs: 4, GPUs: -1, Nodes: -1},
+			Procs: 4, ReqProcs: 4, GPUs: -1, Nodes: -1, ReqMem: 2048},
 		// Wait and run unknown: no start, no end; unknown queue in partition 2.
 		{Line: 11, ID: "2", User: "7", Group: "2", Executable: "", Queue: "/2", State: "CANCELLED",
-			Submit: at(60), Run: -1, Wait: -1, ReqTime: sec(600), Procs: 8, ReqProcs: 8, GPUs: -1, Nodes: -1},
+			Submit: at(60), Run: -1, Wait: -1, ReqTime: sec(600), Procs: 8, ReqProcs: 8, GPUs: -1, Nodes: -1, ReqMem: -1},
 		{Line: 12, ID: "3", Queue: "2/1", State: "FAILED",
 			Submit: at(120), Start: at(120), End: at(150), Run: sec(30), Wait: 0, ReqTime: -1,
-			Procs: 16, ReqProcs: -1, GPUs: -1, Nodes: -1},
+			Procs: 16, ReqProcs: -1, GPUs: -1, Nodes: -1, ReqMem: -1},
 		// Status 3 (last partial execution) completed; run unknown: a start, no end.
 		{Line: 14, ID: "4", User: "8", Group: "1", Executable: "4", Queue: "1/1", State: "COMPLETED",
 			Submit: at(180), Start: at(185), Run: -1, Wait: sec(5), ReqTime: sec(60),
-			Procs: 1, ReqProcs: 1, GPUs: -1, Nodes: -1},
+			Procs: 1, ReqProcs: 1, GPUs: -1, Nodes: -1, ReqMem: -1},
 		same(15, "5", 240, "FAILED"), // tab-separated; status 4
 		same(16, "6", 300, ""),       // status 2: outcome not known yet
 		same(17, "7", 360, ""),       // status -1

@@ -79,10 +79,11 @@ type Job struct {
 	Wait    time.Duration // queueing delay; -1 when unknown
 	ReqTime time.Duration // requested time limit; -1 when unknown
 
-	Procs    int // allocated processors (SWF) or CPUs (Helios); -1 when unknown
-	ReqProcs int // requested processors; -1 when unknown
-	GPUs     int // GPUs (Helios); -1 when unknown
-	Nodes    int // nodes; -1 when unknown
+	Procs    int   // allocated processors (SWF) or CPUs (Helios); -1 when unknown
+	ReqProcs int   // requested processors; -1 when unknown
+	GPUs     int   // GPUs (Helios); -1 when unknown
+	Nodes    int   // nodes; -1 when unknown
+	ReqMem   int64 // requested memory (SWF: KB per processor); -1 when unknown
 }
 
 // Trace is a whole trace file, jobs in file order.
