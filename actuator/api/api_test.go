@@ -291,6 +291,9 @@ func TestValidation(t *testing.T) {
 		{"POST", "/v1/predict", `{"user": "u", "gpus": 1.5}`, 400, "gpus"},
 		{"POST", "/v1/predict", `{"user": "u", "time_limit_s": -1}`, 400, "time_limit_s"},
 		{"POST", "/v1/predict", `{"user": "u", "time_limit_s": 1e300}`, 400, "time_limit_s"},
+		{"POST", "/v1/predict", `{"user": "u", "mem_req_bytes": -1}`, 400, "mem_req_bytes"},
+		{"POST", "/v1/predict", `{"user": "u", "mem_req_bytes": 1125899906842625}`, 400, "mem_req_bytes"},
+		{"POST", "/v1/predict", `{"user": "u", "mem_req_bytes": 1.5e9}`, 400, "mem_req_bytes"},
 		{"POST", "/v1/predict", `{"user": "u", "submit_time": "yesterday"}`, 400, "submit_time"},
 		{"POST", "/v1/predict", `{"user": "u", "submit_time": "1970-01-01T00:00:00Z"}`, 400, "submit_time"},
 		{"POST", "/v1/predict", `{"user": "u", "partition": 3}`, 400, "partition"},
@@ -493,7 +496,8 @@ func FuzzDecodePredict(f *testing.F) {
 		`{"user": "x", "gpus": "two"}`, `{"user":`, `{"user": "u"} x`,
 		`{"USER": "dave", "GPUS": 4}`, `{"user": "dave", "gpus": 4, "Gpus": 400}`, `{"\u0075ser": "dave"}`, `{"\u0055SER": "dave"}`,
 		`{ "name" : "a\"}, \"Gpus\": 1" , "user":"u" , "gpus" : 4 , "time_limit_s":null }`,
-		`{"user": "dave", "gpus": 4, "gpus": 400}`, `{"user": "dave", "\u0075ser": "eve"}`, `{"user": "a\"", "name": "\"gpus\":1", "gpus": 1}`} {
+		`{"user": "dave", "gpus": 4, "gpus": 400}`, `{"user": "dave", "\u0075ser": "eve"}`, `{"user": "a\"", "name": "\"gpus\":1", "gpus": 1}`,
+		`{"user": "dave", "gpus": 4, "mem_req_bytes": 68719476736}`, `{"user": "dave", "mem_req_bytes": -5}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -505,7 +509,8 @@ func FuzzDecodePredict(f *testing.F) {
 			}
 			return
 		}
-		if req.User == "" || req.GPUs < 0 || req.GPUs > maxGPUs || req.TimeLimitS < 0 || !submit.IsZero() && submit.Year() < 2000 {
+		if req.User == "" || req.GPUs < 0 || req.GPUs > maxGPUs || req.TimeLimitS < 0 || !submit.IsZero() && submit.Year() < 2000 ||
+			req.MemReqBytes < 0 || req.MemReqBytes > maxMemBytes {
 			t.Errorf("decodePredict accepted %+v", req)
 		}
 		// Every name exactly one of the request's, as encoding/json reads

@@ -52,6 +52,10 @@ type PredictRequest struct {
 	TimeLimitS float64 `json:"time_limit_s"`
 	// SubmitTime is when it is (or was) submitted, RFC 3339; empty: now.
 	SubmitTime string `json:"submit_time"`
+	// MemReqBytes is the memory requested in all, in bytes; 0: unknown.
+	// Jobs of the user's with the same request shape and memory are the
+	// closest history.
+	MemReqBytes int64 `json:"mem_req_bytes"`
 }
 
 // Limits of a PredictRequest.
@@ -59,6 +63,7 @@ const (
 	maxGPUs       = 100_000
 	maxTimeLimitS = 10 * 365 * 24 * 3600
 	maxString     = 256
+	maxMemBytes   = 1 << 50 // 1 PiB
 )
 
 // decodePredict reads and checks a PredictRequest from a body of at most
@@ -109,6 +114,9 @@ func decodePredict(r io.Reader, limit int64) (PredictRequest, time.Time, error) 
 	}
 	if math.IsNaN(req.TimeLimitS) || req.TimeLimitS < 0 || req.TimeLimitS > maxTimeLimitS {
 		return req, time.Time{}, bad("time_limit_s", "%v is not in 0..%d", req.TimeLimitS, maxTimeLimitS)
+	}
+	if req.MemReqBytes < 0 || req.MemReqBytes > maxMemBytes {
+		return req, time.Time{}, bad("mem_req_bytes", "%d is not in 0..%d", req.MemReqBytes, int64(maxMemBytes))
 	}
 	var submit time.Time
 	if req.SubmitTime != "" {
@@ -190,6 +198,8 @@ func predictIndex(name []byte) int {
 		return 4
 	case "submit_time":
 		return 5
+	case "mem_req_bytes":
+		return 6
 	}
 	return -1
 }

@@ -58,7 +58,7 @@ func (o *online) djob(j int) duration.Job {
 	d := duration.Job{
 		User: job.User, Executable: job.Executable, Queue: job.Queue,
 		Submit: time.Unix(job.Submit, 0).UTC(), Procs: job.ReqProcs,
-		Run: time.Duration(job.Run) * time.Second,
+		Run: time.Duration(job.Run) * time.Second, Mem: job.ReqMem,
 	}
 	if d.Procs <= 0 {
 		d.Procs = job.GPUs

@@ -26,6 +26,7 @@ type Job struct {
 	GPUs       int    // GPUs (or processors) held, >= 1
 	ReqTime    int64  // requested time limit, seconds; <= 0 when unknown
 	ReqProcs   int    // requested GPUs or processors, for the predictor; <= 0 when unknown
+	ReqMem     int64  // requested memory, for the predictor; <= 0 when unknown
 }
 
 // VC is a virtual cluster: nodes of equal size that only its own jobs use.
@@ -226,7 +227,7 @@ func FromTrace(tr *trace.Trace, cl Cluster) (*Workload, error) {
 		}
 		w.Jobs = append(w.Jobs, Job{
 			ID: t.ID, User: t.User, Executable: t.Executable, Queue: t.Queue, VC: vc,
-			Submit: sub, Run: int64(math.Ceil(run.Seconds())), GPUs: gpus, ReqTime: reqTime, ReqProcs: req,
+			Submit: sub, Run: int64(math.Ceil(run.Seconds())), GPUs: gpus, ReqTime: reqTime, ReqProcs: req, ReqMem: t.ReqMem,
 		})
 	}
 	sortBySubmit(w.Jobs)

@@ -156,7 +156,7 @@ func durationJobs(tr *trace.Trace) []duration.Job {
 		if t.Run <= 0 {
 			continue
 		}
-		j := duration.Job{User: t.User, Executable: t.Executable, Queue: t.Queue, Submit: t.Submit, ReqTime: t.ReqTime, Run: t.Run}
+		j := duration.Job{User: t.User, Executable: t.Executable, Queue: t.Queue, Submit: t.Submit, ReqTime: t.ReqTime, Run: t.Run, Mem: t.ReqMem}
 		switch {
 		case t.GPUs > 0:
 			j.Procs = t.GPUs

@@ -1,6 +1,7 @@
 package duration
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -62,5 +63,66 @@ func TestInFlight(t *testing.T) {
 		if got := h.SubmitState("u").InFlight; got != tt.want {
 			t.Errorf("%s: SubmitState(u).InFlight = %d; want %d", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestFeaturesPreferSameMemory: a job's same-shape features (exact_last,
+// exact_median, exact_n) come from the user's runs of the same time limit,
+// width and memory when there are any, else from those of the same time
+// limit and width whatever their memory; a job without a known memory sees
+// all of the shape's runs.
+func TestFeaturesPreferSameMemory(t *testing.T) {
+	base := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	h := NewHistory()
+	// The user's history: two 8 GiB runs of 10 minutes, then one 64 GiB
+	// run of 5 hours, all of one shape (1 h limit, 4 GPUs); and a job of
+	// another shape.
+	for i, r := range []struct {
+		mem int64
+		run time.Duration
+		req time.Duration
+	}{{8 << 30, 10 * time.Minute, time.Hour}, {8 << 30, 10 * time.Minute, time.Hour}, {64 << 30, 5 * time.Hour, time.Hour}, {8 << 30, time.Minute, 2 * time.Hour}} {
+		sub := base.Add(time.Duration(i) * 10 * time.Hour)
+		h.Add(&Job{User: "u", Submit: sub, ReqTime: r.req, Procs: 4, Mem: r.mem, Run: r.run, End: sub.Add(r.run)})
+	}
+	names := featureNames(SegExact)
+	col := func(n string) int {
+		for i, v := range names {
+			if v == n {
+				return i
+			}
+		}
+		t.Fatalf("no feature %q", n)
+		return -1
+	}
+	last, med, n := col("exact_last"), col("exact_median"), col("exact_n")
+	ln := func(d time.Duration) float64 { return math.Log(d.Seconds()) }
+	for _, tt := range []struct {
+		name     string
+		mem      int64
+		wantLast float64
+		wantMed  float64
+		wantN    int
+	}{
+		{"same memory as the 10-minute runs", 8 << 30, ln(10 * time.Minute), ln(10 * time.Minute), 2},
+		{"same memory as the 5-hour run", 64 << 30, ln(5 * time.Hour), ln(5 * time.Hour), 1},
+		{"memory the shape never asked for: all of the shape", 16 << 30, ln(5 * time.Hour), ln(10 * time.Minute), 3},
+		{"memory unknown: all of the shape", 0, ln(5 * time.Hour), ln(10 * time.Minute), 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := h.Features(&Job{User: "u", Submit: base.Add(100 * time.Hour), ReqTime: time.Hour, Procs: 4, Mem: tt.mem})
+			if f.Segment != SegExact {
+				t.Fatalf("segment %s; want exact", f.Segment)
+			}
+			if got := f.X[last]; math.Abs(got-tt.wantLast) > 1e-9 {
+				t.Errorf("exact_last = %.4f; want %.4f", got, tt.wantLast)
+			}
+			if got := f.X[med]; math.Abs(got-tt.wantMed) > 1e-9 {
+				t.Errorf("exact_median = %.4f; want %.4f", got, tt.wantMed)
+			}
+			if got, want := f.X[n], math.Log1p(float64(tt.wantN)); math.Abs(got-want) > 1e-9 {
+				t.Errorf("exact_n = %.4f; want log1p(%d)", got, tt.wantN)
+			}
+		})
 	}
 }

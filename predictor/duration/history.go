@@ -15,7 +15,7 @@ import (
 type History struct {
 	users  map[string]*userHist
 	exes   map[string]*runs // by user+"\x00"+executable
-	exacts map[string]*runs // by user + request shape (time limit, procs)
+	exacts map[string]*runs // by user + request shape (time limit, procs), and by those + memory
 	queues map[string]*ewma // by queue
 	global ewma
 	n      int
@@ -82,6 +82,24 @@ func exactKey(j *Job) string {
 	return j.User + "\x00" + j.ReqTime.String() + "\x00" + strconv.Itoa(j.Procs)
 }
 
+// memKey refines exactKey with the requested memory: a user's jobs of one
+// time limit and width that ask for different memory are often different
+// programs (on HPC2N the last run of the same shape and memory is within 2×
+// of the next for 0.634 of test jobs, of the same shape alone 0.618).
+func memKey(j *Job) string {
+	return exactKey(j) + "\x00" + strconv.FormatInt(j.Mem, 10)
+}
+
+// shapeRuns returns the runs kept under k, created when absent.
+func (h *History) shapeRuns(k string) *runs {
+	r := h.exacts[k]
+	if r == nil {
+		r = &runs{}
+		h.exacts[k] = r
+	}
+	return r
+}
+
 // Add records an ended job. A job that never ran (Run <= 0: cancelled while
 // pending, lost, its run time unknown) teaches nothing about run times, but
 // it has ended: it only leaves its user's in-flight count.
@@ -126,13 +144,10 @@ func (h *History) Add(j *Job) {
 		r.add(lr)
 	}
 	if j.ReqTime > 0 || j.Procs > 0 {
-		k := exactKey(j)
-		r := h.exacts[k]
-		if r == nil {
-			r = &runs{}
-			h.exacts[k] = r
+		h.shapeRuns(exactKey(j)).add(lr)
+		if j.Mem > 0 {
+			h.shapeRuns(memKey(j)).add(lr)
 		}
-		r.add(lr)
 	}
 	q := h.queues[j.Queue]
 	if q == nil {
@@ -359,7 +374,15 @@ func (h *History) FeaturesAt(j *Job, s SubmitState) Features {
 		}
 	}
 	exactLast, exactMed, hasExact, exactSpread, exactN := last1, last1, 0.0, 0.0, 0.0
-	if r := h.exacts[exactKey(j)]; r != nil && r.n > 0 {
+	// The same shape's runs; those that also asked for the same memory
+	// when there are any.
+	r := h.exacts[exactKey(j)]
+	if j.Mem > 0 {
+		if m := h.exacts[memKey(j)]; m != nil && m.n > 0 {
+			r = m
+		}
+	}
+	if r != nil && r.n > 0 {
 		exactLast, hasExact = r.last, 1
 		exactMed, exactSpread = medianSpread(r.recent(5))
 		exactN = math.Log1p(float64(r.n))

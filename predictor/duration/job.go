@@ -17,6 +17,7 @@ type Job struct {
 	Submit     time.Time     // submit time
 	ReqTime    time.Duration // requested time limit; <= 0 when unknown
 	Procs      int           // requested (else allocated) processors or GPUs; <= 0 when unknown
+	Mem        int64         // requested memory, in any one unit (only compared for equality); <= 0 when unknown
 
 	Run time.Duration // outcome: run time (> 0)
 	End time.Time     // outcome: when the job ended

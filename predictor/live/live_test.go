@@ -31,6 +31,7 @@ type tjob struct {
 	array    string // the Slurm array the job is task 1 of; "" for none
 	gpus     int64
 	limit    int64 // seconds; 0 unknown
+	mem      int64 // requested memory, bytes; 0 unknown
 	submit   time.Time
 	start    time.Time
 	end      time.Time
@@ -42,6 +43,9 @@ func (j tjob) events() []schemas.JobEvent {
 		TimeLimitS: schemas.Unknown, NodeCount: schemas.Unknown, CPUs: schemas.Unknown, GPUs: j.gpus, MemReqBytes: schemas.Unknown}
 	if j.limit > 0 {
 		base.TimeLimitS = j.limit
+	}
+	if j.mem > 0 {
+		base.MemReqBytes = j.mem
 	}
 	if j.array != "" {
 		base.ArrayJobID, base.ArrayTaskID = j.array, 1

@@ -41,6 +41,9 @@ type Spec struct {
 	// Submit is the submit time; zero means the newest job event the latest
 	// pass saw (the data's clock).
 	Submit time.Time
+	// MemBytes is the memory requested in all; 0 when unknown (a recorded
+	// job's own then).
+	MemBytes int64
 }
 
 // Estimate is an ad-hoc prediction.
@@ -80,7 +83,10 @@ func estimate(t *Trained, hs *historySnap, s Spec, widen float64) (Estimate, err
 	if s.TimeLimit < 0 {
 		return Estimate{}, fmt.Errorf("live: predict: time limit %v is negative", s.TimeLimit)
 	}
-	j := duration.Job{User: scoped(s.Cluster, s.User), Executable: s.Name, Queue: scoped(s.Cluster, s.Partition), Submit: s.Submit, ReqTime: s.TimeLimit, Procs: s.GPUs}
+	if s.MemBytes < 0 {
+		return Estimate{}, fmt.Errorf("live: predict: memory %d bytes is negative", s.MemBytes)
+	}
+	j := duration.Job{User: scoped(s.Cluster, s.User), Executable: s.Name, Queue: scoped(s.Cluster, s.Partition), Submit: s.Submit, ReqTime: s.TimeLimit, Procs: s.GPUs, Mem: s.MemBytes}
 	r, recorded := hs.open[key{s.Cluster, s.JobID}]
 	recorded = recorded && s.JobID != ""
 	if recorded {
@@ -89,6 +95,9 @@ func estimate(t *Trained, hs *historySnap, s Spec, widen float64) (Estimate, err
 		}
 		if s.GPUs == 0 {
 			j.Procs = r.Procs
+		}
+		if s.MemBytes == 0 {
+			j.Mem = r.Mem
 		}
 		if j.Submit.IsZero() {
 			j.Submit = r.Submit

@@ -12,10 +12,10 @@ import (
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
 
-// TestTrainingRowUsesRequestAtSubmit: a job is submitted with a 1 h limit
-// and 2 GPUs in partition batch and predicted with them; after it starts,
-// scontrol update raises its limit to 24 h (an UPDATE event; the GPUs and
-// partition changed too, for the test) and it runs 5 h. Its training row
+// TestTrainingRowUsesRequestAtSubmit: a job is submitted with a 1 h limit,
+// 2 GPUs and 8 GiB in partition batch and predicted with them; after it
+// starts, scontrol update raises its limit to 24 h (an UPDATE event; the
+// GPUs, memory and partition changed too, for the test) and it runs 5 h. Its training row
 // holds the request it had at submit, as its prediction did; the record
 // keeps the latest, which the tables show.
 func TestTrainingRowUsesRequestAtSubmit(t *testing.T) {
@@ -24,7 +24,7 @@ func TestTrainingRowUsesRequestAtSubmit(t *testing.T) {
 	ctx := context.Background()
 	insertJobs(t, conn, db, history()...)
 	now := t0.Add(30 * time.Hour)
-	j := tjob{id: "ext", user: "alice", gpus: 2, limit: 3600, submit: now}
+	j := tjob{id: "ext", user: "alice", gpus: 2, limit: 3600, mem: 8 << 30, submit: now}
 	insertFrom(t, conn, db, schemas.SourceSlurm, j)
 	c := &clock{t: now.Add(time.Minute)}
 	r, _ := newRunner(t, conn, db, c)
@@ -34,7 +34,7 @@ func TestTrainingRowUsesRequestAtSubmit(t *testing.T) {
 	j.start = now.Add(time.Minute)
 	st := j.events()[1]
 	upd := st
-	upd.Type, upd.TimeLimitS, upd.GPUs, upd.Partition, upd.EventMillis = schemas.JobUpdate, 86400, 4, "long", j.start.Add(50*time.Minute).UnixMilli()
+	upd.Type, upd.TimeLimitS, upd.GPUs, upd.MemReqBytes, upd.Partition, upd.EventMillis = schemas.JobUpdate, 86400, 4, 16<<30, "long", j.start.Add(50*time.Minute).UnixMilli()
 	end := upd
 	endT := j.start.Add(5 * time.Hour)
 	end.Type, end.State, end.ExitCode, end.EndMillis, end.EventMillis = schemas.JobEnd, schemas.StateCompleted, 0, endT.UnixMilli(), endT.UnixMilli()
@@ -55,8 +55,9 @@ func TestTrainingRowUsesRequestAtSubmit(t *testing.T) {
 		if ext == nil {
 			t.Fatalf("since %d: ext not loaded", since)
 		}
-		if ext.job.ReqTime != time.Hour || ext.job.Procs != 2 || ext.job.Queue != scoped("c1", "batch") {
-			t.Errorf("since %d: features' request of ext = limit %v, %d procs, queue %q; want 1h0m0s, 2, batch (at submit)", since, ext.job.ReqTime, ext.job.Procs, ext.job.Queue)
+		if ext.job.ReqTime != time.Hour || ext.job.Procs != 2 || ext.job.Mem != 8<<30 || ext.job.Queue != scoped("c1", "batch") {
+			t.Errorf("since %d: features' request of ext = limit %v, %d procs, %d bytes, queue %q; want 1h0m0s, 2, 8 GiB, batch (at submit)",
+				since, ext.job.ReqTime, ext.job.Procs, ext.job.Mem, ext.job.Queue)
 		}
 		if ext.limit == nil || *ext.limit != 86400 || ext.gpus != 4 || ext.partition != "long" {
 			t.Errorf("since %d: record of ext = limit %v, %d GPUs, partition %q; want the latest: 86400, 4, long", since, ext.limit, ext.gpus, ext.partition)

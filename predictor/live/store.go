@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
@@ -47,7 +48,7 @@ func (r *rec) run() time.Duration { return r.job.Run }
 // (a late copy of an earlier event): callers keep the higher version. It
 // returns the rows and the newest inserted_at seen.
 //
-// A job's features take its request (time limit, GPUs or CPUs, partition)
+// A job's features take its request (time limit, GPUs or CPUs, memory, partition)
 // as it was at submit, from the run's first event in job_events, as its
 // prediction did: jobs holds the latest, and Slurm publishes a limit raised
 // after the job started (scontrol update) as an UPDATE. rec's gpus, limit
@@ -66,13 +67,14 @@ func loadJobs(ctx context.Context, conn driver.Conn, db string, from time.Time, 
 	q := fmt.Sprintf(`SELECT j.cluster, j.job_id, j.source, j.array_job_id, j.user, j.job_name, j.command_hash, j.partition_name, j.state, j.last_event,
   j.gpus, j.cpus, j.time_limit_s, j.submit_time, j.start_time, j.end_time, j.version, toInt64(toUInt32(j.inserted_at)),
   j.source NOT IN ('%[1]s', '%[2]s') AND ifNull(j.end_time > now() + %[3]d, 0),
-  s.found, s.partition_name, s.gpus, s.cpus, s.time_limit_s
+  s.found, s.partition_name, s.gpus, s.cpus, s.time_limit_s, j.mem_req_bytes, s.mem_req_bytes
 FROM (SELECT cluster, job_id, source, array_job_id, user, job_name, command_hash, partition_name, state, last_event, gpus, cpus,
-    time_limit_s, submit_time, start_time, end_time, version, inserted_at
+    time_limit_s, submit_time, start_time, end_time, version, inserted_at, mem_req_bytes
   FROM %[4]s.jobs FINAL WHERE submit_time >= %[5]d%[6]s) AS j
 LEFT JOIN (
   SELECT cluster, job_id, submit_time, toUInt8(1) AS found, argMin(partition_name, (event_ts, event_ms)) AS partition_name,
-    argMin(gpus, (event_ts, event_ms)) AS gpus, argMin(cpus, (event_ts, event_ms)) AS cpus, argMin(time_limit_s, (event_ts, event_ms)) AS time_limit_s
+    argMin(gpus, (event_ts, event_ms)) AS gpus, argMin(cpus, (event_ts, event_ms)) AS cpus, argMin(time_limit_s, (event_ts, event_ms)) AS time_limit_s,
+    argMin(mem_req_bytes, (event_ts, event_ms)) AS mem_req_bytes
   FROM %[4]s.job_events
   WHERE submit_time >= %[5]d AND event_ts >= toDateTime(%[5]d, 'UTC')%[6]s
   GROUP BY cluster, job_id, submit_time
@@ -99,10 +101,11 @@ SETTINGS join_use_nulls = 0`, schemas.SourceSim, schemas.SourceTrace, int64(maxA
 			subPartition       string
 			subGPUs, subCPUs   *uint32
 			subLimit           *uint32
+			mem, subMem        *uint64
 		)
 		if err := rows.Scan(&r.cluster, &r.jobID, &source, &r.arrayJobID, &r.user, &name, &hash, &r.partition, &r.state, &lastEvent, &gpus, &cpus,
 			&r.limit, &r.job.Submit, &r.start, &end, &r.version, &inserted, &endAhead,
-			&found, &subPartition, &subGPUs, &subCPUs, &subLimit); err != nil {
+			&found, &subPartition, &subGPUs, &subCPUs, &subLimit, &mem, &subMem); err != nil {
 			return nil, 0, fmt.Errorf("scan job: %w", err)
 		}
 		newest = max(newest, inserted)
@@ -114,7 +117,7 @@ SETTINGS join_use_nulls = 0`, schemas.SourceSim, schemas.SourceTrace, int64(maxA
 		if found == 1 {
 			// The request at submit; where the run's first event did not
 			// know a field, the first event that did (argMin skips NULLs).
-			r.job.Queue, gpus, cpus, limit = subPartition, subGPUs, subCPUs, subLimit
+			r.job.Queue, gpus, cpus, limit, mem = subPartition, subGPUs, subCPUs, subLimit, subMem
 		}
 		// History is per cluster: clusters that share a database have
 		// their own users and partitions, whatever their names.
@@ -133,6 +136,9 @@ SETTINGS join_use_nulls = 0`, schemas.SourceSim, schemas.SourceTrace, int64(maxA
 		}
 		if limit != nil && *limit > 0 {
 			r.job.ReqTime = time.Duration(*limit) * time.Second
+		}
+		if mem != nil && *mem > 0 && *mem <= math.MaxInt64 {
+			r.job.Mem = int64(*mem)
 		}
 		if lastEvent == "END" && end != nil {
 			r.ended = true

@@ -238,6 +238,56 @@ func TestEstimateOpenJob(t *testing.T) {
 	}
 }
 
+// TestEstimateMemory: the requested memory tells apart a user's jobs of one
+// request shape and no name: a spec's memory, else an open record's, picks
+// the runs of that memory as the job's closest history.
+func TestEstimateMemory(t *testing.T) {
+	// Each user alternates two programs with the same time limit and GPUs:
+	// with 8 GiB one runs a minute, with 64 GiB an hour.
+	base := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	rng := rand.New(rand.NewPCG(3, 4))
+	var recs []*rec
+	for i := range 6000 {
+		u, mem, run := fmt.Sprint("u", i%4), int64(8<<30), time.Minute
+		if i/4%2 == 1 {
+			mem, run = 64<<30, time.Hour
+		}
+		start := base.Add(time.Duration(i)*2*time.Minute + time.Duration(rng.Int64N(int64(time.Hour))))
+		r := &rec{key: key{"c1", fmt.Sprint(i)}, user: u, ended: true, start: &start}
+		r.job = duration.Job{User: scoped("c1", u), Queue: scoped("c1", "q"), Submit: start, ReqTime: 4 * time.Hour, Procs: 2, Mem: mem, Run: run, End: start.Add(run)}
+		recs = append(recs, r)
+	}
+	tr, hs := fitRecs(t, recs, base.Add(6000*2*time.Minute))
+	u1 := hs.h.SubmitState(scoped("c1", "u1"))
+	hs.open = map[key]openJob{{"c1", "big"}: {Procs: 2, Mem: 64 << 30, AtSubmit: u1}}
+	est := func(s Spec) Estimate {
+		t.Helper()
+		e, err := estimate(tr, hs, s, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	spec := Spec{Cluster: "c1", User: "u1", GPUs: 2, TimeLimit: 4 * time.Hour}
+	small, big := spec, spec
+	small.MemBytes, big.MemBytes = 8<<30, 64<<30
+	s, b, none := est(small), est(big), est(spec)
+	if !b.Fitted || b.PredictedS < 10*s.PredictedS {
+		t.Errorf("64 GiB %+v, 8 GiB %+v; want a fitted model that tells the memory requests apart", b, s)
+	}
+	if none.PredictedS >= b.PredictedS || none.PredictedS <= s.PredictedS {
+		t.Errorf("no memory %+v; want between 8 GiB's %v s and 64 GiB's %v s (all of the shape's runs)", none, s.PredictedS, b.PredictedS)
+	}
+	recorded := spec
+	recorded.JobID = "big"
+	if got := est(recorded); got != b {
+		t.Errorf("recorded 64 GiB job, spec without memory: %+v; want the record's memory, %+v", got, b)
+	}
+	if _, err := estimate(tr, hs, Spec{Cluster: "c1", User: "u1", MemBytes: -1}, 1); err == nil {
+		t.Error("negative memory: no error")
+	}
+}
+
 // FuzzEstimate feeds the ad-hoc prediction (the advisory API's input)
 // arbitrary specs: it must answer or return an error, never panic, and an
 // answer is finite, non-negative and within the limit.
