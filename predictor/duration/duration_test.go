@@ -521,3 +521,57 @@ func TestFitScalesHuber(t *testing.T) {
 		t.Errorf("fitted level %.3f; want %.3f (a fixed threshold would give %.3f)", got, scaled, fixed)
 	}
 }
+
+// TestPredictKeepsRepeatBand checks that a repeated run time holds the
+// point within RepeatBand of it and the interval around the point, and
+// that nothing moves without one.
+func TestPredictKeepsRepeatBand(t *testing.T) {
+	h := NewHistory()
+	jobs := synthJobs(2000, 5)
+	var rows []Row
+	for i := range jobs {
+		// Every run "took" e^5 s: the fit predicts about e^5 whatever
+		// the features.
+		rows = append(rows, Row{F: h.Features(&jobs[i]), Y: 5})
+		h.Add(&jobs[i])
+	}
+	m, err := Fit(rows, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := h.Features(&jobs[len(jobs)-1])
+	if f.Segment != SegExact {
+		t.Fatalf("segment %s; want exact", f.Segment)
+	}
+	for _, tt := range []struct {
+		name    string
+		repeats bool
+		repeat  float64
+		want    float64 // log seconds
+	}{
+		{"no repeat", false, 9, 5},
+		{"repeat far above", true, 9, 9 - RepeatBand},
+		{"repeat far below", true, 2, 2 + RepeatBand},
+		{"repeat within the band", true, 5.2, 5},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := f
+			g.Repeats, g.Repeat = tt.repeats, tt.repeat
+			p, err := m.Predict(g, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := math.Log(p.Point.Seconds()); math.Abs(got-tt.want) > 1e-3 {
+				t.Errorf("point e^%.4f s; want e^%.4f", got, tt.want)
+			}
+			if !p.Covers(p.Point) {
+				t.Errorf("interval %v..%v leaves out its point %v", p.Low, p.High, p.Point)
+			}
+		})
+	}
+	g := f
+	g.Repeats, g.Repeat = true, nan()
+	if _, err := m.Predict(g, 0); err == nil {
+		t.Error("Predict accepted a repeated run time that is not finite")
+	}
+}

@@ -126,3 +126,44 @@ func TestFeaturesPreferSameMemory(t *testing.T) {
 		})
 	}
 }
+
+func TestFeaturesRepeats(t *testing.T) {
+	base := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		name  string
+		runs  []time.Duration // the user's earlier runs of the shape
+		other bool            // an earlier run of another shape as well
+		want  bool
+	}{
+		{"two runs of the same length", []time.Duration{10 * time.Minute, 10 * time.Minute}, false, true},
+		{"within 1 %", []time.Duration{10 * time.Minute, 10*time.Minute + 3*time.Second}, false, true},
+		{"10 % apart", []time.Duration{10 * time.Minute, 11 * time.Minute}, false, false},
+		{"one run only", []time.Duration{10 * time.Minute}, true, false},
+		{"a different length among the recent runs", []time.Duration{5 * time.Hour, 10 * time.Minute, 10 * time.Minute, 10 * time.Minute}, false, false},
+		{"the different length no longer recent", []time.Duration{5 * time.Hour, time.Minute, time.Minute, time.Minute, time.Minute, time.Minute}, false, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := NewHistory()
+			add := func(i int, run, req time.Duration) {
+				sub := base.Add(time.Duration(i) * 10 * time.Hour)
+				h.Add(&Job{User: "u", Submit: sub, ReqTime: req, Procs: 4, Run: run, End: sub.Add(run)})
+			}
+			for i, r := range tt.runs {
+				add(i, r, 6*time.Hour)
+			}
+			if tt.other {
+				add(len(tt.runs), time.Minute, time.Hour)
+			}
+			f := h.Features(&Job{User: "u", Submit: base.Add(100 * time.Hour), ReqTime: 6 * time.Hour, Procs: 4})
+			if f.Segment != SegExact {
+				t.Fatalf("segment %s; want exact", f.Segment)
+			}
+			if f.Repeats != tt.want {
+				t.Fatalf("Repeats = %v; want %v", f.Repeats, tt.want)
+			}
+			if want := math.Log(tt.runs[len(tt.runs)-1].Seconds()); f.Repeats && math.Abs(f.Repeat-want) > 0.01 {
+				t.Errorf("Repeat = %.4f; want about %.4f", f.Repeat, want)
+			}
+		})
+	}
+}

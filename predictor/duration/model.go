@@ -160,6 +160,9 @@ func check(f Features) error {
 			return fmt.Errorf("duration: feature %s = %v is not finite", featureNames(f.Segment)[i], x)
 		}
 	}
+	if f.Repeats && (math.IsNaN(f.Repeat) || math.IsInf(f.Repeat, 0)) {
+		return fmt.Errorf("duration: repeated run time %v is not finite", f.Repeat)
+	}
 	return nil
 }
 
@@ -545,6 +548,12 @@ func (m *Model) PredictWidened(f Features, reqTime time.Duration, widen float64)
 		c *= widen
 	}
 	p := Prediction{Point: secs(y), Low: secs(y + c*lo), High: secs(y + c*hi), Fitted: fitted}
+	if f.Repeats {
+		// The interval stays the model's (calibrated on its point); it
+		// is widened to hold the point where the band moved it out.
+		p.Point = secs(min(max(y, f.Repeat-RepeatBand), f.Repeat+RepeatBand))
+		p.Low, p.High = min(p.Low, p.Point), max(p.High, p.Point)
+	}
 	if reqTime > 0 {
 		p.Point, p.Low, p.High = min(p.Point, reqTime), min(p.Low, reqTime), min(p.High, reqTime+LimitGrace)
 	}
