@@ -171,13 +171,13 @@ func TestFeaturesAt(t *testing.T) {
 	}
 }
 
-func TestModelChecksInput(t *testing.T) {
-	var m *Model
-	if _, err := m.Predict(Features{}, 0); err != ErrNotTrained {
-		t.Errorf("Predict on a nil model = %v; want ErrNotTrained", err)
-	}
+// fitConstant fits a model on n synthetic jobs (synthJobs(n, seed)) that
+// all "took" e^5 s, so that it predicts about e^5 whatever the features,
+// and returns it with the history of those jobs and the jobs.
+func fitConstant(t *testing.T, n int, seed uint64) (*Model, *History, []Job) {
+	t.Helper()
 	h := NewHistory()
-	jobs := synthJobs(500, 3)
+	jobs := synthJobs(n, seed)
 	var rows []Row
 	for i := range jobs {
 		rows = append(rows, Row{F: h.Features(&jobs[i]), Y: 5})
@@ -187,6 +187,15 @@ func TestModelChecksInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m, h, jobs
+}
+
+func TestModelChecksInput(t *testing.T) {
+	var m *Model
+	if _, err := m.Predict(Features{}, 0); err != ErrNotTrained {
+		t.Errorf("Predict on a nil model = %v; want ErrNotTrained", err)
+	}
+	m, _, _ = fitConstant(t, 500, 3)
 	for _, f := range []Features{
 		{Segment: SegCold, X: []float64{1}},
 		{Segment: numSegments, X: nil},
@@ -526,19 +535,7 @@ func TestFitScalesHuber(t *testing.T) {
 // point within RepeatBand of it and the interval around the point, and
 // that nothing moves without one.
 func TestPredictKeepsRepeatBand(t *testing.T) {
-	h := NewHistory()
-	jobs := synthJobs(2000, 5)
-	var rows []Row
-	for i := range jobs {
-		// Every run "took" e^5 s: the fit predicts about e^5 whatever
-		// the features.
-		rows = append(rows, Row{F: h.Features(&jobs[i]), Y: 5})
-		h.Add(&jobs[i])
-	}
-	m, err := Fit(rows, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, h, jobs := fitConstant(t, 2000, 5)
 	f := h.Features(&jobs[len(jobs)-1])
 	if f.Segment != SegExact {
 		t.Fatalf("segment %s; want exact", f.Segment)

@@ -144,6 +144,19 @@ func fitRecs(t testing.TB, recs []*rec, asOf time.Time) (*Trained, *historySnap)
 	return &Trained{Model: m, Info: ModelInfo{Version: 7}}, &historySnap{h: h, asOf: asOf}
 }
 
+// estimator returns estimate on tr and hs as a function of the spec alone,
+// failing the test on an error.
+func estimator(t *testing.T, tr *Trained, hs *historySnap) func(Spec) Estimate {
+	return func(s Spec) Estimate {
+		t.Helper()
+		e, err := estimate(tr, hs, s, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+}
+
 func TestEstimate(t *testing.T) {
 	tr, hs := trainedOn(t, 200)
 	for _, tc := range []struct {
@@ -200,14 +213,7 @@ func TestEstimateOpenJob(t *testing.T) {
 	u1 := hs.h.SubmitState(scoped("c1", "u1"))
 	hs.open = map[key]openJob{{"c1", "slow"}: {Executable: "slow", Procs: 2, AtSubmit: u1}, {"c1", "cpu"}: {Executable: "slow", Procs: 2, AtSubmit: u1},
 		{"c1", "nameless"}: {AtSubmit: u1}}
-	est := func(s Spec) Estimate {
-		t.Helper()
-		e, err := estimate(tr, hs, s, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e
-	}
+	est := estimator(t, tr, hs)
 	slow := est(Spec{Cluster: "c1", User: "u1", Name: "slow", GPUs: 2, TimeLimit: 4 * time.Hour})
 	quick := est(Spec{Cluster: "c1", User: "u1", Name: "quick", GPUs: 2, TimeLimit: 4 * time.Hour})
 	if !slow.Fitted || slow.PredictedS < 4*quick.PredictedS {
@@ -260,14 +266,7 @@ func TestEstimateMemory(t *testing.T) {
 	tr, hs := fitRecs(t, recs, base.Add(6000*2*time.Minute))
 	u1 := hs.h.SubmitState(scoped("c1", "u1"))
 	hs.open = map[key]openJob{{"c1", "big"}: {Procs: 2, Mem: 64 << 30, AtSubmit: u1}}
-	est := func(s Spec) Estimate {
-		t.Helper()
-		e, err := estimate(tr, hs, s, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e
-	}
+	est := estimator(t, tr, hs)
 	spec := Spec{Cluster: "c1", User: "u1", GPUs: 2, TimeLimit: 4 * time.Hour}
 	small, big := spec, spec
 	small.MemBytes, big.MemBytes = 8<<30, 64<<30
