@@ -250,7 +250,7 @@ const RepeatSpread = 0.01
 // length, mostly does so again; a regression's point hedges toward the
 // other outcomes (mostly quick failures), which is right for the squared
 // error but loses the within-2× hit on the common outcome. On the SWF
-// backtests (2026-11-24) the band moved HPC2N within 2× 0.558 → 0.572 at an
+// backtests (2026-11-24) the band moved HPC2N within 2× 0.558 → 0.571 at an
 // R² (log) 0.002 lower, CTC-SP2 by +0.001 / −0.003 (docs/BENCHMARKS.md).
 const RepeatBand = math.Ln2 / 2
 
