@@ -109,7 +109,8 @@ func NewConverter() *Converter {
 // Unix uids, so UID stays Unknown), Partition the SWF queue ("queue/partition")
 // or Helios VC, CPUs the allocated processors (else the requested ones),
 // TimeLimitS the requested time, MemReqBytes the SWF requested memory (KB per
-// processor) times 1024 times CPUs; ExitCode, Priority, ArrayTaskID are Unknown, times the trace lacks are 0; a start or end time at the epoch
+// processor) times 1024 times CPUs; ExitCode, Priority, ArrayTaskID are
+// Unknown, times the trace lacks are 0; a start or end time at the epoch
 // itself is 1 ms (see knownMillis).
 func (c *Converter) Append(dst []schemas.JobEvent, j *Job) []schemas.JobEvent {
 	dst, _ = c.append(dst, j, false)
