@@ -23,6 +23,7 @@ func TestPredictorFlagsRefuseZero(t *testing.T) {
 			{"predictor.interval", "0", "0s", "15s"},
 			{"predictor.retrain-interval", "0s", "0s", "10m0s"},
 			{"predictor.history", "0h", "0s", "720h0m0s"},
+			{"predictor.outcome-wait", "0m", "0s", "2160h0m0s"},
 			{"predictor.holdout", "0", "0", "0.2"},
 			{"predictor.batch", "0", "0", "10000"},
 			{"predictor.accuracy-window", "0", "0", "1000"},

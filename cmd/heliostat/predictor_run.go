@@ -13,7 +13,7 @@ import (
 // the predictor reads as the default: predictor run, actuator and up refuse
 // them given as 0, as predictor backtest refuses its own.
 func predictorPositiveFlags() []string {
-	return []string{"predictor.interval", "predictor.retrain-interval", "predictor.history", "predictor.holdout",
+	return []string{"predictor.interval", "predictor.retrain-interval", "predictor.history", "predictor.outcome-wait", "predictor.holdout",
 		"predictor.batch", "predictor.accuracy-window", "predictor.adapt-rate"}
 }
 

@@ -30,10 +30,13 @@
 //  5. writes one row to prediction_outcomes for every predicted job that has
 //     ended: actual_s, abs_error_s, log_ratio, abs_log_error, within_2x,
 //     within_interval (ran = 0 when the job never ran, or when the system
-//     cut a live run short: see cutShort).
+//     cut a live run short: see cutShort); a predicted job that outlives
+//     the window (still running when its submit leaves it) is looked up
+//     by its run in job_runs and scored when it ends, or given up once its
+//     submit is Config.OutcomeWait old.
 //
 // The Runner's memory is a cache of those tables: a new Runner (a restart)
-// reads back the predictions and outcomes of the window and writes neither
+// reads back the predictions and outcomes back to Config.OutcomeWait and writes neither
 // twice, and replays the outcomes' within_interval, in end order, through
 // its interval correction. Should a row be written twice anyway (an insert that failed after
 // it landed, two replicas), both tables are ReplacingMergeTree keyed by

@@ -119,8 +119,14 @@ func (c *clock) now() time.Time { return c.t }
 
 func newRunner(t *testing.T, conn driver.Conn, db string, c *clock) (*Runner, *prometheus.Registry) {
 	t.Helper()
+	return newRunnerCfg(t, conn, Config{Database: db, Interval: time.Second, RetrainInterval: 10 * time.Minute}, c)
+}
+
+// newRunnerCfg is newRunner with cfg.
+func newRunnerCfg(t *testing.T, conn driver.Conn, cfg Config, c *clock) (*Runner, *prometheus.Registry) {
+	t.Helper()
 	reg := prometheus.NewRegistry()
-	r, err := New(Config{Database: db, Interval: time.Second, RetrainInterval: 10 * time.Minute}, conn, slog.New(slog.DiscardHandler), reg, c.now)
+	r, err := New(cfg, conn, slog.New(slog.DiscardHandler), reg, c.now)
 	if err != nil {
 		t.Fatal(err)
 	}

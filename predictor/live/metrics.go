@@ -32,6 +32,8 @@ type metrics struct {
 	rollingN      prometheus.Gauge
 	dataClock     prometheus.Gauge
 	futureJobs    prometheus.Gauge
+	outlived      prometheus.Gauge
+	abandoned     prometheus.Counter
 	errors        *prometheus.CounterVec
 }
 
@@ -57,6 +59,10 @@ func newMetrics(reg prometheus.Registerer, age, widen func() float64) (*metrics,
 			Help: "Newest job event (Unix seconds) at the last pass, which the window is measured back from; events of live sources stamped more than 1h after ClickHouse's now() left out."}),
 		futureJobs: prometheus.NewGauge(prometheus.GaugeOpts{Name: "heliostat_predictor_future_stamped_jobs",
 			Help: "Jobs of live sources (not sim or trace) with an event stamped more than 1h after ClickHouse's now(), which the data clock left out at the last pass."}),
+		outlived: prometheus.NewGauge(prometheus.GaugeOpts{Name: "heliostat_predictor_outlived_jobs",
+			Help: "Predicted jobs submitted before the window (--predictor.history) that have not ended, looked up each pass to record their errors."}),
+		abandoned: prometheus.NewCounter(prometheus.CounterOpts{Name: "heliostat_predictor_outcomes_abandoned_total",
+			Help: "Predicted jobs given up without an outcome: not seen to end within --predictor.outcome-wait of their submit."}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "heliostat_predictor_errors_total",
 			Help: "Failed steps of the live predictor, by stage (load, train, predict, outcome)."}, []string{"stage"}),
 	}
@@ -68,7 +74,7 @@ func newMetrics(reg prometheus.Registerer, age, widen func() float64) (*metrics,
 		m.errors.WithLabelValues(s)
 	}
 	if err := metricsreg.Register(reg, m.trainDuration, m.passDuration, m.modelVersion, m.trainRows, m.jobs, m.predictions, m.outcomes,
-		m.within2x, m.absLogError, m.coverage, m.rollingN, m.dataClock, m.futureJobs, m.errors, ageGauge, widenGauge); err != nil {
+		m.within2x, m.absLogError, m.coverage, m.rollingN, m.dataClock, m.futureJobs, m.outlived, m.abandoned, m.errors, ageGauge, widenGauge); err != nil {
 		return nil, fmt.Errorf("live: register metrics: %w", err)
 	}
 	return m, nil

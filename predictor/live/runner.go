@@ -1,12 +1,14 @@
 package live
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -292,6 +294,10 @@ func (r *Runner) once(ctx context.Context) (Pass, error) {
 	if from.Before(time.Unix(0, 0)) {
 		from = time.Unix(0, 0)
 	}
+	waitFrom := dataNow.Add(-r.cfg.OutcomeWait)
+	if waitFrom.Before(time.Unix(0, 0)) {
+		waitFrom = time.Unix(0, 0)
+	}
 	retrain := r.model.Load() == nil || r.now().Sub(r.lastTrain) >= r.cfg.RetrainInterval
 	changed, err := r.refresh(ctx, from, retrain || !r.loaded)
 	if err != nil {
@@ -299,7 +305,7 @@ func (r *Runner) once(ctx context.Context) (Pass, error) {
 		return pass, err
 	}
 	if !r.loaded {
-		st, err := r.loadState(ctx, from)
+		st, err := r.loadState(ctx, from, waitFrom)
 		if err != nil {
 			r.m.errors.WithLabelValues(stageLoad).Inc()
 			return pass, err
@@ -339,9 +345,14 @@ func (r *Runner) once(ctx context.Context) (Pass, error) {
 		features = make(map[*rec]duration.Features, len(want))
 	)
 	trainable := func(rc *rec) bool { return retrain && rc.ended && rc.run() > 0 }
+	late, err := r.outlived(ctx)
+	if err != nil {
+		r.m.errors.WithLabelValues(stageOutcome).Inc()
+		errs = append(errs, err)
+	}
 	if !changed && !retrain && len(want) == 0 {
 		// Nothing new since the last replay: its History still stands.
-		n, err := r.recordOutcomes(ctx)
+		n, err := r.recordOutcomes(ctx, late)
 		pass.Outcomes += n
 		if err != nil {
 			r.m.errors.WithLabelValues(stageOutcome).Inc()
@@ -381,27 +392,13 @@ func (r *Runner) once(ctx context.Context) (Pass, error) {
 		r.m.errors.WithLabelValues(stagePredict).Inc()
 		errs = append(errs, err)
 	}
-	n, err = r.recordOutcomes(ctx)
+	n, err = r.recordOutcomes(ctx, late)
 	pass.Outcomes += n
 	if err != nil {
 		r.m.errors.WithLabelValues(stageOutcome).Inc()
 		errs = append(errs, err)
 	}
-	for k := range r.predicted {
-		if r.store[k] == nil {
-			delete(r.predicted, k)
-		}
-	}
-	for k := range r.recorded {
-		if r.store[k] == nil {
-			delete(r.recorded, k)
-		}
-	}
-	for k := range r.unsent {
-		if r.store[k] == nil {
-			delete(r.unsent, k)
-		}
-	}
+	r.forget(waitFrom)
 	return pass, errors.Join(errs...)
 }
 
@@ -545,14 +542,16 @@ type savedState struct {
 // It changes nothing of r: a query that fails (ClickHouse restarting) leaves
 // the runner as it was, for the next pass to load again, rather than half
 // loaded, which the retry would load on top of (outcomes counted twice).
-func (r *Runner) loadState(ctx context.Context, from time.Time) (savedState, error) {
+func (r *Runner) loadState(ctx context.Context, from, waitFrom time.Time) (savedState, error) {
 	db := r.cfg.Database
 	st := savedState{predicted: map[key]predRow{}, recorded: map[key]outcomeRow{}}
 	// FINAL merges within a partition only: of a job id's predictions of
-	// runs submitted in different months, the latest run's is kept.
+	// runs submitted in different months, the latest run's is kept. Read
+	// back to waitFrom: a prediction of a job submitted before the window
+	// that has no outcome yet is still waited for (outlived).
 	rows, err := r.conn.Query(ctx, fmt.Sprintf(`SELECT cluster, job_id, model_version, predicted_s, lower_s, upper_s, after_end, predicted_at,
   submit_time, user, gpus
-FROM %s.predictions FINAL WHERE submit_time >= %d`, db, from.Unix()))
+FROM %s.predictions FINAL WHERE submit_time >= %d`, db, waitFrom.Unix()))
 	if err != nil {
 		return st, fmt.Errorf("live: select predictions: %w", err)
 	}
@@ -579,7 +578,7 @@ FROM %s.predictions FINAL WHERE submit_time >= %d`, db, from.Unix()))
 	}
 	// The latest outcome of each run (a rewritten one replaces the older).
 	rows, err = r.conn.Query(ctx, fmt.Sprintf(`SELECT cluster, job_id, submit_time, argMax(end_time, version), argMax(state, version), argMax(ran, version)
-FROM %s.prediction_outcomes WHERE submit_time >= %d GROUP BY cluster, job_id, submit_time`, db, from.Unix()))
+FROM %s.prediction_outcomes WHERE submit_time >= %d GROUP BY cluster, job_id, submit_time`, db, waitFrom.Unix()))
 	if err != nil {
 		return st, fmt.Errorf("live: select outcomes: %w", err)
 	}
@@ -601,6 +600,12 @@ FROM %s.prediction_outcomes WHERE submit_time >= %d GROUP BY cluster, job_id, su
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return st, fmt.Errorf("live: select outcomes: %w", err)
+	}
+	for k, p := range st.predicted {
+		if _, done := st.recorded[k]; done && p.submit.Before(from) {
+			delete(st.predicted, k) // before the window, and scored
+			delete(st.recorded, k)
+		}
 	}
 	// Bounded by submit time like the other reads: the table is
 	// partitioned by submit month, and FINAL over all of it would grow
@@ -917,6 +922,108 @@ func (r *Runner) predict(ctx context.Context, features map[*rec]duration.Feature
 	return written, errors.Join(errs...)
 }
 
+// outlived returns the runs of the predicted jobs that the window no longer
+// holds (submitted before it) and that have no outcome yet, as job_runs has
+// them now: the ended ones are scored like the window's (recordOutcomes),
+// the others waited for until forget gives them up. A run job_runs does
+// not hold (yet) is waited for as well.
+func (r *Runner) outlived(ctx context.Context) ([]*rec, error) {
+	var (
+		clusters, ids []string
+		lo, hi        int64
+	)
+	for k, p := range r.predicted {
+		if r.store[k] != nil {
+			continue
+		}
+		if o, ok := r.recorded[k]; ok && o.submit.Equal(p.submit) {
+			continue
+		}
+		if len(ids) == 0 || p.submit.Unix() < lo {
+			lo = p.submit.Unix()
+		}
+		hi = max(hi, p.submit.Unix())
+		clusters, ids = append(clusters, k.cluster), append(ids, k.jobID)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	slices.Sort(clusters)
+	clusters = slices.Compact(clusters)
+	rows, err := r.conn.Query(ctx, fmt.Sprintf(`SELECT cluster, job_id, submit_time, argMax(source, version), argMax(state, version), argMax(last_event, version),
+  argMax(start_time, version), argMax(end_time, version), argMax(%[1]s, version)
+FROM %[2]s.job_runs
+WHERE submit_time >= toDateTime(%[3]d, 'UTC') AND submit_time <= toDateTime(%[4]d, 'UTC') AND has(?, cluster) AND has(?, job_id)
+GROUP BY cluster, job_id, submit_time`, endAheadSQL(), r.cfg.Database, lo, hi), clusters, ids)
+	if err != nil {
+		return nil, fmt.Errorf("live: select the runs of %d predicted jobs the window no longer holds: %w", len(ids), err)
+	}
+	defer rows.Close()
+	var out []*rec
+	for rows.Next() {
+		var (
+			rc                = &rec{}
+			source, lastEvent string
+			end               *time.Time
+			endAhead          uint8
+		)
+		if err := rows.Scan(&rc.cluster, &rc.jobID, &rc.job.Submit, &source, &rc.state, &lastEvent, &rc.start, &end, &endAhead); err != nil {
+			return nil, fmt.Errorf("live: scan the run of a predicted job the window no longer holds: %w", err)
+		}
+		p, ok := r.predicted[rc.key]
+		if !ok || r.store[rc.key] != nil || !p.submit.Equal(rc.job.Submit) {
+			continue // another job's id, or another run
+		}
+		rc.user, rc.gpus = p.user, p.gpus
+		rc.finish(source, lastEvent, end, endAhead == 1)
+		out = append(out, rc)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("live: select the runs of %d predicted jobs the window no longer holds: %w", len(ids), err)
+	}
+	return out, nil
+}
+
+// forget drops what the runner keeps of jobs the window no longer holds:
+// their predictions once scored, or once submitted before waitFrom
+// without an outcome (given up: counted and logged; prediction_outcomes
+// has no row for them). The outlived gauge counts those still waited for.
+func (r *Runner) forget(waitFrom time.Time) {
+	var given []key
+	waiting := 0
+	for k, p := range r.predicted {
+		if r.store[k] != nil {
+			continue
+		}
+		if o, ok := r.recorded[k]; !ok || !o.submit.Equal(p.submit) {
+			if !p.submit.Before(waitFrom) {
+				waiting++ // outlived: still waited for
+				continue
+			}
+			given = append(given, k)
+		}
+		delete(r.predicted, k)
+	}
+	r.m.outlived.Set(float64(waiting))
+	for k := range r.recorded {
+		if _, ok := r.predicted[k]; !ok && r.store[k] == nil {
+			delete(r.recorded, k)
+		}
+	}
+	for k := range r.unsent {
+		if r.store[k] == nil {
+			delete(r.unsent, k)
+		}
+	}
+	if len(given) == 0 {
+		return
+	}
+	r.m.abandoned.Add(float64(len(given)))
+	slices.SortFunc(given, func(a, b key) int { return cmp.Or(cmp.Compare(a.cluster, b.cluster), cmp.Compare(a.jobID, b.jobID)) })
+	r.logger.Warn("predicted jobs never seen to end: their errors are not recorded", "jobs", len(given), "outcome_wait", r.cfg.OutcomeWait,
+		"cluster", given[0].cluster, "job_id", given[0].jobID)
+}
+
 // supersede drops the predictions whose job id's record is now another run
 // than the one predicted (Slurm requeued the job; slurmctld, restarted with
 // a clean state, reused the id), so that the record is predicted and scored
@@ -1009,19 +1116,24 @@ FROM %s.job_runs WHERE cluster = ? AND job_id = ? AND submit_time = toDateTime(%
 }
 
 // recordOutcomes writes the error of every predicted job that has ended and
-// has no outcome yet, or whose record ended again differently since its
+// has no outcome yet (of the window's, and the outlived runs late), or whose record ended again differently since its
 // outcome was written (a lost Slurm job, ended as UNKNOWN, listed again and
 // then ended): a rewritten outcome replaces the older (version =
 // recorded_at). A run's score counts once in the rolling gauges and the
 // interval correction, whichever of its outcomes is scored first.
-func (r *Runner) recordOutcomes(ctx context.Context) (int, error) {
+func (r *Runner) recordOutcomes(ctx context.Context, late []*rec) (int, error) {
 	var done []*rec
 	for k, p := range r.predicted {
 		rc := r.store[k]
 		if rc == nil || !rc.ended || !rc.job.Submit.Equal(p.submit) {
-			continue // not ended, or another run (supersede)
+			continue // not ended, or another run (supersede), or outlived
 		}
 		if o, ok := r.recorded[k]; !ok || !o.scores(rc) {
+			done = append(done, rc)
+		}
+	}
+	for _, rc := range late {
+		if o, ok := r.recorded[rc.key]; rc.ended && (!ok || !o.scores(rc)) {
 			done = append(done, rc)
 		}
 	}

@@ -42,6 +42,28 @@ type rec struct {
 // run is the job's run time; 0 unless it ended after a known start.
 func (r *rec) run() time.Duration { return r.job.Run }
 
+// finish sets what the run's latest event says of its end (r.state and
+// r.start set): ended when that event is its END with an end time, with a
+// run time unless the system cut the run short (cutShort) or a live
+// source stamped its end more than maxAhead after ClickHouse's now()
+// (endAhead; see below).
+func (r *rec) finish(source, lastEvent string, end *time.Time, endAhead bool) {
+	if lastEvent != "END" || end == nil {
+		return
+	}
+	r.ended = true
+	r.job.End = *end
+	if r.start != nil && end.After(*r.start) && !cutShort(source, r.state) && !endAhead {
+		r.job.Run = end.Sub(*r.start)
+	}
+}
+
+// endAheadSQL is the condition, on a row of jobs or job_runs, of a live
+// source's end stamped more than maxAhead after ClickHouse's now().
+func endAheadSQL() string {
+	return fmt.Sprintf("source NOT IN ('%s', '%s') AND ifNull(end_time > now() + %d, 0)", schemas.SourceSim, schemas.SourceTrace, int64(maxAhead/time.Second))
+}
+
 // loadJobs reads the jobs of the window (submit_time >= from) from jobs FINAL;
 // with since > 0 only those with an event that reached ClickHouse at or after
 // since (Unix seconds), which may include a job whose latest state is older
@@ -66,20 +88,20 @@ func loadJobs(ctx context.Context, conn driver.Conn, db string, from time.Time, 
 	// prunes job_events' partitions (by event month).
 	q := fmt.Sprintf(`SELECT j.cluster, j.job_id, j.source, j.array_job_id, j.user, j.job_name, j.command_hash, j.partition_name, j.state, j.last_event,
   j.gpus, j.cpus, j.time_limit_s, j.submit_time, j.start_time, j.end_time, j.version, toInt64(toUInt32(j.inserted_at)),
-  j.source NOT IN ('%[1]s', '%[2]s') AND ifNull(j.end_time > now() + %[3]d, 0),
+  j.end_ahead,
   s.found, s.partition_name, s.gpus, s.cpus, s.time_limit_s, j.mem_req_bytes, s.mem_req_bytes
 FROM (SELECT cluster, job_id, source, array_job_id, user, job_name, command_hash, partition_name, state, last_event, gpus, cpus,
-    time_limit_s, submit_time, start_time, end_time, version, inserted_at, mem_req_bytes
-  FROM %[4]s.jobs FINAL WHERE submit_time >= %[5]d%[6]s) AS j
+    time_limit_s, submit_time, start_time, end_time, version, inserted_at, mem_req_bytes, %[1]s AS end_ahead
+  FROM %[2]s.jobs FINAL WHERE submit_time >= %[3]d%[4]s) AS j
 LEFT JOIN (
   SELECT cluster, job_id, submit_time, toUInt8(1) AS found, argMin(partition_name, (event_ts, event_ms)) AS partition_name,
     argMin(gpus, (event_ts, event_ms)) AS gpus, argMin(cpus, (event_ts, event_ms)) AS cpus, argMin(time_limit_s, (event_ts, event_ms)) AS time_limit_s,
     argMin(mem_req_bytes, (event_ts, event_ms)) AS mem_req_bytes
-  FROM %[4]s.job_events
-  WHERE submit_time >= %[5]d AND event_ts >= toDateTime(%[5]d, 'UTC')%[6]s
+  FROM %[2]s.job_events
+  WHERE submit_time >= %[3]d AND event_ts >= toDateTime(%[3]d, 'UTC')%[4]s
   GROUP BY cluster, job_id, submit_time
 ) AS s ON j.cluster = s.cluster AND j.job_id = s.job_id AND j.submit_time = s.submit_time
-SETTINGS join_use_nulls = 0`, schemas.SourceSim, schemas.SourceTrace, int64(maxAhead/time.Second), db, from.Unix(), keys)
+SETTINGS join_use_nulls = 0`, endAheadSQL(), db, from.Unix(), keys)
 	rows, err := conn.Query(ctx, q)
 	if err != nil {
 		return nil, 0, fmt.Errorf("select jobs: %w", err)
@@ -140,13 +162,7 @@ SETTINGS join_use_nulls = 0`, schemas.SourceSim, schemas.SourceTrace, int64(maxA
 		if mem != nil && *mem > 0 && *mem <= math.MaxInt64 {
 			r.job.Mem = int64(*mem)
 		}
-		if lastEvent == "END" && end != nil {
-			r.ended = true
-			r.job.End = *end
-			if r.start != nil && end.After(*r.start) && !cutShort(source, r.state) && endAhead == 0 {
-				r.job.Run = end.Sub(*r.start)
-			}
-		}
+		r.finish(source, lastEvent, end, endAhead == 1)
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
