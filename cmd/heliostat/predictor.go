@@ -49,6 +49,7 @@ func runBacktest(ctx context.Context, args []string, e *env) error {
 	baseline := fs.String("baseline", "", "report a baseline at the top level instead of heliostat's model: reqtime, last1 or last2 (cold_start, segments and error_by_run_time stay heliostat's)")
 	refit := fs.Int("refit-every", 5000, "refit after this many more test jobs have ended (negative: never)")
 	adapt := fs.Float64("adapt-rate", duration.DefaultAdaptRate, "step per ended test job of the online interval correction, in log space (negative: off)")
+	jobsOut := fs.String("jobs-out", "", "also write every test job to this CSV file, in submit order (job, user, queue, submit, procs, req_s, segment, fitted, predicted_s, lower_s, upper_s, actual_s, log_ratio, within_2x), for per-job analysis of the errors")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
 	every := progressFlag(fs)
 	if err := fs.Parse(args); err != nil {
@@ -71,18 +72,42 @@ func runBacktest(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
+	var (
+		jobsFile *outFile
+		perJob   *backtestJobs
+	)
+	if *jobsOut != "" {
+		if jobsFile, err = createOut(*jobsOut); err != nil {
+			return fmt.Errorf("predictor backtest: --jobs-out: %w", err)
+		}
+		defer jobsFile.discard()
+		perJob = newBacktestJobs(jobsFile)
+	}
 	tr, err := trace.Open(*path, *format)
 	if err != nil {
 		return err
 	}
 	rejects := printRejects(e.stderr, *path, tr)
 	jobs := durationJobs(tr)
-	res, err := duration.Backtest(ctx, jobs, duration.BacktestConfig{TrainFrac: *trainFrac, RefitEvery: *refit, AdaptRate: *adapt,
+	cfg := duration.BacktestConfig{TrainFrac: *trainFrac, RefitEvery: *refit, AdaptRate: *adapt,
 		Progress: func(p duration.BacktestProgress) {
 			prog.printf("predictor backtest: %d of %d jobs (%d%%), refits so far: %d", p.Done, p.Total, percent(p.Done, p.Total), p.Refits)
-		}})
+		}}
+	if perJob != nil {
+		cfg.OnPredict = perJob.add
+	}
+	res, err := duration.Backtest(ctx, jobs, cfg)
 	if err != nil {
 		return fmt.Errorf("predictor backtest %s: %w", *path, err)
+	}
+	if perJob != nil {
+		if err := perJob.finish(); err != nil {
+			return fmt.Errorf("predictor backtest: --jobs-out %s: %w", *jobsOut, err)
+		}
+		if err := jobsFile.commit(); err != nil {
+			return fmt.Errorf("predictor backtest: --jobs-out: %w", err)
+		}
+		fmt.Fprintf(e.stderr, "predictor backtest: wrote %d test jobs to %s\n", perJob.n, *jobsOut)
 	}
 	out := backtestOutput{Trace: *path, Format: tr.Format, Jobs: len(tr.Jobs), Rejected: tr.Rejected, Reasons: tr.Reasons, Errors: rejects,
 		Model: "heliostat", Result: res}
@@ -156,7 +181,7 @@ func durationJobs(tr *trace.Trace) []duration.Job {
 		if t.Run <= 0 {
 			continue
 		}
-		j := duration.Job{User: t.User, Executable: t.Executable, Queue: t.Queue, Submit: t.Submit, ReqTime: t.ReqTime, Run: t.Run, Mem: t.ReqMem}
+		j := duration.Job{ID: t.ID, User: t.User, Executable: t.Executable, Queue: t.Queue, Submit: t.Submit, ReqTime: t.ReqTime, Run: t.Run, Mem: t.ReqMem}
 		switch {
 		case t.GPUs > 0:
 			j.Procs = t.GPUs

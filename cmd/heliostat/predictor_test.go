@@ -3,9 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"io"
+	"math"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -241,5 +246,64 @@ func TestBacktestSomeLimits(t *testing.T) {
 	}
 	if want := "(the trace: 100 of its 400 jobs have no time limit; reqtime for those"; !strings.Contains(text.String(), want) {
 		t.Errorf("text output lacks %q:\n%s", want, text.String())
+	}
+}
+
+// TestBacktestJobsOut: --jobs-out writes one row per test job, whose
+// within_2x agree with the JSON's figure; a backtest that fails leaves no
+// file, not even a partial one.
+func TestBacktestJobsOut(t *testing.T) {
+	path := sharedData(t, "helios/venus_sept_2vc.csv")
+	dir := t.TempDir()
+	out := dir + "/jobs.csv"
+	var js bytes.Buffer
+	if err := run(context.Background(), []string{"predictor", "backtest", "--trace", path, "--json", "--jobs-out", out}, os.Getenv, &js, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		NTest    int     `json:"n_test"`
+		Within2x float64 `json:"within_2x"`
+	}
+	if err := json.Unmarshal(js.Bytes(), &res); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != res.NTest+1 || !slices.Equal(rows[0], backtestJobsHeader()) {
+		t.Fatalf("%d rows, header %v; want %d test jobs under %v", len(rows)-1, rows[0], res.NTest, backtestJobsHeader())
+	}
+	hits, prev := 0, int64(0)
+	for _, r := range rows[1:] {
+		submit, err := strconv.ParseInt(r[3], 10, 64)
+		if err != nil || submit < prev || r[0] == "" || r[6] == "" {
+			t.Fatalf("row %v: want a job id, a segment, submits in order", r)
+		}
+		prev = submit
+		if r[13] == "1" {
+			hits++
+		}
+	}
+	if got := float64(hits) / float64(res.NTest); math.Abs(got-res.Within2x) > 1e-12 {
+		t.Errorf("within 2× of the rows %.4f; JSON %.4f", got, res.Within2x)
+	}
+
+	// A failed backtest: the earlier file stays as it was, no temporary one.
+	before, _ := os.ReadFile(out)
+	err = run(context.Background(), []string{"predictor", "backtest", "--trace", dir + "/none.swf", "--jobs-out", out}, os.Getenv, io.Discard, io.Discard)
+	if err == nil {
+		t.Fatal("backtest of a missing trace succeeded")
+	}
+	if after, _ := os.ReadFile(out); !bytes.Equal(before, after) {
+		t.Error("a failed backtest changed the earlier --jobs-out file")
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("files left in the directory: %v; want jobs.csv alone", ents)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"maps"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -250,22 +249,12 @@ func runSim(ctx context.Context, args []string, e *env) error {
 		}
 	}
 
-	var jobsFile *os.File
+	var jobsFile *outFile
 	if *jobsOut != "" {
-		// Written to a temporary file beside it, created before the
-		// replays so that a directory that cannot be written fails at
-		// once, not after minutes of replaying; renamed onto --jobs-out
-		// once complete. A replay that fails or is stopped leaves no
-		// partial file, and an earlier file of that name as it was.
-		if jobsFile, err = os.CreateTemp(filepath.Dir(*jobsOut), "."+filepath.Base(*jobsOut)+".*.tmp"); err != nil {
+		if jobsFile, err = createOut(*jobsOut); err != nil {
 			return fmt.Errorf("sim: --jobs-out: %w", err)
 		}
-		defer func() {
-			if jobsFile != nil {
-				jobsFile.Close()
-				os.Remove(jobsFile.Name())
-			}
-		}()
+		defer jobsFile.discard()
 	}
 	began := time.Now()
 	tr, err := trace.Open(*path, *format)
@@ -324,13 +313,9 @@ func runSim(ctx context.Context, args []string, e *env) error {
 		if err := replay.WriteJobs(jobsFile, w, results); err != nil {
 			return fmt.Errorf("sim: --jobs-out %s: %w", *jobsOut, err)
 		}
-		if err := jobsFile.Close(); err != nil {
-			return fmt.Errorf("sim: --jobs-out %s: %w", *jobsOut, err)
-		}
-		if err := os.Rename(jobsFile.Name(), *jobsOut); err != nil {
+		if err := jobsFile.commit(); err != nil {
 			return fmt.Errorf("sim: --jobs-out: %w", err)
 		}
-		jobsFile = nil
 		fmt.Fprintf(e.stderr, "sim: wrote %d rows (%d jobs × %d policies) to %s\n", len(w.Jobs)*len(pols), len(w.Jobs), len(pols), *jobsOut)
 	}
 	if *asJSON {

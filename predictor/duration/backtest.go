@@ -37,8 +37,10 @@ type BacktestConfig struct {
 
 	// onFeatures, when set (tests), sees every job's features as computed.
 	onFeatures func(j *Job, f Features)
-	// onPredict, when set (tests), sees every test job's prediction.
-	onPredict func(j *Job, f Features, p Prediction)
+	// OnPredict, when set, is called with every test job's features and
+	// prediction at its submit, in submit order, from the backtest's
+	// goroutine: per-job output (predictor backtest --jobs-out).
+	OnPredict func(j *Job, f Features, p Prediction)
 }
 
 // ProgressEvery is how many jobs a backtest goes through between calls of
@@ -213,8 +215,8 @@ func Backtest(ctx context.Context, jobs []Job, cfg BacktestConfig) (Result, erro
 			return res, err
 		}
 		pending[j] = served{f, p}
-		if cfg.onPredict != nil {
-			cfg.onPredict(j, f, p)
+		if cfg.OnPredict != nil {
+			cfg.OnPredict(j, f, p)
 		}
 		y, w := j.Run.Seconds(), width(j)
 		s := scored{pred: p.Point.Seconds(), true: y, width: w, low: p.Low.Seconds(), high: p.High.Seconds(), interval: true}

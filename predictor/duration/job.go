@@ -11,6 +11,7 @@ import "time"
 // Job is what the predictor knows of a job at submit time, plus its outcome
 // (Run, End), which History reads only once the job has ended.
 type Job struct {
+	ID         string // the job's id where it has one, for per-job output; never a feature
 	User       string
 	Executable string        // executable, job name or command hash; "" when unknown
 	Queue      string        // queue, partition or VC; "" when unknown

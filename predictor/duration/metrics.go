@@ -34,6 +34,14 @@ type scored struct {
 	interval   bool
 }
 
+// Within2x reports whether a prediction of pred seconds (taken as at least
+// 1 s) is within a factor 2 of a run of actual seconds: the rule of the
+// backtests' within_2x and of prediction_outcomes.
+func Within2x(pred, actual float64) bool {
+	p := math.Max(pred, 1)
+	return math.Max(p/actual, actual/p) < 2
+}
+
 func score(s []scored) Metrics {
 	m := Metrics{N: len(s)}
 	if len(s) == 0 {
@@ -47,7 +55,7 @@ func score(s []scored) Metrics {
 	var ssRes, ssTot float64
 	for _, x := range s {
 		p, y := math.Max(x.pred, 1), x.true
-		if math.Max(p/y, y/p) < 2 {
+		if Within2x(p, y) {
 			m.Within2x++
 		}
 		d := math.Log(y) - math.Log(p)

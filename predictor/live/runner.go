@@ -829,7 +829,7 @@ func outcomeOf(p predRow, actual float64) outcome {
 	pt := math.Max(p.point, 1)
 	o := outcome{ran: true, actual: actual, absError: math.Abs(pt - actual), logRatio: math.Log(pt / actual)}
 	o.absLog = math.Abs(o.logRatio)
-	o.within2x = math.Max(pt/actual, actual/pt) < 2
+	o.within2x = duration.Within2x(pt, actual)
 	o.inside = p.lower <= actual && actual <= p.upper
 	return o
 }
