@@ -249,6 +249,21 @@ func TestBacktestSomeLimits(t *testing.T) {
 	}
 }
 
+// readCSV returns the records of the CSV file at path.
+func readCSV(t *testing.T, path string) [][]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
 // TestBacktestJobsOut: --jobs-out writes one row per test job, whose
 // within_2x agree with the JSON's figure; a backtest that fails leaves no
 // file, not even a partial one.
@@ -267,15 +282,7 @@ func TestBacktestJobsOut(t *testing.T) {
 	if err := json.Unmarshal(js.Bytes(), &res); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rows, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows := readCSV(t, out)
 	if len(rows) != res.NTest+1 || !slices.Equal(rows[0], backtestJobsHeader()) {
 		t.Fatalf("%d rows, header %v; want %d test jobs under %v", len(rows)-1, rows[0], res.NTest, backtestJobsHeader())
 	}
@@ -296,7 +303,7 @@ func TestBacktestJobsOut(t *testing.T) {
 
 	// A failed backtest: the earlier file stays as it was, no temporary one.
 	before, _ := os.ReadFile(out)
-	err = run(context.Background(), []string{"predictor", "backtest", "--trace", dir + "/none.swf", "--jobs-out", out}, os.Getenv, io.Discard, io.Discard)
+	err := run(context.Background(), []string{"predictor", "backtest", "--trace", dir + "/none.swf", "--jobs-out", out}, os.Getenv, io.Discard, io.Discard)
 	if err == nil {
 		t.Fatal("backtest of a missing trace succeeded")
 	}

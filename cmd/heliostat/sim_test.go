@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -232,15 +231,7 @@ func TestSimJobsOut(t *testing.T) {
 		func(string) string { return "" }, &out, &errs); err != nil {
 		t.Fatalf("sim: %v\n%s", err, errs.String())
 	}
-	f, err := os.Open(jobs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rows, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows := readCSV(t, jobs)
 	if len(rows) != 1+2*6 || rows[0][0] != "policy" {
 		t.Fatalf("%d rows, header %v; want 13 rows under a header", len(rows), rows[0])
 	}
@@ -256,7 +247,7 @@ func TestSimJobsOut(t *testing.T) {
 	// A run that fails after the file was begun leaves none behind, and
 	// an earlier file of the name as it was.
 	gone := filepath.Join(dir, "gone.csv")
-	err = run(context.Background(), []string{"sim", "--trace", filepath.Join(dir, "missing.csv"), "--nodes", "1", "--jobs-out", gone},
+	err := run(context.Background(), []string{"sim", "--trace", filepath.Join(dir, "missing.csv"), "--nodes", "1", "--jobs-out", gone},
 		func(string) string { return "" }, &out, &errs)
 	if err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("a missing trace: %v; want an error", err)

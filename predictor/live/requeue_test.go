@@ -12,6 +12,13 @@ import (
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
 
+// withRestarts runs f as two subtests: with one runner throughout, and
+// with a new runner (a restart) wherever f makes one when restart is set.
+func withRestarts(t *testing.T, f func(t *testing.T, restart bool)) {
+	t.Run("one runner", func(t *testing.T) { f(t, false) })
+	t.Run("restarted", func(t *testing.T) { f(t, true) })
+}
+
 // runOutcome is a prediction_outcomes row, as FINAL has it.
 type runOutcome struct {
 	user         string
@@ -68,65 +75,59 @@ func predictionOf(t *testing.T, conn driver.Conn, db, id string) (string, time.T
 // prediction of its own, scored when it ends. A restart between the two
 // keeps it so.
 func TestRequeuedJobPredictedPerRun(t *testing.T) {
-	for _, restart := range []bool{false, true} {
-		name := "one runner"
-		if restart {
-			name = "restarted"
+	withRestarts(t, func(t *testing.T, restart bool) {
+		ch, conn := schematest.Database(t)
+		db := ch.Database
+		ctx := context.Background()
+		insertJobs(t, conn, db, history()...)
+		now := t0.Add(30 * time.Hour)
+		run1 := tjob{id: "rq", user: "alice", gpus: 2, limit: 8 * 3600, submit: now, start: now.Add(time.Minute)}
+		insertFrom(t, conn, db, schemas.SourceSlurm, run1)
+		c := &clock{t: now.Add(2 * time.Minute)}
+		r, _ := newRunner(t, conn, db, c)
+		if _, err := r.Once(ctx); err != nil {
+			t.Fatal(err)
 		}
-		t.Run(name, func(t *testing.T) {
-			ch, conn := schematest.Database(t)
-			db := ch.Database
-			ctx := context.Background()
-			insertJobs(t, conn, db, history()...)
-			now := t0.Add(30 * time.Hour)
-			run1 := tjob{id: "rq", user: "alice", gpus: 2, limit: 8 * 3600, submit: now, start: now.Add(time.Minute)}
-			insertFrom(t, conn, db, schemas.SourceSlurm, run1)
-			c := &clock{t: now.Add(2 * time.Minute)}
-			r, _ := newRunner(t, conn, db, c)
-			if _, err := r.Once(ctx); err != nil {
-				t.Fatal(err)
-			}
-			_, sub1, p1 := predictionOf(t, conn, db, "rq")
+		_, sub1, p1 := predictionOf(t, conn, db, "rq")
 
-			// Run 1 is preempted after 9 minutes and requeued.
-			end1 := now.Add(10 * time.Minute)
-			e1 := run1.events()[1] // START
-			e1.Type, e1.State, e1.EndMillis, e1.EventMillis, e1.ExitCode = schemas.JobEnd, schemas.StatePreempted, end1.UnixMilli(), end1.UnixMilli(), 0
-			sub2 := end1.Add(time.Second)
-			run2 := tjob{id: "rq", user: "alice", gpus: 2, limit: 8 * 3600, submit: sub2, start: sub2.Add(2 * time.Minute), end: sub2.Add(2*time.Minute + 3*time.Hour)}
-			evs2 := run2.events()
-			if err := ingest.InsertJobEvents(ctx, conn, db, "c1", schemas.SourceSlurm, []schemas.JobEvent{e1, evs2[0]}); err != nil {
-				t.Fatal(err)
-			}
-			c.t = end1.Add(time.Minute)
-			if restart {
-				r, _ = newRunner(t, conn, db, c)
-			}
-			if _, err := r.Once(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if _, sub, _ := predictionOf(t, conn, db, "rq"); !sub.Equal(sub2) {
-				t.Errorf("prediction of rq after the requeue is of the run submitted %s; want run 2's, %s", sub, sub2)
-			}
-			if o, ok := outcomesOf(t, conn, db, "rq")[sub1]; !ok || o.ran != 0 || o.pred != p1 || o.state != schemas.StatePreempted.String() {
-				t.Errorf("outcome of run 1 = %+v (found %v); want ran 0, its prediction %.0f s, PREEMPTED", o, ok, p1)
-			}
-			if err := ingest.InsertJobEvents(ctx, conn, db, "c1", schemas.SourceSlurm, evs2[1:]); err != nil {
-				t.Fatal(err)
-			}
-			c.t = run2.end.Add(time.Minute)
-			if restart {
-				r, _ = newRunner(t, conn, db, c)
-			}
-			if _, err := r.Once(ctx); err != nil {
-				t.Fatal(err)
-			}
-			_, _, p2 := predictionOf(t, conn, db, "rq")
-			if o := outcomesOf(t, conn, db, "rq")[sub2]; o.ran != 1 || o.actual != 3*3600 || o.pred != p2 {
-				t.Errorf("outcome of run 2 = %+v; want ran 1, actual 10800 s, run 2's prediction %.0f s", o, p2)
-			}
-		})
-	}
+		// Run 1 is preempted after 9 minutes and requeued.
+		end1 := now.Add(10 * time.Minute)
+		e1 := run1.events()[1] // START
+		e1.Type, e1.State, e1.EndMillis, e1.EventMillis, e1.ExitCode = schemas.JobEnd, schemas.StatePreempted, end1.UnixMilli(), end1.UnixMilli(), 0
+		sub2 := end1.Add(time.Second)
+		run2 := tjob{id: "rq", user: "alice", gpus: 2, limit: 8 * 3600, submit: sub2, start: sub2.Add(2 * time.Minute), end: sub2.Add(2*time.Minute + 3*time.Hour)}
+		evs2 := run2.events()
+		if err := ingest.InsertJobEvents(ctx, conn, db, "c1", schemas.SourceSlurm, []schemas.JobEvent{e1, evs2[0]}); err != nil {
+			t.Fatal(err)
+		}
+		c.t = end1.Add(time.Minute)
+		if restart {
+			r, _ = newRunner(t, conn, db, c)
+		}
+		if _, err := r.Once(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, sub, _ := predictionOf(t, conn, db, "rq"); !sub.Equal(sub2) {
+			t.Errorf("prediction of rq after the requeue is of the run submitted %s; want run 2's, %s", sub, sub2)
+		}
+		if o, ok := outcomesOf(t, conn, db, "rq")[sub1]; !ok || o.ran != 0 || o.pred != p1 || o.state != schemas.StatePreempted.String() {
+			t.Errorf("outcome of run 1 = %+v (found %v); want ran 0, its prediction %.0f s, PREEMPTED", o, ok, p1)
+		}
+		if err := ingest.InsertJobEvents(ctx, conn, db, "c1", schemas.SourceSlurm, evs2[1:]); err != nil {
+			t.Fatal(err)
+		}
+		c.t = run2.end.Add(time.Minute)
+		if restart {
+			r, _ = newRunner(t, conn, db, c)
+		}
+		if _, err := r.Once(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_, _, p2 := predictionOf(t, conn, db, "rq")
+		if o := outcomesOf(t, conn, db, "rq")[sub2]; o.ran != 1 || o.actual != 3*3600 || o.pred != p2 {
+			t.Errorf("outcome of run 2 = %+v; want ran 1, actual 10800 s, run 2's prediction %.0f s", o, p2)
+		}
+	})
 }
 
 // TestReusedJobIDPredicted: slurmctld, restarted with a clean state,
