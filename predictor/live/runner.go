@@ -537,7 +537,9 @@ type savedState struct {
 }
 
 // loadState reads back what earlier runners wrote: the predictions and
-// outcomes of the window's jobs, the latest outcomes for the rolling gauges,
+// outcomes of the window's jobs (submitted from from on), and the
+// predictions of earlier jobs (from waitFrom on) that have no outcome yet,
+// still waited for; the latest outcomes of the window for the rolling gauges,
 // the outcomes for the interval correction and the highest model version.
 // It changes nothing of r: a query that fails (ClickHouse restarting) leaves
 // the runner as it was, for the next pass to load again, rather than half
