@@ -54,8 +54,10 @@ func TestOutlivedJobScored(t *testing.T) {
 			t.Errorf("outlived jobs = %v; want 2 (long, stuck)", v)
 		}
 
-		// long ends, 3 days and an hour after its start.
-		long.end = f1.Add(time.Hour)
+		// long ends 3 days on. Minutes after the last pass, with nothing
+		// new in the window: the one runner's pass is one that only
+		// records outcomes (no retrain, no replay), and still scores it.
+		long.end = f1.Add(5 * time.Minute)
 		evs := long.events()
 		if err := ingest.InsertJobEvents(ctx, conn, db, "c1", schemas.SourceTrace, evs[len(evs)-1:]); err != nil {
 			t.Fatal(err)

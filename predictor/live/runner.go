@@ -19,7 +19,6 @@ import (
 
 	"github.com/heliostat-dev/heliostat/internal/health"
 	"github.com/heliostat-dev/heliostat/predictor/duration"
-	"github.com/heliostat-dev/heliostat/schemas"
 )
 
 // Trained is a fitted duration model and what is recorded about it in
@@ -345,7 +344,7 @@ func (r *Runner) once(ctx context.Context) (Pass, error) {
 		features = make(map[*rec]duration.Features, len(want))
 	)
 	trainable := func(rc *rec) bool { return retrain && rc.ended && rc.run() > 0 }
-	late, err := r.outlived(ctx)
+	late, err := r.outlived(ctx, waitFrom)
 	if err != nil {
 		r.m.errors.WithLabelValues(stageOutcome).Inc()
 		errs = append(errs, err)
@@ -432,8 +431,7 @@ func (r *Runner) dataClock(ctx context.Context) (time.Time, error) {
 // more than maxAhead after ClickHouse's now(), and how many jobs have such
 // an event; it logs them, at most every skewLogEvery.
 func (r *Runner) liveClock(ctx context.Context) (int64, uint64, error) {
-	ahead := fmt.Sprintf("source NOT IN ('%s', '%s') AND updated_at > now() + %d",
-		schemas.SourceSim, schemas.SourceTrace, int64(maxAhead/time.Second))
+	ahead := aheadSQL("updated_at")
 	var (
 		sec    int64
 		events uint64
@@ -929,17 +927,14 @@ func (r *Runner) predict(ctx context.Context, features map[*rec]duration.Feature
 // them now: the ended ones are scored like the window's (recordOutcomes),
 // the others waited for until forget gives them up. A run job_runs does
 // not hold (yet) is waited for as well.
-func (r *Runner) outlived(ctx context.Context) ([]*rec, error) {
+func (r *Runner) outlived(ctx context.Context, waitFrom time.Time) ([]*rec, error) {
 	var (
 		clusters, ids []string
 		lo, hi        int64
 	)
 	for k, p := range r.predicted {
-		if r.store[k] != nil {
-			continue
-		}
-		if o, ok := r.recorded[k]; ok && o.submit.Equal(p.submit) {
-			continue
+		if !r.awaited(k, p) || p.submit.Before(waitFrom) {
+			continue // in the window, scored, or about to be given up (forget)
 		}
 		if len(ids) == 0 || p.submit.Unix() < lo {
 			lo = p.submit.Unix()
@@ -948,6 +943,7 @@ func (r *Runner) outlived(ctx context.Context) ([]*rec, error) {
 		clusters, ids = append(clusters, k.cluster), append(ids, k.jobID)
 	}
 	if len(ids) == 0 {
+		r.m.outlived.Set(0)
 		return nil, nil
 	}
 	slices.Sort(clusters)
@@ -956,7 +952,7 @@ func (r *Runner) outlived(ctx context.Context) ([]*rec, error) {
   argMax(start_time, version), argMax(end_time, version), argMax(%[1]s, version)
 FROM %[2]s.job_runs
 WHERE submit_time >= toDateTime(%[3]d, 'UTC') AND submit_time <= toDateTime(%[4]d, 'UTC') AND has(?, cluster) AND has(?, job_id)
-GROUP BY cluster, job_id, submit_time`, endAheadSQL(), r.cfg.Database, lo, hi), clusters, ids)
+GROUP BY cluster, job_id, submit_time`, aheadSQL("end_time"), r.cfg.Database, lo, hi), clusters, ids)
 	if err != nil {
 		return nil, fmt.Errorf("live: select the runs of %d predicted jobs the window no longer holds: %w", len(ids), err)
 	}
@@ -983,30 +979,44 @@ GROUP BY cluster, job_id, submit_time`, endAheadSQL(), r.cfg.Database, lo, hi), 
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("live: select the runs of %d predicted jobs the window no longer holds: %w", len(ids), err)
 	}
+	waiting := len(ids)
+	for _, rc := range out {
+		if rc.ended {
+			waiting-- // scored this pass
+		}
+	}
+	r.m.outlived.Set(float64(waiting))
 	return out, nil
+}
+
+// awaited reports whether prediction p of job k is of a job the window no
+// longer holds and has no outcome yet: outlived, or to be given up.
+func (r *Runner) awaited(k key, p predRow) bool {
+	if r.store[k] != nil {
+		return false
+	}
+	o, ok := r.recorded[k]
+	return !ok || !o.submit.Equal(p.submit)
 }
 
 // forget drops what the runner keeps of jobs the window no longer holds:
 // their predictions once scored, or once submitted before waitFrom
 // without an outcome (given up: counted and logged; prediction_outcomes
-// has no row for them). The outlived gauge counts those still waited for.
+// has no row for them).
 func (r *Runner) forget(waitFrom time.Time) {
 	var given []key
-	waiting := 0
 	for k, p := range r.predicted {
 		if r.store[k] != nil {
 			continue
 		}
-		if o, ok := r.recorded[k]; !ok || !o.submit.Equal(p.submit) {
+		if r.awaited(k, p) {
 			if !p.submit.Before(waitFrom) {
-				waiting++ // outlived: still waited for
-				continue
+				continue // outlived: still waited for
 			}
 			given = append(given, k)
 		}
 		delete(r.predicted, k)
 	}
-	r.m.outlived.Set(float64(waiting))
 	for k := range r.recorded {
 		if _, ok := r.predicted[k]; !ok && r.store[k] == nil {
 			delete(r.recorded, k)
@@ -1118,10 +1128,10 @@ FROM %s.job_runs WHERE cluster = ? AND job_id = ? AND submit_time = toDateTime(%
 }
 
 // recordOutcomes writes the error of every predicted job that has ended and
-// has no outcome yet (of the window's, and the outlived runs late), or whose record ended again differently since its
-// outcome was written (a lost Slurm job, ended as UNKNOWN, listed again and
-// then ended): a rewritten outcome replaces the older (version =
-// recorded_at). A run's score counts once in the rolling gauges and the
+// has no outcome yet (the window's jobs, and the outlived runs late), or
+// whose record ended again differently since its outcome was written (a
+// lost Slurm job, ended as UNKNOWN, listed again and then ended): a
+// rewritten outcome replaces the older (version = recorded_at). A run's score counts once in the rolling gauges and the
 // interval correction, whichever of its outcomes is scored first.
 func (r *Runner) recordOutcomes(ctx context.Context, late []*rec) (int, error) {
 	var done []*rec

@@ -58,10 +58,12 @@ func (r *rec) finish(source, lastEvent string, end *time.Time, endAhead bool) {
 	}
 }
 
-// endAheadSQL is the condition, on a row of jobs or job_runs, of a live
-// source's end stamped more than maxAhead after ClickHouse's now().
-func endAheadSQL() string {
-	return fmt.Sprintf("source NOT IN ('%s', '%s') AND ifNull(end_time > now() + %d, 0)", schemas.SourceSim, schemas.SourceTrace, int64(maxAhead/time.Second))
+// aheadSQL is the condition, on a row of jobs or job_runs, that a live
+// source (not the simulator, not a trace) stamped its time column (a
+// Nullable one counts as not ahead when NULL) more than maxAhead after
+// ClickHouse's now().
+func aheadSQL(column string) string {
+	return fmt.Sprintf("source NOT IN ('%s', '%s') AND ifNull(%s > now() + %d, 0)", schemas.SourceSim, schemas.SourceTrace, column, int64(maxAhead/time.Second))
 }
 
 // loadJobs reads the jobs of the window (submit_time >= from) from jobs FINAL;
@@ -101,7 +103,7 @@ LEFT JOIN (
   WHERE submit_time >= %[3]d AND event_ts >= toDateTime(%[3]d, 'UTC')%[4]s
   GROUP BY cluster, job_id, submit_time
 ) AS s ON j.cluster = s.cluster AND j.job_id = s.job_id AND j.submit_time = s.submit_time
-SETTINGS join_use_nulls = 0`, endAheadSQL(), db, from.Unix(), keys)
+SETTINGS join_use_nulls = 0`, aheadSQL("end_time"), db, from.Unix(), keys)
 	rows, err := conn.Query(ctx, q)
 	if err != nil {
 		return nil, 0, fmt.Errorf("select jobs: %w", err)
