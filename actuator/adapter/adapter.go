@@ -166,9 +166,10 @@ type Node struct {
 	// WakeAt is when a waking node is expected to be ready; zero when
 	// unknown.
 	WakeAt time.Time
-	// GPUType is the type of the node's GPUs ("a100"); "" when the
-	// scheduler gives none.
-	GPUType string
+	// GPUTypes are the node's GPUs by type, as the scheduler names them:
+	// gres "gpu:a100:4,gpu:v100:2" is {a100: 4, v100: 2}, GPUs given
+	// without a type are under ""; nil when the node has no GPU.
+	GPUTypes map[string]int
 	// Features are the node's active features (Slurm's active_features),
 	// which a job's Constraint is matched against.
 	Features []string

@@ -5,8 +5,8 @@ import (
 	"strings"
 )
 
-// Fits reports whether node n could run j as far as j's GPUs per node, GPU
-// type and constraint go, and whether j narrows the nodes that could run it
+// Fits reports whether node n could run j as far as j's GPUs per node (of
+// j's GPU type, when it names one) and constraint go, and whether j narrows the nodes that could run it
 // at all (restricted). GPUs per node are GPUs ÷ NodeCount, rounded up, when
 // both are known (a job whose --gpus Slurm may split unevenly across its
 // nodes is taken as split evenly). The constraint forms read are one
@@ -18,13 +18,16 @@ import (
 // job's nodes from being woken.
 func (j *Job) Fits(n *Node) (fits, restricted bool) {
 	fits = true
-	if per := j.gpusPerNode(); per > 0 {
+	per := j.gpusPerNode()
+	if per > 0 {
 		restricted = true
 		fits = n.GPUs >= per
 	}
 	if j.GPUType != "" {
+		// Enough GPUs of that type: on a node with two types, the
+		// other type's GPUs do not count.
 		restricted = true
-		fits = fits && n.GPUType == j.GPUType
+		fits = fits && n.GPUTypes[j.GPUType] >= max(per, 1)
 	}
 	feats, all, ok := parseConstraint(j.Constraint)
 	if !ok || len(feats) == 0 {

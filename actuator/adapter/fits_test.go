@@ -3,38 +3,44 @@ package adapter
 import "testing"
 
 func TestFits(t *testing.T) {
-	a100 := &Node{Name: "a", GPUs: 8, GPUType: "a100", Features: []string{"a100", "ib"}}
-	h100 := &Node{Name: "h", GPUs: 4, GPUType: "h100", Features: []string{"h100", "nvme"}}
+	a100 := &Node{Name: "a", GPUs: 8, GPUTypes: map[string]int{"a100": 8}, Features: []string{"a100", "ib"}}
+	h100 := &Node{Name: "h", GPUs: 4, GPUTypes: map[string]int{"h100": 4}, Features: []string{"h100", "nvme"}}
 	bare := &Node{Name: "b"}
+	// Two types on one node, as gres "gpu:a100:4,gpu:v100:2".
+	mixed := &Node{Name: "m", GPUs: 6, GPUTypes: map[string]int{"a100": 4, "v100": 2}}
 	for _, tt := range []struct {
-		name            string
-		job             Job
-		a, h, b, strict bool // fits a100, h100, bare; restricted
+		name               string
+		job                Job
+		a, h, b, m, strict bool // fits a100, h100, bare, mixed; restricted
 	}{
-		{"nothing asked", Job{}, true, true, true, false},
-		{"GPU type", Job{GPUType: "h100"}, false, true, false, true},
-		{"one feature", Job{Constraint: "a100"}, true, false, false, true},
-		{"all of", Job{Constraint: "a100&ib"}, true, false, false, true},
-		{"all of, one missing", Job{Constraint: "a100&nvme"}, false, false, false, true},
-		{"any of", Job{Constraint: "a100 | nvme"}, true, true, false, true},
-		{"type and feature", Job{GPUType: "a100", Constraint: "nvme"}, false, false, false, true},
-		{"matching or: not read", Job{Constraint: "[a100|h100]"}, true, true, true, false},
-		{"count: not read", Job{Constraint: "a100*2"}, true, true, true, false},
-		{"mixed: not read", Job{Constraint: "a100&ib|h100"}, true, true, true, false},
-		{"comma: not read", Job{Constraint: "a100,ib"}, true, true, true, false},
-		{"empty name: not read", Job{Constraint: "a100&"}, true, true, true, false},
-		{"unread constraint, GPU type read", Job{GPUType: "a100", Constraint: "(a|b)"}, true, false, false, true},
-		{"8 GPUs on one node", Job{GPUs: 8, NodeCount: 1}, true, false, false, true},
-		{"16 GPUs on 4 nodes", Job{GPUs: 16, NodeCount: 4}, true, true, false, true},
-		{"9 GPUs on 2 nodes: 5 on each", Job{GPUs: 9, NodeCount: 2}, true, false, false, true},
-		{"GPUs, node count unknown", Job{GPUs: 16}, true, true, true, false},
-		{"one node, no GPUs", Job{NodeCount: 1}, true, true, true, false},
-		{"4 GPUs of type h100", Job{GPUs: 4, NodeCount: 1, GPUType: "h100"}, false, true, false, true},
+		{"nothing asked", Job{}, true, true, true, true, false},
+		{"GPU type", Job{GPUType: "h100"}, false, true, false, false, true},
+		{"one feature", Job{Constraint: "a100"}, true, false, false, false, true},
+		{"all of", Job{Constraint: "a100&ib"}, true, false, false, false, true},
+		{"all of, one missing", Job{Constraint: "a100&nvme"}, false, false, false, false, true},
+		{"any of", Job{Constraint: "a100 | nvme"}, true, true, false, false, true},
+		{"type and feature", Job{GPUType: "a100", Constraint: "nvme"}, false, false, false, false, true},
+		{"matching or: not read", Job{Constraint: "[a100|h100]"}, true, true, true, true, false},
+		{"count: not read", Job{Constraint: "a100*2"}, true, true, true, true, false},
+		{"mixed: not read", Job{Constraint: "a100&ib|h100"}, true, true, true, true, false},
+		{"comma: not read", Job{Constraint: "a100,ib"}, true, true, true, true, false},
+		{"empty name: not read", Job{Constraint: "a100&"}, true, true, true, true, false},
+		{"unread constraint, GPU type read", Job{GPUType: "a100", Constraint: "(a|b)"}, true, false, false, true, true},
+		{"8 GPUs on one node", Job{GPUs: 8, NodeCount: 1}, true, false, false, false, true},
+		{"16 GPUs on 4 nodes", Job{GPUs: 16, NodeCount: 4}, true, true, false, true, true},
+		{"9 GPUs on 2 nodes: 5 on each", Job{GPUs: 9, NodeCount: 2}, true, false, false, true, true},
+		{"GPUs, node count unknown", Job{GPUs: 16}, true, true, true, true, false},
+		{"one node, no GPUs", Job{NodeCount: 1}, true, true, true, true, false},
+		{"4 GPUs of type h100", Job{GPUs: 4, NodeCount: 1, GPUType: "h100"}, false, true, false, false, true},
+		{"GPU type on a node of two types", Job{GPUType: "v100"}, false, false, false, true, true},
+		{"4 GPUs of type a100: the node's four", Job{GPUs: 4, NodeCount: 1, GPUType: "a100"}, true, false, false, true, true},
+		{"4 GPUs of type v100: its other type does not count", Job{GPUs: 4, NodeCount: 1, GPUType: "v100"}, false, false, false, false, true},
+		{"6 GPUs of any type: both types count", Job{GPUs: 6, NodeCount: 1}, true, false, false, true, true},
 	} {
 		for _, c := range []struct {
 			n    *Node
 			want bool
-		}{{a100, tt.a}, {h100, tt.h}, {bare, tt.b}} {
+		}{{a100, tt.a}, {h100, tt.h}, {bare, tt.b}, {mixed, tt.m}} {
 			fits, restricted := tt.job.Fits(c.n)
 			if fits != c.want || restricted != tt.strict {
 				t.Errorf("%s: Fits(%s) = %v, restricted %v; want %v, %v", tt.name, c.n.Name, fits, restricted, c.want, tt.strict)

@@ -1056,15 +1056,17 @@ func TestLoopWakesNodesTheQueueAsksFor(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sched := &static{snap: adapter.Snapshot{Jobs: slices.Clone(tc.jobs)}}
 			for _, n := range []adapter.Node{
-				{Name: "gpu-a0", GPUType: "a100", Features: []string{"a100"}},
-				{Name: "gpu-a1", GPUType: "a100", Features: []string{"a100"}},
-				{Name: "gpu-h0", GPUType: "h100", Features: []string{"h100"}},
-				{Name: "gpu-h1", GPUType: "h100", Features: []string{"h100", "ib"}},
+				{Name: "gpu-a0", Features: []string{"a100"}},
+				{Name: "gpu-a1", Features: []string{"a100"}},
+				{Name: "gpu-h0", Features: []string{"h100"}},
+				{Name: "gpu-h1", Features: []string{"h100", "ib"}},
 			} {
 				n.Partitions, n.Power, n.GPUs, n.State = []string{"gpu"}, adapter.PowerOff, 8, "idle~"
-				if tc.aGPUs > 0 && n.GPUType == "a100" {
+				typ := n.Features[0]
+				if tc.aGPUs > 0 && typ == "a100" {
 					n.GPUs = tc.aGPUs
 				}
+				n.GPUTypes = map[string]int{typ: n.GPUs}
 				sched.snap.Nodes = append(sched.snap.Nodes, n)
 			}
 			l := newPeakLoop(t, sched, adapter.GuardConfig{Apply: true, Partitions: []string{"gpu"}, Nodes: []string{"gpu-*"}})

@@ -482,7 +482,7 @@ func node(sn sinfoNode) (adapter.Node, error) {
 	if base == "" {
 		return n, errors.New("no state")
 	}
-	total, gpuType, _, err := gpuCount(sn.Gres)
+	total, _, err := slurmfmt.ParseTRES(sn.Gres)
 	if err != nil {
 		return n, err
 	}
@@ -490,7 +490,14 @@ func node(sn sinfoNode) (adapter.Node, error) {
 	if err != nil {
 		return n, err
 	}
-	n.GPUs, n.FreeGPUs, n.GPUType = total, max(total-used, 0), gpuType
+	n.GPUs = clampInt(total.Count)
+	n.FreeGPUs = max(n.GPUs-used, 0)
+	for typ, c := range total.ByType {
+		if n.GPUTypes == nil {
+			n.GPUTypes = map[string]int{}
+		}
+		n.GPUTypes[typ] = clampInt(c)
+	}
 	n.Features = slices.Clone(sn.ActiveFeatures)
 	switch base {
 	case "ALLOCATED", "ALLOC", "MIXED", "MIX", "COMPLETING", "COMP":

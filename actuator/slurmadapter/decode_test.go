@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
 	"slices"
@@ -386,11 +387,11 @@ func TestDecodeSinfoRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []adapter.Node{
-		{Name: "g1", Partitions: []string{"gpu"}, GPUs: 8, FreeGPUs: 8, Power: adapter.PowerOn, State: "idle", GPUType: "h100"},
-		{Name: "g2", Partitions: []string{"gpu", "debug"}, GPUs: 8, FreeGPUs: 6, Busy: true, Power: adapter.PowerOn, State: "mixed", GPUType: "h100"},
-		{Name: "g3", Partitions: []string{"gpu"}, GPUs: 8, Power: adapter.PowerOff, State: "idle+POWERED_DOWN", GPUType: "h100"},
-		{Name: "g4", Partitions: []string{"gpu"}, GPUs: 8, Unusable: true, Power: adapter.PowerOn, State: "idle+DRAIN"},
-		{Name: "g5", Partitions: []string{"gpu"}, GPUs: 8, Unusable: true, Power: adapter.PowerOn, State: "idle+DRAIN"},
+		{Name: "g1", Partitions: []string{"gpu"}, GPUs: 8, FreeGPUs: 8, Power: adapter.PowerOn, State: "idle", GPUTypes: map[string]int{"h100": 8}},
+		{Name: "g2", Partitions: []string{"gpu", "debug"}, GPUs: 8, FreeGPUs: 6, Busy: true, Power: adapter.PowerOn, State: "mixed", GPUTypes: map[string]int{"h100": 8}},
+		{Name: "g3", Partitions: []string{"gpu"}, GPUs: 8, Power: adapter.PowerOff, State: "idle+POWERED_DOWN", GPUTypes: map[string]int{"h100": 8}},
+		{Name: "g4", Partitions: []string{"gpu"}, GPUs: 8, Unusable: true, Power: adapter.PowerOn, State: "idle+DRAIN", GPUTypes: map[string]int{"": 8}},
+		{Name: "g5", Partitions: []string{"gpu"}, GPUs: 8, Unusable: true, Power: adapter.PowerOn, State: "idle+DRAIN", GPUTypes: map[string]int{"": 8}},
 	}
 	if !reflect.DeepEqual(nodes, want) {
 		t.Errorf("decodeSinfo =\n%+v\nwant\n%+v", nodes, want)
@@ -426,9 +427,9 @@ func TestGPUCount(t *testing.T) {
 }
 
 // TestDecodeGPUTypesAndFeatures: a pending job's GPU type (from whichever
-// TRES field asks for GPUs) and constraint, and a node's GPU type and
-// active features, in the shapes of Slurm 22.05 (comma-separated strings),
-// 23.02 (lists) and 23.11's sinfo records (an object of total and active
+// TRES field asks for GPUs) and constraint, and a node's GPUs by type (one
+// node has two types) and active features, in the shapes of Slurm 22.05
+// (comma-separated strings), 23.02 (lists) and 23.11's sinfo records (an object of total and active
 // features). A feature field of another type rejects the document.
 func TestDecodeGPUTypesAndFeatures(t *testing.T) {
 	jobs, _, _, err := decodeSqueue([]byte(`{"jobs": [
@@ -452,24 +453,26 @@ func TestDecodeGPUTypesAndFeatures(t *testing.T) {
 
 	for _, tc := range []struct {
 		name, doc string
-		typ       string
+		types     map[string]int
 		features  []string
 	}{
 		{"22.05", `{"nodes": [{"name": "g1", "state": "idle", "partitions": ["p"], "gres": "gpu:a100:8(S:0-1)", "features": "a100,ib,spare", "active_features": "a100,ib"}]}`,
-			"a100", []string{"a100", "ib"}},
+			map[string]int{"a100": 8}, []string{"a100", "ib"}},
 		{"23.02", `{"nodes": [{"name": "g1", "state": ["IDLE"], "partitions": ["p"], "gres": "gpu:8", "active_features": ["h100"]}]}`,
-			"", []string{"h100"}},
+			map[string]int{"": 8}, []string{"h100"}},
 		{"23.11", `{"sinfo": [{"partition": {"name": "p"}, "node": {"state": ["IDLE"]}, "nodes": {"nodes": ["g1"]}, "gres": {"total": "gpu:h100:8(S:0-1)", "used": ""}, "features": {"total": "h100,ib", "active": "h100"}}]}`,
-			"h100", []string{"h100"}},
-		{"none", `{"nodes": [{"name": "g1", "state": "idle", "partitions": ["p"], "active_features": null}]}`, "", nil},
+			map[string]int{"h100": 8}, []string{"h100"}},
+		{"two types", `{"nodes": [{"name": "g1", "state": "mixed", "partitions": ["p"], "gres": "gpu:a100:4(S:0),gpu:v100:2(S:1)", "gres_used": "gpu:a100:1(IDX:0),gpu:v100:0(IDX:N/A)"}]}`,
+			map[string]int{"a100": 4, "v100": 2}, nil},
+		{"none", `{"nodes": [{"name": "g1", "state": "idle", "partitions": ["p"], "active_features": null}]}`, nil, nil},
 	} {
 		nodes, err := decodeSinfo([]byte(tc.doc))
 		if err != nil {
 			t.Errorf("%s: %v", tc.name, err)
 			continue
 		}
-		if n := nodes[0]; n.GPUType != tc.typ || !slices.Equal(n.Features, tc.features) {
-			t.Errorf("%s: node GPU type %q, features %q; want %q, %q", tc.name, n.GPUType, n.Features, tc.typ, tc.features)
+		if n := nodes[0]; !maps.Equal(n.GPUTypes, tc.types) || (n.GPUTypes == nil) != (tc.types == nil) || !slices.Equal(n.Features, tc.features) {
+			t.Errorf("%s: node GPUs by type %v, features %q; want %v, %q", tc.name, n.GPUTypes, n.Features, tc.types, tc.features)
 		}
 	}
 

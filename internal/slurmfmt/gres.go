@@ -8,9 +8,14 @@ import (
 
 // GPUs is what a GRES or TRES string says about GPUs.
 type GPUs struct {
-	Type    string  // "a100" in gpu:a100:2; "" when untyped
+	Type    string  // "a100" in gpu:a100:2; "" when untyped; the last type named when several are
 	Count   int64   // GPUs
 	Indices []int64 // device indices on the node, from (IDX:…); nil when not given
+	// ByType is Count split by type ("" for GPUs named without one), as
+	// ParseTRES reads it: a node's gres "gpu:a100:4,gpu:v100:2" is
+	// {a100: 4, v100: 2}. Nil where no GPU is named, and from
+	// ParseGresDetail.
+	ByType map[string]int64
 }
 
 // ParseGresDetail parses one node's entry of squeue's gres_detail, e.g.
@@ -78,6 +83,10 @@ func ParseTRES(s string) (g GPUs, ok bool, err error) {
 		}
 		if name == "gpu" {
 			g.Type, g.Count, ok = typ, g.Count+count, true
+			if g.ByType == nil {
+				g.ByType = map[string]int64{}
+			}
+			g.ByType[typ] += count
 		}
 	}
 	return g, ok, nil

@@ -1,6 +1,7 @@
 package slurmfmt
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -41,26 +42,38 @@ func TestParseGres(t *testing.T) {
 		count int64
 		typ   string
 		ok    bool
+		// byType is ByType where it is not {typ: count} (ok) or nil.
+		byType map[string]int64
 	}{
-		{"gres:gpu:8", 8, "", true},
-		{"gres:gpu:a100:2,gres:mps:100", 2, "a100", true},
-		{"gpu", 1, "", true},
-		{"gres/gpu:3", 3, "", true},
-		{"", 0, "", false},
-		{"gres:shard:2", 0, "", false},
-		{"gres/gpu:a100:2,gres:mps:100", 2, "a100", true},
-		{"gpu:h100:2(IDX:0-1)", 2, "h100", true},
-		{"gpu:h100:8(S:0-1),mps:100", 8, "h100", true},
-		{"gpu:a100", 1, "a100", true},
-		{"mps:100", 0, "", false},
-		{"(null)", 0, "", false},
-		{"N/A", 0, "", false},
-		{"gres/gpu=4", 4, "", true},
-		{"cpu=2,mem=1G,gres/gpu:h100=2", 2, "h100", true},
+		{"gres:gpu:8", 8, "", true, nil},
+		{"gres:gpu:a100:2,gres:mps:100", 2, "a100", true, nil},
+		{"gpu", 1, "", true, nil},
+		{"gres/gpu:3", 3, "", true, nil},
+		{"", 0, "", false, nil},
+		{"gres:shard:2", 0, "", false, nil},
+		{"gres/gpu:a100:2,gres:mps:100", 2, "a100", true, nil},
+		{"gpu:h100:2(IDX:0-1)", 2, "h100", true, nil},
+		{"gpu:h100:8(S:0-1),mps:100", 8, "h100", true, nil},
+		{"gpu:a100", 1, "a100", true, nil},
+		{"mps:100", 0, "", false, nil},
+		{"(null)", 0, "", false, nil},
+		{"N/A", 0, "", false, nil},
+		{"gres/gpu=4", 4, "", true, nil},
+		{"cpu=2,mem=1G,gres/gpu:h100=2", 2, "h100", true, nil},
+		{"gpu:a100:4(S:0),gpu:v100:2(S:1)", 6, "v100", true, map[string]int64{"a100": 4, "v100": 2}},
+		{"gpu:a100:1(IDX:0),gpu:v100:0(IDX:N/A)", 1, "v100", true, map[string]int64{"a100": 1, "v100": 0}},
+		{"gres/gpu:a100=2,gres/gpu=1,gres/gpu:a100=1", 4, "a100", true, map[string]int64{"a100": 3, "": 1}},
 	} {
 		g, ok, err := ParseTRES(tc.in)
 		if err != nil || ok != tc.ok || g.Count != tc.count || g.Type != tc.typ {
 			t.Errorf("ParseTRES(%q) = %+v, %v, %v; want count %d type %q ok %v", tc.in, g, ok, err, tc.count, tc.typ, tc.ok)
+		}
+		want := tc.byType
+		if want == nil && tc.ok {
+			want = map[string]int64{tc.typ: tc.count}
+		}
+		if !maps.Equal(g.ByType, want) || (want == nil) != (g.ByType == nil) {
+			t.Errorf("ParseTRES(%q).ByType = %v; want %v", tc.in, g.ByType, want)
 		}
 	}
 }
@@ -84,7 +97,7 @@ func TestParseTRESErrors(t *testing.T) {
 }
 
 func FuzzParseTRES(f *testing.F) {
-	for _, s := range []string{"gres:gpu:8", "gres/gpu:a100:2,gres:mps:100", "gpu:h100:8(S:0-1)", "gpu:8(IDX:0-7)", "(null)", "gpu:x:y"} {
+	for _, s := range []string{"gres:gpu:8", "gres/gpu:a100:2,gres:mps:100", "gpu:h100:8(S:0-1)", "gpu:8(IDX:0-7)", "(null)", "gpu:x:y", "gpu:a100:4(S:0),gpu:v100:2(S:1)"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -92,7 +105,11 @@ func FuzzParseTRES(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if g.Count < 0 || !ok && g.Count != 0 {
+		var sum int64
+		for _, n := range g.ByType {
+			sum += n
+		}
+		if g.Count < 0 || !ok && g.Count != 0 || sum != g.Count || ok != (g.ByType != nil) {
 			t.Errorf("ParseTRES(%q) = %+v, %v", s, g, ok)
 		}
 	})
