@@ -926,7 +926,9 @@ func (r *Runner) predict(ctx context.Context, features map[*rec]duration.Feature
 // holds (submitted before it) and that have no outcome yet, as job_runs has
 // them now: the ended ones are scored like the window's (recordOutcomes),
 // the others waited for until forget gives them up. A run job_runs does
-// not hold (yet) is waited for as well.
+// not hold (yet) is waited for as well. The ids go in as a set (IN a
+// subquery), not has(): has() scans the array for every row, 11.5 s a
+// pass for 10,000 ids where the set takes 50 ms (BenchmarkOutlived).
 func (r *Runner) outlived(ctx context.Context, waitFrom time.Time) ([]*rec, error) {
 	var (
 		clusters, ids []string
@@ -951,7 +953,7 @@ func (r *Runner) outlived(ctx context.Context, waitFrom time.Time) ([]*rec, erro
 	rows, err := r.conn.Query(ctx, fmt.Sprintf(`SELECT cluster, job_id, submit_time, argMax(source, version), argMax(state, version), argMax(last_event, version),
   argMax(start_time, version), argMax(end_time, version), argMax(%[1]s, version)
 FROM %[2]s.job_runs
-WHERE submit_time >= toDateTime(%[3]d, 'UTC') AND submit_time <= toDateTime(%[4]d, 'UTC') AND has(?, cluster) AND has(?, job_id)
+WHERE submit_time >= toDateTime(%[3]d, 'UTC') AND submit_time <= toDateTime(%[4]d, 'UTC') AND has(?, cluster) AND job_id IN (SELECT arrayJoin(?))
 GROUP BY cluster, job_id, submit_time`, aheadSQL("end_time"), r.cfg.Database, lo, hi), clusters, ids)
 	if err != nil {
 		return nil, fmt.Errorf("live: select the runs of %d predicted jobs the window no longer holds: %w", len(ids), err)
