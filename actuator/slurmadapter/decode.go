@@ -281,7 +281,8 @@ func runningTasks(jobs []squeueJob) map[int64]int {
 }
 
 // jobGPUs returns the GPUs a pending job asks for — per job, or per node ×
-// nodes, or per task × tasks — and their type ("" for any).
+// nodes, or per task × tasks — and their type ("" for any, and for a job
+// that names several: it restricts by count only, see gpuCount).
 func jobGPUs(j slurmfmt.Job) (int, string, error) {
 	if n, typ, ok, err := gpuCount(j.TRESPerJob); err != nil || ok {
 		return n, typ, err
@@ -297,9 +298,14 @@ func jobGPUs(j slurmfmt.Job) (int, string, error) {
 }
 
 // gpuCount reads the GPUs of a TRES or GRES list (slurmfmt.ParseTRES) and
-// their type; ok is false when it names none.
+// their type: "" when it names none or several ("gres/gpu:a100=1,gres/
+// gpu:v100=1"), which no one type stands for; ok is false when it names no
+// GPU.
 func gpuCount(s string) (n int, typ string, ok bool, err error) {
 	g, ok, err := slurmfmt.ParseTRES(s)
+	if len(g.ByType) > 1 {
+		g.Type = ""
+	}
 	return clampInt(g.Count), g.Type, ok, err
 }
 

@@ -418,6 +418,8 @@ func TestGPUCount(t *testing.T) {
 		{"gres/gpu=4", 4, "", true, false},
 		{"cpu=2,gres/gpu:h100=2", 2, "h100", true, false},
 		{"gres/gpu=x", 0, "", false, true},
+		{"gres/gpu:a100=1,gres/gpu:v100=1", 2, "", true, false},
+		{"gres/gpu:a100=1,gres/gpu:a100=2", 3, "a100", true, false},
 	} {
 		n, typ, ok, err := gpuCount(tc.in)
 		if n != tc.n || typ != tc.typ || ok != tc.ok || (err != nil) != tc.err {
