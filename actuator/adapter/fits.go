@@ -6,18 +6,17 @@ import (
 )
 
 // Fits reports whether node n could run j as far as j's GPUs per node (of
-// j's GPU type, when it names one) and constraint go, and whether j
-// narrows the nodes that could run it at all (restricted). A node with GPUs
-// of several types fits a typed job only by its GPUs of that type. GPUs
-// per node are GPUs ÷ NodeCount, rounded up, when both are known (a job
-// whose --gpus Slurm may split unevenly across its nodes is taken as split
-// evenly). The constraint forms read are one
-// feature, features joined by "&" (all of them) and features joined by "|"
-// (any of them). Slurm's other forms — brackets, counts ("a100*2"),
-// parentheses, commas, mixed "&" and "|" — are not read: such a constraint
-// restricts nothing here, and every node counts as fitting it (as it did
-// before constraints were read), so a misread constraint can never keep a
-// job's nodes from being woken.
+// j's GPU type, when it names one) and constraint go, and whether j narrows
+// the nodes that could run it at all (restricted). A node with GPUs of
+// several types fits a typed job only by its GPUs of that type. GPUs per
+// node are GPUs ÷ NodeCount, rounded up, when both are known (a job whose
+// --gpus Slurm may split unevenly across its nodes is taken as split
+// evenly). The constraint forms read are one feature, features joined by "&"
+// (all of them) and features joined by "|" (any of them). Slurm's other
+// forms — brackets, counts ("a100*2"), parentheses, commas, mixed "&" and
+// "|" — are not read: such a constraint restricts nothing here, and every
+// node counts as fitting it (as it did before constraints were read), so a
+// misread constraint can never keep a job's nodes from being woken.
 func (j *Job) Fits(n *Node) (fits, restricted bool) {
 	fits = true
 	per := j.gpusPerNode()
