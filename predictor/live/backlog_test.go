@@ -19,10 +19,8 @@ import (
 func TestReusedIDOfBacklogPredicted(t *testing.T) {
 	for _, full := range []bool{false, true} {
 		t.Run(map[bool]string{false: "incremental", true: "retrain"}[full], func(t *testing.T) {
-			ch, conn := schematest.Database(t)
-			db := ch.Database
+			conn, db := historyDB(t)
 			ctx := context.Background()
-			insertJobs(t, conn, db, history()...)
 			at := t0.Add(30 * time.Hour)
 			old := tjob{id: "r7", user: "alice", gpus: 2, limit: 4 * 3600, submit: at, start: at.Add(time.Minute), end: at.Add(11 * time.Minute)}
 			insertFrom(t, conn, db, schemas.SourceSlurm, old)

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"testing"
 	"time"
-
-	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
 
 // TestModelInsertLandedThenFailed: the prediction_models insert of the first
@@ -14,10 +12,8 @@ import (
 // publish a second, different model under the version of the row that
 // landed: every model_version names one model.
 func TestModelInsertLandedThenFailed(t *testing.T) {
-	ch, conn := schematest.Database(t)
-	db := ch.Database
+	conn, db := historyDB(t)
 	ctx := context.Background()
-	insertJobs(t, conn, db, history()...)
 	now := t0.Add(30 * time.Hour)
 	insertJobs(t, conn, db, tjob{id: "p-alice", user: "alice", gpus: 2, limit: 4 * 3600, submit: now})
 	c := &clock{t: now.Add(time.Minute)}
@@ -63,10 +59,8 @@ func TestModelInsertLandedThenFailed(t *testing.T) {
 // again. FINAL keeps the first prediction, the one that landed; the outcome
 // of p-alice must score that prediction, not the retry the table dropped.
 func TestPredictionInsertLandedThenFailed(t *testing.T) {
-	ch, conn := schematest.Database(t)
-	db := ch.Database
+	conn, db := historyDB(t)
 	ctx := context.Background()
-	insertJobs(t, conn, db, history()...)
 	now := t0.Add(30 * time.Hour)
 	alice := tjob{id: "p-alice", user: "alice", gpus: 2, limit: 4 * 3600, submit: now}
 	insertJobs(t, conn, db, alice)

@@ -122,6 +122,15 @@ func newRunner(t *testing.T, conn driver.Conn, db string, c *clock) (*Runner, *p
 	return newRunnerCfg(t, conn, Config{Database: db, Interval: time.Second, RetrainInterval: 10 * time.Minute}, c)
 }
 
+// historyDB returns a new database holding history()'s jobs, where most
+// tests start.
+func historyDB(t *testing.T) (driver.Conn, string) {
+	t.Helper()
+	ch, conn := schematest.Database(t)
+	insertJobs(t, conn, ch.Database, history()...)
+	return conn, ch.Database
+}
+
 // newRunnerCfg is newRunner with cfg.
 func newRunnerCfg(t *testing.T, conn driver.Conn, cfg Config, c *clock) (*Runner, *prometheus.Registry) {
 	t.Helper()
@@ -475,10 +484,8 @@ func lint(t *testing.T, reg *prometheus.Registry) {
 // TestConcurrentPredict calls Predict and Model from several goroutines
 // while passes retrain and swap models (run with -race).
 func TestConcurrentPredict(t *testing.T) {
-	ch, conn := schematest.Database(t)
-	db := ch.Database
+	conn, db := historyDB(t)
 	ctx := context.Background()
-	insertJobs(t, conn, db, history()...)
 	c := &clock{t: t0.Add(30 * time.Hour)}
 	reg := prometheus.NewRegistry()
 	// RetrainInterval equal to Interval with the clock moved 1 s a pass:

@@ -10,8 +10,6 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-
-	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
 
 // flakyConn fails the first query that contains failOnce, as a ClickHouse
@@ -77,10 +75,8 @@ func (c *flakyConn) QueryRow(ctx context.Context, q string, args ...any) driver.
 // clean restart: each outcome replayed once through the interval correction
 // and counted once by the rolling gauges.
 func TestLoadStateRetry(t *testing.T) {
-	ch, conn := schematest.Database(t)
-	db := ch.Database
+	conn, db := historyDB(t)
 	ctx := context.Background()
-	insertJobs(t, conn, db, history()...)
 	now := t0.Add(30 * time.Hour)
 	var pending []tjob
 	for i := range 60 {

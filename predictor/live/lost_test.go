@@ -117,10 +117,8 @@ func checkEndedRuns(t *testing.T, recs []*rec, want map[string]time.Duration) {
 // once in the rolling gauges and the interval correction, also by a
 // restarted runner.
 func TestLostJobFoundAgainScored(t *testing.T) {
-	ch, conn := schematest.Database(t)
-	db := ch.Database
+	conn, db := historyDB(t)
 	ctx := context.Background()
-	insertJobs(t, conn, db, history()...)
 	now := t0.Add(30 * time.Hour)
 	j := tjob{id: "lost", user: "alice", gpus: 2, limit: 4 * 3600, submit: now, start: now.Add(time.Minute)}
 	insertFrom(t, conn, db, schemas.SourceSlurm, j)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/heliostat-dev/heliostat/ingest"
 	"github.com/heliostat-dev/heliostat/schemas"
-	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
 
 // TestOutlivedJobScored: a predicted job still running when its submit
@@ -19,10 +18,8 @@ import (
 // between (the predictions read back to the wait) changes nothing.
 func TestOutlivedJobScored(t *testing.T) {
 	withRestarts(t, func(t *testing.T, restart bool) {
-		ch, conn := schematest.Database(t)
-		db := ch.Database
+		conn, db := historyDB(t)
 		ctx := context.Background()
-		insertJobs(t, conn, db, history()...)
 		now := t0.Add(30 * time.Hour)
 		long := tjob{id: "long", user: "alice", gpus: 2, limit: 10 * 24 * 3600, submit: now, start: now.Add(time.Minute)}
 		stuck := tjob{id: "stuck", user: "bob", gpus: 2, limit: 10 * 24 * 3600, submit: now, start: now.Add(time.Minute)}

@@ -9,7 +9,6 @@ import (
 	"github.com/heliostat-dev/heliostat/ingest"
 	"github.com/heliostat-dev/heliostat/predictor/duration"
 	"github.com/heliostat-dev/heliostat/schemas"
-	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
 
 // TestTrainingRowUsesRequestAtSubmit: a job is submitted with a 1 h limit,
@@ -19,10 +18,8 @@ import (
 // holds the request it had at submit, as its prediction did; the record
 // keeps the latest, which the tables show.
 func TestTrainingRowUsesRequestAtSubmit(t *testing.T) {
-	ch, conn := schematest.Database(t)
-	db := ch.Database
+	conn, db := historyDB(t)
 	ctx := context.Background()
-	insertJobs(t, conn, db, history()...)
 	now := t0.Add(30 * time.Hour)
 	j := tjob{id: "ext", user: "alice", gpus: 2, limit: 3600, mem: 8 << 30, submit: now}
 	insertFrom(t, conn, db, schemas.SourceSlurm, j)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/heliostat-dev/heliostat/ingest"
 	"github.com/heliostat-dev/heliostat/schemas"
-	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
 
 // withRestarts runs f as two subtests: with one runner throughout, and
@@ -76,10 +75,8 @@ func predictionOf(t *testing.T, conn driver.Conn, db, id string) (string, time.T
 // keeps it so.
 func TestRequeuedJobPredictedPerRun(t *testing.T) {
 	withRestarts(t, func(t *testing.T, restart bool) {
-		ch, conn := schematest.Database(t)
-		db := ch.Database
+		conn, db := historyDB(t)
 		ctx := context.Background()
-		insertJobs(t, conn, db, history()...)
 		now := t0.Add(30 * time.Hour)
 		run1 := tjob{id: "rq", user: "alice", gpus: 2, limit: 8 * 3600, submit: now, start: now.Add(time.Minute)}
 		insertFrom(t, conn, db, schemas.SourceSlurm, run1)
@@ -134,10 +131,8 @@ func TestRequeuedJobPredictedPerRun(t *testing.T) {
 // reuses id r5 for another user's job after the first r5 was predicted and
 // scored. The new job is predicted and scored; the old job's outcome stays.
 func TestReusedJobIDPredicted(t *testing.T) {
-	ch, conn := schematest.Database(t)
-	db := ch.Database
+	conn, db := historyDB(t)
 	ctx := context.Background()
-	insertJobs(t, conn, db, history()...)
 	now := t0.Add(30 * time.Hour)
 	old := tjob{id: "r5", user: "alice", gpus: 2, limit: 4 * 3600, submit: now}
 	insertFrom(t, conn, db, schemas.SourceSlurm, old)
