@@ -2,6 +2,7 @@ package slurmadapter
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -102,4 +103,70 @@ func TestSlurmWakesNodesAJobAsksFor(t *testing.T) {
 	if calls, err := c.ResumeCalls(); err != nil || !slices.Equal(calls, []string{"gpu4"}) {
 		t.Errorf("resume program calls %q, %v; want [gpu4]", calls, err)
 	}
+}
+
+// TestSlurmNodeWithTwoGPUTypes: on a real Slurm 22.05 whose nodes each have
+// 4 a100 and 4 v100 GPUs (gres gpu:a100:4,gpu:v100:4), the adapter reads
+// every node's GPUs by type as sinfo writes them, a running job's GPUs as
+// used, and a pending job's GPU type; a node fits a job asking for v100s
+// as far as its v100s go, not its 8 GPUs.
+func TestSlurmNodeWithTwoGPUTypes(t *testing.T) {
+	c := slurmtest.StartWith(t, slurmtest.Options{GPUTypes: []slurmtest.GPUType{{Name: "a100", Count: 4}, {Name: "v100", Count: 4}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	must := mustOK(t, c)
+	busy := must(c.Submit(ctx, "-w", "gpu1", "--gres=gpu:v100:3", "--wrap", "sleep 300"))
+	if _, err := c.WaitState(ctx, func(s string) bool { return s == "RUNNING" }, busy); err != nil {
+		t.Fatalf("%v\n%s", err, c.LogTail(20))
+	}
+	waiting := must(c.Submit(ctx, "-w", "gpu1", "--gres=gpu:v100:2", "--wrap", "true"))
+	waitReason(ctx, t, c, waiting, "Resources", func(r string) bool { return r == "Resources" })
+
+	clk := &clock{t: time.Now()}
+	s, err := New(Config{Conf: c.Conf()}, c.Env(), nil, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := map[string]int{"a100": 4, "v100": 4}
+	nodes := map[string]adapter.Node{}
+	for _, n := range snap.Nodes {
+		nodes[n.Name] = n
+		free := 8
+		if n.Name == "gpu1" {
+			free = 5
+		}
+		if !maps.Equal(n.GPUTypes, types) || n.GPUs != 8 || n.FreeGPUs != free {
+			t.Errorf("node %s: GPUs %d (%d free) by type %v; want 8 (%d free), %v", n.Name, n.GPUs, n.FreeGPUs, n.GPUTypes, free, types)
+		}
+	}
+	found := false
+	for _, j := range snap.Jobs {
+		if j.ID == waiting {
+			found = true
+			if j.GPUType != "v100" || j.GPUs != 2 {
+				t.Errorf("job %s: %d GPUs of type %q; want 2 of v100", waiting, j.GPUs, j.GPUType)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("pending job %s not in the snapshot: %+v", waiting, snap.Jobs)
+	}
+	gpu2 := nodes["gpu2"]
+	for _, tc := range []struct {
+		job  adapter.Job
+		want bool
+	}{
+		{adapter.Job{GPUs: 4, NodeCount: 1, GPUType: "v100"}, true},
+		{adapter.Job{GPUs: 5, NodeCount: 1, GPUType: "v100"}, false},
+		{adapter.Job{GPUs: 8, NodeCount: 1}, true},
+	} {
+		if fits, _ := tc.job.Fits(&gpu2); fits != tc.want {
+			t.Errorf("%d GPUs of type %q on gpu2: fits %v; want %v", tc.job.GPUs, tc.job.GPUType, fits, tc.want)
+		}
+	}
+	must(c.Run(ctx, "scancel", busy, waiting))
 }

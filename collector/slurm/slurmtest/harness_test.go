@@ -259,3 +259,19 @@ func TestDbdConfWithoutAccounting(t *testing.T) {
 		t.Fatalf("start(DbdConf without Accounting) = %v; want an error", err)
 	}
 }
+
+// TestTypedGres: Options.GPUTypes split the 8 fake devices among the types
+// in order; types that do not add up to GPUsPerNode, or lack a name or a
+// count, are refused.
+func TestTypedGres(t *testing.T) {
+	conf, gres, err := typedGres([]GPUType{{"a100", 4}, {"v100", 4}})
+	wantGres := "AutoDetect=off\nNodeName=gpu[1-4] Name=gpu Type=a100 File=/dev/tty[0-3]\nNodeName=gpu[1-4] Name=gpu Type=v100 File=/dev/tty[4-7]\n"
+	if err != nil || conf != "gpu:a100:4,gpu:v100:4" || gres != wantGres {
+		t.Errorf("typedGres(a100 4, v100 4) = %q, %q, %v; want gpu:a100:4,gpu:v100:4, %q", conf, gres, err, wantGres)
+	}
+	for _, bad := range [][]GPUType{{{"a100", 4}}, {{"a100", 8}, {"v100", 1}}, {{"", 8}}, {{"a100", 0}, {"v100", 8}}, {{"a:1", 8}}} {
+		if _, _, err := typedGres(bad); err == nil {
+			t.Errorf("typedGres(%+v): no error", bad)
+		}
+	}
+}

@@ -371,6 +371,39 @@ type Options struct {
 	// e.g. {"PrivateData": "jobs"}: slurmdbd's own settings, which govern
 	// what sacct and sacctmgr show. Only with Accounting.
 	DbdConf map[string]string
+
+	// GPUTypes, when set, types each node's GPUsPerNode fake GPUs: the
+	// counts of each type, in order (e.g. {{"a100", 4}, {"v100", 4}}: a
+	// node with GPUs of two types), adding up to GPUsPerNode. Empty: the
+	// shared gres.conf's untyped GPUs.
+	GPUTypes []GPUType
+}
+
+// GPUType is a count of GPUs of one type on each node (Options.GPUTypes).
+type GPUType struct {
+	Name  string
+	Count int
+}
+
+// typedGres returns slurm.conf's Gres value and gres.conf for types, the
+// fake devices (/dev/tty0–7, as the shared gres.conf has them) split among
+// the types in order.
+func typedGres(types []GPUType) (conf, gresConf string, err error) {
+	var specs []string
+	gresConf = "AutoDetect=off\n"
+	next := 0
+	for _, t := range types {
+		if t.Name == "" || t.Count <= 0 || strings.ContainsAny(t.Name, ":,= ") {
+			return "", "", fmt.Errorf("slurmtest: GPU type %+v: want a name and a count above 0", t)
+		}
+		specs = append(specs, fmt.Sprintf("gpu:%s:%d", t.Name, t.Count))
+		gresConf += fmt.Sprintf("NodeName=gpu[1-%d] Name=gpu Type=%s File=/dev/tty[%d-%d]\n", len(Nodes), t.Name, next, next+t.Count-1)
+		next += t.Count
+	}
+	if next != GPUsPerNode {
+		return "", "", fmt.Errorf("slurmtest: GPU types %+v add up to %d GPUs, not %d", types, next, GPUsPerNode)
+	}
+	return strings.Join(specs, ","), gresConf, nil
 }
 
 // Start starts a private cluster for one test and stops it when the test ends.
@@ -621,6 +654,18 @@ func (c *Cluster) writeConfig(shared string, opts Options) error {
 	repl := []string{"@DIR@", c.dir, "@CTLD_PORT@", strconv.Itoa(ctld)}
 	for i := range Nodes {
 		repl = append(repl, fmt.Sprintf("@PORT%d@", i), strconv.Itoa(nodes+i))
+	}
+	if len(opts.GPUTypes) > 0 {
+		typed, typedConf, err := typedGres(opts.GPUTypes)
+		if err != nil {
+			return err
+		}
+		untyped := fmt.Sprintf(" Gres=gpu:%d ", GPUsPerNode)
+		if !strings.Contains(string(tmpl), untyped) {
+			return fmt.Errorf("slurmtest: %s has no %q to type", filepath.Join(shared, "slurm.conf.in"), strings.TrimSpace(untyped))
+		}
+		repl = append(repl, untyped, " Gres="+typed+" ")
+		gres = []byte(typedConf)
 	}
 	conf := strings.NewReplacer(repl...).Replace(string(tmpl))
 	if strings.Contains(conf, "@") {
