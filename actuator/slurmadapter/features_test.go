@@ -38,22 +38,11 @@ func TestSlurmWakesNodesAJobAsksFor(t *testing.T) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	busy := must(c.Submit(ctx, "-w", "gpu3", "--gres=gpu:8", "--wrap", "sleep 300"))
-	if _, err := c.WaitState(ctx, func(s string) bool { return s == "RUNNING" }, busy); err != nil {
-		t.Fatalf("%v\n%s", err, c.LogTail(20))
-	}
+	busy := runningJob(ctx, t, c, "-w", "gpu3", "--gres=gpu:8", "--wrap", "sleep 300")
 	wide := must(c.Submit(ctx, "-N2", "--gres=gpu:8", "--constraint=h100&ib", "--wrap", "true"))
 	waitReason(ctx, t, c, wide, "Resources", func(r string) bool { return r == "Resources" })
 
-	clk := &clock{t: time.Now()}
-	s, err := New(Config{Conf: c.Conf()}, c.Env(), nil, clk.now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := s.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, clk, snap := snapshotNow(ctx, t, c)
 	for _, j := range snap.Jobs {
 		if j.ID == wide && j.Constraint != "h100&ib" {
 			t.Errorf("job %s: constraint %q; want h100&ib", wide, j.Constraint)
@@ -115,22 +104,11 @@ func TestSlurmNodeWithTwoGPUTypes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	must := mustOK(t, c)
-	busy := must(c.Submit(ctx, "-w", "gpu1", "--gres=gpu:v100:3", "--wrap", "sleep 300"))
-	if _, err := c.WaitState(ctx, func(s string) bool { return s == "RUNNING" }, busy); err != nil {
-		t.Fatalf("%v\n%s", err, c.LogTail(20))
-	}
+	busy := runningJob(ctx, t, c, "-w", "gpu1", "--gres=gpu:v100:3", "--wrap", "sleep 300")
 	waiting := must(c.Submit(ctx, "-w", "gpu1", "--gres=gpu:v100:2", "--wrap", "true"))
 	waitReason(ctx, t, c, waiting, "Resources", func(r string) bool { return r == "Resources" })
 
-	clk := &clock{t: time.Now()}
-	s, err := New(Config{Conf: c.Conf()}, c.Env(), nil, clk.now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := s.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, snap := snapshotNow(ctx, t, c)
 	types := map[string]int{"a100": 4, "v100": 4}
 	nodes := map[string]adapter.Node{}
 	for _, n := range snap.Nodes {

@@ -465,6 +465,33 @@ func waitReason(ctx context.Context, t *testing.T, c *slurmtest.Cluster, id, wan
 	}
 }
 
+// runningJob submits a job with args and waits until it runs; it returns
+// the job's id.
+func runningJob(ctx context.Context, t *testing.T, c *slurmtest.Cluster, args ...string) string {
+	t.Helper()
+	id := mustOK(t, c)(c.Submit(ctx, args...))
+	if _, err := c.WaitState(ctx, func(s string) bool { return s == "RUNNING" }, id); err != nil {
+		t.Fatalf("%v\n%s", err, c.LogTail(20))
+	}
+	return id
+}
+
+// snapshotNow returns an adapter on c, its clock (set to now) and its first
+// snapshot.
+func snapshotNow(ctx context.Context, t *testing.T, c *slurmtest.Cluster) (*Scheduler, *clock, adapter.Snapshot) {
+	t.Helper()
+	clk := &clock{t: time.Now()}
+	s, err := New(Config{Conf: c.Conf()}, c.Env(), nil, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, clk, snap
+}
+
 // TestSlurmPendingArraysAndWaits reads a real Slurm 22.05's queue: a pending
 // array stands for its tasks — all those of its task list, however long
 // (squeue cuts the list at 64 bytes unless SLURM_BITSTR_LEN=0), or its
