@@ -153,9 +153,9 @@ type JobEvent struct {
 	Nodes       []string // host names, expanded ("gpu[1-2]" → "gpu1", "gpu2"); empty until allocated
 	CPUs        int64    // Unknown when not known
 	GPUs        int64    // GPUs requested/allocated in all; Unknown when not known
-	GPUType     string
-	MemReqBytes int64  // Unknown when not known
-	CommandHash string // hex hash of the submit script or command line; "" when unknown
+	GPUType     string   // "a100"; "" when untyped or not known; a mix sorted and joined by ',' ("a100,v100")
+	MemReqBytes int64    // Unknown when not known
+	CommandHash string   // hex hash of the submit script or command line; "" when unknown
 	WorkDir     string
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/heliostat-dev/heliostat/internal/slurmfmt"
 	"github.com/heliostat-dev/heliostat/schemas"
@@ -264,7 +265,10 @@ func observeResources(j *slurmfmt.Job, ev *schemas.JobEvent, o *observation) err
 		return fmt.Errorf("gres_detail has %d entries for %d nodes", len(j.GresDetail), len(ev.Nodes))
 	}
 	idx := make(map[string][]int64, len(ev.Nodes))
-	var total int64
+	var (
+		total int64
+		types []string // per node: an untyped request may get a different type on each
+	)
 	for i, d := range j.GresDetail {
 		g, ok, err := slurmfmt.ParseGresDetail(d)
 		if err != nil {
@@ -278,9 +282,10 @@ func observeResources(j *slurmfmt.Job, ev *schemas.JobEvent, o *observation) err
 		}
 		idx[ev.Nodes[i]] = g.Indices
 		total += g.Count
-		if ev.GPUType == "" {
-			ev.GPUType = g.Type
-		}
+		types = append(types, strings.Split(g.Type, ",")...)
+	}
+	if ev.GPUType == "" {
+		ev.GPUType = slurmfmt.JoinTypes(types)
 	}
 	if ev.GPUs == 0 {
 		ev.GPUs = total

@@ -454,3 +454,50 @@ func FuzzParseJobCompLine(f *testing.F) {
 		}
 	})
 }
+
+// TestObserveSqueueGPUType checks that a job's GPU type reads the same
+// whatever order Slurm lists several types in: the type requested, else the
+// types of the GPUs given on each node, a mix sorted and joined by ','.
+func TestObserveSqueueGPUType(t *testing.T) {
+	running := job(7, "RUNNING", 1_795_000_000, 0)
+	running.nodes, running.start = "gpu1,gpu2", 1_795_000_100
+	for _, tc := range []struct {
+		name string
+		j    sqJob
+		want string
+	}{
+		{"untyped", job(7, "PENDING", 1_795_000_000, 0), ""},
+		{"one type", job(7, "PENDING", 1_795_000_000, 0).with("tres_per_node", "gres:gpu:h100:2"), "h100"},
+		{"two types", job(7, "PENDING", 1_795_000_000, 0).with("tres_per_node", "gres:gpu:v100:1,gres:gpu:a100:1"), "a100,v100"},
+		{"the same two types", job(7, "PENDING", 1_795_000_000, 0).with("tres_per_node", "gres:gpu:a100:1,gres:gpu:v100:1"), "a100,v100"},
+		{"untyped, given one type", func() sqJob {
+			j := running.with("node_count", 2)
+			j.gres = []string{"gpu:a100:1(IDX:0)", "gpu:a100:1(IDX:3)"}
+			return j
+		}(), "a100"},
+		{"untyped, given a type on each node", func() sqJob {
+			j := running.with("node_count", 2)
+			j.gres = []string{"gpu:v100:1(IDX:0)", "gpu:a100:1(IDX:3)"}
+			return j
+		}(), "a100,v100"},
+		{"typed request wins over what was given", func() sqJob {
+			j := running.with("node_count", 2).with("tres_per_node", "gres:gpu:a100:1")
+			j.gres = []string{"gpu:a100:1(IDX:0)", "gpu:a100:1(IDX:3)"}
+			return j
+		}(), "a100"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := decodeSqueue(listing(t, tc.j))
+			if err != nil {
+				t.Fatal(err)
+			}
+			obs, _, err := observeSqueue(&r.Jobs[0])
+			if err != nil || len(obs) != 1 {
+				t.Fatalf("observeSqueue: %d observations, %v", len(obs), err)
+			}
+			if got := obs[0].ev.GPUType; got != tc.want {
+				t.Errorf("gpu_type %q; want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -296,6 +296,7 @@ func acctResources(j *acctJob, ev *schemas.JobEvent) error {
 	// The untyped gres/gpu count is the total; without it, the typed ones
 	// (gres/gpu:a100) add up.
 	untyped, typed, sawTyped := int64(schemas.Unknown), int64(0), false
+	var types []string
 	for _, t := range list {
 		if !t.Count.Set {
 			continue
@@ -310,10 +311,11 @@ func acctResources(j *acctJob, ev *schemas.JobEvent) error {
 			untyped = t.Count.V
 		case t.Type == "gres" && strings.HasPrefix(t.Name, "gpu:"):
 			typed, sawTyped = typed+t.Count.V, true
-			if ev.GPUType == "" {
-				ev.GPUType = strings.TrimPrefix(t.Name, "gpu:")
-			}
+			types = append(types, strings.TrimPrefix(t.Name, "gpu:"))
 		}
+	}
+	if ev.GPUType == "" {
+		ev.GPUType = slurmfmt.JoinTypes(types)
 	}
 	switch {
 	case untyped != schemas.Unknown:

@@ -52,7 +52,17 @@ func TestObserveSacct(t *testing.T) {
 			`{"type": "gres", "name": "gpu", "id": 1001, "count": 16}],
     "requested"`, `{"type": "gres", "name": "gpu:a100", "id": 1002, "count": 8}, {"type": "gres", "name": "gpu:h100", "id": 1003, "count": 8}],
     "requested"`},
-			want: func(e *schemas.JobEvent, _ *observation) { e.TimeLimitS, e.GPUType = schemas.Unknown, "a100" }},
+			want: func(e *schemas.JobEvent, _ *observation) { e.TimeLimitS, e.GPUType = schemas.Unknown, "a100,h100" }},
+		{name: "two gpu types listed the other way round", edits: []string{
+			`{"type": "gres", "name": "gpu", "id": 1001, "count": 16}],
+    "requested"`, `{"type": "gres", "name": "gpu:h100", "id": 1003, "count": 12}, {"type": "gres", "name": "gpu:a100", "id": 1002, "count": 4}],
+    "requested"`},
+			want: func(e *schemas.JobEvent, _ *observation) { e.GPUType = "a100,h100" }},
+		{name: "one gpu type beside the untyped count", edits: []string{
+			`{"type": "gres", "name": "gpu", "id": 1001, "count": 16}],
+    "requested"`, `{"type": "gres", "name": "gpu", "id": 1001, "count": 16}, {"type": "gres", "name": "gpu:h100", "id": 1003, "count": 16}],
+    "requested"`},
+			want: func(e *schemas.JobEvent, _ *observation) { e.GPUType = "h100" }},
 		{name: "no gpus tracked", edits: []string{`, {"type": "gres", "name": "gpu", "id": 1001, "count": 16}]`, `]`},
 			want: func(e *schemas.JobEvent, _ *observation) { e.GPUs = schemas.Unknown }},
 		{name: "cancelled while pending", edits: []string{`"current": "FAILED"`, `"current": "CANCELLED"`, `"nodes": "gpu[1-2]"`, `"nodes": "None assigned"`,

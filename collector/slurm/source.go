@@ -518,6 +518,12 @@ func (s *Source) handle(ctx, pctx context.Context, o *observation) error {
 			o.ev.SubmitMillis = r.Last.SubmitMillis
 		}
 		mergeKnown(&o.ev, &r.Last)
+		if r.Started && o.ev.GPUType == "" && o.ev.GPUs == r.Last.GPUs {
+			// An untyped request's GPU type is that of the GPUs it was
+			// given, which squeue shows (gres_detail) only while the job
+			// runs: its END keeps the type its START had.
+			o.ev.GPUType = r.Last.GPUType
+		}
 	}
 
 	changes := sanitize(&o.ev)

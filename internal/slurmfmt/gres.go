@@ -2,13 +2,18 @@ package slurmfmt
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 )
 
 // GPUs is what a GRES or TRES string says about GPUs.
 type GPUs struct {
-	Type    string  // "a100" in gpu:a100:2; "" when untyped; the last type named when several are
+	// Type is the GPU type named: "a100" in gpu:a100:2, "" when untyped;
+	// when several are named, their names sorted and joined by ','
+	// ("a100,v100", as JoinTypes writes them).
+	Type    string
 	Count   int64   // GPUs
 	Indices []int64 // device indices on the node, from (IDX:…); nil when not given
 	// ByType is Count split by type ("" for GPUs named without one), as
@@ -23,6 +28,7 @@ type GPUs struct {
 // It returns the GPUs of that node with their device indices; ok is false
 // when the entry holds no GPU. The indices must match the count.
 func ParseGresDetail(s string) (g GPUs, ok bool, err error) {
+	var types []string
 	for _, item := range splitOutside(s, ',', '(', ')') {
 		spec, detail, hasDetail := strings.Cut(item, "(")
 		name, typ, count, err := parseGresSpec(spec)
@@ -32,7 +38,8 @@ func ParseGresDetail(s string) (g GPUs, ok bool, err error) {
 		if name != "gpu" {
 			continue
 		}
-		g.Type, g.Count, ok = typ, g.Count+count, true
+		g.Count, ok = g.Count+count, true
+		types = append(types, typ)
 		if !hasDetail {
 			continue
 		}
@@ -50,6 +57,7 @@ func ParseGresDetail(s string) (g GPUs, ok bool, err error) {
 		}
 		g.Indices = append(g.Indices, ids...)
 	}
+	g.Type = JoinTypes(types)
 	if ok && g.Indices != nil && int64(len(g.Indices)) != g.Count {
 		return g, false, fmt.Errorf("gres detail %q: %d GPUs but %d indices", s, g.Count, len(g.Indices))
 	}
@@ -82,14 +90,33 @@ func ParseTRES(s string) (g GPUs, ok bool, err error) {
 			return g, false, fmt.Errorf("tres %q: %w", s, err)
 		}
 		if name == "gpu" {
-			g.Type, g.Count, ok = typ, g.Count+count, true
+			g.Count, ok = g.Count+count, true
 			if g.ByType == nil {
 				g.ByType = map[string]int64{}
 			}
 			g.ByType[typ] += count
 		}
 	}
+	if len(g.ByType) > 0 {
+		g.Type = JoinTypes(slices.Collect(maps.Keys(g.ByType)))
+	}
 	return g, ok, nil
+}
+
+// JoinTypes names a job's or node's GPU types as one string, the way
+// GPUs.Type and job events' gpu_type hold them: "" when none is named
+// (untyped GPUs, "" in types), the type when one is, the distinct names
+// sorted and joined by ',' when several are ("a100,v100"), so that every
+// source names a mix of types alike whatever order it lists them in.
+func JoinTypes(types []string) string {
+	named := make([]string, 0, len(types))
+	for _, t := range types {
+		if t != "" {
+			named = append(named, t)
+		}
+	}
+	slices.Sort(named)
+	return strings.Join(slices.Compact(named), ",")
 }
 
 // parseGresSpec splits "name[:type][:count]" (count defaults to 1).

@@ -17,6 +17,7 @@ func TestParseGres(t *testing.T) {
 		{"gpu:8(IDX:0-7)", GPUs{Count: 8, Indices: []int64{0, 1, 2, 3, 4, 5, 6, 7}}, true, ""},
 		{"gpu:a100:2(IDX:0,3)", GPUs{Type: "a100", Count: 2, Indices: []int64{0, 3}}, true, ""},
 		{"gpu:1(IDX:5),mps:0(0/100,0/100)", GPUs{Count: 1, Indices: []int64{5}}, true, ""},
+		{"gpu:v100:1(IDX:4),gpu:a100:2(IDX:0-1)", GPUs{Type: "a100,v100", Count: 3, Indices: []int64{4, 0, 1}}, true, ""},
 		{"gpu:2(IDX:N/A)", GPUs{Count: 2}, true, ""},
 		{"mps:100", GPUs{}, false, ""},
 		{"", GPUs{}, false, "empty GRES name"},
@@ -60,9 +61,10 @@ func TestParseGres(t *testing.T) {
 		{"N/A", 0, "", false, nil},
 		{"gres/gpu=4", 4, "", true, nil},
 		{"cpu=2,mem=1G,gres/gpu:h100=2", 2, "h100", true, nil},
-		{"gpu:a100:4(S:0),gpu:v100:2(S:1)", 6, "v100", true, map[string]int64{"a100": 4, "v100": 2}},
-		{"gpu:a100:1(IDX:0),gpu:v100:0(IDX:N/A)", 1, "v100", true, map[string]int64{"a100": 1, "v100": 0}},
+		{"gpu:a100:4(S:0),gpu:v100:2(S:1)", 6, "a100,v100", true, map[string]int64{"a100": 4, "v100": 2}},
+		{"gpu:a100:1(IDX:0),gpu:v100:0(IDX:N/A)", 1, "a100,v100", true, map[string]int64{"a100": 1, "v100": 0}},
 		{"gres/gpu:a100=2,gres/gpu=1,gres/gpu:a100=1", 4, "a100", true, map[string]int64{"a100": 3, "": 1}},
+		{"gres:gpu:v100:1,gres:gpu:a100:1", 2, "a100,v100", true, map[string]int64{"a100": 1, "v100": 1}},
 	} {
 		g, ok, err := ParseTRES(tc.in)
 		if err != nil || ok != tc.ok || g.Count != tc.count || g.Type != tc.typ {
@@ -128,4 +130,22 @@ func FuzzParseGresDetail(f *testing.F) {
 			t.Errorf("ParseGresDetail(%q) = %+v, %v", s, g, ok)
 		}
 	})
+}
+
+func TestJoinTypes(t *testing.T) {
+	for _, tc := range []struct {
+		in   []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{""}, ""},
+		{[]string{"a100"}, "a100"},
+		{[]string{"", "a100", ""}, "a100"},
+		{[]string{"v100", "a100"}, "a100,v100"},
+		{[]string{"a100", "v100", "a100"}, "a100,v100"},
+	} {
+		if got := JoinTypes(tc.in); got != tc.want {
+			t.Errorf("JoinTypes(%q) = %q; want %q", tc.in, got, tc.want)
+		}
+	}
 }
