@@ -113,8 +113,9 @@ func checkEndedRuns(t *testing.T, recs []*rec, want map[string]time.Duration) {
 // TestLostJobFoundAgainScored: the Slurm source ends a job it lost track
 // of as UNKNOWN and the predictor records its outcome unscored (ran = 0).
 // Slurm lists the job again (an UPDATE puts it back to RUNNING) and it then
-// completes: its outcome is rewritten with the real run time, and counted
-// once in the rolling gauges and the interval correction, also by a
+// completes: its outcome is rewritten with the real run time (replacing the
+// first even though the predictor's clock was stepped back in between), and
+// counted once in the rolling gauges and the interval correction, also by a
 // restarted runner.
 func TestLostJobFoundAgainScored(t *testing.T) {
 	conn, db := historyDB(t)
@@ -164,7 +165,9 @@ func TestLostJobFoundAgainScored(t *testing.T) {
 	done := running
 	done.Type, done.State, done.ExitCode, done.EndMillis, done.EventMillis = schemas.JobEnd, schemas.StateCompleted, 0, end.UnixMilli(), end.UnixMilli()
 	send(done)
-	c.t = end.Add(time.Minute)
+	// The predictor's clock has been stepped back an hour since it wrote
+	// the lost outcome: the outcome of the later end must still win.
+	c.t = lostAt.Add(-time.Hour)
 	if p := pass(); p.Outcomes != 1 {
 		t.Errorf("pass after the real end = %+v; want 1 outcome, rewritten", p)
 	}

@@ -951,7 +951,7 @@ func (r *Runner) outlived(ctx context.Context, waitFrom time.Time) ([]*rec, erro
 	slices.Sort(clusters)
 	clusters = slices.Compact(clusters)
 	rows, err := r.conn.Query(ctx, fmt.Sprintf(`SELECT cluster, job_id, submit_time, argMax(source, version), argMax(state, version), argMax(last_event, version),
-  argMax(start_time, version), argMax(end_time, version), argMax(%[1]s, version)
+  argMax(start_time, version), argMax(end_time, version), argMax(%[1]s, version), max(version)
 FROM %[2]s.job_runs
 WHERE submit_time >= toDateTime(%[3]d, 'UTC') AND submit_time <= toDateTime(%[4]d, 'UTC') AND has(?, cluster) AND job_id IN (SELECT arrayJoin(?))
 GROUP BY cluster, job_id, submit_time`, aheadSQL("end_time"), r.cfg.Database, lo, hi), clusters, ids)
@@ -967,7 +967,7 @@ GROUP BY cluster, job_id, submit_time`, aheadSQL("end_time"), r.cfg.Database, lo
 			end               *time.Time
 			endAhead          uint8
 		)
-		if err := rows.Scan(&rc.cluster, &rc.jobID, &rc.job.Submit, &source, &rc.state, &lastEvent, &rc.start, &end, &endAhead); err != nil {
+		if err := rows.Scan(&rc.cluster, &rc.jobID, &rc.job.Submit, &source, &rc.state, &lastEvent, &rc.start, &end, &endAhead, &rc.version); err != nil {
 			return nil, fmt.Errorf("live: scan the run of a predicted job the window no longer holds: %w", err)
 		}
 		p, ok := r.predicted[rc.key]
@@ -1078,7 +1078,7 @@ func (r *Runner) supersede(ctx context.Context) (int, error) {
 	defer b.Abort()
 	for _, k := range unscored {
 		p := r.predicted[k]
-		state, start, end, err := r.runEnd(ctx, k, p.submit)
+		state, start, end, version, err := r.runEnd(ctx, k, p.submit)
 		if err != nil {
 			return 0, err
 		}
@@ -1089,7 +1089,7 @@ func (r *Runner) supersede(ctx context.Context) (int, error) {
 			end = &e
 		}
 		if err := b.Append(k.cluster, k.jobID, p.user, p.gpus, state, p.submit, start, *end,
-			p.version, p.predictedAt, b2u(p.afterEnd), uint8(0), p.point, p.lower, p.upper, at, uint64(at.UnixMilli())); err != nil {
+			p.version, p.predictedAt, b2u(p.afterEnd), uint8(0), p.point, p.lower, p.upper, at, version); err != nil {
 			return 0, fmt.Errorf("live: append outcome of job %s/%s: %w", k.cluster, k.jobID, err)
 		}
 	}
@@ -1105,36 +1105,46 @@ func (r *Runner) supersede(ctx context.Context) (int, error) {
 	return len(unscored), nil
 }
 
-// runEnd returns the latest state, start and end of the run of job k
-// submitted at submit, from job_runs; "" and nil times when it has no row.
-func (r *Runner) runEnd(ctx context.Context, k key, submit time.Time) (string, *time.Time, *time.Time, error) {
-	rows, err := r.conn.Query(ctx, fmt.Sprintf(`SELECT argMax(state, version), argMax(start_time, version), argMax(end_time, version)
+// runEnd returns the latest state, start, end and version of the run of
+// job k submitted at submit, from job_runs; "", nil times and the version
+// of its submit (submit time in ms × 8 + 1) when it has no row.
+func (r *Runner) runEnd(ctx context.Context, k key, submit time.Time) (string, *time.Time, *time.Time, uint64, error) {
+	rows, err := r.conn.Query(ctx, fmt.Sprintf(`SELECT argMax(state, version), argMax(start_time, version), argMax(end_time, version), max(version)
 FROM %s.job_runs WHERE cluster = ? AND job_id = ? AND submit_time = toDateTime(%d, 'UTC')`, r.cfg.Database, submit.Unix()), k.cluster, k.jobID)
 	if err != nil {
-		return "", nil, nil, fmt.Errorf("live: select run of job %s/%s: %w", k.cluster, k.jobID, err)
+		return "", nil, nil, 0, fmt.Errorf("live: select run of job %s/%s: %w", k.cluster, k.jobID, err)
 	}
 	defer rows.Close()
 	var (
 		state      string
 		start, end *time.Time
+		version    uint64
 	)
-	for rows.Next() {
-		if err := rows.Scan(&state, &start, &end); err != nil {
-			return "", nil, nil, fmt.Errorf("live: scan run of job %s/%s: %w", k.cluster, k.jobID, err)
+	for rows.Next() { // one row, of defaults (version 0) when none matched
+		if err := rows.Scan(&state, &start, &end, &version); err != nil {
+			return "", nil, nil, 0, fmt.Errorf("live: scan run of job %s/%s: %w", k.cluster, k.jobID, err)
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return "", nil, nil, fmt.Errorf("live: select run of job %s/%s: %w", k.cluster, k.jobID, err)
+		return "", nil, nil, 0, fmt.Errorf("live: select run of job %s/%s: %w", k.cluster, k.jobID, err)
 	}
-	return state, start, end, nil
+	if version == 0 {
+		version = uint64(submit.UnixMilli())*8 + 1
+	}
+	return state, start, end, version, nil
 }
 
 // recordOutcomes writes the error of every predicted job that has ended and
 // has no outcome yet (the window's jobs, and the outlived runs late), or
 // whose record ended again differently since its outcome was written (a
 // lost Slurm job, ended as UNKNOWN, listed again and then ended): a
-// rewritten outcome replaces the older (version = recorded_at). A run's score counts once in the rolling gauges and the
-// interval correction, whichever of its outcomes is scored first.
+// rewritten outcome replaces the older. An outcome's version is that of the
+// run's latest event (jobs' and job_runs' version: event time in ms × 8 plus
+// the event type), so the outcome of the later end wins however the
+// predictor's clock stands; every such version is above the recorded_at in
+// ms that outcomes written before 2026-11-24 carry as theirs. A run's score
+// counts once in the rolling gauges and the interval correction, whichever of
+// its outcomes is scored first.
 func (r *Runner) recordOutcomes(ctx context.Context, late []*rec) (int, error) {
 	var done []*rec
 	for k, p := range r.predicted {
@@ -1176,7 +1186,7 @@ func (r *Runner) recordOutcomes(ctx context.Context, late []*rec) (int, error) {
 			prev, rewrite := r.recorded[rc.key]
 			if err := b.Append(rc.cluster, rc.jobID, rc.user, rc.gpus, rc.state, rc.job.Submit, rc.start, rc.job.End,
 				p.version, p.predictedAt, b2u(p.afterEnd), b2u(o.ran), p.point, p.lower, p.upper, o.actual, o.absError, o.logRatio, o.absLog,
-				b2u(o.within2x), b2u(o.inside), at, uint64(at.UnixMilli())); err != nil {
+				b2u(o.within2x), b2u(o.inside), at, rc.version); err != nil {
 				b.Abort()
 				return written, fmt.Errorf("live: append outcome of job %s/%s: %w", rc.cluster, rc.jobID, err)
 			}
