@@ -148,6 +148,12 @@ func parseGresSpec(spec string) (name, typ string, count int64, err error) {
 	if count < 0 || count > 1<<20 {
 		return "", "", 0, fmt.Errorf("GRES count %d in %q is out of range", count, spec)
 	}
+	if strings.ContainsAny(typ, ",()=") {
+		// Slurm's separators, never in a type name: a list read
+		// wrongly (an unbalanced parenthesis), and JoinTypes could not
+		// tell the name from a list.
+		return "", "", 0, fmt.Errorf("GRES type %q in %q holds one of ,()=", typ, spec)
+	}
 	return name, typ, count, nil
 }
 

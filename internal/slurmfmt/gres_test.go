@@ -90,6 +90,7 @@ func TestParseTRESErrors(t *testing.T) {
 		{"gres/gpu:a100:2=3", "both before and after"},
 		{"gres/gpu=-2", "not a number in range"},
 		{"gpu:a100:2:x", "more than name:type:count"},
+		{"gpu:),", "holds one of ,()="},
 		{"gres:gpu:8,,gres:mps:1", "empty GRES name"},
 	} {
 		if g, ok, err := ParseTRES(tc.in); err == nil || !strings.Contains(err.Error(), tc.err) {
@@ -111,14 +112,34 @@ func FuzzParseTRES(f *testing.F) {
 		for _, n := range g.ByType {
 			sum += n
 		}
-		if g.Count < 0 || !ok && g.Count != 0 || sum != g.Count || ok != (g.ByType != nil) {
+		if g.Count < 0 || !ok && g.Count != 0 || sum != g.Count || ok != (g.ByType != nil) || !typeList(g.Type) {
 			t.Errorf("ParseTRES(%q) = %+v, %v", s, g, ok)
+		}
+		for _, typ := range strings.Split(g.Type, ",") {
+			if _, named := g.ByType[typ]; typ != "" && !named {
+				t.Errorf("ParseTRES(%q): type %q is not in ByType %v", s, typ, g.ByType)
+			}
 		}
 	})
 }
 
+// typeList reports whether typ is a GPU type list as JoinTypes writes it:
+// "", or names, none empty, sorted, each once, joined by ','.
+func typeList(typ string) bool {
+	if typ == "" {
+		return true
+	}
+	names := strings.Split(typ, ",")
+	for i, n := range names {
+		if n == "" || i > 0 && names[i-1] >= n {
+			return false
+		}
+	}
+	return true
+}
+
 func FuzzParseGresDetail(f *testing.F) {
-	for _, s := range []string{"gpu:8(IDX:0-7)", "gpu:a100:2(IDX:0,3)", "gpu:1(IDX:5),mps:0(0/100,0/100)", "gpu:2(IDX:N/A)", "gpu:2(IDX:0-4095)", "gpu:2(IDX:9223372036854775806-9223372036854775807)"} {
+	for _, s := range []string{"gpu:8(IDX:0-7)", "gpu:a100:2(IDX:0,3)", "gpu:1(IDX:5),mps:0(0/100,0/100)", "gpu:2(IDX:N/A)", "gpu:2(IDX:0-4095)", "gpu:2(IDX:9223372036854775806-9223372036854775807)", "gpu:v100:1(IDX:4),gpu:a100:2(IDX:0-1)"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -126,7 +147,7 @@ func FuzzParseGresDetail(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if g.Count < 0 || !ok && g.Count != 0 || g.Indices != nil && int64(len(g.Indices)) != g.Count {
+		if g.Count < 0 || !ok && g.Count != 0 || g.Indices != nil && int64(len(g.Indices)) != g.Count || !typeList(g.Type) {
 			t.Errorf("ParseGresDetail(%q) = %+v, %v", s, g, ok)
 		}
 	})
