@@ -28,16 +28,9 @@ func TestAccountingRecoversEnds(t *testing.T) {
 	c := slurmtest.StartWith(t, slurmtest.Options{Accounting: true, Conf: map[string]string{"JobCompType": "jobcomp/none"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cfg := testConfig(t, c, filepath.Join(t.TempDir(), "state.json"))
-	cfg.JobCompLog, cfg.Accounting = "", true
 	// Read the accounting at every poll, so that it is read while the job
 	// that reuses A's id below runs.
-	cfg.AccountingInterval = 100 * time.Millisecond
-	rec := newRecorder(t, testCluster)
-	src, err := New(cfg, rec, testLogger(t), prometheus.NewRegistry(), time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	src, rec := accountingSource(t, c)
 	poll := func() {
 		t.Helper()
 		if err := src.Poll(ctx); err != nil {
@@ -174,4 +167,19 @@ func TestAccountingRecoversEnds(t *testing.T) {
 	if got := testutil.ToFloat64(src.m.idReused.WithLabelValues(reuseSuperseded)); got != 1 {
 		t.Errorf("tracked jobs superseded by a newer one under their id: %v; want 1 (A by C)", got)
 	}
+}
+
+// accountingSource returns a source on c that reads ended jobs from the
+// accounting (no job-completion log) at every poll, and what it publishes.
+func accountingSource(t *testing.T, c *slurmtest.Cluster) (*Source, *recorder) {
+	t.Helper()
+	cfg := testConfig(t, c, filepath.Join(t.TempDir(), "state.json"))
+	cfg.JobCompLog, cfg.Accounting = "", true
+	cfg.AccountingInterval = 100 * time.Millisecond
+	rec := newRecorder(t, testCluster)
+	src, err := New(cfg, rec, testLogger(t), prometheus.NewRegistry(), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src, rec
 }

@@ -2,11 +2,8 @@ package slurm
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/heliostat-dev/heliostat/collector/slurm/slurmtest"
 	"github.com/heliostat-dev/heliostat/schemas"
@@ -33,14 +30,7 @@ func TestSlurmJobsOfTwoGPUTypes(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cfg := testConfig(t, c, filepath.Join(t.TempDir(), "state.json"))
-	cfg.JobCompLog, cfg.Accounting = "", true
-	cfg.AccountingInterval = 100 * time.Millisecond
-	rec := newRecorder(t, testCluster)
-	src, err := New(cfg, rec, testLogger(t), prometheus.NewRegistry(), time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	src, rec := accountingSource(t, c)
 	typed, err := c.Submit(ctx, "--gres=gpu:v100:1,gpu:a100:1", "-J", "typed", "--wrap", "sleep 3")
 	if err != nil {
 		t.Fatal(err)
