@@ -1,0 +1,139 @@
+package analytics_test
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heliostat-dev/heliostat/analytics"
+	"github.com/heliostat-dev/heliostat/ingest"
+	"github.com/heliostat-dev/heliostat/schemas"
+	"github.com/heliostat-dev/heliostat/schemas/schematest"
+)
+
+// typedJobEvents are the events of jobs on GPUs of two types, in March and
+// April 2026: alice's 8 × a100 for 10 days in March (waited 1 h); bob's
+// 2 × v100 across the month's end, 2 h in each month (waited 2 h); carol's
+// untyped request for 3 GPUs, given a100 and v100 (the Slurm source's
+// joined type) for 10 h (waited 30 min); erin's 1 × a100 for 1 h and
+// frank's 2 × a100 for 1 h (waited 600 s and 6,000 s); dave's 1 × a100
+// still pending; hank's 1 × a100, cancelled before it started, which is
+// neither a delay nor pending; and gus's CPU job, which no GPU figure
+// counts.
+func typedJobEvents() []schemas.JobEvent {
+	at := func(month time.Month, day, h, m int) int64 {
+		return time.Date(2026, month, day, h, m, 0, 0, time.UTC).UnixMilli()
+	}
+	ev := func(typ schemas.JobEventType, id, user string, gpus int64, gpuType string, state schemas.JobState, submit, start, end int64) schemas.JobEvent {
+		event := max(submit, start, end)
+		return schemas.JobEvent{Type: typ, EventMillis: event, JobID: id, User: user, Partition: "gpu", State: state,
+			SubmitMillis: submit, StartMillis: start, EndMillis: end, GPUs: gpus, GPUType: gpuType,
+			ArrayTaskID: schemas.Unknown, UID: schemas.Unknown, ExitCode: schemas.Unknown, Priority: schemas.Unknown,
+			TimeLimitS: schemas.Unknown, NodeCount: schemas.Unknown, CPUs: schemas.Unknown, MemReqBytes: schemas.Unknown}
+	}
+	run := func(id, user string, gpus int64, asked, given string, submit, start, end int64) []schemas.JobEvent {
+		return []schemas.JobEvent{
+			ev(schemas.JobSubmit, id, user, gpus, asked, schemas.StatePending, submit, 0, 0),
+			ev(schemas.JobStart, id, user, gpus, given, schemas.StateRunning, submit, start, 0),
+			ev(schemas.JobEnd, id, user, gpus, given, schemas.StateCompleted, submit, start, end),
+		}
+	}
+	var out []schemas.JobEvent
+	out = append(out, run("1", "alice", 8, "a100", "a100", at(3, 10, 0, 0), at(3, 10, 1, 0), at(3, 20, 1, 0))...)
+	out = append(out, run("2", "bob", 2, "v100", "v100", at(3, 31, 20, 0), at(3, 31, 22, 0), at(4, 1, 2, 0))...)
+	out = append(out, run("3", "carol", 3, "", "a100,v100", at(4, 2, 0, 0), at(4, 2, 0, 30), at(4, 2, 10, 30))...)
+	out = append(out, run("5", "erin", 1, "a100", "a100", at(4, 5, 0, 0), at(4, 5, 0, 10), at(4, 5, 1, 10))...)
+	out = append(out, run("6", "frank", 2, "a100", "a100", at(4, 6, 0, 0), at(4, 6, 1, 40), at(4, 6, 2, 40))...)
+	out = append(out, run("7", "gus", 0, "", "", at(4, 7, 0, 0), at(4, 7, 0, 5), at(4, 7, 5, 0))...)
+	out = append(out, ev(schemas.JobSubmit, "8", "hank", 1, "a100", schemas.StatePending, at(4, 8, 0, 0), 0, 0),
+		ev(schemas.JobEnd, "8", "hank", 1, "a100", schemas.StateCancelled, at(4, 8, 0, 0), 0, at(4, 8, 1, 0)))
+	return append(out, ev(schemas.JobSubmit, "4", "dave", 1, "a100", schemas.StatePending, at(4, 3, 0, 0), 0, 0))
+}
+
+// TestGPUTypeMonthly: gpu_type_monthly gives each GPU type's GPU hours, mean
+// busy GPUs and share of the month from the runs that held GPUs in it, and
+// the queuing delay of the runs submitted in it; a job given two types is a
+// row of its own, a pending run counts apart from the delays, and a window
+// that starts mid-month counts the month's hours and submits inside it only.
+func TestGPUTypeMonthly(t *testing.T) {
+	cfg, conn := schematest.Database(t)
+	ctx := context.Background()
+	db := cfg.Database
+	if err := ingest.InsertJobEvents(ctx, conn, db, "c", schemas.SourceSlurm, typedJobEvents()); err != nil {
+		t.Fatal(err)
+	}
+	var q analytics.CapacityQuery
+	for _, c := range analytics.CapacityQueries() {
+		if c.Name == "gpu_type_monthly" {
+			q = c
+		}
+	}
+	if q.Name == "" {
+		t.Fatal("no capacity query gpu_type_monthly")
+	}
+	wantCols := []string{"month", "cluster", "gpu_type", "jobs", "gpu_hours", "mean_busy_gpus", "share_of_month",
+		"started", "p50_wait_s", "p90_wait_s", "pending"}
+	for _, tc := range []struct {
+		name  string
+		since time.Time
+		want  []string
+	}{
+		{
+			// March, 744 h: a100 1,920 GPU-h (2.58 busy), v100 4 of 1,924;
+			// April, 720 h: carol's 30 of 37, bob's 4, erin's and frank's 3;
+			// waits 600 and 6,000 s interpolate to 3,300 and 5,460.
+			name:  "March and April",
+			since: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC),
+			want: []string{
+				"2026-03-01 c a100 1 1920 2.6 0.9979 1 3600 3600 0",
+				"2026-03-01 c v100 1 4 0 0.0021 1 7200 7200 0",
+				"2026-04-01 c a100,v100 1 30 0 0.8108 1 1800 1800 0",
+				"2026-04-01 c v100 1 4 0 0.1081 0 - - 0",
+				"2026-04-01 c a100 2 3 0 0.0811 2 3300 5460 1",
+			},
+		},
+		{
+			// from March 15: 408 h of March, alice's 121 h inside (968
+			// GPU-h, 2.37 busy); she was submitted before the window, so
+			// no a100 delay in March
+			name:  "from mid-March",
+			since: time.Date(2026, 3, 15, 0, 0, 0, 0, time.UTC),
+			want: []string{
+				"2026-03-01 c a100 1 968 2.4 0.9959 0 - - 0",
+				"2026-03-01 c v100 1 4 0 0.0041 1 7200 7200 0",
+				"2026-04-01 c a100,v100 1 30 0 0.8108 1 1800 1800 0",
+				"2026-04-01 c v100 1 4 0 0.1081 0 - - 0",
+				"2026-04-01 c a100 2 3 0 0.0811 2 3300 5460 1",
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := analytics.Window{Since: tc.since, Until: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)}
+			res, err := analytics.RunCapacityQuery(ctx, conn, db, q, w, farFuture, time.UTC, 30*24*time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(res.Columns, wantCols) {
+				t.Fatalf("columns %q; want %q", res.Columns, wantCols)
+			}
+			var got []string
+			for _, r := range res.Rows {
+				cells := make([]string, len(r))
+				for i, v := range r {
+					if v == nil {
+						cells[i] = "-"
+					} else {
+						cells[i] = fmt.Sprint(v)
+					}
+				}
+				got = append(got, strings.Join(cells, " "))
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+}
