@@ -57,7 +57,8 @@ func typedJobEvents() []schemas.JobEvent {
 // busy GPUs and share of the month from the runs that held GPUs in it, and
 // the queuing delay of the runs submitted in it; a job given two types is a
 // row of its own, a pending run counts apart from the delays, and a window
-// that starts mid-month counts the month's hours and submits inside it only.
+// that starts mid-month counts the month's hours and submits inside it only;
+// months are those of the time zone given.
 func TestGPUTypeMonthly(t *testing.T) {
 	cfg, conn := schematest.Database(t)
 	ctx := context.Background()
@@ -76,9 +77,14 @@ func TestGPUTypeMonthly(t *testing.T) {
 	}
 	wantCols := []string{"month", "cluster", "gpu_type", "jobs", "gpu_hours", "mean_busy_gpus", "share_of_month",
 		"started", "p50_wait_s", "p90_wait_s", "pending"}
+	kolkata, err := time.LoadLocation("Asia/Kolkata")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name  string
 		since time.Time
+		loc   *time.Location
 		want  []string
 	}{
 		{
@@ -109,10 +115,28 @@ func TestGPUTypeMonthly(t *testing.T) {
 				"2026-04-01 c a100 2 3 0 0.0811 2 3300 5460 1",
 			},
 		},
+		{
+			// months of Asia/Kolkata (+05:30): bob's run, submitted at
+			// 01:30 on April 1 there, is all April's (8 GPU-h, 8 of 41);
+			// the window's March is 738.5 h
+			name:  "months of Asia/Kolkata",
+			since: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC),
+			loc:   kolkata,
+			want: []string{
+				"2026-03-01 c a100 1 1920 2.6 1 1 3600 3600 0",
+				"2026-04-01 c a100,v100 1 30 0 0.7317 1 1800 1800 0",
+				"2026-04-01 c v100 1 8 0 0.1951 1 7200 7200 0",
+				"2026-04-01 c a100 2 3 0 0.0732 2 3300 5460 1",
+			},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := analytics.Window{Since: tc.since, Until: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)}
-			res, err := analytics.RunCapacityQuery(ctx, conn, db, q, w, farFuture, time.UTC, 30*24*time.Hour)
+			loc := tc.loc
+			if loc == nil {
+				loc = time.UTC
+			}
+			res, err := analytics.RunCapacityQuery(ctx, conn, db, q, w, farFuture, loc, 30*24*time.Hour)
 			if err != nil {
 				t.Fatal(err)
 			}
