@@ -43,7 +43,10 @@ type Config struct {
 	// Default: 8.
 	GPUsPerNode int
 	// VCs lists the virtual clusters as name:nodes pairs, comma separated;
-	// nodes are assigned to them in order. "" with the flag default.
+	// nodes are assigned to them in order. An item name:nodes:type also
+	// names the GPU type of the VC's nodes (one of GPUTypes; default h100),
+	// which sets their samples' model, power, clocks and framebuffer and
+	// their jobs' GPU type. "" with the flag default.
 	// Default: "vc1:4,vc2:4"; "" in a Config literal means one VC "vc1" of
 	// all nodes.
 	VCs string
@@ -104,7 +107,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&c.Cluster, "sim.cluster", cluster, "name of the simulated cluster (env HELIOSTAT_CLUSTER)")
 	fs.IntVar(&c.Nodes, "sim.nodes", DefaultNodes, "nodes of the simulated cluster; must match --sim.vcs")
 	fs.IntVar(&c.GPUsPerNode, "sim.gpus-per-node", DefaultGPUsPerNode, "GPUs of each simulated node")
-	fs.StringVar(&c.VCs, "sim.vcs", DefaultVCs, `virtual clusters as name:nodes pairs, comma separated; "" puts all nodes in one VC "vc1"`)
+	fs.StringVar(&c.VCs, "sim.vcs", DefaultVCs, fmt.Sprintf(`virtual clusters as name:nodes pairs, comma separated; name:nodes:type also names the GPU type of the VC's nodes (%s; default %s), which sets their samples' model, power, clocks and framebuffer and their jobs' GPU type; "" puts all nodes in one VC "vc1"`, gpuTypeList(), DefaultGPUType))
 	fs.Float64Var(&c.Speedup, "sim.speedup", DefaultSpeedup, "simulated seconds per real second; 0 runs as fast as possible")
 	fs.Uint64Var(&c.Seed, "sim.seed", DefaultSeed, "seed of the synthetic workload and telemetry")
 	fs.DurationVar(&c.SampleInterval, "sim.sample-interval", DefaultSampleInterval, "simulated time between two GPU samples of a node (whole seconds)")
@@ -197,8 +200,9 @@ func (c Config) VCList() []VC {
 	return vcs
 }
 
-// ParseVCs parses a list of name:nodes pairs ("vc1:4,vc2:4"). It returns nil
-// for "".
+// ParseVCs parses a list of name:nodes or name:nodes:type items
+// ("vc1:4,vc2:4:a100"; the type one of GPUTypes, DefaultGPUType when left
+// out; VC.GPUType is "" then). It returns nil for "".
 func ParseVCs(s string) ([]VC, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
@@ -208,7 +212,7 @@ func ParseVCs(s string) ([]VC, error) {
 	for i, part := range strings.Split(s, ",") {
 		name, n, ok := strings.Cut(strings.TrimSpace(part), ":")
 		if !ok {
-			return nil, fmt.Errorf("item %d %q: want name:nodes", i+1, part)
+			return nil, fmt.Errorf("item %d %q: want name:nodes or name:nodes:type", i+1, part)
 		}
 		name = strings.TrimSpace(name)
 		if name == "" || len(name) > schemas.MaxStringLen || !utf8.ValidString(name) {
@@ -218,11 +222,16 @@ func ParseVCs(s string) ([]VC, error) {
 			return nil, fmt.Errorf("item %d: virtual cluster %q appears twice", i+1, name)
 		}
 		seen[name] = true
+		n, typ, typed := strings.Cut(n, ":")
 		nodes, err := strconv.Atoi(strings.TrimSpace(n))
 		if err != nil || nodes < 1 || nodes > maxNodes {
 			return nil, fmt.Errorf("item %d %q: nodes is not an integer from 1 to %d", i+1, part, maxNodes)
 		}
-		vcs = append(vcs, VC{Name: name, Nodes: nodes})
+		typ = strings.TrimSpace(typ)
+		if _, ok := boardOf(typ); typed && (typ == "" || !ok) {
+			return nil, fmt.Errorf("item %d %q: GPU type %q is not one the simulator models (%s)", i+1, part, typ, gpuTypeList())
+		}
+		vcs = append(vcs, VC{Name: name, Nodes: nodes, GPUType: typ})
 	}
 	if len(vcs) == 0 {
 		return nil, errors.New("no virtual clusters")

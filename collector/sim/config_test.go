@@ -50,6 +50,10 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{Config{}, ""},
 		{Config{Nodes: 2, VCs: "a:1, b:1"}, ""},
+		{Config{Nodes: 3, VCs: "a:1:a100, b:1:v100,c:1: h100 "}, ""},
+		{Config{Nodes: 2, VCs: "a:1:b200,b:1"}, "--sim.vcs"},
+		{Config{Nodes: 2, VCs: "a:1:,b:1"}, "--sim.vcs"},
+		{Config{Nodes: 2, VCs: "a:1:a100:x,b:1"}, "--sim.vcs"},
 		{Config{Nodes: -1}, "--sim.nodes"},
 		{Config{GPUsPerNode: 65}, "--sim.gpus-per-node"},
 		{Config{Speedup: -1}, "--sim.speedup"},
@@ -110,9 +114,10 @@ func TestPolicy(t *testing.T) {
 }
 
 // FuzzParseVCs checks that any --sim.vcs value is parsed or refused, never
-// accepted with an empty name or a non-positive size.
+// accepted with an empty name, a non-positive size or a GPU type the
+// simulator does not model.
 func FuzzParseVCs(f *testing.F) {
-	for _, s := range []string{"vc1:4,vc2:4", "", "a:1", "a:0", ":3", "a:1,a:2", "a:-1", " a : 2 ,b:3"} {
+	for _, s := range []string{"vc1:4,vc2:4", "", "a:1", "a:0", ":3", "a:1,a:2", "a:-1", " a : 2 ,b:3", "a:2:a100,b:1:v100", "a:1:", "a:1:x"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -122,7 +127,7 @@ func FuzzParseVCs(f *testing.F) {
 		}
 		seen := map[string]bool{}
 		for _, vc := range vcs {
-			if vc.Name == "" || vc.Nodes < 1 || seen[vc.Name] {
+			if _, ok := boardOf(vc.GPUType); vc.Name == "" || vc.Nodes < 1 || seen[vc.Name] || !ok {
 				t.Fatalf("ParseVCs(%q) = %+v", s, vcs)
 			}
 			seen[vc.Name] = true

@@ -17,6 +17,9 @@ import (
 type VC struct {
 	Name  string
 	Nodes int
+	// GPUType is the GPU model of the VC's nodes (GPUTypes lists those
+	// the simulator models); "" is DefaultGPUType.
+	GPUType string
 }
 
 // GeneratorConfig configures a Generator.

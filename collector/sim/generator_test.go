@@ -16,7 +16,7 @@ func TestGeneratorStatistics(t *testing.T) {
 	const rate = 600 // jobs per hour
 	const weeks = 2
 	start := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC) // a Monday
-	g, err := NewGenerator(GeneratorConfig{Seed: 7, Start: start, VCs: []VC{{"a", 200}, {"b", 56}}, GPUsPerNode: 8, JobsPerHour: rate})
+	g, err := NewGenerator(GeneratorConfig{Seed: 7, Start: start, VCs: []VC{{Name: "a", Nodes: 200}, {Name: "b", Nodes: 56}}, GPUsPerNode: 8, JobsPerHour: rate})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestGeneratorStatistics(t *testing.T) {
 // TestGeneratorBoundsSizes checks that sizes stop at the largest power of two
 // a virtual cluster holds, and that the default arrival rate offers 60% load.
 func TestGeneratorBoundsSizes(t *testing.T) {
-	vcs := []VC{{"vc1", 4}, {"vc2", 2}}
+	vcs := []VC{{Name: "vc1", Nodes: 4}, {Name: "vc2", Nodes: 2}}
 	g, err := NewGenerator(GeneratorConfig{Seed: 1, Start: t0, VCs: vcs, GPUsPerNode: 8})
 	if err != nil {
 		t.Fatal(err)
@@ -165,7 +165,7 @@ func TestGeneratorBoundsSizes(t *testing.T) {
 	if got, want := AutoJobsPerHour(vcs, 8), targetLoad*48*3600/gpuSeconds; math.Abs(got-want) > 1e-9 {
 		t.Errorf("AutoJobsPerHour = %v; want %v", got, want)
 	}
-	if got := AutoJobsPerHour([]VC{{"a", 4}, {"b", 4}}, 8); got < 5 || got > 12 {
+	if got := AutoJobsPerHour([]VC{{Name: "a", Nodes: 4}, {Name: "b", Nodes: 4}}, 8); got < 5 || got > 12 {
 		t.Errorf("AutoJobsPerHour(default cluster) = %v; want a few jobs an hour", got)
 	}
 }
@@ -173,10 +173,10 @@ func TestGeneratorBoundsSizes(t *testing.T) {
 func TestGeneratorConfigErrors(t *testing.T) {
 	for _, cfg := range []GeneratorConfig{
 		{GPUsPerNode: 8},
-		{VCs: []VC{{"a", 1}}},
-		{VCs: []VC{{"a", 0}}, GPUsPerNode: 8},
-		{VCs: []VC{{"a", 1}}, GPUsPerNode: 8, JobsPerHour: math.NaN()},
-		{VCs: []VC{{"a", 1}}, GPUsPerNode: 8, JobsPerHour: -1},
+		{VCs: []VC{{Name: "a", Nodes: 1}}},
+		{VCs: []VC{{Name: "a", Nodes: 0}}, GPUsPerNode: 8},
+		{VCs: []VC{{Name: "a", Nodes: 1}}, GPUsPerNode: 8, JobsPerHour: math.NaN()},
+		{VCs: []VC{{Name: "a", Nodes: 1}}, GPUsPerNode: 8, JobsPerHour: -1},
 	} {
 		if _, err := NewGenerator(cfg); err == nil {
 			t.Errorf("NewGenerator(%+v) = nil error", cfg)

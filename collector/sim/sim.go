@@ -95,8 +95,6 @@ const (
 	// logInterval throttles recurring log lines: rejected jobs, failed
 	// publishes (real time).
 	logInterval = time.Minute
-	// gpuType is the simulated GPU model's short name, on job events.
-	gpuType = "h100"
 )
 
 // Sim is a simulated GPU cluster. Its actions and Stats are safe for
@@ -168,6 +166,7 @@ type node struct {
 	ids    []schemas.GPU
 	energy []uint64  // mJ since the node powered up
 	idleW  []float64 // idle power of each GPU, W
+	board  board     // the GPU model of every GPU of the node (its VC's)
 	// resumedFor is the job Config.AutoResume holds the node for (it woke
 	// the node, or counted it among the nodes it will run on); while that
 	// job is pending no other job takes the node and it is not powered
@@ -284,8 +283,12 @@ func New(cfg Config, work Workload, pol Policy, pub collector.Publisher, logger 
 	s.idBase = s.t0 * 1000
 	idx := 0
 	for _, vc := range vcs {
+		b, ok := boardOf(vc.GPUType)
+		if !ok {
+			return nil, fmt.Errorf("sim: virtual cluster %q: GPU type %q is not one the simulator models (%s)", vc.Name, vc.GPUType, gpuTypeList())
+		}
 		for range vc.Nodes {
-			n := s.newNode(idx, vc.Name)
+			n := s.newNode(idx, vc.Name, b)
 			s.nodes = append(s.nodes, n)
 			s.byName[n.name] = n
 			s.vcNodes[vc.Name] = append(s.vcNodes[vc.Name], n)
@@ -300,10 +303,7 @@ func New(cfg Config, work Workload, pol Policy, pub collector.Publisher, logger 
 	return s, nil
 }
 
-// fbTotal is the simulated GPUs' framebuffer, 80 GiB as an H100 SXM.
-const fbTotal = 80 << 30
-
-func (s *Sim) newNode(idx int, vc string) *node {
+func (s *Sim) newNode(idx int, vc string, b board) *node {
 	n := &node{
 		name:   fmt.Sprintf("sim-node-%03d", idx+1),
 		idx:    idx,
@@ -312,6 +312,7 @@ func (s *Sim) newNode(idx int, vc string) *node {
 		gpus:   make([]*job, s.cfg.GPUsPerNode),
 		free:   s.cfg.GPUsPerNode,
 		energy: make([]uint64, s.cfg.GPUsPerNode),
+		board:  b,
 	}
 	for i := range s.cfg.GPUsPerNode {
 		h := fnv.New64a()
@@ -322,13 +323,13 @@ func (s *Sim) newNode(idx int, vc string) *node {
 			UUID:          fmt.Sprintf("GPU-%08x-%04x-%04x-%04x-%012x", uint32(id>>32), uint16(id>>16), uint16(id), i, id&0xffffffffffff),
 			PCIBusID:      fmt.Sprintf("00000000:%02X:00.0", 0x18+i*0x10),
 			Minor:         int32(i),
-			Model:         "NVIDIA H100 80GB HBM3 (simulated)",
+			Model:         b.model + " (simulated)",
 			DriverVersion: "550.54.15",
 			GIID:          -1,
 			CIID:          -1,
 		})
-		// Idle power differs from board to board: 60–90 W.
-		n.idleW = append(n.idleW, 60+30*unit(mix(s.cfg.Seed, uint64(idx), uint64(i), 0x1d1e)))
+		// Idle power differs from board to board: 60–90 W for an H100.
+		n.idleW = append(n.idleW, b.idleLoW+b.idleSpanW*unit(mix(s.cfg.Seed, uint64(idx), uint64(i), 0x1d1e)))
 	}
 	return n
 }
@@ -861,6 +862,15 @@ func (s *Sim) stop() {
 }
 
 // emit queues an event of type typ for j at the current time.
+// gpuType is the GPU type of virtual cluster vc's nodes, on its jobs'
+// events; "" for a VC the cluster lacks.
+func (s *Sim) gpuType(vc string) string {
+	if nodes := s.vcNodes[vc]; len(nodes) > 0 {
+		return nodes[0].board.gpuType
+	}
+	return ""
+}
+
 func (s *Sim) emit(j *job, typ schemas.JobEventType) {
 	e := schemas.JobEvent{
 		Type:           typ,
@@ -881,7 +891,7 @@ func (s *Sim) emit(j *job, typ schemas.JobEventType) {
 		NodeCount:      int64((j.spec.GPUs + s.cfg.GPUsPerNode - 1) / s.cfg.GPUsPerNode),
 		CPUs:           schemas.Unknown,
 		GPUs:           int64(j.spec.GPUs),
-		GPUType:        gpuType,
+		GPUType:        s.gpuType(j.spec.VC),
 		MemReqBytes:    schemas.Unknown,
 		CommandHash:    j.cmdHash,
 	}

@@ -6,13 +6,8 @@ import (
 	"github.com/heliostat-dev/heliostat/schemas"
 )
 
-// The simulated board: an H100 SXM-class GPU.
-const (
-	powerLimitMW = 700_000
-	fbReserved   = 512 << 20
-	memClockMHz  = 2619
-	idleSMMHz    = 345
-)
+// fbReserved is the framebuffer the driver reserves on every simulated board.
+const fbReserved = 512 << 20
 
 // outbox holds what the simulation produced since the last flush.
 type outbox struct {
@@ -43,8 +38,9 @@ func (o *outbox) reset() {
 
 // tick takes one sample of every GPU of every powered node at the current
 // time. A GPU held by a running job shows that job's load (utilization
-// 40–100% with a little noise, 250–650 W, its framebuffer share); any other
-// GPU shows 0% and idle power (60–90 W). Nodes that are down or waking send
+// 40–100% with a little noise, its board's busy power, its framebuffer
+// share); any other GPU shows 0% and its board's idle power (H100: 250–650 W
+// busy, 60–90 W idle). Nodes that are down or waking send
 // nothing.
 func (s *Sim) tick() {
 	dt := s.cfg.SampleInterval.Seconds()
@@ -70,17 +66,18 @@ func (s *Sim) tick() {
 func (s *Sim) sample(n *node, i int, j *job, dt float64) schemas.Sample {
 	r1 := unit(mix(s.cfg.Seed, uint64(n.idx), uint64(i), uint64(s.t), 1))
 	r2 := unit(mix(s.cfg.Seed, uint64(n.idx), uint64(i), uint64(s.t), 2))
+	b := &n.board
 	var util, powerW, used, temp, smMHz float64
 	if j != nil {
 		util = min(1, max(0.4, j.util+(r1-0.5)*0.1))
-		powerW = min(690, max(200, 250+(util-0.4)/0.6*400+(r2-0.5)*10))
-		used = j.mem * (fbTotal - fbReserved)
+		powerW = min(b.busyMaxW, max(b.busyMinW, b.busyLoW+(util-0.4)/0.6*b.busySpanW+(r2-0.5)*10))
+		used = j.mem * float64(b.fb-fbReserved)
 		temp = 40 + util*40
-		smMHz = 1755 + util*225
+		smMHz = b.busySMMHz + util*b.spanSMMHz
 	} else {
 		powerW = n.idleW[i] + (r2-0.5)*2
-		temp = 30 + (n.idleW[i]-60)/6
-		smMHz = idleSMMHz
+		temp = 30 + (n.idleW[i]-b.idleLoW)/6
+		smMHz = b.idleSMMHz
 	}
 	n.energy[i] += uint64(powerW * dt * 1000)
 	pct := uint64(math.Round(util * 100))
@@ -94,16 +91,16 @@ func (s *Sim) sample(n *node, i int, j *job, dt float64) schemas.Sample {
 	smp.Set(schemas.GPUUtil, pct)
 	smp.Set(schemas.MemUtil, uint64(math.Round(util*60)))
 	smp.Set(schemas.FBUsed, usedB)
-	smp.Set(schemas.FBFree, fbTotal-fbReserved-usedB)
-	smp.Set(schemas.FBTotal, fbTotal)
+	smp.Set(schemas.FBFree, b.fb-fbReserved-usedB)
+	smp.Set(schemas.FBTotal, b.fb)
 	smp.Set(schemas.FBReserved, fbReserved)
 	smp.Set(schemas.PowerUsage, uint64(powerW*1000))
-	smp.Set(schemas.PowerLimit, powerLimitMW)
+	smp.Set(schemas.PowerLimit, b.limitMW)
 	smp.Set(schemas.Energy, n.energy[i])
 	smp.Set(schemas.GPUTemp, uint64(temp))
 	smp.Set(schemas.MemTemp, uint64(temp+5))
 	smp.Set(schemas.SMClock, uint64(smMHz))
-	smp.Set(schemas.MemClock, memClockMHz)
+	smp.Set(schemas.MemClock, b.memMHz)
 	smp.Set(schemas.ClockEventReasons, 0)
 	smp.Set(schemas.PCIeReplay, 0)
 	smp.Set(schemas.ECCSBEVolatile, 0)
