@@ -20,9 +20,5 @@ FROM (
     WHERE gs > 0
     GROUP BY month, cluster, vc, user
 ) AS usage
-ANY LEFT JOIN (
-    SELECT month, cluster, sum(gs) AS month_gpu_s
-    FROM {part.held_months}
-    GROUP BY month, cluster
-) AS month_totals USING (month, cluster)
+ANY LEFT JOIN {part.month_totals} AS month_totals USING (month, cluster)
 ORDER BY month, cluster, gpu_hours DESC, vc, user;
