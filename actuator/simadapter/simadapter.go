@@ -41,6 +41,9 @@ func (a *Scheduler) Snapshot(ctx context.Context) (adapter.Snapshot, error) {
 	}
 	for _, n := range a.s.Nodes() {
 		an := adapter.Node{Name: n.Name, GPUs: n.GPUs, FreeGPUs: n.FreeGPUs, Jobs: n.Jobs, State: n.State.String(), WakeAt: n.WakeAt}
+		if n.GPUType != "" && n.GPUs > 0 {
+			an.GPUTypes = map[string]int{n.GPUType: n.GPUs}
+		}
 		if n.VC != "" {
 			an.Partitions = []string{n.VC}
 		}

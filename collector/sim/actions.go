@@ -149,6 +149,7 @@ type NodeInfo struct {
 	VC       string
 	State    NodeState
 	GPUs     int
+	GPUType  string    // the GPU type of every GPU of the node (its VC's)
 	FreeGPUs int       // GPUs a new job could take now (0 while reserved whole)
 	Jobs     []string  // ids of the jobs running on it
 	WakeAt   time.Time // when a waking node becomes usable; zero otherwise
@@ -165,7 +166,7 @@ func (s *Sim) Nodes() []NodeInfo {
 	defer s.mu.Unlock()
 	out := make([]NodeInfo, len(s.nodes))
 	for i, n := range s.nodes {
-		out[i] = NodeInfo{Name: n.name, VC: n.vc, State: n.state, GPUs: len(n.gpus), FreeGPUs: n.free, Jobs: n.jobIDs()}
+		out[i] = NodeInfo{Name: n.name, VC: n.vc, State: n.state, GPUs: len(n.gpus), GPUType: n.board.gpuType, FreeGPUs: n.free, Jobs: n.jobIDs()}
 		if n.state == NodeWaking {
 			out[i].WakeAt = time.Unix(n.wakeAt, 0).In(s.cfg.Start.Location())
 		}

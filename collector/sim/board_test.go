@@ -11,9 +11,9 @@ import (
 )
 
 // TestGPUTypes: a cluster of VCs of three GPU types. Each job's events carry
-// its VC's type, and each GPU's samples its board's model, framebuffer,
-// power limit and memory clock, with power inside the board's ranges, busy
-// or idle; a VC that names no type is h100 as before.
+// its VC's type, Nodes each node's type, and each GPU's samples its board's
+// model, framebuffer, power limit and memory clock, with power inside the
+// board's ranges, busy or idle; a VC that names no type is h100 as before.
 func TestGPUTypes(t *testing.T) {
 	jobs := []JobSpec{
 		{ID: "1", VC: "old", GPUs: 2, Duration: sec(600)},
@@ -42,7 +42,15 @@ func TestGPUTypes(t *testing.T) {
 			}
 		}
 	}
-	// sim-node-001 is old's, 002-003 mid's, 004 new's, 005 plain's.
+	// sim-node-001 is old's, 002-003 mid's, 004 new's, 005 plain's; the
+	// actuator's adapter reads their types from Nodes.
+	var types []string
+	for _, n := range s.Nodes() {
+		types = append(types, n.Name+":"+n.GPUType)
+	}
+	if got, want := strings.Join(types, " "), "sim-node-001:v100 sim-node-002:a100 sim-node-003:a100 sim-node-004:h100 sim-node-005:h100"; got != want {
+		t.Errorf("Nodes: %s; want %s", got, want)
+	}
 	type expect struct {
 		model            string
 		fbGiB, limitW    uint64
