@@ -861,7 +861,6 @@ func (s *Sim) stop() {
 	s.updateGauges()
 }
 
-// emit queues an event of type typ for j at the current time.
 // gpuType is the GPU type of virtual cluster vc's nodes, on its jobs'
 // events; "" for a VC the cluster lacks.
 func (s *Sim) gpuType(vc string) string {
@@ -871,6 +870,7 @@ func (s *Sim) gpuType(vc string) string {
 	return ""
 }
 
+// emit queues an event of type typ for j at the current time.
 func (s *Sim) emit(j *job, typ schemas.JobEventType) {
 	e := schemas.JobEvent{
 		Type:           typ,
