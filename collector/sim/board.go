@@ -12,7 +12,7 @@ import (
 // idle, not measurements.
 type board struct {
 	gpuType   string  // the job events' GPU type: Slurm's GRES type name
-	model     string  // NVML's product name, as the inventory shows it
+	model     string  // NVML's product name and "(simulated)", as the inventory shows it
 	fb        uint64  // framebuffer, bytes
 	limitMW   uint64  // power limit, mW
 	memMHz    uint64  // memory clock
@@ -33,13 +33,13 @@ const DefaultGPUType = "h100"
 // boards are the GPU types the simulator models, by GPU type.
 func boards() []board {
 	return []board{
-		{gpuType: "a100", model: "NVIDIA A100-SXM4-80GB", fb: 80 << 30, limitMW: 400_000, memMHz: 1593,
+		{gpuType: "a100", model: "NVIDIA A100-SXM4-80GB (simulated)", fb: 80 << 30, limitMW: 400_000, memMHz: 1593,
 			idleSMMHz: 210, busySMMHz: 1185, spanSMMHz: 225, idleLoW: 50, idleSpanW: 20,
 			busyLoW: 150, busySpanW: 230, busyMinW: 120, busyMaxW: 395},
-		{gpuType: "h100", model: "NVIDIA H100 80GB HBM3", fb: 80 << 30, limitMW: 700_000, memMHz: 2619,
+		{gpuType: "h100", model: "NVIDIA H100 80GB HBM3 (simulated)", fb: 80 << 30, limitMW: 700_000, memMHz: 2619,
 			idleSMMHz: 345, busySMMHz: 1755, spanSMMHz: 225, idleLoW: 60, idleSpanW: 30,
 			busyLoW: 250, busySpanW: 400, busyMinW: 200, busyMaxW: 690},
-		{gpuType: "v100", model: "Tesla V100-SXM2-32GB", fb: 32 << 30, limitMW: 300_000, memMHz: 877,
+		{gpuType: "v100", model: "Tesla V100-SXM2-32GB (simulated)", fb: 32 << 30, limitMW: 300_000, memMHz: 877,
 			idleSMMHz: 135, busySMMHz: 1305, spanSMMHz: 225, idleLoW: 40, idleSpanW: 20,
 			busyLoW: 100, busySpanW: 180, busyMinW: 80, busyMaxW: 295},
 	}

@@ -323,7 +323,7 @@ func (s *Sim) newNode(idx int, vc string, b board) *node {
 			UUID:          fmt.Sprintf("GPU-%08x-%04x-%04x-%04x-%012x", uint32(id>>32), uint16(id>>16), uint16(id), i, id&0xffffffffffff),
 			PCIBusID:      fmt.Sprintf("00000000:%02X:00.0", 0x18+i*0x10),
 			Minor:         int32(i),
-			Model:         b.model + " (simulated)",
+			Model:         b.model,
 			DriverVersion: "550.54.15",
 			GIID:          -1,
 			CIID:          -1,
