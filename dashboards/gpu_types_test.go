@@ -21,7 +21,9 @@ import (
 //   - 5: untyped × 2, submitted 11:15, pending (no type known yet);
 //   - 6: a100 × 8, submitted 09:30, cancelled at 10:00 before it started;
 //   - 7: a trace job of 4 processors, 07:00-08:00, before every range;
-//   - 8: a CPU job, running since 09:00.
+//   - 8: a CPU job, running since 09:00;
+//   - 1 of cluster d: a100 × 2, submitted at 08:00 as c's job 1 was, ran
+//     09:00-09:30: another cluster's run under the same id, a run of its own.
 func TestGPUTypesPanel(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts ClickHouse; skipped with -short")
@@ -39,7 +41,8 @@ func TestGPUTypesPanel(t *testing.T) {
 		[]any{"c", "5", "slurm", "u", "gpu", "PENDING", at(11, 15), nil, nil, gpus(2), nil, "", "SUBMIT", at(11, 15), at(11, 15), uint64(1)},
 		[]any{"c", "6", "slurm", "u", "gpu", "CANCELLED", at(9, 30), nil, ptr(10, 0), gpus(8), nil, "a100", "END", at(10, 0), at(10, 0), uint64(1)},
 		[]any{"c", "7", "trace", "u", "1", "COMPLETED", at(7, 0), ptr(7, 0), ptr(8, 0), nil, gpus(4), "", "END", at(8, 0), at(8, 0), uint64(1)},
-		[]any{"c", "8", "slurm", "u", "cpu", "RUNNING", at(9, 0), ptr(9, 0), nil, gpus(0), gpus(16), "", "START", at(9, 0), at(9, 0), uint64(1)})
+		[]any{"c", "8", "slurm", "u", "cpu", "RUNNING", at(9, 0), ptr(9, 0), nil, gpus(0), gpus(16), "", "START", at(9, 0), at(9, 0), uint64(1)},
+		[]any{"d", "1", "slurm", "u", "gpu", "COMPLETED", at(8, 0), ptr(9, 0), ptr(9, 30), gpus(2), nil, "a100", "END", at(9, 30), at(9, 30), uint64(1)})
 	grafana := grafanaConn(t, cfg)
 	now := strings.NewReplacer("now()", fmt.Sprintf("toDateTime(%d)", at(11, 30).Unix())).Replace
 	const cols = "SELECT gpu_type, runs, gpu_hours, mean_gpus_held, pending_at_end, gpus_wanted_at_end"
@@ -48,21 +51,22 @@ func TestGPUTypesPanel(t *testing.T) {
 		to   time.Time
 		want []string
 	}{
-		// 2.5 h: 1 holds 4 GPUs for 1 h, 2 holds 2 for 1 h, 3 holds 3 for 2 h
+		// 2.5 h: 1 holds 4 GPUs for 1 h, 2 holds 2 for 1 h, 3 holds 3 for 2 h,
+		// d's 1 holds 2 for 30 min (in every range below)
 		{"09:00-11:30", at(11, 30), []string{
-			"a100\t2\t6\t2.4\t0\t0",
+			"a100\t3\t7\t2.8\t0\t0",
 			"a100,v100\t1\t6\t2.4\t0\t0",
 			"(not known)\t0\t0\t0\t1\t2",
 			"v100\t0\t0\t0\t1\t1",
 		}},
 		// 80 min: 2 is pending at 10:20, 4 and 5 not yet submitted, 6 ended
 		{"09:00-10:20", at(10, 20), []string{
-			"a100\t1\t4\t3\t1\t2",
+			"a100\t2\t5\t3.75\t1\t2",
 			"a100,v100\t1\t4\t3\t0\t0",
 		}},
 		// 40 min: 6 is pending at 09:40, waiting for 8 GPUs
 		{"09:00-09:40", at(9, 40), []string{
-			"a100\t1\t2.7\t4\t1\t8",
+			"a100\t2\t3.7\t5.5\t1\t8",
 			"a100,v100\t1\t2\t3\t0\t0",
 		}},
 	} {
