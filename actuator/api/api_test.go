@@ -294,6 +294,10 @@ func TestValidation(t *testing.T) {
 		{"POST", "/v1/predict", `{"user": "u", "mem_req_bytes": -1}`, 400, "mem_req_bytes"},
 		{"POST", "/v1/predict", `{"user": "u", "mem_req_bytes": 1125899906842625}`, 400, "mem_req_bytes"},
 		{"POST", "/v1/predict", `{"user": "u", "mem_req_bytes": 1.5e9}`, 400, "mem_req_bytes"},
+		{"POST", "/v1/predict", `{"user": "u", "gpu_type": "a100 "}`, 400, "gpu_type"},
+		{"POST", "/v1/predict", `{"user": "u", "gpu_type": "a100,v100"}`, 400, "gpu_type"},
+		{"POST", "/v1/predict", `{"user": "u", "gpu_type": "` + strings.Repeat("a", 65) + `"}`, 400, "gpu_type"},
+		{"POST", "/v1/predict", `{"user": "u", "gpu_type": 100}`, 400, "gpu_type"},
 		{"POST", "/v1/predict", `{"user": "u", "submit_time": "yesterday"}`, 400, "submit_time"},
 		{"POST", "/v1/predict", `{"user": "u", "submit_time": "1970-01-01T00:00:00Z"}`, 400, "submit_time"},
 		{"POST", "/v1/predict", `{"user": "u", "partition": 3}`, 400, "partition"},
@@ -497,7 +501,8 @@ func FuzzDecodePredict(f *testing.F) {
 		`{"USER": "dave", "GPUS": 4}`, `{"user": "dave", "gpus": 4, "Gpus": 400}`, `{"\u0075ser": "dave"}`, `{"\u0055SER": "dave"}`,
 		`{ "name" : "a\"}, \"Gpus\": 1" , "user":"u" , "gpus" : 4 , "time_limit_s":null }`,
 		`{"user": "dave", "gpus": 4, "gpus": 400}`, `{"user": "dave", "\u0075ser": "eve"}`, `{"user": "a\"", "name": "\"gpus\":1", "gpus": 1}`,
-		`{"user": "dave", "gpus": 4, "mem_req_bytes": 68719476736}`, `{"user": "dave", "mem_req_bytes": -5}`} {
+		`{"user": "dave", "gpus": 4, "mem_req_bytes": 68719476736}`, `{"user": "dave", "mem_req_bytes": -5}`,
+		`{"user": "dave", "gpus": 8, "gpu_type": "h100"}`, `{"user": "dave", "gpu_type": "h100:8"}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -510,7 +515,7 @@ func FuzzDecodePredict(f *testing.F) {
 			return
 		}
 		if req.User == "" || req.GPUs < 0 || req.GPUs > maxGPUs || req.TimeLimitS < 0 || !submit.IsZero() && submit.Year() < 2000 ||
-			req.MemReqBytes < 0 || req.MemReqBytes > maxMemBytes {
+			req.MemReqBytes < 0 || req.MemReqBytes > maxMemBytes || len(req.GPUType) > maxGPUType || strings.ContainsAny(req.GPUType, " ,:\x00") {
 			t.Errorf("decodePredict accepted %+v", req)
 		}
 		// Every name exactly one of the request's, as encoding/json reads
@@ -848,7 +853,8 @@ func (p *specPredictor) Predict(s live.Spec) (live.Estimate, error) {
 
 // TestPredictReadsActuatorCluster: /v1/predict asks the predictor for the
 // history of the actuator's cluster: a user of the same name on another
-// cluster sharing the database is someone else (live.Spec.Cluster).
+// cluster sharing the database is someone else (live.Spec.Cluster). The
+// request's memory and GPU type reach the predictor too.
 func TestPredictReadsActuatorCluster(t *testing.T) {
 	p := &specPredictor{}
 	view := fixedView(t)
@@ -857,9 +863,9 @@ func TestPredictReadsActuatorCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := httptest.NewRecorder()
-	srv.ServeHTTP(w, httptest.NewRequest("POST", "/v1/predict", strings.NewReader(`{"user": "alice", "gpus": 2, "partition": "batch"}`)))
-	if w.Code != 200 || p.last.Cluster != "c7" || p.last.User != "alice" || p.last.Partition != "batch" {
-		t.Errorf("POST /v1/predict = %d %s, predictor asked %+v; want 200 and the spec of alice on batch of cluster c7", w.Code, w.Body, p.last)
+	srv.ServeHTTP(w, httptest.NewRequest("POST", "/v1/predict", strings.NewReader(`{"user": "alice", "gpus": 2, "partition": "batch", "mem_req_bytes": 1024, "gpu_type": "h100"}`)))
+	if w.Code != 200 || p.last.Cluster != "c7" || p.last.User != "alice" || p.last.Partition != "batch" || p.last.MemBytes != 1024 || p.last.GPUType != "h100" {
+		t.Errorf("POST /v1/predict = %d %s, predictor asked %+v; want 200 and the spec of alice on batch of cluster c7, 1024 bytes, h100", w.Code, w.Body, p.last)
 	}
 }
 

@@ -56,6 +56,10 @@ type PredictRequest struct {
 	// Jobs of the user's with the same request shape and memory are the
 	// closest history.
 	MemReqBytes int64 `json:"mem_req_bytes"`
+	// GPUType is the type of GPU asked for, as the scheduler names it
+	// ("a100"); "": any or unknown. The user's runs of the same request
+	// shape on that type are the closest history.
+	GPUType string `json:"gpu_type"`
 }
 
 // Limits of a PredictRequest.
@@ -64,6 +68,7 @@ const (
 	maxTimeLimitS = 10 * 365 * 24 * 3600
 	maxString     = 256
 	maxMemBytes   = 1 << 50 // 1 PiB
+	maxGPUType    = 64
 )
 
 // decodePredict reads and checks a PredictRequest from a body of at most
@@ -117,6 +122,9 @@ func decodePredict(r io.Reader, limit int64) (PredictRequest, time.Time, error) 
 	}
 	if req.MemReqBytes < 0 || req.MemReqBytes > maxMemBytes {
 		return req, time.Time{}, bad("mem_req_bytes", "%d is not in 0..%d", req.MemReqBytes, int64(maxMemBytes))
+	}
+	if !gpuTypeName(req.GPUType) {
+		return req, time.Time{}, bad("gpu_type", "%q is not a GPU type: up to %d letters, digits, '_', '-' and '.'", req.GPUType, maxGPUType)
 	}
 	var submit time.Time
 	if req.SubmitTime != "" {
@@ -200,8 +208,26 @@ func predictIndex(name []byte) int {
 		return 5
 	case "mem_req_bytes":
 		return 6
+	case "gpu_type":
+		return 7
 	}
 	return -1
+}
+
+// gpuTypeName reports whether s may name a GPU type: empty, or up to
+// maxGPUType ASCII letters, digits, '_', '-' and '.' (Slurm's gres types,
+// "a100", "nvidia_h100_80gb_hbm3", "1g.10gb").
+func gpuTypeName(s string) bool {
+	if len(s) > maxGPUType {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // predictName reports whether name is one of PredictRequest's JSON names.

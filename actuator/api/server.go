@@ -409,7 +409,7 @@ func (s *Server) predict(w http.ResponseWriter, r *http.Request) {
 	resp := PredictResponse{SubmitTime: submit}
 	var note string
 	if s.d.Predictor != nil {
-		e, err := s.d.Predictor.Predict(live.Spec{Cluster: s.d.Cluster, User: req.User, Name: req.Name, Partition: req.Partition, GPUs: req.GPUs, TimeLimit: limit, Submit: submit, MemBytes: req.MemReqBytes})
+		e, err := s.d.Predictor.Predict(live.Spec{Cluster: s.d.Cluster, User: req.User, Name: req.Name, Partition: req.Partition, GPUs: req.GPUs, TimeLimit: limit, Submit: submit, MemBytes: req.MemReqBytes, GPUType: req.GPUType})
 		if err == nil {
 			resp.PredictedS, resp.LowerS, resp.UpperS, resp.Source, resp.ModelVersion = e.PredictedS, e.LowerS, e.UpperS, loop.SourceModel, e.ModelVersion
 		} else {
@@ -689,7 +689,7 @@ func (s *Server) badRequest(w http.ResponseWriter, err error) {
 // metricField keeps the field label's values to the known fields.
 func metricField(f string) string {
 	switch f {
-	case "user", "name", "partition", "gpus", "time_limit_s", "submit_time", "mem_req_bytes", "body", "limit", "since", "kind", "target",
+	case "user", "name", "partition", "gpus", "time_limit_s", "submit_time", "mem_req_bytes", "gpu_type", "body", "limit", "since", "kind", "target",
 		"before", "query", "Content-Type":
 		return f
 	}

@@ -470,7 +470,7 @@ func (l *Loop) carryPlans() {
 func (l *Loop) predict(j *adapter.Job) Prediction {
 	var note string
 	if l.pred != nil {
-		e, err := l.pred.Predict(live.Spec{Cluster: l.cfg.Cluster, JobID: j.ID, User: j.User, Name: j.Name, Partition: j.Partition, GPUs: j.GPUs, TimeLimit: j.TimeLimit, Submit: j.Submit})
+		e, err := l.pred.Predict(live.Spec{Cluster: l.cfg.Cluster, JobID: j.ID, User: j.User, Name: j.Name, Partition: j.Partition, GPUs: j.GPUs, TimeLimit: j.TimeLimit, Submit: j.Submit, GPUType: j.GPUType})
 		if err == nil {
 			return Prediction{Predicted: e.Point, Lower: e.Low, Upper: e.High, Source: SourceModel, ModelVersion: e.ModelVersion}
 		}

@@ -367,6 +367,36 @@ func (p *askedPredictor) Predict(s live.Spec) (live.Estimate, error) {
 	return live.Estimate{}, live.ErrNoModel
 }
 
+// TestLoopPredictsWithRequest: a pending job is predicted with what the
+// scheduler says it asks for — GPUs, limit, partition and GPU type (a
+// user's runs of a shape on that type are its closest history).
+func TestLoopPredictsWithRequest(t *testing.T) {
+	cfg, conn := schematest.Database(t)
+	sched := &static{snap: adapter.Snapshot{At: t0, Nodes: idleNodes("gpu", 1), Jobs: []adapter.Job{
+		{ID: "7", User: "u", Name: "train", Partition: "gpu", GPUs: 4, NodeCount: 1, Submit: t0.Add(-time.Minute), TimeLimit: time.Hour, GPUType: "a100"},
+	}}}
+	g, err := adapter.NewGuard(adapter.GuardConfig{Partitions: []string{"*"}, Nodes: []string{"*"}}, sched, func() time.Time { return t0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	al, err := audit.New(conn, cfg.Database, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := &askedPredictor{}
+	l, err := New(testConfig(), g, al, asked, nil, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := live.Spec{Cluster: "t", JobID: "7", User: "u", Name: "train", Partition: "gpu", GPUs: 4, TimeLimit: time.Hour, Submit: t0.Add(-time.Minute), GPUType: "a100"}
+	if len(asked.specs) == 0 || asked.specs[0] != want {
+		t.Errorf("predicted %+v; want %+v", asked.specs, want)
+	}
+}
+
 // TestLoopNoAuditNoAction: when the audit table cannot be written, nothing is
 // sent.
 func TestLoopNoAuditNoAction(t *testing.T) {

@@ -44,3 +44,31 @@ func BenchmarkPredict(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPredictTyped is BenchmarkPredict on jobs that name a memory
+// request and a GPU type, so that each same-shape lookup walks all four of
+// shapeKeys (shape, memory and type; shape and type; shape and memory; the
+// shape).
+func BenchmarkPredictTyped(b *testing.B) {
+	jobs := synthJobs(20_000, 5)
+	h := NewHistory()
+	rows := make([]Row, 0, len(jobs))
+	for i := range jobs {
+		jobs[i].Mem = int64(1+i%3) << 33
+		jobs[i].GPUType = [...]string{"a100", "h100"}[i%2]
+		rows = append(rows, Row{F: h.Features(&jobs[i]), Y: 6})
+		h.Add(&jobs[i])
+	}
+	m, err := Fit(rows, time.Now())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		j := &jobs[i%len(jobs)]
+		if _, err := m.Predict(h.Features(j), j.ReqTime); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package duration
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -119,6 +120,65 @@ func TestFeaturesPreferSameMemory(t *testing.T) {
 			}
 			if got := f.X[med]; math.Abs(got-tt.wantMed) > 1e-9 {
 				t.Errorf("exact_median = %.4f; want %.4f", got, tt.wantMed)
+			}
+			if got, want := f.X[n], math.Log1p(float64(tt.wantN)); math.Abs(got-want) > 1e-9 {
+				t.Errorf("exact_n = %.4f; want log1p(%d)", got, tt.wantN)
+			}
+		})
+	}
+}
+
+// TestFeaturesPreferSameGPUType: on a cluster of several GPU types a job's
+// same-shape features come from the user's runs of the same shape on the
+// GPU type it asks for, and of the same memory too where there are such
+// runs; a job that names no type, or a type the shape never ran on, sees
+// the shape's runs as before (the same memory first).
+func TestFeaturesPreferSameGPUType(t *testing.T) {
+	base := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	h := NewHistory()
+	// One shape (1 h limit, 4 GPUs): on v100 two 40-minute runs with 8
+	// GiB; on h100 a 10-minute run with 8 GiB and a 20-minute run with 64
+	// GiB; one untyped 8 GiB run of 30 minutes.
+	for i, r := range []struct {
+		typ string
+		mem int64
+		run time.Duration
+	}{{"v100", 8 << 30, 40 * time.Minute}, {"v100", 8 << 30, 40 * time.Minute}, {"h100", 8 << 30, 10 * time.Minute}, {"h100", 64 << 30, 20 * time.Minute}, {"", 8 << 30, 30 * time.Minute}} {
+		sub := base.Add(time.Duration(i) * 10 * time.Hour)
+		h.Add(&Job{User: "u", Submit: sub, ReqTime: time.Hour, Procs: 4, Mem: r.mem, GPUType: r.typ, Run: r.run, End: sub.Add(r.run)})
+	}
+	names := featureNames(SegExact)
+	last, med, n := slices.Index(names, "exact_last"), slices.Index(names, "exact_median"), slices.Index(names, "exact_n")
+	ln := func(d time.Duration) float64 { return math.Log(d.Seconds()) }
+	geo := func(a, b float64) time.Duration { return time.Duration(math.Sqrt(a*b) * float64(time.Minute)) }
+	for _, tt := range []struct {
+		name     string
+		typ      string
+		mem      int64
+		wantLast time.Duration
+		wantMed  time.Duration // the median of the logs: of two runs, their geometric mean
+		wantN    int
+	}{
+		{"v100: its runs", "v100", 0, 40 * time.Minute, 40 * time.Minute, 2},
+		{"h100: its runs of any memory", "h100", 0, 20 * time.Minute, geo(10, 20), 2},
+		{"h100, 8 GiB: the one run of both", "h100", 8 << 30, 10 * time.Minute, 10 * time.Minute, 1},
+		{"h100, memory it never asked for: its runs", "h100", 16 << 30, 20 * time.Minute, geo(10, 20), 2},
+		{"v100, 64 GiB (never on v100): the v100 runs", "v100", 64 << 30, 40 * time.Minute, 40 * time.Minute, 2},
+		{"a type the shape never ran on, 64 GiB: the shape's 64 GiB run", "a100", 64 << 30, 20 * time.Minute, 20 * time.Minute, 1},
+		{"a type the shape never ran on: all of the shape", "a100", 0, 30 * time.Minute, 30 * time.Minute, 5},
+		{"no type, 8 GiB: the shape's 8 GiB runs", "", 8 << 30, 30 * time.Minute, geo(30, 40), 4},
+		{"no type: all of the shape", "", 0, 30 * time.Minute, 30 * time.Minute, 5},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := h.Features(&Job{User: "u", Submit: base.Add(100 * time.Hour), ReqTime: time.Hour, Procs: 4, Mem: tt.mem, GPUType: tt.typ})
+			if f.Segment != SegExact {
+				t.Fatalf("segment %s; want exact", f.Segment)
+			}
+			if got := f.X[last]; math.Abs(got-ln(tt.wantLast)) > 1e-9 {
+				t.Errorf("exact_last = %v; want %v", time.Duration(math.Exp(got)*float64(time.Second)).Round(time.Second), tt.wantLast)
+			}
+			if got := f.X[med]; math.Abs(got-ln(tt.wantMed)) > 1e-6 {
+				t.Errorf("exact_median = %v; want %v", time.Duration(math.Exp(got)*float64(time.Second)).Round(time.Second), tt.wantMed)
 			}
 			if got, want := f.X[n], math.Log1p(float64(tt.wantN)); math.Abs(got-want) > 1e-9 {
 				t.Errorf("exact_n = %.4f; want log1p(%d)", got, tt.wantN)

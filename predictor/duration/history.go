@@ -15,7 +15,7 @@ import (
 type History struct {
 	users  map[string]*userHist
 	exes   map[string]*runs // by user+"\x00"+executable
-	exacts map[string]*runs // by user + request shape (time limit, procs), and by those + memory
+	exacts map[string]*runs // by user + request shape (time limit, procs), and by those + memory and/or GPU type
 	queues map[string]*ewma // by queue
 	global ewma
 	n      int
@@ -90,6 +90,31 @@ func memKey(j *Job) string {
 	return exactKey(j) + "\x00" + strconv.FormatInt(j.Mem, 10)
 }
 
+// typeKey refines key (exactKey or memKey) with the GPU type asked for: the
+// same script given another type of GPU runs at that type's speed (an H100
+// trains several times faster than a V100), so a user's runs of one shape
+// on one type are the closer history. The mark "\x00t:" keeps it apart from
+// memKey's digits.
+func typeKey(key string, j *Job) string { return key + "\x00t:" + j.GPUType }
+
+// shapeKeys returns the keys j's same-shape history is looked up under,
+// closest first: shape, memory and GPU type; shape and GPU type; shape and
+// memory; shape alone — each only where j names what it adds.
+func shapeKeys(j *Job) []string {
+	exact := exactKey(j)
+	keys := make([]string, 0, 4)
+	if j.GPUType != "" {
+		if j.Mem > 0 {
+			keys = append(keys, typeKey(memKey(j), j))
+		}
+		keys = append(keys, typeKey(exact, j))
+	}
+	if j.Mem > 0 {
+		keys = append(keys, memKey(j))
+	}
+	return append(keys, exact)
+}
+
 // shapeRuns returns the runs kept under k, created when absent.
 func (h *History) shapeRuns(k string) *runs {
 	r := h.exacts[k]
@@ -144,9 +169,8 @@ func (h *History) Add(j *Job) {
 		r.add(lr)
 	}
 	if j.ReqTime > 0 || j.Procs > 0 {
-		h.shapeRuns(exactKey(j)).add(lr)
-		if j.Mem > 0 {
-			h.shapeRuns(memKey(j)).add(lr)
+		for _, k := range shapeKeys(j) {
+			h.shapeRuns(k).add(lr)
 		}
 	}
 	q := h.queues[j.Queue]
@@ -405,12 +429,18 @@ func (h *History) FeaturesAt(j *Job, s SubmitState) Features {
 	}
 	exactLast, exactMed, hasExact, exactSpread, exactN := last1, last1, 0.0, 0.0, 0.0
 	repeats := false
-	// The same shape's runs; those that also asked for the same memory
-	// when there are any.
-	r := h.exacts[exactKey(j)]
-	if j.Mem > 0 {
-		if m := h.exacts[memKey(j)]; m != nil && m.n > 0 {
-			r = m
+	// The same shape's runs; those that also asked for the same GPU type
+	// and memory when there are any, then the same type, then the same
+	// memory (shapeKeys).
+	var r *runs
+	if j.Mem <= 0 && j.GPUType == "" {
+		r = h.exacts[exactKey(j)] // the common case, without building a list
+	} else {
+		for _, k := range shapeKeys(j) {
+			if m := h.exacts[k]; m != nil && m.n > 0 {
+				r = m
+				break
+			}
 		}
 	}
 	if r != nil && r.n > 0 {

@@ -19,6 +19,7 @@ type Job struct {
 	ReqTime    time.Duration // requested time limit; <= 0 when unknown
 	Procs      int           // requested (else allocated) processors or GPUs; <= 0 when unknown
 	Mem        int64         // requested memory, in any one unit (only compared for equality); <= 0 when unknown
+	GPUType    string        // GPU type asked for ("a100"; a mix as "a100,v100"); "" when any or unknown
 
 	Run time.Duration // outcome: run time (> 0)
 	End time.Time     // outcome: when the job ended

@@ -32,6 +32,7 @@ type tjob struct {
 	gpus     int64
 	limit    int64 // seconds; 0 unknown
 	mem      int64 // requested memory, bytes; 0 unknown
+	gpuType  string
 	submit   time.Time
 	start    time.Time
 	end      time.Time
@@ -47,6 +48,7 @@ func (j tjob) events() []schemas.JobEvent {
 	if j.mem > 0 {
 		base.MemReqBytes = j.mem
 	}
+	base.GPUType = j.gpuType
 	if j.array != "" {
 		base.ArrayJobID, base.ArrayTaskID = j.array, 1
 	}

@@ -44,6 +44,10 @@ type Spec struct {
 	// MemBytes is the memory requested in all; 0 when unknown (a recorded
 	// job's own then).
 	MemBytes int64
+	// GPUType is the GPU type asked for ("a100"; Slurm's --gres=gpu:a100:2);
+	// "" when any or unknown (a recorded job's own then). A user's runs of
+	// the job's shape on that type are its closest history.
+	GPUType string
 }
 
 // Estimate is an ad-hoc prediction.
@@ -86,7 +90,7 @@ func estimate(t *Trained, hs *historySnap, s Spec, widen float64) (Estimate, err
 	if s.MemBytes < 0 {
 		return Estimate{}, fmt.Errorf("live: predict: memory %d bytes is negative", s.MemBytes)
 	}
-	j := duration.Job{User: scoped(s.Cluster, s.User), Executable: s.Name, Queue: scoped(s.Cluster, s.Partition), Submit: s.Submit, ReqTime: s.TimeLimit, Procs: s.GPUs, Mem: s.MemBytes}
+	j := duration.Job{User: scoped(s.Cluster, s.User), Executable: s.Name, Queue: scoped(s.Cluster, s.Partition), Submit: s.Submit, ReqTime: s.TimeLimit, Procs: s.GPUs, Mem: s.MemBytes, GPUType: s.GPUType}
 	r, recorded := hs.open[key{s.Cluster, s.JobID}]
 	recorded = recorded && s.JobID != ""
 	if recorded {
@@ -98,6 +102,9 @@ func estimate(t *Trained, hs *historySnap, s Spec, widen float64) (Estimate, err
 		}
 		if s.MemBytes == 0 {
 			j.Mem = r.Mem
+		}
+		if s.GPUType == "" {
+			j.GPUType = r.GPUType
 		}
 		if j.Submit.IsZero() {
 			j.Submit = r.Submit

@@ -110,6 +110,7 @@ type openJob struct {
 	Executable string    // command hash, else name
 	Procs      int       // GPUs, else CPUs
 	Mem        int64     // requested memory, bytes; 0 when unknown
+	GPUType    string    // GPU type asked for; "" when any or unknown
 	Submit     time.Time // for a Spec without one
 	// AtSubmit is the user's submissions as the job's features counted
 	// them at its submit: the History of the pass counts the job itself,
@@ -126,7 +127,7 @@ type openJob struct {
 func openRecords(all []*rec) map[key]openJob {
 	open := map[key]openJob{}
 	of := func(rc *rec) openJob {
-		return openJob{Executable: rc.job.Executable, Procs: rc.job.Procs, Mem: rc.job.Mem, Submit: rc.job.Submit, AtSubmit: rc.atSubmit}
+		return openJob{Executable: rc.job.Executable, Procs: rc.job.Procs, Mem: rc.job.Mem, GPUType: rc.job.GPUType, Submit: rc.job.Submit, AtSubmit: rc.atSubmit}
 	}
 	first := map[key]*rec{}
 	for _, rc := range all {

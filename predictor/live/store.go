@@ -72,11 +72,13 @@ func aheadSQL(column string) string {
 // (a late copy of an earlier event): callers keep the higher version. It
 // returns the rows and the newest inserted_at seen.
 //
-// A job's features take its request (time limit, GPUs or CPUs, memory, partition)
-// as it was at submit, from the run's first event in job_events, as its
-// prediction did: jobs holds the latest, and Slurm publishes a limit raised
-// after the job started (scontrol update) as an UPDATE. rec's gpus, limit
-// and partition stay the latest, what the tables' rows show.
+// A job's features take its request (time limit, GPUs or CPUs, memory, GPU
+// type, partition) as it was at submit, from the run's first event in
+// job_events, as its prediction did: jobs holds the latest, and Slurm
+// publishes a limit raised after the job started (scontrol update) as an
+// UPDATE. The GPU type is the first the run's events name (the latest
+// event's, jobs', where none does). rec's gpus, limit and partition stay the
+// latest, what the tables' rows show.
 func loadJobs(ctx context.Context, conn driver.Conn, db string, from time.Time, since int64) ([]*rec, int64, error) {
 	keys := ""
 	if since > 0 {
@@ -91,14 +93,15 @@ func loadJobs(ctx context.Context, conn driver.Conn, db string, from time.Time, 
 	q := fmt.Sprintf(`SELECT j.cluster, j.job_id, j.source, j.array_job_id, j.user, j.job_name, j.command_hash, j.partition_name, j.state, j.last_event,
   j.gpus, j.cpus, j.time_limit_s, j.submit_time, j.start_time, j.end_time, j.version, toInt64(toUInt32(j.inserted_at)),
   j.end_ahead,
-  s.found, s.partition_name, s.gpus, s.cpus, s.time_limit_s, j.mem_req_bytes, s.mem_req_bytes
+  s.found, s.partition_name, s.gpus, s.cpus, s.time_limit_s, j.mem_req_bytes, s.mem_req_bytes, j.gpu_type, s.gpu_type
 FROM (SELECT cluster, job_id, source, array_job_id, user, job_name, command_hash, partition_name, state, last_event, gpus, cpus,
-    time_limit_s, submit_time, start_time, end_time, version, inserted_at, mem_req_bytes, %[1]s AS end_ahead
+    time_limit_s, submit_time, start_time, end_time, version, inserted_at, mem_req_bytes, gpu_type, %[1]s AS end_ahead
   FROM %[2]s.jobs FINAL WHERE submit_time >= %[3]d%[4]s) AS j
 LEFT JOIN (
   SELECT cluster, job_id, submit_time, toUInt8(1) AS found, argMin(partition_name, (event_ts, event_ms)) AS partition_name,
     argMin(gpus, (event_ts, event_ms)) AS gpus, argMin(cpus, (event_ts, event_ms)) AS cpus, argMin(time_limit_s, (event_ts, event_ms)) AS time_limit_s,
-    argMin(mem_req_bytes, (event_ts, event_ms)) AS mem_req_bytes
+    argMin(mem_req_bytes, (event_ts, event_ms)) AS mem_req_bytes,
+    argMinIf(gpu_type, (event_ts, event_ms), gpu_type != '') AS gpu_type
   FROM %[2]s.job_events
   WHERE submit_time >= %[3]d AND event_ts >= toDateTime(%[3]d, 'UTC')%[4]s
   GROUP BY cluster, job_id, submit_time
@@ -126,10 +129,11 @@ SETTINGS join_use_nulls = 0`, aheadSQL("end_time"), db, from.Unix(), keys)
 			subGPUs, subCPUs   *uint32
 			subLimit           *uint32
 			mem, subMem        *uint64
+			gpuType, subType   string
 		)
 		if err := rows.Scan(&r.cluster, &r.jobID, &source, &r.arrayJobID, &r.user, &name, &hash, &r.partition, &r.state, &lastEvent, &gpus, &cpus,
 			&r.limit, &r.job.Submit, &r.start, &end, &r.version, &inserted, &endAhead,
-			&found, &subPartition, &subGPUs, &subCPUs, &subLimit, &mem, &subMem); err != nil {
+			&found, &subPartition, &subGPUs, &subCPUs, &subLimit, &mem, &subMem, &gpuType, &subType); err != nil {
 			return nil, 0, fmt.Errorf("scan job: %w", err)
 		}
 		newest = max(newest, inserted)
@@ -142,7 +146,13 @@ SETTINGS join_use_nulls = 0`, aheadSQL("end_time"), db, from.Unix(), keys)
 			// The request at submit; where the run's first event did not
 			// know a field, the first event that did (argMin skips NULLs).
 			r.job.Queue, gpus, cpus, limit, mem = subPartition, subGPUs, subCPUs, subLimit, subMem
+			if subType != "" {
+				// The type asked for at submit; the latest event's where
+				// no event of the run named one (a job first seen ended).
+				gpuType = subType
+			}
 		}
+		r.job.GPUType = gpuType
 		// History is per cluster: clusters that share a database have
 		// their own users and partitions, whatever their names.
 		r.job.User, r.job.Queue = scoped(r.cluster, r.user), scoped(r.cluster, r.job.Queue)

@@ -46,7 +46,8 @@ func BenchmarkLoadJobs(b *testing.B) {
 // fillJobEvents writes n jobs, submitted evenly over span up to last, into
 // db's job_events (the views fill jobs and job_runs): a SUBMIT and, 2 hours
 // later, an END event each, as schematest.FillJobs writes them into jobs,
-// each with a memory request (8–32 GiB) as Slurm jobs have.
+// each with a memory request (8–32 GiB) and a GPU type (a100 or h100) as
+// Slurm jobs have.
 func fillJobEvents(tb testing.TB, conn driver.Conn, db string, n int, span time.Duration, last time.Time) {
 	tb.Helper()
 	step := int64(span/time.Second) / int64(n)
@@ -61,9 +62,9 @@ func fillJobEvents(tb testing.TB, conn driver.Conn, db string, n int, span time.
 			start, end = fmt.Sprintf("toDateTime(%d + number * %d + 60)", base, step), at
 		}
 		q := fmt.Sprintf(`INSERT INTO %[1]s.job_events (event_ts, event_ms, event_type, cluster, source, job_id, user, partition_name, state,
-  submit_time, start_time, end_time, time_limit_s, gpus, mem_req_bytes, inserted_at)
+  submit_time, start_time, end_time, time_limit_s, gpus, gpu_type, mem_req_bytes, inserted_at)
 SELECT %[2]s, 0, '%[3]s', 'c1', 'slurm', toString(number), concat('u', toString(number %% 500)), 'gpu', '%[4]s', toDateTime(%[5]d + number * %[6]d), %[7]s, %[8]s,
-  toUInt32(14400), toUInt32(1 + number %% 8), toUInt64(1 + number %% 4) * 8589934592, %[2]s
+  toUInt32(14400), toUInt32(1 + number %% 8), if(number %% 2 = 0, 'a100', 'h100'), toUInt64(1 + number %% 4) * 8589934592, %[2]s
 FROM system.numbers LIMIT %[9]d`, db, at, ev.kind, ev.state, base, step, start, end, n)
 		if err := conn.Exec(context.Background(), q); err != nil {
 			tb.Fatalf("fill %s.job_events: %v", db, err)

@@ -287,6 +287,47 @@ func TestEstimateMemory(t *testing.T) {
 	}
 }
 
+// TestEstimateGPUType: on a cluster of two GPU types the type a job asks
+// for tells apart a user's runs of one request shape: a spec's type, else
+// an open record's, picks the runs on that type as the job's closest
+// history.
+func TestEstimateGPUType(t *testing.T) {
+	// Each user runs one script alike on both types: on v100 it takes
+	// 3 hours, on h100 40 minutes.
+	base := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	rng := rand.New(rand.NewPCG(5, 6))
+	var recs []*rec
+	for i := range 6000 {
+		u, typ, run := fmt.Sprint("u", i%4), "v100", 3*time.Hour
+		if i/4%2 == 1 {
+			typ, run = "h100", 40*time.Minute
+		}
+		start := base.Add(time.Duration(i)*2*time.Minute + time.Duration(rng.Int64N(int64(time.Hour))))
+		r := &rec{key: key{"c1", fmt.Sprint(i)}, user: u, ended: true, start: &start}
+		r.job = duration.Job{User: scoped("c1", u), Queue: scoped("c1", "q"), Submit: start, ReqTime: 4 * time.Hour, Procs: 8, GPUType: typ, Run: run, End: start.Add(run)}
+		recs = append(recs, r)
+	}
+	tr, hs := fitRecs(t, recs, base.Add(6000*2*time.Minute))
+	u1 := hs.h.SubmitState(scoped("c1", "u1"))
+	hs.open = map[key]openJob{{"c1", "slow"}: {Procs: 8, GPUType: "v100", AtSubmit: u1}}
+	est := estimator(t, tr, hs)
+	spec := Spec{Cluster: "c1", User: "u1", GPUs: 8, TimeLimit: 4 * time.Hour}
+	v, h := spec, spec
+	v.GPUType, h.GPUType = "v100", "h100"
+	ev, eh, none := est(v), est(h), est(spec)
+	if !ev.Fitted || ev.PredictedS < 3*eh.PredictedS {
+		t.Errorf("v100 %+v, h100 %+v; want a fitted model that tells the GPU types apart", ev, eh)
+	}
+	if lo, hi := 0.9*(40*time.Minute).Seconds(), 1.1*(3*time.Hour).Seconds(); !none.Fitted || none.PredictedS < lo || none.PredictedS > hi {
+		t.Errorf("no type %+v; want a fitted prediction within the shape's runs of either type, %.0f..%.0f s", none, lo, hi)
+	}
+	recorded := spec
+	recorded.JobID = "slow"
+	if got := est(recorded); got != ev {
+		t.Errorf("recorded v100 job, spec without a type: %+v; want the record's type, %+v", got, ev)
+	}
+}
+
 // FuzzEstimate feeds the ad-hoc prediction (the advisory API's input)
 // arbitrary specs: it must answer or return an error, never panic, and an
 // answer is finite, non-negative and within the limit.
