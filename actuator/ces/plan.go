@@ -37,11 +37,16 @@ type Node struct {
 	// alike, a wanted node is powered up first and powered down last, so
 	// that the nodes a plan wakes are ones the queue can use.
 	Wanted bool `json:"wanted,omitempty"`
+	// Needed: a pending job can run only on some of the nodes (as for
+	// Wanted), too few of which are powered and idle, and this node is one
+	// counted for it: like a busy or incoming node it is powered up
+	// whatever the target and never powered down.
+	Needed bool `json:"needed,omitempty"`
 }
 
 // held reports whether the node must stay (or be) powered whatever the
 // forecast says.
-func (n Node) held() bool { return n.Busy || n.Incoming }
+func (n Node) held() bool { return n.Busy || n.Incoming || n.Needed }
 
 // waking reports whether the node is powered but not yet ready at now.
 func (n Node) waking(now time.Time) bool { return n.Powered && now.Before(n.WakingUntil) }
@@ -174,7 +179,7 @@ type Plan struct {
 	// Target is the number of nodes the policy wants powered now.
 	Target int `json:"target"`
 	// Powered, Ready and Held count the nodes before the plan: powered
-	// (ready or waking), ready, and busy or incoming.
+	// (ready or waking), ready, and busy, incoming or needed.
 	Powered int `json:"powered"`
 	Ready   int `json:"ready"`
 	Held    int `json:"held"`
@@ -397,7 +402,7 @@ func (c Config) Plan(in Input) (Plan, error) {
 	if len(recent) > 0 {
 		p.Next.Transitions = recent
 	}
-	p.Reason = fmt.Sprintf("target %d (%s); %d powered (%d ready), %d busy or incoming; %d up, %d down",
+	p.Reason = fmt.Sprintf("target %d (%s); %d powered (%d ready), %d busy, incoming or needed; %d up, %d down",
 		target, why, p.Powered, p.Ready, p.Held, len(p.PowerUp), len(p.PowerDown))
 	if len(notes) > 0 {
 		p.Reason += "; " + strings.Join(notes, "; ")
@@ -473,10 +478,13 @@ func countFixed(nodes []Node) int {
 
 // heldWhat says why a held node is held.
 func heldWhat(n Node) string {
-	if n.Busy {
+	switch {
+	case n.Busy:
 		return "has a job"
+	case n.Incoming:
+		return "a job is bound for it"
 	}
-	return "a job is bound for it"
+	return "a pending job can run only on nodes like it, too few of which are powered and idle"
 }
 
 // compareAge orders nodes by their last transition, oldest (or unknown)

@@ -71,6 +71,10 @@ func TestPlan(t *testing.T) {
 	wanted[6].Wanted, wanted[8].Wanted, wanted[8].Incoming = true, true, true
 	wantedOn := cluster(8, 8, 0)
 	wantedOn[2].Wanted, wantedOn[3].Wanted = true, true
+	// needed: n05 (off) and n01 (on, idle) are counted for pending jobs
+	// that only nodes like them can run; the count target is already met.
+	needed := cluster(8, 4, 0)
+	needed[5].Needed, needed[5].Wanted, needed[1].Needed, needed[1].Wanted = true, true, true, true
 	aged := cluster(10, 5, 0)
 	for i := range aged {
 		aged[i].LastTransition = t0.Add(-time.Duration(10-i) * time.Hour) // n00 oldest
@@ -128,6 +132,18 @@ func TestPlan(t *testing.T) {
 			c:      noDelay,
 			in:     Input{Now: t0, Nodes: wantedOn, Demand: 0, Forecast: fc(t0, 2)},
 			target: 2, down: []string{"n00", "n01", "n04", "n05", "n06", "n07"},
+		},
+		{
+			name:   "a needed node off is powered up though the target is met",
+			c:      def,
+			in:     Input{Now: t0, Nodes: needed, Demand: 2, Forecast: fc(t0, 2)},
+			target: 2, up: []string{"n05"}, reason: "2 busy, incoming or needed",
+		},
+		{
+			name:   "a needed node on is never powered down",
+			c:      noDelay,
+			in:     Input{Now: t0, Nodes: needed, Demand: 0, Forecast: fc(t0, 0)},
+			target: 2, up: []string{"n05"}, down: []string{"n00", "n02", "n03"},
 		},
 		{
 			name:   "never below the minimum",

@@ -52,7 +52,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -540,7 +542,7 @@ func (l *Loop) plan(now time.Time, snap adapter.Snapshot, pools map[string][]ada
 		managed := l.g.PartitionAllowed(part)
 		in := ces.Input{Now: now, State: ps.ces}
 		busy, gpn := 0, 0
-		wanted := wantedNodes(pending[part], nodes)
+		open, asks := splitAsks(pending[part], nodes)
 		var skipped, moving, fixed []string
 		for _, n := range nodes {
 			if n.Unusable {
@@ -558,7 +560,7 @@ func (l *Loop) plan(now time.Time, snap adapter.Snapshot, pools map[string][]ada
 			// counts as it stands, so that the plan powers the nodes it
 			// may instead of asking every pass for ones it may not.
 			cn := ces.Node{Name: n.Name, Powered: n.Power.Powered(), Busy: n.Busy || len(n.Jobs) > 0, Incoming: bound[n.Name],
-				LastTransition: ps.changed[n.Name], WakingUntil: n.WakeAt, Wanted: wanted[n.Name],
+				LastTransition: ps.changed[n.Name], WakingUntil: n.WakeAt,
 				Fixed: n.PowerSaveExcluded || managed && !l.g.NodeAllowed(n)}
 			if cn.Fixed {
 				fixed = append(fixed, n.Name)
@@ -572,7 +574,12 @@ func (l *Loop) plan(now time.Time, snap adapter.Snapshot, pools map[string][]ada
 			gpn = max(gpn, n.GPUs)
 			in.Nodes = append(in.Nodes, cn)
 		}
-		need := float64(nodesNeeded(pending[part], gpn))
+		byName := make(map[string]*ces.Node, len(in.Nodes))
+		for i := range in.Nodes {
+			byName[in.Nodes[i].Name] = &in.Nodes[i]
+		}
+		restricted := restrictedDemand(asks, nodes, byName)
+		need := float64(nodesNeeded(open, gpn) + restricted)
 		in.Demand = min(float64(busy)+need, float64(len(in.Nodes)))
 		var kind string
 		in.Forecast, kind = l.forecast(ps, now, in.Demand)
@@ -630,53 +637,144 @@ func pendingByPool(jobs []adapter.Job) map[string][]adapter.Job {
 	return out
 }
 
-// wantedNodes returns the usable nodes that a job of jobs restricted to
-// some of them — by its GPUs per node, GPU type or constraint
-// (adapter.Job.Fits) — could run on. A job that every usable node fits (8
-// GPUs on one node where every node has 8) says nothing about which to
-// wake and marks none. Jobs are grouped by what they ask for, so a long
-// queue of alike jobs costs one check per node.
-func wantedNodes(jobs []adapter.Job, nodes []adapter.Node) map[string]bool {
+// restrictedAsk is the pending jobs of a pool that ask for the same thing
+// (GPUs, nodes, GPU type, constraint) and that only some of its usable
+// nodes can run (adapter.Job.Fits).
+type restrictedAsk struct {
+	jobs []adapter.Job
+	typ  string // the GPU type asked for; "" for any
+	fit  []int  // indices into the pool's nodes of the usable nodes that fit
+	gpn  int    // the most GPUs of the kind asked for on one fitting node
+}
+
+// splitAsks divides a pool's pending jobs into those every usable node of
+// nodes could run (open; a job of 8 GPUs on one node where every node has 8
+// says nothing about which nodes to wake) and those restricted to some of
+// them, by what they ask for — their GPUs per node, GPU type or constraint
+// — grouped by ask in order of first appearance, so that a long queue of
+// alike jobs costs one check per node.
+func splitAsks(jobs []adapter.Job, nodes []adapter.Node) (open []adapter.Job, asks []restrictedAsk) {
 	type ask struct {
 		gpu, constraint string
 		gpus, nodes     int
 	}
-	seen := map[ask]bool{}
-	var out map[string]bool
-	var fit []string // the nodes an ask fits, reused
+	index := map[ask]int{} // -1: open
 	for _, j := range jobs {
 		a := ask{j.GPUType, j.Constraint, j.GPUs, j.NodeCount}
-		if seen[a] {
+		i, seen := index[a]
+		if !seen {
+			i = -1
+			probe := adapter.Job{GPUType: a.gpu, Constraint: a.constraint, GPUs: a.gpus, NodeCount: a.nodes}
+			if _, restricted := probe.Fits(&adapter.Node{}); restricted {
+				var fit []int
+				gpn, all := 0, true
+				for k := range nodes {
+					if nodes[k].Unusable {
+						continue
+					}
+					if ok, _ := probe.Fits(&nodes[k]); !ok {
+						all = false
+						continue
+					}
+					fit = append(fit, k)
+					if a.gpu != "" {
+						gpn = max(gpn, nodes[k].GPUTypes[a.gpu])
+					} else {
+						gpn = max(gpn, nodes[k].GPUs)
+					}
+				}
+				if !all {
+					i = len(asks)
+					asks = append(asks, restrictedAsk{typ: a.gpu, fit: fit, gpn: gpn})
+				}
+			}
+			index[a] = i
+		}
+		if i < 0 {
+			open = append(open, j)
 			continue
 		}
-		seen[a] = true
-		probe := adapter.Job{GPUType: a.gpu, Constraint: a.constraint, GPUs: a.gpus, NodeCount: a.nodes}
-		if _, restricted := probe.Fits(&adapter.Node{}); !restricted {
-			continue
-		}
-		fit = fit[:0]
-		all := true
-		for i := range nodes {
-			if nodes[i].Unusable {
+		asks[i].jobs = append(asks[i].jobs, j)
+	}
+	return open, asks
+}
+
+// restrictedDemand counts the nodes the restricted asks of a pool add to
+// its demand, and marks Wanted the plan's nodes that fit an ask and Needed
+// those counted for one (plan: the pool's nodes the plan sees, by name;
+// nodes: the pool's nodes). Each ask, in turn, counts the nodes its jobs
+// need as nodesNeeded does, in nodes of its fitting nodes' size, less the
+// free GPUs of the fitting nodes already busy (where its one-node jobs can
+// start without another node), and no more than the fitting nodes that are
+// neither busy, bound for a job, nor counted for an ask before it: a job
+// only busy nodes could run waits for one of them and holds no other node
+// up (before 2026-11-24 an A100 job kept an idle V100 node of its
+// partition powered). The nodes counted are taken powered first, then off,
+// off longest first; an off node the plan may not power (Fixed) is never
+// counted. Needed, they are woken or kept whatever the plan's count target.
+func restrictedDemand(asks []restrictedAsk, nodes []adapter.Node, plan map[string]*ces.Node) (need int) {
+	var (
+		free     []*ces.Node    // an ask's countable nodes, reused
+		freeGPUs map[string]int // free GPUs left on busy fitting nodes
+	)
+	for _, a := range asks {
+		free = free[:0]
+		gpus, whole := 0, 0
+		gpn := max(a.gpn, 1)
+		for _, j := range a.jobs {
+			tasks := j.PendingTasks()
+			if j.NodeCount > 1 {
+				whole += tasks * max(j.NodeCount, ceilDiv(j.GPUs, gpn))
 				continue
 			}
-			if ok, _ := probe.Fits(&nodes[i]); ok {
-				fit = append(fit, nodes[i].Name)
-			} else {
-				all = false
+			gpus += tasks * max(j.GPUs, 1)
+		}
+		for _, k := range a.fit {
+			n := plan[nodes[k].Name]
+			if n == nil {
+				continue // between power states: left alone
 			}
+			n.Wanted = true
+			if n.Busy && n.Powered && gpus > 0 {
+				if freeGPUs == nil {
+					freeGPUs = map[string]int{}
+				}
+				left, seen := freeGPUs[n.Name]
+				if !seen {
+					left = nodes[k].FreeGPUs
+					if a.typ != "" {
+						// Of the type asked for, at most.
+						left = min(left, nodes[k].GPUTypes[a.typ])
+					}
+				}
+				took := min(max(left, 0), gpus)
+				gpus -= took
+				freeGPUs[n.Name] = left - took
+			}
+			if n.Busy || n.Incoming || n.Needed || n.Fixed && !n.Powered {
+				continue
+			}
+			free = append(free, n)
 		}
-		if all {
-			continue
+		slices.SortFunc(free, func(x, y *ces.Node) int {
+			if x.Powered != y.Powered {
+				if x.Powered {
+					return -1
+				}
+				return 1
+			}
+			if c := x.LastTransition.Compare(y.LastTransition); c != 0 {
+				return c
+			}
+			return strings.Compare(x.Name, y.Name)
+		})
+		c := min(ceilDiv(gpus, gpn)+whole, len(free))
+		for _, n := range free[:c] {
+			n.Needed = true
 		}
-		if out == nil {
-			out = map[string]bool{}
-		}
-		for _, n := range fit {
-			out[n] = true
-		}
+		need += c
 	}
-	return out
+	return need
 }
 
 // excludedByPool counts the pending jobs pendingByPool leaves out of demand

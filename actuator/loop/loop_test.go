@@ -1071,17 +1071,34 @@ func TestLoopWakesNodesTheQueueAsksFor(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		jobs  []adapter.Job
-		aGPUs int      // GPUs of each A100 node (0: 8)
-		want  []string // the nodes powered after the passes
+		aGPUs int            // GPUs of each A100 node (0: 8)
+		on    []string       // nodes powered and idle at the start (the rest off)
+		busy  map[string]int // nodes powered and running a job at the start: their free GPUs
+		want  []string       // the nodes powered after the passes
 	}{
-		{"GPU type", []adapter.Job{job("1", "h100", ""), job("2", "h100", "")}, 0, []string{"gpu-h0", "gpu-h1"}},
-		{"constraint", []adapter.Job{job("1", "", "h100&ib"), job("2", "", "")}, 0, []string{"gpu-a0", "gpu-h1"}},
-		{"any of", []adapter.Job{job("1", "", "nvme|h100"), job("2", "", "h100")}, 0, []string{"gpu-h0", "gpu-h1"}},
-		{"nothing asked", []adapter.Job{job("1", "", ""), job("2", "", "")}, 0, []string{"gpu-a0", "gpu-a1"}},
-		{"8 GPUs where the A100 nodes have 4", []adapter.Job{job("1", "", ""), job("2", "", "")}, 4, []string{"gpu-h0", "gpu-h1"}},
+		{"GPU type", []adapter.Job{job("1", "h100", ""), job("2", "h100", "")}, 0, nil, nil, []string{"gpu-h0", "gpu-h1"}},
+		{"constraint", []adapter.Job{job("1", "", "h100&ib"), job("2", "", "")}, 0, nil, nil, []string{"gpu-a0", "gpu-h1"}},
+		{"any of", []adapter.Job{job("1", "", "nvme|h100"), job("2", "", "h100")}, 0, nil, nil, []string{"gpu-h0", "gpu-h1"}},
+		{"nothing asked", []adapter.Job{job("1", "", ""), job("2", "", "")}, 0, nil, nil, []string{"gpu-a0", "gpu-a1"}},
+		{"8 GPUs where the A100 nodes have 4", []adapter.Job{job("1", "", ""), job("2", "", "")}, 4, nil, nil, []string{"gpu-h0", "gpu-h1"}},
 		// Demand counts in the partition's widest node: two 4-GPU jobs are one node.
-		{"4 GPUs where the A100 nodes have 4", []adapter.Job{narrow(job("1", "", ""), 4), narrow(job("2", "", ""), 4)}, 4, []string{"gpu-a0"}},
-		{"unread constraint", []adapter.Job{job("1", "", "[h100*2]"), job("2", "", "")}, 0, []string{"gpu-a0", "gpu-a1"}},
+		{"4 GPUs where the A100 nodes have 4", []adapter.Job{narrow(job("1", "", ""), 4), narrow(job("2", "", ""), 4)}, 4, nil, nil, []string{"gpu-a0"}},
+		{"unread constraint", []adapter.Job{job("1", "", "[h100*2]"), job("2", "", "")}, 0, nil, nil, []string{"gpu-a0", "gpu-a1"}},
+		// The count target is met by idle A100 nodes: the H100 job's node
+		// is woken all the same, and the idle A100s go down.
+		{"GPU type, other type idle", []adapter.Job{job("1", "h100", "")}, 0, []string{"gpu-a0", "gpu-a1"}, nil, []string{"gpu-h0"}},
+		{"constraint, other nodes idle", []adapter.Job{job("1", "", "h100&ib")}, 0, []string{"gpu-a0", "gpu-h0"}, nil, []string{"gpu-h1"}},
+		// A100 jobs while both A100 nodes are busy: they wait for those,
+		// and keep no H100 node up.
+		{"GPU type, its nodes busy", []adapter.Job{job("1", "a100", ""), job("2", "a100", "")}, 0, []string{"gpu-h0", "gpu-h1"},
+			map[string]int{"gpu-a0": 0, "gpu-a1": 0}, []string{"gpu-a0", "gpu-a1"}},
+		// A one-GPU A100 job fits the free GPUs of a busy A100 node: it
+		// wakes nothing and keeps no idle node up.
+		{"GPU type, room on a busy node", []adapter.Job{narrow(job("1", "a100", ""), 1)}, 0, []string{"gpu-h0"},
+			map[string]int{"gpu-a0": 4}, []string{"gpu-a0"}},
+		// Without that room it wakes an A100 node.
+		{"GPU type, no room on a busy node", []adapter.Job{narrow(job("1", "a100", ""), 1)}, 0, []string{"gpu-h0"},
+			map[string]int{"gpu-a0": 0}, []string{"gpu-a0", "gpu-a1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sched := &static{snap: adapter.Snapshot{Jobs: slices.Clone(tc.jobs)}}
@@ -1096,7 +1113,13 @@ func TestLoopWakesNodesTheQueueAsksFor(t *testing.T) {
 				if tc.aGPUs > 0 && typ == "a100" {
 					n.GPUs = tc.aGPUs
 				}
-				n.GPUTypes = map[string]int{typ: n.GPUs}
+				n.GPUTypes, n.FreeGPUs = map[string]int{typ: n.GPUs}, n.GPUs
+				if slices.Contains(tc.on, n.Name) {
+					n.Power, n.State = adapter.PowerOn, "idle"
+				}
+				if free, ok := tc.busy[n.Name]; ok {
+					n.Power, n.State, n.Busy, n.Jobs, n.FreeGPUs = adapter.PowerOn, "mixed", true, []string{"9" + n.Name}, free
+				}
 				sched.snap.Nodes = append(sched.snap.Nodes, n)
 			}
 			l := newPeakLoop(t, sched, adapter.GuardConfig{Apply: true, Partitions: []string{"gpu"}, Nodes: []string{"gpu-*"}})

@@ -18,9 +18,11 @@ import (
 // TestSlurmWakesNodesAJobAsksFor: on a real Slurm 22.05 whose nodes carry
 // features (gpu1, gpu2: a100; gpu3, gpu4: h100), with gpu2 and gpu4
 // powered down and gpu3 busy, a pending two-node job that asks for h100
-// cannot start, and Slurm does not resume a node for it. The plan, short of
-// one node, powers up gpu4 — the h100 node the job can use — and not gpu2,
-// which sorts first by name; the resume program runs for gpu4, and once
+// cannot start, and Slurm does not resume a node for it. Counted in nodes
+// of the partition, idle gpu1 would meet the demand (gpu3 busy, one node
+// more); counted by the nodes that fit the job, gpu4 — the h100 node it can
+// use, not gpu2, which sorts first by name — is needed, and the plan powers
+// it up though its count target is met; the resume program runs for gpu4, and once
 // gpu3 is free the job runs on gpu3 and gpu4. The adapter reads the job's
 // constraint and the nodes' active features as Slurm writes them.
 func TestSlurmWakesNodesAJobAsksFor(t *testing.T) {
@@ -76,7 +78,7 @@ func TestSlurmWakesNodesAJobAsksFor(t *testing.T) {
 	for _, a := range rep.Actions {
 		if a.Kind == string(adapter.PowerUp) {
 			up = append(up, a.Target)
-			if a.Outcome != audit.Applied || !strings.Contains(a.Reason, "a pending job asks for nodes like it") {
+			if a.Outcome != audit.Applied || !strings.Contains(a.Reason, "a pending job can run only on nodes like it") {
 				t.Errorf("power-up of %s: %s (%s), reason %q", a.Target, a.Outcome, a.Error, a.Reason)
 			}
 		}
