@@ -170,6 +170,11 @@ type Node struct {
 	// gres "gpu:a100:4,gpu:v100:2" is {a100: 4, v100: 2}, GPUs given
 	// without a type are under ""; nil when the node has no GPU.
 	GPUTypes map[string]int
+	// FreeGPUTypes are FreeGPUs by type where the scheduler says which
+	// type is in use (Slurm's gres_used, "gpu:a100:1(IDX:0),gpu:v100:0"),
+	// under the names of GPUTypes; nil when it does not: a job of a type
+	// then counts at most min(FreeGPUs, GPUTypes[type]) free.
+	FreeGPUTypes map[string]int
 	// Features are the node's active features (Slurm's active_features),
 	// which a job's Constraint is matched against.
 	Features []string

@@ -704,8 +704,9 @@ func splitAsks(jobs []adapter.Job, nodes []adapter.Node) (open []adapter.Job, as
 // those counted for one (plan: the pool's nodes the plan sees, by name;
 // nodes: the pool's nodes). Each ask, in turn, counts the nodes its jobs
 // need as nodesNeeded does, in nodes of its fitting nodes' size, less the
-// free GPUs of the fitting nodes already busy (where its one-node jobs can
-// start without another node), and no more than the fitting nodes that are
+// free GPUs of the fitting nodes already busy (of the type asked for,
+// adapter.Node.FreeGPUTypes; where its one-node jobs can start without
+// another node), and no more than the fitting nodes that are
 // neither busy, bound for a job, nor counted for an ask before it: a job
 // only busy nodes could run waits for one of them and holds no other node
 // up (before 2026-11-24 an A100 job kept an idle V100 node of its
@@ -743,8 +744,13 @@ func restrictedDemand(asks []restrictedAsk, nodes []adapter.Node, plan map[strin
 				if !seen {
 					left = nodes[k].FreeGPUs
 					if a.typ != "" {
-						// Of the type asked for, at most.
-						left = min(left, nodes[k].GPUTypes[a.typ])
+						// Of the type asked for: as the scheduler says,
+						// else at most the node's GPUs of that type.
+						if ft := nodes[k].FreeGPUTypes; ft != nil {
+							left = min(left, ft[a.typ])
+						} else {
+							left = min(left, nodes[k].GPUTypes[a.typ])
+						}
 					}
 				}
 				took := min(max(left, 0), gpus)

@@ -1569,3 +1569,78 @@ func checkReady(t *testing.T, l *Loop, step string, wants ...string) {
 		}
 	}
 }
+
+// TestRestrictedDemand: the nodes a pool's restricted asks add to its
+// demand, and which plan nodes they mark Needed, for a pool of two-type
+// nodes (4 a100 + 4 v100 each) and one 8-GPU h100 node: mixed m0 runs a
+// job on 3 of its v100s; m1 is on and idle; m2 and m3 are off, m3 off
+// longer; h0 is off.
+func TestRestrictedDemand(t *testing.T) {
+	two := map[string]int{"a100": 4, "v100": 4}
+	mk := func(name string, power adapter.Power, busy bool, free int, freeTypes map[string]int) adapter.Node {
+		n := adapter.Node{Name: name, Partitions: []string{"gpu"}, Power: power, Busy: busy, GPUs: 8, FreeGPUs: free, GPUTypes: two, FreeGPUTypes: freeTypes}
+		if busy {
+			n.Jobs = []string{"1"}
+		}
+		return n
+	}
+	nodes := []adapter.Node{
+		mk("m0", adapter.PowerOn, true, 5, map[string]int{"a100": 4, "v100": 1}),
+		mk("m1", adapter.PowerOn, false, 8, two),
+		mk("m2", adapter.PowerOff, false, 0, nil),
+		mk("m3", adapter.PowerOff, false, 0, nil),
+		{Name: "h0", Partitions: []string{"gpu"}, Power: adapter.PowerOff, GPUs: 8, GPUTypes: map[string]int{"h100": 8}},
+	}
+	job := func(typ string, gpus, n int) adapter.Job {
+		return adapter.Job{ID: "j", User: "u", Partition: "gpu", GPUs: gpus, NodeCount: 1, GPUType: typ, ArrayTasks: n}
+	}
+	for _, tc := range []struct {
+		name       string
+		jobs       []adapter.Job
+		untyped    bool // m0's free GPUs not known by type
+		need       int
+		needed     []string
+		wantedNone bool
+	}{
+		{"a100 job fits m0's free a100s", []adapter.Job{job("a100", 2, 0)}, false, 0, nil, false},
+		{"v100 job: m0 has one v100 free, the idle m1 counts", []adapter.Job{job("v100", 2, 0)}, false, 1, []string{"m1"}, false},
+		{"v100 job, free by type unknown: m0's 4 v100s at most", []adapter.Job{job("v100", 2, 0)}, true, 0, nil, false},
+		{"two 4-v100 tasks: m1, then m3 (off longest)", []adapter.Job{job("v100", 4, 2)}, false, 2, []string{"m1", "m3"}, false},
+		{"five 4-v100 tasks: all of the idle and off two-type nodes", []adapter.Job{job("v100", 4, 5)}, false, 3, []string{"m1", "m2", "m3"}, false},
+		{"h100 job and v100 job: each its own nodes", []adapter.Job{job("h100", 8, 0), job("v100", 2, 0)}, false, 2, []string{"h0", "m1"}, false},
+		{"a job every node fits: not restricted", []adapter.Job{job("", 1, 0)}, false, 0, nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := slices.Clone(nodes)
+			if tc.untyped {
+				ns[0].FreeGPUTypes = nil
+			}
+			plan := map[string]*ces.Node{}
+			for _, n := range ns {
+				plan[n.Name] = &ces.Node{Name: n.Name, Powered: n.Power.Powered(), Busy: n.Busy, LastTransition: t0.Add(-time.Hour)}
+			}
+			plan["m3"].LastTransition = t0.Add(-2 * time.Hour)
+			open, asks := splitAsks(tc.jobs, ns)
+			if got := restrictedDemand(asks, ns, plan); got != tc.need {
+				t.Errorf("need %d; want %d", got, tc.need)
+			}
+			var needed []string
+			wanted := 0
+			for _, n := range ns {
+				if plan[n.Name].Needed {
+					needed = append(needed, n.Name)
+				}
+				if plan[n.Name].Wanted {
+					wanted++
+				}
+			}
+			slices.Sort(needed)
+			if !slices.Equal(needed, tc.needed) {
+				t.Errorf("needed %v; want %v", needed, tc.needed)
+			}
+			if tc.wantedNone != (wanted == 0) || tc.wantedNone != (len(open) == len(tc.jobs)) {
+				t.Errorf("%d nodes wanted, %d of %d jobs open", wanted, len(open), len(tc.jobs))
+			}
+		})
+	}
+}

@@ -492,10 +492,11 @@ func node(sn sinfoNode) (adapter.Node, error) {
 	if err != nil {
 		return n, err
 	}
-	used, _, _, err := gpuCount(sn.GresUsed)
+	usedG, _, err := slurmfmt.ParseTRES(sn.GresUsed)
 	if err != nil {
 		return n, err
 	}
+	used := clampInt(usedG.Count)
 	n.GPUs = clampInt(total.Count)
 	n.FreeGPUs = max(n.GPUs-used, 0)
 	for typ, c := range total.ByType {
@@ -503,6 +504,21 @@ func node(sn sinfoNode) (adapter.Node, error) {
 			n.GPUTypes = map[string]int{}
 		}
 		n.GPUTypes[typ] = clampInt(c)
+	}
+	// Free by type where gres_used names each type the node has (Slurm
+	// writes "gpu:v100:0(IDX:N/A)" for a type none of whose GPUs is in
+	// use); an untyped or partial list says nothing per type.
+	if len(n.GPUTypes) > 0 && n.GPUTypes[""] == 0 && len(usedG.ByType) > 0 {
+		free := make(map[string]int, len(n.GPUTypes))
+		for typ, c := range n.GPUTypes {
+			u, named := usedG.ByType[typ]
+			if !named {
+				free = nil
+				break
+			}
+			free[typ] = max(c-clampInt(u), 0)
+		}
+		n.FreeGPUTypes = free
 	}
 	n.Features = slices.Clone(sn.ActiveFeatures)
 	switch base {
@@ -527,17 +543,17 @@ func node(sn sinfoNode) (adapter.Node, error) {
 	switch {
 	case flags["POWERED_DOWN"]:
 		n.Power = adapter.PowerOff
-		n.FreeGPUs = 0
+		n.FreeGPUs, n.FreeGPUTypes = 0, nil
 	case flags["POWERING_DOWN"], flags["POWER_DOWN"]:
 		n.Power = adapter.PowerGoingDown
-		n.FreeGPUs = 0
+		n.FreeGPUs, n.FreeGPUTypes = 0, nil
 	case flags["POWERING_UP"]:
 		n.Power = adapter.PowerWaking
 	default:
 		n.Power = adapter.PowerOn
 	}
 	if n.Unusable {
-		n.FreeGPUs = 0
+		n.FreeGPUs, n.FreeGPUTypes = 0, nil
 	}
 	state := append([]string{strings.ToLower(base)}, sortedKeys(flags)...)
 	n.State = strings.Join(state, "+")

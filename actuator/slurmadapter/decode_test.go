@@ -387,8 +387,8 @@ func TestDecodeSinfoRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []adapter.Node{
-		{Name: "g1", Partitions: []string{"gpu"}, GPUs: 8, FreeGPUs: 8, Power: adapter.PowerOn, State: "idle", GPUTypes: map[string]int{"h100": 8}},
-		{Name: "g2", Partitions: []string{"gpu", "debug"}, GPUs: 8, FreeGPUs: 6, Busy: true, Power: adapter.PowerOn, State: "mixed", GPUTypes: map[string]int{"h100": 8}},
+		{Name: "g1", Partitions: []string{"gpu"}, GPUs: 8, FreeGPUs: 8, Power: adapter.PowerOn, State: "idle", GPUTypes: map[string]int{"h100": 8}, FreeGPUTypes: map[string]int{"h100": 8}},
+		{Name: "g2", Partitions: []string{"gpu", "debug"}, GPUs: 8, FreeGPUs: 6, Busy: true, Power: adapter.PowerOn, State: "mixed", GPUTypes: map[string]int{"h100": 8}, FreeGPUTypes: map[string]int{"h100": 6}},
 		{Name: "g3", Partitions: []string{"gpu"}, GPUs: 8, Power: adapter.PowerOff, State: "idle+POWERED_DOWN", GPUTypes: map[string]int{"h100": 8}},
 		{Name: "g4", Partitions: []string{"gpu"}, GPUs: 8, Unusable: true, Power: adapter.PowerOn, State: "idle+DRAIN", GPUTypes: map[string]int{"": 8}},
 		{Name: "g5", Partitions: []string{"gpu"}, GPUs: 8, Unusable: true, Power: adapter.PowerOn, State: "idle+DRAIN", GPUTypes: map[string]int{"": 8}},
@@ -457,16 +457,21 @@ func TestDecodeGPUTypesAndFeatures(t *testing.T) {
 		name, doc string
 		types     map[string]int
 		features  []string
+		free      map[string]int // FreeGPUTypes
 	}{
 		{"22.05", `{"nodes": [{"name": "g1", "state": "idle", "partitions": ["p"], "gres": "gpu:a100:8(S:0-1)", "features": "a100,ib,spare", "active_features": "a100,ib"}]}`,
-			map[string]int{"a100": 8}, []string{"a100", "ib"}},
+			map[string]int{"a100": 8}, []string{"a100", "ib"}, nil},
 		{"23.02", `{"nodes": [{"name": "g1", "state": ["IDLE"], "partitions": ["p"], "gres": "gpu:8", "active_features": ["h100"]}]}`,
-			map[string]int{"": 8}, []string{"h100"}},
+			map[string]int{"": 8}, []string{"h100"}, nil},
 		{"23.11", `{"sinfo": [{"partition": {"name": "p"}, "node": {"state": ["IDLE"]}, "nodes": {"nodes": ["g1"]}, "gres": {"total": "gpu:h100:8(S:0-1)", "used": ""}, "features": {"total": "h100,ib", "active": "h100"}}]}`,
-			map[string]int{"h100": 8}, []string{"h100"}},
+			map[string]int{"h100": 8}, []string{"h100"}, nil},
 		{"two types", `{"nodes": [{"name": "g1", "state": "mixed", "partitions": ["p"], "gres": "gpu:a100:4(S:0),gpu:v100:2(S:1)", "gres_used": "gpu:a100:1(IDX:0),gpu:v100:0(IDX:N/A)"}]}`,
-			map[string]int{"a100": 4, "v100": 2}, nil},
-		{"none", `{"nodes": [{"name": "g1", "state": "idle", "partitions": ["p"], "active_features": null}]}`, nil, nil},
+			map[string]int{"a100": 4, "v100": 2}, nil, map[string]int{"a100": 3, "v100": 2}},
+		{"two types, one not in gres_used", `{"nodes": [{"name": "g1", "state": "mixed", "partitions": ["p"], "gres": "gpu:a100:4(S:0),gpu:v100:2(S:1)", "gres_used": "gpu:a100:1(IDX:0)"}]}`,
+			map[string]int{"a100": 4, "v100": 2}, nil, nil},
+		{"two types, powered down", `{"nodes": [{"name": "g1", "state": "idle", "state_flags": ["POWERED_DOWN"], "partitions": ["p"], "gres": "gpu:a100:4(S:0),gpu:v100:2(S:1)", "gres_used": "gpu:a100:0(IDX:N/A),gpu:v100:0(IDX:N/A)"}]}`,
+			map[string]int{"a100": 4, "v100": 2}, nil, nil},
+		{"none", `{"nodes": [{"name": "g1", "state": "idle", "partitions": ["p"], "active_features": null}]}`, nil, nil, nil},
 	} {
 		nodes, err := decodeSinfo([]byte(tc.doc))
 		if err != nil {
@@ -475,6 +480,9 @@ func TestDecodeGPUTypesAndFeatures(t *testing.T) {
 		}
 		if n := nodes[0]; !maps.Equal(n.GPUTypes, tc.types) || (n.GPUTypes == nil) != (tc.types == nil) || !slices.Equal(n.Features, tc.features) {
 			t.Errorf("%s: node GPUs by type %v, features %q; want %v, %q", tc.name, n.GPUTypes, n.Features, tc.types, tc.features)
+		}
+		if n := nodes[0]; !maps.Equal(n.FreeGPUTypes, tc.free) || (n.FreeGPUTypes == nil) != (tc.free == nil) {
+			t.Errorf("%s: free GPUs by type %v; want %v", tc.name, n.FreeGPUTypes, tc.free)
 		}
 	}
 

@@ -99,7 +99,8 @@ func TestSlurmWakesNodesAJobAsksFor(t *testing.T) {
 // TestSlurmNodeWithTwoGPUTypes: on a real Slurm 22.05 whose nodes each have
 // 4 a100 and 4 v100 GPUs (gres gpu:a100:4,gpu:v100:4), the adapter reads
 // every node's GPUs by type as sinfo writes them, a running job's GPUs as
-// used, and a pending job's GPU type; a node fits a job asking for v100s
+// used (and of which type: gpu1's free GPUs are 4 a100 and 1 v100), and a
+// pending job's GPU type; a node fits a job asking for v100s
 // as far as its v100s go, not its 8 GPUs.
 func TestSlurmNodeWithTwoGPUTypes(t *testing.T) {
 	c := slurmtest.StartWith(t, slurmtest.Options{GPUTypes: []slurmtest.GPUType{{Name: "a100", Count: 4}, {Name: "v100", Count: 4}}})
@@ -121,6 +122,13 @@ func TestSlurmNodeWithTwoGPUTypes(t *testing.T) {
 		}
 		if !maps.Equal(n.GPUTypes, types) || n.GPUs != 8 || n.FreeGPUs != free {
 			t.Errorf("node %s: GPUs %d (%d free) by type %v; want 8 (%d free), %v", n.Name, n.GPUs, n.FreeGPUs, n.GPUTypes, free, types)
+		}
+		wantFree := map[string]int{"a100": 4, "v100": 4}
+		if n.Name == "gpu1" {
+			wantFree["v100"] = 1
+		}
+		if !maps.Equal(n.FreeGPUTypes, wantFree) {
+			t.Errorf("node %s: free GPUs by type %v; want %v", n.Name, n.FreeGPUTypes, wantFree)
 		}
 	}
 	found := false
