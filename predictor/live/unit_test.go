@@ -244,26 +244,40 @@ func TestEstimateOpenJob(t *testing.T) {
 	}
 }
 
+// twoProgramFit fits on 6,000 ended jobs of four users, each of whom
+// alternates two programs of one request shape (a 4-hour limit) every four
+// jobs, submitted 2 minutes apart with up to an hour's jitter (seeded by
+// seed); set gives each job its width, run time and what tells the two
+// programs apart (second: the second program).
+func twoProgramFit(t *testing.T, seed uint64, set func(j *duration.Job, second bool)) (*Trained, *historySnap) {
+	t.Helper()
+	base := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	var recs []*rec
+	for i := range 6000 {
+		u := fmt.Sprint("u", i%4)
+		start := base.Add(time.Duration(i)*2*time.Minute + time.Duration(rng.Int64N(int64(time.Hour))))
+		r := &rec{key: key{"c1", fmt.Sprint(i)}, user: u, ended: true, start: &start}
+		r.job = duration.Job{User: scoped("c1", u), Queue: scoped("c1", "q"), Submit: start, ReqTime: 4 * time.Hour}
+		set(&r.job, i/4%2 == 1)
+		r.job.End = start.Add(r.job.Run)
+		recs = append(recs, r)
+	}
+	return fitRecs(t, recs, base.Add(6000*2*time.Minute))
+}
+
 // TestEstimateMemory: the requested memory tells apart a user's jobs of one
 // request shape and no name: a spec's memory, else an open record's, picks
 // the runs of that memory as the job's closest history.
 func TestEstimateMemory(t *testing.T) {
 	// Each user alternates two programs with the same time limit and GPUs:
 	// with 8 GiB one runs a minute, with 64 GiB an hour.
-	base := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
-	rng := rand.New(rand.NewPCG(3, 4))
-	var recs []*rec
-	for i := range 6000 {
-		u, mem, run := fmt.Sprint("u", i%4), int64(8<<30), time.Minute
-		if i/4%2 == 1 {
-			mem, run = 64<<30, time.Hour
+	tr, hs := twoProgramFit(t, 3, func(j *duration.Job, second bool) {
+		j.Procs, j.Mem, j.Run = 2, 8<<30, time.Minute
+		if second {
+			j.Mem, j.Run = 64<<30, time.Hour
 		}
-		start := base.Add(time.Duration(i)*2*time.Minute + time.Duration(rng.Int64N(int64(time.Hour))))
-		r := &rec{key: key{"c1", fmt.Sprint(i)}, user: u, ended: true, start: &start}
-		r.job = duration.Job{User: scoped("c1", u), Queue: scoped("c1", "q"), Submit: start, ReqTime: 4 * time.Hour, Procs: 2, Mem: mem, Run: run, End: start.Add(run)}
-		recs = append(recs, r)
-	}
-	tr, hs := fitRecs(t, recs, base.Add(6000*2*time.Minute))
+	})
 	u1 := hs.h.SubmitState(scoped("c1", "u1"))
 	hs.open = map[key]openJob{{"c1", "big"}: {Procs: 2, Mem: 64 << 30, AtSubmit: u1}}
 	est := estimator(t, tr, hs)
@@ -294,20 +308,12 @@ func TestEstimateMemory(t *testing.T) {
 func TestEstimateGPUType(t *testing.T) {
 	// Each user runs one script alike on both types: on v100 it takes
 	// 3 hours, on h100 40 minutes.
-	base := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
-	rng := rand.New(rand.NewPCG(5, 6))
-	var recs []*rec
-	for i := range 6000 {
-		u, typ, run := fmt.Sprint("u", i%4), "v100", 3*time.Hour
-		if i/4%2 == 1 {
-			typ, run = "h100", 40*time.Minute
+	tr, hs := twoProgramFit(t, 5, func(j *duration.Job, second bool) {
+		j.Procs, j.GPUType, j.Run = 8, "v100", 3*time.Hour
+		if second {
+			j.GPUType, j.Run = "h100", 40*time.Minute
 		}
-		start := base.Add(time.Duration(i)*2*time.Minute + time.Duration(rng.Int64N(int64(time.Hour))))
-		r := &rec{key: key{"c1", fmt.Sprint(i)}, user: u, ended: true, start: &start}
-		r.job = duration.Job{User: scoped("c1", u), Queue: scoped("c1", "q"), Submit: start, ReqTime: 4 * time.Hour, Procs: 8, GPUType: typ, Run: run, End: start.Add(run)}
-		recs = append(recs, r)
-	}
-	tr, hs := fitRecs(t, recs, base.Add(6000*2*time.Minute))
+	})
 	u1 := hs.h.SubmitState(scoped("c1", "u1"))
 	hs.open = map[key]openJob{{"c1", "slow"}: {Procs: 8, GPUType: "v100", AtSubmit: u1}}
 	est := estimator(t, tr, hs)
