@@ -303,7 +303,7 @@ func (c Config) Plan(in Input) (Plan, error) {
 			}
 			return 1
 		}
-		return compareAge(a, b)
+		return CompareAge(a, b)
 	})
 	readyAt := now.Add(c.WakeLatency)
 	shortfall := max(target-p.Powered, 0)
@@ -380,7 +380,7 @@ func (c Config) Plan(in Input) (Plan, error) {
 					}
 					return -1
 				}
-				return compareAge(a, b)
+				return CompareAge(a, b)
 			})
 			if len(cand) < want {
 				notes = append(notes, fmt.Sprintf("%d surplus nodes but only %d idle and ready", want, len(cand)))
@@ -487,9 +487,10 @@ func heldWhat(n Node) string {
 	return "a pending job can run only on nodes like it, too few of which are powered and idle"
 }
 
-// compareAge orders nodes by their last transition, oldest (or unknown)
-// first, then by name.
-func compareAge(a, b Node) int {
+// CompareAge orders nodes by their last transition, oldest (or unknown)
+// first, then by name: the order in which Plan powers nodes up and down
+// among nodes otherwise alike.
+func CompareAge(a, b Node) int {
 	if c := a.LastTransition.Compare(b.LastTransition); c != 0 {
 		return c
 	}

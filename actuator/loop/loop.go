@@ -54,7 +54,6 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -714,9 +713,11 @@ func splitAsks(jobs []adapter.Job, nodes []adapter.Node) (open []adapter.Job, as
 // off longest first; an off node the plan may not power (Fixed) is never
 // counted. Needed, they are woken or kept whatever the plan's count target.
 func restrictedDemand(asks []restrictedAsk, nodes []adapter.Node, plan map[string]*ces.Node) (need int) {
+	type typed struct{ node, typ string }
 	var (
-		free     []*ces.Node    // an ask's countable nodes, reused
-		freeGPUs map[string]int // free GPUs left on busy fitting nodes
+		free      []*ces.Node // an ask's countable nodes, reused
+		taken     map[string]int
+		takenType map[typed]int // GPUs of busy nodes counted for asks before, in all and by type
 	)
 	for _, a := range asks {
 		free = free[:0]
@@ -737,25 +738,23 @@ func restrictedDemand(asks []restrictedAsk, nodes []adapter.Node, plan map[strin
 			}
 			n.Wanted = true
 			if n.Busy && n.Powered && gpus > 0 {
-				if freeGPUs == nil {
-					freeGPUs = map[string]int{}
+				if taken == nil {
+					taken, takenType = map[string]int{}, map[typed]int{}
 				}
-				left, seen := freeGPUs[n.Name]
-				if !seen {
-					left = nodes[k].FreeGPUs
-					if a.typ != "" {
-						// Of the type asked for: as the scheduler says,
-						// else at most the node's GPUs of that type.
-						if ft := nodes[k].FreeGPUTypes; ft != nil {
-							left = min(left, ft[a.typ])
-						} else {
-							left = min(left, nodes[k].GPUTypes[a.typ])
-						}
+				left := nodes[k].FreeGPUs - taken[n.Name]
+				if a.typ != "" {
+					// Of the type asked for: as the scheduler says, else
+					// at most the node's GPUs of that type.
+					of := nodes[k].GPUTypes[a.typ]
+					if ft := nodes[k].FreeGPUTypes; ft != nil {
+						of = ft[a.typ]
 					}
+					left = min(left, of-takenType[typed{n.Name, a.typ}])
 				}
 				took := min(max(left, 0), gpus)
 				gpus -= took
-				freeGPUs[n.Name] = left - took
+				taken[n.Name] += took
+				takenType[typed{n.Name, a.typ}] += took
 			}
 			if n.Busy || n.Incoming || n.Needed || n.Fixed && !n.Powered {
 				continue
@@ -769,10 +768,7 @@ func restrictedDemand(asks []restrictedAsk, nodes []adapter.Node, plan map[strin
 				}
 				return 1
 			}
-			if c := x.LastTransition.Compare(y.LastTransition); c != 0 {
-				return c
-			}
-			return strings.Compare(x.Name, y.Name)
+			return ces.CompareAge(*x, *y)
 		})
 		c := min(ceilDiv(gpus, gpn)+whole, len(free))
 		for _, n := range free[:c] {

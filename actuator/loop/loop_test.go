@@ -1608,6 +1608,10 @@ func TestRestrictedDemand(t *testing.T) {
 		{"two 4-v100 tasks: m1, then m3 (off longest)", []adapter.Job{job("v100", 4, 2)}, false, 2, []string{"m1", "m3"}, false},
 		{"five 4-v100 tasks: all of the idle and off two-type nodes", []adapter.Job{job("v100", 4, 5)}, false, 3, []string{"m1", "m2", "m3"}, false},
 		{"h100 job and v100 job: each its own nodes", []adapter.Job{job("h100", 8, 0), job("v100", 2, 0)}, false, 2, []string{"h0", "m1"}, false},
+		// m0's free a100s hold the a100 job; they are no room for the
+		// v100 job after it (m0 has one v100 free), so m1 counts.
+		{"a100 job then v100 job on m0", []adapter.Job{job("a100", 1, 0), job("v100", 2, 0)}, false, 1, []string{"m1"}, false},
+		{"two a100 jobs fill m0's free a100s, the third counts m1", []adapter.Job{job("a100", 2, 3)}, false, 1, []string{"m1"}, false},
 		{"a job every node fits: not restricted", []adapter.Job{job("", 1, 0)}, false, 0, nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
