@@ -12,6 +12,8 @@ package adapter
 import (
 	"context"
 	"errors"
+	"iter"
+	"strings"
 	"time"
 )
 
@@ -101,6 +103,18 @@ func (j *Job) PendingTasks() int { return max(j.ArrayTasks, 1) }
 // Partitions returns the partitions j was submitted to: Partition split on
 // commas, spaces trimmed, empty names left out.
 func (j *Job) Partitions() []string { return SplitPartitions(j.Partition) }
+
+// PartitionSeq yields what Partitions returns without building a slice,
+// for a pass over a long queue.
+func (j *Job) PartitionSeq() iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for p := range strings.SplitSeq(j.Partition, ",") {
+			if p = strings.TrimSpace(p); p != "" && !yield(p) {
+				return
+			}
+		}
+	}
+}
 
 // SplitPartitions splits a comma-separated list of partitions, as Slurm
 // reports a job submitted to several, trimming spaces and leaving out empty

@@ -18,29 +18,38 @@ import (
 // node counts as fitting it (as it did before constraints were read), so a
 // misread constraint can never keep a job's nodes from being woken.
 func (j *Job) Fits(n *Node) (fits, restricted bool) {
-	fits = true
+	f, restricted := j.Fitter()
+	return f(n), restricted
+}
+
+// Fitter returns Fits as a function of the node, with what j asks for read
+// once (its constraint parsed), for checking many nodes against one ask;
+// restricted is Fits' second result, the same for every node.
+func (j *Job) Fitter() (fits func(n *Node) bool, restricted bool) {
 	per := j.gpusPerNode()
-	if per > 0 {
-		restricted = true
-		fits = n.GPUs >= per
-	}
-	if j.GPUType != "" {
+	typ := j.GPUType
+	restricted = per > 0 || typ != ""
+	feats, all, ok := parseConstraint(j.Constraint)
+	constrained := ok && len(feats) > 0
+	restricted = restricted || constrained
+	return func(n *Node) bool {
+		if per > 0 && n.GPUs < per {
+			return false
+		}
 		// Enough GPUs of that type: on a node with two types, the
 		// other type's GPUs do not count.
-		restricted = true
-		fits = fits && n.GPUTypes[j.GPUType] >= max(per, 1)
-	}
-	feats, all, ok := parseConstraint(j.Constraint)
-	if !ok || len(feats) == 0 {
-		return fits, restricted
-	}
-	has := func(f string) bool { return slices.Contains(n.Features, f) }
-	if all {
-		fits = fits && !slices.ContainsFunc(feats, func(f string) bool { return !has(f) })
-	} else {
-		fits = fits && slices.ContainsFunc(feats, has)
-	}
-	return fits, true
+		if typ != "" && n.GPUTypes[typ] < max(per, 1) {
+			return false
+		}
+		if !constrained {
+			return true
+		}
+		has := func(f string) bool { return slices.Contains(n.Features, f) }
+		if all {
+			return !slices.ContainsFunc(feats, func(f string) bool { return !has(f) })
+		}
+		return slices.ContainsFunc(feats, has)
+	}, restricted
 }
 
 // gpusPerNode returns the GPUs j needs on each of its nodes: GPUs ÷

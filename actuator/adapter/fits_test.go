@@ -1,6 +1,9 @@
 package adapter
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 func TestFits(t *testing.T) {
 	a100 := &Node{Name: "a", GPUs: 8, GPUTypes: map[string]int{"a100": 8}, Features: []string{"a100", "ib"}}
@@ -46,5 +49,38 @@ func TestFits(t *testing.T) {
 				t.Errorf("%s: Fits(%s) = %v, restricted %v; want %v, %v", tt.name, c.n.Name, fits, restricted, c.want, tt.strict)
 			}
 		}
+	}
+}
+
+// TestPartitions: a job's partitions, as a slice and as a sequence, split on
+// commas with spaces trimmed and empty names left out; a loop over the
+// sequence may stop early.
+func TestPartitions(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want []string
+	}{
+		{"", nil},
+		{"gpu", []string{"gpu"}},
+		{"gpu,other", []string{"gpu", "other"}},
+		{" gpu , ,other,", []string{"gpu", "other"}},
+		{",", nil},
+	} {
+		j := Job{Partition: tt.in}
+		if got := j.Partitions(); !slices.Equal(got, tt.want) {
+			t.Errorf("Partitions(%q) = %q; want %q", tt.in, got, tt.want)
+		}
+		if got := slices.Collect(j.PartitionSeq()); !slices.Equal(got, tt.want) {
+			t.Errorf("PartitionSeq(%q) = %q; want %q", tt.in, got, tt.want)
+		}
+	}
+	j := Job{Partition: "a,b,c"}
+	var first []string
+	for p := range j.PartitionSeq() {
+		first = append(first, p)
+		break
+	}
+	if !slices.Equal(first, []string{"a"}) {
+		t.Errorf("PartitionSeq stopped after the first: %q; want [a]", first)
 	}
 }

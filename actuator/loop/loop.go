@@ -623,13 +623,14 @@ func (l *Loop) plan(now time.Time, snap adapter.Snapshot, pools map[string][]ada
 // held ones and those that cannot start however many nodes are up) by the
 // partitions they were submitted to. A job submitted to several
 // ("gpu,other") is in each: whichever starts it, each keeps room for it.
-func pendingByPool(jobs []adapter.Job) map[string][]adapter.Job {
-	out := map[string][]adapter.Job{}
-	for _, j := range jobs {
+func pendingByPool(jobs []adapter.Job) map[string][]*adapter.Job {
+	out := map[string][]*adapter.Job{}
+	for i := range jobs {
+		j := &jobs[i]
 		if j.Held || j.Ineligible {
 			continue
 		}
-		for _, p := range j.Partitions() {
+		for p := range j.PartitionSeq() {
 			out[p] = append(out[p], j)
 		}
 	}
@@ -640,7 +641,7 @@ func pendingByPool(jobs []adapter.Job) map[string][]adapter.Job {
 // (GPUs, nodes, GPU type, constraint) and that only some of its usable
 // nodes can run (adapter.Job.Fits).
 type restrictedAsk struct {
-	jobs []adapter.Job
+	jobs []*adapter.Job
 	typ  string // the GPU type asked for; "" for any
 	fit  []int  // indices into the pool's nodes of the usable nodes that fit
 	gpn  int    // the most GPUs of the kind asked for on one fitting node
@@ -652,7 +653,7 @@ type restrictedAsk struct {
 // them, by what they ask for — their GPUs per node, GPU type or constraint
 // — grouped by ask in order of first appearance, so that a long queue of
 // alike jobs costs one check per node.
-func splitAsks(jobs []adapter.Job, nodes []adapter.Node) (open []adapter.Job, asks []restrictedAsk) {
+func splitAsks(jobs []*adapter.Job, nodes []adapter.Node) (open []*adapter.Job, asks []restrictedAsk) {
 	type ask struct {
 		gpu, constraint string
 		gpus, nodes     int
@@ -664,14 +665,14 @@ func splitAsks(jobs []adapter.Job, nodes []adapter.Node) (open []adapter.Job, as
 		if !seen {
 			i = -1
 			probe := adapter.Job{GPUType: a.gpu, Constraint: a.constraint, GPUs: a.gpus, NodeCount: a.nodes}
-			if _, restricted := probe.Fits(&adapter.Node{}); restricted {
+			if fits, restricted := probe.Fitter(); restricted {
 				var fit []int
 				gpn, all := 0, true
 				for k := range nodes {
 					if nodes[k].Unusable {
 						continue
 					}
-					if ok, _ := probe.Fits(&nodes[k]); !ok {
+					if !fits(&nodes[k]) {
 						all = false
 						continue
 					}
@@ -790,7 +791,7 @@ func excludedByPool(jobs []adapter.Job) (byPool map[string]map[string]int, total
 		}
 		r := excludedReason(&j)
 		total[r]++
-		for _, p := range j.Partitions() {
+		for p := range j.PartitionSeq() {
 			if byPool[p] == nil {
 				byPool[p] = map[string]int{}
 			}
@@ -826,7 +827,7 @@ func excludedReason(j *adapter.Job) string {
 // several nodes gets whole nodes of its own, as many as it asks for and at
 // least ⌈GPUs ÷ gpn⌉, as the simulator places them. A pending array counts
 // each task it stands for (PendingTasks) as such a job.
-func nodesNeeded(jobs []adapter.Job, gpn int) int {
+func nodesNeeded(jobs []*adapter.Job, gpn int) int {
 	gpn = max(gpn, 1)
 	shared, whole := 0, 0
 	for _, j := range jobs {

@@ -1624,7 +1624,11 @@ func TestRestrictedDemand(t *testing.T) {
 				plan[n.Name] = &ces.Node{Name: n.Name, Powered: n.Power.Powered(), Busy: n.Busy, LastTransition: t0.Add(-time.Hour)}
 			}
 			plan["m3"].LastTransition = t0.Add(-2 * time.Hour)
-			open, asks := splitAsks(tc.jobs, ns)
+			jobs := make([]*adapter.Job, len(tc.jobs))
+			for i := range tc.jobs {
+				jobs[i] = &tc.jobs[i]
+			}
+			open, asks := splitAsks(jobs, ns)
 			if got := restrictedDemand(asks, ns, plan); got != tc.need {
 				t.Errorf("need %d; want %d", got, tc.need)
 			}

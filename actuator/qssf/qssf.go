@@ -26,6 +26,7 @@
 package qssf
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"math"
@@ -163,7 +164,18 @@ func (c Config) Order(jobs []Job) []int {
 	for i := range idx {
 		idx[i] = i
 	}
-	slices.SortStableFunc(idx, func(a, b int) int { return c.Compare(&jobs[a], &jobs[b]) })
+	// Compare's order, each key computed once rather than at every
+	// comparison.
+	keys := make([]float64, len(jobs))
+	for i := range jobs {
+		keys[i] = c.Key(&jobs[i])
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		if r := cmp.Compare(keys[a], keys[b]); r != 0 {
+			return r
+		}
+		return jobs[a].Submit.Compare(jobs[b].Submit)
+	})
 	return idx
 }
 
