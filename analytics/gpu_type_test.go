@@ -161,3 +161,87 @@ func TestGPUTypeMonthly(t *testing.T) {
 		})
 	}
 }
+
+// TestGPUTypeScope: the characterization tables break the window's GPU jobs
+// down by GPU type (scope 'gpu_type'): April's a100 jobs are erin's and
+// frank's (completed, 1 h each, waits 600 and 6,000 s), hank's (cancelled
+// before it started) and dave's (pending); carol's run on both types is
+// under "a100,v100"; gus's CPU job is in no type's rows, and no row has an
+// empty type. A type's 'all' class is its GPU jobs.
+func TestGPUTypeScope(t *testing.T) {
+	cfg, conn := schematest.Database(t)
+	ctx := context.Background()
+	db := cfg.Database
+	if err := ingest.InsertJobEvents(ctx, conn, db, "c", schemas.SourceSlurm, typedJobEvents()); err != nil {
+		t.Fatal(err)
+	}
+	w := analytics.Window{Since: time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC), Until: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)}
+	if _, err := newRunner(t, conn, db, farFuture).RunWindow(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	rows := func(q string, args ...any) []string {
+		t.Helper()
+		r, err := conn.Query(ctx, q, append([]any{w.ID()}, args...)...)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		defer r.Close()
+		var out []string
+		for r.Next() {
+			var s string
+			if err := r.Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, s)
+		}
+		if err := r.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	summary := rows(`SELECT concat(scope_value, ' ', toString(job_num), ' ', toString(gpu_job_num), ' ', toString(cpu_job_num), ' ',
+	toString(ended_job_num), ' ', toString(unfinished_job_num), ' ', toString(users), ' ', toString(avg_gpu_num), ' ',
+	toString(med_gpu_num), ' ', toString(avg_run_time_gpu), ' ', toString(avg_que_time_gpu), ' ', toString(med_que_time_gpu), ' ',
+	toString(round(complete_rate, 4)), ' ', toString(round(cancel_rate, 4)), ' ', toString(complete_gpu_time))
+FROM ` + db + `.analytics_summary WHERE window_id = ? AND scope = 'gpu_type' ORDER BY scope_value`)
+	want := []string{
+		"a100 4 4 0 3 1 4 1.25 1 3600 3300 3300 0.6667 0.3333 10800",
+		"a100,v100 1 1 0 1 0 1 3 3 36000 1800 1800 1 0 108000",
+	}
+	if !reflect.DeepEqual(summary, want) {
+		t.Errorf("analytics_summary, scope gpu_type:\n%s\nwant\n%s", strings.Join(summary, "\n"), strings.Join(want, "\n"))
+	}
+	state := rows(`SELECT concat(scope_value, ' ', job_class, ' ', state, ' ', toString(jobs), ' ', toString(round(job_share, 4)))
+FROM ` + db + `.analytics_state WHERE window_id = ? AND scope = 'gpu_type' ORDER BY scope_value, job_class, state`)
+	want = []string{
+		"a100 all CANCELLED 1 0.3333", "a100 all COMPLETED 2 0.6667",
+		"a100 gpu CANCELLED 1 0.3333", "a100 gpu COMPLETED 2 0.6667",
+		"a100,v100 all COMPLETED 1 1", "a100,v100 gpu COMPLETED 1 1",
+	}
+	if !reflect.DeepEqual(state, want) {
+		t.Errorf("analytics_state, scope gpu_type:\n%s\nwant\n%s", strings.Join(state, "\n"), strings.Join(want, "\n"))
+	}
+	dur := rows(`SELECT concat(scope_value, ' ', job_class, ' ', metric, ' ', toString(jobs), ' ', toString(p50_s), ' ', toString(max_s))
+FROM ` + db + `.analytics_duration WHERE window_id = ? AND scope = 'gpu_type' ORDER BY scope_value, job_class, metric`)
+	want = []string{
+		"a100 all queue 2 3300 6000", "a100 all run 2 3600 3600",
+		"a100 gpu queue 2 3300 6000", "a100 gpu run 2 3600 3600",
+		"a100,v100 all queue 1 1800 1800", "a100,v100 all run 1 36000 36000",
+		"a100,v100 gpu queue 1 1800 1800", "a100,v100 gpu run 1 36000 36000",
+	}
+	if !reflect.DeepEqual(dur, want) {
+		t.Errorf("analytics_duration, scope gpu_type:\n%s\nwant\n%s", strings.Join(dur, "\n"), strings.Join(want, "\n"))
+	}
+	// The CDF of a100's GPU run times: both 3,600 s, so none at or under
+	// 10^3.5 s and both at 10^3.6 s (3,981 s).
+	cdf := rows(`SELECT concat(scope_value, ' ', toString(jobs), ' ', toString(sumIf(jobs_le, le_s < 3600)), ' ', toString(anyIf(jobs_le, le_s > 3900 AND le_s < 4000)))
+FROM ` + db + `.analytics_duration_cdf WHERE window_id = ? AND scope = 'gpu_type' AND job_class = 'gpu' AND metric = 'run'
+GROUP BY scope_value, jobs ORDER BY scope_value`)
+	want = []string{"a100 2 0 2", "a100,v100 1 0 0"}
+	if !reflect.DeepEqual(cdf, want) {
+		t.Errorf("analytics_duration_cdf, scope gpu_type:\n%s\nwant\n%s", strings.Join(cdf, "\n"), strings.Join(want, "\n"))
+	}
+	if n := rows(`SELECT toString(count()) FROM ` + db + `.analytics_summary WHERE window_id = ? AND scope = 'gpu_type' AND scope_value = ''`); n[0] != "0" {
+		t.Errorf("%s summary rows of an empty GPU type; want none", n[0])
+	}
+}

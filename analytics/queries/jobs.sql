@@ -9,8 +9,14 @@
 -- ranks).
 --
 -- For speed the window's jobs are read once into {tmp.cube}, one row per
--- cluster, VC, user, CPU/GPU and state with counts and the run times,
--- queuing delays and GPU counts as arrays; every scope is a roll-up of it.
+-- cluster, VC, user, CPU/GPU, GPU type and state with counts and the run
+-- times, queuing delays and GPU counts as arrays; every scope is a roll-up
+-- of it. Scopes: the cluster, each VC, each user, and each GPU type
+-- (scope 'gpu_type', scope_value the type the scheduler source recorded,
+-- e.g. 'a100'; a job given two types is under both joined, 'a100,v100'):
+-- a GPU type's rows count its GPU jobs only, so its 'all' class is its
+-- 'gpu' class, and jobs with no type recorded (every trace's) are in no
+-- GPU type's rows.
 
 -- The names behind the numeric key cvu (grouping on it is several times
 -- faster than on the three strings).
@@ -21,7 +27,7 @@ WHERE in_window = 1
 GROUP BY cvu;
 
 CREATE TABLE {tmp.cube} ENGINE = Memory AS
-SELECT cluster, vc, user, gpu,
+SELECT cluster, vc, user, gpu, gpu_type,
     transform(state_code, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], ['PENDING', 'RUNNING', 'COMPLETED', 'FAILED', 'CANCELLED',
         'TIMEOUT', 'NODE_FAIL', 'PREEMPTED', 'OUT_OF_MEMORY', 'UNKNOWN'], '') AS state,
     multiIf(state = 'COMPLETED', 'completed',
@@ -30,7 +36,7 @@ SELECT cluster, vc, user, gpu,
             state = 'UNKNOWN', 'unknown', '') AS state_class,
     jobs, gt, runs, queues
 FROM (
-    SELECT cvu, toUInt8(g > 0) AS gpu, state_code,
+    SELECT cvu, toUInt8(g > 0) AS gpu, gpu_type, state_code,
         count() AS jobs,
         toFloat64(sumIf(g * run_s, run_s >= 0)) AS gt,
         -- values encoded as 2 x value + gpu, so that one sort of a scope's
@@ -39,18 +45,18 @@ FROM (
         groupArrayIf(queue_s * 2 + gpu, queue_s >= 0) AS queues
     FROM {jobs}
     WHERE in_window = 1
-    GROUP BY cvu, gpu, state_code
+    GROUP BY cvu, gpu, gpu_type, state_code
 ) AS counts
 ANY LEFT JOIN {tmp.names} USING cvu;
 
 -- GPU jobs by GPU count, for the mean and median GPU count.
 CREATE TABLE {tmp.gcount} ENGINE = Memory AS
-SELECT cluster, vc, user, g, n
+SELECT cluster, vc, user, gpu_type, g, n
 FROM (
-    SELECT cvu, g, count() AS n
+    SELECT cvu, gpu_type, g, count() AS n
     FROM {jobs}
     WHERE in_window = 1 AND g > 0
-    GROUP BY cvu, g
+    GROUP BY cvu, gpu_type, g
 ) AS counts
 ANY LEFT JOIN {tmp.names} USING cvu;
 
@@ -77,6 +83,9 @@ FROM (
     SELECT cluster, 'vc' AS scope, vc AS scope_value, gpu, state_class, jobs, gt, runs, queues FROM {tmp.cube}
     UNION ALL
     SELECT cluster, 'user' AS scope, user AS scope_value, gpu, state_class, jobs, gt, runs, queues FROM {tmp.cube}
+    UNION ALL
+    SELECT cluster, 'gpu_type' AS scope, gpu_type AS scope_value, gpu, state_class, jobs, gt, runs, queues FROM {tmp.cube}
+    WHERE gpu = 1 AND gpu_type != ''
 )
 GROUP BY cluster, scope, scope_value
 ) AS s
@@ -89,6 +98,8 @@ ANY LEFT JOIN (
         SELECT cluster, 'vc' AS scope, vc AS scope_value, g, n FROM {tmp.gcount}
         UNION ALL
         SELECT cluster, 'user' AS scope, user AS scope_value, g, n FROM {tmp.gcount}
+        UNION ALL
+        SELECT cluster, 'gpu_type' AS scope, gpu_type AS scope_value, g, n FROM {tmp.gcount} WHERE gpu_type != ''
     )
     GROUP BY cluster, scope, scope_value
 ) AS h USING (cluster, scope, scope_value);
@@ -168,6 +179,9 @@ ANY LEFT JOIN (
     SELECT cluster, 'vc' AS scope, vc AS scope_value, uniqExact(user) AS users FROM {tmp.cube} GROUP BY cluster, vc
     UNION ALL
     SELECT DISTINCT cluster, 'user' AS scope, user AS scope_value, toUInt64(1) AS users FROM {tmp.cube}
+    UNION ALL
+    SELECT cluster, 'gpu_type' AS scope, gpu_type AS scope_value, uniqExact(user) AS users FROM {tmp.cube}
+    WHERE gpu = 1 AND gpu_type != '' GROUP BY cluster, gpu_type
 ) AS u USING (cluster, scope, scope_value);
 
 INSERT INTO {out.analytics_headline} (
@@ -215,7 +229,10 @@ FROM (
         sum(gt) AS total_gt
     FROM (
         SELECT cluster,
-            (arrayJoin([('cluster', ''), ('vc', vc), ('user', user)]) AS sc).1 AS scope,
+            -- a GPU type's scope only for its GPU jobs (the empty name
+            -- of any other job's is filtered out)
+            (arrayJoin(arrayFilter(x -> x.1 != '', [('cluster', ''), ('vc', vc), ('user', user),
+                (if(gpu = 1 AND gpu_type != '', 'gpu_type', ''), gpu_type)])) AS sc).1 AS scope,
             sc.2 AS scope_value,
             arrayJoin(['all', if(gpu = 1, 'gpu', 'cpu')]) AS job_class,
             state_class, state, sum(jobs) AS jobs, sum(gt) AS gt
@@ -244,7 +261,8 @@ WHERE length(a) > 0;
 -- s; values under 1 s, 0 s included, are bucket 0: log10 reads at least 1,
 -- since ClickHouse evaluates both branches of if() and newer versions refuse
 -- toInt32 of log10(0) = -inf), then the buckets accumulate. Counted per
--- cluster, VC and CPU/GPU, then rolled up.
+-- cluster, VC, GPU type and CPU/GPU, then rolled up to the cluster, each VC
+-- and each GPU type (its GPU jobs).
 INSERT INTO {out.analytics_duration_cdf} (
     window_id, window_start, window_end, cluster, scope, scope_value, job_class, metric,
     le_s, jobs_le, jobs, cdf)
@@ -258,14 +276,15 @@ FROM (
         groupArray((bucket, n)) AS buckets, sum(n) AS total
     FROM (
         SELECT cluster,
-            (arrayJoin([('cluster', ''), ('vc', vc)]) AS sc).1 AS scope,
+            (arrayJoin(arrayFilter(x -> x.1 != '', [('cluster', ''), ('vc', vc),
+                (if(gpu = 1 AND gpu_type != '', 'gpu_type', ''), gpu_type)])) AS sc).1 AS scope,
             sc.2 AS scope_value,
             arrayJoin(['all', if(gpu = 1, 'gpu', 'cpu')]) AS job_class,
             metric, bucket, sum(n) AS n
         FROM (
-            SELECT cluster, vc, gpu, metric, bucket, count() AS n
+            SELECT cluster, vc, gpu, gpu_type, metric, bucket, count() AS n
             FROM (
-                SELECT cluster, vc, toUInt8(g > 0) AS gpu,
+                SELECT cluster, vc, toUInt8(g > 0) AS gpu, gpu_type,
                     (arrayJoin([('run', run_s), ('queue', queue_s)]) AS m).1 AS metric,
                     m.2 AS v,
                     ceil(10 * log10(greatest(v, 1))) AS k0,
@@ -273,7 +292,7 @@ FROM (
                 FROM {jobs}
                 WHERE in_window = 1 AND v >= 0
             )
-            GROUP BY cluster, vc, gpu, metric, bucket
+            GROUP BY cluster, vc, gpu, gpu_type, metric, bucket
         )
         GROUP BY cluster, scope, scope_value, job_class, metric, bucket
     )

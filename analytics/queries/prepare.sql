@@ -17,7 +17,9 @@
 -- its own submit time, GPU time, waits and final state (PREEMPTED, NODE_FAIL
 -- of the earlier runs), and two jobs that shared an id are two rows; jobs
 -- keeps only the latest run of an id. "Jobs" in the results count runs.
--- Times are Unix seconds, 0 where unknown. g is the job's GPUs; where a trace
+-- Times are Unix seconds, 0 where unknown. gpu_type is the GPU type the
+-- scheduler source recorded (job_runs.gpu_type; '' for none, types a job
+-- was given joined with commas). g is the job's GPUs; where a trace
 -- gives none (SWF), its processors play the role of GPUs. state_class maps
 -- final states (see 0015_analytics_jobs.sql); '' for a job not ended.
 -- run_s and queue_s are -1 where unknown; run_s also for a Slurm job that
@@ -47,6 +49,7 @@ FROM (
         toUInt32(ifNull(start_time, toDateTime(0))) AS start_s,
         toUInt32(ifNull(end_time, toDateTime(0))) AS end_s,
         toUInt32(if(isNull(gpus) AND source = 'trace', ifNull(cpus, 0), ifNull(gpus, 0))) AS g,
+        gpu_type,
         toInt64(if(state_class != '' AND start_s > 0 AND end_s >= start_s AND NOT (source = 'slurm' AND state = 'UNKNOWN'),
             toInt64(end_s) - start_s, -1)) AS run_s,
         toInt64(if(start_s > 0 AND start_s >= submit_s, toInt64(start_s) - submit_s, -1)) AS queue_s,
@@ -63,13 +66,13 @@ FROM (
         submit_s AS wait_from,
         multiIf(start_s > 0, start_s, end_s > 0, end_s, state_class = '', {computed_until}, 0) AS wait_to
     FROM (
-        SELECT cluster, partition_name, user, state, source, submit_time, start_time, end_time, gpus, cpus
+        SELECT cluster, partition_name, user, state, source, submit_time, start_time, end_time, gpus, cpus, gpu_type
         FROM {database}.job_runs FINAL
         WHERE submit_time >= toDateTime({lookback_since}) AND submit_time < toDateTime({computed_until})
         UNION ALL
         -- the key (fixed for a run) picks the runs inside FINAL; the end
         -- time, which changes between a run's rows, only outside it
-        SELECT cluster, partition_name, user, state, source, submit_time, start_time, end_time, gpus, cpus
+        SELECT cluster, partition_name, user, state, source, submit_time, start_time, end_time, gpus, cpus, gpu_type
         FROM {database}.job_runs FINAL
         WHERE submit_time < toDateTime({lookback_since}) AND (cluster, job_id, submit_time) IN (
             SELECT cluster, job_id, submit_time

@@ -114,7 +114,7 @@ func Load(ctx context.Context, conn driver.Conn, o LoadOptions) (*Report, error)
 	l := &loader{conn: conn, db: o.Database, window: o.Window.ID(), cluster: o.Cluster}
 	r := &Report{Clusters: []string{o.Cluster}, From: o.Window.Since, To: o.Window.Until}
 	steps := []func(context.Context, *Report) error{
-		l.headline, l.durations, l.states, l.utilization, l.capacity, l.heatmap, l.months, l.vcs,
+		l.headline, l.durations, l.states, l.utilization, l.capacity, l.heatmap, l.months, l.vcs, l.gpuTypes,
 		l.gpuCounts, l.stateByGPUs, l.concentration, l.users, l.telemetry, l.summary,
 	}
 	for _, step := range steps {
@@ -321,6 +321,26 @@ WHERE window_id = ? AND cluster = ? AND scope = 'cluster' ORDER BY month_start, 
 		case "multi":
 			m.MultiGPUJobs, m.MultiGPUTime = int64(jobs), gs
 		}
+		return nil
+	})
+}
+
+// gpuTypes reads each GPU type's GPU jobs from analytics_summary (scope
+// gpu_type), most GPU time first.
+func (l *loader) gpuTypes(ctx context.Context, r *Report) error {
+	return l.query(ctx, `SELECT scope_value, gpu_job_num, users, avg_gpu_num, med_run_time_gpu, avg_run_time_gpu,
+	med_que_time_gpu, avg_que_time_gpu, complete_rate_gpu, fail_rate_gpu,
+	complete_gpu_time + cancel_gpu_time + fail_gpu_time + unknown_gpu_time AS gs
+FROM {db}.analytics_summary WHERE window_id = ? AND cluster = ? AND scope = 'gpu_type'
+ORDER BY gs DESC, scope_value`, func(rows driver.Rows) error {
+		var g GPUType
+		var jobs, users uint64
+		if err := rows.Scan(&g.Name, &jobs, &users, &g.MeanGPUs, &g.MedianRunS, &g.MeanRunS, &g.MedianQueueS, &g.MeanQueueS,
+			&g.CompletedShare, &g.FailedShare, &g.GPUTime); err != nil {
+			return err
+		}
+		g.Jobs, g.Users = int64(jobs), int64(users)
+		r.GPUTypes = append(r.GPUTypes, g)
 		return nil
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -56,6 +57,10 @@ var seedJobs = []seedJob{
 	{"dave", "a", 1, "COMPLETED", 120 * time.Hour, 30 * time.Second, 45 * time.Second},
 }
 
+// seedGPUType is the GPU type of each seeded user's jobs: the hostile
+// user's record none.
+var seedGPUType = map[string]string{"alice": "a100", "carol": "h100", "dave": "a100"}
+
 // seed writes seedJobs into cluster "c1" and characterizes the week.
 func seed(t *testing.T) (db string, conn driver.Conn) {
 	t.Helper()
@@ -67,7 +72,11 @@ func seed(t *testing.T) (db string, conn driver.Conn) {
 		tj := trace.Job{Line: i + 1, ID: string(rune('A' + i)), User: j.user, Queue: j.vc, State: j.state,
 			Submit: submit, Start: submit.Add(j.wait), End: submit.Add(j.wait + j.run), Run: j.run, Wait: j.wait, ReqTime: -1,
 			Procs: -1, ReqProcs: -1, GPUs: j.gpus, Nodes: -1}
+		n := len(events)
 		events = conv.Append(events, &tj)
+		for k := n; k < len(events); k++ {
+			events[k].GPUType = seedGPUType[j.user]
+		}
 	}
 	ctx := context.Background()
 	if err := ingest.InsertJobEvents(ctx, c, cfg.Database, "c1", schemas.SourceTrace, events); err != nil {
@@ -153,6 +162,19 @@ func TestLoad(t *testing.T) {
 	}
 	if r.StateByGPUs[0].Jobs["completed"] != 3 || r.StateByGPUs[0].Jobs["failed"] != 1 {
 		t.Errorf("1-GPU jobs by state = %v; want 3 completed, 1 failed", r.StateByGPUs[0].Jobs)
+	}
+	// GPU types, most GPU time first: h100 carol's 16 × 3 h + 1 × 10 s
+	// (one completed, one failed), a100 alice's and dave's 1 + 4 + 2 +
+	// 0.0125 GPU-hours (three completed, one failed); the hostile user's
+	// untyped jobs in none.
+	wantTypes := []GPUType{
+		{Name: "h100", Jobs: 2, Users: 1, MeanGPUs: 8.5, MedianRunS: (3*3600 + 10) / 2.0, MeanRunS: (3*3600 + 10) / 2.0,
+			MedianQueueS: 3600, MeanQueueS: 3600, CompletedShare: 0.5, FailedShare: 0.5, GPUTime: 16*3*3600 + 10},
+		{Name: "a100", Jobs: 4, Users: 2, MeanGPUs: 11.0 / 4, MedianRunS: (3600 + 1800) / 2.0, MeanRunS: (3600 + 1800 + 7200 + 45) / 4.0,
+			MedianQueueS: (30 + 300) / 2.0, MeanQueueS: (600 + 300 + 30) / 4.0, CompletedShare: 0.75, FailedShare: 0.25, GPUTime: 3600 + 8*1800 + 7200 + 45},
+	}
+	if !reflect.DeepEqual(r.GPUTypes, wantTypes) {
+		t.Errorf("GPU types:\n%+v\nwant\n%+v", r.GPUTypes, wantTypes)
 	}
 	// VCs, heaviest first: a holds 1+0.5·8+2+48+0.0125 GPU-hours.
 	if len(r.VCs) != 2 || r.VCs[0].Name != "a" || r.VCs[1].Name != "b" || r.VCs[0].Capacity != 24 || r.VCs[0].Jobs != 5 {

@@ -59,6 +59,9 @@ type Report struct {
 	Months []Month
 	// VCs are the per-VC figures, largest first.
 	VCs []VC
+	// GPUTypes are the per-GPU-type figures of the GPU jobs whose type the
+	// scheduler recorded, most GPU time first; none for a trace.
+	GPUTypes []GPUType
 	// GPUCounts are jobs and GPU time by the job's GPU count.
 	GPUCounts []GPUCount
 	// StateByGPUs are final states by GPU-count bucket ("1", "2-4", …).
@@ -139,6 +142,21 @@ type VC struct {
 	UtilMean      float64 // NaN unknown
 	UtilP50       float64 // median hourly utilization; NaN unknown
 	UtilP90       float64
+}
+
+// GPUType is the GPU jobs of one GPU type (as the scheduler recorded it:
+// the type asked for, or given; "a100,v100" for a job given two).
+type GPUType struct {
+	Name           string
+	Jobs, Users    int64
+	MeanGPUs       float64 // mean GPUs per job
+	MedianRunS     float64 // NaN unknown
+	MeanRunS       float64
+	MedianQueueS   float64
+	MeanQueueS     float64
+	CompletedShare float64 // of the ended jobs; NaN none ended
+	FailedShare    float64
+	GPUTime        float64 // GPU-seconds of the ended jobs
 }
 
 // GPUCount is the jobs and GPU time of jobs with one GPU count.

@@ -87,6 +87,10 @@ func sample() *Report {
 		{Name: "vcvGl", Capacity: 160, Jobs: 1500, GPUJobs: 1500, MeanGPUs: 7.2, MedianRunS: 400, MeanRunS: 14000, MeanQueueS: 1200, GPUTime: 7e7, UtilMean: 0.62, UtilP50: 0.65, UtilP90: 0.9},
 		{Name: hostile, Capacity: 16, Jobs: 367, GPUJobs: 367, MeanGPUs: 2.1, MedianRunS: 300, MeanRunS: 9000, MeanQueueS: nan, GPUTime: 1e7, UtilMean: 0.4, UtilP50: 0.35, UtilP90: 0.8},
 	}
+	r.GPUTypes = []GPUType{
+		{Name: "a100", Jobs: 1200, Users: 40, MeanGPUs: 6.5, MedianRunS: 420, MeanRunS: 13000, MedianQueueS: 60, MeanQueueS: 1100, CompletedShare: 0.61, FailedShare: 0.2, GPUTime: 6e7},
+		{Name: hostile, Jobs: 3, Users: 1, MeanGPUs: 2, MedianRunS: nan, MeanRunS: nan, MedianQueueS: nan, MeanQueueS: nan, CompletedShare: nan, FailedShare: nan, GPUTime: 0},
+	}
 	r.GPUCounts = []GPUCount{{1, 900, 5e6}, {2, 200, 4e6}, {4, 150, 6e6}, {8, 400, 3e7}, {16, 150, 2.5e7}, {64, 67, 1e7}}
 	r.StateByGPUs = []GPUStates{
 		{Bucket: "1", Jobs: map[string]int64{"completed": 600, "cancelled": 200, "failed": 100}},
