@@ -19,7 +19,8 @@ import (
 // deterministic (hashes of the job number, no random source): 1,000 users
 // of 16 VCs with a skewed share of jobs, 20% CPU jobs and GPU jobs of 1-64 GPUs, log-uniform run times from 1 s
 // to 10^5 s (mean 8,700 s) and queuing delays from 0 to 10^4 s, 70% completed, 18% cancelled,
-// 11% failed and 1% timed out. ClickHouse generates the rows itself
+// 11% failed and 1% timed out; a GPU job's GPU type is its VC's (a100, h100 or v100 by VC number,
+// since 2026-11-24). ClickHouse generates the rows itself
 // (INSERT … SELECT FROM numbers), in blocks of a million jobs.
 func SyntheticJobs(ctx context.Context, conn driver.Conn, database, cluster string, n int, since time.Time, days int) error {
 	if !identifier.MatchString(database) {
@@ -35,8 +36,8 @@ func SyntheticJobs(ctx context.Context, conn driver.Conn, database, cluster stri
 	for off := 0; off < n; off += block {
 		m := min(block, n-off)
 		q := `INSERT INTO ` + database + `.{table} (cluster, job_id, source, user, partition_name, state, submit_time,
-			start_time, end_time, time_limit_s, gpus, cpus, last_event, updated_at, inserted_at, version)
-		SELECT cluster, job_id, 'sim', user, vc, ev.1, submit, ev.2, ev.3, toUInt32(86400), g, toUInt32(8), ev.4, ev.5, ev.5,
+			start_time, end_time, time_limit_s, gpus, cpus, gpu_type, last_event, updated_at, inserted_at, version)
+		SELECT cluster, job_id, 'sim', user, vc, ev.1, submit, ev.2, ev.3, toUInt32(86400), g, toUInt32(8), gpu_type, ev.4, ev.5, ev.5,
 			toUInt64(ev.6)
 		FROM (
 			SELECT
@@ -48,6 +49,7 @@ func SyntheticJobs(ctx context.Context, conn driver.Conn, database, cluster stri
 				concat('u', toString(toUInt32(pow((h1 % 1000000) / 1000000, 2) * 1000))) AS user,
 				concat('vc', toString(toUInt32(pow((h2 % 1000000) / 1000000, 1.5) * 16))) AS vc,
 				toUInt32(arrayElement([0, 0, 1, 1, 1, 1, 1, 2, 2, 4, 8, 8, 16, 32, 64, 1], (h3 % 16) + 1)) AS g,
+				if(g = 0, '', arrayElement(['a100', 'h100', 'v100'], toUInt32(pow((h2 % 1000000) / 1000000, 1.5) * 16) % 3 + 1)) AS gpu_type,
 				toDateTime(` + strconv.FormatInt(since.Unix(), 10) + ` + (h4 % (` + strconv.Itoa(days) + ` * 86400))) AS submit,
 				toUInt32(pow(10, ((h2 % 997) / 997) * 4) - 1) AS queue,
 				toUInt32(pow(10, ((h1 % 991) / 991) * 5)) AS run,
