@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
 	"github.com/heliostat-dev/heliostat/analytics"
 	"github.com/heliostat-dev/heliostat/ingest"
 	"github.com/heliostat-dev/heliostat/schemas"
@@ -53,6 +55,17 @@ func typedJobEvents() []schemas.JobEvent {
 	return append(out, ev(schemas.JobSubmit, "4", "dave", 1, "a100", schemas.StatePending, at(4, 3, 0, 0), 0, 0))
 }
 
+// typedDatabase returns a fresh database holding typedJobEvents as
+// cluster "c"'s Slurm events.
+func typedDatabase(t *testing.T) (driver.Conn, string) {
+	t.Helper()
+	cfg, conn := schematest.Database(t)
+	if err := ingest.InsertJobEvents(context.Background(), conn, cfg.Database, "c", schemas.SourceSlurm, typedJobEvents()); err != nil {
+		t.Fatal(err)
+	}
+	return conn, cfg.Database
+}
+
 // TestGPUTypeMonthly: gpu_type_monthly gives each GPU type's GPU hours, mean
 // busy GPUs and share of the month from the runs that held GPUs in it, and
 // the queuing delay of the runs submitted in it; a job given two types is a
@@ -60,12 +73,8 @@ func typedJobEvents() []schemas.JobEvent {
 // that starts mid-month counts the month's hours and submits inside it only;
 // months are those of the time zone given.
 func TestGPUTypeMonthly(t *testing.T) {
-	cfg, conn := schematest.Database(t)
 	ctx := context.Background()
-	db := cfg.Database
-	if err := ingest.InsertJobEvents(ctx, conn, db, "c", schemas.SourceSlurm, typedJobEvents()); err != nil {
-		t.Fatal(err)
-	}
+	conn, db := typedDatabase(t)
 	var q analytics.CapacityQuery
 	for _, c := range analytics.CapacityQueries() {
 		if c.Name == "gpu_type_monthly" {
@@ -169,12 +178,8 @@ func TestGPUTypeMonthly(t *testing.T) {
 // under "a100,v100"; gus's CPU job is in no type's rows, and no row has an
 // empty type. A type's 'all' class is its GPU jobs.
 func TestGPUTypeScope(t *testing.T) {
-	cfg, conn := schematest.Database(t)
 	ctx := context.Background()
-	db := cfg.Database
-	if err := ingest.InsertJobEvents(ctx, conn, db, "c", schemas.SourceSlurm, typedJobEvents()); err != nil {
-		t.Fatal(err)
-	}
+	conn, db := typedDatabase(t)
 	w := analytics.Window{Since: time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC), Until: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)}
 	if _, err := newRunner(t, conn, db, farFuture).RunWindow(ctx, w); err != nil {
 		t.Fatal(err)
