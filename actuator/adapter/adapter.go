@@ -13,7 +13,6 @@ import (
 	"context"
 	"errors"
 	"iter"
-	"strings"
 	"time"
 )
 
@@ -106,15 +105,7 @@ func (j *Job) Partitions() []string { return SplitPartitions(j.Partition) }
 
 // PartitionSeq yields what Partitions returns without building a slice,
 // for a pass over a long queue.
-func (j *Job) PartitionSeq() iter.Seq[string] {
-	return func(yield func(string) bool) {
-		for p := range strings.SplitSeq(j.Partition, ",") {
-			if p = strings.TrimSpace(p); p != "" && !yield(p) {
-				return
-			}
-		}
-	}
-}
+func (j *Job) PartitionSeq() iter.Seq[string] { return listSeq(j.Partition) }
 
 // SplitPartitions splits a comma-separated list of partitions, as Slurm
 // reports a job submitted to several, trimming spaces and leaving out empty

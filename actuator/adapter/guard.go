@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"iter"
 	"path"
 	"slices"
 	"strconv"
@@ -126,14 +127,19 @@ func capFlag(fs *flag.FlagSet, p *int, name string, def int, usage, forbid strin
 	})
 }
 
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
+// splitList splits a comma-separated list, trimming spaces and leaving out
+// empty names; nil when none is left.
+func splitList(s string) []string { return slices.Collect(listSeq(s)) }
+
+// listSeq yields what splitList returns, one name at a time.
+func listSeq(s string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for f := range strings.SplitSeq(s, ",") {
+			if f = strings.TrimSpace(f); f != "" && !yield(f) {
+				return
+			}
 		}
 	}
-	return out
 }
 
 // Validate checks the settings; zero limits mean the defaults.

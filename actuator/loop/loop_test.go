@@ -598,12 +598,12 @@ func TestPendingDemand(t *testing.T) {
 			pending := pendingByPool(tc.jobs)
 			for part := range pending {
 				if _, ok := tc.want[part]; !ok {
-					t.Errorf("pendingByPool(%+v)[%q] = %+v; want no jobs", tc.jobs, part, pending[part])
+					t.Errorf("pendingByPool(%+v)[%q] = %+v; want no jobs", tc.jobs, part, values(pending[part]))
 				}
 			}
 			for part, want := range tc.want {
 				if got := nodesNeeded(pending[part], tc.gpn[part]); got != want {
-					t.Errorf("nodesNeeded(%q, %d GPUs per node) = %d; want %d (jobs %+v)", part, tc.gpn[part], got, want, pending[part])
+					t.Errorf("nodesNeeded(%q, %d GPUs per node) = %d; want %d (jobs %+v)", part, tc.gpn[part], got, want, values(pending[part]))
 				}
 			}
 		})
@@ -1568,6 +1568,15 @@ func checkReady(t *testing.T, l *Loop, step string, wants ...string) {
 			t.Errorf("%s: Ready() = %v; want it to say %q", step, err, w)
 		}
 	}
+}
+
+// values returns the jobs js points to, for a failure message.
+func values(js []*adapter.Job) []adapter.Job {
+	out := make([]adapter.Job, len(js))
+	for i, j := range js {
+		out[i] = *j
+	}
+	return out
 }
 
 // TestRestrictedDemand: the nodes a pool's restricted asks add to its

@@ -127,13 +127,12 @@ func (c Config) Window(j *Job) time.Duration {
 // Compare orders a and b: negative when a goes first. By Key, then
 // submission; jobs equal in both compare 0 (Rank keeps their input order).
 // The order does not depend on the time.
-func (c Config) Compare(a, b *Job) int {
-	ka, kb := c.Key(a), c.Key(b)
-	switch {
-	case ka < kb:
-		return -1
-	case ka > kb:
-		return 1
+func (c Config) Compare(a, b *Job) int { return compareKeyed(c.Key(a), c.Key(b), a, b) }
+
+// compareKeyed is Compare with a's and b's keys given (ka, kb).
+func compareKeyed(ka, kb float64, a, b *Job) int {
+	if r := cmp.Compare(ka, kb); r != 0 {
+		return r
 	}
 	return a.Submit.Compare(b.Submit)
 }
@@ -170,12 +169,7 @@ func (c Config) Order(jobs []Job) []int {
 	for i := range jobs {
 		keys[i] = c.Key(&jobs[i])
 	}
-	slices.SortStableFunc(idx, func(a, b int) int {
-		if r := cmp.Compare(keys[a], keys[b]); r != 0 {
-			return r
-		}
-		return jobs[a].Submit.Compare(jobs[b].Submit)
-	})
+	slices.SortStableFunc(idx, func(a, b int) int { return compareKeyed(keys[a], keys[b], &jobs[a], &jobs[b]) })
 	return idx
 }
 
