@@ -1,18 +1,24 @@
 package dashboards
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/heliostat-dev/heliostat/analytics"
+	"github.com/heliostat-dev/heliostat/internal/chconn"
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
 
-// TestGPUTypesPanel: the jobs-and-users panel "GPU types in the time range"
-// gives each GPU type's runs, GPU hours and mean GPUs held in the range, and
-// the runs pending at its end, every variable at All, now() at 11:30 on
-// 2026-03-02. Runs:
+// typedRuns writes to a fresh database the runs of 2026-03-02 below, as
+// they stand at 11:30, and returns its configuration, a connection and the
+// day's time at h:m:
 //
 //   - 1: a100 × 4, submitted 08:00, ran 08:30-10:00;
 //   - 2: a100 × 2, submitted 10:00, running since 10:30;
@@ -24,10 +30,8 @@ import (
 //   - 8: a CPU job, running since 09:00;
 //   - 1 of cluster d: a100 × 2, submitted at 08:00 as c's job 1 was, ran
 //     09:00-09:30: another cluster's run under the same id, a run of its own.
-func TestGPUTypesPanel(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts ClickHouse; skipped with -short")
-	}
+func typedRuns(t *testing.T) (chconn.Config, driver.Conn, func(h, m int) time.Time) {
+	t.Helper()
 	cfg, conn := schematest.Database(t)
 	day := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 	at := func(h, m int) time.Time { return day.Add(time.Duration(h)*time.Hour + time.Duration(m)*time.Minute) }
@@ -43,6 +47,18 @@ func TestGPUTypesPanel(t *testing.T) {
 		[]any{"c", "7", "trace", "u", "1", "COMPLETED", at(7, 0), ptr(7, 0), ptr(8, 0), nil, gpus(4), "", "END", at(8, 0), at(8, 0), uint64(1)},
 		[]any{"c", "8", "slurm", "u", "cpu", "RUNNING", at(9, 0), ptr(9, 0), nil, gpus(0), gpus(16), "", "START", at(9, 0), at(9, 0), uint64(1)},
 		[]any{"d", "1", "slurm", "u", "gpu", "COMPLETED", at(8, 0), ptr(9, 0), ptr(9, 30), gpus(2), nil, "a100", "END", at(9, 30), at(9, 30), uint64(1)})
+	return cfg, conn, at
+}
+
+// TestGPUTypesPanel: the jobs-and-users panel "GPU types in the time range"
+// gives each GPU type's runs, GPU hours and mean GPUs held in the range, and
+// the runs pending at its end, every variable at All, now() at 11:30 on
+// 2026-03-02 (the runs of typedRuns).
+func TestGPUTypesPanel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts ClickHouse; skipped with -short")
+	}
+	cfg, _, at := typedRuns(t)
 	grafana := grafanaConn(t, cfg)
 	now := strings.NewReplacer("now()", fmt.Sprintf("toDateTime(%d)", at(11, 30).Unix())).Replace
 	const cols = "SELECT gpu_type, runs, gpu_hours, mean_gpus_held, pending_at_end, gpus_wanted_at_end"
@@ -76,4 +92,39 @@ func TestGPUTypesPanel(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestGPUTypeSummaryPanel: the jobs-and-users panel "Helios summary per GPU
+// type" gives, for the analytics window of 2026-03-02 (the runs of
+// typedRuns, characterized at 11:30), each cluster's GPU jobs of each type,
+// most GPU hours first: c's a100 jobs are 1 (ended, 4 GPUs for 1.5 h after
+// a 30-minute wait), 2 (running) and 6 (cancelled before it started); 3
+// ran on both types; 4 is pending on v100 (no ended job: NaN times and
+// rates); cluster d has its own a100 row.
+// The untyped pending job, the trace job and the CPU job are in no row.
+func TestGPUTypeSummaryPanel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts ClickHouse; skipped with -short")
+	}
+	cfg, conn, at := typedRuns(t)
+	w := analytics.Window{Since: at(0, 0), Until: at(24, 0)}
+	r, err := analytics.NewRunner(analytics.Config{Database: cfg.Database, TimeZone: "UTC"}, conn,
+		slog.New(slog.DiscardHandler), prometheus.NewRegistry(), func() time.Time { return at(11, 30) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.RunWindow(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	// the window variable has no All: expanded with every variable at All,
+	// its value is empty
+	window := strings.NewReplacer("window_id =  AND", "window_id = '"+w.ID()+"' AND").Replace
+	checkPanelRows(t, grafanaConn(t, cfg), at(0, 0), at(24, 0), window, []panelRows{{"jobs-users.json", 25,
+		"SELECT cluster, gpu_type, gpu_jobs, users, round(avg_gpu_num, 3), med_gpu_num, avg_run_time_gpu, med_run_time_gpu, " +
+			"avg_que_time_gpu, med_que_time_gpu, complete_rate_gpu, cancel_rate_gpu, fail_rate_gpu, gpu_hours", "", []string{
+			"c\ta100\t3\t1\t4.667\t4\t5400\t5400\t1800\t1800\t0.5\t0.5\t0\t6",
+			"c\ta100,v100\t1\t1\t3\t3\t7200\t7200\t0\t0\t1\t0\t0\t6",
+			"c\tv100\t1\t1\t1\t1\tNaN\tNaN\tNaN\tNaN\tNaN\tNaN\tNaN\t0",
+			"d\ta100\t1\t1\t2\t2\t1800\t1800\t3600\t3600\t1\t0\t0\t1",
+		}}})
 }
