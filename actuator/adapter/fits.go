@@ -2,8 +2,62 @@ package adapter
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 )
+
+// Kind names n's hardware as Fits sees it: its GPUs by type, sorted
+// ("a100×4+v100×2"; GPUs given without a type are "gpu×8"; a node with none
+// is "no GPU"), and its features, sorted, in brackets ("a100×8 [ib,nvme]").
+// Nodes of one kind fit the same jobs, so a power plan can spread the nodes
+// it keeps ready over the kinds of a partition (ces.Node.Kind).
+func (n *Node) Kind() string {
+	// One string allocated for the common node (one GPU type, features
+	// already sorted): a pass names every node of the cluster.
+	var types [4]string
+	ts := types[:0]
+	for t, c := range n.GPUTypes {
+		if c > 0 {
+			ts = append(ts, t)
+		}
+	}
+	slices.Sort(ts)
+	b := make([]byte, 0, 64)
+	for i, t := range ts {
+		if i > 0 {
+			b = append(b, '+')
+		}
+		if t == "" {
+			t = "gpu"
+		}
+		b = append(append(b, t...), "×"...)
+		b = strconv.AppendInt(b, int64(n.GPUTypes[ts[i]]), 10)
+	}
+	if len(ts) == 0 && n.GPUs > 0 {
+		b = strconv.AppendInt(append(b, "gpu×"...), int64(n.GPUs), 10)
+	}
+	if len(b) == 0 {
+		b = append(b, "no GPU"...)
+	}
+	if len(n.Features) > 0 {
+		fs := n.Features
+		if !slices.IsSorted(fs) {
+			fs = slices.Sorted(slices.Values(fs))
+		}
+		b = append(b, " ["...)
+		for i, f := range fs {
+			if i > 0 && f == fs[i-1] {
+				continue
+			}
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, f...)
+		}
+		b = append(b, ']')
+	}
+	return string(b)
+}
 
 // Fits reports whether node n could run j as far as j's GPUs per node (of
 // j's GPU type, when it names one) and constraint go, and whether j narrows

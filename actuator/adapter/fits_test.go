@@ -55,6 +55,24 @@ func TestFits(t *testing.T) {
 // TestPartitions: a job's partitions, as a slice and as a sequence, split on
 // commas with spaces trimmed and empty names left out; a loop over the
 // sequence may stop early.
+func TestNodeKind(t *testing.T) {
+	for _, tt := range []struct {
+		n    Node
+		want string
+	}{
+		{Node{}, "no GPU"},
+		{Node{GPUs: 8}, "gpu×8"},
+		{Node{GPUs: 8, GPUTypes: map[string]int{"": 8}}, "gpu×8"},
+		{Node{GPUs: 6, GPUTypes: map[string]int{"v100": 2, "a100": 4}}, "a100×4+v100×2"},
+		{Node{GPUs: 6, GPUTypes: map[string]int{"a100": 4, "v100": 2}, Features: []string{"nvme", "ib", "nvme"}}, "a100×4+v100×2 [ib,nvme]"},
+		{Node{GPUTypes: map[string]int{"a100": 0}, Features: []string{"bigmem"}}, "no GPU [bigmem]"},
+	} {
+		if got := tt.n.Kind(); got != tt.want {
+			t.Errorf("%+v: Kind() = %q; want %q", tt.n, got, tt.want)
+		}
+	}
+}
+
 func TestPartitions(t *testing.T) {
 	for _, tt := range []struct {
 		in   string

@@ -24,4 +24,10 @@
 //     hysteresis: up at once, down slowly);
 //   - power-downs stop when the transitions of the last hour (up and down)
 //     reach Config.MaxTransitionsPerHour.
+//
+// Which nodes: held nodes (busy, incoming, needed) that are off first, then
+// nodes a pending job asks for (Node.Wanted) are woken first and powered
+// down last, then the idle nodes kept powered are spread over the node
+// kinds (Node.Kind) in proportion to their nodes, then the node off (or on)
+// longest, then the name.
 package ces

@@ -1,9 +1,11 @@
 package ces
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -42,6 +44,11 @@ type Node struct {
 	// counted for it: like a busy or incoming node it is powered up
 	// whatever the target and never powered down.
 	Needed bool `json:"needed,omitempty"`
+	// Kind names the node's hardware as a job's request sees it (its GPUs
+	// by type and its features); "" when the caller does not say. In a
+	// partition of several kinds the idle nodes a plan keeps powered are
+	// spread over them in proportion to their nodes (spares).
+	Kind string `json:"kind,omitempty"`
 }
 
 // held reports whether the node must stay (or be) powered whatever the
@@ -307,19 +314,22 @@ func (c Config) Plan(in Input) (Plan, error) {
 	})
 	readyAt := now.Add(c.WakeLatency)
 	shortfall := max(target-p.Powered, 0)
-	for _, n := range off {
-		switch {
-		case n.held():
-			p.PowerUp = append(p.PowerUp, Action{Node: n.Name, ReadyAt: readyAt,
-				Reason: fmt.Sprintf("power up: %s is off but %s; %s", n.Name, heldWhat(n), why)})
-		case len(p.PowerUp) < shortfall:
-			wanted := ""
-			if n.Wanted {
-				wanted = " (a pending job asks for nodes like it)"
-			}
-			p.PowerUp = append(p.PowerUp, Action{Node: n.Name, ReadyAt: readyAt,
-				Reason: fmt.Sprintf("power up: target %d > %d powered%s; %s", target, p.Powered, wanted, why)})
+	sp := countSpares(in.Nodes)
+	free := off // the held ones sort first
+	for len(free) > 0 && free[0].held() {
+		n := free[0]
+		p.PowerUp = append(p.PowerUp, Action{Node: n.Name, ReadyAt: readyAt,
+			Reason: fmt.Sprintf("power up: %s is off but %s; %s", n.Name, heldWhat(n), why)})
+		free = free[1:]
+	}
+	for _, n := range sp.pick(free, shortfall-len(p.PowerUp), true) {
+		wanted := ""
+		if n.Wanted {
+			wanted = " (a pending job asks for nodes like it)"
 		}
+		p.PowerUp = append(p.PowerUp, Action{Node: n.Name, ReadyAt: readyAt,
+			Reason: fmt.Sprintf("power up: target %d > %d powered%s%s; %s", target, p.Powered, wanted, sp.note(n.Kind), why)})
+		sp.spare[n.Kind]++
 	}
 	poweredAfterUp := p.Powered + len(p.PowerUp)
 	for range p.PowerUp {
@@ -386,10 +396,11 @@ func (c Config) Plan(in Input) (Plan, error) {
 				notes = append(notes, fmt.Sprintf("%d surplus nodes but only %d idle and ready", want, len(cand)))
 				want = len(cand)
 			}
-			for _, n := range cand[:want] {
+			for _, n := range sp.pick(cand, want, false) {
 				p.PowerDown = append(p.PowerDown, Action{Node: n.Name,
-					Reason: fmt.Sprintf("power down: idle; target below powered since %s (≥ %v down delay), highest target of the last %v %d < %d powered; %s",
-						low.Format(time.DateTime), c.DownDelay, c.DownDelay, peak, poweredAfterUp, why)})
+					Reason: fmt.Sprintf("power down: idle%s; target below powered since %s (≥ %v down delay), highest target of the last %v %d < %d powered; %s",
+						sp.note(n.Kind), low.Format(time.DateTime), c.DownDelay, c.DownDelay, peak, poweredAfterUp, why)})
+				sp.spare[n.Kind]--
 				recent = append(recent, now)
 			}
 			if target >= poweredAfterUp-len(p.PowerDown) {
@@ -495,6 +506,120 @@ func CompareAge(a, b Node) int {
 		return c
 	}
 	return strings.Compare(a.Name, b.Name)
+}
+
+// spares counts, by node kind (Node.Kind), a plan's nodes and its spare
+// ones: powered (ready or waking) and not held, the idle capacity kept
+// ready for the jobs to come. Where a partition has nodes of several kinds
+// (A100 and V100 nodes, nodes with and without a feature) a plan keeps
+// spare nodes of each kind in proportion to its nodes, so that a job that
+// only one kind can run finds one ready as often as a job any node can
+// run: among nodes otherwise alike (held, wanted) it powers up first the
+// kind with the smallest share of its nodes spare, and powers down first
+// the kind with the largest; with one kind the order is unchanged.
+type spares struct {
+	nodes, spare map[string]int
+}
+
+func countSpares(nodes []Node) spares {
+	s := spares{nodes: map[string]int{}, spare: map[string]int{}}
+	for _, n := range nodes {
+		s.nodes[n.Kind]++
+		if n.Powered && !n.held() {
+			s.spare[n.Kind]++
+		}
+	}
+	return s
+}
+
+// compare orders kinds a and b by the share of their nodes that is spare.
+func (s spares) compare(a, b string) int {
+	return cmp.Compare(s.spare[a]*s.nodes[b], s.spare[b]*s.nodes[a])
+}
+
+// pick returns up to n of cand (sorted in the order the plan prefers them:
+// wanted nodes first when powering up, last when powering down, then by
+// age) to power up (up) or down: in that order within each kind, and
+// across kinds the next node is the preferred one among the kinds' next
+// nodes by Wanted, then by spare share (the smallest when powering up, the
+// largest when powering down), then by its place in cand. The caller
+// updates s.spare after each node it acts on; pick counts its own picks.
+func (s spares) pick(cand []Node, n int, up bool) []Node {
+	if n <= 0 || len(cand) == 0 {
+		return nil
+	}
+	if len(s.nodes) == 1 {
+		return cand[:min(n, len(cand))]
+	}
+	var kinds []string
+	queue := map[string][]int{}
+	for i, c := range cand {
+		if queue[c.Kind] == nil {
+			kinds = append(kinds, c.Kind)
+		}
+		queue[c.Kind] = append(queue[c.Kind], i)
+	}
+	spare := maps.Clone(s.spare)
+	t := spares{nodes: s.nodes, spare: spare}
+	out := make([]Node, 0, min(n, len(cand)))
+	for len(out) < n {
+		best := ""
+		found := false
+		for _, k := range kinds {
+			q := queue[k]
+			if len(q) == 0 {
+				continue
+			}
+			if !found {
+				best, found = k, true
+				continue
+			}
+			a, b := cand[q[0]], cand[queue[best][0]]
+			c := 0
+			if a.Wanted != b.Wanted {
+				c = -1 // the wanted first when powering up
+				if a.Wanted != up {
+					c = 1
+				}
+			}
+			if c == 0 {
+				c = t.compare(k, best)
+				if !up {
+					c = -c
+				}
+			}
+			if c == 0 {
+				c = cmp.Compare(q[0], queue[best][0])
+			}
+			if c < 0 {
+				best = k
+			}
+		}
+		if !found {
+			break
+		}
+		out = append(out, cand[queue[best][0]])
+		queue[best] = queue[best][1:]
+		if up {
+			spare[best]++
+		} else {
+			spare[best]--
+		}
+	}
+	return out
+}
+
+// note says, for a reason, how many of kind's nodes are spare, where the
+// nodes are of several kinds.
+func (s spares) note(kind string) string {
+	if len(s.nodes) < 2 {
+		return ""
+	}
+	name := kind
+	if name == "" {
+		name = "(not given)"
+	}
+	return fmt.Sprintf(" (kind %s: %d of its %d nodes spare)", name, s.spare[kind], s.nodes[kind])
 }
 
 // ceil rounds a node count up, forgiving float noise just above a whole

@@ -95,6 +95,22 @@ func TestPlan(t *testing.T) {
 		return nodes
 	}
 
+	// twoKinds: n00-n05 are A100 nodes, n06-n09 V100 nodes.
+	twoKinds := func(nodes []Node) []Node {
+		nodes = slices.Clone(nodes)
+		for i := range nodes {
+			nodes[i].Kind = "a100×8"
+			if i >= 6 {
+				nodes[i].Kind = "v100×8"
+			}
+		}
+		return nodes
+	}
+	// wantedKinds: twoKinds, all off but n00 (busy) and n06 (idle); n09
+	// is what a pending job asks for.
+	wantedKinds := twoKinds(cluster(10, 1, 1))
+	wantedKinds[6].Powered, wantedKinds[9].Wanted = true, true
+
 	tests := []struct {
 		name     string
 		c        Config
@@ -291,6 +307,33 @@ func TestPlan(t *testing.T) {
 			target: 1, down: []string{"n04", "n05"}, reason: "5 surplus nodes but only 2 idle and ready",
 		},
 		{
+			// Spare shares A100 6/6 and V100 4/4 (a tie: n00 first), then
+			// 5/6 and 4/4 (n06), 5/6 and 3/4 (n01), 4/6 and 3/4 (n07),
+			// 4/6 and 2/4 (n02), 3/6 and 2/4 (a tie: n03); two of each
+			// stay powered, where the order of age alone (n00-n05) would
+			// keep four V100 nodes and no A100.
+			name:   "kinds: the spare nodes kept are spread over the kinds, in proportion to their nodes",
+			c:      noDelay,
+			in:     Input{Now: t0, Nodes: twoKinds(cluster(10, 10, 0)), Demand: 0, Forecast: fc(t0, 4)},
+			target: 4, down: []string{"n00", "n06", "n01", "n07", "n02", "n03"}, reason: "",
+		},
+		{
+			// Spare shares 0/6 and 0/4 (n02 first by age), then 1/6 and
+			// 0/4 (n06), 1/6 and 1/4 (n03), 2/6 and 1/4 (n07).
+			name:   "kinds: nodes woken for the target are spread over the kinds",
+			c:      def,
+			in:     Input{Now: t0, Nodes: twoKinds(cluster(10, 2, 2)), Demand: 2, Forecast: fc(t0, 6)},
+			target: 6, up: []string{"n02", "n06", "n03", "n07"},
+		},
+		{
+			// n09 though V100 has 1/4 spare and A100 0/6; then n01 (0/6
+			// against 2/4).
+			name:   "kinds: a node a pending job asks for comes before the spread",
+			c:      def,
+			in:     Input{Now: t0, Nodes: wantedKinds, Demand: 1, Forecast: fc(t0, 4)},
+			target: 4, up: []string{"n09", "n01"},
+		},
+		{
 			name:   "up: off longest first",
 			c:      def,
 			in:     Input{Now: t0, Nodes: aged, Demand: 0, Forecast: fc(t0, 7)},
@@ -331,6 +374,38 @@ func TestPlan(t *testing.T) {
 				t.Errorf("PoweredAfter %d; want %d + %d − %d", p.PoweredAfter, p.Powered, len(p.PowerUp), len(p.PowerDown))
 			}
 		})
+	}
+}
+
+// TestPlanReasonNamesKind: where a partition's nodes are of several kinds,
+// each action's reason says its node's kind and how many of its nodes were
+// spare before it; with one kind, none does.
+func TestPlanReasonNamesKind(t *testing.T) {
+	c := DefaultConfig()
+	c.DownDelay = 0
+	nodes := cluster(5, 5, 0)
+	for i := range nodes {
+		nodes[i].Kind = "a100×8"
+	}
+	p, err := c.Plan(Input{Now: t0, Nodes: nodes, Demand: 0, Forecast: fc(t0, 2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.PowerDown) != 3 || strings.Contains(p.PowerDown[0].Reason, "kind") {
+		t.Errorf("one kind: down %v, first reason %q; want 3, no kind", names(p.PowerDown), p.PowerDown[0].Reason)
+	}
+	nodes[4].Kind = "v100×8"
+	if p, err = c.Plan(Input{Now: t0, Nodes: nodes, Demand: 0, Forecast: fc(t0, 2)}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"(kind a100×8: 4 of its 4 nodes spare)", "(kind v100×8: 1 of its 1 nodes spare)", "(kind a100×8: 3 of its 4 nodes spare)"}
+	if len(p.PowerDown) != len(want) {
+		t.Fatalf("two kinds: down %v; want %d nodes", names(p.PowerDown), len(want))
+	}
+	for i, a := range p.PowerDown {
+		if !strings.Contains(a.Reason, want[i]) {
+			t.Errorf("%s: reason %q; want it to contain %q", a.Node, a.Reason, want[i])
+		}
 	}
 }
 

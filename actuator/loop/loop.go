@@ -559,7 +559,7 @@ func (l *Loop) plan(now time.Time, snap adapter.Snapshot, pools map[string][]ada
 			// counts as it stands, so that the plan powers the nodes it
 			// may instead of asking every pass for ones it may not.
 			cn := ces.Node{Name: n.Name, Powered: n.Power.Powered(), Busy: n.Busy || len(n.Jobs) > 0, Incoming: bound[n.Name],
-				LastTransition: ps.changed[n.Name], WakingUntil: n.WakeAt,
+				LastTransition: ps.changed[n.Name], WakingUntil: n.WakeAt, Kind: n.Kind(),
 				Fixed: n.PowerSaveExcluded || managed && !l.g.NodeAllowed(n)}
 			if cn.Fixed {
 				fixed = append(fixed, n.Name)

@@ -1059,7 +1059,8 @@ func TestLoopPowerAllowlist(t *testing.T) {
 // TestLoopWakesNodesTheQueueAsksFor: a partition of A100 and H100 nodes,
 // all off. A queue for two nodes, whose jobs ask for H100 GPUs or for the
 // h100 feature, wakes two H100 nodes, not the A100 nodes that sort first;
-// a queue that asks for neither wakes nodes in the usual order; a
+// a queue that asks for neither wakes nodes in the usual order, spread over
+// the node kinds (A100, H100, H100 with ib: gpu-a0, then gpu-h0); a
 // constraint in a form the loop does not read restricts nothing. Where the
 // A100 nodes have 4 GPUs, 8-GPU jobs wake the 8-GPU nodes, and 4-GPU jobs
 // (which any node fits) the usual ones.
@@ -1079,11 +1080,11 @@ func TestLoopWakesNodesTheQueueAsksFor(t *testing.T) {
 		{"GPU type", []adapter.Job{job("1", "h100", ""), job("2", "h100", "")}, 0, nil, nil, []string{"gpu-h0", "gpu-h1"}},
 		{"constraint", []adapter.Job{job("1", "", "h100&ib"), job("2", "", "")}, 0, nil, nil, []string{"gpu-a0", "gpu-h1"}},
 		{"any of", []adapter.Job{job("1", "", "nvme|h100"), job("2", "", "h100")}, 0, nil, nil, []string{"gpu-h0", "gpu-h1"}},
-		{"nothing asked", []adapter.Job{job("1", "", ""), job("2", "", "")}, 0, nil, nil, []string{"gpu-a0", "gpu-a1"}},
+		{"nothing asked", []adapter.Job{job("1", "", ""), job("2", "", "")}, 0, nil, nil, []string{"gpu-a0", "gpu-h0"}},
 		{"8 GPUs where the A100 nodes have 4", []adapter.Job{job("1", "", ""), job("2", "", "")}, 4, nil, nil, []string{"gpu-h0", "gpu-h1"}},
 		// Demand counts in the partition's widest node: two 4-GPU jobs are one node.
 		{"4 GPUs where the A100 nodes have 4", []adapter.Job{narrow(job("1", "", ""), 4), narrow(job("2", "", ""), 4)}, 4, nil, nil, []string{"gpu-a0"}},
-		{"unread constraint", []adapter.Job{job("1", "", "[h100*2]"), job("2", "", "")}, 0, nil, nil, []string{"gpu-a0", "gpu-a1"}},
+		{"unread constraint", []adapter.Job{job("1", "", "[h100*2]"), job("2", "", "")}, 0, nil, nil, []string{"gpu-a0", "gpu-h0"}},
 		// The count target is met by idle A100 nodes: the H100 job's node
 		// is woken all the same, and the idle A100s go down.
 		{"GPU type, other type idle", []adapter.Job{job("1", "h100", "")}, 0, []string{"gpu-a0", "gpu-a1"}, nil, []string{"gpu-h0"}},
@@ -1134,6 +1135,37 @@ func TestLoopWakesNodesTheQueueAsksFor(t *testing.T) {
 				t.Errorf("powered after 8 passes: %v; want %v; plans %+v", powered, tc.want, l.View().Plans)
 			}
 		})
+	}
+}
+
+// TestLoopSparesSpreadOverKinds: a partition of four A100 and two H100
+// nodes, all powered and idle, no queue, a buffer of three nodes. Once the
+// peak window has been watched the plan powers three down and keeps two
+// A100 nodes and one H100 ready (spare nodes in proportion to each kind's
+// nodes), not the one A100 and two H100 nodes that the order of names
+// alone would keep; a job that only H100 nodes can run finds one ready.
+func TestLoopSparesSpreadOverKinds(t *testing.T) {
+	sched := &static{}
+	for _, name := range []string{"gpu-a0", "gpu-a1", "gpu-a2", "gpu-a3", "gpu-h0", "gpu-h1"} {
+		typ := "a100"
+		if strings.HasPrefix(name, "gpu-h") {
+			typ = "h100"
+		}
+		sched.snap.Nodes = append(sched.snap.Nodes, adapter.Node{Name: name, Partitions: []string{"gpu"}, Power: adapter.PowerOn, State: "idle",
+			GPUs: 8, FreeGPUs: 8, GPUTypes: map[string]int{typ: 8}})
+	}
+	cfg, conn := schematest.Database(t)
+	lc := testConfig()
+	lc.Forecast, lc.CES.Buffer = ForecastPeak, 3
+	l := auditedLoop(t, conn, cfg.Database, sched, adapter.GuardConfig{Apply: true, Partitions: []string{"gpu"}, Nodes: []string{"gpu-*"}}, lc)
+	for m := range 8 {
+		sched.at(t0.Add(time.Duration(m) * time.Minute))
+		if _, err := l.Once(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := sched.poweredNodes(), []string{"gpu-a2", "gpu-a3", "gpu-h1"}; !slices.Equal(got, want) {
+		t.Errorf("powered after 8 passes: %v; want %v; plans %+v", got, want, l.View().Plans)
 	}
 }
 
