@@ -557,9 +557,11 @@ func TestPlanInvariants(t *testing.T) {
 			WakeLatency: time.Duration(rng.IntN(2)) * 10 * time.Minute,
 		}
 		nodes := cluster(5+rng.IntN(40), 0, 0)
+		kinds := 1 + rng.IntN(3) // spares spread over up to three kinds
 		for i := range nodes {
 			nodes[i].Powered = rng.IntN(2) == 0
 			nodes[i].Fixed = rng.IntN(8) == 0
+			nodes[i].Kind = fmt.Sprint("k", rng.IntN(kinds))
 		}
 		var st State
 		var history []time.Time
