@@ -24,7 +24,7 @@ func TestStartBeforeClickHouse(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a ClickHouse of its own")
 	}
-	port, err := chserver.FreePort()
+	port, err := testPort()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,6 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/heliostat-dev/heliostat/internal/chconn"
-	"github.com/heliostat-dev/heliostat/internal/chserver"
 	"github.com/heliostat-dev/heliostat/schemas"
 )
 
@@ -38,7 +37,7 @@ import (
 func TestUp(t *testing.T) {
 	ports := make([]int, 4)
 	for i := range ports {
-		p, err := chserver.FreePort()
+		p, err := testPort()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -261,7 +260,7 @@ func upFails(t *testing.T, dir string, ports []int, want string, extra ...string
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	webPort, err := chserver.FreePort()
+	webPort, err := testPort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +380,7 @@ func startUp(t *testing.T, extra ...string) *upProcess {
 	u := &upProcess{dir: t.TempDir(), ports: make([]int, 4), stdout: &lockedWriter{w: &strings.Builder{}},
 		stderr: &lockedWriter{w: &strings.Builder{}}, done: make(chan error, 1)}
 	for i := range u.ports {
-		p, err := chserver.FreePort()
+		p, err := testPort()
 		if err != nil {
 			t.Fatal(err)
 		}
