@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -322,15 +321,14 @@ func (c Config) Plan(in Input) (Plan, error) {
 			Reason: fmt.Sprintf("power up: %s is off but %s; %s", n.Name, heldWhat(n), why)})
 		free = free[1:]
 	}
-	for _, n := range sp.pick(free, shortfall-len(p.PowerUp), true) {
+	sp.pick(free, shortfall-len(p.PowerUp), true, func(n Node, kind string) {
 		wanted := ""
 		if n.Wanted {
 			wanted = " (a pending job asks for nodes like it)"
 		}
 		p.PowerUp = append(p.PowerUp, Action{Node: n.Name, ReadyAt: readyAt,
-			Reason: fmt.Sprintf("power up: target %d > %d powered%s%s; %s", target, p.Powered, wanted, sp.note(n.Kind), why)})
-		sp.spare[n.Kind]++
-	}
+			Reason: fmt.Sprintf("power up: target %d > %d powered%s%s; %s", target, p.Powered, wanted, kind, why)})
+	})
 	poweredAfterUp := p.Powered + len(p.PowerUp)
 	for range p.PowerUp {
 		recent = append(recent, now)
@@ -396,13 +394,12 @@ func (c Config) Plan(in Input) (Plan, error) {
 				notes = append(notes, fmt.Sprintf("%d surplus nodes but only %d idle and ready", want, len(cand)))
 				want = len(cand)
 			}
-			for _, n := range sp.pick(cand, want, false) {
+			sp.pick(cand, want, false, func(n Node, kind string) {
 				p.PowerDown = append(p.PowerDown, Action{Node: n.Name,
 					Reason: fmt.Sprintf("power down: idle%s; target below powered since %s (≥ %v down delay), highest target of the last %v %d < %d powered; %s",
-						sp.note(n.Kind), low.Format(time.DateTime), c.DownDelay, c.DownDelay, peak, poweredAfterUp, why)})
-				sp.spare[n.Kind]--
+						kind, low.Format(time.DateTime), c.DownDelay, c.DownDelay, peak, poweredAfterUp, why)})
 				recent = append(recent, now)
-			}
+			})
 			if target >= poweredAfterUp-len(p.PowerDown) {
 				p.Next.LowSince = time.Time{}
 				p.low = low
@@ -537,19 +534,25 @@ func (s spares) compare(a, b string) int {
 	return cmp.Compare(s.spare[a]*s.nodes[b], s.spare[b]*s.nodes[a])
 }
 
-// pick returns up to n of cand (sorted in the order the plan prefers them:
-// wanted nodes first when powering up, last when powering down, then by
-// age) to power up (up) or down: in that order within each kind, and
-// across kinds the next node is the preferred one among the kinds' next
-// nodes by Wanted, then by spare share (the smallest when powering up, the
-// largest when powering down), then by its place in cand. The caller
-// updates s.spare after each node it acts on; pick counts its own picks.
-func (s spares) pick(cand []Node, n int, up bool) []Node {
-	if n <= 0 || len(cand) == 0 {
-		return nil
+// pick hands act up to n of cand (sorted in the order the plan prefers
+// them: wanted nodes first when powering up, last when powering down, then
+// by age) to power up (up) or down, each with its kind's note for the
+// reason (note, before the node is counted), and counts each in s.spare:
+// in cand's order within each kind, and across kinds the next node is the
+// preferred one among the kinds' next nodes by Wanted, then by spare share
+// (the smallest when powering up, the largest when powering down), then by
+// its place in cand.
+func (s spares) pick(cand []Node, n int, up bool, act func(n Node, note string)) {
+	step := 1
+	if !up {
+		step = -1
 	}
 	if len(s.nodes) == 1 {
-		return cand[:min(n, len(cand))]
+		for _, c := range cand[:max(min(n, len(cand)), 0)] {
+			act(c, "")
+			s.spare[c.Kind] += step
+		}
+		return
 	}
 	var kinds []string
 	queue := map[string][]int{}
@@ -559,10 +562,7 @@ func (s spares) pick(cand []Node, n int, up bool) []Node {
 		}
 		queue[c.Kind] = append(queue[c.Kind], i)
 	}
-	spare := maps.Clone(s.spare)
-	t := spares{nodes: s.nodes, spare: spare}
-	out := make([]Node, 0, min(n, len(cand)))
-	for len(out) < n {
+	for range n {
 		best := ""
 		found := false
 		for _, k := range kinds {
@@ -583,7 +583,7 @@ func (s spares) pick(cand []Node, n int, up bool) []Node {
 				}
 			}
 			if c == 0 {
-				c = t.compare(k, best)
+				c = s.compare(k, best)
 				if !up {
 					c = -c
 				}
@@ -596,17 +596,12 @@ func (s spares) pick(cand []Node, n int, up bool) []Node {
 			}
 		}
 		if !found {
-			break
+			return
 		}
-		out = append(out, cand[queue[best][0]])
+		act(cand[queue[best][0]], s.note(best))
 		queue[best] = queue[best][1:]
-		if up {
-			spare[best]++
-		} else {
-			spare[best]--
-		}
+		s.spare[best] += step
 	}
-	return out
 }
 
 // note says, for a reason, how many of kind's nodes are spare, where the
