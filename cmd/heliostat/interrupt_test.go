@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/heliostat-dev/heliostat/internal/chserver"
 )
 
 // TestInterruptLongCommands runs the offline commands that take longest on
@@ -157,7 +159,7 @@ func TestInterruptUpStarting(t *testing.T) {
 	dir := t.TempDir()
 	args := []string{"up", "--data-dir", dir, "--source", "sim", "--status-interval", "0"}
 	for _, f := range []string{"clickhouse.port", "kafka.port"} {
-		p, err := testPort()
+		p, err := chserver.FreePort()
 		if err != nil {
 			t.Fatal(err)
 		}

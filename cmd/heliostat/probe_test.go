@@ -2,10 +2,7 @@ package main
 
 import (
 	"io"
-	"math/rand/v2"
-	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,46 +12,15 @@ import (
 )
 
 // freeAddr returns a loopback address whose port was free a moment ago, for
-// a command's --web.listen-address (testPort).
+// a command's --web.listen-address (chserver.FreePort: below the kernel's
+// ephemeral range, where up's own ClickHouse cannot take it first).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	p, err := testPort()
+	p, err := chserver.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return "127.0.0.1:" + strconv.Itoa(p)
-}
-
-// testPort returns a loopback TCP port that was free a moment ago, for a
-// server a test starts, drawn at random below the kernel's ephemeral range
-// (ip_local_port_range). A port picked by listening on port 0 comes from
-// that range, where any outgoing connection, or a server that picks its own
-// ports (up's ClickHouse picks its HTTP and interserver ports so), may take
-// it before the test's server binds it: CI once failed with "bind: address
-// already in use" for up's web port. Below the range only another test's
-// random draw can collide, and the bind check makes that unlikely.
-func testPort() (int, error) {
-	low := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if v, err := strconv.Atoi(f[0]); err == nil {
-				low = v
-			}
-		}
-	}
-	const from = 10000
-	if low-from >= 1000 {
-		for range 100 {
-			p := from + rand.IntN(low-from)
-			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-			if err != nil {
-				continue
-			}
-			ln.Close()
-			return p, nil
-		}
-	}
-	return chserver.FreePort()
 }
 
 // waitProbe polls base+"/-/ready" (base: "http://127.0.0.1:9400") with

@@ -18,6 +18,7 @@ import (
 
 	"github.com/heliostat-dev/heliostat/analytics/report"
 	"github.com/heliostat-dev/heliostat/analytics/report/reporttest"
+	"github.com/heliostat-dev/heliostat/internal/chserver"
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
 
@@ -469,7 +470,7 @@ func TestReportNoData(t *testing.T) {
 // no hint. Before, `report --out r.html` on up's data, as the README said
 // to run it, failed with "connection refused" alone.
 func TestRefusedHintsUp(t *testing.T) {
-	port, err := testPort() // nothing listens on it
+	port, err := chserver.FreePort() // nothing listens on it
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func TestStartBeforeClickHouse(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a ClickHouse of its own")
 	}
-	port, err := testPort()
+	port, err := chserver.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/heliostat-dev/heliostat/internal/chconn"
+	"github.com/heliostat-dev/heliostat/internal/chserver"
 	"github.com/heliostat-dev/heliostat/schemas"
 )
 
@@ -37,7 +38,7 @@ import (
 func TestUp(t *testing.T) {
 	ports := make([]int, 4)
 	for i := range ports {
-		p, err := testPort()
+		p, err := chserver.FreePort()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -260,7 +261,7 @@ func upFails(t *testing.T, dir string, ports []int, want string, extra ...string
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	webPort, err := testPort()
+	webPort, err := chserver.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +381,7 @@ func startUp(t *testing.T, extra ...string) *upProcess {
 	u := &upProcess{dir: t.TempDir(), ports: make([]int, 4), stdout: &lockedWriter{w: &strings.Builder{}},
 		stderr: &lockedWriter{w: &strings.Builder{}}, done: make(chan error, 1)}
 	for i := range u.ports {
-		p, err := testPort()
+		p, err := chserver.FreePort()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -172,14 +173,55 @@ func lookBinary() (string, error) {
 	return "", ErrNotInstalled
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago,
+// drawn at random from 10,000 up to the start of the kernel's ephemeral
+// range (ip_local_port_range; 32,768 when it cannot be read). A port taken
+// by listening on port 0 comes from that range, where any outgoing
+// connection takes its local port and where another server picking its
+// ports this way draws from the same few thousand: the port may be taken
+// before the server binds it (CI once failed so, `heliostat up`'s web port
+// taken by its own ClickHouse). Below the range only another random draw
+// can collide. Where the range leaves too little room below it, or 100
+// draws find nothing free, the port comes from listening on port 0.
 func FreePort() (int, error) {
+	if low := ephemeralLow(); low-portFloor >= 1000 {
+		for range 100 {
+			p := portFloor + rand.IntN(low-portFloor)
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+			if err != nil {
+				continue
+			}
+			l.Close()
+			return p, nil
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("chserver: find free port: %w", err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// portFloor is the lowest port FreePort draws: above the well-known and
+// most registered service ports.
+const portFloor = 10000
+
+// ephemeralLow returns the first port of the kernel's ephemeral range.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 32768
+	}
+	v, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 32768
+	}
+	return v
 }
 
 // Start launches the server and waits until it answers a ping.
@@ -243,10 +285,10 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error
 		}
 		ports = append(ports, &cfg.TCPSecurePort)
 	}
-	// A port picked free may be taken before the server binds it: another
-	// process listens on it, or a connection uses it as its local port (both
-	// come from the kernel's ephemeral range). The server then exits at once,
-	// and Start picks those ports again. Ports the caller chose are the
+	// A port picked free may be taken before the server binds it, by
+	// another process (FreePort draws below the kernel's ephemeral range,
+	// which makes that rare). The server then exits at once, and Start
+	// picks those ports again. Ports the caller chose are the
 	// caller's to change.
 	var picked []*int
 	for _, p := range ports {

@@ -209,3 +209,33 @@ func TestStartSameDir(t *testing.T) {
 		t.Errorf("the first server after the second start: ping: %v", err)
 	}
 }
+
+// TestFreePortBelowEphemeralRange: FreePort's ports lie below the kernel's
+// ephemeral range, where no outgoing connection and no port-0 listener can
+// take them, and each was free when returned.
+func TestFreePortBelowEphemeralRange(t *testing.T) {
+	low := ephemeralLow()
+	if low-portFloor < 1000 {
+		t.Skipf("ephemeral range starts at %d: too little room below it, FreePort listens on port 0", low)
+	}
+	seen := map[int]bool{}
+	for range 20 {
+		p, err := FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p < portFloor || p >= low {
+			t.Errorf("FreePort = %d; want a port in [%d, %d)", p, portFloor, low)
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			t.Errorf("FreePort = %d, and it cannot be bound: %v", p, err)
+			continue
+		}
+		l.Close()
+		seen[p] = true
+	}
+	if len(seen) < 10 {
+		t.Errorf("20 draws gave %d distinct ports; want them spread at random", len(seen))
+	}
+}
