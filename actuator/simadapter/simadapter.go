@@ -1,8 +1,9 @@
 // Package simadapter is the actuator's scheduler (adapter.Scheduler) for the
 // simulated cluster of collector/sim, so that `heliostat up` closes the loop
 // without Slurm: the same actions — SetPriority, PowerDown, PowerUp — on the
-// live simulation. A virtual cluster (VC) is a partition; times are the
-// simulation's.
+// live simulation. A virtual cluster (VC) is a partition, and a job's GPU
+// type its request (adapter.Job.GPUType), which only nodes of that type
+// meet; times are the simulation's.
 package simadapter
 
 import (
@@ -37,7 +38,7 @@ func (a *Scheduler) Snapshot(ctx context.Context) (adapter.Snapshot, error) {
 	snap := adapter.Snapshot{At: a.s.Now()}
 	for _, j := range a.s.Pending() {
 		snap.Jobs = append(snap.Jobs, adapter.Job{ID: j.ID, Name: j.Name, User: j.User, Partition: j.VC,
-			GPUs: j.GPUs, Submit: j.Submit, TimeLimit: j.TimeLimit, Priority: j.Priority})
+			GPUs: j.GPUs, GPUType: j.GPUType, Submit: j.Submit, TimeLimit: j.TimeLimit, Priority: j.Priority})
 	}
 	for _, n := range a.s.Nodes() {
 		an := adapter.Node{Name: n.Name, GPUs: n.GPUs, FreeGPUs: n.FreeGPUs, Jobs: n.Jobs, State: n.State.String(), WakeAt: n.WakeAt}

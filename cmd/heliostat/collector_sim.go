@@ -133,7 +133,7 @@ func unfitJobs(jobs []sim.JobSpec, cfg sim.Config, vcs []sim.VC) map[string]int 
 		size["vc1"] = nodes * gpn
 	}
 	for _, vc := range vcs {
-		size[vc.Name] = vc.Nodes * gpn
+		size[vc.Name] += vc.Nodes * gpn // a VC of mixed nodes comes once per GPU type
 	}
 	out := map[string]int{}
 	for i := range jobs {

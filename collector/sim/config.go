@@ -46,7 +46,9 @@ type Config struct {
 	// nodes are assigned to them in order. An item name:nodes:type also
 	// names the GPU type of the VC's nodes (one of GPUTypes; default h100),
 	// which sets their samples' model, power, clocks and framebuffer and
-	// their jobs' GPU type. "" with the flag default.
+	// their jobs' GPU type. A name given again with another type makes a
+	// VC of mixed nodes ("gpu:4:a100,gpu:2:h100"): its jobs ask for one of
+	// its types (JobSpec.GPUType) or for any. "" with the flag default.
 	// Default: "vc1:4,vc2:4"; "" in a Config literal means one VC "vc1" of
 	// all nodes.
 	VCs string
@@ -107,7 +109,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&c.Cluster, "sim.cluster", cluster, "name of the simulated cluster (env HELIOSTAT_CLUSTER)")
 	fs.IntVar(&c.Nodes, "sim.nodes", DefaultNodes, "nodes of the simulated cluster; must match --sim.vcs")
 	fs.IntVar(&c.GPUsPerNode, "sim.gpus-per-node", DefaultGPUsPerNode, "GPUs of each simulated node")
-	fs.StringVar(&c.VCs, "sim.vcs", DefaultVCs, fmt.Sprintf(`virtual clusters as name:nodes pairs, comma separated; name:nodes:type also names the GPU type of the VC's nodes (%s; default %s), which sets their samples' model, power, clocks and framebuffer and their jobs' GPU type; "" puts all nodes in one VC "vc1"`, gpuTypeList(), DefaultGPUType))
+	fs.StringVar(&c.VCs, "sim.vcs", DefaultVCs, fmt.Sprintf(`virtual clusters as name:nodes pairs, comma separated; name:nodes:type also names the GPU type of the VC's nodes (%s; default %s), which sets their samples' model, power, clocks and framebuffer and their jobs' GPU type; a name given again with another type makes a VC of mixed nodes ("gpu:4:a100,gpu:2:h100"), whose jobs ask for one of its types or for any; "" puts all nodes in one VC "vc1"`, gpuTypeList(), DefaultGPUType))
 	fs.Float64Var(&c.Speedup, "sim.speedup", DefaultSpeedup, "simulated seconds per real second; 0 runs as fast as possible")
 	fs.Uint64Var(&c.Seed, "sim.seed", DefaultSeed, "seed of the synthetic workload and telemetry")
 	fs.DurationVar(&c.SampleInterval, "sim.sample-interval", DefaultSampleInterval, "simulated time between two GPU samples of a node (whole seconds)")
@@ -202,7 +204,9 @@ func (c Config) VCList() []VC {
 
 // ParseVCs parses a list of name:nodes or name:nodes:type items
 // ("vc1:4,vc2:4:a100"; the type one of GPUTypes, DefaultGPUType when left
-// out; VC.GPUType is "" then). It returns nil for "".
+// out; VC.GPUType is "" then). A name may come again with another type:
+// "gpu:4:a100,gpu:2:h100" is one VC of four A100 and two H100 nodes, one
+// item each. It returns nil for "".
 func ParseVCs(s string) ([]VC, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
@@ -218,19 +222,22 @@ func ParseVCs(s string) ([]VC, error) {
 		if name == "" || len(name) > schemas.MaxStringLen || !utf8.ValidString(name) {
 			return nil, fmt.Errorf("item %d %q: name is empty, too long or not UTF-8", i+1, part)
 		}
-		if seen[name] {
-			return nil, fmt.Errorf("item %d: virtual cluster %q appears twice", i+1, name)
-		}
-		seen[name] = true
 		n, typ, typed := strings.Cut(n, ":")
 		nodes, err := strconv.Atoi(strings.TrimSpace(n))
 		if err != nil || nodes < 1 || nodes > maxNodes {
 			return nil, fmt.Errorf("item %d %q: nodes is not an integer from 1 to %d", i+1, part, maxNodes)
 		}
 		typ = strings.TrimSpace(typ)
-		if _, ok := boardOf(typ); typed && (typ == "" || !ok) {
+		b, ok := boardOf(typ)
+		if typed && (typ == "" || !ok) {
 			return nil, fmt.Errorf("item %d %q: GPU type %q is not one the simulator models (%s)", i+1, part, typ, gpuTypeList())
 		}
+		// A VC named again with another GPU type mixes node kinds.
+		key := name + "\x00" + b.gpuType
+		if seen[key] {
+			return nil, fmt.Errorf("item %d: virtual cluster %q appears twice with GPU type %s (name it again only with another type, for a VC of mixed nodes)", i+1, name, b.gpuType)
+		}
+		seen[key] = true
 		vcs = append(vcs, VC{Name: name, Nodes: nodes, GPUType: typ})
 	}
 	if len(vcs) == 0 {

@@ -114,10 +114,10 @@ func TestPolicy(t *testing.T) {
 }
 
 // FuzzParseVCs checks that any --sim.vcs value is parsed or refused, never
-// accepted with an empty name, a non-positive size or a GPU type the
-// simulator does not model.
+// accepted with an empty name, a non-positive size, a GPU type the
+// simulator does not model or a VC given twice with one type.
 func FuzzParseVCs(f *testing.F) {
-	for _, s := range []string{"vc1:4,vc2:4", "", "a:1", "a:0", ":3", "a:1,a:2", "a:-1", " a : 2 ,b:3", "a:2:a100,b:1:v100", "a:1:", "a:1:x"} {
+	for _, s := range []string{"vc1:4,vc2:4", "", "a:1", "a:0", ":3", "a:1,a:2", "a:-1", " a : 2 ,b:3", "a:2:a100,b:1:v100", "a:1:", "a:1:x", "a:2:a100,a:1:h100", "a:1,a:1:h100"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -127,10 +127,12 @@ func FuzzParseVCs(f *testing.F) {
 		}
 		seen := map[string]bool{}
 		for _, vc := range vcs {
-			if _, ok := boardOf(vc.GPUType); vc.Name == "" || vc.Nodes < 1 || seen[vc.Name] || !ok {
+			b, ok := boardOf(vc.GPUType)
+			key := vc.Name + "\x00" + b.gpuType
+			if vc.Name == "" || vc.Nodes < 1 || seen[key] || !ok {
 				t.Fatalf("ParseVCs(%q) = %+v", s, vcs)
 			}
-			seen[vc.Name] = true
+			seen[key] = true
 		}
 	})
 }

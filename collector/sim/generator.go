@@ -64,6 +64,62 @@ type genUser struct {
 	name string
 	vc   string
 	hash uint64
+	// gpuType is the GPU type the user's jobs ask for, in a VC that mixes
+	// types; "" for any (and in every other VC).
+	gpuType string
+}
+
+// mergeVCs returns vcs with one item per name, nodes summed (and GPUType
+// the first item's), in order of first appearance; and, for each name that
+// comes with more than one GPU type (a VC of mixed nodes), its items, each
+// GPUType resolved ("" is DefaultGPUType).
+func mergeVCs(vcs []VC) ([]VC, map[string][]VC) {
+	var out []VC
+	groups := map[string][]VC{}
+	at := map[string]int{}
+	for _, vc := range vcs {
+		b, _ := boardOf(vc.GPUType)
+		groups[vc.Name] = append(groups[vc.Name], VC{Name: vc.Name, Nodes: vc.Nodes, GPUType: b.gpuType})
+		if i, ok := at[vc.Name]; ok {
+			out[i].Nodes += vc.Nodes
+			continue
+		}
+		at[vc.Name] = len(out)
+		out = append(out, vc)
+	}
+	for name, g := range groups {
+		if len(g) < 2 {
+			delete(groups, name)
+		}
+	}
+	return out, groups
+}
+
+// pickTypes gives half the users of each VC of mixed nodes (kinds, as
+// mergeVCs returns them) a GPU type their jobs ask for, each type in
+// proportion to its nodes; the other half ask for any. It reads the users'
+// hashes, not the generator's stream, so that a workload without such a VC
+// is the same as before it.
+func (g *Generator) pickTypes(kinds map[string][]VC) {
+	for i := range g.users {
+		u := &g.users[i]
+		groups := kinds[u.vc]
+		if len(groups) == 0 || u.hash>>63 == 0 {
+			continue
+		}
+		total := 0
+		for _, k := range groups {
+			total += k.Nodes
+		}
+		x := int((u.hash >> 32 & 0x7fffffff) % uint64(total))
+		for _, k := range groups {
+			if x < k.Nodes {
+				u.gpuType = k.GPUType
+				break
+			}
+			x -= k.Nodes
+		}
+	}
 }
 
 var finalStates = [3]schemas.JobState{schemas.StateCompleted, schemas.StateCancelled, schemas.StateFailed}
@@ -102,6 +158,7 @@ func NewGenerator(cfg GeneratorConfig) (*Generator, error) {
 	if err != nil {
 		return nil, err
 	}
+	vcs, kinds := mergeVCs(cfg.VCs)
 	g := &Generator{
 		rng:     rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		start:   cfg.Start,
@@ -117,11 +174,17 @@ func NewGenerator(cfg GeneratorConfig) (*Generator, error) {
 	if nUsers <= 0 {
 		nUsers = max(8, 4*nodes)
 	}
-	g.makeUsers(nUsers, cfg.VCs)
+	g.makeUsers(nUsers, vcs)
 	r := sizeRatio()
-	for _, vc := range cfg.VCs {
+	for _, vc := range vcs {
 		g.vcSizes[vc.Name] = cumulative(sizeShares(r, maxExp(vc.Nodes*cfg.GPUsPerNode)))
 	}
+	for name, groups := range kinds {
+		for _, k := range groups {
+			g.vcSizes[typeKey(name, k.GPUType)] = cumulative(sizeShares(r, maxExp(k.Nodes*cfg.GPUsPerNode)))
+		}
+	}
+	g.pickTypes(kinds)
 	rate := cfg.JobsPerHour
 	if rate == 0 {
 		rate = AutoJobsPerHour(cfg.VCs, cfg.GPUsPerNode)
@@ -137,6 +200,7 @@ func NewGenerator(cfg GeneratorConfig) (*Generator, error) {
 func AutoJobsPerHour(vcs []VC, gpusPerNode int) float64 {
 	r := sizeRatio()
 	var gpus, gpuSeconds float64
+	vcs, _ = mergeVCs(vcs)
 	for _, vc := range vcs {
 		n := float64(vc.Nodes * gpusPerNode)
 		gpus += n
@@ -222,6 +286,9 @@ func (g *Generator) Next() (JobSpec, bool) {
 	}
 	u := &g.users[sort.SearchFloat64s(g.userCum, g.rng.Float64()*g.userCum[len(g.userCum)-1])]
 	sizes := g.vcSizes[u.vc]
+	if u.gpuType != "" {
+		sizes = g.vcSizes[typeKey(u.vc, u.gpuType)]
+	}
 	k := min(sort.SearchFloat64s(sizes, g.rng.Float64()), len(sizes)-1)
 	si := min(sort.SearchFloat64s(g.stateCum[:], g.rng.Float64()*g.stateCum[2]), 2)
 	run := g.durs.states[si].scale * math.Exp(g.durs.mu+g.durs.sigma*g.rng.NormFloat64())
@@ -250,6 +317,7 @@ func (g *Generator) Next() (JobSpec, bool) {
 		User:      u.name,
 		VC:        u.vc,
 		GPUs:      1 << k,
+		GPUType:   u.gpuType,
 		Submit:    time.Duration(math.Ceil(g.t)) * time.Second,
 		Duration:  dur,
 		TimeLimit: limit,

@@ -14,10 +14,9 @@ func (s *Sim) Pending() []PendingJob {
 	s.catchUp()
 	out := make([]PendingJob, 0, len(s.pending))
 	for _, j := range s.pending {
-		out = append(out, PendingJob{
-			ID: j.id, Name: j.spec.Name, User: j.spec.User, VC: j.spec.VC, GPUs: j.spec.GPUs,
-			Submit: time.Unix(j.submit, 0).In(s.cfg.Start.Location()), TimeLimit: j.spec.TimeLimit, Priority: j.priority, Seq: j.seq,
-		})
+		v := j.view()
+		v.Submit = v.Submit.In(s.cfg.Start.Location())
+		out = append(out, v)
 	}
 	slices.SortFunc(out, func(a, b PendingJob) int {
 		switch {
@@ -29,4 +28,12 @@ func (s *Sim) Pending() []PendingJob {
 		return 0
 	})
 	return out
+}
+
+// view is what a Policy sees of the pending job j.
+func (j *job) view() PendingJob {
+	return PendingJob{
+		ID: j.id, Name: j.spec.Name, User: j.spec.User, VC: j.spec.VC, GPUs: j.spec.GPUs, GPUType: j.spec.GPUType,
+		Submit: time.Unix(j.submit, 0), TimeLimit: j.spec.TimeLimit, Priority: j.priority, Seq: j.seq,
+	}
 }

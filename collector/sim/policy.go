@@ -12,6 +12,7 @@ type PendingJob struct {
 	User      string
 	VC        string
 	GPUs      int
+	GPUType   string    // the GPU type asked for; "" for any (JobSpec.GPUType)
 	Submit    time.Time // simulated time
 	TimeLimit time.Duration
 	Priority  int64

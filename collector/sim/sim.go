@@ -45,6 +45,7 @@ import (
 
 	"github.com/heliostat-dev/heliostat/collector"
 	"github.com/heliostat-dev/heliostat/internal/logthrottle"
+	"github.com/heliostat-dev/heliostat/internal/slurmfmt"
 	"github.com/heliostat-dev/heliostat/schemas"
 )
 
@@ -143,6 +144,12 @@ type Sim struct {
 	out      *outbox
 	view     []PendingJob
 	blocked  map[string]int64 // VCs whose queue is held, and when the job holding it could start
+
+	// typeNodes holds each VC's nodes of one GPU type, keyed by
+	// typeKey (VC "" is every node); vcTypes each VC's one GPU type, ""
+	// where the VC mixes types. Both are fixed at New.
+	typeNodes map[string][]*node
+	vcTypes   map[string]string
 
 	live                bool // Run maps real to simulated time
 	realStart           time.Time
@@ -275,6 +282,7 @@ func New(cfg Config, work Workload, pol Policy, pub collector.Publisher, logger 
 		blocked: map[string]int64{},
 		wake:    make(chan struct{}, 1),
 	}
+	s.typeNodes, s.vcTypes = map[string][]*node{}, map[string]string{}
 	s.t = s.t0
 	s.origin = s.t0
 	s.nextTick = s.t0
@@ -291,8 +299,16 @@ func New(cfg Config, work Workload, pol Policy, pub collector.Publisher, logger 
 			n := s.newNode(idx, vc.Name, b)
 			s.nodes = append(s.nodes, n)
 			s.byName[n.name] = n
-			s.vcNodes[vc.Name] = append(s.vcNodes[vc.Name], n)
-			s.vcNodes[""] = append(s.vcNodes[""], n)
+			for _, name := range []string{vc.Name, ""} {
+				s.vcNodes[name] = append(s.vcNodes[name], n)
+				k := typeKey(name, b.gpuType)
+				s.typeNodes[k] = append(s.typeNodes[k], n)
+				if t, seen := s.vcTypes[name]; !seen {
+					s.vcTypes[name] = b.gpuType
+				} else if t != b.gpuType {
+					s.vcTypes[name] = ""
+				}
+			}
 			idx++
 		}
 	}
@@ -489,19 +505,38 @@ func (s *Sim) rejects(id string, spec *JobSpec) string {
 	case s.jobs[id] != nil:
 		return "duplicate job id"
 	}
-	nodes, ok := s.vcNodes[spec.VC]
-	if !ok {
+	if _, ok := s.vcNodes[spec.VC]; !ok {
 		return "unknown virtual cluster " + strconv.Quote(spec.VC)
 	}
-	if spec.GPUs > len(nodes)*s.cfg.GPUsPerNode {
-		return fmt.Sprintf("%d GPUs exceed the %d of its virtual cluster", spec.GPUs, len(nodes)*s.cfg.GPUsPerNode)
+	nodes := s.nodesFor(spec)
+	if len(nodes) == 0 {
+		return fmt.Sprintf("virtual cluster %q has no node with GPU type %q", spec.VC, spec.GPUType)
 	}
-	for _, str := range []string{id, spec.Name, spec.User, spec.VC} {
+	if spec.GPUs > len(nodes)*s.cfg.GPUsPerNode {
+		what := "its virtual cluster"
+		if spec.GPUType != "" {
+			what += "'s " + spec.GPUType + " nodes"
+		}
+		return fmt.Sprintf("%d GPUs exceed the %d of %s", spec.GPUs, len(nodes)*s.cfg.GPUsPerNode, what)
+	}
+	for _, str := range []string{id, spec.Name, spec.User, spec.VC, spec.GPUType} {
 		if len(str) > schemas.MaxStringLen {
 			return "a string field is too long"
 		}
 	}
 	return ""
+}
+
+// typeKey keys Sim.typeNodes.
+func typeKey(vc, gpuType string) string { return vc + "\x00" + gpuType }
+
+// nodesFor returns the nodes a job of spec may run on: its VC's, only those
+// of its GPU type where it asks for one.
+func (s *Sim) nodesFor(spec *JobSpec) []*node {
+	if spec.GPUType == "" {
+		return s.vcNodes[spec.VC]
+	}
+	return s.typeNodes[typeKey(spec.VC, spec.GPUType)]
 }
 
 // schedule starts the pending jobs that fit, in priority and policy order,
@@ -514,10 +549,7 @@ func (s *Sim) schedule() {
 	}
 	s.view = s.view[:0]
 	for _, j := range s.pending {
-		s.view = append(s.view, PendingJob{
-			ID: j.id, Name: j.spec.Name, User: j.spec.User, VC: j.spec.VC, GPUs: j.spec.GPUs,
-			Submit: time.Unix(j.submit, 0), TimeLimit: j.spec.TimeLimit, Priority: j.priority, Seq: j.seq,
-		})
+		s.view = append(s.view, j.view())
 	}
 	s.pol.Order(s.view)
 	slices.SortStableFunc(s.view, func(a, b PendingJob) int {
@@ -576,7 +608,7 @@ func (s *Sim) resumeFor(j *job) {
 		need = (j.spec.GPUs + gpn - 1) / gpn
 	}
 	var ready, down []*node
-	for _, n := range s.vcNodes[j.spec.VC] {
+	for _, n := range s.nodesFor(&j.spec) {
 		switch {
 		case n.heldForOther(j):
 		case n.state == NodeDown:
@@ -624,7 +656,7 @@ func (s *Sim) heldReady(j *job) bool {
 	gpn := s.cfg.GPUsPerNode
 	need := (j.spec.GPUs + gpn - 1) / gpn
 	up := 0
-	for _, n := range s.vcNodes[j.spec.VC] {
+	for _, n := range s.nodesFor(&j.spec) {
 		if n.heldForPending() == j {
 			if n.state != NodeUp {
 				return false
@@ -656,7 +688,7 @@ func (s *Sim) shadow(j *job) int64 {
 		gpus int
 	}
 	var times []int64
-	for _, n := range s.vcNodes[j.spec.VC] {
+	for _, n := range s.nodesFor(&j.spec) {
 		var from int64
 		switch n.state {
 		case NodeUp:
@@ -724,7 +756,7 @@ func (s *Sim) place(j *job) bool {
 	g := j.spec.GPUs
 	// A job runs on the nodes it powered up, else on the tightest fit among
 	// the nodes up and not held for another job.
-	nodes := s.vcNodes[j.spec.VC]
+	nodes := s.nodesFor(&j.spec)
 	usable := func(n *node) bool { return n.state == NodeUp && !n.heldForOther(j) }
 	if g <= gpn {
 		var best *node
@@ -861,13 +893,24 @@ func (s *Sim) stop() {
 	s.updateGauges()
 }
 
-// gpuType is the GPU type of virtual cluster vc's nodes, on its jobs'
-// events; "" for a VC the cluster lacks.
-func (s *Sim) gpuType(vc string) string {
-	if nodes := s.vcNodes[vc]; len(nodes) > 0 {
-		return nodes[0].board.gpuType
+// gpuType is the GPU type on j's events: the one it asks for; else, once
+// it has nodes, theirs (sorted and comma-separated where they differ, as
+// sacct reports a job's allocated GPU types); else its VC's, "" where the
+// VC mixes types (a pending job that asks for none has none yet).
+func (s *Sim) gpuType(j *job) string {
+	switch {
+	case j.spec.GPUType != "":
+		return j.spec.GPUType
+	case len(j.nodes) == 1:
+		return j.nodes[0].board.gpuType
+	case len(j.nodes) > 1:
+		types := make([]string, len(j.nodes))
+		for i, n := range j.nodes {
+			types[i] = n.board.gpuType
+		}
+		return slurmfmt.JoinTypes(types)
 	}
-	return ""
+	return s.vcTypes[j.spec.VC]
 }
 
 // emit queues an event of type typ for j at the current time.
@@ -891,7 +934,7 @@ func (s *Sim) emit(j *job, typ schemas.JobEventType) {
 		NodeCount:      int64((j.spec.GPUs + s.cfg.GPUsPerNode - 1) / s.cfg.GPUsPerNode),
 		CPUs:           schemas.Unknown,
 		GPUs:           int64(j.spec.GPUs),
-		GPUType:        s.gpuType(j.spec.VC),
+		GPUType:        s.gpuType(j),
 		MemReqBytes:    schemas.Unknown,
 		CommandHash:    j.cmdHash,
 	}

@@ -49,6 +49,8 @@ type OpenJob struct {
 	User string `json:"user,omitempty"`
 	VC   string `json:"vc,omitempty"`
 	GPUs int    `json:"gpus"`
+	// GPUType is the GPU type the job asks for; "" for any.
+	GPUType string `json:"gpu_type,omitempty"`
 	// State is PENDING or RUNNING; Final is the state the job ends in.
 	State string `json:"state"`
 	Final string `json:"final_state"`
@@ -109,7 +111,7 @@ func (s *Sim) Snapshot() State {
 	slices.SortFunc(open, func(a, b *job) int { return int(a.seq - b.seq) })
 	for _, j := range open {
 		oj := OpenJob{
-			ID: j.id, Seq: j.seq, Name: j.spec.Name, User: j.spec.User, VC: j.spec.VC, GPUs: j.spec.GPUs,
+			ID: j.id, Seq: j.seq, Name: j.spec.Name, User: j.spec.User, VC: j.spec.VC, GPUs: j.spec.GPUs, GPUType: j.spec.GPUType,
 			State: j.state.String(), Final: j.final.String(), RunS: j.runS, Priority: j.priority,
 			Submit: time.Unix(j.submit, 0).In(loc), Util: j.util, Mem: j.mem, UID: j.uid, CommandHash: j.cmdHash,
 		}
@@ -233,7 +235,7 @@ func (s *Sim) restoreJob(oj *OpenJob) string {
 	if oj.RunS < 0 || oj.TimeLimitS < 0 {
 		return "negative run time or time limit"
 	}
-	spec := JobSpec{ID: oj.ID, Name: oj.Name, User: oj.User, VC: oj.VC, GPUs: oj.GPUs,
+	spec := JobSpec{ID: oj.ID, Name: oj.Name, User: oj.User, VC: oj.VC, GPUs: oj.GPUs, GPUType: oj.GPUType,
 		Duration: time.Duration(oj.RunS) * time.Second, TimeLimit: time.Duration(oj.TimeLimitS) * time.Second,
 		State: final, Priority: oj.Priority}
 	if oj.ID == "" {
@@ -281,6 +283,8 @@ func (s *Sim) replace(j *job, placement []Placement) string {
 			return fmt.Sprintf("node %s placed twice", p.Node)
 		case !slices.Contains(s.vcNodes[j.spec.VC], n):
 			return fmt.Sprintf("node %s is not in virtual cluster %q", p.Node, j.spec.VC)
+		case !slices.Contains(s.nodesFor(&j.spec), n):
+			return fmt.Sprintf("node %s has no %s GPUs, which the job asks for", p.Node, j.spec.GPUType)
 		case n.state != NodeUp:
 			return fmt.Sprintf("node %s is %s", p.Node, n.state)
 		case n.excl != nil || multi && n.free != gpn:

@@ -26,6 +26,11 @@ type JobSpec struct {
 	// GPUs is how many GPUs the job uses, at least 1. A job of at most one
 	// node's GPUs runs on one node; a larger one on whole nodes.
 	GPUs int
+	// GPUType is the GPU type the job asks for (Slurm's
+	// --gres=gpu:a100:2): it runs only on its VC's nodes of that type.
+	// "" runs on any node of its VC, in a VC that mixes GPU types on
+	// nodes of more than one.
+	GPUType string
 	// Submit is when the job is submitted, after the simulation's start.
 	Submit time.Duration
 	// Duration is how long the job runs once started, rounded up to whole
