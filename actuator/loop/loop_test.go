@@ -1169,6 +1169,62 @@ func TestLoopSparesSpreadOverKinds(t *testing.T) {
 	}
 }
 
+// TestLoopSimMixedKinds closes the loop on a simulated partition of four
+// A100 and two H100 nodes (the simulator's VC of mixed nodes), buffer one:
+// after the peak window the plan keeps one A100 node powered (the kind with
+// most nodes; the order of names alone would keep sim-node-006, an H100),
+// the kinds read from the simulated nodes' GPU types. Then a job that asks
+// for 16 H100 GPUs arrives, and the loop wakes both H100 nodes (not an A100
+// one, which the spread alone would wake second and the job could not use),
+// and the job runs on them once they are up.
+func TestLoopSimMixedKinds(t *testing.T) {
+	cfg, conn := schematest.Database(t)
+	s, err := sim.New(sim.Config{Cluster: "t", Nodes: 6, VCs: "gpu:4:a100,gpu:2:h100", Start: t0, WakeDelay: time.Minute}, sim.Jobs([]sim.JobSpec{
+		{ID: "h", User: "u", VC: "gpu", GPUs: 16, GPUType: "h100", Submit: 20 * time.Minute, Duration: time.Hour, TimeLimit: 2 * time.Hour},
+	}), nil, discard{}, nil, nil, func() time.Time { return t0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := testConfig()
+	lc.Forecast, lc.CES.Buffer = ForecastPeak, 1
+	l := auditedLoop(t, conn, cfg.Database, simadapter.New(s), adapter.GuardConfig{Apply: true, Partitions: []string{"gpu"}, Nodes: []string{"sim-node-*"}}, lc)
+	ctx := context.Background()
+	poweredByType := func() map[string][]string {
+		out := map[string][]string{}
+		for _, n := range s.Nodes() {
+			if n.State != sim.NodeDown {
+				out[n.GPUType] = append(out[n.GPUType], n.Name)
+			}
+		}
+		return out
+	}
+	for m := range 22 {
+		if err := s.Advance(ctx, t0.Add(time.Duration(m)*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Once(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if m == 19 {
+			if got := poweredByType(); len(got["a100"]) != 1 || len(got["h100"]) != 0 {
+				t.Fatalf("powered before the job: %v; want one a100 node; plans %+v", got, l.View().Plans)
+			}
+		}
+	}
+	if err := s.Advance(ctx, t0.Add(24*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	var ran []string
+	for _, n := range s.Nodes() {
+		if slices.Contains(n.Jobs, "h") {
+			ran = append(ran, n.Name+" "+n.GPUType)
+		}
+	}
+	if !slices.Equal(ran, []string{"sim-node-005 h100", "sim-node-006 h100"}) {
+		t.Errorf("job h runs on %v at 24 min; want sim-node-005 and -006 (h100); powered %v; plans %+v", ran, poweredByType(), l.View().Plans)
+	}
+}
+
 // TestLoopRateLimitedRetried: with a cap of 2 priority changes a minute, 6
 // jobs get theirs within 3 passes a minute apart. An action the cap held
 // back is set aside only until the cap has room (not for RepeatAfter, as

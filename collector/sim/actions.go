@@ -149,7 +149,7 @@ type NodeInfo struct {
 	VC       string
 	State    NodeState
 	GPUs     int
-	GPUType  string    // the GPU type of every GPU of the node (its VC's)
+	GPUType  string    // the GPU type of every GPU of the node
 	FreeGPUs int       // GPUs a new job could take now (0 while reserved whole)
 	Jobs     []string  // ids of the jobs running on it
 	WakeAt   time.Time // when a waking node becomes usable; zero otherwise
