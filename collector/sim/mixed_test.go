@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -114,30 +113,7 @@ func TestRestoreKeepsGPUType(t *testing.T) {
 		{name: "placed on the a100 node", edit: func(st *State) { st.Jobs[0].Placement[0].Node = "sim-node-001" }, want: []string{"p"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b, err := json.Marshal(base.Snapshot())
-			if err != nil {
-				t.Fatal(err)
-			}
-			var st State
-			if err := json.Unmarshal(b, &st); err != nil {
-				t.Fatal(err)
-			}
-			if tc.edit != nil {
-				tc.edit(&st)
-			}
-			c := cfg
-			c.Cluster, c.Start = "test", st.Clock.Add(time.Second)
-			s, err := New(c, Jobs(nil), nil, &recorder{}, nil, nil, func() time.Time { return t0 })
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := s.Restore(st)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(got, tc.want) {
-				t.Errorf("Restore() = %v; want %v", got, tc.want)
-			}
+			s, _, _ := restored(t, base.Snapshot(), tc.edit, cfg, tc.want)
 			if q := s.Pending(); len(q) != 1 || q[0].GPUType != "h100" {
 				t.Errorf("Pending() after Restore = %+v; want p, asking for h100", q)
 			}

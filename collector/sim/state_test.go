@@ -175,28 +175,7 @@ func TestRestore(t *testing.T) {
 			edit: func(s *State) { s.Jobs[2].State = "COMPLETED" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b, _ := json.Marshal(snap)
-			var st State
-			if err := json.Unmarshal(b, &st); err != nil {
-				t.Fatal(err)
-			}
-			if tc.edit != nil {
-				tc.edit(&st)
-			}
-			cfg := tc.cfg
-			cfg.Cluster, cfg.Start = "test", st.Clock.Add(time.Second)
-			rec := &recorder{}
-			s, err := New(cfg, Jobs(nil), nil, rec, nil, nil, func() time.Time { return t0 })
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := s.Restore(st)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(got, tc.want) {
-				t.Errorf("Restore() = %v; want %v", got, tc.want)
-			}
+			s, rec, st := restored(t, snap, tc.edit, tc.cfg, tc.want)
 			if err := s.Advance(context.Background(), t0.Add(3*time.Hour)); err != nil {
 				t.Fatal(err)
 			}
@@ -211,6 +190,39 @@ func TestRestore(t *testing.T) {
 			}
 		})
 	}
+}
+
+// restored passes snap through JSON, as a saved state file does, applies
+// edit (nil: none), and restores it into a new Sim of cfg that starts a
+// second after the saved clock; the restored jobs must be want. It returns
+// the Sim, its recorder and the state restored.
+func restored(t *testing.T, snap State, edit func(*State), cfg Config, want []string) (*Sim, *recorder, State) {
+	t.Helper()
+	b, err := json.Marshal(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st State
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(&st)
+	}
+	cfg.Cluster, cfg.Start = "test", st.Clock.Add(time.Second)
+	rec := &recorder{}
+	s, err := New(cfg, Jobs(nil), nil, rec, nil, nil, func() time.Time { return t0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Restore(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Restore() = %v; want %v", got, want)
+	}
+	return s, rec, st
 }
 
 // TestEndLost: the jobs a killed run left open end UNKNOWN at the given
