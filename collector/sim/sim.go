@@ -295,14 +295,15 @@ func New(cfg Config, work Workload, pol Policy, pub collector.Publisher, logger 
 		if !ok {
 			return nil, fmt.Errorf("sim: virtual cluster %q: GPU type %q is not one the simulator models (%s)", vc.Name, vc.GPUType, gpuTypeList())
 		}
+		names := [2]string{vc.Name, ""}
+		keys := [2]string{typeKey(vc.Name, b.gpuType), typeKey("", b.gpuType)}
 		for range vc.Nodes {
 			n := s.newNode(idx, vc.Name, b)
 			s.nodes = append(s.nodes, n)
 			s.byName[n.name] = n
-			for _, name := range []string{vc.Name, ""} {
+			for i, name := range names {
 				s.vcNodes[name] = append(s.vcNodes[name], n)
-				k := typeKey(name, b.gpuType)
-				s.typeNodes[k] = append(s.typeNodes[k], n)
+				s.typeNodes[keys[i]] = append(s.typeNodes[keys[i]], n)
 				if t, seen := s.vcTypes[name]; !seen {
 					s.vcTypes[name] = b.gpuType
 				} else if t != b.gpuType {
