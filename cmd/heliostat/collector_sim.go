@@ -132,8 +132,8 @@ func unfitJobs(jobs []sim.JobSpec, cfg sim.Config, vcs []sim.VC) map[string]int 
 	if vcs == nil {
 		size["vc1"] = nodes * gpn
 	}
-	for _, vc := range vcs {
-		size[vc.Name] += vc.Nodes * gpn // a VC of mixed nodes comes once per GPU type
+	for _, vc := range sim.MergeVCs(vcs) {
+		size[vc.Name] = vc.Nodes * gpn
 	}
 	out := map[string]int{}
 	for i := range jobs {

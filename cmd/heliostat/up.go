@@ -340,15 +340,8 @@ func runUp(ctx context.Context, args []string, e *env) error {
 		// those of the VCs that had jobs in the window).
 		if !set["analytics.capacity"] && !set["analytics.capacity-file"] {
 			anc.Capacity = append(anc.Capacity, analytics.Capacity{Cluster: c.Cluster, GPUs: uint32(c.Nodes * c.GPUsPerNode)})
-			at := map[string]int{} // a VC of mixed nodes comes once per GPU type
-			for _, vc := range c.VCList() {
-				gpus := uint32(vc.Nodes * c.GPUsPerNode)
-				if i, ok := at[vc.Name]; ok {
-					anc.Capacity[i].GPUs += gpus
-					continue
-				}
-				at[vc.Name] = len(anc.Capacity)
-				anc.Capacity = append(anc.Capacity, analytics.Capacity{Cluster: c.Cluster, VC: vc.Name, GPUs: gpus})
+			for _, vc := range sim.MergeVCs(c.VCList()) {
+				anc.Capacity = append(anc.Capacity, analytics.Capacity{Cluster: c.Cluster, VC: vc.Name, GPUs: uint32(vc.Nodes * c.GPUsPerNode)})
 			}
 		}
 		describe = fmt.Sprintf("simulated cluster %q: %d nodes × %d GPUs, %g× real time, FIFO with backfill=%v", c.Cluster, c.Nodes, c.GPUsPerNode, c.Speedup, c.Backfill)

@@ -69,17 +69,14 @@ type genUser struct {
 	gpuType string
 }
 
-// mergeVCs returns vcs with one item per name, nodes summed (and GPUType
-// the first item's), in order of first appearance; and, for each name that
-// comes with more than one GPU type (a VC of mixed nodes), its items, each
-// GPUType resolved ("" is DefaultGPUType).
-func mergeVCs(vcs []VC) ([]VC, map[string][]VC) {
+// MergeVCs returns vcs (as ParseVCs gives them) with one item per VC, in
+// order of first appearance: a VC of mixed nodes, which comes once per GPU
+// type, gets its nodes summed and the first item's GPUType (mixedKinds
+// lists its types).
+func MergeVCs(vcs []VC) []VC {
 	var out []VC
-	groups := map[string][]VC{}
 	at := map[string]int{}
 	for _, vc := range vcs {
-		b, _ := boardOf(vc.GPUType)
-		groups[vc.Name] = append(groups[vc.Name], VC{Name: vc.Name, Nodes: vc.Nodes, GPUType: b.gpuType})
 		if i, ok := at[vc.Name]; ok {
 			out[i].Nodes += vc.Nodes
 			continue
@@ -87,16 +84,28 @@ func mergeVCs(vcs []VC) ([]VC, map[string][]VC) {
 		at[vc.Name] = len(out)
 		out = append(out, vc)
 	}
+	return out
+}
+
+// mixedKinds returns, for each VC of vcs that comes with more than one GPU
+// type (a VC of mixed nodes), its items, each GPUType resolved ("" is
+// DefaultGPUType).
+func mixedKinds(vcs []VC) map[string][]VC {
+	groups := map[string][]VC{}
+	for _, vc := range vcs {
+		b, _ := boardOf(vc.GPUType)
+		groups[vc.Name] = append(groups[vc.Name], VC{Name: vc.Name, Nodes: vc.Nodes, GPUType: b.gpuType})
+	}
 	for name, g := range groups {
 		if len(g) < 2 {
 			delete(groups, name)
 		}
 	}
-	return out, groups
+	return groups
 }
 
 // pickTypes gives half the users of each VC of mixed nodes (kinds, as
-// mergeVCs returns them) a GPU type their jobs ask for, each type in
+// mixedKinds returns them) a GPU type their jobs ask for, each type in
 // proportion to its nodes; the other half ask for any. It reads the users'
 // hashes, not the generator's stream, so that a workload without such a VC
 // is the same as before it.
@@ -158,7 +167,7 @@ func NewGenerator(cfg GeneratorConfig) (*Generator, error) {
 	if err != nil {
 		return nil, err
 	}
-	vcs, kinds := mergeVCs(cfg.VCs)
+	vcs, kinds := MergeVCs(cfg.VCs), mixedKinds(cfg.VCs)
 	g := &Generator{
 		rng:     rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		start:   cfg.Start,
@@ -200,7 +209,7 @@ func NewGenerator(cfg GeneratorConfig) (*Generator, error) {
 func AutoJobsPerHour(vcs []VC, gpusPerNode int) float64 {
 	r := sizeRatio()
 	var gpus, gpuSeconds float64
-	vcs, _ = mergeVCs(vcs)
+	vcs = MergeVCs(vcs)
 	for _, vc := range vcs {
 		n := float64(vc.Nodes * gpusPerNode)
 		gpus += n

@@ -37,6 +37,23 @@ func TestParseVCsMixed(t *testing.T) {
 	}
 }
 
+// TestMergeVCs: one item per VC, in order of first appearance, a VC of
+// mixed nodes with its nodes summed; mixedKinds lists only such VCs, with
+// their types resolved.
+func TestMergeVCs(t *testing.T) {
+	vcs, err := ParseVCs("gpu:4:a100,cpu:1,gpu:2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := MergeVCs(vcs), []VC{{"gpu", 6, "a100"}, {"cpu", 1, ""}}; !slices.Equal(got, want) {
+		t.Errorf("MergeVCs = %+v; want %+v", got, want)
+	}
+	kinds := mixedKinds(vcs)
+	if len(kinds) != 1 || !slices.Equal(kinds["gpu"], []VC{{"gpu", 4, "a100"}, {"gpu", 2, "h100"}}) {
+		t.Errorf("mixedKinds = %+v; want gpu: a100 ×4, h100 ×2", kinds)
+	}
+}
+
 // TestMixedVC runs a VC of two A100 nodes and one H100 node: a job that
 // asks for a GPU type runs only on nodes of that type and waits for one
 // while a node of the other type is free; a job that asks for none runs on
