@@ -74,15 +74,7 @@ func TestRestartContinuesJobs(t *testing.T) {
 	if want := []string{"a RUNNING", "b PENDING"}; !slices.Equal(open, want) {
 		t.Errorf("Snapshot() jobs = %v; want %v", open, want)
 	}
-	// As up keeps it: through JSON.
-	b, err := json.Marshal(snap)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var saved State
-	if err := json.Unmarshal(b, &saved); err != nil {
-		t.Fatal(err)
-	}
+	saved := viaJSON(t, snap) // as up keeps it
 	stored := p.stored(t, "restart")
 	if got := p.Jobs(t, "restart", t0); got["a"].State != "RUNNING" || got["b"].State != "PENDING" {
 		t.Errorf("after the first run's stop: a %+v, b %+v; want RUNNING and PENDING", got["a"], got["b"])
@@ -192,11 +184,8 @@ func TestRestore(t *testing.T) {
 	}
 }
 
-// restored passes snap through JSON, as a saved state file does, applies
-// edit (nil: none), and restores it into a new Sim of cfg that starts a
-// second after the saved clock; the restored jobs must be want. It returns
-// the Sim, its recorder and the state restored.
-func restored(t *testing.T, snap State, edit func(*State), cfg Config, want []string) (*Sim, *recorder, State) {
+// viaJSON returns snap as a saved state file gives it back: through JSON.
+func viaJSON(t *testing.T, snap State) State {
 	t.Helper()
 	b, err := json.Marshal(snap)
 	if err != nil {
@@ -206,6 +195,16 @@ func restored(t *testing.T, snap State, edit func(*State), cfg Config, want []st
 	if err := json.Unmarshal(b, &st); err != nil {
 		t.Fatal(err)
 	}
+	return st
+}
+
+// restored passes snap through JSON, as a saved state file does, applies
+// edit (nil: none), and restores it into a new Sim of cfg that starts a
+// second after the saved clock; the restored jobs must be want. It returns
+// the Sim, its recorder and the state restored.
+func restored(t *testing.T, snap State, edit func(*State), cfg Config, want []string) (*Sim, *recorder, State) {
+	t.Helper()
+	st := viaJSON(t, snap)
 	if edit != nil {
 		edit(&st)
 	}
