@@ -3,6 +3,7 @@ module github.com/heliostat-dev/heliostat
 go 1.26.8
 
 require (
+	github.com/ClickHouse/ch-go v0.74.0
 	github.com/ClickHouse/clickhouse-go/v2 v2.50.0
 	github.com/NVIDIA/go-nvml v0.13.0-1
 	github.com/prometheus/client_golang v1.25.0
@@ -18,7 +19,6 @@ require (
 )
 
 require (
-	github.com/ClickHouse/ch-go v0.74.0 // indirect
 	github.com/andybalholm/brotli v1.2.6 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
