@@ -1,5 +1,6 @@
 // Package chconn holds the ClickHouse connection settings that every subcommand
-// shares (--clickhouse.* flags) and opens native-protocol connections from them.
+// shares (--clickhouse.* flags) and opens connections (native protocol, or
+// HTTP with --clickhouse.protocol http) from them.
 package chconn
 
 import (
@@ -24,9 +25,15 @@ import (
 
 // Config says how to reach ClickHouse.
 type Config struct {
-	// Addr is host:port of the native protocol. Default 127.0.0.1:9000, or
-	// $HELIOSTAT_CLICKHOUSE_ADDR.
+	// Addr is host:port of the server's native port (9000 by convention),
+	// or of its HTTP port (8123) with Protocol "http". Default
+	// 127.0.0.1:9000, or $HELIOSTAT_CLICKHOUSE_ADDR.
 	Addr string
+	// Protocol is "native" (default; empty means it) or "http": ClickHouse's
+	// HTTP interface, for a server reached only through an HTTP proxy or
+	// load balancer. HTTP needs ClickHouse 21 or later (18.16 refuses
+	// clickhouse-go's client_protocol_version parameter).
+	Protocol string
 	// Database holds heliostat's tables. Default "heliostat".
 	Database string
 	// User is the ClickHouse user. Default "default".
@@ -36,12 +43,14 @@ type Config struct {
 	PasswordFile string
 	// DialTimeout bounds connecting. Default 5s.
 	DialTimeout time.Duration
-	// Compression is the native-protocol block compression: "lz4" (default)
+	// Compression is ClickHouse's block compression on the wire (in HTTP
+	// bodies too): "lz4" (default)
 	// or "none" (cheaper on loopback).
 	Compression string
 
-	// TLS turns on TLS for the native protocol (ClickHouse's tcp_port_secure,
-	// 9440 by convention). Any of the TLS* settings below implies it. Default
+	// TLS turns on TLS: the native protocol on ClickHouse's tcp_port_secure
+	// (9440 by convention), or HTTPS (its https_port, 8443) with Protocol
+	// "http". Any of the TLS* settings below implies it. Default
 	// off: plain TCP, as before.
 	TLS bool
 	// TLSCAFile names a PEM file of CA certificates to trust instead of the
@@ -68,7 +77,8 @@ type Config struct {
 // RegisterFlags adds the --clickhouse.* flags to fs, with defaults from getenv.
 func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	addr := envdefault.String(getenv, "HELIOSTAT_CLICKHOUSE_ADDR", "127.0.0.1:9000")
-	fs.StringVar(&c.Addr, "clickhouse.addr", addr, "ClickHouse native-protocol address host:port ($HELIOSTAT_CLICKHOUSE_ADDR)")
+	fs.StringVar(&c.Addr, "clickhouse.addr", addr, "ClickHouse address host:port: its native port, or its HTTP port with --clickhouse.protocol http ($HELIOSTAT_CLICKHOUSE_ADDR)")
+	fs.StringVar(&c.Protocol, "clickhouse.protocol", "native", "how to talk to ClickHouse: native (its TCP protocol, port 9000) or http (its HTTP interface, port 8123; 8443 with TLS); http needs ClickHouse 21 or later")
 	fs.StringVar(&c.Database, "clickhouse.database", "heliostat", "ClickHouse database that holds heliostat's tables")
 	fs.StringVar(&c.User, "clickhouse.user", envdefault.String(getenv, "HELIOSTAT_CLICKHOUSE_USER", "default"), "ClickHouse user ($HELIOSTAT_CLICKHOUSE_USER)")
 	fs.StringVar(&c.PasswordFile, "clickhouse.password-file", "", "file holding the ClickHouse password (default: $HELIOSTAT_CLICKHOUSE_PASSWORD)")
@@ -98,6 +108,9 @@ func (c *Config) Validate() error {
 	}
 	if !identifier.MatchString(c.Database) {
 		return fmt.Errorf("chconn: --clickhouse.database %q is not a plain identifier", c.Database)
+	}
+	if c.Protocol != "" && c.Protocol != "native" && c.Protocol != "http" {
+		return fmt.Errorf("chconn: --clickhouse.protocol %q: want native or http", c.Protocol)
 	}
 	if c.Compression != "" && c.Compression != "lz4" && c.Compression != "none" {
 		return fmt.Errorf("chconn: --clickhouse.compression %q: want lz4 or none", c.Compression)
@@ -202,7 +215,12 @@ func (c *Config) options(getenv func(string) string) (*clickhouse.Options, error
 	if c.Compression == "none" {
 		comp = &clickhouse.Compression{Method: clickhouse.CompressionNone}
 	}
+	protocol := clickhouse.Native
+	if c.Protocol == "http" {
+		protocol = clickhouse.HTTP
+	}
 	return &clickhouse.Options{
+		Protocol:        protocol,
 		Addr:            []string{c.Addr},
 		Auth:            clickhouse.Auth{Username: user, Password: password},
 		DialTimeout:     c.dialTimeout(),

@@ -28,7 +28,9 @@ type runOutcome struct {
 }
 
 // outcomesOf returns job id's outcomes, one per run (FINAL keeps one per
-// month of submit), by submit time.
+// month of submit), by submit time in UTC (a map key compares locations too:
+// a server whose time zone is "Etc/UTC" gives times of another location
+// than time.UTC).
 func outcomesOf(t *testing.T, conn driver.Conn, db, id string) map[time.Time]runOutcome {
 	t.Helper()
 	rows, err := conn.Query(context.Background(), "SELECT user, ran, state, predicted_s, actual_s, submit_time FROM "+db+".prediction_outcomes FINAL WHERE job_id = ?", id)
@@ -42,7 +44,7 @@ func outcomesOf(t *testing.T, conn driver.Conn, db, id string) map[time.Time]run
 		if err := rows.Scan(&o.user, &o.ran, &o.state, &o.pred, &o.actual, &o.submit); err != nil {
 			t.Fatal(err)
 		}
-		out[o.submit] = o
+		out[o.submit.UTC()] = o
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
@@ -63,7 +65,7 @@ func predictionOf(t *testing.T, conn driver.Conn, db, id string) (string, time.T
 		Scan(&user, &submit, &p); err != nil {
 		t.Fatalf("prediction of %s: %v", id, err)
 	}
-	return user, submit, p
+	return user, submit.UTC(), p // UTC: see outcomesOf
 }
 
 // TestRequeuedJobPredictedPerRun: Slurm requeues job rq (same id, new

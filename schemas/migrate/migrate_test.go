@@ -19,7 +19,6 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"github.com/heliostat-dev/heliostat/internal/chconn"
 	"github.com/heliostat-dev/heliostat/schemas"
 	"github.com/heliostat-dev/heliostat/schemas/migrate"
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
@@ -196,7 +195,6 @@ func TestApplyBadDatabaseName(t *testing.T) {
 // not created) and a connection; the database is dropped when the test ends.
 func emptyDatabase(t *testing.T) (string, driver.Conn) {
 	t.Helper()
-	s := schematest.ClickHouse(t)
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	db := "t_migrate_" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "_"))
@@ -204,7 +202,8 @@ func emptyDatabase(t *testing.T) (string, driver.Conn) {
 		db = db[:50]
 	}
 	db += "_" + hex.EncodeToString(b[:])
-	cfg := chconn.Config{Addr: s.Addr(), Database: db}
+	cfg := schematest.Config(t)
+	cfg.Database = db
 	conn, err := cfg.Open(context.Background(), func(string) string { return "" })
 	if err != nil {
 		t.Fatalf("connect to test ClickHouse: %v", err)

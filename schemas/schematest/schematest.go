@@ -1,6 +1,8 @@
 // Package schematest starts the real servers that integration tests need — a
-// local ClickHouse child process and an in-process Kafka-protocol broker (kfake)
-// — and gives each test its own database with the schema applied.
+// local ClickHouse child process (or, with HELIOSTAT_TEST_CLICKHOUSE=chdb, a
+// current ClickHouse in the test process) and an in-process Kafka-protocol
+// broker (kfake) — and gives each test its own database with the schema
+// applied.
 package schematest
 
 import (
@@ -9,7 +11,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -20,16 +25,32 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/heliostat-dev/heliostat/internal/chconn"
+	"github.com/heliostat-dev/heliostat/internal/chlocal"
 	"github.com/heliostat-dev/heliostat/internal/chserver"
 	"github.com/heliostat-dev/heliostat/schemas/migrate"
 )
+
+// EnvClickHouse chooses the ClickHouse the tests run on: unset, Debian's
+// clickhouse-server (18.16 on bookworm) started as a child process; "chdb",
+// a current ClickHouse in the test process (chlocal, from the libchdb.so
+// that $HELIOSTAT_CHDB_LIB names) reached over its HTTP interface. `make
+// test` runs the packages that query ClickHouse both ways, so their SQL is
+// checked on the oldest and a current release.
+const EnvClickHouse = "HELIOSTAT_TEST_CLICKHOUSE"
 
 var (
 	once    sync.Once
 	server  *chserver.Server
 	dir     string
 	startEr error
+
+	local     *chlocal.DB
+	localHTTP *http.Server
+	localAddr string
 )
+
+// onCHDB reports whether the tests run on chDB (EnvClickHouse).
+func onCHDB() bool { return os.Getenv(EnvClickHouse) == "chdb" }
 
 // Main runs a test binary's tests and stops the shared ClickHouse afterwards.
 // Use it from TestMain: os.Exit(schematest.Main(m)).
@@ -37,6 +58,10 @@ func Main(m *testing.M) int {
 	code := m.Run()
 	if server != nil {
 		_ = server.Stop()
+	}
+	if localHTTP != nil {
+		_ = localHTTP.Close()
+		local.Close()
 	}
 	if dir != "" {
 		os.RemoveAll(dir)
@@ -49,6 +74,9 @@ func Main(m *testing.M) int {
 // fails the test with the reason when the server cannot start.
 func ClickHouse(t testing.TB) *chserver.Server {
 	t.Helper()
+	if onCHDB() {
+		t.Skipf("needs a ClickHouse server process, and %s=chdb runs ClickHouse in the test process: this test runs in the pass on Debian's ClickHouse", EnvClickHouse)
+	}
 	once.Do(func() {
 		dir, startEr = os.MkdirTemp("", "heliostat-ch-*")
 		if startEr != nil {
@@ -64,12 +92,52 @@ func ClickHouse(t testing.TB) *chserver.Server {
 	return server
 }
 
+// Config returns the settings that reach the tests' ClickHouse, whichever
+// it is (EnvClickHouse), starting it on first use; Database is left empty.
+func Config(t testing.TB) chconn.Config {
+	t.Helper()
+	if onCHDB() {
+		return chconn.Config{Addr: chdb(t), Protocol: "http", Compression: "none"}
+	}
+	return chconn.Config{Addr: ClickHouse(t).Addr()}
+}
+
+// chdb returns the address of the test binary's chDB engine's HTTP
+// interface, starting it on first use.
+func chdb(t testing.TB) string {
+	t.Helper()
+	once.Do(func() {
+		lib := os.Getenv(chlocal.EnvLib)
+		if lib == "" {
+			startEr = fmt.Errorf("%s=chdb but $%s (the path of libchdb.so) is not set; `make test` fetches it", EnvClickHouse, chlocal.EnvLib)
+			return
+		}
+		if dir, startEr = os.MkdirTemp("", "heliostat-chdb-*"); startEr != nil {
+			return
+		}
+		if local, startEr = chlocal.Open(lib, filepath.Join(dir, "data")); startEr != nil {
+			return
+		}
+		var ln net.Listener
+		if ln, startEr = net.Listen("tcp", "127.0.0.1:0"); startEr != nil {
+			local.Close()
+			return
+		}
+		localAddr = ln.Addr().String()
+		localHTTP = &http.Server{Handler: chlocal.NewHandler(local, dir, slog.New(slog.DiscardHandler)), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = localHTTP.Serve(ln) }()
+	})
+	if startEr != nil {
+		t.Fatalf("start chDB for tests: %v", startEr)
+	}
+	return localAddr
+}
+
 // Database creates a fresh database on the shared server, applies the
 // migrations, and drops it when the test ends. It returns the connection
 // settings and an open connection.
 func Database(t testing.TB) (chconn.Config, driver.Conn) {
 	t.Helper()
-	s := ClickHouse(t)
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	name := strings.Map(func(r rune) rune {
@@ -81,7 +149,8 @@ func Database(t testing.TB) (chconn.Config, driver.Conn) {
 	if len(name) > 40 {
 		name = name[:40]
 	}
-	cfg := chconn.Config{Addr: s.Addr(), Database: fmt.Sprintf("t_%s_%s", name, hex.EncodeToString(b[:]))}
+	cfg := Config(t)
+	cfg.Database = fmt.Sprintf("t_%s_%s", name, hex.EncodeToString(b[:]))
 	ctx := context.Background()
 	conn, err := cfg.Open(ctx, func(string) string { return "" })
 	if err != nil {
