@@ -13,12 +13,20 @@ FUZZTIME ?= 30s
 # staticcheck, pinned; `go run` fetches it through the module proxy on first use.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 export GOFLAGS ?= -buildvcs=false
+# make test's second pass: the packages that query ClickHouse run again on a
+# current ClickHouse, chDB's libchdb.so (ClickHouse as a library, from npm),
+# fetched once into CHDB_DIR and checked against its published SHA-512.
+CHDB_VERSION ?= 26.7.3-stable.1
+CHDB_SHA512  ?= 5cff7b98caa7739b59a4a432c11f0dedc2d3b073624e61ebdf4a42e66ce8de35a6ba48ca9f62016bad1cd81fe059435cb858ce3235a8a2b408082a81563e70a7
+CHDB_DIR     ?= $(HOME)/.cache/heliostat/chdb-$(CHDB_VERSION)
+CHDB_LIB     := $(CHDB_DIR)/libchdb.so
+CHDB_PKGS    := ./schemas/... ./analytics/... ./dashboards ./predictor/live ./actuator/audit ./actuator/demandlog ./internal/retention
 # make install: where (DESTDIR stages the tree for a package)
 PREFIX     ?= /usr/local
 SYSCONFDIR ?= /etc
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
 
-.PHONY: help build run test test-short deps bench bench-go lint fmt vet fuzz generate install uninstall clean
+.PHONY: help build run test test-short test-current deps chdb bench bench-go lint fmt vet fuzz generate install uninstall clean
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -32,7 +40,7 @@ build: ## build bin/heliostat, its version (heliostat version, heliostat_build_i
 run: build ## run the whole pipeline on the embedded default (Ctrl-C stops it)
 	./$(BIN) up
 
-deps: ## install clickhouse-server, Slurm (slurmctld, slurmd, munge; slurmdbd and mariadb-server for accounting), chromium (the report's browser test), systemd (systemd-analyze, for the units' test) and prometheus (promtool and the server, for the alert and dashboard tests; not its node exporter) when missing (Debian, as root); otherwise say what to install
+deps: ## install clickhouse-server, Slurm (slurmctld, slurmd, munge; slurmdbd and mariadb-server for accounting), chromium (the report's browser test), systemd (systemd-analyze, for the units' test), curl (make chdb) and prometheus (promtool and the server, for the alert and dashboard tests; not its node exporter) when missing (Debian, as root); otherwise say what to install
 	@missing=""; \
 	command -v clickhouse-server >/dev/null 2>&1 || [ -x /usr/bin/clickhouse-server ] || missing="$$missing clickhouse-server clickhouse-client"; \
 	command -v slurmctld >/dev/null 2>&1 || [ -x /usr/sbin/slurmctld ] || missing="$$missing slurmctld slurmd slurm-client munge"; \
@@ -40,6 +48,7 @@ deps: ## install clickhouse-server, Slurm (slurmctld, slurmd, munge; slurmdbd an
 	command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || missing="$$missing mariadb-server"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v systemd-analyze >/dev/null 2>&1 || missing="$$missing systemd"; \
+	command -v curl >/dev/null 2>&1 || missing="$$missing curl"; \
 	norec=""; command -v promtool >/dev/null 2>&1 || norec="prometheus"; \
 	if [ -z "$$missing$$norec" ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -51,8 +60,22 @@ deps: ## install clickhouse-server, Slurm (slurmctld, slurmd, munge; slurmdbd an
 		echo "missing:$$missing $$norec — run 'sudo apt-get install$$missing $$norec'" >&2; exit 1; \
 	fi
 
-test: deps vet ## everything CI checks: vet, unit and integration tests against real ClickHouse and Kafka-protocol servers
-	$(GO) test -count=1 -timeout 20m $(PKGS)
+test: deps vet chdb ## everything CI checks: vet, unit and integration tests against real ClickHouse (Debian's 18.16, then a current release for the packages that query it) and Kafka-protocol servers
+	HELIOSTAT_CHDB_LIB=$(CHDB_LIB) $(GO) test -count=1 -timeout 20m $(PKGS)
+	@$(MAKE) --no-print-directory test-current
+
+test-current: chdb ## the packages that query ClickHouse, on a current ClickHouse (chDB, in the test process, over HTTP)
+	@if [ "$$(uname -m)" != x86_64 ]; then echo "test-current: chDB's library is fetched for x86_64 only; skipped on $$(uname -m)"; exit 0; fi; \
+	echo "HELIOSTAT_TEST_CLICKHOUSE=chdb: $(CHDB_PKGS)"; \
+	HELIOSTAT_CHDB_LIB=$(CHDB_LIB) HELIOSTAT_TEST_CLICKHOUSE=chdb $(GO) test -count=1 -timeout 10m $(CHDB_PKGS)
+
+chdb: ## fetch chDB's libchdb.so (a current ClickHouse as a library, x86_64) into CHDB_DIR for the tests
+	@if [ "$$(uname -m)" != x86_64 ] || [ -f $(CHDB_LIB) ]; then exit 0; fi; \
+	set -e; mkdir -p $(CHDB_DIR); tgz=$(CHDB_DIR)/lib.tgz.part; \
+	echo "fetching chDB $(CHDB_VERSION) (178 MB) into $(CHDB_DIR)"; \
+	curl -fsSL --retry 3 -o $$tgz https://registry.npmjs.org/@chdb/lib-linux-x64-gnu/-/lib-linux-x64-gnu-$(CHDB_VERSION).tgz; \
+	echo "$(CHDB_SHA512)  $$tgz" | sha512sum -c --quiet || { echo "chdb: $$tgz does not match its SHA-512" >&2; rm -f $$tgz; exit 1; }; \
+	tar -xzf $$tgz -C $(CHDB_DIR) --strip-components=1 package/libchdb.so; rm -f $$tgz
 
 test-short: deps ## the tests without the million-sample crash test
 	$(GO) test -count=1 -short $(PKGS)

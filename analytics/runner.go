@@ -472,9 +472,16 @@ func (r *Runner) runJob(ctx context.Context, rn *run, id string, j Job) (*JobRes
 			return nil, fmt.Errorf("count %s: %w", t, err)
 		}
 		jr.Rows[t] = int(n)
-		// REPLACE PARTITION with an empty staging table empties the
-		// window's partition: a window with no rows any more has none.
-		if err := r.conn.Exec(ctx, "ALTER TABLE "+db+"."+t+" REPLACE PARTITION '"+rn.vars["window_id"]+"' FROM "+stage[t]); err != nil {
+		// A window with no rows any more has none: its partition is
+		// dropped. REPLACE PARTITION from an empty staging table did that
+		// up to ClickHouse 24; current releases refuse it (unless
+		// allow_replace_partition_from_empty_source, a setting 18.16
+		// does not know).
+		swap := "ALTER TABLE " + db + "." + t + " REPLACE PARTITION '" + rn.vars["window_id"] + "' FROM " + stage[t]
+		if n == 0 {
+			swap = "ALTER TABLE " + db + "." + t + " DROP PARTITION '" + rn.vars["window_id"] + "'"
+		}
+		if err := r.conn.Exec(ctx, swap); err != nil {
 			return nil, fmt.Errorf("swap in %s: %w", t, err)
 		}
 	}

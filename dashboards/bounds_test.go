@@ -183,7 +183,7 @@ FROM (SELECT number, %[2]s FROM system.numbers LIMIT %[3]d) WHERE %[4]s`, ch.Dat
 			b.Fatalf("fill: %v\n%s", err, q)
 		}
 	}
-	grafana, err := clickhouse.Open(&clickhouse.Options{Addr: []string{ch.Addr}, Auth: clickhouse.Auth{Database: ch.Database, Username: "default"}})
+	grafana, err := clickhouse.Open(&clickhouse.Options{Protocol: ch.ClientProtocol(), Addr: []string{ch.Addr}, Auth: clickhouse.Auth{Database: ch.Database, Username: "default"}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -203,7 +203,7 @@ func firstRow(t *testing.T, conn clickhouse.Conn, sql string) map[string]float64
 // when the test ends.
 func grafanaConn(t *testing.T, cfg chconn.Config) driver.Conn {
 	t.Helper()
-	c, err := clickhouse.Open(&clickhouse.Options{Addr: []string{cfg.Addr}, Auth: clickhouse.Auth{Database: cfg.Database, Username: "default"}})
+	c, err := clickhouse.Open(&clickhouse.Options{Protocol: cfg.ClientProtocol(), Addr: []string{cfg.Addr}, Auth: clickhouse.Auth{Database: cfg.Database, Username: "default"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -272,7 +272,9 @@ func (s *seeded) checkClickHousePanel(t *testing.T, d *dashboard, p panel, sel m
 				t.Errorf("%s target %s (%s): no rows, or only zeros and NULLs, on the seeded data\n%s", name, tg.RefID, choice, sql)
 			}
 		}
-		if tg.QueryType == "timeseries" && !slices.ContainsFunc(r.types, func(ty string) bool { return strings.HasPrefix(ty, "DateTime") }) {
+		// Over HTTP (HELIOSTAT_TEST_CLICKHOUSE=chdb) an empty result
+		// comes without its columns' names and types.
+		if tg.QueryType == "timeseries" && len(r.types) > 0 && !slices.ContainsFunc(r.types, func(ty string) bool { return strings.HasPrefix(ty, "DateTime") }) {
 			t.Errorf("%s target %s: a time series without a DateTime column (columns %v, types %v)", name, tg.RefID, r.columns, r.types)
 		}
 		for _, c := range r.columns {

@@ -365,7 +365,7 @@ func seed(t *testing.T) *seeded {
 		t.Fatal(err)
 	}
 
-	s.grafana, err = clickhouse.Open(&clickhouse.Options{Addr: []string{ch.Addr}, Auth: clickhouse.Auth{Database: db, Username: "default"}})
+	s.grafana, err = clickhouse.Open(&clickhouse.Options{Protocol: ch.ClientProtocol(), Addr: []string{ch.Addr}, Auth: clickhouse.Auth{Database: db, Username: "default"}})
 	if err != nil {
 		t.Fatal(err)
 	}

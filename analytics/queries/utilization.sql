@@ -106,8 +106,10 @@ SELECT
     {window_columns}, cluster, scope, scope_value, '{tz}', slot_kind, slot,
     hours, cap, busy, if(cap = 0, nan, busy / cap), subs, subs * 3600 / covered, gpu_subs * 3600 / covered
 FROM (
+    -- The weekday is its date's in the zone: toDayOfWeek(t, zone) is 18.16's
+    -- form, while current ClickHouse reads a second argument as a week mode.
     SELECT cluster, scope, scope_value,
-        (arrayJoin([('hour_of_day', toHour(hour_start, '{tz}')), ('day_of_week', toDayOfWeek(hour_start, '{tz}'))]) AS ks).1 AS slot_kind,
+        (arrayJoin([('hour_of_day', toHour(hour_start, '{tz}')), ('day_of_week', toDayOfWeek(toDate(hour_start, '{tz}')))]) AS ks).1 AS slot_kind,
         ks.2 AS slot,
         toUInt32(count()) AS hours,
         sum(secs) AS covered,

@@ -276,7 +276,7 @@ func (l *loader) heatmap(ctx context.Context, r *Report) error {
 	// in analytics_utilization: the first hour may begin before the window
 	// (its zone's hours need not be whole UTC hours), and the last of an
 	// open window end at computed_until.
-	return l.query(ctx, `SELECT toDayOfWeek(hour_start, ?) AS d, toHour(hour_start, ?) AS h, sum(busy_gpus * secs) / sum(capacity * secs)
+	return l.query(ctx, `SELECT toDayOfWeek(toDate(hour_start, ?)) AS d, toHour(hour_start, ?) AS h, sum(busy_gpus * secs) / sum(capacity * secs)
 FROM (
 	SELECT hour_start, busy_gpus, capacity,
 		least(toUInt32(hour_start) + 3600, (SELECT toUInt32(max(computed_until)) FROM {db}.analytics_runs FINAL WHERE window_id = ? AND job = 'utilization'))

@@ -215,12 +215,8 @@ func (c *Config) options(getenv func(string) string) (*clickhouse.Options, error
 	if c.Compression == "none" {
 		comp = &clickhouse.Compression{Method: clickhouse.CompressionNone}
 	}
-	protocol := clickhouse.Native
-	if c.Protocol == "http" {
-		protocol = clickhouse.HTTP
-	}
 	return &clickhouse.Options{
-		Protocol:        protocol,
+		Protocol:        c.ClientProtocol(),
 		Addr:            []string{c.Addr},
 		Auth:            clickhouse.Auth{Username: user, Password: password},
 		DialTimeout:     c.dialTimeout(),
@@ -230,6 +226,14 @@ func (c *Config) options(getenv func(string) string) (*clickhouse.Options, error
 		Compression:     comp,
 		TLS:             tc,
 	}, nil
+}
+
+// ClientProtocol is Protocol as clickhouse-go names it.
+func (c *Config) ClientProtocol() clickhouse.Protocol {
+	if c.Protocol == "http" {
+		return clickhouse.HTTP
+	}
+	return clickhouse.Native
 }
 
 func (c *Config) dialTimeout() time.Duration {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/heliostat-dev/heliostat/internal/chlocal"
 	"github.com/heliostat-dev/heliostat/internal/chserver"
 	"github.com/heliostat-dev/heliostat/internal/testpki"
 )
@@ -34,6 +36,9 @@ func TestValidate(t *testing.T) {
 		{"empty addr", func(c *Config) { c.Addr = "" }, "--clickhouse.addr is empty"},
 		{"bad database", func(c *Config) { c.Database = "a-b" }, "--clickhouse.database"},
 		{"bad compression", func(c *Config) { c.Compression = "zstd" }, "--clickhouse.compression"},
+		{"http", func(c *Config) { c.Protocol = "http" }, ""},
+		{"native", func(c *Config) { c.Protocol = "native" }, ""},
+		{"bad protocol", func(c *Config) { c.Protocol = "grpc" }, "--clickhouse.protocol \"grpc\": want native or http"},
 		{"tls alone", func(c *Config) { c.TLS = true }, ""},
 		{"ca only", func(c *Config) { c.TLSCAFile = "ca.pem" }, ""},
 		{"cert and key", func(c *Config) { c.TLSCertFile, c.TLSKeyFile = "c.pem", "k.pem" }, ""},
@@ -87,10 +92,51 @@ func TestFlags(t *testing.T) {
 		"--clickhouse.tls.server-name=ch.example", "--clickhouse.tls.insecure-skip-verify"}); err != nil {
 		t.Fatal(err)
 	}
-	want := Config{Addr: "127.0.0.1:9000", Database: "heliostat", User: "default", DialTimeout: 5 * time.Second, Compression: "lz4",
+	want := Config{Addr: "127.0.0.1:9000", Protocol: "native", Database: "heliostat", User: "default", DialTimeout: 5 * time.Second, Compression: "lz4",
 		TLSCAFile: "/ca.pem", TLSCertFile: "/c.pem", TLSKeyFile: "/k.pem", TLSServerName: "ch.example", TLSInsecureSkipVerify: true}
 	if c != want {
 		t.Errorf("flags = %+v; want %+v", c, want)
+	}
+}
+
+// TestOpenHTTP opens connections over ClickHouse's HTTP interface, served
+// by a current ClickHouse in the process (chlocal; make test sets
+// $HELIOSTAT_CHDB_LIB): --clickhouse.protocol http reaches it, queries
+// and batches go through, and the default native protocol pointed at the
+// HTTP port fails at its ping rather than later.
+func TestOpenHTTP(t *testing.T) {
+	lib := os.Getenv(chlocal.EnvLib)
+	if lib == "" {
+		t.Skipf("$%s is not set: `make test` fetches libchdb.so and sets it", chlocal.EnvLib)
+	}
+	db, err := chlocal.Open(lib, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	srv := httptest.NewServer(chlocal.NewHandler(db, t.TempDir(), slog.New(slog.DiscardHandler)))
+	t.Cleanup(srv.Close)
+	cfg := Config{Addr: strings.TrimPrefix(srv.URL, "http://"), Protocol: "http", Compression: "none", Database: "heliostat"}
+	ctx := context.Background()
+	conn, err := cfg.Open(ctx, noenv)
+	if err != nil {
+		t.Fatalf("open over HTTP: %v", err)
+	}
+	defer conn.Close()
+	var n uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM system.numbers LIMIT 10 WHERE number < ?", 5).Scan(&n); err == nil || n != 0 {
+		// a malformed statement: the exception reaches the caller
+		t.Fatalf("malformed query: n %d, err %v; want ClickHouse's syntax error", n, err)
+	}
+	if err := conn.QueryRow(ctx, "SELECT count() FROM (SELECT number FROM system.numbers LIMIT 10) WHERE number < ?", 5).Scan(&n); err != nil || n != 5 {
+		t.Fatalf("count over HTTP = %d, %v; want 5", n, err)
+	}
+	native := cfg
+	native.Protocol = ""
+	native.DialTimeout = 2 * time.Second
+	if c, err := native.Open(ctx, noenv); err == nil {
+		c.Close()
+		t.Fatal("the native protocol against an HTTP port opened; want its ping to fail")
 	}
 }
 
