@@ -2,8 +2,11 @@ package chlocal
 
 import (
 	"context"
+	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -103,9 +106,47 @@ func TestHTTPRoundTrip(t *testing.T) {
 	if n != 3 || nulls != 1 || !last.Equal(at) {
 		t.Fatalf("count %d, nulls %d, max %v: want 3, 1, %v", n, nulls, last, at)
 	}
-	err = conn.Exec(ctx, "SELECT no_such_column FROM rt.t")
-	var ex *clickhouse.Exception
-	if err == nil || !strings.Contains(err.Error(), "no_such_column") {
-		t.Fatalf("bad column: err %v, want ClickHouse's exception naming it (%T)", err, ex)
+	if err := conn.Exec(ctx, "SELECT no_such_column FROM rt.t"); err == nil || !strings.Contains(err.Error(), "no_such_column") {
+		t.Fatalf("bad column: err %v, want ClickHouse's exception naming it", err)
+	}
+}
+
+// TestHandlerRequests checks the interface's edges on plain requests:
+// settings hold for their statement alone, an exception is a 500 with its
+// code, and what the handler does not implement is refused, not ignored.
+func TestHandlerRequests(t *testing.T) {
+	_, srv := open(t)
+	for _, tc := range []struct {
+		name   string
+		params url.Values
+		body   string
+		status int
+		want   string // the body, or a substring of it for errors
+		code   string // X-ClickHouse-Exception-Code
+	}{
+		{"setting applied", url.Values{"max_threads": {"3"}}, "SELECT getSetting('max_threads')", 200, "3\n", ""},
+		{"setting reset after", url.Values{"max_threads": {"4"}, "query": {"SELECT getSetting('max_threads') = 4"}}, "", 200, "1\n", ""},
+		{"then the default again", nil, "SELECT getSetting('max_threads') IN (3, 4)", 200, "0\n", ""},
+		{"statement in the query parameter", url.Values{"query": {"SELECT 2 + 2"}}, "", 200, "4\n", ""},
+		{"exception", nil, "SELECT no_such_function()", 500, "no_such_function", "46"},
+		{"empty", nil, "", 500, "Empty query", "62"},
+		{"compressed response", url.Values{"compress": {"1"}}, "SELECT 1", 400, "compressed responses", ""},
+		{"query parameter", url.Values{"param_x": {"1"}}, "SELECT {x:UInt8}", 400, "param_x", ""},
+		{"bad setting name", url.Values{"max threads": {"1"}}, "SELECT 1", 400, "not a setting name", ""},
+		{"unknown setting", url.Values{"no_such_setting": {"1"}}, "SELECT 1", 500, "no_such_setting", "115"},
+	} {
+		res, err := http.Post(srv.URL+"/?"+tc.params.Encode(), "text/plain", strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		got := string(b)
+		if res.StatusCode != tc.status || (tc.status == 200 && got != tc.want) || (tc.status != 200 && !strings.Contains(got, tc.want)) {
+			t.Errorf("%s: %d %q; want %d with %q", tc.name, res.StatusCode, got, tc.status, tc.want)
+		}
+		if c := res.Header.Get("X-ClickHouse-Exception-Code"); c != tc.code {
+			t.Errorf("%s: exception code %q; want %q", tc.name, c, tc.code)
+		}
 	}
 }

@@ -76,11 +76,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, fmt.Sprintf("chlocal: %s (%s=%s) are not supported", what, k, v[0]), http.StatusBadRequest)
 			return
 		}
-		if params[k] || strings.HasPrefix(k, "param_") {
-			if strings.HasPrefix(k, "param_") {
-				http.Error(w, "chlocal: query parameters ("+k+") are not supported", http.StatusBadRequest)
-				return
-			}
+		if strings.HasPrefix(k, "param_") {
+			http.Error(w, "chlocal: query parameters ("+k+") are not supported", http.StatusBadRequest)
+			return
+		}
+		if params[k] {
 			continue
 		}
 		if !settingName.MatchString(k) {
