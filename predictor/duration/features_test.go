@@ -227,3 +227,25 @@ func TestFeaturesRepeats(t *testing.T) {
 		})
 	}
 }
+
+// TestFeaturesIgnoreLocation: one instant gives one feature vector, in
+// whatever location its time carries (jobs read from ClickHouse carry the
+// server's time zone; API requests their own).
+func TestFeaturesIgnoreLocation(t *testing.T) {
+	shanghai, err := time.LoadLocation("Asia/Shanghai")
+	if err != nil {
+		t.Skipf("no time zone database: %v", err)
+	}
+	h := NewHistory()
+	base := time.Date(2026, 3, 6, 20, 30, 0, 0, time.UTC) // Friday evening in UTC, Saturday morning in Shanghai
+	for i := range 3 {
+		s := base.Add(time.Duration(i-3) * time.Hour)
+		h.Add(&Job{User: "u", Submit: s, ReqTime: time.Hour, Procs: 2, Run: 10 * time.Minute, End: s.Add(10 * time.Minute)})
+	}
+	job := Job{User: "u", Submit: base, ReqTime: time.Hour, Procs: 2}
+	utc := h.Features(&job)
+	job.Submit = base.In(shanghai)
+	if local := h.Features(&job); !slices.Equal(local.X, utc.X) {
+		t.Errorf("features of the same submit in Asia/Shanghai %v; in UTC %v", local.X, utc.X)
+	}
+}

@@ -395,10 +395,14 @@ func (h *History) FeaturesAt(j *Job, s SubmitState) Features {
 	if j.Procs > 0 {
 		procs = math.Log(float64(j.Procs))
 	}
-	hour := float64(j.Submit.Hour()) + float64(j.Submit.Minute())/60
+	// The hour and weekday in UTC, whatever location the time carries:
+	// jobs read from ClickHouse carry the server's time zone, a request to
+	// the API its own, and one job must get one prediction.
+	sub := j.Submit.UTC()
+	hour := float64(sub.Hour()) + float64(sub.Minute())/60
 	hs, hc := math.Sin(2*math.Pi*hour/24), math.Cos(2*math.Pi*hour/24)
 	weekend := 0.0
-	if wd := j.Submit.Weekday(); wd == time.Saturday || wd == time.Sunday {
+	if wd := sub.Weekday(); wd == time.Saturday || wd == time.Sunday {
 		weekend = 1
 	}
 	u := h.users[j.User]
