@@ -710,7 +710,21 @@ func (in *Ingester) sink(ctx context.Context, stop <-chan struct{}, gen *kafka.G
 			return
 		case <-stop:
 			// Stop fetching, flush the open batch, commit, close (Run
-			// leaves the group once the flusher is done).
+			// leaves the group once the flusher is done). The messages
+			// read before the stop and still queued join the open batch
+			// first, so the flush stores them rather than leaving them to
+			// be read again by the next owner.
+			for queued := true; queued; {
+				select {
+				case it := <-items:
+					if cur.msgs == 0 {
+						cur.first = time.Now()
+					}
+					in.addItem(cur, it, seqs)
+				default:
+					queued = false
+				}
+			}
 			if cur.msgs > 0 || len(cur.forget) > 0 {
 				in.m.seqMarks.Set(float64(len(seqs.marks)))
 				select {
