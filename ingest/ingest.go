@@ -682,15 +682,19 @@ func (in *Ingester) sink(ctx context.Context, stop <-chan struct{}, gen *kafka.G
 			return false
 		}
 	}
+	// file adds a message read to the open batch.
+	file := func(it item) {
+		if cur.msgs == 0 {
+			cur.first = time.Now()
+		}
+		in.addItem(cur, it, seqs)
+	}
 	tick := time.NewTicker(in.cfg.BatchInterval / 4)
 	defer tick.Stop()
 	for {
 		select {
 		case it := <-items:
-			if cur.msgs == 0 {
-				cur.first = time.Now()
-			}
-			in.addItem(cur, it, seqs)
+			file(it)
 			if cur.rows >= in.cfg.BatchRows && !handOff() {
 				return
 			}
@@ -717,10 +721,7 @@ func (in *Ingester) sink(ctx context.Context, stop <-chan struct{}, gen *kafka.G
 			for queued := true; queued; {
 				select {
 				case it := <-items:
-					if cur.msgs == 0 {
-						cur.first = time.Now()
-					}
-					in.addItem(cur, it, seqs)
+					file(it)
 				default:
 					queued = false
 				}

@@ -31,8 +31,8 @@ type Config struct {
 	Addr string
 	// Protocol is "native" (default; empty means it) or "http": ClickHouse's
 	// HTTP interface, for a server reached only through an HTTP proxy or
-	// load balancer. HTTP needs ClickHouse 21 or later (18.16 refuses
-	// clickhouse-go's client_protocol_version parameter).
+	// load balancer. HTTP needs a ClickHouse newer than 18.16, which refuses
+	// clickhouse-go's client_protocol_version parameter (tested on 26.7).
 	Protocol string
 	// Database holds heliostat's tables. Default "heliostat".
 	Database string
@@ -78,7 +78,7 @@ type Config struct {
 func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	addr := envdefault.String(getenv, "HELIOSTAT_CLICKHOUSE_ADDR", "127.0.0.1:9000")
 	fs.StringVar(&c.Addr, "clickhouse.addr", addr, "ClickHouse address host:port: its native port, or its HTTP port with --clickhouse.protocol http ($HELIOSTAT_CLICKHOUSE_ADDR)")
-	fs.StringVar(&c.Protocol, "clickhouse.protocol", "native", "how to talk to ClickHouse: native (its TCP protocol, port 9000) or http (its HTTP interface, port 8123; 8443 with TLS); http needs ClickHouse 21 or later")
+	fs.StringVar(&c.Protocol, "clickhouse.protocol", "native", "how to talk to ClickHouse: native (its TCP protocol, port 9000) or http (its HTTP interface, port 8123; 8443 with TLS); http needs a ClickHouse newer than 18.16 (tested on 26.7)")
 	fs.StringVar(&c.Database, "clickhouse.database", "heliostat", "ClickHouse database that holds heliostat's tables")
 	fs.StringVar(&c.User, "clickhouse.user", envdefault.String(getenv, "HELIOSTAT_CLICKHOUSE_USER", "default"), "ClickHouse user ($HELIOSTAT_CLICKHOUSE_USER)")
 	fs.StringVar(&c.PasswordFile, "clickhouse.password-file", "", "file holding the ClickHouse password (default: $HELIOSTAT_CLICKHOUSE_PASSWORD)")
