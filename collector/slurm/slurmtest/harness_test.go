@@ -248,6 +248,30 @@ func TestSetConf(t *testing.T) {
 	}
 }
 
+// TestInstallFailure: a failed mariadb-install-db is reported by its error
+// lines, not by the advice text that follows them (which is all a tail of
+// the output showed when concurrent installs shared /tmp).
+func TestInstallFailure(t *testing.T) {
+	advice := "\nInstallation of system tables failed!  Examine the logs in\n/tmp/x/mysql for more information.\n" +
+		strings.Repeat("Please check all of the above before submitting a bug report\n", 20)
+	for _, tc := range []struct {
+		name, out, want string
+	}{
+		{"error lines", "Installing MariaDB/MySQL system tables in '/tmp/x/mysql' ...\n" +
+			"2026-11-25  2:15:10 1 [Warning] Could not remove temporary table: '/tmp/#sql-temptable-52cb-1-3', error: 2\n" +
+			"ERROR: 1051  Unknown table 'mysql.tmp_user_sys'\n2026-11-25  2:15:10 0 [ERROR] Aborting\n" + advice,
+			"2026-11-25  2:15:10 1 [Warning] Could not remove temporary table: '/tmp/#sql-temptable-52cb-1-3', error: 2; " +
+				"ERROR: 1051  Unknown table 'mysql.tmp_user_sys'; 2026-11-25  2:15:10 0 [ERROR] Aborting"},
+		{"no error line", "mariadb-install-db: cannot find mariadbd\n", "mariadb-install-db: cannot find mariadbd"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := installFailure([]byte(tc.out)); got != tc.want {
+				t.Errorf("installFailure = %q; want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 // TestDbdConfWithoutAccounting: slurmdbd.conf settings without accounting
 // would be ignored silently; start refuses them, starting nothing.
 func TestDbdConfWithoutAccounting(t *testing.T) {

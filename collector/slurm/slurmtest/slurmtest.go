@@ -747,13 +747,21 @@ func (c *Cluster) slurmdbdConf() string {
 // slurmctld, started afterwards, registers the cluster itself.
 func (c *Cluster) startAccounting(ctx context.Context) error {
 	data := filepath.Join(c.dir, "mysql")
-	install := exec.CommandContext(ctx, "mariadb-install-db", "--no-defaults", "--datadir="+data, "--user=root",
-		"--auth-root-authentication-method=normal", "--skip-test-db")
+	// Each cluster's MariaDB has its own tmpdir: with the shared /tmp,
+	// concurrent installs (test packages run in parallel) removed one
+	// another's temporary tables, and one in two failed with "Unknown table
+	// 'mysql.tmp_user_sys'" when six ran at once.
+	tmp := filepath.Join(c.dir, "mysql-tmp")
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return fmt.Errorf("slurmtest: %w", err)
+	}
+	install := exec.CommandContext(ctx, "mariadb-install-db", "--no-defaults", "--datadir="+data, "--tmpdir="+tmp,
+		"--user=root", "--auth-root-authentication-method=normal", "--skip-test-db")
 	install.Dir = c.dir
 	if out, err := install.CombinedOutput(); err != nil {
-		return fmt.Errorf("slurmtest: mariadb-install-db: %w: %s", err, aptinstall.Tail(out, 600))
+		return fmt.Errorf("slurmtest: mariadb-install-db: %w: %s", err, installFailure(out))
 	}
-	db, err := c.launch("mariadbd.out", "mariadbd", "--no-defaults", "--datadir="+data, "--user=root",
+	db, err := c.launch("mariadbd.out", "mariadbd", "--no-defaults", "--datadir="+data, "--tmpdir="+tmp, "--user=root",
 		"--socket="+c.mariadbSocket(), "--port="+strconv.Itoa(c.dbPort), "--bind-address=127.0.0.1",
 		"--pid-file="+filepath.Join(c.dir, "mariadb.pid"), "--log-error="+c.mariadbLog())
 	if err != nil {
@@ -775,6 +783,22 @@ func (c *Cluster) startAccounting(ctx context.Context) error {
 		_, err := c.Run(ctx, "sacctmgr", "-n", "-P", "list", "cluster")
 		return err == nil, nil
 	})
+}
+
+// installFailure picks from mariadb-install-db's output the lines that say
+// why it failed (ERROR lines and warnings), which come before a long,
+// fixed advice text; it falls back to the output's tail.
+func installFailure(out []byte) string {
+	var why []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, "ERROR") || strings.Contains(line, "[Warning]") {
+			why = append(why, strings.TrimSpace(line))
+		}
+	}
+	if len(why) == 0 {
+		return aptinstall.Tail(out, 600)
+	}
+	return strings.Join(why, "; ")
 }
 
 // setConf replaces the value of each key's line in conf, appending the keys
@@ -997,6 +1021,18 @@ func ensureMunge() error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("%w: munged is not running and we are not root to start it", errSkip)
 	}
+	// Test packages run in parallel processes: on a machine where munged is
+	// not running yet, two harnesses started it at once and the second
+	// munged failed on the first one's socket lock. The lock makes the
+	// second wait, then find munged working.
+	unlock, err := lockFile(filepath.Join(os.TempDir(), "heliostat-slurmtest-munge.lock"))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if mungeWorks() {
+		return nil
+	}
 	if _, err := os.Stat("/etc/munge/munge.key"); err != nil {
 		if out, err := exec.Command("mungekey", "-c").CombinedOutput(); err != nil {
 			return fmt.Errorf("slurmtest: mungekey -c: %w: %s", err, out)
@@ -1018,6 +1054,20 @@ func ensureMunge() error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return errors.New("slurmtest: munged started but `munge -n | unmunge` still fails")
+}
+
+// lockFile takes an exclusive flock on path, waiting for another process
+// that holds it, and returns the function that releases it.
+func lockFile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("slurmtest: lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("slurmtest: lock %s: %w", path, err)
+	}
+	return func() { f.Close() }, nil // closing the file releases the lock
 }
 
 func mungeWorks() bool {
