@@ -233,8 +233,13 @@ func rollingStats(y []float64, from, w int) windowStats {
 	return r
 }
 
-// appendCalendar appends the calendar terms of t, read on its own clock.
+// appendCalendar appends the calendar terms of t, read in UTC whatever
+// location t carries: the live loop's steps start from its own clock or from
+// times read back from ClickHouse (in the server's zone), and a forecast
+// between two fits must read the hours the fit read. The sine and cosine
+// pairs learn any zone's daily and weekly phase from UTC terms.
 func appendCalendar(dst []float64, t time.Time) []float64 {
+	t = t.UTC()
 	h, m, s := t.Clock()
 	day := float64(h*3600+m*60+s) / 86400 // fraction of the day
 	week := (float64(t.Weekday()) + day) / 7

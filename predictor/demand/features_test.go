@@ -100,9 +100,14 @@ func TestCalendar(t *testing.T) {
 		{time.Date(2017, 12, 6, 12, 0, 0, 0, time.UTC), []float64{0, -1, 0, 1, math.Sin(2 * math.Pi * 3.5 / 7), math.Cos(2 * math.Pi * 3.5 / 7)}}, // Wednesday noon
 		{time.Date(2017, 12, 9, 18, 0, 0, 0, time.UTC), []float64{-1, 0, 0, -1, math.Sin(2 * math.Pi * 6.75 / 7), math.Cos(2 * math.Pi * 6.75 / 7)}},
 	}
+	shanghai := time.FixedZone("CST", 8*3600)
 	for _, tt := range tests {
 		if got := appendCalendar(nil, tt.at); !near(got, tt.want, 1e-12) {
 			t.Errorf("appendCalendar(%v) = %v; want %v", tt.at, got, tt.want)
+		}
+		// The same instant in another zone has the same terms.
+		if got := appendCalendar(nil, tt.at.In(shanghai)); !near(got, tt.want, 1e-12) {
+			t.Errorf("appendCalendar(%v) = %v; want %v", tt.at.In(shanghai), got, tt.want)
 		}
 	}
 }
