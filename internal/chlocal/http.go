@@ -27,7 +27,10 @@ import (
 // from default_format; settings as other parameters, applied for the one
 // statement; an error as status 500 with X-ClickHouse-Exception-Code and
 // the exception's text. Compressed bodies (compress, decompress) and
-// sessions are refused with 400, so that nothing is silently ignored.
+// sessions are refused with 400, so that nothing is silently ignored. It
+// runs one request at a time; a query_id is accepted and not used (no
+// other query can be running under it), so system.processes never shows a
+// query while another runs.
 type Handler struct {
 	db     *DB
 	tmp    string // INSERT data lands here before the engine reads it

@@ -92,6 +92,16 @@ func ClickHouse(t testing.TB) *chserver.Server {
 	return server
 }
 
+// SkipOnCHDB skips t in the chDB pass (EnvClickHouse), for a test that needs
+// what only a server process does: queries that run at the same time, seen
+// in system.processes or refused by their query id. why says what it needs.
+func SkipOnCHDB(t testing.TB, why string) {
+	t.Helper()
+	if onCHDB() {
+		t.Skipf("%s=chdb runs one query at a time in the test process; this test needs %s: it runs in the pass on Debian's ClickHouse", EnvClickHouse, why)
+	}
+}
+
 // Config returns the settings that reach the tests' ClickHouse, whichever
 // it is (EnvClickHouse), starting it on first use; Database is left empty.
 func Config(t testing.TB) chconn.Config {
