@@ -882,19 +882,21 @@ func (in *Ingester) flush(ctx context.Context, gen *kafka.Generation, b *batch) 
 func (in *Ingester) insert(ctx context.Context, blk block) error {
 	backoff := newBackoff(100*time.Millisecond, in.cfg.RetryMax)
 	uncertain := false
-	var d doubt // set once the outcome is unknown
+	resent := false // sent again because its rows landed without their rollup
+	var d doubt     // set once the outcome is unknown
 	for {
 		var err error
 		if uncertain {
-			var landed bool
+			var landed, short bool
 			if err = in.awaitInserts(ctx, d); err == nil {
-				landed, err = in.landed(ctx, d)
+				landed, short, err = in.landedAfter(ctx, d, resent)
 			}
 			if err == nil {
 				if landed {
 					in.clickhouseReport(nil)
 					return nil
 				}
+				resent = resent || short
 				uncertain = false
 			}
 		}

@@ -23,7 +23,13 @@ import (
 //   - gpu_samples (the gpu_samples_1m rollup view): the same when the rollup
 //     counts every sample of the block's GPUs and minutes; when it does not,
 //     the block is sent again, so that the rollup gets it, and gpu_samples
-//     holds that block twice.
+//     holds that block twice. Once only: when the rows sent again land
+//     without their rollup too, the view is failing, and the ledger rows are
+//     written with the rollup left short (landedAfter). 18.16 runs the
+//     rollup's view before the ledger's (name order), so ledger rows mean a
+//     rolled-up block there; current releases run a table's views as
+//     branches of one pipeline, and a block with its ledger rows can lack
+//     its rollup when the rollup's view alone failed (not checked).
 //   - job_events (the jobs and job_runs views): it writes the missing
 //     ledger rows, as above, and the jobs or job_runs rows too when a
 //     view's part is missing (see repairJobs). Those parts can be missing
@@ -146,25 +152,39 @@ func (in *Ingester) awaitInserts(ctx context.Context, d doubt) error {
 // too, and reports true, or it reports false so that the block is sent
 // again.
 func (in *Ingester) landed(ctx context.Context, d doubt) (bool, error) {
+	ok, _, err := in.landedAfter(ctx, d, false)
+	return ok, err
+}
+
+// landedAfter is landed for a block that insert may have sent again already
+// because its rows lacked their rollup (resent). short reports that
+// gpu_samples holds the block's rows and gpu_samples_1m lacks them. The
+// first time, the block is sent again (stored false); when it was sent
+// again already, the rollup's view failed twice on the same rows: sending
+// it once more would only store the rows once more (a view that fails on
+// every insert did that without end), so landedAfter writes the ledger
+// rows, leaves the rollup short and says so (an error and the
+// rollup_short repair).
+func (in *Ingester) landedAfter(ctx context.Context, d doubt, resent bool) (stored, short bool, err error) {
 	db := in.cfg.ClickHouse.Database
 	p, off := d.spans[0].partition, d.spans[0].first
 	var n uint64
 	if err := in.conn.QueryRow(ctx, "SELECT count() FROM "+db+
 		".ingest_ledger WHERE tbl = ? AND kafka_partition = ? AND kafka_offset = ? AND part_key = ?",
 		d.table, uint32(p), uint64(off), d.key).Scan(&n); err != nil {
-		return false, fmt.Errorf("query ingest ledger: %w", err)
+		return false, false, fmt.Errorf("query ingest ledger: %w", err)
 	}
 	if n > 0 {
 		if d.table == "job_events" {
 			if err := in.repairJobs(ctx, d); err != nil {
-				return false, err
+				return false, false, err
 			}
 		}
-		return true, nil
+		return true, false, nil
 	}
 	w, ok, err := in.witness(ctx, d)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	cond := partExprs[d.table] + " = ? AND kafka_partition = ? AND kafka_offset = ?"
 	args := []any{d.key, uint32(w.partition), uint64(w.first)}
@@ -174,40 +194,46 @@ func (in *Ingester) landed(ctx context.Context, d doubt) (bool, error) {
 		first := d.first
 		if first == nil {
 			if first, err = in.firstRowInKafka(ctx, d); err != nil {
-				return false, err
+				return false, false, err
 			}
 		}
 		if first == nil {
 			in.m.ledgerRepairs.WithLabelValues(d.table, "sent_again").Inc()
 			in.logger.Warn("a failed insert's first messages lie at offsets of a reset partition whose old rows the table keeps (ingest_resets), and its first message is no longer in kafka to tell its rows from the old ones; inserting again, so the table may hold the block twice",
 				"table", d.table, "part_key", d.key, "kafka_partition", p, "kafka_offset", off)
-			return false, nil
+			return false, false, nil
 		}
 		cond = partExprs[d.table] + " = ? AND kafka_partition = ? AND kafka_offset = ? AND " + first.cond
 		args = append([]any{d.key, uint32(p), uint64(off)}, first.args...)
 	}
 	if err := in.conn.QueryRow(ctx, "SELECT count() FROM "+db+"."+d.table+" WHERE "+cond, args...).Scan(&n); err != nil {
-		return false, fmt.Errorf("query %s for an unrecorded insert: %w", d.table, err)
+		return false, false, fmt.Errorf("query %s for an unrecorded insert: %w", d.table, err)
 	}
 	if n == 0 {
-		return false, nil
+		return false, false, nil
 	}
 	rows, rowArgs := d.rows()
 	switch d.table {
 	case "job_events":
 		if err := in.repairJobs(ctx, d); err != nil {
-			return false, err
+			return false, false, err
 		}
 	case "gpu_samples":
 		complete, err := in.rollupComplete(ctx, d.key, rows, rowArgs)
 		if err != nil {
-			return false, err
+			return false, false, err
 		}
-		if !complete {
+		switch {
+		case !complete && !resent:
 			in.m.ledgerRepairs.WithLabelValues(d.table, "sent_again").Inc()
 			in.logger.Warn("rows were in clickhouse without their ingest ledger rows or their gpu_samples_1m rollup; inserting them again, so gpu_samples holds them twice",
 				"table", d.table, "part_key", d.key, "kafka_partition", p, "kafka_offset", off)
-			return false, nil
+			return false, true, nil
+		case !complete:
+			short = true
+			in.m.ledgerRepairs.WithLabelValues(d.table, "rollup_short").Inc()
+			in.logger.Error("the gpu_samples_1m rollup view failed again on rows sent again for it; not sending them a third time: gpu_samples holds the block twice and gpu_samples_1m lacks it. Check the view (SHOW CREATE TABLE gpu_samples_1m_mv) and the server's log",
+				"table", d.table, "part_key", d.key, "kafka_partition", p, "kafka_offset", off)
 		}
 	}
 	// Messages of the spans that a previous owner wrote with their ledger
@@ -219,12 +245,12 @@ func (in *Ingester) landed(ctx context.Context, d doubt) (bool, error) {
 		".ingest_ledger WHERE tbl = ? AND part_key = ?) " +
 		"GROUP BY kafka_partition, kafka_offset, pk"
 	if err := in.conn.Exec(ctx, q, append(append([]any{d.table}, rowArgs...), d.table, d.key)...); err != nil {
-		return false, fmt.Errorf("write ledger rows of an unrecorded %s insert: %w", d.table, err)
+		return false, false, fmt.Errorf("write ledger rows of an unrecorded %s insert: %w", d.table, err)
 	}
 	in.m.ledgerRepairs.WithLabelValues(d.table, "ledger_written").Inc()
 	in.logger.Warn("rows were in clickhouse without their ingest ledger rows; wrote the ledger rows instead of inserting again",
 		"table", d.table, "part_key", d.key, "kafka_partition", p, "kafka_offset", off, "rows", n)
-	return true, nil
+	return true, short, nil
 }
 
 // firstRowInKafka returns what doubt.first holds for a doubt read from

@@ -312,3 +312,69 @@ func TestIntentOutlivesIngester(t *testing.T) {
 	}
 	assertNoDuplicates(t, conn, db)
 }
+
+// TestRollupViewFailing runs ingest against gpu_samples whose rollup view
+// fails on every insert, after the table's part: the rows land, the rollup
+// never gets them. Each block is sent again once for its rollup, and when
+// that fails too its ledger rows are written and it is not sent a third
+// time: gpu_samples holds it at most twice, and ingest goes on. On 18.16 the
+// failing view runs before the ledger's (name order), so every block takes
+// that path: exactly twice, and a rollup_short repair each.
+func TestRollupViewFailing(t *testing.T) {
+	ch, conn := schematest.Database(t)
+	_, broker := schematest.Broker(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	if err := ingest.EnsureTopics(context.Background(), []string{broker}, 2, schemas.DataTopics()...); err != nil {
+		t.Fatal(err)
+	}
+	db := ch.Database
+	for _, q := range []string{
+		"DETACH TABLE " + db + ".gpu_samples_1m_mv",
+		"CREATE TABLE " + db + ".gpu_samples_broken_sink (x UInt8) ENGINE = Memory",
+		// Named to sort before gpu_samples_ledger_mv, as the rollup's view.
+		"CREATE MATERIALIZED VIEW " + db + ".gpu_samples_1m_broken TO " + db + ".gpu_samples_broken_sink AS " +
+			"SELECT throwIf(count() > 0) AS x FROM " + db + ".gpu_samples",
+	} {
+		if err := conn.Exec(context.Background(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	const messages = 20
+	samples := uint64(produceSamples(t, broker, messages, 4, 8, 10, time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	reg := prometheus.NewRegistry()
+	done := startIngest(t, ctx, broker, ch, reg)
+	deadline := time.Now().Add(60 * time.Second)
+	for metricSum(t, reg, "heliostat_ingest_messages_total", "topic", schemas.TopicGPUSamples) < messages {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 60 s: %v messages handled of %d (gpu_samples holds %d rows of %d)",
+				metricSum(t, reg, "heliostat_ingest_messages_total", "topic", schemas.TopicGPUSamples), messages,
+				schematest.Count(t, conn, db+".gpu_samples"), samples)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	n := schematest.Count(t, conn, db+".gpu_samples")
+	if n < samples || n > 2*samples {
+		t.Errorf("gpu_samples holds %d rows; want %d to %d (each block at most twice)", n, samples, 2*samples)
+	}
+	short := metricSum(t, reg, "heliostat_ingest_ledger_repairs_total", "table", "gpu_samples", "action", "rollup_short")
+	again := metricSum(t, reg, "heliostat_ingest_ledger_repairs_total", "table", "gpu_samples", "action", "sent_again")
+	if short > again {
+		t.Errorf("%v blocks left short of their rollup but %v sent again; want each sent again first", short, again)
+	}
+	if serverIs1816(t, conn) {
+		if n != 2*samples {
+			t.Errorf("gpu_samples holds %d rows; want %d: every block sent twice, no more", n, 2*samples)
+		}
+		if short == 0 || short != again {
+			t.Errorf("rollup_short %v, sent_again %v; want equal and not 0", short, again)
+		}
+		if ok, desc := ledgerMatches(t, conn, db, "gpu_samples", "toYYYYMMDD(ts)"); !ok {
+			t.Errorf("ledger does not match: %s", desc)
+		}
+	}
+}

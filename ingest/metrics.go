@@ -82,7 +82,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		ledgerRepairs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_ingest_ledger_repairs_total",
-			Help: "Repairs after a failed insert whose rows landed all the same (the server died between the parts, or a view failed), by table and action: ledger_written, the missing ingest_ledger rows written instead of inserting again; sent_again, inserted again because the gpu_samples_1m rollup lacks them, or because they lie at offsets of a reset partition whose old rows the table keeps and their first message is gone from Kafka; jobs_written, job events that reached job_events but not jobs, whose jobs rows were written as the view would have (with or without their ledger rows); job_runs_written, the same for job_runs.",
+			Help: "Repairs after a failed insert whose rows landed all the same (the server died between the parts, or a view failed), by table and action: ledger_written, the missing ingest_ledger rows written instead of inserting again; sent_again, inserted again because the gpu_samples_1m rollup lacks them, or because they lie at offsets of a reset partition whose old rows the table keeps and their first message is gone from Kafka; rollup_short, the ledger rows written for gpu_samples rows whose rollup view failed again after they were sent again (not sent a third time: gpu_samples_1m lacks them, an error is logged); jobs_written, job events that reached job_events but not jobs, whose jobs rows were written as the view would have (with or without their ledger rows); job_runs_written, the same for job_runs.",
 		}, []string{"table", "action"}),
 		rewound: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "heliostat_ingest_partitions_rewound",
