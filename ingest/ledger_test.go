@@ -313,6 +313,42 @@ func TestIntentOutlivesIngester(t *testing.T) {
 	assertNoDuplicates(t, conn, db)
 }
 
+// ingestThroughViews runs ingest over 20 messages of GPU samples into a
+// database changed first by stmts (given its name) and returns, once every
+// message is handled and ingest stopped, its metrics and the number of
+// samples sent.
+func ingestThroughViews(t *testing.T, ch chconn.Config, conn driver.Conn, stmts func(db string) []string) (*prometheus.Registry, uint64) {
+	t.Helper()
+	_, broker := schematest.Broker(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	if err := ingest.EnsureTopics(context.Background(), []string{broker}, 2, schemas.DataTopics()...); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range stmts(ch.Database) {
+		if err := conn.Exec(context.Background(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	const messages = 20
+	samples := uint64(produceSamples(t, broker, messages, 4, 8, 10, time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)))
+	ctx, cancel := context.WithCancel(context.Background())
+	reg := prometheus.NewRegistry()
+	done := startIngest(t, ctx, broker, ch, reg)
+	deadline := time.Now().Add(60 * time.Second)
+	for metricSum(t, reg, "heliostat_ingest_messages_total", "topic", schemas.TopicGPUSamples) < messages {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 60 s: %v messages handled of %d (gpu_samples holds %d rows of %d)",
+				metricSum(t, reg, "heliostat_ingest_messages_total", "topic", schemas.TopicGPUSamples), messages,
+				schematest.Count(t, conn, ch.Database+".gpu_samples"), samples)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return reg, samples
+}
+
 // TestRollupViewFailing runs ingest against gpu_samples whose rollup view
 // fails on every insert, after the table's part: the rows land, the rollup
 // never gets them. Each block is sent again once for its rollup, and when
@@ -322,41 +358,16 @@ func TestIntentOutlivesIngester(t *testing.T) {
 // that path: exactly twice, and a rollup_short repair each.
 func TestRollupViewFailing(t *testing.T) {
 	ch, conn := schematest.Database(t)
-	_, broker := schematest.Broker(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err := ingest.EnsureTopics(context.Background(), []string{broker}, 2, schemas.DataTopics()...); err != nil {
-		t.Fatal(err)
-	}
 	db := ch.Database
-	for _, q := range []string{
-		"DETACH TABLE " + db + ".gpu_samples_1m_mv",
-		"CREATE TABLE " + db + ".gpu_samples_broken_sink (x UInt8) ENGINE = Memory",
-		// Named to sort before gpu_samples_ledger_mv, as the rollup's view.
-		"CREATE MATERIALIZED VIEW " + db + ".gpu_samples_1m_broken TO " + db + ".gpu_samples_broken_sink AS " +
-			"SELECT throwIf(count() > 0) AS x FROM " + db + ".gpu_samples",
-	} {
-		if err := conn.Exec(context.Background(), q); err != nil {
-			t.Fatalf("%s: %v", q, err)
+	reg, samples := ingestThroughViews(t, ch, conn, func(db string) []string {
+		return []string{
+			"DETACH TABLE " + db + ".gpu_samples_1m_mv",
+			"CREATE TABLE " + db + ".gpu_samples_broken_sink (x UInt8) ENGINE = Memory",
+			// Named to sort before gpu_samples_ledger_mv, as the rollup's view.
+			"CREATE MATERIALIZED VIEW " + db + ".gpu_samples_1m_broken TO " + db + ".gpu_samples_broken_sink AS " +
+				"SELECT throwIf(count() > 0) AS x FROM " + db + ".gpu_samples",
 		}
-	}
-	const messages = 20
-	samples := uint64(produceSamples(t, broker, messages, 4, 8, 10, time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)))
-
-	ctx, cancel := context.WithCancel(context.Background())
-	reg := prometheus.NewRegistry()
-	done := startIngest(t, ctx, broker, ch, reg)
-	deadline := time.Now().Add(60 * time.Second)
-	for metricSum(t, reg, "heliostat_ingest_messages_total", "topic", schemas.TopicGPUSamples) < messages {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 60 s: %v messages handled of %d (gpu_samples holds %d rows of %d)",
-				metricSum(t, reg, "heliostat_ingest_messages_total", "topic", schemas.TopicGPUSamples), messages,
-				schematest.Count(t, conn, db+".gpu_samples"), samples)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run: %v", err)
-	}
+	})
 	n := schematest.Count(t, conn, db+".gpu_samples")
 	if n < samples || n > 2*samples {
 		t.Errorf("gpu_samples holds %d rows; want %d to %d (each block at most twice)", n, samples, 2*samples)
@@ -392,39 +403,15 @@ func TestRollupShortWithLedger(t *testing.T) {
 	if serverIs1816(t, conn) {
 		t.Skip("ClickHouse 18.16 runs gpu_samples' rollup view before its ledger view: ledger rows there mean a rolled-up block")
 	}
-	_, broker := schematest.Broker(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err := ingest.EnsureTopics(context.Background(), []string{broker}, 2, schemas.DataTopics()...); err != nil {
-		t.Fatal(err)
-	}
-	db := ch.Database
-	for _, q := range []string{
-		"DETACH TABLE " + db + ".gpu_samples_1m_mv",
-		"CREATE TABLE " + db + ".ledger_broken_sink (x UInt8) ENGINE = Memory",
-		"CREATE MATERIALIZED VIEW " + db + ".ingest_ledger_broken TO " + db + ".ledger_broken_sink AS " +
-			"SELECT throwIf(count() > 0) AS x FROM " + db + ".ingest_ledger",
-	} {
-		if err := conn.Exec(context.Background(), q); err != nil {
-			t.Fatalf("%s: %v", q, err)
+	reg, samples := ingestThroughViews(t, ch, conn, func(db string) []string {
+		return []string{
+			"DETACH TABLE " + db + ".gpu_samples_1m_mv",
+			"CREATE TABLE " + db + ".ledger_broken_sink (x UInt8) ENGINE = Memory",
+			"CREATE MATERIALIZED VIEW " + db + ".ingest_ledger_broken TO " + db + ".ledger_broken_sink AS " +
+				"SELECT throwIf(count() > 0) AS x FROM " + db + ".ingest_ledger",
 		}
-	}
-	const messages = 20
-	samples := uint64(produceSamples(t, broker, messages, 4, 8, 10, time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)))
-
-	ctx, cancel := context.WithCancel(context.Background())
-	reg := prometheus.NewRegistry()
-	done := startIngest(t, ctx, broker, ch, reg)
-	deadline := time.Now().Add(60 * time.Second)
-	for metricSum(t, reg, "heliostat_ingest_messages_total", "topic", schemas.TopicGPUSamples) < messages {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 60 s: %v messages handled of %d", metricSum(t, reg, "heliostat_ingest_messages_total", "topic", schemas.TopicGPUSamples), messages)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	if n := schematest.Count(t, conn, db+".gpu_samples"); n != samples {
+	})
+	if n := schematest.Count(t, conn, ch.Database+".gpu_samples"); n != samples {
 		t.Errorf("gpu_samples holds %d rows; want %d (a block sent again)", n, samples)
 	}
 	if n := metricSum(t, reg, "heliostat_ingest_ledger_repairs_total", "table", "gpu_samples", "action", "rollup_short"); n == 0 {
