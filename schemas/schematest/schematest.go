@@ -74,9 +74,7 @@ func Main(m *testing.M) int {
 // fails the test with the reason when the server cannot start.
 func ClickHouse(t testing.TB) *chserver.Server {
 	t.Helper()
-	if onCHDB() {
-		t.Skipf("needs a ClickHouse server process, and %s=chdb runs ClickHouse in the test process: this test runs in the pass on Debian's ClickHouse", EnvClickHouse)
-	}
+	SkipOnCHDB(t, "a ClickHouse server process")
 	once.Do(func() {
 		dir, startEr = os.MkdirTemp("", "heliostat-ch-*")
 		if startEr != nil {
@@ -93,12 +91,13 @@ func ClickHouse(t testing.TB) *chserver.Server {
 }
 
 // SkipOnCHDB skips t in the chDB pass (EnvClickHouse), for a test that needs
-// what only a server process does: queries that run at the same time, seen
-// in system.processes or refused by their query id. why says what it needs.
+// what only a server process does: the process itself (restarts, its PID),
+// or queries that run at the same time, seen in system.processes or refused
+// by their query id. why says what it needs.
 func SkipOnCHDB(t testing.TB, why string) {
 	t.Helper()
 	if onCHDB() {
-		t.Skipf("%s=chdb runs one query at a time in the test process; this test needs %s: it runs in the pass on Debian's ClickHouse", EnvClickHouse, why)
+		t.Skipf("%s=chdb runs ClickHouse in the test process, one query at a time; this test needs %s: it runs in the pass on Debian's ClickHouse", EnvClickHouse, why)
 	}
 }
 
