@@ -46,7 +46,7 @@ type Node struct {
 	// Kind names the node's hardware as a job's request sees it (its GPUs
 	// by type and its features); "" when the caller does not say. In a
 	// partition of several kinds the idle nodes a plan keeps powered are
-	// spread over them in proportion to their nodes (spares).
+	// spread over them (spares; Input.KindUse).
 	Kind string `json:"kind,omitempty"`
 }
 
@@ -125,6 +125,15 @@ type Input struct {
 	Forecast Forecast
 	// State is the previous plan's Next; the zero State at the start.
 	State State
+	// KindUse is each node kind's recent use, in nodes: how many of its
+	// nodes were busy, incoming or needed, on average over the last hours
+	// (the control loop keeps it). Where the nodes are of several kinds,
+	// the spare nodes a plan keeps are spread over the kinds in proportion
+	// to their use plus one node's worth shared by their node counts, so
+	// that the kinds the jobs have been asking for find nodes ready, and
+	// with no use recorded the spread follows the node counts. Nil: in
+	// proportion to the node counts. A kind not in the map has no use.
+	KindUse map[string]float64
 }
 
 // State is what Plan remembers between calls. Callers hand each Plan's Next
@@ -313,7 +322,7 @@ func (c Config) Plan(in Input) (Plan, error) {
 	})
 	readyAt := now.Add(c.WakeLatency)
 	shortfall := max(target-p.Powered, 0)
-	sp := countSpares(in.Nodes)
+	sp := countSpares(in.Nodes, in.KindUse)
 	free := off // the held ones sort first
 	for len(free) > 0 && free[0].held() {
 		n := free[0]
@@ -446,6 +455,11 @@ func (c Config) check(in Input) error {
 			return fmt.Errorf("%w: forecast horizon %v is shorter than the %v wake-up latency", ErrInput, f.Horizon, c.WakeLatency)
 		}
 	}
+	for k, v := range in.KindUse {
+		if !finite(v) || v < 0 {
+			return fmt.Errorf("%w: use %v of node kind %q is not a non-negative number", ErrInput, v, k)
+		}
+	}
 	seen := make(map[string]int, len(in.Nodes))
 	for i, n := range in.Nodes {
 		if n.Name == "" {
@@ -508,30 +522,41 @@ func CompareAge(a, b Node) int {
 // spares counts, by node kind (Node.Kind), a plan's nodes and its spare
 // ones: powered (ready or waking) and not held, the idle capacity kept
 // ready for the jobs to come. Where a partition has nodes of several kinds
-// (A100 and V100 nodes, nodes with and without a feature) a plan keeps
-// spare nodes of each kind in proportion to its nodes, so that a job that
-// only one kind can run finds one ready as often as a job any node can
-// run: among nodes otherwise alike (held, wanted) it powers up first the
-// kind with the smallest share of its nodes spare, and powers down first
-// the kind with the largest; with one kind the order is unchanged.
+// (A100 and V100 nodes, nodes with and without a feature) a plan spreads
+// its spare nodes over the kinds by weight: a kind's recent use
+// (Input.KindUse) plus its share of all the nodes, or, without use figures,
+// its nodes. So a job that only one kind can run finds one ready about as
+// often as the kind's jobs have been coming: among nodes otherwise alike
+// (held, wanted) a plan powers up first the kind with the fewest spare
+// nodes for its weight, and powers down first the kind with the most; with
+// one kind the order is unchanged.
 type spares struct {
 	nodes, spare map[string]int
+	weight       map[string]float64
+	use          map[string]float64 // nil: weights are node counts
 }
 
-func countSpares(nodes []Node) spares {
-	s := spares{nodes: map[string]int{}, spare: map[string]int{}}
+func countSpares(nodes []Node, use map[string]float64) spares {
+	s := spares{nodes: map[string]int{}, spare: map[string]int{}, weight: map[string]float64{}, use: use}
 	for _, n := range nodes {
 		s.nodes[n.Kind]++
 		if n.Powered && !n.held() {
 			s.spare[n.Kind]++
 		}
 	}
+	for k, c := range s.nodes {
+		if use == nil {
+			s.weight[k] = float64(c)
+		} else {
+			s.weight[k] = use[k] + float64(c)/float64(len(nodes))
+		}
+	}
 	return s
 }
 
-// compare orders kinds a and b by the share of their nodes that is spare.
+// compare orders kinds a and b by their spare nodes for their weight.
 func (s spares) compare(a, b string) int {
-	return cmp.Compare(s.spare[a]*s.nodes[b], s.spare[b]*s.nodes[a])
+	return cmp.Compare(float64(s.spare[a])*s.weight[b], float64(s.spare[b])*s.weight[a])
 }
 
 // pick hands act up to n of cand (sorted in the order the plan prefers
@@ -614,7 +639,10 @@ func (s spares) note(kind string) string {
 	if name == "" {
 		name = "(not given)"
 	}
-	return fmt.Sprintf(" (kind %s: %d of its %d nodes spare)", name, s.spare[kind], s.nodes[kind])
+	if s.use == nil {
+		return fmt.Sprintf(" (kind %s: %d of its %d nodes spare)", name, s.spare[kind], s.nodes[kind])
+	}
+	return fmt.Sprintf(" (kind %s: %d of its %d nodes spare, %.1f in use recently)", name, s.spare[kind], s.nodes[kind], s.use[kind])
 }
 
 // ceil rounds a node count up, forgiving float noise just above a whole

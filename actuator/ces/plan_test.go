@@ -334,6 +334,41 @@ func TestPlan(t *testing.T) {
 			target: 4, up: []string{"n09", "n01"},
 		},
 		{
+			// The A100 nodes were in use 5.4 on average, the V100 nodes
+			// 0: weights 5.4 + 6/10 = 6 and 0 + 4/10 = 0.4. Spare
+			// for weight A100 6/6 and V100 4/0.4 (n06, n07, n08, n09
+			// first: 10, 7.5, 5, 2.5 against 1), then 1 against 0 (n00,
+			// n01): four A100 nodes stay ready, none of the V100 nodes.
+			name:   "kinds: the spare nodes kept follow the kinds' recent use",
+			c:      noDelay,
+			in:     Input{Now: t0, Nodes: twoKinds(cluster(10, 10, 0)), Demand: 0, Forecast: fc(t0, 4), KindUse: map[string]float64{"a100×8": 5.4}},
+			target: 4, down: []string{"n06", "n07", "n08", "n09", "n00", "n01"},
+		},
+		{
+			// With no use recorded the weights are the node shares: the
+			// same spread as node counts give.
+			name:   "kinds: no use recorded spreads by node counts",
+			c:      noDelay,
+			in:     Input{Now: t0, Nodes: twoKinds(cluster(10, 10, 0)), Demand: 0, Forecast: fc(t0, 4), KindUse: map[string]float64{}},
+			target: 4, down: []string{"n00", "n06", "n01", "n07", "n02", "n03"},
+		},
+		{
+			// Weights A100 0 + 0.6, V100 3 + 0.4 = 3.4. Spare for
+			// weight 0 and 0 (n01 first by age), then 1/0.6 against 0
+			// (n06), then 1/0.6 against 1/3.4 (n07): two of the three
+			// woken are V100 nodes, where node counts give n01, n06, n02.
+			name:   "kinds: nodes woken for the target follow the kinds' recent use",
+			c:      def,
+			in:     Input{Now: t0, Nodes: twoKinds(cluster(10, 1, 1)), Demand: 1, Forecast: fc(t0, 4), KindUse: map[string]float64{"v100×8": 3}},
+			target: 4, up: []string{"n01", "n06", "n07"},
+		},
+		{
+			name:   "kinds: nodes woken for the target, without use figures",
+			c:      def,
+			in:     Input{Now: t0, Nodes: twoKinds(cluster(10, 1, 1)), Demand: 1, Forecast: fc(t0, 4)},
+			target: 4, up: []string{"n01", "n06", "n02"},
+		},
+		{
 			name:   "up: off longest first",
 			c:      def,
 			in:     Input{Now: t0, Nodes: aged, Demand: 0, Forecast: fc(t0, 7)},
@@ -406,6 +441,13 @@ func TestPlanReasonNamesKind(t *testing.T) {
 		if !strings.Contains(a.Reason, want[i]) {
 			t.Errorf("%s: reason %q; want it to contain %q", a.Node, a.Reason, want[i])
 		}
+	}
+	// With use figures the reason gives the kind's as well.
+	if p, err = c.Plan(Input{Now: t0, Nodes: nodes, Demand: 0, Forecast: fc(t0, 2), KindUse: map[string]float64{"a100×8": 2.25}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.PowerDown) == 0 || !strings.Contains(p.PowerDown[0].Reason, "(kind v100×8: 1 of its 1 nodes spare, 0.0 in use recently)") {
+		t.Errorf("with use: down %v, first reason %q; want v100×8 first, with its use", names(p.PowerDown), p.PowerDown[0].Reason)
 	}
 }
 
@@ -578,6 +620,12 @@ func TestPlanInvariants(t *testing.T) {
 				f = Forecast{Issued: now, Horizon: c.WakeLatency + 10*time.Minute, Point: u / 2, Max: u / 2, Upper: u, Quantile: 0.99}
 			}
 			in := Input{Now: now, Nodes: slices.Clone(nodes), Demand: d, Forecast: f, State: st}
+			if run%2 == 0 { // spares spread by the kinds' use
+				in.KindUse = map[string]float64{}
+				for k := range kinds {
+					in.KindUse[fmt.Sprint("k", k)] = rng.Float64() * float64(len(nodes)/kinds)
+				}
+			}
 			p, err := c.Plan(in)
 			if err != nil {
 				t.Fatalf("run %d step %d: %v", run, i, err)
@@ -704,6 +752,8 @@ func TestPlanRejects(t *testing.T) {
 		{"horizon shorter than wake-up", func(in *Input) { in.Forecast.Horizon = 5 * time.Minute }, "shorter than the 10m0s wake-up latency"},
 		{"unnamed node", func(in *Input) { in.Nodes = append(in.Nodes, Node{}) }, "node 3 has no name"},
 		{"duplicate node", func(in *Input) { in.Nodes = append(in.Nodes, Node{Name: "n01"}) }, `node "n01" is both node 1 and node 3`},
+		{"negative kind use", func(in *Input) { in.KindUse = map[string]float64{"a100×8": -1} }, `use -1 of node kind "a100×8"`},
+		{"NaN kind use", func(in *Input) { in.KindUse = map[string]float64{"": math.NaN()} }, `use NaN of node kind ""`},
 	}
 	for _, tt := range tests {
 		in := good

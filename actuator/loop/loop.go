@@ -52,6 +52,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"math"
 	"slices"
 	"sort"
 	"sync"
@@ -139,10 +141,46 @@ type poolState struct {
 	model   *demandModel // Config.Forecast "model": the forecaster and its history
 	first   time.Time    // first pass that saw the partition
 	changed map[string]time.Time
+	// use is each node kind's recent use (ces.Input.KindUse) as of useAt.
+	use   map[string]float64
+	useAt time.Time
 	// planned is this pass's power plan until its outcomes are known; the
 	// nodes whose action was sent to the scheduler are in carried.
 	planned *ces.Plan
 	carried map[string]bool
+}
+
+// observeUse folds the nodes of a pass that are busy, incoming or needed,
+// counted by kind, into the partition's recent use of each kind, an
+// exponentially weighted mean over time whose weights halve every halfLife
+// back, and returns it. The first pass (and a kind's first) starts from
+// what it sees; a kind whose nodes left the partition is forgotten. A pass
+// no later than the one before changes nothing.
+func (ps *poolState) observeUse(now time.Time, nodes []ces.Node, halfLife time.Duration) map[string]float64 {
+	cur := make(map[string]float64, 2)
+	for _, n := range nodes {
+		v := cur[n.Kind]
+		if n.Busy || n.Incoming || n.Needed {
+			v++
+		}
+		cur[n.Kind] = v
+	}
+	switch {
+	case ps.use == nil:
+		ps.use = cur
+	case now.After(ps.useAt):
+		keep := math.Exp2(-float64(now.Sub(ps.useAt)) / float64(halfLife))
+		for k, v := range cur {
+			if old, ok := ps.use[k]; ok {
+				cur[k] = keep*old + (1-keep)*v
+			}
+		}
+		ps.use = cur
+	default:
+		return ps.use
+	}
+	ps.useAt = now
+	return ps.use
 }
 
 type demandMark struct {
@@ -580,9 +618,13 @@ func (l *Loop) plan(now time.Time, snap adapter.Snapshot, pools map[string][]ada
 		restricted := restrictedDemand(asks, nodes, byName)
 		need := float64(nodesNeeded(open, gpn) + restricted)
 		in.Demand = min(float64(busy)+need, float64(len(in.Nodes)))
+		in.KindUse = ps.observeUse(now, in.Nodes, l.cfg.KindUseHalfLife)
 		var kind string
 		in.Forecast, kind = l.forecast(ps, now, in.Demand)
 		pp := PoolPlan{Partition: part, Managed: managed, Unusable: skipped, Transitioning: moving, Fixed: fixed, Nodes: len(nodes), ForecastKind: kind}
+		if len(in.KindUse) > 1 {
+			pp.KindUse = maps.Clone(in.KindUse)
+		}
 		plan, err := l.cfg.CES.Plan(in)
 		if err != nil {
 			pp.Error = err.Error()

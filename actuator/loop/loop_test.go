@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"os"
 	"reflect"
@@ -1167,6 +1168,112 @@ func TestLoopSparesSpreadOverKinds(t *testing.T) {
 	if got, want := sched.poweredNodes(), []string{"gpu-a2", "gpu-a3", "gpu-h1"}; !slices.Equal(got, want) {
 		t.Errorf("powered after 8 passes: %v; want %v; plans %+v", got, want, l.View().Plans)
 	}
+}
+
+// TestLoopSparesFollowKindUse: a partition of three A100 and three H100
+// nodes, all powered, buffer two, the kinds' use halving every 30 minutes.
+// For an hour two jobs run on gpu-h0 and gpu-h1; then they end and the
+// partition is idle. The plan powers down two of the four idle nodes while
+// the jobs run, then two more once they have ended and the peak window has
+// passed, and the two it keeps are H100 nodes (the kind in use lately),
+// where a spread by node counts keeps one of each (gpu-a2 and gpu-h2).
+func TestLoopSparesFollowKindUse(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		halfLife time.Duration
+		want     []string
+	}{
+		{"use", 30 * time.Minute, []string{"gpu-h1", "gpu-h2"}},
+		// A half-life of a nanosecond forgets each pass's use by the
+		// next: only the nodes' shares are left.
+		{"use forgotten at once", time.Nanosecond, []string{"gpu-a2", "gpu-h2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sched := &static{}
+			for _, name := range []string{"gpu-a0", "gpu-a1", "gpu-a2", "gpu-h0", "gpu-h1", "gpu-h2"} {
+				typ := "a100"
+				if strings.HasPrefix(name, "gpu-h") {
+					typ = "h100"
+				}
+				sched.snap.Nodes = append(sched.snap.Nodes, adapter.Node{Name: name, Partitions: []string{"gpu"}, Power: adapter.PowerOn, State: "idle",
+					GPUs: 8, FreeGPUs: 8, GPUTypes: map[string]int{typ: 8}})
+			}
+			setBusy := func(busy bool) {
+				sched.mu.Lock()
+				defer sched.mu.Unlock()
+				for i := range sched.snap.Nodes {
+					n := &sched.snap.Nodes[i]
+					if n.Name == "gpu-h0" || n.Name == "gpu-h1" {
+						n.Busy, n.Jobs, n.State, n.FreeGPUs = busy, nil, "idle", 8
+						if busy {
+							n.Jobs, n.State, n.FreeGPUs = []string{"9" + n.Name}, "allocated", 0
+						}
+					}
+				}
+			}
+			cfg, conn := schematest.Database(t)
+			lc := testConfig()
+			lc.Forecast, lc.CES.Buffer, lc.KindUseHalfLife = ForecastPeak, 2, tc.halfLife
+			l := auditedLoop(t, conn, cfg.Database, sched, adapter.GuardConfig{Apply: true, Partitions: []string{"gpu"}, Nodes: []string{"gpu-*"}}, lc)
+			setBusy(true)
+			for m := range 75 {
+				if m == 60 {
+					setBusy(false)
+				}
+				sched.at(t0.Add(time.Duration(m) * time.Minute))
+				if _, err := l.Once(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				if m == 59 {
+					if got := sched.poweredNodes(); len(got) != 4 {
+						t.Fatalf("powered while the jobs run: %v; want 4 (2 busy + buffer 2)", got)
+					}
+				}
+			}
+			if got := sched.poweredNodes(); !slices.Equal(got, tc.want) {
+				t.Errorf("powered after the jobs ended: %v; want %v; plans %+v", got, tc.want, l.View().Plans)
+			}
+			use := l.View().Plans[0].KindUse
+			if tc.halfLife > time.Second && !(use["h100×8"] > 1 && use["a100×8"] == 0) {
+				t.Errorf("kind use %v; want h100×8 above 1 (2 nodes for an hour, then 15 idle minutes), a100×8 0", use)
+			}
+		})
+	}
+}
+
+// TestObserveUse: each kind's use is a time-weighted mean of the nodes busy,
+// incoming or needed at each pass.
+func TestObserveUse(t *testing.T) {
+	nodes := func(kinds string, held int) []ces.Node {
+		var out []ces.Node
+		for i, k := range strings.Split(kinds, ",") {
+			out = append(out, ces.Node{Name: fmt.Sprint("n", i), Kind: k, Busy: i < held})
+		}
+		return out
+	}
+	var ps poolState
+	h := time.Hour
+	check := func(step string, got map[string]float64, want map[string]float64) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Fatalf("%s: use %v; want %v", step, got, want)
+		}
+		for k, w := range want {
+			if g, ok := got[k]; !ok || math.Abs(g-w) > 1e-9 {
+				t.Errorf("%s: use %v; want %v", step, got, want)
+			}
+		}
+	}
+	// The first pass starts from what it sees: n0 (a) busy.
+	check("first", ps.observeUse(t0, nodes("a,a,b", 1), h), map[string]float64{"a": 1, "b": 0})
+	// One half-life later with both a nodes busy: halfway from 1 to 2.
+	check("half-life", ps.observeUse(t0.Add(h), nodes("a,a,b", 2), h), map[string]float64{"a": 1.5, "b": 0})
+	// A pass at the same time (or earlier) changes nothing.
+	check("same time", ps.observeUse(t0.Add(h), nodes("a,a,b", 0), h), map[string]float64{"a": 1.5, "b": 0})
+	check("clock back", ps.observeUse(t0, nodes("a,a,b", 0), h), map[string]float64{"a": 1.5, "b": 0})
+	// Two half-lives on, nothing busy; b's nodes gone, c new (from what
+	// it sees: 0).
+	check("kinds change", ps.observeUse(t0.Add(3*h), nodes("a,a,c", 0), h), map[string]float64{"a": 0.375, "c": 0})
 }
 
 // TestLoopSimMixedKinds closes the loop on a simulated partition of four

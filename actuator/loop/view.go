@@ -92,6 +92,10 @@ type PoolPlan struct {
 	// ForecastKind says which forecast the plan read (the demand model or
 	// the watched peak, and why not the model).
 	ForecastKind string `json:"forecast_kind,omitempty"`
+	// KindUse is, where the partition's nodes are of several kinds, each
+	// kind's recent use in nodes (busy, incoming or needed; ces.Input.KindUse),
+	// by which the plan spreads the idle nodes it keeps.
+	KindUse map[string]float64 `json:"kind_use,omitempty"`
 	// Plan is nil when it could not be made; Error says why.
 	Plan  *ces.Plan `json:"plan,omitempty"`
 	Error string    `json:"error,omitempty"`
