@@ -50,7 +50,7 @@ type Config struct {
 	// (ces.Input.KindUse): the nodes of the kind busy, incoming or needed
 	// at each pass, averaged with weights that halve every KindUseHalfLife
 	// back. In a partition of several kinds the spare nodes a plan keeps
-	// follow it. Default 6h.
+	// follow it. Default 6h; negative: they follow the node counts alone.
 	KindUseHalfLife time.Duration
 	// MaxPassAge is how long the loop stays ready (Loop.Ready) without a
 	// pass that succeeded: a pass hanging on a Slurm or ClickHouse call
@@ -76,7 +76,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&c.Forecast, "actuator.forecast", ForecastModel, "power plans read the demand model's forecast (model: 10-minute steps, 1 h ahead or the wake-up latency plus a step if longer, upper bound at --ces.quantile of its past errors, refitted daily) once --actuator.forecast-min-history of demand is recorded, the watched peak before that; peak: always the peak of --actuator.peak-window")
 	fs.DurationVar(&c.ForecastMinHistory, "actuator.forecast-min-history", 24*time.Hour, "demand history the loop records before the model forecast replaces the watched peak")
 	fs.DurationVar(&c.RepeatAfter, "actuator.repeat-after", 10*time.Minute, "an unchanged action that was skipped is recorded again only after this long")
-	fs.DurationVar(&c.KindUseHalfLife, "actuator.kind-use-half-life", 6*time.Hour, "in a partition whose nodes are of several kinds (GPU types, features), the idle nodes a power plan keeps ready are spread over the kinds by their recent use: the nodes of each kind busy, incoming or needed, averaged with weights that halve every this long back")
+	fs.DurationVar(&c.KindUseHalfLife, "actuator.kind-use-half-life", 6*time.Hour, "in a partition whose nodes are of several kinds (GPU types, features), the idle nodes a power plan keeps ready are spread over the kinds by their recent use: the nodes of each kind busy, incoming or needed, averaged over the time watched with weights that halve every this long back; negative: by the kinds' node counts alone")
 	fs.DurationVar(&c.MaxPassAge, "actuator.max-pass-age", 0, "/readyz fails once no pass of the control loop has succeeded for this long (a pass hanging on Slurm or ClickHouse, or every pass failing); longer than --actuator.interval; 0: 3 × --actuator.interval")
 	c.QSSF.RegisterFlags(fs)
 	c.CES.RegisterFlags(fs)
@@ -84,8 +84,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, getenv func(string) string) {
 
 // Validate checks the settings; zero durations mean the defaults.
 func (c Config) Validate() error {
-	if c.Interval < 0 || c.UnknownDuration < 0 || c.PeakWindow < 0 || c.RepeatAfter < 0 || c.MaxPassAge < 0 || c.KindUseHalfLife < 0 {
-		return errors.New("loop: --actuator.interval, --actuator.unknown-duration, --actuator.peak-window, --actuator.repeat-after, --actuator.max-pass-age and --actuator.kind-use-half-life must not be negative")
+	if c.Interval < 0 || c.UnknownDuration < 0 || c.PeakWindow < 0 || c.RepeatAfter < 0 || c.MaxPassAge < 0 {
+		return errors.New("loop: --actuator.interval, --actuator.unknown-duration, --actuator.peak-window, --actuator.repeat-after and --actuator.max-pass-age must not be negative")
 	}
 	if interval := (Config{Interval: c.Interval}).withDefaults().Interval; c.MaxPassAge != 0 && c.MaxPassAge <= interval {
 		return fmt.Errorf("loop: --actuator.max-pass-age %v must be longer than --actuator.interval %v: readiness would fail between two good passes", c.MaxPassAge, interval)
@@ -189,6 +189,6 @@ func (c Config) forecasterConfig() demand.ForecasterConfig {
 
 // describe is the loop's settings in words, for the startup log.
 func (c Config) describe() string {
-	return fmt.Sprintf("every %v (unready after %v without a good pass); QSSF aging %g; CES quantile %g buffer %d min %d down-delay %v wake %v; forecast %s (model after %v), peak window %v; spares by kind use, half-life %v",
+	return fmt.Sprintf("every %v (unready after %v without a good pass); QSSF aging %g; CES quantile %g buffer %d min %d down-delay %v wake %v; forecast %s (model after %v), peak window %v; spares by kind use, half-life %v (negative: by node counts)",
 		c.Interval, c.MaxPassAge, c.QSSF.AgingRate, c.CES.Quantile, c.CES.Buffer, c.CES.MinPowered, c.CES.DownDelay, c.CES.WakeLatency, c.Forecast, c.ForecastMinHistory, c.PeakWindow, c.KindUseHalfLife)
 }

@@ -52,7 +52,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -142,7 +141,7 @@ type poolState struct {
 	first   time.Time    // first pass that saw the partition
 	changed map[string]time.Time
 	// use is each node kind's recent use (ces.Input.KindUse) as of useAt.
-	use   map[string]float64
+	use   map[string]kindUse
 	useAt time.Time
 	// planned is this pass's power plan until its outcomes are known; the
 	// nodes whose action was sent to the scheduler are in carried.
@@ -151,37 +150,52 @@ type poolState struct {
 }
 
 // observeUse folds the nodes of a pass that are busy, incoming or needed,
-// counted by kind, into the partition's recent use of each kind, an
-// exponentially weighted mean over time whose weights halve every halfLife
-// back, and returns it. The first pass (and a kind's first) starts from
-// what it sees; a kind whose nodes left the partition is forgotten. A pass
-// no later than the one before changes nothing.
+// counted by kind, into the partition's recent use of each kind and returns
+// it: for each kind, the mean of its counts over the time the loop has
+// watched it, each pass's count standing for the time since the pass
+// before, with weights that halve every halfLife back (so a new loop learns
+// from its first hours, not only after a half-life). A kind's first pass
+// stands alone until the next; a kind whose nodes left the partition is
+// forgotten; a pass no later than the one before changes nothing.
 func (ps *poolState) observeUse(now time.Time, nodes []ces.Node, halfLife time.Duration) map[string]float64 {
-	cur := make(map[string]float64, 2)
-	for _, n := range nodes {
-		v := cur[n.Kind]
-		if n.Busy || n.Incoming || n.Needed {
-			v++
-		}
-		cur[n.Kind] = v
-	}
-	switch {
-	case ps.use == nil:
-		ps.use = cur
-	case now.After(ps.useAt):
-		keep := math.Exp2(-float64(now.Sub(ps.useAt)) / float64(halfLife))
-		for k, v := range cur {
-			if old, ok := ps.use[k]; ok {
-				cur[k] = keep*old + (1-keep)*v
+	if ps.useAt.IsZero() || now.After(ps.useAt) {
+		cur := make(map[string]float64, 2)
+		for _, n := range nodes {
+			v := cur[n.Kind]
+			if n.Busy || n.Incoming || n.Needed {
+				v++
 			}
+			cur[n.Kind] = v
 		}
-		ps.use = cur
-	default:
-		return ps.use
+		keep := 0.0
+		if !ps.useAt.IsZero() {
+			keep = math.Exp2(-float64(now.Sub(ps.useAt)) / float64(halfLife))
+		}
+		next := make(map[string]kindUse, len(cur))
+		for k, v := range cur {
+			u, seen := ps.use[k]
+			if seen {
+				u = kindUse{sum: keep*u.sum + (1-keep)*v, weight: keep*u.weight + (1 - keep), last: v}
+			} else {
+				u = kindUse{last: v} // the kind's first pass: no time to stand for yet
+			}
+			next[k] = u
+		}
+		ps.use, ps.useAt = next, now
 	}
-	ps.useAt = now
-	return ps.use
+	out := make(map[string]float64, len(ps.use))
+	for k, u := range ps.use {
+		out[k] = u.last
+		if u.weight > 0 {
+			out[k] = u.sum / u.weight
+		}
+	}
+	return out
 }
+
+// kindUse is a kind's weighted sum of counts, the sum of its weights, and
+// its count at the latest pass (the use until a second pass gives weight).
+type kindUse struct{ sum, weight, last float64 }
 
 type demandMark struct {
 	at time.Time
@@ -618,12 +632,14 @@ func (l *Loop) plan(now time.Time, snap adapter.Snapshot, pools map[string][]ada
 		restricted := restrictedDemand(asks, nodes, byName)
 		need := float64(nodesNeeded(open, gpn) + restricted)
 		in.Demand = min(float64(busy)+need, float64(len(in.Nodes)))
-		in.KindUse = ps.observeUse(now, in.Nodes, l.cfg.KindUseHalfLife)
+		if l.cfg.KindUseHalfLife > 0 {
+			in.KindUse = ps.observeUse(now, in.Nodes, l.cfg.KindUseHalfLife)
+		}
 		var kind string
 		in.Forecast, kind = l.forecast(ps, now, in.Demand)
 		pp := PoolPlan{Partition: part, Managed: managed, Unusable: skipped, Transitioning: moving, Fixed: fixed, Nodes: len(nodes), ForecastKind: kind}
 		if len(in.KindUse) > 1 {
-			pp.KindUse = maps.Clone(in.KindUse)
+			pp.KindUse = in.KindUse
 		}
 		plan, err := l.cfg.CES.Plan(in)
 		if err != nil {
