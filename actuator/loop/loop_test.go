@@ -1139,15 +1139,12 @@ func TestLoopWakesNodesTheQueueAsksFor(t *testing.T) {
 	}
 }
 
-// TestLoopSparesSpreadOverKinds: a partition of four A100 and two H100
-// nodes, all powered and idle, no queue, a buffer of three nodes. Once the
-// peak window has been watched the plan powers three down and keeps two
-// A100 nodes and one H100 ready (spare nodes in proportion to each kind's
-// nodes), not the one A100 and two H100 nodes that the order of names
-// alone would keep; a job that only H100 nodes can run finds one ready.
-func TestLoopSparesSpreadOverKinds(t *testing.T) {
+// idleKinds returns a scheduler of the named nodes, powered and idle, in
+// partition gpu, each with 8 GPUs: H100 ones where the name starts gpu-h,
+// A100 ones otherwise.
+func idleKinds(names ...string) *static {
 	sched := &static{}
-	for _, name := range []string{"gpu-a0", "gpu-a1", "gpu-a2", "gpu-a3", "gpu-h0", "gpu-h1"} {
+	for _, name := range names {
 		typ := "a100"
 		if strings.HasPrefix(name, "gpu-h") {
 			typ = "h100"
@@ -1155,6 +1152,17 @@ func TestLoopSparesSpreadOverKinds(t *testing.T) {
 		sched.snap.Nodes = append(sched.snap.Nodes, adapter.Node{Name: name, Partitions: []string{"gpu"}, Power: adapter.PowerOn, State: "idle",
 			GPUs: 8, FreeGPUs: 8, GPUTypes: map[string]int{typ: 8}})
 	}
+	return sched
+}
+
+// TestLoopSparesSpreadOverKinds: a partition of four A100 and two H100
+// nodes, all powered and idle, no queue, a buffer of three nodes. Once the
+// peak window has been watched the plan powers three down and keeps two
+// A100 nodes and one H100 ready (spare nodes in proportion to each kind's
+// nodes), not the one A100 and two H100 nodes that the order of names
+// alone would keep; a job that only H100 nodes can run finds one ready.
+func TestLoopSparesSpreadOverKinds(t *testing.T) {
+	sched := idleKinds("gpu-a0", "gpu-a1", "gpu-a2", "gpu-a3", "gpu-h0", "gpu-h1")
 	cfg, conn := schematest.Database(t)
 	lc := testConfig()
 	lc.Forecast, lc.CES.Buffer = ForecastPeak, 3
@@ -1187,15 +1195,7 @@ func TestLoopSparesFollowKindUse(t *testing.T) {
 		{"node counts (negative half-life)", -1, []string{"gpu-a2", "gpu-h2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sched := &static{}
-			for _, name := range []string{"gpu-a0", "gpu-a1", "gpu-a2", "gpu-h0", "gpu-h1", "gpu-h2"} {
-				typ := "a100"
-				if strings.HasPrefix(name, "gpu-h") {
-					typ = "h100"
-				}
-				sched.snap.Nodes = append(sched.snap.Nodes, adapter.Node{Name: name, Partitions: []string{"gpu"}, Power: adapter.PowerOn, State: "idle",
-					GPUs: 8, FreeGPUs: 8, GPUTypes: map[string]int{typ: 8}})
-			}
+			sched := idleKinds("gpu-a0", "gpu-a1", "gpu-a2", "gpu-h0", "gpu-h1", "gpu-h2")
 			setBusy := func(busy bool) {
 				sched.mu.Lock()
 				defer sched.mu.Unlock()
