@@ -87,7 +87,7 @@ func TestUpHelpDefaults(t *testing.T) {
 	for _, want := range []string{
 		"-sim.backfill\n    \tlet a job start ahead", "(default true)\n  -sim.cluster",
 		`name of the simulated cluster (env HELIOSTAT_CLUSTER) (default "local")`,
-		"(default 5s)\n  -actuator.listen-address", "none when empty (default *)",
+		"(default 5s)\n  -actuator.kind-use-half-life", "none when empty (default *)",
 		"(default 1m0s)\n  -analytics.lookback",
 		"-actuator.cluster string\n    \tnot for up",
 	} {
