@@ -48,8 +48,8 @@ type Config struct {
 	RepeatAfter time.Duration
 	// KindUseHalfLife is the half-life of each node kind's recent use
 	// (ces.Input.KindUse): the nodes of the kind busy, incoming or needed
-	// at each pass, averaged with weights that halve every KindUseHalfLife
-	// back. In a partition of several kinds the spare nodes a plan keeps
+	// at each pass, averaged over the time watched with weights that halve
+	// every KindUseHalfLife back. In a partition of several kinds the spare nodes a plan keeps
 	// follow it. Default 6h; negative: they follow the node counts alone.
 	KindUseHalfLife time.Duration
 	// MaxPassAge is how long the loop stays ready (Loop.Ready) without a
