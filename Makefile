@@ -20,7 +20,7 @@ CHDB_VERSION ?= 26.7.3-stable.1
 CHDB_SHA512  ?= 5cff7b98caa7739b59a4a432c11f0dedc2d3b073624e61ebdf4a42e66ce8de35a6ba48ca9f62016bad1cd81fe059435cb858ce3235a8a2b408082a81563e70a7
 CHDB_DIR     ?= $(HOME)/.cache/heliostat/chdb-$(CHDB_VERSION)
 CHDB_LIB     := $(CHDB_DIR)/libchdb.so
-CHDB_PKGS    := ./schemas/... ./analytics/... ./dashboards ./ingest ./predictor/live ./actuator/api ./actuator/audit ./actuator/demandlog ./actuator/loop ./collector/sim ./internal/retention
+CHDB_PKGS    := ./schemas/... ./analytics/... ./dashboards ./ingest ./predictor/live ./actuator/api ./actuator/audit ./actuator/demandlog ./actuator/loop ./collector/sim ./internal/retention ./cmd/heliostat
 # make install: where (DESTDIR stages the tree for a package)
 PREFIX     ?= /usr/local
 SYSCONFDIR ?= /etc

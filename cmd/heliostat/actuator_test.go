@@ -29,6 +29,7 @@ import (
 // zone: run with TZ=Asia/Kolkata) and none is the zero time (year 1) of a
 // time not known, and the recorded demand is saved.
 func TestActuatorCommand(t *testing.T) {
+	schematest.SkipOnCHDB(t, "a Slurm cluster (the actuator's queries run on chDB in actuator/loop, api and audit)")
 	c := slurmtest.Start(t)
 	cfg, conn := schematest.Database(t)
 	_, broker := schematest.Broker(t, kfake.SeedTopics(1, schemas.TopicActions))

@@ -60,6 +60,7 @@ var alertSelector = regexp.MustCompile(`\bheliostat_[a-z0-9_]+(\{[^}]*\})?`)
 // for a part that is not at fault. The alerts no fault here raises are
 // listed in alertsNotFaulted.
 func TestAlertsOnFaults(t *testing.T) {
+	schematest.SkipOnCHDB(t, "a ClickHouse server of its own, which it stops and starts")
 	if testing.Short() {
 		t.Skip("starts every part, a ClickHouse and a Prometheus")
 	}

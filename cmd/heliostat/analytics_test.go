@@ -65,8 +65,8 @@ func TestAnalyticsCapacityRunsWhatSQLPrints(t *testing.T) {
 	sub := since.Add(-48 * time.Hour)
 	schematest.InsertJobRows(t, conn, cfg.Database, "cluster, job_id, source, user, partition_name, state, submit_time, start_time, gpus, last_event, updated_at, inserted_at, version",
 		[]any{"c", "1", "slurm", "alice", "gpu", "RUNNING", sub, &sub, uint32(8), "START", sub, sub, uint64(1)})
-	base := []string{"analytics", "capacity", "demand_weekly", "--clickhouse.addr", cfg.Addr, "--clickhouse.database", cfg.Database,
-		"--since", "2026-03-02", "--until", "2026-03-09"}
+	base := []string{"analytics", "capacity", "demand_weekly", "--since", "2026-03-02", "--until", "2026-03-09"}
+	base = append(base, chFlags(cfg)...)
 	for _, lookback := range []string{"720h", "1h"} {
 		args := append(append([]string{}, base...), "--analytics.lookback", lookback)
 		var out, errb bytes.Buffer
@@ -273,7 +273,7 @@ func TestAnalyticsDataClock(t *testing.T) {
 	if want := [3]any{uint64(1), s.sim, 6.0}; before[day24] != want {
 		t.Fatalf("up's schedule stored %s: jobs, computed_until, GPU-hours %v; want %v", day24, before[day24], want)
 	}
-	ch := []string{"--clickhouse.addr", s.cfg.Addr, "--clickhouse.database", s.cfg.Database, "--log.level", "warn", "--json"}
+	ch := append(chFlags(s.cfg), "--log.level", "warn", "--json")
 	for _, tc := range []struct {
 		cmd    string // analytics run, analytics capacity or report
 		args   []string

@@ -88,6 +88,7 @@ func runBenchAPI(ctx context.Context, args []string, e *env) error {
 	nodes := fs.Int("nodes", 64, "nodes of the simulated cluster whose queue is ranked (8 GPUs each, two VCs)")
 	load := fs.Float64("load", 8, "submission rate of the simulated cluster, in multiples of the rate that offers 60% of its GPU time (above ~2 a queue builds up)")
 	chAddr := fs.String("clickhouse.addr", "", "use this ClickHouse (host:port) instead of starting a local one")
+	chProtocol := fs.String("clickhouse.protocol", "native", "how to talk to --clickhouse.addr: native (its TCP port) or http (its HTTP port; needs a ClickHouse newer than 18.16)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the load phase to this file")
 	traceFile := fs.String("trace", "", "write a runtime execution trace of the load phase to this file (go tool trace)")
 	samplesFile := fs.String("samples", "", "write every request as a CSV line (scheduled send in ms from the start, route, latency ms, ok, scheduled send in Unix ms, ms from the scheduled to the actual send) to this file")
@@ -110,8 +111,14 @@ func runBenchAPI(ctx context.Context, args []string, e *env) error {
 	if *target != "" {
 		return runLoadOnly(ctx, e, *target, lc, *asJSON, *samplesFile, *cpuProfile)
 	}
+	if *chProtocol != "native" && *chProtocol != "http" {
+		return fmt.Errorf("bench api: --clickhouse.protocol %q: want native or http", *chProtocol)
+	}
+	if *chProtocol != "native" && *chAddr == "" {
+		return fmt.Errorf("bench api: --clickhouse.protocol %s needs --clickhouse.addr (the local ClickHouse it starts is reached natively)", *chProtocol)
+	}
 	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	ch := chconn.Config{Addr: *chAddr, Database: "heliostat_bench_api", Compression: "none"}
+	ch := chconn.Config{Addr: *chAddr, Database: "heliostat_bench_api", Protocol: *chProtocol, Compression: "none"}
 	if *chAddr == "" {
 		dir, err := scratchDir(e.stderr, os.TempDir(), "heliostat-bench-api")
 		if err != nil {

@@ -181,8 +181,12 @@ func TestBenchAPITarget(t *testing.T) {
 func TestBenchAPIInProcess(t *testing.T) {
 	cfg, _ := schematest.Database(t)
 	var out, errb bytes.Buffer
-	err := run(context.Background(), []string{"bench", "api", "--clickhouse.addr", cfg.Addr, "--load-in-process", "--rate", "300", "--duration", "1s",
-		"--warmup", "200ms", "--nodes", "16", "--json"}, func(string) string { return "" }, &out, &errb)
+	args := []string{"bench", "api", "--clickhouse.addr", cfg.Addr, "--load-in-process", "--rate", "300", "--duration", "1s",
+		"--warmup", "200ms", "--nodes", "16", "--json"}
+	if cfg.Protocol != "" { // the chDB pass: HTTP
+		args = append(args, "--clickhouse.protocol", cfg.Protocol)
+	}
+	err := run(context.Background(), args, func(string) string { return "" }, &out, &errb)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errb.String())
 	}

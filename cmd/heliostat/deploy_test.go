@@ -276,6 +276,7 @@ func loadUnits(t *testing.T, env map[string]string, stateRoot, credDir string) m
 // GPU source in place of NVML (no GPU here), and the test database; they are
 // appended, so the units' own flags are parsed as written.
 func TestSystemdUnits(t *testing.T) {
+	schematest.SkipOnCHDB(t, "every part started from its unit, with a Slurm cluster")
 	if testing.Short() {
 		t.Skip("starts every part and a Slurm cluster")
 	}
@@ -499,6 +500,7 @@ var shippedPath = regexp.MustCompile(`(^|[\s=:])(/usr/local/bin/|/etc/heliostat/
 // rules, scrape jobs and dashboards beside them; a second install keeps an
 // edited heliostat.env; make uninstall removes the rest.
 func TestMakeInstall(t *testing.T) {
+	skipInCHDBPass(t)
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

@@ -61,6 +61,8 @@ func TestCommandFlagErrors(t *testing.T) {
 		{[]string{"ingest", "reset-partition", "--topic", "t", "--partition", "1", "--from", "0", "extra"}, `ingest reset-partition: unexpected argument "extra"`},
 		{[]string{"ingest", "--ingest.log-check", "1ms", "--clickhouse.addr", "127.0.0.1:1"}, "--ingest.log-check 1ms is below 10ms"},
 		{[]string{"bench", "api", "extra"}, `bench api: unexpected argument "extra"`},
+		{[]string{"bench", "api", "--clickhouse.addr", "127.0.0.1:1", "--clickhouse.protocol", "grpc"}, `bench api: --clickhouse.protocol "grpc": want native or http`},
+		{[]string{"bench", "api", "--clickhouse.protocol", "http"}, "--clickhouse.protocol http needs --clickhouse.addr"},
 		{[]string{"collector", "--collector.interval", "0s"}, "--collector.interval 0s: must be above 0"},
 		{[]string{"collector", "--source", "sim", "--sim.gpus-per-node", "0"}, "--sim.gpus-per-node 0: must be above 0"},
 		{[]string{"schema", "show", "extra"}, `schema show: unexpected argument "extra"`},

@@ -470,8 +470,7 @@ func TestImportClickHouse(t *testing.T) {
 	ch, conn := schematest.Database(t)
 	path := fixture(t, "import_small.swf.in", "small-site.swf")
 	for range 2 {
-		res, _ := runImportJSON(t, path, "--to", "clickhouse", "--clickhouse.addr", ch.Addr, "--clickhouse.database", ch.Database,
-			"--clickhouse.batch-events", "4")
+		res, _ := runImportJSON(t, append([]string{path, "--to", "clickhouse", "--clickhouse.batch-events", "4"}, chFlags(ch)...)...)
 		if res.SentJobs != 5 || res.SentEvents != 14 || res.To != "clickhouse" {
 			t.Fatalf("import --to clickhouse: %+v; want 5 jobs, 14 events sent to clickhouse", res)
 		}
@@ -537,7 +536,7 @@ func TestImportClickHouseHPC2N(t *testing.T) {
 	}
 	path := sharedData(t, "swf/HPC2N-2002-2.2-cln.swf.gz")
 	ch, conn := schematest.Database(t)
-	res, _ := runImportJSON(t, path, "--to", "clickhouse", "--clickhouse.addr", ch.Addr, "--clickhouse.database", ch.Database)
+	res, _ := runImportJSON(t, append([]string{path, "--to", "clickhouse"}, chFlags(ch)...)...)
 	t.Logf("HPC2N to clickhouse: %.0f jobs/s", res.JobsPerS)
 	if n := schematest.Count(t, conn, ch.Database+".jobs FINAL"); n != 202_871 {
 		t.Errorf("count() FROM jobs FINAL = %d; want 202871", n)

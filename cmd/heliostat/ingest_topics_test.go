@@ -23,9 +23,8 @@ import (
 func TestIngestCreatesTopics(t *testing.T) {
 	cfg, _ := schematest.Database(t)
 	_, broker := schematest.Broker(t)
-	child := startChild(t, "ingest", "--kafka.brokers", broker, "--kafka.partitions", "3",
-		"--clickhouse.addr", cfg.Addr, "--clickhouse.database", cfg.Database,
-		"--web.listen-address", "127.0.0.1:0", "--log.level", childLogLevel())
+	child := startChild(t, append([]string{"ingest", "--kafka.brokers", broker, "--kafka.partitions", "3",
+		"--web.listen-address", "127.0.0.1:0", "--log.level", childLogLevel()}, chFlags(cfg)...)...)
 	defer func() {
 		_ = child.Process.Signal(syscall.SIGTERM)
 		_ = child.Wait()
@@ -86,8 +85,8 @@ func TestIngestRefusesCompactedTopic(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	err := run(ctx, []string{"ingest", "--kafka.brokers", broker, "--clickhouse.addr", cfg.Addr, "--clickhouse.database", cfg.Database,
-		"--web.listen-address", "127.0.0.1:0", "--log.level", childLogLevel()}, noEnv, io.Discard, io.Discard)
+	err := run(ctx, append([]string{"ingest", "--kafka.brokers", broker,
+		"--web.listen-address", "127.0.0.1:0", "--log.level", childLogLevel()}, chFlags(cfg)...), noEnv, io.Discard, io.Discard)
 	if !errors.Is(err, ingest.ErrCompactedTopic) || !strings.Contains(err.Error(), schemas.TopicJobEvents) || ctx.Err() != nil {
 		t.Errorf("heliostat ingest on a compacted %s = %v; want ingest.ErrCompactedTopic naming it, at once", schemas.TopicJobEvents, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/heliostat-dev/heliostat/internal/chserver"
+	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
 
 // TestInterruptLongCommands runs the offline commands that take longest on
@@ -153,6 +154,7 @@ func TestSecondSignalEndsAtOnce(t *testing.T) {
 // was doing, and leaves no ClickHouse behind. Before, it printed only
 // "heliostat: context canceled" and exited 130.
 func TestInterruptUpStarting(t *testing.T) {
+	schematest.SkipOnCHDB(t, "`heliostat up`, which starts a ClickHouse server of its own")
 	if testing.Short() {
 		t.Skip("starts a ClickHouse of its own")
 	}

@@ -60,8 +60,7 @@ func TestPredictorRun(t *testing.T) {
 	done := make(chan error, 1)
 	var stderr bytes.Buffer
 	go func() {
-		done <- run(ctx, []string{"predictor", "run", "--clickhouse.addr", ch.Addr, "--clickhouse.database", ch.Database,
-			"--web.listen-address", addr, "--predictor.interval", "100ms"}, func(string) string { return "" }, io.Discard, &stderr)
+		done <- run(ctx, append([]string{"predictor", "run", "--web.listen-address", addr, "--predictor.interval", "100ms"}, chFlags(ch)...), func(string) string { return "" }, io.Discard, &stderr)
 	}()
 	deadline := time.Now().Add(30 * time.Second)
 	var predicted float64

@@ -89,6 +89,7 @@ func TestBacktestText(t *testing.T) {
 // baselines no longer come out as ANCHORS.md reports them (the protocol would
 // have changed).
 func TestBacktestAccuracyFloors(t *testing.T) {
+	skipInCHDBPass(t)
 	if testing.Short() {
 		t.Skip("backtests on full traces; skipped with -short")
 	}

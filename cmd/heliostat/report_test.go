@@ -181,6 +181,7 @@ func venusFigures(t *testing.T, path string) traceFigures {
 // local ClickHouse the command starts itself, characterized and rendered;
 // the JSON agrees with the raw file and every figure draws in Chromium.
 func TestReportTraceVenus(t *testing.T) {
+	schematest.SkipOnCHDB(t, "the ClickHouse server `report --trace` starts itself")
 	path := sharedData(t, "helios/venus_sept_2vc.csv")
 	vcs := sharedData(t, "helios/venus_sept_2vc_vcs.csv")
 	dir := t.TempDir()
@@ -232,7 +233,7 @@ func TestReportTraceSWF(t *testing.T) {
 	if err := os.WriteFile(path, []byte(smallSWF), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ch := []string{"--clickhouse.addr", cfg.Addr, "--clickhouse.database", cfg.Database}
+	ch := chFlags(cfg)
 	got := runReportJSON(t, append([]string{"--trace", path, "--format", "swf", "--out", filepath.Join(dir, "swf.html")}, ch...)...)
 
 	// Processors play GPUs: allocated, else requested (job 3: 16).
@@ -322,8 +323,7 @@ func TestReportTraceNoStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "nostart.html")
-	got := runReportJSON(t, "--trace", path, "--out", out, "--trace.start-at-submit=false",
-		"--clickhouse.addr", cfg.Addr, "--clickhouse.database", cfg.Database)
+	got := runReportJSON(t, append([]string{"--trace", path, "--out", out, "--trace.start-at-submit=false"}, chFlags(cfg)...)...)
 	if got.Jobs != 2 || got.DurationMedianS != nil || got.StartAtSubmit == nil || *got.StartAtSubmit != 0 {
 		t.Errorf("jobs %d, duration_median_s %v, start_at_submit_jobs %v; want 2, null, 0", got.Jobs, got.DurationMedianS, got.StartAtSubmit)
 	}
@@ -350,8 +350,8 @@ func TestReportTraceProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
-	argv := []string{"report", "--json", "--trace", path, "--format", "swf", "--progress-interval", "1ns", "--clickhouse.batch-events", "2",
-		"--clickhouse.addr", cfg.Addr, "--clickhouse.database", cfg.Database}
+	argv := []string{"report", "--json", "--trace", path, "--format", "swf", "--progress-interval", "1ns", "--clickhouse.batch-events", "2"}
+	argv = append(argv, chFlags(cfg)...)
 	if err := run(t.Context(), argv, noEnv, &stdout, &stderr); err != nil {
 		t.Fatalf("heliostat %s: %v\nstderr: %s", strings.Join(argv, " "), err, stderr.String())
 	}
@@ -395,7 +395,7 @@ func TestReportStoredSettings(t *testing.T) {
 			db := cfg.Database
 			schematest.InsertJobRows(t, conn, db, "cluster, job_id, source, user, partition_name, state, submit_time, start_time, end_time, gpus, last_event, updated_at, inserted_at, version",
 				[]any{"c", "1", "slurm", "alice", "gpu", "COMPLETED", day, &day, &end, uint32(4), "END", end, end, uint64(1)})
-			ch := append([]string{"--clickhouse.addr", cfg.Addr, "--clickhouse.database", db}, window...)
+			ch := append(chFlags(cfg), window...)
 			var out, errb bytes.Buffer
 			if err := run(ctx, append(append([]string{"analytics", "run", "--log.level", "warn"}, ch...), tc.stored...), noEnv, &out, &errb); err != nil {
 				t.Fatalf("analytics run: %v\n%s", err, errb.String())
@@ -431,7 +431,7 @@ func TestReportNoData(t *testing.T) {
 	day := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 	schematest.InsertJobRows(t, conn, db, "cluster, job_id, source, user, partition_name, state, submit_time, start_time, gpus, last_event, updated_at, inserted_at, version",
 		[]any{"c", "1", "slurm", "alice", "gpu", "RUNNING", day, &day, uint32(4), "START", day, day, uint64(1)})
-	ch := []string{"--clickhouse.addr", cfg.Addr, "--clickhouse.database", db, "--since", "2026-03-02", "--until", "2026-03-03", "--json", "--log.level", "warn"}
+	ch := append(chFlags(cfg), "--since", "2026-03-02", "--until", "2026-03-03", "--json", "--log.level", "warn")
 	page := filepath.Join(t.TempDir(), "page.html")
 	var outputs [2]map[string]any
 	for i, cmd := range [][]string{{"analytics", "run"}, {"report", "--out", page}} {

@@ -77,7 +77,7 @@ func TestReportWindowSinceOnlyReused(t *testing.T) {
 	end := day.Add(5 * time.Hour)
 	schematest.InsertJobRows(t, conn, db, "cluster, job_id, source, user, partition_name, state, submit_time, start_time, end_time, gpus, last_event, updated_at, inserted_at, version",
 		[]any{"c", "1", "slurm", "alice", "gpu", "COMPLETED", day, &day, &end, uint32(4), "END", end, end, uint64(1)})
-	ch := []string{"--clickhouse.addr", cfg.Addr, "--clickhouse.database", db, "--log.level", "warn", "--json", "--since", "2026-03-02"}
+	ch := append(chFlags(cfg), "--log.level", "warn", "--json", "--since", "2026-03-02")
 	counts := func() (windows, parts uint64) {
 		t.Helper()
 		if err := conn.QueryRow(ctx, "SELECT uniqExact(window_id) FROM "+db+".analytics_runs").Scan(&windows); err != nil {

@@ -28,6 +28,7 @@ import (
 // telemetry and jobs reach ClickHouse, and that a wrong password stops
 // import with the broker's reason.
 func TestSecureKafka(t *testing.T) {
+	schematest.SkipOnCHDB(t, "a ClickHouse server with TLS")
 	pki := testpki.New(t)
 	const user, pass = "heliostat-ingest", "correct horse battery staple"
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.TLS(pki.ServerTLS(false)),

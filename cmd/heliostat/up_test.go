@@ -24,6 +24,7 @@ import (
 	"github.com/heliostat-dev/heliostat/internal/chconn"
 	"github.com/heliostat-dev/heliostat/internal/chserver"
 	"github.com/heliostat-dev/heliostat/schemas"
+	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
 
 // TestUp runs `heliostat up` — what `make run` starts — on a simulated
@@ -36,6 +37,7 @@ import (
 // first run stopped, and the actuator loads the demand history the first
 // run saved.
 func TestUp(t *testing.T) {
+	schematest.SkipOnCHDB(t, "`heliostat up`, which starts a ClickHouse server of its own")
 	ports := make([]int, 4)
 	for i := range ports {
 		p, err := chserver.FreePort()
@@ -458,6 +460,7 @@ func lastSamples(stdout string) (samples, lines int) {
 // line counts more samples than before the kill). Before, nothing said so,
 // and the parts logged "connection refused" until up was stopped.
 func TestUpRestartsClickHouse(t *testing.T) {
+	schematest.SkipOnCHDB(t, "`heliostat up`, which starts a ClickHouse server of its own")
 	if testing.Short() {
 		t.Skip("runs heliostat up")
 	}
@@ -516,6 +519,7 @@ func TestUpRestartsClickHouse(t *testing.T) {
 // clock has not reached it. Before, the topics had no retention and the
 // sample partitions were compared with the wall clock.
 func TestUpTrims(t *testing.T) {
+	schematest.SkipOnCHDB(t, "`heliostat up`, which starts a ClickHouse server of its own")
 	if testing.Short() {
 		t.Skip("runs heliostat up")
 	}
