@@ -382,7 +382,9 @@ func TestDecodeSinfoRecords(t *testing.T) {
 		{"partition": {"name": "gpu"}, "node": {"state": ["IDLE", "POWERED_DOWN"]}, "nodes": {"nodes": ["g3"]},
 		 "cpus": {"allocated": 0}, "memory": {"allocated": {"set": true, "infinite": false, "number": 0}}, "gres": {"total": "gpu:h100:8", "used": ""}},
 		{"partition": {"name": "gpu"}, "node": {"state": ["IDLE", "DRAIN"]}, "nodes": {"nodes": ["g[4-5]"]},
-		 "cpus": {"allocated": 0}, "gres": {"total": "gpu:8", "used": "gpu:0"}}]}`))
+		 "cpus": {"allocated": 0}, "gres": {"total": "gpu:8", "used": "gpu:0"}},
+		{"partition": {"name": "gpu"}, "node": {"state": ["MIXED"]}, "nodes": {"nodes": ["g6"]}, "cpus": {"allocated": 2},
+		 "gres": {"total": "tmpsize:7T,gpu:l40s:4(S:0-1)", "used": "gpu:l40s:1(IDX:0),tmpsize:10737418240"}}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,6 +394,10 @@ func TestDecodeSinfoRecords(t *testing.T) {
 		{Name: "g3", Partitions: []string{"gpu"}, GPUs: 8, Power: adapter.PowerOff, State: "idle+POWERED_DOWN", GPUTypes: map[string]int{"h100": 8}},
 		{Name: "g4", Partitions: []string{"gpu"}, GPUs: 8, Unusable: true, Power: adapter.PowerOn, State: "idle+DRAIN", GPUTypes: map[string]int{"": 8}},
 		{Name: "g5", Partitions: []string{"gpu"}, GPUs: 8, Unusable: true, Power: adapter.PowerOn, State: "idle+DRAIN", GPUTypes: map[string]int{"": 8}},
+		// A local-disk GRES counted in bytes beside the GPUs (Slurm
+		// 24.11): passed over; before 2026-11-25 its count failed the
+		// whole document, and every pass with it.
+		{Name: "g6", Partitions: []string{"gpu"}, GPUs: 4, FreeGPUs: 3, Busy: true, Power: adapter.PowerOn, State: "mixed", GPUTypes: map[string]int{"l40s": 4}, FreeGPUTypes: map[string]int{"l40s": 3}},
 	}
 	if !reflect.DeepEqual(nodes, want) {
 		t.Errorf("decodeSinfo =\n%+v\nwant\n%+v", nodes, want)
@@ -420,6 +426,8 @@ func TestGPUCount(t *testing.T) {
 		{"gres/gpu=x", 0, "", false, true},
 		{"gres/gpu:a100=1,gres/gpu:v100=1", 2, "", true, false},
 		{"gres/gpu:a100=1,gres/gpu:a100=2", 3, "a100", true, false},
+		{"gres/gpu:l40s=1,gres/tmpsize=10737418240", 1, "l40s", true, false},
+		{"gres:tmpsize:10737418240", 0, "", false, false},
 	} {
 		n, typ, ok, err := gpuCount(tc.in)
 		if n != tc.n || typ != tc.typ || ok != tc.ok || (err != nil) != tc.err {

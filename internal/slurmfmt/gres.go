@@ -119,12 +119,19 @@ func JoinTypes(types []string) string {
 	return strings.Join(slices.Compact(named), ",")
 }
 
-// parseGresSpec splits "name[:type][:count]" (count defaults to 1).
+// parseGresSpec splits "name[:type][:count]" (count defaults to 1). Only a
+// GPU's type and count are read and checked: another GRES's are its own
+// business and returned as "" and 0, whatever they hold — a count of bytes
+// far above any GPU count (sinfo's gres_used "tmpsize:10737418240"), one
+// with a unit ("tmpsize:7T"), a type.
 func parseGresSpec(spec string) (name, typ string, count int64, err error) {
 	parts := strings.Split(spec, ":")
 	name = parts[0]
 	if name == "" {
 		return "", "", 0, fmt.Errorf("empty GRES name in %q", spec)
+	}
+	if name != "gpu" {
+		return name, "", 0, nil
 	}
 	count = 1
 	switch len(parts) {

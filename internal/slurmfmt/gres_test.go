@@ -26,6 +26,12 @@ func TestParseGres(t *testing.T) {
 		{"gpu:x:y", GPUs{}, false, "not a number"},
 		{"gpu:2(IDX:0-1", GPUs{}, false, "not closed"},
 		{"gpu:2(IDX:9223372036854775806-9223372036854775807)", GPUs{Count: 2, Indices: []int64{9223372036854775806, 9223372036854775807}}, true, ""},
+		// Other GRES are passed over whatever their count says: a count
+		// of bytes (Slurm 24.11 writes a node's local-disk GRES so), a
+		// unit, a type.
+		{"gpu:l40s:1(IDX:0),tmpsize:10737418240", GPUs{Type: "l40s", Count: 1, Indices: []int64{0}}, true, ""},
+		{"tmpdisk:nvme:7T,gpu:2(IDX:0-1)", GPUs{Count: 2, Indices: []int64{0, 1}}, true, ""},
+		{"gpu:1048577(IDX:N/A)", GPUs{}, false, "out of range"},
 	} {
 		got, ok, err := ParseGresDetail(tc.in)
 		if tc.err != "" {
@@ -65,6 +71,13 @@ func TestParseGres(t *testing.T) {
 		{"gpu:a100:1(IDX:0),gpu:v100:0(IDX:N/A)", 1, "a100,v100", true, map[string]int64{"a100": 1, "v100": 0}},
 		{"gres/gpu:a100=2,gres/gpu=1,gres/gpu:a100=1", 4, "a100", true, map[string]int64{"a100": 3, "": 1}},
 		{"gres:gpu:v100:1,gres:gpu:a100:1", 2, "a100,v100", true, map[string]int64{"a100": 1, "v100": 1}},
+		// Slurm 24.11's sinfo gres and gres_used on a node with a
+		// local-disk GRES, and requests for it: passed over.
+		{"tmpsize:7T,gpu:l40s:4(S:0-1)", 4, "l40s", true, nil},
+		{"gpu:l40s:1(IDX:0),tmpsize:10737418240", 1, "l40s", true, nil},
+		{"gres/gpu:l40s=1,gres/tmpsize=10737418240", 1, "l40s", true, nil},
+		{"gres:tmpsize:10737418240,gres:gpu:2", 2, "", true, nil},
+		{"gres/tmpdisk:nvme:7T", 0, "", false, nil},
 	} {
 		g, ok, err := ParseTRES(tc.in)
 		if err != nil || ok != tc.ok || g.Count != tc.count || g.Type != tc.typ {
@@ -92,6 +105,7 @@ func TestParseTRESErrors(t *testing.T) {
 		{"gpu:a100:2:x", "more than name:type:count"},
 		{"gpu:),", "holds one of ,()="},
 		{"gres:gpu:8,,gres:mps:1", "empty GRES name"},
+		{"gres:gpu:1048577", "out of range"},
 	} {
 		if g, ok, err := ParseTRES(tc.in); err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("ParseTRES(%q) = %+v, %v, %v; want an error containing %q", tc.in, g, ok, err, tc.err)
@@ -100,7 +114,8 @@ func TestParseTRESErrors(t *testing.T) {
 }
 
 func FuzzParseTRES(f *testing.F) {
-	for _, s := range []string{"gres:gpu:8", "gres/gpu:a100:2,gres:mps:100", "gpu:h100:8(S:0-1)", "gpu:8(IDX:0-7)", "(null)", "gpu:x:y", "gpu:a100:4(S:0),gpu:v100:2(S:1)"} {
+	for _, s := range []string{"gres:gpu:8", "gres/gpu:a100:2,gres:mps:100", "gpu:h100:8(S:0-1)", "gpu:8(IDX:0-7)", "(null)", "gpu:x:y", "gpu:a100:4(S:0),gpu:v100:2(S:1)",
+		"gpu:l40s:1(IDX:0),tmpsize:10737418240"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -139,7 +154,8 @@ func typeList(typ string) bool {
 }
 
 func FuzzParseGresDetail(f *testing.F) {
-	for _, s := range []string{"gpu:8(IDX:0-7)", "gpu:a100:2(IDX:0,3)", "gpu:1(IDX:5),mps:0(0/100,0/100)", "gpu:2(IDX:N/A)", "gpu:2(IDX:0-4095)", "gpu:2(IDX:9223372036854775806-9223372036854775807)", "gpu:v100:1(IDX:4),gpu:a100:2(IDX:0-1)"} {
+	for _, s := range []string{"gpu:8(IDX:0-7)", "gpu:a100:2(IDX:0,3)", "gpu:1(IDX:5),mps:0(0/100,0/100)", "gpu:2(IDX:N/A)", "gpu:2(IDX:0-4095)", "gpu:2(IDX:9223372036854775806-9223372036854775807)", "gpu:v100:1(IDX:4),gpu:a100:2(IDX:0-1)",
+		"gpu:l40s:1(IDX:0),tmpsize:10737418240"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
