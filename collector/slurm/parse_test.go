@@ -502,25 +502,34 @@ func TestObserveSqueueGPUType(t *testing.T) {
 	}
 }
 
-// TestObserveSqueueByteCountGres: a job that also asks for a GRES counted in
-// bytes (a node-local disk, "tmpsize", as Slurm 24.11 writes it in the
-// request and in gres_detail) is read for its GPUs; before 2026-11-25 the
-// count, above any GPU count, made the record unreadable and the job was
-// never published.
+// TestObserveSqueueByteCountGres: a job that also asks for a count-only
+// GRES (a node-local disk) is read for its GPUs: in the forms Slurm 22.05
+// writes (seen on the test cluster with slurmtest.Options.Gres:
+// tres_per_node "gres:gpu:1,gres:tmpdisk:10G", gres_detail
+// "gpu:1(IDX:0),tmpdisk(CNT:10737418240)"), and with the count in bytes
+// after the name, as sinfo's gres_used writes it (not seen in a job's
+// record; before 2026-11-25 that count, above any GPU count, would have
+// made the record unreadable).
 func TestObserveSqueueByteCountGres(t *testing.T) {
-	j := job(7, "RUNNING", 1_795_000_000, 0).with("tres_per_node", "gres/gpu:l40s=1,gres/tmpsize=10737418240")
-	j.nodes, j.start = "gpu1", 1_795_000_100
-	j.gres = []string{"gpu:l40s:1(IDX:2),tmpsize:10737418240"}
-	r, err := decodeSqueue(listing(t, j))
-	if err != nil {
-		t.Fatal(err)
-	}
-	obs, _, err := observeSqueue(&r.Jobs[0])
-	if err != nil || len(obs) != 1 {
-		t.Fatalf("observeSqueue: %d observations, %v", len(obs), err)
-	}
-	o := obs[0]
-	if o.ev.GPUs != 1 || o.ev.GPUType != "l40s" || !reflect.DeepEqual(o.gpuIdx, map[string][]int64{"gpu1": {2}}) {
-		t.Errorf("GPUs %d, type %q, indices %v; want 1 l40s GPU, index 2 on gpu1", o.ev.GPUs, o.ev.GPUType, o.gpuIdx)
+	for _, tc := range []struct{ name, tres, detail string }{
+		{"22.05", "gres:gpu:1,gres:tmpdisk:10G", "gpu:1(IDX:2),tmpdisk(CNT:10737418240)"},
+		{"bytes after the name", "gres/gpu:1,gres/tmpdisk:10737418240", "gpu:1(IDX:2),tmpdisk:10737418240"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := job(7, "RUNNING", 1_795_000_000, 0).with("tres_per_node", tc.tres)
+			j.nodes, j.start = "gpu1", 1_795_000_100
+			j.gres = []string{tc.detail}
+			r, err := decodeSqueue(listing(t, j))
+			if err != nil {
+				t.Fatal(err)
+			}
+			obs, _, err := observeSqueue(&r.Jobs[0])
+			if err != nil || len(obs) != 1 {
+				t.Fatalf("observeSqueue: %d observations, %v", len(obs), err)
+			}
+			if o := obs[0]; o.ev.GPUs != 1 || !reflect.DeepEqual(o.gpuIdx, map[string][]int64{"gpu1": {2}}) {
+				t.Errorf("GPUs %d, indices %v; want 1 GPU, index 2 on gpu1", o.ev.GPUs, o.gpuIdx)
+			}
+		})
 	}
 }

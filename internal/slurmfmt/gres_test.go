@@ -26,9 +26,11 @@ func TestParseGres(t *testing.T) {
 		{"gpu:x:y", GPUs{}, false, "not a number"},
 		{"gpu:2(IDX:0-1", GPUs{}, false, "not closed"},
 		{"gpu:2(IDX:9223372036854775806-9223372036854775807)", GPUs{Count: 2, Indices: []int64{9223372036854775806, 9223372036854775807}}, true, ""},
-		// Other GRES are passed over whatever their count says: a count
-		// of bytes (Slurm 24.11 writes a node's local-disk GRES so), a
-		// unit, a type.
+		// Other GRES are passed over whatever they hold: Slurm 22.05's
+		// count-only GRES (seen on the test cluster), a count of bytes
+		// (as sinfo's gres_used writes one, 22.05 and 24.11), a unit, a
+		// type.
+		{"gpu:1(IDX:0),tmpdisk(CNT:10737418240)", GPUs{Count: 1, Indices: []int64{0}}, true, ""},
 		{"gpu:l40s:1(IDX:0),tmpsize:10737418240", GPUs{Type: "l40s", Count: 1, Indices: []int64{0}}, true, ""},
 		{"tmpdisk:nvme:7T,gpu:2(IDX:0-1)", GPUs{Count: 2, Indices: []int64{0, 1}}, true, ""},
 		{"gpu:1048577(IDX:N/A)", GPUs{}, false, "out of range"},
@@ -71,8 +73,9 @@ func TestParseGres(t *testing.T) {
 		{"gpu:a100:1(IDX:0),gpu:v100:0(IDX:N/A)", 1, "a100,v100", true, map[string]int64{"a100": 1, "v100": 0}},
 		{"gres/gpu:a100=2,gres/gpu=1,gres/gpu:a100=1", 4, "a100", true, map[string]int64{"a100": 3, "": 1}},
 		{"gres:gpu:v100:1,gres:gpu:a100:1", 2, "a100,v100", true, map[string]int64{"a100": 1, "v100": 1}},
-		// Slurm 24.11's sinfo gres and gres_used on a node with a
-		// local-disk GRES, and requests for it: passed over.
+		// sinfo's gres and gres_used on a node with a local-disk GRES
+		// (Slurm 24.11; 22.05 writes "gpu:1,tmpdisk:10737418240"), and
+		// requests for it: passed over.
 		{"tmpsize:7T,gpu:l40s:4(S:0-1)", 4, "l40s", true, nil},
 		{"gpu:l40s:1(IDX:0),tmpsize:10737418240", 1, "l40s", true, nil},
 		{"gres/gpu:l40s=1,gres/tmpsize=10737418240", 1, "l40s", true, nil},

@@ -377,6 +377,12 @@ type Options struct {
 	// node with GPUs of two types), adding up to GPUsPerNode. Empty: the
 	// shared gres.conf's untyped GPUs.
 	GPUTypes []GPUType
+
+	// Gres adds GRES beside the GPUs on every node, as slurm.conf's node
+	// Gres= writes them, e.g. "tmpdisk:100G": a count-only resource (no
+	// device files; Slurm shows its count in bytes), whose name joins
+	// GresTypes.
+	Gres []string
 }
 
 // GPUType is a count of GPUs of one type on each node (Options.GPUTypes).
@@ -655,19 +661,36 @@ func (c *Cluster) writeConfig(shared string, opts Options) error {
 	for i := range Nodes {
 		repl = append(repl, fmt.Sprintf("@PORT%d@", i), strconv.Itoa(nodes+i))
 	}
+	var nodeGres string // the node line's Gres= value, when not the template's
 	if len(opts.GPUTypes) > 0 {
 		typed, typedConf, err := typedGres(opts.GPUTypes)
 		if err != nil {
 			return err
 		}
+		nodeGres, gres = typed, []byte(typedConf)
+	}
+	gresTypes := []string{"gpu"}
+	if len(opts.Gres) > 0 {
+		if nodeGres == "" {
+			nodeGres = fmt.Sprintf("gpu:%d", GPUsPerNode)
+		}
+		nodeGres += "," + strings.Join(opts.Gres, ",")
+		for _, g := range opts.Gres {
+			name, _, _ := strings.Cut(g, ":")
+			gresTypes = append(gresTypes, name)
+		}
+	}
+	if nodeGres != "" {
 		untyped := fmt.Sprintf(" Gres=gpu:%d ", GPUsPerNode)
 		if !strings.Contains(string(tmpl), untyped) {
-			return fmt.Errorf("slurmtest: %s has no %q to type", filepath.Join(shared, "slurm.conf.in"), strings.TrimSpace(untyped))
+			return fmt.Errorf("slurmtest: %s has no %q to change", filepath.Join(shared, "slurm.conf.in"), strings.TrimSpace(untyped))
 		}
-		repl = append(repl, untyped, " Gres="+typed+" ")
-		gres = []byte(typedConf)
+		repl = append(repl, untyped, " Gres="+nodeGres+" ")
 	}
 	conf := strings.NewReplacer(repl...).Replace(string(tmpl))
+	if len(gresTypes) > 1 {
+		conf = setConf(conf, map[string]string{"GresTypes": strings.Join(gresTypes, ",")})
+	}
 	if strings.Contains(conf, "@") {
 		return fmt.Errorf("slurmtest: %s has a placeholder this harness does not fill: %q", filepath.Join(shared, "slurm.conf.in"), conf[strings.Index(conf, "@"):min(len(conf), strings.Index(conf, "@")+20)])
 	}
