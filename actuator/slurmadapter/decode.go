@@ -281,32 +281,15 @@ func runningTasks(jobs []squeueJob) map[int64]int {
 }
 
 // jobGPUs returns the GPUs a pending job asks for — per job, or per node ×
-// nodes, or per task × tasks — and their type ("" for any, and for a job
+// nodes, per socket × sockets per node × nodes, or per task × tasks
+// (slurmfmt.Job.GPURequest) — and their type ("" for any, and for a job
 // that names several: it restricts by count only, see gpuCount).
 func jobGPUs(j slurmfmt.Job) (int, string, error) {
-	if n, typ, ok, err := gpuCount(j.TRESPerJob); err != nil || ok {
-		return n, typ, err
-	}
-	nodes := max(j.NodeCount.V, 1)
-	if n, typ, ok, err := gpuCount(j.TRESPerNode); err != nil || ok {
-		return clampInt(int64(n) * nodes), typ, err
-	}
-	if n, typ, ok, err := gpuCount(j.TRESPerTask); err != nil || ok {
-		return clampInt(int64(n) * max(j.Tasks.V, 1)), typ, err
-	}
-	return 0, "", nil
-}
-
-// gpuCount reads the GPUs of a TRES or GRES list (slurmfmt.ParseTRES) and
-// their type: "" when it names none or several ("gres/gpu:a100=1,gres/
-// gpu:v100=1"), which no one type stands for; ok is false when it names no
-// GPU.
-func gpuCount(s string) (n int, typ string, ok bool, err error) {
-	g, ok, err := slurmfmt.ParseTRES(s)
+	g, _, _, err := j.GPURequest()
 	if len(g.ByType) > 1 {
 		g.Type = ""
 	}
-	return clampInt(g.Count), g.Type, ok, err
+	return clampInt(g.Count), g.Type, err
 }
 
 // words is a JSON string or list of strings — Slurm writes some fields

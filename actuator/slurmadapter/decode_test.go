@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/heliostat-dev/heliostat/actuator/adapter"
+	"github.com/heliostat-dev/heliostat/internal/slurmfmt"
 )
 
 func readFixture(t testing.TB, name string) []byte {
@@ -404,34 +405,53 @@ func TestDecodeSinfoRecords(t *testing.T) {
 	}
 }
 
-func TestGPUCount(t *testing.T) {
+func TestJobGPUs(t *testing.T) {
 	for _, tc := range []struct {
 		in  string
 		n   int
 		typ string
-		ok  bool
 		err bool
 	}{
-		{"", 0, "", false, false},
-		{"gres:gpu:8", 8, "", true, false},
-		{"gres/gpu:a100:2,gres:mps:100", 2, "a100", true, false},
-		{"gpu:h100:2(IDX:0-1)", 2, "h100", true, false},
-		{"gpu", 1, "", true, false},
-		{"gpu:a100", 1, "a100", true, false},
-		{"mps:100", 0, "", false, false},
-		{"gpu:a:b", 0, "", false, true},
-		{"gpu:-1", 0, "", false, true},
-		{"gres/gpu=4", 4, "", true, false},
-		{"cpu=2,gres/gpu:h100=2", 2, "h100", true, false},
-		{"gres/gpu=x", 0, "", false, true},
-		{"gres/gpu:a100=1,gres/gpu:v100=1", 2, "", true, false},
-		{"gres/gpu:a100=1,gres/gpu:a100=2", 3, "a100", true, false},
-		{"gres/gpu:l40s=1,gres/tmpsize=10737418240", 1, "l40s", true, false},
-		{"gres:tmpsize:10737418240", 0, "", false, false},
+		{"", 0, "", false},
+		{"gres:gpu:8", 8, "", false},
+		{"gres/gpu:a100:2,gres:mps:100", 2, "a100", false},
+		{"gpu:h100:2(IDX:0-1)", 2, "h100", false},
+		{"gpu", 1, "", false},
+		{"gpu:a100", 1, "a100", false},
+		{"mps:100", 0, "", false},
+		{"gpu:a:b", 0, "", true},
+		{"gpu:-1", 0, "", true},
+		{"gres/gpu=4", 4, "", false},
+		{"cpu=2,gres/gpu:h100=2", 2, "h100", false},
+		{"gres/gpu=x", 0, "", true},
+		{"gres/gpu:a100=1,gres/gpu:v100=1", 2, "", false},
+		{"gres/gpu:a100=1,gres/gpu:a100=2", 3, "a100", false},
+		{"gres/gpu:l40s=1,gres/tmpsize=10737418240", 1, "l40s", false},
+		{"gres:tmpsize:10737418240", 0, "", false},
 	} {
-		n, typ, ok, err := gpuCount(tc.in)
-		if n != tc.n || typ != tc.typ || ok != tc.ok || (err != nil) != tc.err {
-			t.Errorf("gpuCount(%q) = %d, %q, %v, %v; want %d, %q, %v, error %v", tc.in, n, typ, ok, err, tc.n, tc.typ, tc.ok, tc.err)
+		n, typ, err := jobGPUs(slurmfmt.Job{TRESPerJob: tc.in})
+		if n != tc.n || typ != tc.typ || (err != nil) != tc.err {
+			t.Errorf("jobGPUs(tres_per_job %q) = %d, %q, %v; want %d, %q, error %v", tc.in, n, typ, err, tc.n, tc.typ, tc.err)
+		}
+	}
+	// The other fields, times what they are per; the first that names
+	// GPUs counts.
+	set := func(v int64) slurmfmt.Int { return slurmfmt.Int{V: v, Set: true} }
+	for _, tc := range []struct {
+		name string
+		j    slurmfmt.Job
+		n    int
+		typ  string
+	}{
+		{"per node", slurmfmt.Job{TRESPerNode: "gres:gpu:a100:2", NodeCount: set(3)}, 6, "a100"},
+		{"per socket (--gpus-per-socket)", slurmfmt.Job{TRESPerSocket: "gres:gpu:2", SocketsPerNode: set(2), NodeCount: set(2)}, 8, ""},
+		{"per socket, sockets unset", slurmfmt.Job{TRESPerSocket: "gres:gpu:2", SocketsPerNode: set(65534)}, 2, ""},
+		{"per task", slurmfmt.Job{TRESPerTask: "gres:gpu:2", Tasks: set(4), NodeCount: set(2)}, 8, ""},
+		{"per job first", slurmfmt.Job{TRESPerJob: "gres:gpu:3", TRESPerNode: "gres:gpu:8", NodeCount: set(2)}, 3, ""},
+		{"two types per node", slurmfmt.Job{TRESPerNode: "gres/gpu:a100=1,gres/gpu:v100=1", NodeCount: set(2)}, 4, ""},
+	} {
+		if n, typ, err := jobGPUs(tc.j); n != tc.n || typ != tc.typ || err != nil {
+			t.Errorf("%s: jobGPUs = %d, %q, %v; want %d, %q", tc.name, n, typ, err, tc.n, tc.typ)
 		}
 	}
 }

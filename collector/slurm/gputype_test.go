@@ -2,8 +2,11 @@ package slurm
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/heliostat-dev/heliostat/collector/slurm/slurmtest"
 	"github.com/heliostat-dev/heliostat/schemas"
@@ -102,4 +105,41 @@ func TestSlurmJobsOfTwoGPUTypes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestSlurmGPUsPerSocket: a job submitted to a real Slurm 22.05 with
+// --gpus-per-socket=2 --sockets-per-node=2 -N2 (squeue: tres_per_socket
+// "gres:gpu:2", sockets_per_node 2, node_count 2) is published asking for 8
+// GPUs. Before 2026-11-25 tres_per_socket was not read: the job asked for
+// none until it ran.
+func TestSlurmGPUsPerSocket(t *testing.T) {
+	c := slurmtest.Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id, err := c.Submit(ctx, "--gpus-per-socket=2", "--sockets-per-node=2", "-N2", "--hold", "-o", "/dev/null", "--wrap", "true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Run(context.Background(), "scancel", id)
+	rec := newRecorder(t, testCluster)
+	src, err := New(testConfig(t, c, filepath.Join(t.TempDir(), "state.json")), rec, testLogger(t), prometheus.NewRegistry(), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	evs := rec.jobEvents(id)
+	if len(evs) != 1 || evs[0].Type != schemas.JobSubmit || evs[0].GPUs != 8 {
+		t.Fatalf("job %s: events %q, GPUs %v; want a SUBMIT asking for 8 GPUs", id, types(evs), gpusOf(evs))
+	}
+}
+
+// gpusOf lists the GPUs each event asks for.
+func gpusOf(evs []schemas.JobEvent) []int64 {
+	out := make([]int64, len(evs))
+	for i, e := range evs {
+		out[i] = e.GPUs
+	}
+	return out
 }

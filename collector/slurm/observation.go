@@ -210,27 +210,16 @@ func perTask(o *observation, ev schemas.JobEvent, tasks []int64) []*observation 
 // observeResources fills GPUs, GPU type, memory and, for a running job, the
 // GPU indices per node.
 func observeResources(j *slurmfmt.Job, ev *schemas.JobEvent, o *observation) error {
-	// GPUs asked for: per job, per node or per task, whichever is given.
-	// The request is the same whether the job waits or runs, so an event
-	// re-emitted later carries the same count.
+	// GPUs asked for: per job, per node, per socket or per task, whichever
+	// is given. The request is the same whether the job waits or runs, so
+	// an event re-emitted later carries the same count.
 	ev.GPUs = 0
-	for _, r := range []struct {
-		field string
-		s     string
-		mult  int64
-	}{
-		{"tres_per_job", j.TRESPerJob, 1},
-		{"tres_per_node", j.TRESPerNode, j.NodeCount.Or(1)},
-		{"tres_per_task", j.TRESPerTask, j.Tasks.Or(1)},
-	} {
-		g, ok, err := slurmfmt.ParseTRES(r.s)
-		if err != nil {
-			return fmt.Errorf("%s: %w", r.field, err)
-		}
-		if ok {
-			ev.GPUs, ev.GPUType = g.Count*r.mult, g.Type
-			break
-		}
+	g, _, ok, err := j.GPURequest()
+	if err != nil {
+		return err
+	}
+	if ok {
+		ev.GPUs, ev.GPUType = g.Count, g.Type
 	}
 	if ev.GPUs == 0 {
 		for _, s := range []string{j.TRESAllocStr, j.TRESReqStr} {

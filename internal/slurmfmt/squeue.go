@@ -1,5 +1,7 @@
 package slurmfmt
 
+import "fmt"
+
 // Job is one job record of `squeue --json`: the fields the collector and the
 // actuator read. Times are Unix seconds, 0 when unset; time_limit is in
 // minutes and unset when unlimited. A job that has not started may name the
@@ -39,6 +41,8 @@ type Job struct {
 	TRESPerJob      string   `json:"tres_per_job"`
 	TRESPerNode     string   `json:"tres_per_node"`
 	TRESPerTask     string   `json:"tres_per_task"`
+	TRESPerSocket   string   `json:"tres_per_socket"`
+	SocketsPerNode  Int      `json:"sockets_per_node"`
 	RequiredNodes   string   `json:"required_nodes"`
 	StateReason     string   `json:"state_reason"`
 	TRESReqStr      string   `json:"tres_req_str"`
@@ -48,4 +52,45 @@ type Job struct {
 	Command         string   `json:"command"`
 	BatchFlag       bool     `json:"batch_flag"`
 	WorkDir         string   `json:"current_working_directory"`
+}
+
+// GPURequest returns the GPUs the job asks for in all, from the first of
+// tres_per_job, tres_per_node (× its nodes), tres_per_socket (--gpus-per-
+// socket, × sockets per node × nodes) and tres_per_task (× its tasks) that
+// names GPUs, with ByType multiplied alike; field names the one read. ok is
+// false when none does. A node, socket or task count that is unset (or,
+// for sockets, Slurm 22.05's NO_VAL16) counts as one.
+func (j *Job) GPURequest() (g GPUs, field string, ok bool, err error) {
+	nodes := max(j.NodeCount.Or(1), 1)
+	sockets := j.SocketsPerNode.Or(1)
+	if sockets < 1 || sockets >= 0xfffe {
+		sockets = 1
+	}
+	for _, r := range []struct {
+		field string
+		s     string
+		mult  int64
+	}{
+		{"tres_per_job", j.TRESPerJob, 1},
+		{"tres_per_node", j.TRESPerNode, nodes},
+		{"tres_per_socket", j.TRESPerSocket, sockets * nodes},
+		{"tres_per_task", j.TRESPerTask, max(j.Tasks.Or(1), 1)},
+	} {
+		g, ok, err := ParseTRES(r.s)
+		if err != nil {
+			return GPUs{}, r.field, false, fmt.Errorf("%s: %w", r.field, err)
+		}
+		if !ok {
+			continue
+		}
+		if r.mult > 1<<20 {
+			return GPUs{}, r.field, false, fmt.Errorf("%s: %d GPUs times %d is out of range", r.field, g.Count, r.mult)
+		}
+		g.Count *= r.mult
+		for typ := range g.ByType {
+			g.ByType[typ] *= r.mult
+		}
+		return g, r.field, true, nil
+	}
+	return GPUs{}, "", false, nil
 }
