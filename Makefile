@@ -8,8 +8,12 @@ ROWS     ?= 2000000
 PKGS     := ./...
 # the version stamped into bin/heliostat; empty (outside a git checkout) leaves it to the Go build information
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null)
-# make fuzz: how long each fuzz target runs
+# make fuzz: how long each fuzz target runs, and the longest it minimizes one
+# input (Go's default, 60s, can spend a whole FUZZTIME minimizing a new
+# interesting input of a large seed, and the target then fails with "context
+# deadline exceeded": FuzzDecodeSinfo did, at 6 executions)
 FUZZTIME ?= 30s
+FUZZMINIMIZETIME ?= 5s
 # staticcheck, pinned; `go run` fetches it through the module proxy on first use.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 export GOFLAGS ?= -buildvcs=false
@@ -87,11 +91,11 @@ bench: build deps ## end-to-end ingest benchmark (ROWS=2000000) and the Go micro
 bench-go: ## Go micro-benchmarks only
 	$(GO) test -run '^$$' -bench . -benchmem ./schemas/ ./ingest/ ./ingest/trace/ ./predictor/...
 
-fuzz: ## run every fuzz target for FUZZTIME (30s) each
+fuzz: ## run every fuzz target for FUZZTIME (30s) each, minimizing an input for at most FUZZMINIMIZETIME (5s)
 	@for f in $$(grep -rl --include='*_test.go' '^func Fuzz' .); do \
 		pkg=$$(dirname $$f); \
 		for t in $$(grep -o '^func Fuzz[A-Za-z0-9_]*' $$f | cut -d' ' -f2); do \
-			echo "$$pkg $$t"; $(GO) test $$pkg -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; \
+			echo "$$pkg $$t"; $(GO) test $$pkg -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) || exit 1; \
 		done; \
 	done
 
