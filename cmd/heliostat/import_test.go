@@ -80,6 +80,7 @@ func fixture(t *testing.T, src, name string) string {
 // TestImportDryRunSharedTraces: every job of the public traces imports, none
 // is rejected.
 func TestImportDryRunSharedTraces(t *testing.T) {
+	skipInCHDBPass(t)
 	for _, tc := range []struct {
 		file, format, cluster string
 		jobs                  int
@@ -423,6 +424,7 @@ func TestImportKafka(t *testing.T) {
 // TestImportKafkaHPC2N imports the whole HPC2N trace into the in-process
 // broker: every job arrives as one message. It logs the rate.
 func TestImportKafkaHPC2N(t *testing.T) {
+	skipInCHDBPass(t)
 	if testing.Short() {
 		t.Skip("202,871 jobs through Kafka; skipped with -short")
 	}

@@ -24,6 +24,7 @@ import (
 // to the end and exited 0 (a command that finished anyway fails here on the
 // status and the message, so the test needs no clock).
 func TestInterruptLongCommands(t *testing.T) {
+	skipInCHDBPass(t)
 	if testing.Short() {
 		t.Skip("reads the HPC2N trace; skipped with -short")
 	}

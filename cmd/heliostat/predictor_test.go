@@ -196,6 +196,7 @@ func TestBacktestVenusFloor(t *testing.T) {
 }
 
 func TestBacktestDemandCommand(t *testing.T) {
+	skipInCHDBPass(t)
 	if testing.Short() {
 		t.Skip("backtest on the Philly series; skipped with -short")
 	}

@@ -12,6 +12,7 @@ import (
 // TestSimCESCommand runs `sim ces` on Philly with no wake-up delay and checks
 // the evaluation interface's fields, the comparison runs and the goal.
 func TestSimCESCommand(t *testing.T) {
+	skipInCHDBPass(t)
 	if testing.Short() {
 		t.Skip("replay of the Philly series; skipped with -short")
 	}
