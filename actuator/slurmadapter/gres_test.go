@@ -28,7 +28,7 @@ func TestSlurmGresForms(t *testing.T) {
 	waitReason(ctx, t, c, pend, "Resources", func(r string) bool { return r == "Resources" })
 	perSocket := must(c.Submit(ctx, "--gpus-per-socket=2", "--sockets-per-node=2", "-N2", "--hold", "--wrap", "true"))
 	if used := must(c.Run(ctx, "sinfo", "-h", "-N", "-n", "gpu1", "-O", "GresUsed:60")); used != "gpu:1,tmpdisk:10737418240" {
-		t.Logf("gpu1's gres_used reads %q here, not gpu:1,tmpdisk:10737418240: the byte count may not be exercised", used)
+		t.Errorf("gpu1's gres_used reads %q, not gpu:1,tmpdisk:10737418240: the byte count this test is for is not exercised", used)
 	}
 
 	_, _, snap := snapshotNow(ctx, t, c)

@@ -183,3 +183,15 @@ func accountingSource(t *testing.T, c *slurmtest.Cluster) (*Source, *recorder) {
 	}
 	return src, rec
 }
+
+// freshSource returns a source on c with a state file of its own and no
+// accounting, and what it publishes.
+func freshSource(t *testing.T, c *slurmtest.Cluster) (*Source, *recorder) {
+	t.Helper()
+	rec := newRecorder(t, testCluster)
+	src, err := New(testConfig(t, c, filepath.Join(t.TempDir(), "state.json")), rec, testLogger(t), prometheus.NewRegistry(), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src, rec
+}

@@ -2,11 +2,8 @@ package slurm
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/heliostat-dev/heliostat/collector/slurm/slurmtest"
 	"github.com/heliostat-dev/heliostat/schemas"
@@ -121,11 +118,7 @@ func TestSlurmGPUsPerSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Run(context.Background(), "scancel", id)
-	rec := newRecorder(t, testCluster)
-	src, err := New(testConfig(t, c, filepath.Join(t.TempDir(), "state.json")), rec, testLogger(t), prometheus.NewRegistry(), time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	src, rec := freshSource(t, c)
 	if err := src.Poll(ctx); err != nil {
 		t.Fatal(err)
 	}

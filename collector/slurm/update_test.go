@@ -159,11 +159,7 @@ func TestPendingRequestFollowsSlurm(t *testing.T) {
 	}
 	defer c.Run(context.Background(), "scancel", id)
 
-	rec := newRecorder(t, testCluster)
-	src, err := New(testConfig(t, c, filepath.Join(t.TempDir(), "state.json")), rec, testLogger(t), prometheus.NewRegistry(), time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	src, rec := freshSource(t, c)
 	poll := func(want string) []schemas.JobEvent {
 		t.Helper()
 		for range 3 { // the events come at the first poll; the others add none
