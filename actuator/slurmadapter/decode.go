@@ -283,7 +283,8 @@ func runningTasks(jobs []squeueJob) map[int64]int {
 // jobGPUs returns the GPUs a pending job asks for — per job, or per node ×
 // nodes, per socket × sockets per node × nodes, or per task × tasks
 // (slurmfmt.Job.GPURequest) — and their type ("" for any, and for a job
-// that names several: it restricts by count only, see gpuCount).
+// that names several, which no one type stands for: it restricts by count
+// only).
 func jobGPUs(j slurmfmt.Job) (int, string, error) {
 	g, _, _, err := j.GPURequest()
 	if len(g.ByType) > 1 {

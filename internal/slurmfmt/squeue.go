@@ -61,7 +61,11 @@ type Job struct {
 // false when none does. A node, socket or task count that is unset (or,
 // for sockets, Slurm 22.05's NO_VAL16) counts as one.
 func (j *Job) GPURequest() (g GPUs, field string, ok bool, err error) {
-	nodes := max(j.NodeCount.Or(1), 1)
+	// Each count is held just above the range a product may reach, so
+	// that the products below cannot overflow and still fail the check.
+	const most = 1 << 20
+	nodes := min(max(j.NodeCount.Or(1), 1), most+1)
+	tasks := min(max(j.Tasks.Or(1), 1), most+1)
 	sockets := j.SocketsPerNode.Or(1)
 	if sockets < 1 || sockets >= 0xfffe {
 		sockets = 1
@@ -74,7 +78,7 @@ func (j *Job) GPURequest() (g GPUs, field string, ok bool, err error) {
 		{"tres_per_job", j.TRESPerJob, 1},
 		{"tres_per_node", j.TRESPerNode, nodes},
 		{"tres_per_socket", j.TRESPerSocket, sockets * nodes},
-		{"tres_per_task", j.TRESPerTask, max(j.Tasks.Or(1), 1)},
+		{"tres_per_task", j.TRESPerTask, tasks},
 	} {
 		g, ok, err := ParseTRES(r.s)
 		if err != nil {
@@ -83,7 +87,7 @@ func (j *Job) GPURequest() (g GPUs, field string, ok bool, err error) {
 		if !ok {
 			continue
 		}
-		if r.mult > 1<<20 {
+		if r.mult > most {
 			return GPUs{}, r.field, false, fmt.Errorf("%s: %d GPUs times %d is out of range", r.field, g.Count, r.mult)
 		}
 		g.Count *= r.mult

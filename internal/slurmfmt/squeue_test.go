@@ -25,6 +25,7 @@ func TestGPURequest(t *testing.T) {
 		{"none", `{"tres_per_node": "gres:tmpdisk:10G"}`, 0, "", "", ""},
 		{"bad", `{"tres_per_socket": "gres:gpu:x:y"}`, 0, "", "tres_per_socket", "tres_per_socket: "},
 		{"too many", `{"tres_per_task": "gres:gpu:1", "tasks": 2000000}`, 0, "", "tres_per_task", "out of range"},
+		{"nodes beyond int64 when multiplied", `{"tres_per_socket": "gres:gpu:2", "sockets_per_node": 4, "node_count": 4611686018427387904}`, 0, "", "tres_per_socket", "out of range"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var j Job
