@@ -533,6 +533,8 @@ func TestDecodeGPUTypesAndFeatures(t *testing.T) {
 func FuzzDecodeSqueue(f *testing.F) {
 	f.Add(readFixture(f, "squeue.json"))
 	f.Add([]byte(`{"jobs": [{"job_id": 9, "job_state": ["PENDING"], "priority": {"set": true, "number": 4}, "nodes": "a[1-2]"}]}`))
+	f.Add([]byte(`{"jobs": [{"job_id": 3, "job_state": "PENDING", "tres_per_socket": "gres:gpu:2", "sockets_per_node": 2, "node_count": 2},
+		{"job_id": 2, "job_state": "PENDING", "tres_per_node": "gres:gpu:8,gres:tmpdisk:10G", "node_count": 1}]}`))
 	f.Add([]byte(`{"jobs": [{"job_id": 5, "array_job_id": 5, "array_task_id": 0, "job_state": "RUNNING", "nodes": "g[1-2]"},
 		{"job_id": 4, "array_job_id": 4, "array_task_string": "0-99:3,200%5", "job_state": "PENDING", "state_reason": "Resources"}]}`))
 	f.Add([]byte(`{"jobs": [{"job_id": 6, "job_state": "PENDING", "partition": "side", "state_reason": "PartitionDown", "priority": 7},
@@ -566,6 +568,7 @@ func FuzzDecodeSqueue(f *testing.F) {
 
 func FuzzDecodeSinfo(f *testing.F) {
 	f.Add(readFixture(f, "sinfo.json"))
+	f.Add([]byte(`{"nodes": [{"name": "gpu1", "state": "mixed", "partitions": ["batch"], "gres": "gpu:8,tmpdisk:100G", "gres_used": "gpu:1,tmpdisk:10737418240", "alloc_cpus": 1}]}`))
 	f.Add([]byte(`{"nodes": [{"name": "b", "state": ["ALLOCATED", "POWER_DOWN"], "partitions": ["p"], "gres": "gpu:8", "gres_used": "gpu:8(IDX:0-7)"}]}`))
 	f.Add([]byte(`{"sinfo": [{"partition": {"name": "p"}, "node": {"state": ["MIXED"]}, "nodes": {"nodes": ["g[1-2]"]}, "cpus": {"allocated": 8}, "gres": {"total": "gpu:h100:8(S:0-1)", "used": "gpu:h100:2(IDX:0-1)"}}]}`))
 	f.Add([]byte(`{"sinfo": [{"partition": {"name": "p"}, "node": {"state": ["IDLE"]}, "nodes": {"nodes": ["g1"]}, "features": {"total": "a,b", "active": "a"}}]}`))

@@ -397,6 +397,8 @@ func FuzzDecodeSqueue(f *testing.F) {
 	f.Add([]byte(`{"jobs":[{"job_id":1,"job_state":"RUNNING","submit_time":1,"start_time":2,"nodes":"a[1-2]","gres_detail":["gpu:1(IDX:0)","gpu:2(IDX:0-1)"]}]}`))
 	f.Add([]byte(`{"jobs":[{"job_id":5,"job_state":"PENDING","submit_time":9,"array_job_id":5,"array_task_string":"1,4,9,16,25,36,49,64,81,100,121,144,169,196,225,256,28...%2","restart_cnt":0}]}`))
 	f.Add([]byte(`{"jobs":[{"job_id":7,"job_state":"PENDING","submit_time":9,"restart_cnt":{"set":true,"infinite":false,"number":3}}]}`))
+	f.Add([]byte(`{"jobs":[{"job_id":8,"job_state":"PENDING","submit_time":9,"tres_per_socket":"gres:gpu:2","sockets_per_node":2,"node_count":2},
+		{"job_id":9,"job_state":"RUNNING","submit_time":1,"start_time":2,"nodes":"a1","tres_per_node":"gres:gpu:1,gres:tmpdisk:10G","gres_detail":["gpu:1(IDX:0),tmpdisk(CNT:10737418240)"]}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := decodeSqueue(b)
 		if err != nil {
