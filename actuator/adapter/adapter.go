@@ -94,6 +94,16 @@ type Job struct {
 	// scheduler's syntax (Slurm's --constraint: "a100", "ib&nvme",
 	// "a100|h100"); "" for none. Fits reads it.
 	Constraint string
+	// Unreadable says what of the job's record the adapter could not read
+	// (its GPU request, the nodes it is bound for, its array's tasks); ""
+	// when it read it all. What such a job needs and where it may start
+	// are unknown, so the actuator guesses neither: it leaves the job's
+	// priority alone, does not count it as demand (it counts it apart,
+	// reason "unreadable"), and, unless the job is held, the Guard powers
+	// down no node of the partitions it was submitted to (of any, when it
+	// names none) while it waits (ErrUnreadableJob). The other jobs are
+	// ranked and planned for as usual.
+	Unreadable string
 }
 
 // PendingTasks returns the tasks j stands for: ArrayTasks, at least 1.
@@ -213,4 +223,9 @@ var (
 	// (it woke since the plan read it, e.g. the scheduler woke it for a
 	// job), so nothing was sent.
 	ErrAlreadyPowered = errors.New("adapter: node is already on or waking")
+	// ErrUnreadableJob: a pending job that may start on the node has a
+	// record the adapter could not read in full (Job.Unreadable), so
+	// whether it needs the node is unknown and the node is not powered
+	// down.
+	ErrUnreadableJob = errors.New("adapter: a pending job the node may run could not be read")
 )

@@ -330,8 +330,9 @@ func (g *Guard) NodeAllowed(n Node) bool {
 // fails the action); for power actions the node is read again (a fresh
 // Snapshot; a failed read fails the action, dry run or not) and a
 // power-down is refused on a node that is excluded from power saving by
-// the scheduler's configuration, busy, unusable, not on, or bound for a
-// pending job, and a power-up on a node already on or waking
+// the scheduler's configuration, busy, unusable, not on, bound for a
+// pending job, or in a partition of a pending job that is not held and
+// could not be read in full (Job.Unreadable), and a power-up on a node already on or waking
 // (ErrAlreadyPowered: it woke since the plan read it); the rate limit must
 // have room (a power-up is counted but always has room); then a dry run
 // stops (Skipped, "dry run", the unit of the rate limit spent as apply would
@@ -442,7 +443,25 @@ func (g *Guard) checkNode(snap Snapshot, a Action) error {
 			return fmt.Errorf("%w: %s (pending job %s is bound for it)", ErrNodeBusy, n.Name, j.ID)
 		}
 	}
+	for _, j := range snap.Jobs {
+		if j.Unreadable != "" && !j.Held && mayRun(&j, n) {
+			return fmt.Errorf("%w: %s: pending job %s (partition %q): %s", ErrUnreadableJob, n.Name, j.ID, j.Partition, j.Unreadable)
+		}
+	}
 	return nil
+}
+
+// mayRun reports whether j may start on n as far as partitions tell: it was
+// submitted to one of n's, or names none.
+func mayRun(j *Job, n Node) bool {
+	named := false
+	for p := range j.PartitionSeq() {
+		named = true
+		if slices.Contains(n.Partitions, p) {
+			return true
+		}
+	}
+	return !named
 }
 
 // take spends one unit of a's kind's rate limit at a.At (zero: now), and

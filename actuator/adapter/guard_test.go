@@ -595,3 +595,61 @@ func TestGuardSeed(t *testing.T) {
 		})
 	}
 }
+
+// addingJobs adds pending jobs to the snapshots of the scheduler it wraps.
+type addingJobs struct {
+	adapter.Scheduler
+	jobs []adapter.Job
+}
+
+func (a *addingJobs) Snapshot(ctx context.Context) (adapter.Snapshot, error) {
+	snap, err := a.Scheduler.Snapshot(ctx)
+	snap.Jobs = append(snap.Jobs, a.jobs...)
+	return snap, err
+}
+
+// TestGuardUnreadableJob: an idle node is not powered down while a pending
+// job that may start on it (submitted to its partition, or naming none)
+// could not be read in full — skipped, naming the job and what could not be
+// read, and nothing sent — unless that job is held or was submitted to
+// other partitions only.
+func TestGuardUnreadableJob(t *testing.T) {
+	const fault = `GPU request: tres_per_node: GRES count "b" is not a number`
+	for _, tc := range []struct {
+		name    string
+		job     adapter.Job
+		refused bool
+	}{
+		{"its partition", adapter.Job{ID: "x", Partition: "vc2", Unreadable: fault}, true},
+		{"one of its partitions", adapter.Job{ID: "x", Partition: "vc1,vc2", Unreadable: fault}, true},
+		{"no partition named", adapter.Job{ID: "x", Unreadable: fault}, true},
+		{"another partition", adapter.Job{ID: "x", Partition: "vc1", Unreadable: fault}, false},
+		{"held", adapter.Job{ID: "x", Partition: "vc2", Held: true, Unreadable: fault}, false},
+		{"read in full", adapter.Job{ID: "x", Partition: "vc2", GPUs: 8}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, sched := newCluster(t)
+			f := &faulty{Scheduler: sched}
+			g, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"*"}, Nodes: []string{"*"}}, &addingJobs{Scheduler: f, jobs: []adapter.Job{tc.job}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := g.Do(context.Background(), adapter.Action{Kind: adapter.PowerDown, Target: "sim-node-003"})
+			if !tc.refused {
+				if r.Outcome != adapter.Applied {
+					t.Errorf("power down sim-node-003 = %v, %v; want applied", r.Outcome, r.Err)
+				}
+				return
+			}
+			if r.Outcome != adapter.Skipped || !errors.Is(r.Err, adapter.ErrUnreadableJob) || f.calls != 0 {
+				t.Errorf("power down sim-node-003 = %v, %v (%d sent); want skipped, %v, none sent", r.Outcome, r.Err, f.calls, adapter.ErrUnreadableJob)
+			}
+			if r.Err != nil && (!strings.Contains(r.Err.Error(), "pending job x") || !strings.Contains(r.Err.Error(), fault)) {
+				t.Errorf("error %q; want it naming job x and %q", r.Err, fault)
+			}
+			if st := nodeState(t, s, "sim-node-003"); st != sim.NodeUp {
+				t.Errorf("sim-node-003 is %v; want up", st)
+			}
+		})
+	}
+}

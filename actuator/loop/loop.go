@@ -17,7 +17,9 @@
 //     pending array counts each task that may start, and held jobs and jobs
 //     that cannot start yet — Job.Ineligible — count not at all, but by
 //     reason in heliostat_actuator_demand_excluded_jobs and in the power
-//     actions' basis) and
+//     actions' basis; so do jobs the adapter could not read in full —
+//     Job.Unreadable — which are not ranked either, and for which the
+//     Guard refuses to power down the nodes of their partitions) and
 //     a forecast, makes a CES power plan
 //     (actuator/ces) and powers nodes down and up accordingly. The
 //     forecast is predictor/demand's (a causal model of the demand the
@@ -119,6 +121,10 @@ type Loop struct {
 	pool map[string]*poolState
 	seen map[string]recent // kind|target → last skipped action recorded
 	owed []audit.Record    // outcomes not yet written (ClickHouse was down)
+	// unreadable holds the pending jobs whose record the adapter could not
+	// read in full (adapter.Job.Unreadable) that the log has named, so
+	// that each is named once while it waits.
+	unreadable map[string]bool
 
 	stored storedDemand // the demand history's DemandStore side
 	caps   capHistory   // the power actions of the hour before the start
@@ -254,7 +260,7 @@ func New(cfg Config, g *adapter.Guard, a Auditor, p Predictor, d DemandStore, lo
 		stored.jobs = jr
 	}
 	l := &Loop{cfg: cfg, g: g, audit: a, pred: p, logger: logger, m: m, now: now,
-		pool: map[string]*poolState{}, seen: map[string]recent{}, stored: stored, health: health.New(now)}
+		pool: map[string]*poolState{}, seen: map[string]recent{}, unreadable: map[string]bool{}, stored: stored, health: health.New(now)}
 	if h, ok := a.(History); ok {
 		l.caps.history = h
 	}
@@ -426,13 +432,15 @@ func (l *Loop) once(ctx context.Context) (Report, error) {
 	rep := Report{At: now}
 	v := &View{At: now, Adapter: l.g.Scheduler().Name(), Apply: l.g.Config().Apply, QSSF: l.cfg.QSSF}
 
-	// Predictions and the QSSF order.
+	// Predictions and the QSSF order. A job the adapter could not read in
+	// full is not ranked: its GPU service time is unknown.
+	l.noteUnreadable(snap.Jobs)
 	var qjobs []qssf.Job
 	byID := map[string]*adapter.Job{}
 	preds := map[string]Prediction{}
 	for i := range snap.Jobs {
 		j := &snap.Jobs[i]
-		if j.Held {
+		if j.Held || j.Unreadable != "" {
 			continue
 		}
 		p := l.predict(j)
@@ -500,6 +508,33 @@ func (l *Loop) once(ctx context.Context) (Report, error) {
 	}
 	l.view.store(v)
 	return rep, nil
+}
+
+// noteUnreadable logs, once while it waits, each pending job whose record
+// the adapter could not read in full, and forgets the jobs that left the
+// queue or were read in full since.
+func (l *Loop) noteUnreadable(jobs []adapter.Job) {
+	now := map[string]bool{}
+	for _, j := range jobs {
+		if j.Unreadable == "" {
+			continue
+		}
+		now[j.ID] = true
+		if l.unreadable[j.ID] {
+			continue
+		}
+		l.unreadable[j.ID] = true
+		effect := "its priority is left alone, it does not count as demand, and no node of its partitions is powered down while it waits"
+		if j.Held {
+			effect = "it is held, so nothing waits on it"
+		}
+		l.logger.Warn("pending job could not be read in full", "job", j.ID, "partition", j.Partition, "user", j.User, "problem", j.Unreadable, "effect", effect)
+	}
+	for id := range l.unreadable {
+		if !now[id] {
+			delete(l.unreadable, id)
+		}
+	}
 }
 
 // carryPlans hands each partition's plan of this pass on to the next as
@@ -678,14 +713,15 @@ func (l *Loop) plan(now time.Time, snap adapter.Snapshot, pools map[string][]ada
 }
 
 // pendingByPool groups the pending jobs that count as demand (all but the
-// held ones and those that cannot start however many nodes are up) by the
+// held ones, those that cannot start however many nodes are up and those the
+// adapter could not read in full) by the
 // partitions they were submitted to. A job submitted to several
 // ("gpu,other") is in each: whichever starts it, each keeps room for it.
 func pendingByPool(jobs []adapter.Job) map[string][]*adapter.Job {
 	out := map[string][]*adapter.Job{}
 	for i := range jobs {
 		j := &jobs[i]
-		if j.Held || j.Ineligible {
+		if j.Held || j.Ineligible || j.Unreadable != "" {
 			continue
 		}
 		for p := range j.PartitionSeq() {
@@ -839,12 +875,12 @@ func restrictedDemand(asks []restrictedAsk, nodes []adapter.Node, plan map[strin
 }
 
 // excludedByPool counts the pending jobs pendingByPool leaves out of demand
-// (held or ineligible) by reason (excludedReason): in each partition they
-// were submitted to, and in all (a job once).
+// (held, ineligible or unreadable) by reason (excludedReason): in each
+// partition they were submitted to, and in all (a job once).
 func excludedByPool(jobs []adapter.Job) (byPool map[string]map[string]int, total map[string]int) {
 	byPool, total = map[string]map[string]int{}, map[string]int{}
 	for _, j := range jobs {
-		if !j.Held && !j.Ineligible {
+		if !j.Held && !j.Ineligible && j.Unreadable == "" {
 			continue
 		}
 		r := excludedReason(&j)
@@ -859,11 +895,15 @@ func excludedByPool(jobs []adapter.Job) (byPool map[string]map[string]int, total
 	return byPool, total
 }
 
-// excludedReason returns the label a held or ineligible job is counted
-// under: the scheduler's reason when it is a word of at most 64 letters,
-// digits and underscores (as Slurm's are) other than "None"; else "held" or
+// excludedReason returns the label a job left out of demand is counted
+// under: "unreadable" for a job the adapter could not read in full; else the
+// scheduler's reason when it is a word of at most 64 letters, digits and
+// underscores (as Slurm's are) other than "None"; else "held" or
 // "ineligible".
 func excludedReason(j *adapter.Job) string {
+	if j.Unreadable != "" {
+		return "unreadable"
+	}
 	r := j.Reason
 	ok := r != "" && r != "None" && len(r) <= 64
 	for i := 0; ok && i < len(r); i++ {

@@ -585,6 +585,9 @@ func TestPendingDemand(t *testing.T) {
 		{"jobs that cannot start are no demand",
 			[]adapter.Job{{Partition: "gpu", GPUs: 8, Ineligible: true}, {Partition: "gpu", GPUs: 8, NodeCount: 2, Ineligible: true, ArrayTasks: 4}},
 			map[string]int{"gpu": 8}, map[string]int{}},
+		{"jobs that could not be read are no demand",
+			[]adapter.Job{{Partition: "gpu", GPUs: 8, Unreadable: "GPU request: …"}, {Partition: "gpu", Unreadable: "nodes: …"}},
+			map[string]int{"gpu": 8}, map[string]int{}},
 		{"a pending array counts each task",
 			[]adapter.Job{{Partition: "gpu", GPUs: 8, NodeCount: 1, ArrayTasks: 100}},
 			map[string]int{"gpu": 8}, map[string]int{"gpu": 100}},
@@ -797,6 +800,78 @@ func TestLoopArrayDemand(t *testing.T) {
 	allPrioritized(t, sched)
 }
 
+// TestLoopUnreadableJob: a pending job the adapter could not read in full
+// does not stop the loop. The job beside it gets its priority; the
+// unreadable one keeps its own and counts as no demand; no node of its
+// partition is powered down while it waits (the Guard refuses each,
+// naming the job, in the audit record), while another partition's idle
+// nodes are; once it is read in full, its partition powers down what it
+// does not need.
+func TestLoopUnreadableJob(t *testing.T) {
+	sched := &static{snap: adapter.Snapshot{Jobs: []adapter.Job{
+		{ID: "1", User: "u", Partition: "gpu", Unreadable: `GPU request: tres_per_node: GRES count "b" is not a number`, Priority: 7, Submit: t0, TimeLimit: time.Hour},
+		{ID: "2", User: "u", Partition: "gpu", GPUs: 8, NodeCount: 1, Submit: t0, TimeLimit: time.Hour},
+	}}}
+	sched.snap.Nodes = append(idleNodes("gpu", 4), idleNodes("other", 3)...)
+	l := newPeakLoop(t, sched, adapter.GuardConfig{Apply: true, Partitions: []string{"*"}, Nodes: []string{"*"}})
+	var refused []audit.Record
+	for m := range 8 {
+		sched.at(t0.Add(time.Duration(m) * time.Minute))
+		rep, err := l.Once(context.Background())
+		if err != nil {
+			t.Fatalf("pass %d: %v", m, err)
+		}
+		for _, a := range rep.Actions {
+			if a.Kind == string(adapter.PowerDown) && a.Partition == "gpu" {
+				refused = append(refused, a)
+			}
+		}
+	}
+	snap, _ := sched.Snapshot(context.Background())
+	if p := snap.Jobs[0].Priority; p != 7 {
+		t.Errorf("unreadable job 1's priority %d; want 7, left alone", p)
+	}
+	if snap.Jobs[1].Priority == 0 {
+		t.Error("job 2's priority was not set")
+	}
+	if got := sched.powered("gpu"); got != 4 {
+		t.Errorf("gpu: %d nodes powered; want all 4 while job 1 cannot be read", got)
+	}
+	if got := sched.powered("other"); got != 0 {
+		t.Errorf("other: %d nodes powered; want its idle nodes powered down", got)
+	}
+	if len(refused) == 0 {
+		t.Fatal("no power-down of gpu planned; want them planned and refused")
+	}
+	for _, a := range refused {
+		if a.Outcome != string(adapter.Skipped) || !strings.Contains(a.Error, "pending job 1") || !strings.Contains(a.Error, "GRES count") {
+			t.Errorf("power-down of %s: outcome %s, error %q; want skipped, naming job 1 and its fault", a.Target, a.Outcome, a.Error)
+		}
+	}
+	if got := testutil.ToFloat64(l.m.excluded.WithLabelValues("unreadable")); got != 1 {
+		t.Errorf("heliostat_actuator_demand_excluded_jobs{reason=\"unreadable\"} = %v; want 1", got)
+	}
+	for _, q := range l.View().Queue {
+		if q.JobID == "1" {
+			t.Errorf("unreadable job 1 ranked: %+v", q)
+		}
+	}
+
+	// Read in full now (1 GPU): gpu keeps what jobs 1 and 2 need.
+	sched.mu.Lock()
+	sched.snap.Jobs[0].Unreadable, sched.snap.Jobs[0].GPUs = "", 1
+	sched.mu.Unlock()
+	for m := 8; m < 20; m++ {
+		sched.at(t0.Add(time.Duration(m) * time.Minute))
+		if _, err := l.Once(context.Background()); err != nil {
+			t.Fatalf("pass %d: %v", m, err)
+		}
+	}
+	if got := sched.powered("gpu"); got != 2 {
+		t.Errorf("gpu: %d nodes powered once job 1 is read; want 2 (9 GPUs)", got)
+	}
+}
+
 // TestExcludedByPool: the pending jobs left out of demand, held or unable
 // to start, are counted by the scheduler's reason in each partition they
 // were submitted to, and once in all; a reason that is not a word, or none,
@@ -810,13 +885,14 @@ func TestExcludedByPool(t *testing.T) {
 		{ID: "5", Partition: "gpu", Ineligible: true, Reason: "a reason, with spaces"},
 		{ID: "6", Partition: "gpu", Ineligible: true},
 		{ID: "7", Partition: "gpu", Reason: "Resources"}, // demand
+		{ID: "8", Partition: "gpu,other", Reason: "Resources", Unreadable: "GPU request: …"},
 	}
 	byPool, total := excludedByPool(jobs)
 	wantPool := map[string]map[string]int{
-		"gpu":   {"JobHeldUser": 1, "Dependency": 1, "held": 1, "ineligible": 2},
-		"other": {"Dependency": 1, "PartitionDown": 1},
+		"gpu":   {"JobHeldUser": 1, "Dependency": 1, "held": 1, "ineligible": 2, "unreadable": 1},
+		"other": {"Dependency": 1, "PartitionDown": 1, "unreadable": 1},
 	}
-	wantTotal := map[string]int{"JobHeldUser": 1, "Dependency": 1, "PartitionDown": 1, "held": 1, "ineligible": 2}
+	wantTotal := map[string]int{"JobHeldUser": 1, "Dependency": 1, "PartitionDown": 1, "held": 1, "ineligible": 2, "unreadable": 1}
 	if !reflect.DeepEqual(byPool, wantPool) || !reflect.DeepEqual(total, wantTotal) {
 		t.Errorf("excludedByPool = %v, %v; want %v, %v", byPool, total, wantPool, wantTotal)
 	}

@@ -28,7 +28,10 @@ var (
 	ErrReported = errors.New("slurmadapter: slurm reported errors")
 	// ErrRecord: one job or node record is unusable (no id, bad host list,
 	// bad GRES); the record is named and the document rejected, because a
-	// node the actuator cannot read might be busy. Also a power-saving
+	// node the actuator cannot read might be busy. A pending job's GPU
+	// request, bound nodes or array tasks that cannot be read do not
+	// reject the document: the job is returned with Unreadable saying what
+	// (see adapter.Job.Unreadable), and counted under this kind too. Also a power-saving
 	// setting of `scontrol show config` that cannot be read (a node the
 	// actuator cannot tell is excluded might be), and a line of
 	// scontrol's answer to a priority update that is not Slurm's answer for
@@ -114,15 +117,23 @@ func decodeSqueue(b []byte, now time.Time) (jobs []adapter.Job, leaders map[stri
 			return nil, nil, nil, fmt.Errorf("squeue --json: %w: job %d has no job_id", ErrRecord, i)
 		}
 		id := jobID(j)
+		// A pending job's request or binding that cannot be read leaves
+		// the job Unreadable rather than the document: the other jobs
+		// are still ranked, and the Guard powers no node down that the
+		// job might need.
+		var unreadable []string
 		gpus, gpuType, err := jobGPUs(j)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("squeue --json: %w: job %s: %v", ErrRecord, id, err)
+			gpus, gpuType = 0, ""
+			unreadable = append(unreadable, "GPU request: "+err.Error())
 		}
 		var bound []string
 		for _, field := range []string{j.Nodes, j.RequiredNodes} {
 			names, err := slurmfmt.ExpandHostlist(field)
 			if err != nil {
-				return nil, nil, nil, fmt.Errorf("squeue --json: %w: job %s: nodes: %v", ErrRecord, id, err)
+				bound = nil
+				unreadable = append(unreadable, "nodes: "+err.Error())
+				break
 			}
 			bound = append(bound, names...)
 		}
@@ -138,7 +149,8 @@ func decodeSqueue(b []byte, now time.Time) (jobs []adapter.Job, leaders map[stri
 		if !j.ArrayTaskID.Set && j.ArrayJobID.Set && j.ArrayJobID.V > 0 && j.ArrayTaskString != "" {
 			n, throttle, err := arrayTasks(j.ArrayTaskString)
 			if err != nil {
-				return nil, nil, nil, fmt.Errorf("squeue --json: %w: job %s: %v", ErrRecord, id, err)
+				n, throttle = 1, 0
+				unreadable = append(unreadable, err.Error())
 			}
 			if throttle > 0 {
 				// Only throttle − running tasks may start; none while
@@ -157,6 +169,7 @@ func decodeSqueue(b []byte, now time.Time) (jobs []adapter.Job, leaders map[stri
 			}
 			leaders[id] = true
 		}
+		job.Unreadable = clipString(strings.Join(unreadable, "; "), 300)
 		if j.SubmitTime.Set && j.SubmitTime.V > 0 {
 			job.Submit = time.Unix(j.SubmitTime.V, 0).UTC()
 		}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/heliostat-dev/heliostat/actuator/adapter"
 	"github.com/heliostat-dev/heliostat/internal/slurmfmt"
@@ -100,10 +101,6 @@ func TestDecodeErrors(t *testing.T) {
 		{"squeue slurm errors", sq, `{"errors": [{"error": "boom"}], "jobs": []}`, ErrReported, "boom"},
 		{"squeue pending without id", sq, `{"jobs": [{"job_state": "PENDING"}]}`, ErrRecord, "job 0"},
 		{"squeue bad priority", sq, `{"jobs": [{"job_id": 1, "job_state": "PENDING", "priority": "high"}]}`, ErrShape, "priority"},
-		{"squeue bad host list", sq, `{"jobs": [{"job_id": 7, "job_state": "PENDING", "required_nodes": "gpu[1-"}]}`, ErrRecord, "job 7"},
-		{"squeue bad gres", sq, `{"jobs": [{"job_id": 7, "job_state": "PENDING", "tres_per_node": "gres:gpu:a:b"}]}`, ErrRecord, "job 7"},
-		{"squeue bad array tasks", sq, `{"jobs": [{"job_id": 7, "array_job_id": 7, "array_task_string": "0-x", "job_state": "PENDING"}]}`, ErrRecord, "job 7"},
-		{"squeue array tasks cut short", sq, `{"jobs": [{"job_id": 7, "array_job_id": 7, "array_task_string": "0-1,4,9,16,25,32...", "job_state": "PENDING"}]}`, ErrRecord, "SLURM_BITSTR_LEN"},
 		{"sinfo no nodes", si, `{"errors": []}`, ErrShape, `"nodes"`},
 		{"sinfo record without names", si, `{"sinfo": [{"node": {"state": ["IDLE"]}, "nodes": {"nodes": []}}]}`, ErrRecord, "record 0"},
 		{"sinfo record bad host", si, `{"sinfo": [{"node": {"state": ["IDLE"]}, "nodes": {"nodes": ["n[1-"]}}]}`, ErrRecord, "record 0"},
@@ -118,6 +115,51 @@ func TestDecodeErrors(t *testing.T) {
 			err := tc.decode([]byte(tc.in))
 			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.field) {
 				t.Errorf("decode(%q) = %v; want %v naming %q", tc.in, err, tc.want, tc.field)
+			}
+		})
+	}
+}
+
+// TestDecodeSqueueUnreadable: a pending job whose GPU request, bound nodes
+// or array tasks cannot be read is kept, marked Unreadable with what is
+// wrong and asking for no GPUs, and the jobs beside it are read as usual.
+func TestDecodeSqueueUnreadable(t *testing.T) {
+	for _, tc := range []struct {
+		name, job, naming string
+	}{
+		{"bad host list", `{"job_id": 7, "job_state": "PENDING", "required_nodes": "gpu[1-", "tres_per_node": "gres:gpu:2"}`, "nodes: "},
+		{"bad bound nodes", `{"job_id": 7, "job_state": "PENDING", "nodes": "gpu[x", "tres_per_job": "gres:gpu:2"}`, "nodes: "},
+		{"bad gres", `{"job_id": 7, "job_state": "PENDING", "tres_per_node": "gres:gpu:a:b", "required_nodes": "gpu1"}`, "GPU request: tres_per_node"},
+		{"bad array tasks", `{"job_id": 7, "array_job_id": 7, "array_task_string": "0-x", "job_state": "PENDING", "tres_per_job": "gres:gpu:2"}`, "0-x"},
+		{"array tasks cut short", `{"job_id": 7, "array_job_id": 7, "array_task_string": "0-1,4,9,16,25,32...", "job_state": "PENDING"}`, "SLURM_BITSTR_LEN"},
+		{"two faults", `{"job_id": 7, "job_state": "PENDING", "required_nodes": "gpu[1-", "tres_per_node": "gres:gpu:a:b"}`, "GPU request: tres_per_node"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := `{"jobs": [{"job_id": 5, "job_state": "PENDING", "partition": "gpu", "tres_per_job": "gres:gpu:4", "required_nodes": "gpu2", "submit_time": 100},
+				` + tc.job + `, {"job_id": 9, "job_state": "RUNNING", "nodes": "gpu3"}]}`
+			jobs, _, holding, err := decodeSqueue([]byte(doc), fixtureNow)
+			if err != nil {
+				t.Fatalf("decodeSqueue: %v; want the document read", err)
+			}
+			slices.SortFunc(jobs, func(a, b adapter.Job) int { return strings.Compare(a.ID, b.ID) })
+			if len(jobs) != 2 || jobs[0].ID != "5" || jobs[1].ID != "7" {
+				t.Fatalf("decodeSqueue: jobs %+v; want 5 and 7", jobs)
+			}
+			if ok := jobs[0]; ok.Unreadable != "" || ok.GPUs != 4 || !reflect.DeepEqual(ok.Nodes, []string{"gpu2"}) {
+				t.Errorf("job 5 read as %+v; want 4 GPUs bound for gpu2, readable", ok)
+			}
+			bad := jobs[1]
+			if !strings.Contains(bad.Unreadable, tc.naming) {
+				t.Errorf("job 7: Unreadable %q; want it naming %q", bad.Unreadable, tc.naming)
+			}
+			if strings.HasPrefix(tc.naming, "GPU") && bad.GPUs != 0 {
+				t.Errorf("job 7 asks for %d GPUs; want none from a request that could not be read", bad.GPUs)
+			}
+			if strings.HasPrefix(tc.naming, "nodes") && len(bad.Nodes) != 0 {
+				t.Errorf("job 7 bound for %v; want no nodes from a list that could not be read", bad.Nodes)
+			}
+			if !reflect.DeepEqual(holding, map[string][]string{"gpu3": {"9"}}) {
+				t.Errorf("nodes held %v; want gpu3 by job 9", holding)
 			}
 		})
 	}
@@ -540,6 +582,7 @@ func FuzzDecodeSqueue(f *testing.F) {
 	f.Add([]byte(`{"jobs": [{"job_id": 6, "job_state": "PENDING", "partition": "side", "state_reason": "PartitionDown", "priority": 7},
 		{"job_id": 7, "job_state": "PENDING", "partition": "a,b", "state_reason": "PartitionTimeLimit", "required_nodes": "g1"}]}`))
 	f.Add([]byte(`{"jobs": [{"job_id": 8, "job_state": "PENDING", "tres_per_job": "gres/gpu:h100=4", "features": "h100&ib"}, {"job_id": 9, "job_state": "PENDING", "features": ["a", "b"]}]}`))
+	f.Add([]byte(`{"jobs": [{"job_id": 10, "job_state": "PENDING", "tres_per_node": "gres:gpu:7:x", "required_nodes": "g[1-"}, {"job_id": 11, "array_job_id": 11, "array_task_string": "0-3,9...", "job_state": "PENDING"}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		jobs, leaders, holding, err := decodeSqueue(b, fixtureNow)
 		if err != nil {
@@ -551,6 +594,9 @@ func FuzzDecodeSqueue(f *testing.F) {
 		for _, j := range jobs {
 			if j.ID == "" || j.GPUs < 0 || j.ArrayTasks < 0 || j.ArrayTasks > maxArrayTasks {
 				t.Errorf("decodeSqueue accepted %+v", j)
+			}
+			if j.Unreadable != "" && !utf8.ValidString(j.Unreadable) {
+				t.Errorf("decodeSqueue: job %s's problem %q is not valid UTF-8", j.ID, j.Unreadable)
 			}
 		}
 		for id := range leaders {
@@ -603,6 +649,27 @@ func TestJobGone(t *testing.T) {
 	} {
 		if got := jobGone(tc.msg); got != tc.want {
 			t.Errorf("jobGone(%q) = %v; want %v", tc.msg, got, tc.want)
+		}
+	}
+}
+
+// TestClipString: a cut message stays valid UTF-8 — a character is never
+// split — and says it was cut.
+func TestClipString(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"abcdef", 3, "abc…"},
+		{"a≤b", 2, "a…"}, // ≤ is 3 bytes: cut before it, not inside
+		{"a≤b", 3, "a…"},
+		{"a≤b", 4, "a≤…"},
+		{"≤≤", 1, "…"},
+	} {
+		if got := clipString(tc.in, tc.n); got != tc.want || !utf8.ValidString(got) {
+			t.Errorf("clipString(%q, %d) = %q; want %q", tc.in, tc.n, got, tc.want)
 		}
 	}
 }

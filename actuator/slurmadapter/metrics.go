@@ -27,7 +27,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"command"}),
 		decodeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_actuator_slurm_decode_errors_total",
-			Help: "Outputs of squeue --json, sinfo --json and scontrol show config, and answers of scontrol update, rejected, by command and kind (syntax, shape, reported, record).",
+			Help: "Outputs of squeue --json, sinfo --json and scontrol show config, and answers of scontrol update, rejected, by command and kind (syntax, shape, reported, record); also, under squeue and record, each pending job read whose GPU request, bound nodes or array tasks could not be read (the job is kept, marked unreadable).",
 		}, []string{"command", "kind"}),
 	}
 	if reg != nil {

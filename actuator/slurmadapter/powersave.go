@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/heliostat-dev/heliostat/actuator/adapter"
 	"github.com/heliostat-dev/heliostat/internal/slurmfmt"
@@ -136,9 +137,14 @@ func splitSetting(s string) []string {
 	return out
 }
 
+// clipString returns s cut to at most n bytes, on a character boundary,
+// with "…" where it was cut.
 func clipString(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "…"
 }

@@ -167,6 +167,14 @@ func (s *Scheduler) queue(ctx context.Context) ([]adapter.Job, map[string][]stri
 		s.m.decodeErrors.WithLabelValues("squeue", errKind(err)).Inc()
 		return nil, nil, err
 	}
+	for _, j := range jobs {
+		if j.Unreadable != "" {
+			// Counted at each read that finds it: the job is named,
+			// with what is wrong, in the loop's log and in the audit
+			// record of each power-down the Guard refuses for it.
+			s.m.decodeErrors.WithLabelValues("squeue", "record").Inc()
+		}
+	}
 	s.mu.Lock()
 	s.hetLeaders = leaders
 	s.mu.Unlock()
