@@ -64,6 +64,11 @@ func TestAlertsOnFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts every part, a ClickHouse and a Prometheus")
 	}
+	// Parallel, like the package's other two longest tests
+	// (TestBacktestAccuracyFloors, TestIngestSurvivesSIGKILL): the three
+	// run beside each other once the other tests are done. This one mostly
+	// waits for alerts to fire and resolve.
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	ch, err := chserver.Start(ctx, chserver.Config{Dir: t.TempDir(), Install: true}, slog.New(slog.DiscardHandler))

@@ -77,6 +77,11 @@ func TestIngestSurvivesSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash test streams a million samples; skipped with -short")
 	}
+	// Parallel, like the package's other two longest tests
+	// (TestAlertsOnFaults, TestBacktestAccuracyFloors): the three run beside
+	// each other once the other tests are done. This one mostly waits on
+	// ingest and its restarts.
+	t.Parallel()
 	ch, conn := schematest.Database(t)
 	_, broker := schematest.Broker(t, kfake.GroupMinSessionTimeout(100*time.Millisecond),
 		kfake.SeedTopics(4, schemas.DataTopics()...))

@@ -93,6 +93,10 @@ func TestBacktestAccuracyFloors(t *testing.T) {
 	if testing.Short() {
 		t.Skip("backtests on full traces; skipped with -short")
 	}
+	// Parallel, like the package's other two longest tests
+	// (TestAlertsOnFaults, TestIngestSurvivesSIGKILL, which mostly wait):
+	// the three run beside each other once the other tests are done.
+	t.Parallel()
 	type floor struct{ within2x, r2 float64 }
 	for _, tc := range []struct {
 		file      string
