@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
 	"github.com/heliostat-dev/heliostat/actuator/adapter"
 	"github.com/heliostat-dev/heliostat/actuator/audit"
 	"github.com/heliostat-dev/heliostat/actuator/ces"
@@ -53,6 +55,30 @@ func wrapCommands(t *testing.T, dir string, body func(name, real string) string,
 	}
 }
 
+// auditedLoop returns a guard on s that applies actions to partition batch
+// and nodes gpu*, a control loop through it that plans power from a peak
+// window of a minute with no down delay and keeps at least minPowered nodes
+// powered, both on clk, and the loop's audit log in database db.
+func auditedLoop(t *testing.T, s *Scheduler, db string, conn driver.Conn, clk *clock, minPowered int) (*adapter.Guard, *loop.Loop, *audit.Log) {
+	t.Helper()
+	al, err := audit.New(conn, db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"batch"}, Nodes: []string{"gpu*"}}, s, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lcfg := loop.Config{Cluster: "slurm-test", Interval: time.Second, PeakWindow: time.Minute}
+	lcfg.CES = ces.DefaultConfig()
+	lcfg.CES.MinPowered, lcfg.CES.DownDelay, lcfg.CES.WakeLatency = minPowered, 0, time.Minute
+	l, err := loop.New(lcfg, g, al, nil, nil, nil, nil, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, l, al
+}
+
 // clock is the actuator's clock in these tests: real Slurm, injected time,
 // so that the loop's peak window passes without sleeping.
 type clock struct {
@@ -90,21 +116,7 @@ func TestSlurm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	al, err := audit.New(conn, dbc.Database, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"batch"}, Nodes: []string{"gpu*"}}, s, clk.now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lcfg := loop.Config{Cluster: "slurm-test", Interval: time.Second, PeakWindow: time.Minute}
-	lcfg.CES = ces.DefaultConfig()
-	lcfg.CES.MinPowered, lcfg.CES.DownDelay, lcfg.CES.WakeLatency = 3, 0, time.Minute
-	l, err := loop.New(lcfg, g, al, nil, nil, nil, nil, clk.now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, l, al := auditedLoop(t, s, dbc.Database, conn, clk, 3)
 	must := func(out string, err error) string {
 		t.Helper()
 		if err != nil {

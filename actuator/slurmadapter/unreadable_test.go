@@ -13,7 +13,6 @@ import (
 
 	"github.com/heliostat-dev/heliostat/actuator/adapter"
 	"github.com/heliostat-dev/heliostat/actuator/audit"
-	"github.com/heliostat-dev/heliostat/actuator/ces"
 	"github.com/heliostat-dev/heliostat/actuator/loop"
 	"github.com/heliostat-dev/heliostat/collector/slurm/slurmtest"
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
@@ -54,21 +53,7 @@ func TestSlurmUnreadableJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	al, err := audit.New(conn, dbc.Database, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := adapter.NewGuard(adapter.GuardConfig{Apply: true, Partitions: []string{"batch"}, Nodes: []string{"gpu*"}}, s, clk.now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lcfg := loop.Config{Cluster: "slurm-test", Interval: time.Second, PeakWindow: time.Minute}
-	lcfg.CES = ces.DefaultConfig()
-	lcfg.CES.MinPowered, lcfg.CES.DownDelay, lcfg.CES.WakeLatency = 0, 0, time.Minute
-	l, err := loop.New(lcfg, g, al, nil, nil, nil, nil, clk.now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, l, _ := auditedLoop(t, s, dbc.Database, conn, clk, 0)
 	pass := func() loop.Report {
 		t.Helper()
 		rep, err := l.Once(ctx)
