@@ -601,6 +601,7 @@ func (l *Loop) plan(now time.Time, snap adapter.Snapshot, pools map[string][]ada
 		}
 	}
 	pending := pendingByPool(snap.Jobs)
+	unreadable := unreadableByPool(snap.Jobs, pools)
 	notCounted, total := excludedByPool(snap.Jobs)
 	l.m.excluded.Reset()
 	for r, n := range total {
@@ -672,7 +673,8 @@ func (l *Loop) plan(now time.Time, snap adapter.Snapshot, pools map[string][]ada
 		}
 		var kind string
 		in.Forecast, kind = l.forecast(ps, now, in.Demand)
-		pp := PoolPlan{Partition: part, Managed: managed, Unusable: skipped, Transitioning: moving, Fixed: fixed, Nodes: len(nodes), ForecastKind: kind}
+		pp := PoolPlan{Partition: part, Managed: managed, Unusable: skipped, Transitioning: moving, Fixed: fixed, Nodes: len(nodes), ForecastKind: kind,
+			UnreadableJobs: unreadable[part]}
 		if len(in.KindUse) > 1 {
 			pp.KindUse = in.KindUse
 		}
@@ -726,6 +728,33 @@ func pendingByPool(jobs []adapter.Job) map[string][]*adapter.Job {
 		}
 		for p := range j.PartitionSeq() {
 			out[p] = append(out[p], j)
+		}
+	}
+	return out
+}
+
+// unreadableByPool returns, for each partition of pools, the ids of the
+// pending jobs that are not held, could not be read in full and may start
+// there: submitted to it, or naming no partition (see adapter.Guard).
+func unreadableByPool(jobs []adapter.Job, pools map[string][]adapter.Node) map[string][]string {
+	var out map[string][]string
+	for i := range jobs {
+		j := &jobs[i]
+		if j.Held || j.Unreadable == "" {
+			continue
+		}
+		if out == nil {
+			out = map[string][]string{}
+		}
+		named := false
+		for p := range j.PartitionSeq() {
+			named = true
+			out[p] = append(out[p], j.ID)
+		}
+		if !named {
+			for p := range pools {
+				out[p] = append(out[p], j.ID)
+			}
 		}
 	}
 	return out

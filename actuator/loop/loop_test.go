@@ -856,6 +856,12 @@ func TestLoopUnreadableJob(t *testing.T) {
 			t.Errorf("unreadable job 1 ranked: %+v", q)
 		}
 	}
+	for _, p := range l.View().Plans {
+		want := map[string][]string{"gpu": {"1"}}[p.Partition]
+		if !slices.Equal(p.UnreadableJobs, want) {
+			t.Errorf("plan of %q: unreadable jobs %v; want %v", p.Partition, p.UnreadableJobs, want)
+		}
+	}
 
 	// Read in full now (1 GPU): gpu keeps what jobs 1 and 2 need.
 	sched.mu.Lock()
@@ -869,6 +875,30 @@ func TestLoopUnreadableJob(t *testing.T) {
 	}
 	if got := sched.powered("gpu"); got != 2 {
 		t.Errorf("gpu: %d nodes powered once job 1 is read; want 2 (9 GPUs)", got)
+	}
+}
+
+// TestUnreadableByPool: a pending job that could not be read in full is
+// named in each partition it was submitted to, or in every one when it
+// names none; held and readable jobs are not.
+func TestUnreadableByPool(t *testing.T) {
+	jobs := []adapter.Job{
+		{ID: "1", Partition: "gpu", Unreadable: "GPU request: …"},
+		{ID: "2", Unreadable: "nodes: …"},
+		{ID: "3", Partition: "gpu,other", Held: true, Unreadable: "GPU request: …"},
+		{ID: "4", Partition: "other"},
+		{ID: "5", Partition: "other,gpu", Unreadable: "array tasks …"},
+	}
+	pools := map[string][]adapter.Node{"gpu": nil, "other": nil}
+	got := unreadableByPool(jobs, pools)
+	for _, ids := range got {
+		slices.Sort(ids)
+	}
+	if want := map[string][]string{"gpu": {"1", "2", "5"}, "other": {"2", "5"}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("unreadableByPool = %v; want %v", got, want)
+	}
+	if got := unreadableByPool(jobs[3:4], pools); got != nil {
+		t.Errorf("unreadableByPool(a readable job) = %v; want nil", got)
 	}
 }
 
