@@ -99,10 +99,11 @@ type Job struct {
 	// when it read it all. What such a job needs and where it may start
 	// are unknown, so the actuator guesses neither: it leaves the job's
 	// priority alone, does not count it as demand (it counts it apart,
-	// reason "unreadable"), and, unless the job is held, the Guard powers
-	// down no node of the partitions it was submitted to (of any, when it
-	// names none) while it waits (ErrUnreadableJob). The other jobs are
-	// ranked and planned for as usual.
+	// reason "unreadable"), and, unless the job is held or Ineligible
+	// (its state reason, which is read apart, says it cannot start yet),
+	// the Guard powers down no node of the partitions it was submitted to
+	// (of any, when it names none) while it waits (ErrUnreadableJob). The
+	// other jobs are ranked and planned for as usual.
 	Unreadable string
 }
 

@@ -331,8 +331,8 @@ func (g *Guard) NodeAllowed(n Node) bool {
 // Snapshot; a failed read fails the action, dry run or not) and a
 // power-down is refused on a node that is excluded from power saving by
 // the scheduler's configuration, busy, unusable, not on, bound for a
-// pending job, or in a partition of a pending job that is not held and
-// could not be read in full (Job.Unreadable), and a power-up on a node already on or waking
+// pending job, or in a partition of a pending job that could not be read in
+// full (Job.Unreadable) and is neither held nor Ineligible, and a power-up on a node already on or waking
 // (ErrAlreadyPowered: it woke since the plan read it); the rate limit must
 // have room (a power-up is counted but always has room); then a dry run
 // stops (Skipped, "dry run", the unit of the rate limit spent as apply would
@@ -444,7 +444,7 @@ func (g *Guard) checkNode(snap Snapshot, a Action) error {
 		}
 	}
 	for _, j := range snap.Jobs {
-		if j.Unreadable != "" && !j.Held && mayRun(&j, n) {
+		if j.Unreadable != "" && !j.Held && !j.Ineligible && mayRun(&j, n) {
 			return fmt.Errorf("%w: %s: pending job %s (partition %q): %s", ErrUnreadableJob, n.Name, j.ID, j.Partition, j.Unreadable)
 		}
 	}

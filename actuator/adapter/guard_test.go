@@ -625,6 +625,7 @@ func TestGuardUnreadableJob(t *testing.T) {
 		{"no partition named", adapter.Job{ID: "x", Unreadable: fault}, true},
 		{"another partition", adapter.Job{ID: "x", Partition: "vc1", Unreadable: fault}, false},
 		{"held", adapter.Job{ID: "x", Partition: "vc2", Held: true, Unreadable: fault}, false},
+		{"cannot start yet", adapter.Job{ID: "x", Partition: "vc2", Ineligible: true, Reason: "Dependency", Unreadable: fault}, false},
 		{"read in full", adapter.Job{ID: "x", Partition: "vc2", GPUs: 8}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -525,8 +525,11 @@ func (l *Loop) noteUnreadable(jobs []adapter.Job) {
 		}
 		l.unreadable[j.ID] = true
 		effect := "its priority is left alone, it does not count as demand, and no node of its partitions is powered down while it waits"
-		if j.Held {
-			effect = "it is held, so nothing waits on it"
+		switch {
+		case j.Held:
+			effect = "its priority is left alone; it is held, so no power-down waits on it"
+		case j.Ineligible:
+			effect = "its priority is left alone; it cannot start yet (" + j.Reason + "), so no power-down waits on it until it can"
 		}
 		l.logger.Warn("pending job could not be read in full", "job", j.ID, "partition", j.Partition, "user", j.User, "problem", j.Unreadable, "effect", effect)
 	}
@@ -734,13 +737,14 @@ func pendingByPool(jobs []adapter.Job) map[string][]*adapter.Job {
 }
 
 // unreadableByPool returns, for each partition of pools, the ids of the
-// pending jobs that are not held, could not be read in full and may start
-// there: submitted to it, or naming no partition (see adapter.Guard).
+// pending jobs that could not be read in full, are neither held nor
+// Ineligible, and may start there: submitted to it, or naming no partition
+// (see adapter.Guard).
 func unreadableByPool(jobs []adapter.Job, pools map[string][]adapter.Node) map[string][]string {
 	var out map[string][]string
 	for i := range jobs {
 		j := &jobs[i]
-		if j.Held || j.Unreadable == "" {
+		if j.Held || j.Ineligible || j.Unreadable == "" {
 			continue
 		}
 		if out == nil {

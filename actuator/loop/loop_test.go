@@ -886,6 +886,7 @@ func TestUnreadableByPool(t *testing.T) {
 		{ID: "1", Partition: "gpu", Unreadable: "GPU request: …"},
 		{ID: "2", Unreadable: "nodes: …"},
 		{ID: "3", Partition: "gpu,other", Held: true, Unreadable: "GPU request: …"},
+		{ID: "6", Partition: "gpu", Ineligible: true, Reason: "Dependency", Unreadable: "GPU request: …"},
 		{ID: "4", Partition: "other"},
 		{ID: "5", Partition: "other,gpu", Unreadable: "array tasks …"},
 	}

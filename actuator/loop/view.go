@@ -86,10 +86,10 @@ type PoolPlan struct {
 	// SuspendExcParts, SuspendExcStates), or, in a managed partition,
 	// --actuator.nodes does not allow them.
 	Fixed []string `json:"fixed,omitempty"`
-	// UnreadableJobs are the pending jobs, not held, submitted to the
-	// partition (or naming none) that the adapter could not read in full
-	// (adapter.Job.Unreadable): while any waits, the guard refuses the
-	// plan's power-downs.
+	// UnreadableJobs are the pending jobs submitted to the partition (or
+	// naming none) that the adapter could not read in full
+	// (adapter.Job.Unreadable) and that are neither held nor Ineligible:
+	// while any waits, the guard refuses the plan's power-downs.
 	UnreadableJobs []string `json:"unreadable_jobs,omitempty"`
 	// Excluded are nodes in several partitions (or none); only in the last
 	// entry, whose Partition is "".
