@@ -125,6 +125,8 @@ type Loop struct {
 	// read in full (adapter.Job.Unreadable) that the log has named, so
 	// that each is named once while it waits.
 	unreadable map[string]bool
+	// useRebuilt holds the partitions rebuildUse has been through.
+	useRebuilt map[string]bool
 
 	stored storedDemand // the demand history's DemandStore side
 	caps   capHistory   // the power actions of the hour before the start
@@ -486,6 +488,7 @@ func (l *Loop) once(ctx context.Context) (Report, error) {
 	pools, excluded := partitionNodes(snap)
 	l.loadDemand(ctx, now)
 	l.rebuildDemand(ctx, now, pools)
+	l.rebuildUse(ctx, now, pools)
 	l.seedCaps(ctx, now)
 	plans, power := l.plan(now, snap, pools, excluded)
 	v.Plans = plans

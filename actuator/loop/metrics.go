@@ -72,7 +72,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		demandStore: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_actuator_demand_store_errors_total",
-			Help: "Failures keeping the demand history in ClickHouse, by op: load (the saved history could not be read; retried next pass), save (retried next pass), given_up (a step not saved before it left the 30 days kept), rebuild (the job records could not be read to rebuild the history from before the saved one; tried up to 3 passes).",
+			Help: "Failures keeping the demand history in ClickHouse, by op: load (the saved history could not be read; retried next pass), save (retried next pass), given_up (a step not saved before it left the 30 days kept), rebuild (the job records could not be read to rebuild the history from before the saved one; tried up to 3 passes), rebuild_kind_use (the job records could not be read to rebuild a partition's node kinds' recent use at its first pass; not tried again).",
 		}, []string{"op"}),
 		demandRejected: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "heliostat_actuator_demand_rejected_total",
