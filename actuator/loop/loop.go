@@ -610,6 +610,7 @@ func (l *Loop) plan(now time.Time, snap adapter.Snapshot, pools map[string][]ada
 	unreadable := unreadableByPool(snap.Jobs, pools)
 	notCounted, total := excludedByPool(snap.Jobs)
 	l.m.excluded.Reset()
+	l.m.excluded.WithLabelValues("unreadable").Set(0) // always there: an alert reads it
 	for r, n := range total {
 		l.m.excluded.WithLabelValues(r).Set(float64(n))
 	}

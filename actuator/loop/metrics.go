@@ -95,6 +95,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			m.actions.WithLabelValues(string(k), o)
 		}
 	}
+	// HeliostatActuatorJobsUnreadable reads this series: present, at 0,
+	// while every pending job is read in full.
+	m.excluded.WithLabelValues("unreadable")
 	if reg != nil {
 		if err := metricsreg.Register(reg, m.actions, m.predictions, m.duration, m.lastSuccess, m.errors, m.pending, m.excluded, m.poweredOff, m.forecastErrors, m.demandStore, m.demandRejected, m.demandRebuilt, m.powerHistoryErrors); err != nil {
 			return nil, fmt.Errorf("loop: register metrics: %w", err)
