@@ -25,6 +25,7 @@ type metrics struct {
 	pollDuration  prometheus.Histogram
 	events        *prometheus.CounterVec
 	parseErrors   *prometheus.CounterVec
+	unreadable    *prometheus.CounterVec
 	cmdErrors     *prometheus.CounterVec
 	lost          prometheus.Counter
 	noGPUIndex    prometheus.Counter
@@ -80,6 +81,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "heliostat_slurm_parse_errors_total",
 			Help: "Job records or log lines that could not be parsed and were skipped, by input (squeue, jobcomp, sacct; config: the output of scontrol show config read at start, which the PrivateData check then skips; dbd_config: slurmdbd's part of sacctmgr show configuration, read for the same check with accounting).",
 		}, []string{"input"}),
+		unreadable: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "heliostat_slurm_fields_unreadable_total",
+			Help: "Job records published with a field the collector could not read, by input and field (gpus: a GPU request in a form not known, published as Slurm's allocation where it gives one, else unknown); counted at every poll that reads the record.",
+		}, []string{"input", "field"}),
 		cmdErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_slurm_command_errors_total",
 			Help: "Slurm commands that failed, by command; a failed scontrol leaves a job's command hash empty. A scontrol that exited 0 but printed no batch script (refused to the source's user, job gone) counts as failed, as does a sacctmgr show configuration that printed nothing from slurmdbd (not answering).",
@@ -135,13 +140,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, in := range []string{inputSqueue, inputJobComp, inputSacct, inputConfig, inputDbdConfig} {
 		m.parseErrors.WithLabelValues(in)
 	}
+	m.unreadable.WithLabelValues(inputSqueue, "gpus")
 	for _, r := range []string{reuseSuperseded, reuseOlderSkipped} {
 		m.idReused.WithLabelValues(r)
 	}
 	for _, in := range []string{inputSqueue, inputSacct} {
 		m.truncated.WithLabelValues(in)
 	}
-	if err := metricsreg.Register(reg, m.polls, m.pollErrors, m.pollDuration, m.events, m.parseErrors, m.cmdErrors, m.lost, m.noGPUIndex, m.tracked, m.jobCompBytes,
+	if err := metricsreg.Register(reg, m.polls, m.pollErrors, m.pollDuration, m.events, m.parseErrors, m.unreadable, m.cmdErrors, m.lost, m.noGPUIndex, m.tracked, m.jobCompBytes,
 		m.acctTo, m.acctRecovered, m.idReused, m.altered, m.requeued, m.truncated, m.jobsHidden); err != nil {
 		return nil, err
 	}

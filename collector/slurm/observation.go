@@ -30,6 +30,9 @@ type observation struct {
 	// job; schemas.Unknown from the completion log and the accounting,
 	// which do not give it.
 	restarts int64
+	// unreadable says which field of the record could not be read and was
+	// published as unknown (so far only the GPU request); "" for none.
+	unreadable string
 }
 
 // taskGap names the tasks of a pending array that one squeue record left
@@ -213,15 +216,20 @@ func observeResources(j *slurmfmt.Job, ev *schemas.JobEvent, o *observation) err
 	// GPUs asked for: per job, per node, per socket or per task, whichever
 	// is given. The request is the same whether the job waits or runs, so
 	// an event re-emitted later carries the same count.
+	//
+	// A request in a form not known does not lose the job's events: the
+	// GPUs are what Slurm allocated (or reserved) where it says, else
+	// unknown (NULL), and the source counts the field.
 	ev.GPUs = 0
 	g, _, ok, err := j.GPURequest()
-	if err != nil {
-		return err
-	}
-	if ok {
+	switch {
+	case err != nil:
+		o.unreadable = "GPU request: " + err.Error()
+		ev.GPUs = schemas.Unknown
+	case ok:
 		ev.GPUs, ev.GPUType = g.Count, g.Type
 	}
-	if ev.GPUs == 0 {
+	if ev.GPUs == 0 || ev.GPUs == schemas.Unknown {
 		for _, s := range []string{j.TRESAllocStr, j.TRESReqStr} {
 			if v, ok := tresValue(s, "gres/gpu"); ok {
 				n, err := strconv.ParseInt(v, 10, 64)
@@ -276,7 +284,7 @@ func observeResources(j *slurmfmt.Job, ev *schemas.JobEvent, o *observation) err
 	if ev.GPUType == "" {
 		ev.GPUType = slurmfmt.JoinTypes(types)
 	}
-	if ev.GPUs == 0 {
+	if ev.GPUs == 0 || ev.GPUs == schemas.Unknown && total > 0 {
 		ev.GPUs = total
 	}
 	if len(idx) > 0 {

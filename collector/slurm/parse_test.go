@@ -535,3 +535,46 @@ func TestObserveSqueueByteCountGres(t *testing.T) {
 		})
 	}
 }
+
+// TestObserveSqueueUnreadableGPURequest: a GPU request in a form not known
+// no longer loses the job's events (before 2026-11-25 the record was
+// skipped as unparsable at every poll): the job is observed with its GPUs
+// as Slurm allocated or reserved them where it says (tres_alloc_str,
+// tres_req_str, gres_detail), else unknown, and the field is named.
+func TestObserveSqueueUnreadableGPURequest(t *testing.T) {
+	const bad = "gres:gpu:7:x"
+	for _, tc := range []struct {
+		name string
+		job  sqJob
+		want int64
+	}{
+		{"pending, nothing else says", job(7, "PENDING", 1_795_000_000, 0).with("tres_per_node", bad), schemas.Unknown},
+		{"pending, reserved in tres_req_str", job(7, "PENDING", 1_795_000_000, 0).with("tres_per_node", bad).with("tres_req_str", "cpu=1,mem=1G,node=1,billing=1,gres/gpu=7"), 7},
+		{"running, allocated", func() sqJob {
+			j := job(7, "RUNNING", 1_795_000_000, 0).with("tres_per_node", bad).with("tres_alloc_str", "cpu=1,node=1,gres/gpu=7")
+			j.nodes, j.start = "gpu1", 1_795_000_100
+			return j
+		}(), 7},
+		{"running, gres_detail only", func() sqJob {
+			j := job(7, "RUNNING", 1_795_000_000, 0).with("tres_per_node", bad)
+			j.nodes, j.start = "gpu1", 1_795_000_100
+			j.gres = []string{"gpu:7(IDX:0-6)"}
+			return j
+		}(), 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := decodeSqueue(listing(t, tc.job))
+			if err != nil {
+				t.Fatal(err)
+			}
+			obs, _, err := observeSqueue(&r.Jobs[0])
+			if err != nil || len(obs) != 1 {
+				t.Fatalf("observeSqueue: %d observations, %v; want the job observed", len(obs), err)
+			}
+			o := obs[0]
+			if o.ev.GPUs != tc.want || !strings.Contains(o.unreadable, `GPU request: tres_per_node: tres "`+bad+`"`) {
+				t.Errorf("GPUs %d, unreadable %q; want %d, naming the request", o.ev.GPUs, o.unreadable, tc.want)
+			}
+		})
+	}
+}

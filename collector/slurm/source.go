@@ -34,6 +34,7 @@ import (
 	"os/exec"
 	"os/user"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -249,6 +250,9 @@ func (s *Source) apply(ctx context.Context, out []byte, listed time.Time) error 
 		}
 		for _, o := range obs {
 			seen[o.ev.JobID] = true
+			if o.unreadable != "" {
+				s.fieldUnreadable(inputSqueue, o)
+			}
 			if s.awaitsRequeue(o) {
 				requeues = append(requeues, o)
 				continue
@@ -300,6 +304,20 @@ func (s *Source) noteListed(o *observation, listed time.Time) {
 func (s *Source) awaitsRequeue(o *observation) bool {
 	r := s.st.Jobs[o.ev.JobID]
 	return r != nil && !r.Ended && o.exactSubmit && o.ev.SubmitMillis > r.Last.SubmitMillis && o.restarts > r.Restarts
+}
+
+// fieldUnreadable counts and logs (throttled) a record published with a
+// field it could not read (observation.unreadable).
+func (s *Source) fieldUnreadable(input string, o *observation) {
+	s.m.unreadable.WithLabelValues(input, "gpus").Inc()
+	if n, ok := s.logs.Note("unreadable "+input, s.now(), 1); ok {
+		gpus := "unknown"
+		if o.ev.GPUs != schemas.Unknown {
+			gpus = strconv.FormatInt(o.ev.GPUs, 10) + " (as allocated)"
+		}
+		s.logger.Warn("a job's GPU request is in a form not known; the job is published with its GPUs as Slurm allocated them, or unknown (all are counted in heliostat_slurm_fields_unreadable_total)",
+			"input", input, "job", o.ev.JobID, "gpus", gpus, "problem", o.unreadable, "records", n)
+	}
 }
 
 // truncatedTasks counts and logs (throttled) a record of a pending array

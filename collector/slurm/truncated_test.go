@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/heliostat-dev/heliostat/schemas"
 )
 
 // TestPartlyReadListings: a squeue record the source cannot use in full (a
@@ -145,5 +147,44 @@ func TestCommandsListArraysInFull(t *testing.T) {
 		if got := strings.TrimSpace(string(b)); got != "0" {
 			t.Errorf("%s ran with SLURM_BITSTR_LEN=%s; want 0", name, got)
 		}
+	}
+}
+
+// TestUnreadableGPURequestPublished: a job whose GPU request is in a form
+// the source does not know is published all the same, counted at each poll
+// that reads it (heliostat_slurm_fields_unreadable_total), not skipped as
+// unparsable: its submit with its GPUs unknown, its start with the GPUs
+// Slurm allocated (gres_detail). Before 2026-11-25 every event of it was
+// lost.
+func TestUnreadableGPURequestPublished(t *testing.T) {
+	base := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	bs := base.Unix()
+	pending := job(80, "PENDING", bs-100, 0).with("tres_per_node", "gres:gpu:7:x")
+	running := job(80, "RUNNING", bs-100, 0).on("gpu1", bs+40).with("tres_per_node", "gres:gpu:7:x")
+	clock := base
+	rec := newRecorder(t, testCluster)
+	cfg := Config{Cluster: testCluster, StateFile: filepath.Join(t.TempDir(), "state.json")}
+	src, err := New(cfg, rec, testLogger(t), prometheus.NewRegistry(), func() time.Time { return clock })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, jobs := range [][]sqJob{{pending}, {running}} {
+		clock = base.Add(time.Duration(i+1) * 30 * time.Second)
+		if err := src.apply(context.Background(), listing(t, jobs...), clock); err != nil {
+			t.Fatalf("listing %d: %v", i+1, err)
+		}
+	}
+	evs := rec.jobEvents("80")
+	if got := types(evs); got != "SUBMIT START" {
+		t.Fatalf("job 80: events %q; want SUBMIT START", got)
+	}
+	if evs[0].GPUs != schemas.Unknown || evs[1].GPUs != 1 {
+		t.Errorf("job 80: GPUs %d at submit, %d at start; want unknown (%d), then 1 as allocated", evs[0].GPUs, evs[1].GPUs, schemas.Unknown)
+	}
+	if n := testutil.ToFloat64(src.m.unreadable.WithLabelValues(inputSqueue, "gpus")); n != 2 {
+		t.Errorf("heliostat_slurm_fields_unreadable_total{input=squeue,field=gpus} = %v; want 2", n)
+	}
+	if n := testutil.ToFloat64(src.m.parseErrors.WithLabelValues(inputSqueue)); n != 0 {
+		t.Errorf("heliostat_slurm_parse_errors_total{input=squeue} = %v; want 0", n)
 	}
 }
