@@ -399,6 +399,7 @@ func FuzzDecodeSqueue(f *testing.F) {
 	f.Add([]byte(`{"jobs":[{"job_id":7,"job_state":"PENDING","submit_time":9,"restart_cnt":{"set":true,"infinite":false,"number":3}}]}`))
 	f.Add([]byte(`{"jobs":[{"job_id":8,"job_state":"PENDING","submit_time":9,"tres_per_socket":"gres:gpu:2","sockets_per_node":2,"node_count":2},
 		{"job_id":9,"job_state":"RUNNING","submit_time":1,"start_time":2,"nodes":"a1","tres_per_node":"gres:gpu:1,gres:tmpdisk:10G","gres_detail":["gpu:1(IDX:0),tmpdisk(CNT:10737418240)"]}]}`))
+	f.Add([]byte(`{"jobs":[{"job_id":10,"job_state":"RUNNING","submit_time":1,"start_time":2,"nodes":"a1","tres_per_node":"gres:gpu:7:x","tres_alloc_str":"cpu=1,gres/gpu=7","gres_detail":["gpu:7(IDX:0-6)"]}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := decodeSqueue(b)
 		if err != nil {
@@ -421,6 +422,9 @@ func FuzzDecodeSqueue(f *testing.F) {
 				}
 				if o.restarts < schemas.Unknown {
 					t.Fatalf("job %s: restart count %d", o.ev.JobID, o.restarts)
+				}
+				if o.ev.GPUs < schemas.Unknown || o.ev.GPUs == schemas.Unknown && o.unreadable == "" {
+					t.Fatalf("job %s: %d GPUs (unreadable %q)", o.ev.JobID, o.ev.GPUs, o.unreadable)
 				}
 				checkTimesStorable(t, &o.ev)
 				for n := range o.gpuIdx {
