@@ -332,8 +332,9 @@ func (g *Guard) NodeAllowed(n Node) bool {
 // power-down is refused on a node that is excluded from power saving by
 // the scheduler's configuration, busy, unusable, not on, bound for a
 // pending job, or in a partition of a pending job that could not be read in
-// full (Job.Unreadable) and is neither held nor Ineligible, and a power-up on a node already on or waking
-// (ErrAlreadyPowered: it woke since the plan read it); the rate limit must
+// full (Job.Unreadable) and is neither held nor Ineligible, and a power-up
+// on a node already on or waking (ErrAlreadyPowered: it woke since the plan
+// read it); the rate limit must
 // have room (a power-up is counted but always has room); then a dry run
 // stops (Skipped, "dry run", the unit of the rate limit spent as apply would
 // spend it, once for an action asked for again within the window) and

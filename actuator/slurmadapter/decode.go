@@ -31,9 +31,9 @@ var (
 	// node the actuator cannot read might be busy. A pending job's GPU
 	// request, bound nodes or array tasks that cannot be read do not
 	// reject the document: the job is returned with Unreadable saying what
-	// (see adapter.Job.Unreadable), and counted under this kind too. Also a power-saving
-	// setting of `scontrol show config` that cannot be read (a node the
-	// actuator cannot tell is excluded might be), and a line of
+	// (see adapter.Job.Unreadable), and counted under this kind too. Also
+	// a power-saving setting of `scontrol show config` that cannot be read
+	// (a node the actuator cannot tell is excluded might be), and a line of
 	// scontrol's answer to a priority update that is not Slurm's answer for
 	// a job or its tasks; SetPriority then reads the answer as a whole.
 	ErrRecord = errors.New("slurmadapter: bad record")
