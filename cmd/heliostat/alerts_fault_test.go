@@ -42,6 +42,7 @@ var alertsNotFaulted = map[string]string{
 	"HeliostatAnalyticsStale":         "needs an hour without a successful pass",
 	"HeliostatJobEventsFromTheFuture": "needs job events stamped an hour ahead (TestFutureStampedJob in predictor/live checks the gauge)",
 	"HeliostatActuatorActionsFailing": "needs a scheduler that refuses actions",
+	"HeliostatActuatorJobsUnreadable": "needs a Slurm queue holding a job record the actuator cannot read for 15 minutes (TestLoopUnreadableJob in actuator/loop checks the series; TestSlurmUnreadableJob in actuator/slurmadapter the actuator on a real Slurm with such a record)",
 }
 
 // alertSelector matches a metric selector in an alert's expression.
