@@ -79,6 +79,19 @@ func auditedLoop(t *testing.T, s *Scheduler, db string, conn driver.Conn, clk *c
 	return g, l, al
 }
 
+// passes returns a function that runs one pass of l and returns its
+// report, failing the test (with slurmctld's log) if the pass fails.
+func passes(ctx context.Context, t *testing.T, c *slurmtest.Cluster, l *loop.Loop) func() loop.Report {
+	return func() loop.Report {
+		t.Helper()
+		rep, err := l.Once(ctx)
+		if err != nil {
+			t.Fatalf("pass: %v\n%s", err, c.LogTail(20))
+		}
+		return rep
+	}
+}
+
 // clock is the actuator's clock in these tests: real Slurm, injected time,
 // so that the loop's peak window passes without sleeping.
 type clock struct {
@@ -124,14 +137,7 @@ func TestSlurm(t *testing.T) {
 		}
 		return out
 	}
-	pass := func() loop.Report {
-		t.Helper()
-		rep, err := l.Once(ctx)
-		if err != nil {
-			t.Fatalf("pass: %v\n%s", err, c.LogTail(20))
-		}
-		return rep
-	}
+	pass := passes(ctx, t, c, l)
 	nodeState := func(name string) string {
 		return strings.TrimSpace(must(c.Run(ctx, "sinfo", "-h", "-n", name, "-o", "%t")))
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/heliostat-dev/heliostat/actuator/adapter"
 	"github.com/heliostat-dev/heliostat/actuator/audit"
-	"github.com/heliostat-dev/heliostat/actuator/loop"
 	"github.com/heliostat-dev/heliostat/collector/slurm/slurmtest"
 	"github.com/heliostat-dev/heliostat/schemas/schematest"
 )
@@ -54,14 +53,7 @@ func TestSlurmUnreadableJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, l, _ := auditedLoop(t, s, dbc.Database, conn, clk, 0)
-	pass := func() loop.Report {
-		t.Helper()
-		rep, err := l.Once(ctx)
-		if err != nil {
-			t.Fatalf("pass: %v\n%s", err, c.LogTail(20))
-		}
-		return rep
-	}
+	pass := passes(ctx, t, c, l)
 
 	var refused int
 	priorities := map[string]bool{}

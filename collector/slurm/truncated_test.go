@@ -83,19 +83,7 @@ func TestPartlyReadListings(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clock := base
-			rec := newRecorder(t, testCluster)
-			cfg := Config{Cluster: testCluster, StateFile: filepath.Join(t.TempDir(), "state.json")}
-			src, err := New(cfg, rec, testLogger(t), prometheus.NewRegistry(), func() time.Time { return clock })
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i, jobs := range tc.listings {
-				clock = base.Add(time.Duration(i+1) * 30 * time.Second)
-				if err := src.apply(context.Background(), listing(t, jobs...), clock); err != nil {
-					t.Fatalf("listing %d: %v", i+1, err)
-				}
-			}
+			src, rec, clock := applyListings(t, base, tc.listings)
 			for id, want := range tc.want {
 				if got := types(rec.jobEvents(id)); got != want {
 					t.Errorf("job %s: events %q; want %q", id, got, want)
@@ -115,6 +103,27 @@ func TestPartlyReadListings(t *testing.T) {
 			}
 		})
 	}
+}
+
+// applyListings gives a new source (its own state file, clock and
+// recorder) each of listings in turn, 30 s apart from base+30s, and returns
+// it, its recorder and the time of the last listing.
+func applyListings(t *testing.T, base time.Time, listings [][]sqJob) (*Source, *recorder, time.Time) {
+	t.Helper()
+	clock := base
+	rec := newRecorder(t, testCluster)
+	cfg := Config{Cluster: testCluster, StateFile: filepath.Join(t.TempDir(), "state.json")}
+	src, err := New(cfg, rec, testLogger(t), prometheus.NewRegistry(), func() time.Time { return clock })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, jobs := range listings {
+		clock = base.Add(time.Duration(i+1) * 30 * time.Second)
+		if err := src.apply(context.Background(), listing(t, jobs...), clock); err != nil {
+			t.Fatalf("listing %d: %v", i+1, err)
+		}
+	}
+	return src, rec, clock
 }
 
 // TestCommandsListArraysInFull: squeue and sacct run with SLURM_BITSTR_LEN=0,
@@ -161,19 +170,7 @@ func TestUnreadableGPURequestPublished(t *testing.T) {
 	bs := base.Unix()
 	pending := job(80, "PENDING", bs-100, 0).with("tres_per_node", "gres:gpu:7:x")
 	running := job(80, "RUNNING", bs-100, 0).on("gpu1", bs+40).with("tres_per_node", "gres:gpu:7:x")
-	clock := base
-	rec := newRecorder(t, testCluster)
-	cfg := Config{Cluster: testCluster, StateFile: filepath.Join(t.TempDir(), "state.json")}
-	src, err := New(cfg, rec, testLogger(t), prometheus.NewRegistry(), func() time.Time { return clock })
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, jobs := range [][]sqJob{{pending}, {running}} {
-		clock = base.Add(time.Duration(i+1) * 30 * time.Second)
-		if err := src.apply(context.Background(), listing(t, jobs...), clock); err != nil {
-			t.Fatalf("listing %d: %v", i+1, err)
-		}
-	}
+	src, rec, _ := applyListings(t, base, [][]sqJob{{pending}, {running}})
 	evs := rec.jobEvents("80")
 	if got := types(evs); got != "SUBMIT START" {
 		t.Fatalf("job 80: events %q; want SUBMIT START", got)
