@@ -18,8 +18,9 @@
 //     that cannot start yet — Job.Ineligible — count not at all, but by
 //     reason in heliostat_actuator_demand_excluded_jobs and in the power
 //     actions' basis; so do jobs the adapter could not read in full —
-//     Job.Unreadable — which are not ranked either, and for which the
-//     Guard refuses to power down the nodes of their partitions) and
+//     Job.Unreadable — which are not ranked either, and for which, unless
+//     they are held or cannot start yet, the Guard refuses to power down
+//     the nodes of their partitions) and
 //     a forecast, makes a CES power plan
 //     (actuator/ces) and powers nodes down and up accordingly. The
 //     forecast is predictor/demand's (a causal model of the demand the
