@@ -83,7 +83,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"input"}),
 		unreadable: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_slurm_fields_unreadable_total",
-			Help: "Job records published with a field the collector could not read, by input and field (gpus: a GPU request in a form not known, published as Slurm's allocation where it gives one, else unknown); counted at every poll that reads the record.",
+			Help: "Job records published with a field the collector could not read, by input and field: gpus (a GPU request or count in a form not known; published as Slurm's allocation where it gives one, else unknown), mem (the memory request; unknown), gpu_indices (gres_detail; the job's GPUs are not attributed by index); counted at every poll that reads the record.",
 		}, []string{"input", "field"}),
 		cmdErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "heliostat_slurm_command_errors_total",
@@ -140,7 +140,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, in := range []string{inputSqueue, inputJobComp, inputSacct, inputConfig, inputDbdConfig} {
 		m.parseErrors.WithLabelValues(in)
 	}
-	m.unreadable.WithLabelValues(inputSqueue, "gpus")
+	for _, f := range []string{fieldGPUs, fieldMem, fieldGPUIndices} {
+		m.unreadable.WithLabelValues(inputSqueue, f)
+	}
 	for _, r := range []string{reuseSuperseded, reuseOlderSkipped} {
 		m.idReused.WithLabelValues(r)
 	}

@@ -30,9 +30,9 @@ type observation struct {
 	// job; schemas.Unknown from the completion log and the accounting,
 	// which do not give it.
 	restarts int64
-	// unreadable says which field of the record could not be read and was
-	// published as unknown (so far only the GPU request); "" for none.
-	unreadable string
+	// unreadable are the fields of the record that could not be read and
+	// are published as unknown (see observeResources).
+	unreadable []unreadableField
 }
 
 // taskGap names the tasks of a pending array that one squeue record left
@@ -163,9 +163,7 @@ func observeSqueueJob(sj *squeueJob) ([]*observation, *taskGap, error) {
 		}
 		ev.ExitCode = j.ExitCode.Or(schemas.Unknown)
 	}
-	if err := observeResources(j, &ev, o); err != nil {
-		return nil, nil, fmt.Errorf("job %s: %w", id, err)
-	}
+	observeResources(j, &ev, o)
 
 	if j.ArrayJobID.V <= 0 {
 		o.ev = ev
@@ -211,20 +209,19 @@ func perTask(o *observation, ev schemas.JobEvent, tasks []int64) []*observation 
 }
 
 // observeResources fills GPUs, GPU type, memory and, for a running job, the
-// GPU indices per node.
-func observeResources(j *slurmfmt.Job, ev *schemas.JobEvent, o *observation) error {
+// GPU indices per node. A field in a form not known does not lose the job's
+// events: it is published as unknown (the GPUs as Slurm allocated or
+// reserved them where it says, else NULL; the memory NULL; no GPU indices),
+// and named in o.unreadable for the source to count and log.
+func observeResources(j *slurmfmt.Job, ev *schemas.JobEvent, o *observation) {
 	// GPUs asked for: per job, per node, per socket or per task, whichever
 	// is given. The request is the same whether the job waits or runs, so
 	// an event re-emitted later carries the same count.
-	//
-	// A request in a form not known does not lose the job's events: the
-	// GPUs are what Slurm allocated (or reserved) where it says, else
-	// unknown (NULL), and the source counts the field.
 	ev.GPUs = 0
 	g, _, ok, err := j.GPURequest()
 	switch {
 	case err != nil:
-		o.unreadable = "GPU request: " + err.Error()
+		o.unread(fieldGPUs, "GPU request: "+err.Error())
 		ev.GPUs = schemas.Unknown
 	case ok:
 		ev.GPUs, ev.GPUType = g.Count, g.Type
@@ -234,7 +231,9 @@ func observeResources(j *slurmfmt.Job, ev *schemas.JobEvent, o *observation) err
 			if v, ok := tresValue(s, "gres/gpu"); ok {
 				n, err := strconv.ParseInt(v, 10, 64)
 				if err != nil || n < 0 {
-					return fmt.Errorf("tres gres/gpu=%q is not a count", v)
+					o.unread(fieldGPUs, fmt.Sprintf("tres gres/gpu=%q is not a count", v))
+					ev.GPUs = schemas.Unknown
+					break
 				}
 				ev.GPUs = n
 				break
@@ -244,7 +243,8 @@ func observeResources(j *slurmfmt.Job, ev *schemas.JobEvent, o *observation) err
 	if m, ok := tresValue(j.TRESReqStr, "mem"); ok {
 		n, err := parseMem(m)
 		if err != nil {
-			return fmt.Errorf("tres_req_str: %w", err)
+			o.unread(fieldMem, "tres_req_str: "+err.Error())
+			n = schemas.Unknown
 		}
 		ev.MemReqBytes = n
 	} else if j.MemoryPerNode.Set && j.NodeCount.Set {
@@ -256,10 +256,11 @@ func observeResources(j *slurmfmt.Job, ev *schemas.JobEvent, o *observation) err
 	// gres_detail has one entry per allocated node, in node order, while the
 	// job runs; Slurm empties it once the job ends.
 	if o.kind != kindRunning || len(j.GresDetail) == 0 {
-		return nil
+		return
 	}
 	if len(j.GresDetail) != len(ev.Nodes) {
-		return fmt.Errorf("gres_detail has %d entries for %d nodes", len(j.GresDetail), len(ev.Nodes))
+		o.unread(fieldGPUIndices, fmt.Sprintf("gres_detail has %d entries for %d nodes", len(j.GresDetail), len(ev.Nodes)))
+		return
 	}
 	idx := make(map[string][]int64, len(ev.Nodes))
 	var (
@@ -269,13 +270,14 @@ func observeResources(j *slurmfmt.Job, ev *schemas.JobEvent, o *observation) err
 	for i, d := range j.GresDetail {
 		g, ok, err := slurmfmt.ParseGresDetail(d)
 		if err != nil {
-			return fmt.Errorf("gres_detail: %w", err)
+			o.unread(fieldGPUIndices, "gres_detail: "+err.Error())
+			return
 		}
 		if !ok {
 			continue
 		}
 		if g.Indices == nil {
-			return nil // counts without indices: nothing to attribute
+			return // counts without indices: nothing to attribute
 		}
 		idx[ev.Nodes[i]] = g.Indices
 		total += g.Count
@@ -290,5 +292,20 @@ func observeResources(j *slurmfmt.Job, ev *schemas.JobEvent, o *observation) err
 	if len(idx) > 0 {
 		o.gpuIdx = idx
 	}
-	return nil
+}
+
+// Fields a record may be published without (observation.unreadable), as
+// heliostat_slurm_fields_unreadable_total names them.
+const (
+	fieldGPUs       = "gpus"
+	fieldMem        = "mem"
+	fieldGPUIndices = "gpu_indices"
+)
+
+// unreadableField is a field of a record that could not be read, and why.
+type unreadableField struct{ field, problem string }
+
+// unread notes that field could not be read.
+func (o *observation) unread(field, problem string) {
+	o.unreadable = append(o.unreadable, unreadableField{field, problem})
 }

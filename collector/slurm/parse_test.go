@@ -423,7 +423,7 @@ func FuzzDecodeSqueue(f *testing.F) {
 				if o.restarts < schemas.Unknown {
 					t.Fatalf("job %s: restart count %d", o.ev.JobID, o.restarts)
 				}
-				if o.ev.GPUs < schemas.Unknown || o.ev.GPUs == schemas.Unknown && o.unreadable == "" {
+				if o.ev.GPUs < schemas.Unknown || o.ev.GPUs == schemas.Unknown && len(o.unreadable) == 0 {
 					t.Fatalf("job %s: %d GPUs (unreadable %q)", o.ev.JobID, o.ev.GPUs, o.unreadable)
 				}
 				checkTimesStorable(t, &o.ev)
@@ -540,31 +540,46 @@ func TestObserveSqueueByteCountGres(t *testing.T) {
 	}
 }
 
-// TestObserveSqueueUnreadableGPURequest: a GPU request in a form not known
-// no longer loses the job's events (before 2026-11-25 the record was
-// skipped as unparsable at every poll): the job is observed with its GPUs
-// as Slurm allocated or reserved them where it says (tres_alloc_str,
-// tres_req_str, gres_detail), else unknown, and the field is named.
-func TestObserveSqueueUnreadableGPURequest(t *testing.T) {
+// TestObserveSqueueUnreadableFields: a field in a form not known no longer
+// loses the job's events (before 2026-11-25 the record was skipped as
+// unparsable at every poll): the job is observed with the field unknown —
+// its GPUs as Slurm allocated or reserved them where it says
+// (tres_alloc_str, tres_req_str, gres_detail), else unknown; its memory
+// unknown; no GPU indices — and the field is named.
+func TestObserveSqueueUnreadableFields(t *testing.T) {
 	const bad = "gres:gpu:7:x"
+	running := func(j sqJob) sqJob {
+		j.nodes, j.start = "gpu1", 1_795_000_100
+		return j
+	}
+	pend := job(7, "PENDING", 1_795_000_000, 0)
 	for _, tc := range []struct {
-		name string
-		job  sqJob
-		want int64
+		name           string
+		job            sqJob
+		gpus           int64
+		field, problem string
+		noMem, noIdx   bool
 	}{
-		{"pending, nothing else says", job(7, "PENDING", 1_795_000_000, 0).with("tres_per_node", bad), schemas.Unknown},
-		{"pending, reserved in tres_req_str", job(7, "PENDING", 1_795_000_000, 0).with("tres_per_node", bad).with("tres_req_str", "cpu=1,mem=1G,node=1,billing=1,gres/gpu=7"), 7},
-		{"running, allocated", func() sqJob {
-			j := job(7, "RUNNING", 1_795_000_000, 0).with("tres_per_node", bad).with("tres_alloc_str", "cpu=1,node=1,gres/gpu=7")
-			j.nodes, j.start = "gpu1", 1_795_000_100
-			return j
-		}(), 7},
-		{"running, gres_detail only", func() sqJob {
-			j := job(7, "RUNNING", 1_795_000_000, 0).with("tres_per_node", bad)
-			j.nodes, j.start = "gpu1", 1_795_000_100
+		{"GPU request, nothing else says", pend.with("tres_per_node", bad), schemas.Unknown, fieldGPUs, `GPU request: tres_per_node: tres "` + bad + `"`, false, false},
+		{"GPU request, reserved in tres_req_str", pend.with("tres_per_node", bad).with("tres_req_str", "cpu=1,mem=1G,node=1,billing=1,gres/gpu=7"), 7, fieldGPUs, "GPU request", false, false},
+		{"GPU request, allocated", running(job(7, "RUNNING", 1_795_000_000, 0)).with("tres_per_node", bad).with("tres_alloc_str", "cpu=1,node=1,gres/gpu=7"), 7, fieldGPUs, "GPU request", false, false},
+		{"GPU request, gres_detail only", func() sqJob {
+			j := running(job(7, "RUNNING", 1_795_000_000, 0)).with("tres_per_node", bad)
 			j.gres = []string{"gpu:7(IDX:0-6)"}
 			return j
-		}(), 7},
+		}(), 7, fieldGPUs, "GPU request", false, false},
+		{"GPU count in tres", pend.with("tres_per_node", "").with("tres_req_str", "cpu=1,gres/gpu=lots"), schemas.Unknown, fieldGPUs, `tres gres/gpu="lots"`, false, false},
+		{"memory", pend.with("tres_req_str", "cpu=1,mem=lots,node=1"), 1, fieldMem, "tres_req_str", true, false},
+		{"gres_detail for fewer nodes", func() sqJob {
+			j := running(job(7, "RUNNING", 1_795_000_000, 0))
+			j.nodes, j.gres = "gpu[1-2]", []string{"gpu:1(IDX:0)"}
+			return j
+		}(), 1, fieldGPUIndices, "gres_detail has 1 entries for 2 nodes", false, true},
+		{"gres_detail not read", func() sqJob {
+			j := running(job(7, "RUNNING", 1_795_000_000, 0))
+			j.gres = []string{"gpu:1(IDX:x)"}
+			return j
+		}(), 1, fieldGPUIndices, "gres_detail: ", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := decodeSqueue(listing(t, tc.job))
@@ -576,8 +591,14 @@ func TestObserveSqueueUnreadableGPURequest(t *testing.T) {
 				t.Fatalf("observeSqueue: %d observations, %v; want the job observed", len(obs), err)
 			}
 			o := obs[0]
-			if o.ev.GPUs != tc.want || !strings.Contains(o.unreadable, `GPU request: tres_per_node: tres "`+bad+`"`) {
-				t.Errorf("GPUs %d, unreadable %q; want %d, naming the request", o.ev.GPUs, o.unreadable, tc.want)
+			if o.ev.GPUs != tc.gpus || len(o.unreadable) != 1 || o.unreadable[0].field != tc.field || !strings.Contains(o.unreadable[0].problem, tc.problem) {
+				t.Errorf("GPUs %d, unreadable %+v; want %d, field %s naming %q", o.ev.GPUs, o.unreadable, tc.gpus, tc.field, tc.problem)
+			}
+			if tc.noMem && o.ev.MemReqBytes != schemas.Unknown {
+				t.Errorf("memory %d; want unknown", o.ev.MemReqBytes)
+			}
+			if tc.noIdx && o.gpuIdx != nil {
+				t.Errorf("GPU indices %v; want none", o.gpuIdx)
 			}
 		})
 	}

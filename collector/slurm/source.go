@@ -250,8 +250,8 @@ func (s *Source) apply(ctx context.Context, out []byte, listed time.Time) error 
 		}
 		for _, o := range obs {
 			seen[o.ev.JobID] = true
-			if o.unreadable != "" {
-				s.fieldUnreadable(inputSqueue, o)
+			if len(o.unreadable) > 0 {
+				s.fieldsUnreadable(inputSqueue, o)
 			}
 			if s.awaitsRequeue(o) {
 				requeues = append(requeues, o)
@@ -306,17 +306,21 @@ func (s *Source) awaitsRequeue(o *observation) bool {
 	return r != nil && !r.Ended && o.exactSubmit && o.ev.SubmitMillis > r.Last.SubmitMillis && o.restarts > r.Restarts
 }
 
-// fieldUnreadable counts and logs (throttled) a record published with a
-// field it could not read (observation.unreadable).
-func (s *Source) fieldUnreadable(input string, o *observation) {
-	s.m.unreadable.WithLabelValues(input, "gpus").Inc()
+// fieldsUnreadable counts and logs (throttled) a record published with
+// fields it could not read (observation.unreadable).
+func (s *Source) fieldsUnreadable(input string, o *observation) {
+	problems := make([]string, 0, len(o.unreadable))
+	for _, f := range o.unreadable {
+		s.m.unreadable.WithLabelValues(input, f.field).Inc()
+		problems = append(problems, f.field+": "+f.problem)
+	}
 	if n, ok := s.logs.Note("unreadable "+input, s.now(), 1); ok {
 		gpus := "unknown"
 		if o.ev.GPUs != schemas.Unknown {
-			gpus = strconv.FormatInt(o.ev.GPUs, 10) + " (as allocated)"
+			gpus = strconv.FormatInt(o.ev.GPUs, 10)
 		}
-		s.logger.Warn("a job's GPU request is in a form not known; the job is published with its GPUs as Slurm allocated them, or unknown (all are counted in heliostat_slurm_fields_unreadable_total)",
-			"input", input, "job", o.ev.JobID, "gpus", gpus, "problem", o.unreadable, "records", n)
+		s.logger.Warn("a job record has fields in a form not known; the job is published with them unknown (the GPUs as Slurm allocated them where it says; all are counted in heliostat_slurm_fields_unreadable_total)",
+			"input", input, "job", o.ev.JobID, "gpus", gpus, "problems", strings.Join(problems, "; "), "records", n)
 	}
 }
 
