@@ -493,19 +493,26 @@ func TestObserveSqueueGPUType(t *testing.T) {
 		}(), "a100"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := decodeSqueue(listing(t, tc.j))
-			if err != nil {
-				t.Fatal(err)
-			}
-			obs, _, err := observeSqueue(&r.Jobs[0])
-			if err != nil || len(obs) != 1 {
-				t.Fatalf("observeSqueue: %d observations, %v", len(obs), err)
-			}
-			if got := obs[0].ev.GPUType; got != tc.want {
+			if got := observeOne(t, tc.j).ev.GPUType; got != tc.want {
 				t.Errorf("gpu_type %q; want %q", got, tc.want)
 			}
 		})
 	}
+}
+
+// observeOne decodes a listing of j alone and returns its one observation,
+// failing the test if the record is not observed as one job.
+func observeOne(t *testing.T, j sqJob) *observation {
+	t.Helper()
+	r, err := decodeSqueue(listing(t, j))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, _, err := observeSqueue(&r.Jobs[0])
+	if err != nil || len(obs) != 1 {
+		t.Fatalf("observeSqueue: %d observations, %v; want the job observed", len(obs), err)
+	}
+	return obs[0]
 }
 
 // TestObserveSqueueByteCountGres: a job that also asks for a count-only
@@ -525,15 +532,7 @@ func TestObserveSqueueByteCountGres(t *testing.T) {
 			j := job(7, "RUNNING", 1_795_000_000, 0).with("tres_per_node", tc.tres)
 			j.nodes, j.start = "gpu1", 1_795_000_100
 			j.gres = []string{tc.detail}
-			r, err := decodeSqueue(listing(t, j))
-			if err != nil {
-				t.Fatal(err)
-			}
-			obs, _, err := observeSqueue(&r.Jobs[0])
-			if err != nil || len(obs) != 1 {
-				t.Fatalf("observeSqueue: %d observations, %v", len(obs), err)
-			}
-			if o := obs[0]; o.ev.GPUs != 1 || !reflect.DeepEqual(o.gpuIdx, map[string][]int64{"gpu1": {2}}) {
+			if o := observeOne(t, j); o.ev.GPUs != 1 || !reflect.DeepEqual(o.gpuIdx, map[string][]int64{"gpu1": {2}}) {
 				t.Errorf("GPUs %d, indices %v; want 1 GPU, index 2 on gpu1", o.ev.GPUs, o.gpuIdx)
 			}
 		})
@@ -582,15 +581,7 @@ func TestObserveSqueueUnreadableFields(t *testing.T) {
 		}(), 1, fieldGPUIndices, "gres_detail: ", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := decodeSqueue(listing(t, tc.job))
-			if err != nil {
-				t.Fatal(err)
-			}
-			obs, _, err := observeSqueue(&r.Jobs[0])
-			if err != nil || len(obs) != 1 {
-				t.Fatalf("observeSqueue: %d observations, %v; want the job observed", len(obs), err)
-			}
-			o := obs[0]
+			o := observeOne(t, tc.job)
 			if o.ev.GPUs != tc.gpus || len(o.unreadable) != 1 || o.unreadable[0].field != tc.field || !strings.Contains(o.unreadable[0].problem, tc.problem) {
 				t.Errorf("GPUs %d, unreadable %+v; want %d, field %s naming %q", o.ev.GPUs, o.unreadable, tc.gpus, tc.field, tc.problem)
 			}
