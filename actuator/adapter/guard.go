@@ -445,20 +445,27 @@ func (g *Guard) checkNode(snap Snapshot, a Action) error {
 		}
 	}
 	for _, j := range snap.Jobs {
-		if j.Unreadable != "" && !j.Held && !j.Ineligible && mayRun(&j, n) {
+		if j.HoldsPowerDowns(n.Partitions) {
 			return fmt.Errorf("%w: %s: pending job %s (partition %q): %s", ErrUnreadableJob, n.Name, j.ID, j.Partition, j.Unreadable)
 		}
 	}
 	return nil
 }
 
-// mayRun reports whether j may start on n as far as partitions tell: it was
-// submitted to one of n's, or names none.
-func mayRun(j *Job, n Node) bool {
+// HoldsPowerDowns reports whether pending job j keeps the nodes of
+// partitions from being powered down because it could not be read in full:
+// it is Unreadable, neither Held nor Ineligible, and was submitted to one
+// of partitions or names none (so may start anywhere). The Guard refuses
+// such power-downs (ErrUnreadableJob); the control loop names the jobs in
+// each partition's plan.
+func (j *Job) HoldsPowerDowns(partitions []string) bool {
+	if j.Unreadable == "" || j.Held || j.Ineligible {
+		return false
+	}
 	named := false
 	for p := range j.PartitionSeq() {
 		named = true
-		if slices.Contains(n.Partitions, p) {
+		if slices.Contains(partitions, p) {
 			return true
 		}
 	}

@@ -742,26 +742,16 @@ func pendingByPool(jobs []adapter.Job) map[string][]*adapter.Job {
 }
 
 // unreadableByPool returns, for each partition of pools, the ids of the
-// pending jobs that could not be read in full, are neither held nor
-// Ineligible, and may start there: submitted to it, or naming no partition
-// (see adapter.Guard).
+// pending jobs that hold its power-downs (adapter.Job.HoldsPowerDowns, the
+// Guard's rule); nil when none does.
 func unreadableByPool(jobs []adapter.Job, pools map[string][]adapter.Node) map[string][]string {
 	var out map[string][]string
-	for i := range jobs {
-		j := &jobs[i]
-		if j.Held || j.Ineligible || j.Unreadable == "" {
-			continue
-		}
-		if out == nil {
-			out = map[string][]string{}
-		}
-		named := false
-		for p := range j.PartitionSeq() {
-			named = true
-			out[p] = append(out[p], j.ID)
-		}
-		if !named {
-			for p := range pools {
+	for p := range pools {
+		for i := range jobs {
+			if j := &jobs[i]; j.HoldsPowerDowns([]string{p}) {
+				if out == nil {
+					out = map[string][]string{}
+				}
 				out[p] = append(out[p], j.ID)
 			}
 		}

@@ -60,7 +60,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		excluded: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "heliostat_actuator_demand_excluded_jobs",
-			Help: "Pending jobs the last pass left out of node demand because they cannot start however many nodes are powered (held, waiting for a dependency, over a partition's limits, bound for a down node, …), by the scheduler's reason (Slurm's state_reason); reason unreadable: jobs whose GPU request, bound nodes or array tasks the adapter could not read, which are not ranked and keep every node of their partitions from being powered down while they wait.",
+			Help: "Pending jobs the last pass left out of node demand because they cannot start however many nodes are powered (held, waiting for a dependency, over a partition's limits, bound for a down node, …), by the scheduler's reason (Slurm's state_reason); reason unreadable: jobs whose GPU request, bound nodes or array tasks the adapter could not read, which are not ranked and, unless held or unable to start yet, keep every node of their partitions from being powered down while they wait; always exported, 0 when there are none.",
 		}, []string{"reason"}),
 		poweredOff: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "heliostat_actuator_node_powered_off",
