@@ -98,3 +98,26 @@ func TestFutureStampedJob(t *testing.T) {
 		t.Errorf("data clock = %v; want the trace's %v", time.Unix(int64(got), 0).UTC(), ahead)
 	}
 }
+
+// TestEmptyWindowRace: a pass whose data clock was read before the first
+// jobs arrived (no job event yet: the zero time) finds its window empty;
+// an ended job that arrives before the pass looks for one is not a window
+// gone wrong but the next pass's work, so the pass does not fail. A job
+// that had ended by the clock read still makes an empty window an error.
+func TestEmptyWindowRace(t *testing.T) {
+	ch, conn := schematest.Database(t)
+	ctx := context.Background()
+	wall := time.Now().UTC().Truncate(time.Second)
+	end := wall.Add(-time.Hour)
+	insertJobs(t, conn, ch.Database, tjob{id: "first", user: "ann", gpus: 1, submit: wall.Add(-3 * time.Hour), start: wall.Add(-2 * time.Hour), end: end})
+	r, _ := newRunner(t, conn, ch.Database, &clock{t: wall})
+	if err := r.checkEmptyWindow(ctx, time.Unix(0, 0)); err != nil {
+		t.Errorf("checkEmptyWindow(clock read before any job) = %v; want nil", err)
+	}
+	if err := r.checkEmptyWindow(ctx, end.Add(-time.Second)); err != nil {
+		t.Errorf("checkEmptyWindow(clock read before the job ended) = %v; want nil", err)
+	}
+	if err := r.checkEmptyWindow(ctx, end); !errors.Is(err, errEmptyWindow) {
+		t.Errorf("checkEmptyWindow(clock at the job's end) = %v; want errEmptyWindow", err)
+	}
+}

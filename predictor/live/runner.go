@@ -462,10 +462,16 @@ func (r *Runner) liveClock(ctx context.Context) (int64, uint64, error) {
 }
 
 // checkEmptyWindow is called when the window holds no job: it returns
-// errEmptyWindow, naming the window, if the jobs table holds an ended job.
+// errEmptyWindow, naming the window, if the jobs table holds a job that
+// had ended by the data clock the pass read (dataNow). A job whose latest
+// event is newer arrived after that read (the first jobs of a new
+// installation, between the clock's query and this one), and the next pass
+// sees it: before, `heliostat up` could log a failed pass and be unready for
+// a second at its start.
 func (r *Runner) checkEmptyWindow(ctx context.Context, dataNow time.Time) error {
 	var n uint64
-	if err := r.conn.QueryRow(ctx, fmt.Sprintf("SELECT count() FROM (SELECT 1 FROM %s.jobs WHERE last_event = 'END' LIMIT 1)", r.cfg.Database)).Scan(&n); err != nil {
+	if err := r.conn.QueryRow(ctx, fmt.Sprintf("SELECT count() FROM (SELECT 1 FROM %s.jobs WHERE last_event = 'END' AND toInt64(toUInt32(updated_at)) <= ? LIMIT 1)", r.cfg.Database),
+		dataNow.Unix()).Scan(&n); err != nil {
 		return fmt.Errorf("live: look for ended jobs: %w", err)
 	}
 	if n == 0 {
