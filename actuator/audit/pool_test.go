@@ -20,6 +20,9 @@ import (
 // this test failed 9 of 300 and 53 of 1,000 writes.
 func TestWriteThenCancel(t *testing.T) {
 	cfg, conn := schematest.Database(t)
+	if cfg.Protocol == "http" {
+		t.Skip("the watchdog is the native protocol's batch (chDB answers over HTTP)")
+	}
 	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	l, err := New(conn, cfg.Database, func() time.Time { return t0 })
 	if err != nil {
