@@ -101,6 +101,10 @@ func New(cfg Config, conn driver.Conn, logger *slog.Logger, reg prometheus.Regis
 		in.m.rows.WithLabelValues(h.table())
 		in.m.ledgerRepairs.WithLabelValues(h.table(), "ledger_written")
 		in.m.ledgerRepairs.WithLabelValues(h.table(), "sent_again")
+		if h.table() == "gpu_samples" {
+			in.m.ledgerRepairs.WithLabelValues(h.table(), "rollup_written")
+			in.m.ledgerRepairs.WithLabelValues(h.table(), "rollup_short")
+		}
 		if h.table() == "job_events" {
 			in.m.ledgerRepairs.WithLabelValues(h.table(), "jobs_written")
 			in.m.ledgerRepairs.WithLabelValues(h.table(), "job_runs_written")

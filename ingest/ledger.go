@@ -21,17 +21,21 @@ import (
 //   - gpu_events, gpu_allocations (no other view): it writes the missing
 //     ledger rows, and the block is not sent again.
 //   - gpu_samples (the gpu_samples_1m rollup view): the same when the rollup
-//     counts every sample of the block's GPUs and minutes; when it does not,
-//     the block is sent again, so that the rollup gets it, and gpu_samples
-//     holds that block twice. Once only: when the rows sent again land
-//     without their rollup too, the view is failing, and the ledger rows are
-//     written with the rollup left short (landedAfter). 18.16 runs the
-//     rollup's view before the ledger's (name order), so ledger rows mean a
-//     rolled-up block there; current releases run a table's views as
+//     counts every sample of the block's GPUs and minutes. When it lacks
+//     exactly the block's samples, it writes the block's rollup as the view
+//     would have (repairRollup), and the block is not sent again either.
+//     When other rows of those GPUs and minutes lack their rollup too,
+//     nothing tells the block's apart: the block is sent again, so that the
+//     rollup gets it, and gpu_samples holds that block twice. Once only:
+//     when the rows sent again land without their rollup too, the ledger
+//     rows are written with the rollup left short (landedAfter). 18.16 runs
+//     the rollup's view before the ledger's (name order), so ledger rows
+//     mean a rolled-up block there; current releases run a table's views as
 //     branches of one pipeline, and a block with its ledger rows can lack
 //     its rollup when the rollup's view alone failed: landed checks the
-//     rollup then too, and says so (it does not send the block again, which
-//     would store it twice with nothing to show the rollup would take it).
+//     rollup then too and repairs it as above, or says so (it does not send
+//     the block again, which would store it twice with nothing to show the
+//     rollup would take it).
 //   - job_events (the jobs and job_runs views): it writes the missing
 //     ledger rows, as above, and the jobs or job_runs rows too when a
 //     view's part is missing (see repairJobs). Those parts can be missing
@@ -160,13 +164,13 @@ func (in *Ingester) landed(ctx context.Context, d doubt) (bool, error) {
 
 // landedAfter is landed for a block that insert may have sent again already
 // because its rows lacked their rollup (resent). short reports that
-// gpu_samples holds the block's rows and gpu_samples_1m lacks them. The
-// first time, the block is sent again (stored false); when it was sent
-// again already, the rollup's view failed twice on the same rows: sending
-// it once more would only store the rows once more (a view that fails on
-// every insert did that without end), so landedAfter writes the ledger
-// rows, leaves the rollup short and says so (an error and the
-// rollup_short repair).
+// gpu_samples holds the block's rows and gpu_samples_1m lacks them, which
+// repairRollup could not mend. The first time, the block is sent again
+// (stored false); when it was sent again already, the rollup's view failed
+// twice on the same rows: sending it once more would only store the rows
+// once more (a view that fails on every insert did that without end), so
+// landedAfter writes the ledger rows, leaves the rollup short and says so
+// (an error and the rollup_short repair).
 func (in *Ingester) landedAfter(ctx context.Context, d doubt, resent bool) (stored, short bool, err error) {
 	db := in.cfg.ClickHouse.Database
 	p, off := d.spans[0].partition, d.spans[0].first
@@ -184,14 +188,13 @@ func (in *Ingester) landedAfter(ctx context.Context, d doubt, resent bool) (stor
 			}
 		case "gpu_samples":
 			// On current releases the rollup's view may have failed alone.
-			rows, rowArgs := d.rows()
-			complete, err := in.rollupComplete(ctx, d.key, rows, rowArgs)
+			complete, err := in.repairRollup(ctx, d)
 			if err != nil {
 				return false, false, err
 			}
 			if !complete {
 				in.m.ledgerRepairs.WithLabelValues(d.table, "rollup_short").Inc()
-				in.logger.Error("rows were in clickhouse with their ingest ledger rows but without their gpu_samples_1m rollup (its view failed); not sending them again, which would store them twice: gpu_samples_1m lacks them. Check the view (SHOW CREATE TABLE gpu_samples_1m_mv) and the server's log",
+				in.logger.Error("rows were in clickhouse with their ingest ledger rows but without their gpu_samples_1m rollup (its view failed), and other rows of their GPUs and minutes lack theirs too, so the rollup could not be written for these alone; not sending them again, which would store them twice: gpu_samples_1m lacks them. Check the view (SHOW CREATE TABLE gpu_samples_1m_mv) and the server's log",
 					"table", d.table, "part_key", d.key, "kafka_partition", p, "kafka_offset", off)
 				return true, true, nil
 			}
@@ -235,7 +238,7 @@ func (in *Ingester) landedAfter(ctx context.Context, d doubt, resent bool) (stor
 			return false, false, err
 		}
 	case "gpu_samples":
-		complete, err := in.rollupComplete(ctx, d.key, rows, rowArgs)
+		complete, err := in.repairRollup(ctx, d)
 		if err != nil {
 			return false, false, err
 		}
@@ -335,24 +338,66 @@ func (d doubt) rows() (string, []any) {
 	return partExprs[d.table] + " = ? AND (" + strings.Join(conds, " OR ") + ")", args
 }
 
-// rollupComplete reports whether gpu_samples_1m counts as many samples as
-// gpu_samples holds for every GPU and minute that the rows matching cond
-// have; day is their part key. A rollup part missing for those rows makes
-// the first count lower.
-func (in *Ingester) rollupComplete(ctx context.Context, day uint32, cond string, args []any) (bool, error) {
+// repairRollup reports whether gpu_samples_1m counts as many samples as
+// gpu_samples holds for every GPU and minute that d's rows have (a rollup
+// part missing for those rows makes the first count lower), after writing
+// the rollup of d's rows where it can tell they are what it lacks. That is
+// when the rollup lacks exactly as many samples as d's rows hold: every
+// other row of those GPUs and minutes is rolled up, so d's rows' rollup can
+// be written as gpu_samples_1m_mv would have (rollupSelect), once, and the
+// block need not be sent again, which would store it twice in gpu_samples.
+// When other rows lack their rollup too (a view that fails on every
+// insert, with other failed blocks in the same minutes not yet repaired),
+// or only some of d's do, nothing is written and it reports false.
+func (in *Ingester) repairRollup(ctx context.Context, d doubt) (bool, error) {
 	db := in.cfg.ClickHouse.Database
+	cond, args := d.rows()
 	keys := "SELECT cluster, host, gpu_uuid, mig_uuid, toStartOfMinute(ts) FROM " + db + ".gpu_samples WHERE " + cond
-	var rolled, raw uint64
-	both := append(append(append([]any{day}, args...), day), args...)
+	var rolled, raw, own uint64
+	all := append(append(append(append([]any{d.key}, args...), d.key), args...), args...)
 	err := in.conn.QueryRow(ctx, "SELECT (SELECT countMerge(samples) FROM "+db+".gpu_samples_1m "+
 		"WHERE toYYYYMMDD(minute) = ? AND (cluster, host, gpu_uuid, mig_uuid, minute) IN ("+keys+")), "+
-		"(SELECT count() FROM "+db+".gpu_samples WHERE toYYYYMMDD(ts) = ? AND (cluster, host, gpu_uuid, mig_uuid, toStartOfMinute(ts)) IN ("+keys+"))",
-		both...).Scan(&rolled, &raw)
+		"(SELECT count() FROM "+db+".gpu_samples WHERE toYYYYMMDD(ts) = ? AND (cluster, host, gpu_uuid, mig_uuid, toStartOfMinute(ts)) IN ("+keys+")), "+
+		"(SELECT count() FROM "+db+".gpu_samples WHERE "+cond+")",
+		all...).Scan(&rolled, &raw, &own)
 	if err != nil {
 		return false, fmt.Errorf("compare gpu_samples_1m with gpu_samples: %w", err)
 	}
-	return rolled >= raw, nil
+	switch {
+	case rolled >= raw:
+		return true, nil
+	case rolled+own != raw:
+		return false, nil
+	}
+	q := "INSERT INTO " + db + ".gpu_samples_1m (" + rollupColumns + ") SELECT " + rollupSelect +
+		" FROM " + db + ".gpu_samples WHERE " + cond + " GROUP BY minute, cluster, host, gpu_uuid, mig_uuid"
+	if err := in.conn.Exec(ctx, q, args...); err != nil {
+		return false, fmt.Errorf("write the gpu_samples_1m rollup of an insert whose rollup view failed: %w", err)
+	}
+	in.m.ledgerRepairs.WithLabelValues(d.table, "rollup_written").Inc()
+	in.logger.Warn("rows were in clickhouse without their gpu_samples_1m rollup (its view failed); wrote their rollup instead of inserting them again",
+		"table", d.table, "part_key", d.key, "kafka_partition", d.spans[0].partition, "kafka_offset", d.spans[0].first, "rows", own)
+	return true, nil
 }
+
+// rollupColumns and rollupSelect are gpu_samples_1m's columns and the
+// SELECT list gpu_samples_1m_mv computes them with from gpu_samples, as
+// migration 0003 defines it (TestRepairRollupAsTheView holds them to it).
+const (
+	rollupColumns = "minute, cluster, host, gpu_uuid, mig_uuid, samples, gpu_util_avg, gpu_util_max, mem_util_avg, " +
+		"fb_used_max, power_avg, power_max, energy_max, gpu_temp_max, sm_active_avg, tensor_active_avg"
+	rollupSelect = "toStartOfMinute(ts) AS minute, cluster, host, gpu_uuid, mig_uuid, countState() AS samples, " +
+		"avgIfState(toFloat64(assumeNotNull(gpu_util)), isNotNull(gpu_util)) AS gpu_util_avg, " +
+		"maxIfState(toFloat64(assumeNotNull(gpu_util)), isNotNull(gpu_util)) AS gpu_util_max, " +
+		"avgIfState(toFloat64(assumeNotNull(mem_util)), isNotNull(mem_util)) AS mem_util_avg, " +
+		"maxIfState(toFloat64(assumeNotNull(fb_used_bytes)), isNotNull(fb_used_bytes)) AS fb_used_max, " +
+		"avgIfState(toFloat64(assumeNotNull(power_mw)), isNotNull(power_mw)) AS power_avg, " +
+		"maxIfState(toFloat64(assumeNotNull(power_mw)), isNotNull(power_mw)) AS power_max, " +
+		"maxIfState(toFloat64(assumeNotNull(energy_mj)), isNotNull(energy_mj)) AS energy_max, " +
+		"maxIfState(toFloat64(assumeNotNull(gpu_temp_c)), isNotNull(gpu_temp_c)) AS gpu_temp_max, " +
+		"avgIfState(toFloat64(assumeNotNull(sm_active)), isNotNull(sm_active)) AS sm_active_avg, " +
+		"avgIfState(toFloat64(assumeNotNull(tensor_active)), isNotNull(tensor_active)) AS tensor_active_avg"
+)
 
 // jobsColumns and jobsSelect are the jobs views' columns and the SELECT
 // list they compute them with from job_events, as migration 0007 defines

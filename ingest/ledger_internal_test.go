@@ -172,8 +172,13 @@ type kmsgAt struct {
 // sampleBlockOf returns a gpu_samples block of host's one GPU with three
 // samples, 10 s apart from at, from each of msgs.
 func sampleBlockOf(at time.Time, host string, msgs ...kmsgAt) *sampleBlock {
-	b := newSampleBlock(dayKey(at.Unix()))
-	batch := sampleBatchOf(at, host)
+	return sampleBlockFrom(dayKey(at.Unix()), sampleBatchOf(at, host), msgs...)
+}
+
+// sampleBlockFrom returns a gpu_samples block of part key key with batch's
+// samples from each of msgs.
+func sampleBlockFrom(key uint32, batch *schemas.SampleBatch, msgs ...kmsgAt) *sampleBlock {
+	b := newSampleBlock(key)
 	for _, m := range msgs {
 		for i := range batch.Samples {
 			s := &batch.Samples[i]
@@ -333,8 +338,8 @@ func TestLandedAfterReset(t *testing.T) {
 
 // TestLandedWithOtherViews checks what landed does with a block that is in
 // its table without ledger rows, by the table's other views: write the ledger
-// rows when nothing else can be missing, and ask for the block again when
-// another view may lack it.
+// rows, and a view's missing rows where they can be told, and ask for the
+// block again when another view may lack it and they cannot.
 func TestLandedWithOtherViews(t *testing.T) {
 	in, conn, db := testIngester(t)
 	ctx := context.Background()
@@ -348,18 +353,22 @@ func TestLandedWithOtherViews(t *testing.T) {
 		detached []string // views away while the block is written
 		landed   bool
 		actions  []string // each goes up by one, no other
+		prior    block    // written before the block, with the same views away
 	}{
-		{"gpu_samples with its rollup", samples("a", 10), []string{"gpu_samples_ledger_mv"}, true, []string{"ledger_written"}},
-		{"gpu_samples without its rollup", samples("b", 11), []string{"gpu_samples_ledger_mv", "gpu_samples_1m_mv"}, false, []string{"sent_again"}},
-		{"job_events without ledger rows", jobEvents("7", 40), []string{"job_events_ledger_mv"}, true, []string{"ledger_written"}},
+		{"gpu_samples with its rollup", samples("a", 10), []string{"gpu_samples_ledger_mv"}, true, []string{"ledger_written"}, nil},
+		{"gpu_samples without its rollup", samples("b", 11), []string{"gpu_samples_ledger_mv", "gpu_samples_1m_mv"}, true, []string{"rollup_written", "ledger_written"}, nil},
+		// Another block of the same GPU and minutes lacks its rollup too:
+		// which samples the rollup lacks cannot be told.
+		{"gpu_samples without its rollup, beside another without", samples("b2", 13), []string{"gpu_samples_ledger_mv", "gpu_samples_1m_mv"}, false, []string{"sent_again"}, samples("b2", 12)},
+		{"job_events without ledger rows", jobEvents("7", 40), []string{"job_events_ledger_mv"}, true, []string{"ledger_written"}, nil},
 		// 18.16 runs job_events_ledger_mv before job_runs_mv and jobs_mv:
 		// the ledger can hold a block whose jobs or job_runs rows failed.
-		{"job_events without jobs rows", jobEvents("8", 41), []string{"jobs_mv"}, true, []string{"jobs_written"}},
-		{"job_events without ledger and jobs rows", jobEvents("9", 42), []string{"job_events_ledger_mv", "jobs_mv"}, true, []string{"ledger_written", "jobs_written"}},
-		{"job_events without job_runs rows", jobEvents("10", 43), []string{"job_runs_mv"}, true, []string{"job_runs_written"}},
-		{"job_events without job_runs and jobs rows", jobEvents("11", 44), []string{"job_runs_mv", "jobs_mv"}, true, []string{"jobs_written", "job_runs_written"}},
-		{"job_events without any view's rows", jobEvents("12", 45), []string{"job_events_ledger_mv", "job_runs_mv", "jobs_mv"}, true, []string{"ledger_written", "jobs_written", "job_runs_written"}},
-		{"gpu_allocations", allocs(), []string{"gpu_allocations_ledger_mv"}, true, []string{"ledger_written"}},
+		{"job_events without jobs rows", jobEvents("8", 41), []string{"jobs_mv"}, true, []string{"jobs_written"}, nil},
+		{"job_events without ledger and jobs rows", jobEvents("9", 42), []string{"job_events_ledger_mv", "jobs_mv"}, true, []string{"ledger_written", "jobs_written"}, nil},
+		{"job_events without job_runs rows", jobEvents("10", 43), []string{"job_runs_mv"}, true, []string{"job_runs_written"}, nil},
+		{"job_events without job_runs and jobs rows", jobEvents("11", 44), []string{"job_runs_mv", "jobs_mv"}, true, []string{"jobs_written", "job_runs_written"}, nil},
+		{"job_events without any view's rows", jobEvents("12", 45), []string{"job_events_ledger_mv", "job_runs_mv", "jobs_mv"}, true, []string{"ledger_written", "jobs_written", "job_runs_written"}, nil},
+		{"gpu_allocations", allocs(), []string{"gpu_allocations_ledger_mv"}, true, []string{"ledger_written"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, v := range tc.detached {
@@ -367,7 +376,13 @@ func TestLandedWithOtherViews(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			err := tc.blk.insert(ctx, conn, db)
+			var err error
+			if tc.prior != nil {
+				err = tc.prior.insert(ctx, conn, db)
+			}
+			if err == nil {
+				err = tc.blk.insert(ctx, conn, db)
+			}
 			for _, v := range tc.detached {
 				if err := conn.Exec(ctx, "ATTACH TABLE "+db+"."+v); err != nil {
 					t.Fatal(err)
@@ -377,7 +392,7 @@ func TestLandedWithOtherViews(t *testing.T) {
 				t.Fatal(err)
 			}
 			d := doubtOf(tc.blk)
-			all := []string{"ledger_written", "sent_again", "jobs_written", "job_runs_written"}
+			all := []string{"ledger_written", "rollup_written", "sent_again", "rollup_short", "jobs_written", "job_runs_written"}
 			before := map[string]float64{}
 			for _, a := range all {
 				before[a] = testutil.ToFloat64(in.m.ledgerRepairs.WithLabelValues(d.table, a))
@@ -881,5 +896,87 @@ func TestFirstRow(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRepairRollupAsTheView: the rollup that repairRollup writes for a block
+// whose rollup view failed is the one gpu_samples_1m_mv writes. The same
+// samples (every rolled-up metric, one sample without power) of host "view"
+// inserted through the view and of host "repaired" with the view detached,
+// then repaired, finalize to the same values in every column. A block whose
+// GPUs and minutes hold other rows without their rollup is left alone:
+// nothing tells which rows the missing samples are.
+func TestRepairRollupAsTheView(t *testing.T) {
+	in, conn, db := testIngester(t)
+	ctx := context.Background()
+	at := time.Date(2026, 5, 10, 12, 0, 0, 0, time.UTC)
+	batchOf := func(host string) *schemas.SampleBatch {
+		b := &schemas.SampleBatch{Cluster: "c", Host: host, GPUs: []schemas.GPU{{UUID: "GPU-" + host, Minor: -1, GIID: -1, CIID: -1}}}
+		for i := range 4 {
+			s := schemas.Sample{TSMillis: at.Add(time.Duration(i) * 40 * time.Second).UnixMilli()}
+			for m, v := range map[schemas.Metric]uint64{schemas.GPUUtil: 10, schemas.MemUtil: 3, schemas.FBUsed: 1 << 30,
+				schemas.Energy: 5_000_000, schemas.GPUTemp: 40} {
+				s.Set(m, v*uint64(i+1))
+			}
+			if i != 2 {
+				s.Set(schemas.PowerUsage, 300_000+uint64(i)*7)
+			}
+			s.SetFloat(schemas.SMActive, 0.25*float64(i))
+			s.SetFloat(schemas.TensorActive, 0.125*float64(i))
+			b.Samples = append(b.Samples, s)
+		}
+		return b
+	}
+	key := dayKey(at.Unix())
+	if err := sampleBlockFrom(key, batchOf("view"), kmsgAt{0, 1}).insert(ctx, conn, db); err != nil {
+		t.Fatal(err)
+	}
+	repaired := sampleBlockFrom(key, batchOf("repaired"), kmsgAt{0, 2})
+	insertDetached(t, conn, db, repaired, "gpu_samples_1m_mv")
+	rollup := func(host string) []string {
+		t.Helper()
+		rows, err := conn.Query(ctx, "SELECT toString(tuple(minute, countMerge(samples), avgIfMerge(gpu_util_avg), maxIfMerge(gpu_util_max), "+
+			"avgIfMerge(mem_util_avg), maxIfMerge(fb_used_max), avgIfMerge(power_avg), maxIfMerge(power_max), maxIfMerge(energy_max), "+
+			"maxIfMerge(gpu_temp_max), avgIfMerge(sm_active_avg), avgIfMerge(tensor_active_avg))) FROM "+db+
+			".gpu_samples_1m WHERE host = ? GROUP BY minute ORDER BY minute", host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var r string
+			if err := rows.Scan(&r); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, r)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	for range 2 { // the second time, it finds the rollup complete and writes nothing
+		complete, err := in.repairRollup(ctx, doubtOf(repaired))
+		if err != nil || !complete {
+			t.Fatalf("repairRollup = %v, %v; want complete", complete, err)
+		}
+		view, got := rollup("view"), rollup("repaired")
+		if len(view) != 3 || !slices.Equal(got, view) {
+			t.Errorf("rollup written by repairRollup:\n%s\nwant, as the view's (3 minutes):\n%s", strings.Join(got, "\n"), strings.Join(view, "\n"))
+		}
+	}
+	// Two blocks in the same minutes, both without their rollup.
+	a, b := sampleBlockFrom(key, batchOf("both"), kmsgAt{0, 3}), sampleBlockFrom(key, batchOf("both"), kmsgAt{0, 4})
+	insertDetached(t, conn, db, a, "gpu_samples_1m_mv")
+	insertDetached(t, conn, db, b, "gpu_samples_1m_mv")
+	for _, blk := range []*sampleBlock{a, b} {
+		complete, err := in.repairRollup(ctx, doubtOf(blk))
+		if err != nil || complete {
+			t.Errorf("repairRollup of one of two blocks lacking their rollup = %v, %v; want incomplete", complete, err)
+		}
+	}
+	if got := rollup("both"); len(got) != 0 {
+		t.Errorf("rollup written for blocks not told apart: %v", got)
 	}
 }
