@@ -927,6 +927,17 @@ func TestRepairRollupAsTheView(t *testing.T) {
 		}
 		return b
 	}
+	// Every column of the rollup is written (a column added to the view
+	// needs adding to rollupSelect too).
+	var cols []string
+	if err := conn.QueryRow(ctx, "SELECT groupArray(name) FROM (SELECT name FROM system.columns WHERE database = ? AND table = 'gpu_samples_1m' ORDER BY name)", db).Scan(&cols); err != nil {
+		t.Fatal(err)
+	}
+	written := strings.Split(rollupColumns, ", ")
+	slices.Sort(written)
+	if !slices.Equal(cols, written) {
+		t.Errorf("gpu_samples_1m has columns %v; rollupColumns names %v", cols, written)
+	}
 	key := dayKey(at.Unix())
 	if err := sampleBlockFrom(key, batchOf("view"), kmsgAt{0, 1}).insert(ctx, conn, db); err != nil {
 		t.Fatal(err)
