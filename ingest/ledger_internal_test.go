@@ -946,23 +946,11 @@ func TestRepairRollupAsTheView(t *testing.T) {
 	insertDetached(t, conn, db, repaired, "gpu_samples_1m_mv")
 	rollup := func(host string) []string {
 		t.Helper()
-		rows, err := conn.Query(ctx, "SELECT toString(tuple(minute, countMerge(samples), avgIfMerge(gpu_util_avg), maxIfMerge(gpu_util_max), "+
-			"avgIfMerge(mem_util_avg), maxIfMerge(fb_used_max), avgIfMerge(power_avg), maxIfMerge(power_max), maxIfMerge(energy_max), "+
-			"maxIfMerge(gpu_temp_max), avgIfMerge(sm_active_avg), avgIfMerge(tensor_active_avg))) FROM "+db+
-			".gpu_samples_1m WHERE host = ? GROUP BY minute ORDER BY minute", host)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
 		var out []string
-		for rows.Next() {
-			var r string
-			if err := rows.Scan(&r); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, r)
-		}
-		if err := rows.Err(); err != nil {
+		if err := conn.QueryRow(ctx, "SELECT groupArray(r) FROM (SELECT toString(tuple(minute, countMerge(samples), avgIfMerge(gpu_util_avg), "+
+			"maxIfMerge(gpu_util_max), avgIfMerge(mem_util_avg), maxIfMerge(fb_used_max), avgIfMerge(power_avg), maxIfMerge(power_max), "+
+			"maxIfMerge(energy_max), maxIfMerge(gpu_temp_max), avgIfMerge(sm_active_avg), avgIfMerge(tensor_active_avg))) AS r FROM "+db+
+			".gpu_samples_1m WHERE host = ? GROUP BY minute ORDER BY minute)", host).Scan(&out); err != nil {
 			t.Fatal(err)
 		}
 		return out
